@@ -1,0 +1,1 @@
+"""Pure functions over stored runs: metrics, summaries, comparisons, verdicts."""

@@ -1,0 +1,98 @@
+"""Named metrics of a test result: ``read.iops``, ``write.bw``, ``sync.lat_p99``, ...
+
+A metric key is ``<direction>.<field>``: direction is read, write, trim or sync;
+field is iops, bw, or a latency (slat, clat, lat) statistic: ``_mean``, ``_max``
+or a percentile ``_p50``, ``_p99``, ``_p99.9``. Values are in base units (IOPS,
+bytes/s, ns); ``kind`` says which.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from storbench.result.model import DIRECTIONS, Latency, TestResult
+
+Kind = Literal["iops", "bw", "latency"]
+_FIELD = re.compile(r"^(slat|clat|lat)_(mean|min|max|stdev|p\d+(?:\.\d+)?)$")
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    kind: Kind
+
+    @property
+    def direction(self) -> str:
+        return self.key.split(".", 1)[0]
+
+    @property
+    def field(self) -> str:
+        return self.key.split(".", 1)[1]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.kind != "latency"
+
+    @property
+    def label(self) -> str:
+        """'read IOPS', 'write BW', 'sync p99', 'read clat p99.9', 'write lat mean'."""
+        if self.kind == "iops":
+            return f"{self.direction} IOPS"
+        if self.kind == "bw":
+            return f"{self.direction} BW"
+        which, stat = self.field.split("_", 1)
+        if self.direction == "sync":
+            return f"{self.direction} {stat}"
+        return f"{self.direction} {which} {stat}"
+
+
+def metric(key: str) -> Metric:
+    direction, _, field = key.partition(".")
+    if direction not in (*DIRECTIONS, "sync"):
+        raise ValueError(f"unknown direction in metric {key!r}")
+    if field in ("iops", "bw") and direction != "sync":
+        return Metric(key, "iops" if field == "iops" else "bw")
+    if _FIELD.match(field):
+        return Metric(key, "latency")
+    raise ValueError(f"unknown metric {key!r}")
+
+
+def latency_stat(lat: Latency | None, stat: str) -> float | None:
+    if lat is None:
+        return None
+    if stat.startswith("p"):
+        return lat.percentile(float(stat[1:]))
+    value: float = getattr(lat, f"{stat}_ns")
+    return value
+
+
+def value(result: TestResult, m: Metric) -> float | None:
+    """The metric's value in base units, or None when the test has no such figure."""
+    if result.error:
+        return None
+    if m.direction == "sync":
+        if result.sync is None:
+            return None
+        return latency_stat(result.sync.lat, m.field.split("_", 1)[1])
+    d = result.direction(m.direction)
+    if d is None:
+        return None
+    if m.kind == "iops":
+        return d.iops
+    if m.kind == "bw":
+        return d.bw_bytes_per_s
+    which, stat = m.field.split("_", 1)
+    lat: Latency | None = getattr(d, which)
+    return latency_stat(lat, stat)
+
+
+def default_metrics(result: TestResult) -> list[Metric]:
+    """Headline metrics of a test that no suite describes: what it actually did."""
+    out: list[Metric] = []
+    for name, _ in result.directions():
+        out += [metric(f"{name}.iops"), metric(f"{name}.bw"), metric(f"{name}.clat_p99")]
+    if result.sync is not None:
+        out.append(metric("sync.lat_p99"))
+    return out

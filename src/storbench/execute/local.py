@@ -1,0 +1,183 @@
+"""Run fio as a local subprocess in its own process group, with live progress."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from storbench.errors import ConfigError, FioError
+from storbench.execute.fio import FioBinary
+from storbench.execute.signals import SignalGuard
+
+KILL_AFTER_S = 1.5  # after forwarding a signal, SIGKILL fio if it has not exited by then
+
+_PERCENT = re.compile(r"\]\[(\d+(?:\.\d+)?)%\]")
+_BW = re.compile(r"\]\[([rwt]=[^\]]*B/s[^\]]*)\]")
+_IOPS = re.compile(r"\]\[([rwt]=[^\]]*) IOPS\]")
+_ETA = re.compile(r"\[eta (?:(\d+)d:)?(?:(\d+)h:)?(\d+)m:(\d+)s\]")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What fio's status line says, roughly once a second."""
+
+    percent: float | None
+    eta_s: int | None
+    bandwidth: str  # fio's own text, e.g. "r=47.3MiB/s,w=47.5MiB/s"
+    iops: str  # e.g. "r=12.1k,w=12.2k"
+
+
+def parse_status_line(line: str) -> Progress | None:
+    if not line.startswith("Jobs:"):
+        return None
+    pct = _PERCENT.search(line)
+    eta = _ETA.search(line)
+    bw = _BW.search(line)
+    iops = _IOPS.search(line)
+    eta_s = None
+    if eta:
+        d, h, m, s = (int(g) if g else 0 for g in eta.groups())
+        eta_s = ((d * 24 + h) * 60 + m) * 60 + s
+    return Progress(
+        percent=float(pct.group(1)) if pct else None,
+        eta_s=eta_s,
+        bandwidth=bw.group(1) if bw else "",
+        iops=iops.group(1) if iops else "",
+    )
+
+
+@dataclass(frozen=True)
+class Execution:
+    raw_json: str
+    stderr: str
+    returncode: int
+    wall_s: float
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """preexec: fio gets SIGKILL if storbench itself dies (even by SIGKILL)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class LocalExecutor:
+    """Runs fio job files with fio on this machine; ``workdir`` holds job and output files."""
+
+    def __init__(self, fio: FioBinary, workdir: Path, guard: SignalGuard) -> None:
+        self.fio = fio
+        self.workdir = workdir
+        self.guard = guard
+        self._count = 0
+
+    def validate(self, jobfile_text: str, source: str) -> None:
+        """fio --parse-only: ConfigError with fio's own message for an invalid job file."""
+        path = self._write(jobfile_text, "check")
+        proc = subprocess.run(
+            [self.fio.path, "--parse-only", str(path)],
+            capture_output=True, text=True, cwd=self.workdir, timeout=60,
+        )
+        if proc.returncode != 0:
+            message = fio_message(proc.stderr + proc.stdout)
+            raise ConfigError(f"fio rejects the job file {source}: {message}")
+
+    def _write(self, text: str, stem: str) -> Path:
+        self._count += 1
+        path = self.workdir / f"{self._count:03d}-{stem}.fio"
+        path.write_text(text)
+        return path
+
+    def run(
+        self, jobfile_text: str, on_progress: Callable[[Progress], None] | None = None
+    ) -> Execution:
+        """Run one job file to completion and return what fio wrote, whatever its status.
+
+        Raises FioError only when fio cannot be started. If the guard receives a
+        signal, fio is stopped (the signal forwarded, SIGKILL after KILL_AFTER_S).
+        """
+        job_path = self._write(jobfile_text, "job")
+        out_path = job_path.with_suffix(".json")
+        argv = [
+            self.fio.path, "--output-format=json+", f"--output={out_path}",
+            "--eta=always", "--eta-newline=1", str(job_path),
+        ]
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:
+            raise FioError(f"cannot start {self.fio.path}: {exc.strerror}") from exc
+        self.guard.set_child(proc.pid)
+        stderr_chunks: list[bytes] = []
+        pending = b""
+        sel = selectors.DefaultSelector()
+        assert proc.stdout is not None and proc.stderr is not None
+        sel.register(proc.stdout, selectors.EVENT_READ, "out")
+        sel.register(proc.stderr, selectors.EVENT_READ, "err")
+        try:
+            while sel.get_map():
+                for key, _ in sel.select(timeout=0.5):
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                        continue
+                    if key.data == "err":
+                        stderr_chunks.append(data)
+                        continue
+                    pending += data
+                    *lines, pending = re.split(rb"[\r\n]", pending)
+                    for line in lines:
+                        progress = parse_status_line(line.decode(errors="replace"))
+                        if progress is not None and on_progress is not None:
+                            on_progress(progress)
+                self._kill_if_overdue(proc)
+            returncode = self._wait(proc)
+        finally:
+            sel.close()
+            if proc.poll() is None:
+                _killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self.guard.set_child(None)
+        stderr = b"".join(stderr_chunks).decode(errors="replace")
+        raw = out_path.read_text(errors="replace") if out_path.exists() else ""
+        wall = time.monotonic() - start
+        return Execution(raw, stderr, returncode, wall)
+
+    def _kill_if_overdue(self, proc: subprocess.Popen[bytes]) -> None:
+        at = self.guard.received_at
+        if at is not None and time.monotonic() - at > KILL_AFTER_S and proc.poll() is None:
+            _killpg(proc.pid, signal.SIGKILL)
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> int:
+        while True:
+            try:
+                return proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                self._kill_if_overdue(proc)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def fio_message(text: str) -> str:
+    """fio's error lines, verbatim, joined; the whole text if none look like errors."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("fio:") or "error" in ln.lower()]
+    chosen = errors or lines
+    return " | ".join(chosen[:6]) if chosen else "(fio printed nothing)"

@@ -1,0 +1,71 @@
+"""Live progress for ``storbench run``: a bar per test on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+
+from storbench.execute.local import Progress as FioProgress
+from storbench.result.model import TestResult
+from storbench.runner import Plan, PlannedTest
+from storbench.target.directory import Leftover
+
+
+class ConsoleReporter:
+    """Implements runner.Reporter. Costs a redraw twice a second at most."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live = console.is_terminal
+        self.bars: Progress | None = None
+        self.tasks: list[TaskID] = []
+
+    def leftover_removed(self, leftover: Leftover) -> None:
+        self.console.print(f"[yellow]Removed[/yellow] {leftover.path}, left by crashed run"
+                           f" {leftover.run_uid} (started {leftover.created})")
+
+    def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
+        self.console.print(f"Run #{run_id}: suite {plan.suite_name}, {len(plan.tests)} test(s)"
+                           f" in {scratch}")
+        if not self.live:
+            return
+        self.bars = Progress(
+            TextColumn("{task.description:<14}"),
+            BarColumn(bar_width=24),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TextColumn("{task.fields[eta]}"),
+            TextColumn("{task.fields[live]}"),
+            console=self.console,
+            refresh_per_second=2,
+        )
+        for t in plan.tests:
+            self.tasks.append(self.bars.add_task(t.name, total=100, eta="", live="waiting"))
+        self.bars.start()
+
+    def test_started(self, index: int, test: PlannedTest) -> None:
+        expected = f", ~{test.expected_s:.0f} s" if test.expected_s else ""
+        if self.bars is not None:
+            self.bars.update(self.tasks[index], live=f"{test.description}{expected}")
+        else:
+            self.console.print(f"[{index + 1}] {test.name}: {test.description}{expected}")
+
+    def progress(self, index: int, p: FioProgress) -> None:
+        if self.bars is None:
+            return
+        live = "  ".join(x for x in (p.iops and f"{p.iops} IOPS", p.bandwidth) if x)
+        eta = f"eta {p.eta_s // 60}m{p.eta_s % 60:02d}s" if p.eta_s is not None else ""
+        self.bars.update(self.tasks[index], completed=p.percent or 0, eta=eta,
+                         live=live or "laying out files")
+
+    def test_finished(self, index: int, results: list[TestResult]) -> None:
+        if self.bars is not None:
+            self.bars.update(self.tasks[index], completed=100, eta="", live="done")
+        else:
+            self.console.print(f"[{index + 1}] done")
+
+    def close(self) -> None:
+        if self.bars is not None:
+            self.bars.stop()
+            self.bars = None

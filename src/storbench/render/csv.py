@@ -1,0 +1,35 @@
+"""CSV: one row per run, one column per metric, the unit in each header.
+
+Numbers are written without thousands separators; a figure that was not
+measured is an empty cell, never 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from storbench.analysis.compare import Comparison
+from storbench.render import units
+
+
+def render(comp: Comparison) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    headers = ["run", "label", "suite", "status", "created_at"]
+    column_units = []
+    for j, col in enumerate(comp.columns):
+        unit = units.choose(col.metric.kind, [row[j].value for row in comp.cells])
+        column_units.append(unit)
+        headers.append(units.header(col.title, col.metric.kind, unit))
+        if comp.baseline is not None:
+            headers.append(f"{col.title} ratio to #{comp.runs[comp.baseline].id}")
+    writer.writerow(headers)
+    for run, row in zip(comp.runs, comp.cells, strict=True):
+        line: list[str] = [str(run.id), run.label or "", run.suite, run.status, run.created_at]
+        for cell, unit in zip(row, column_units, strict=True):
+            line.append("" if cell.value is None else f"{cell.value / unit.divisor:.6g}")
+            if comp.baseline is not None:
+                line.append("" if cell.ratio is None else f"{cell.ratio:.4f}")
+        writer.writerow(line)
+    return out.getvalue()

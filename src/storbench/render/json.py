@@ -1,0 +1,68 @@
+"""JSON: the full model in base units, with a schema version. The contract for other tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from storbench.analysis.compare import Comparison
+from storbench.analysis.verdicts import evaluate
+from storbench.store import Run
+
+SCHEMA = "storbench.export/1"
+
+
+def run_dict(run: Run, *, raw: bool = False) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "id": run.id,
+        "uid": run.uid,
+        "label": run.label,
+        "tags": run.tags,
+        "suite": run.suite,
+        "target": run.target,
+        "status": run.status,
+        "error": run.error,
+        "origin": run.origin,
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+        "storbench_version": run.storbench_version,
+        "fio_version": run.fio_version,
+        "settings": run.settings,
+        "environment": run.environment,
+        "tests": [t.result.to_dict() for t in run.tests],
+        "verdicts": [
+            {"test": v.test, "metric": v.metric, "measured": v.measured, "limit": v.limit,
+             "passed": v.passed, "rule": v.rule}
+            for v in evaluate(run)
+        ],
+        "job_files": [i.job_text for i in run.invocations],
+    }
+    if raw:
+        d["fio_output"] = [i.raw_json for i in run.invocations]
+    return d
+
+
+def render(comp: Comparison) -> str:
+    doc = {
+        "schema": SCHEMA,
+        "units": {"iops": "IOPS", "bw": "bytes/s", "latency": "ns"},
+        "runs": [run_dict(r) for r in comp.runs],
+        "comparison": {
+            "baseline": comp.runs[comp.baseline].id if comp.baseline is not None else None,
+            "columns": [
+                {"test": c.test, "metric": c.metric.key, "kind": c.metric.kind,
+                 "higher_is_better": c.metric.higher_is_better}
+                for c in comp.columns
+            ],
+            "rows": [
+                {"run": run.id, "values": [c.value for c in row],
+                 "ratios": [c.ratio for c in row]}
+                for run, row in zip(comp.runs, comp.cells, strict=True)
+            ],
+        },
+    }
+    return json.dumps(doc, indent=2, default=_default) + "\n"
+
+
+def _default(o: object) -> Any:
+    raise TypeError(f"cannot serialize {type(o).__name__}")

@@ -1,0 +1,50 @@
+"""Tables as plain data (headers + text cells), shared by every text format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storbench.analysis.compare import Comparison
+from storbench.analysis.summary import SummaryRow
+from storbench.render import units
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    align_right: list[bool]
+
+
+def comparison_table(comp: Comparison, *, grouping: bool = True, ratios: bool = True) -> Table:
+    headers = ["run", "label", "suite"]
+    rows: list[list[str]] = [[f"#{r.id}", r.label or "", r.suite] for r in comp.runs]
+    for j, col in enumerate(comp.columns):
+        column_values = [comp.cells[i][j].value for i in range(len(comp.runs))]
+        unit = units.choose(col.metric.kind, column_values)
+        headers.append(units.header(col.title, col.metric.kind, unit))
+        for i, row in enumerate(rows):
+            cell = comp.cells[i][j]
+            text = "failed" if cell.failed else unit.fmt(cell.value, grouping=grouping)
+            shown = ratios and comp.baseline is not None and i != comp.baseline
+            if shown and cell.ratio is not None:
+                text += f" ({cell.ratio:.2f}×)"
+            row.append(text)
+    return Table(headers, rows, [False, False, False] + [True] * len(comp.columns))
+
+
+def summary_table(rows: list[SummaryRow]) -> Table:
+    iops = units.IOPS
+    bw = units.choose("bw", [r.bw_bytes_per_s for r in rows])
+    lat = units.choose("latency", [r.p99_ns for r in rows])
+    headers = ["test", "dir", "IOPS", f"BW [{bw.name}]", f"lat mean [{lat.name}]",
+               f"p50 [{lat.name}]", f"p99 [{lat.name}]", f"p99.9 [{lat.name}]"]
+    out = []
+    for r in rows:
+        if r.failed:
+            out.append([r.test, "FAILED", "", "", "", "", "", ""])
+            continue
+        out.append([r.test, r.direction, iops.fmt(r.iops), bw.fmt(r.bw_bytes_per_s),
+                    lat.fmt(r.mean_ns), lat.fmt(r.p50_ns), lat.fmt(r.p99_ns),
+                    lat.fmt(r.p999_ns)])
+    return Table(headers, out, [False, False] + [True] * 6)

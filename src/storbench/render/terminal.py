@@ -1,0 +1,107 @@
+"""Terminal output with rich: tables, the run summary, verdicts, environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from storbench.analysis.compare import Comparison
+from storbench.analysis.summary import summarize
+from storbench.analysis.verdicts import Verdict, evaluate
+from storbench.render import units
+from storbench.render.table import Table, comparison_table, summary_table
+from storbench.store import Run
+from storbench.workload.sizes import format_bytes_iec
+from storbench.workload.suites import Suite
+
+
+def rich_table(t: Table, title: str | None = None) -> RichTable:
+    table = RichTable(title=title, title_justify="left", header_style="bold")
+    for header, right in zip(t.headers, t.align_right, strict=True):
+        table.add_column(header, justify="right" if right else "left")
+    for row in t.rows:
+        table.add_row(*row)
+    return table
+
+
+def verdict_line(v: Verdict) -> str:
+    if v.measured is None:
+        return f"[red]FAIL[/red] {v.test}: {v.metric} was not measured ({v.rule})"
+    word = "[green]PASS[/green]" if v.passed else "[red]FAIL[/red]"
+    rel = "<=" if v.passed else ">"
+    return (f"{word} {v.test}: {v.metric} = {units.latency(v.measured)} {rel}"
+            f" {units.latency(v.limit)} ({v.rule})")
+
+
+def print_run(console: Console, run: Run) -> None:
+    """The summary of one run: header line, results table, verdicts, error."""
+    tags = " ".join(f"{k}={v}" for k, v in run.tags.items())
+    console.print(
+        f"[bold]Run #{run.id}[/bold] {run.label or ''} suite={run.suite} target={run.target}"
+        f" status={run.status} {run.created_at}" + (f" tags: {tags}" if tags else "")
+    )
+    rows = summarize(run)
+    if rows:
+        console.print(rich_table(summary_table(rows)))
+    for v in evaluate(run):
+        console.print(verdict_line(v))
+    if run.error:
+        console.print(f"[red]error:[/red] {run.error}", markup=True, highlight=False)
+
+
+def print_environment(console: Console, env: dict[str, Any]) -> None:
+    t = RichTable(title="Environment", title_justify="left", show_header=False)
+    t.add_column("key", style="bold")
+    t.add_column("value")
+    for key, val in _flatten(env):
+        if key.endswith("bytes") and isinstance(val, int):
+            val = f"{format_bytes_iec(val)} ({val} bytes)"
+        t.add_row(key, str(val))
+    console.print(t)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out += _flatten(v, f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def print_comparison(console: Console, comp: Comparison) -> None:
+    console.print(rich_table(comparison_table(comp)))
+    if comp.baseline is not None:
+        base = comp.runs[comp.baseline]
+        console.print(f"Ratios (×) are to the baseline, run #{base.id} {base.label or ''};"
+                      " IOPS and BW: higher is better, latency: lower is better.")
+
+
+def print_run_list(console: Console, runs: list[Run]) -> None:
+    t = RichTable(header_style="bold")
+    for col in ("run", "created (UTC)", "label", "suite", "status", "target", "tags"):
+        t.add_column(col)
+    for r in runs:
+        status = r.status if r.status == "completed" else f"[red]{r.status}[/red]"
+        t.add_row(f"#{r.id}", r.created_at, r.label or "", r.suite, status, r.target,
+                  " ".join(f"{k}={v}" for k, v in r.tags.items()))
+    console.print(t)
+
+
+def print_suites(console: Console, suites: list[Suite], *, detailed: bool) -> None:
+    if not detailed:
+        t = RichTable(header_style="bold")
+        for col in ("suite", "tests", "description"):
+            t.add_column(col)
+        for s in suites:
+            t.add_row(s.name, ", ".join(x.name for x in s.tests), s.description)
+        console.print(t)
+        return
+    for s in suites:
+        console.print(f"[bold]{s.name}[/bold]: {s.description}\nsource: {s.study}")
+        for test, jf in zip(s.tests, s.jobfiles(), strict=True):
+            console.print(f"\n[bold]{test.name}[/bold]: {test.description}")
+            console.print(jf.render(), markup=False)

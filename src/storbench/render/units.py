@@ -1,0 +1,59 @@
+"""The only place numbers are scaled into display units. One unit per column."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from storbench.analysis.metrics import Kind
+
+_LATENCY = (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9))
+_BW = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    divisor: float
+
+    def fmt(self, v: float | None, *, grouping: bool = True) -> str:
+        if v is None:
+            return ""
+        x = v / self.divisor
+        if abs(x) >= 100:
+            return f"{x:,.0f}" if grouping else f"{x:.0f}"
+        if abs(x) >= 10:
+            return f"{x:.1f}"
+        return f"{x:.2f}"
+
+
+IOPS = Unit("IOPS", 1.0)
+
+
+def choose(kind: Kind, values: Iterable[float | None]) -> Unit:
+    """A unit that suits a column's values (by their median)."""
+    present = [abs(v) for v in values if v is not None]
+    if kind == "iops":
+        return IOPS
+    scale = _LATENCY if kind == "latency" else _BW
+    if not present:
+        return Unit(*scale[1 if kind == "latency" else 2])
+    mid = statistics.median(present)
+    chosen = scale[0]
+    for name, divisor in scale:
+        if mid >= divisor:
+            chosen = (name, divisor)
+    return Unit(*chosen)
+
+
+def latency(ns: float | None) -> str:
+    """One latency with its own unit, for sentences ('4.20 ms')."""
+    if ns is None:
+        return "n/a"
+    unit = choose("latency", [ns])
+    return f"{unit.fmt(ns)} {unit.name}"
+
+
+def header(title: str, kind: Kind, unit: Unit) -> str:
+    return title if kind == "iops" else f"{title} [{unit.name}]"

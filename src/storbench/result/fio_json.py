@@ -1,0 +1,131 @@
+"""fio's JSON and json+ output -> TestResult, one per job name.
+
+Handles fio >= 3 (``*_ns`` latency) and fio 2.x (``clat`` etc. in µs), text
+before the JSON (fio prints warnings into the output file), and client/server
+output (``client_stats``; its "All clients" entry is skipped: hosts are merged
+from their bins instead).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from storbench.errors import FioError
+from storbench.result.merge import merge_latency
+from storbench.result.model import DIRECTIONS, Direction, Latency, SyncStats, TestResult
+
+
+def load_fio_json(text: str) -> dict[str, Any]:
+    """The JSON document in fio's output, skipping any text fio printed before it."""
+    start = text.find("{")
+    while start != -1:
+        try:
+            doc, _ = json.JSONDecoder().raw_decode(text, start)
+        except json.JSONDecodeError:
+            start = text.find("\n{", start + 1)
+            start = start + 1 if start != -1 else -1
+            continue
+        if isinstance(doc, dict) and ("jobs" in doc or "client_stats" in doc):
+            return doc
+        start = text.find("{", start + 1)
+    snippet = text.strip().splitlines()[:3]
+    raise FioError(
+        "fio's output holds no JSON result"
+        + (f"; it begins with: {' | '.join(snippet)}" if snippet else " (it is empty)")
+    )
+
+
+def job_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    if "jobs" in doc:
+        return list(doc["jobs"])
+    return [j for j in doc.get("client_stats", []) if j.get("jobname") != "All clients"]
+
+
+def parse_fio_json(text: str) -> tuple[str, list[TestResult]]:
+    """fio's version string and one TestResult per job name, in first-seen order."""
+    doc = load_fio_json(text)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for job in job_entries(doc):
+        groups.setdefault(str(job.get("jobname", "")), []).append(job)
+    return str(doc.get("fio version", "")), [aggregate(name, jobs) for name, jobs in groups.items()]
+
+
+def _latency(stats: dict[str, Any] | None, scale: float) -> Latency | None:
+    if not stats or not stats.get("N"):
+        return None
+    percentiles = {float(k): float(v) * scale for k, v in (stats.get("percentile") or {}).items()}
+    bins = {int(k): int(v) for k, v in (stats.get("bins") or {}).items()} if scale == 1 else {}
+    return Latency(
+        samples=int(stats["N"]),
+        min_ns=float(stats["min"]) * scale,
+        max_ns=float(stats["max"]) * scale,
+        mean_ns=float(stats["mean"]) * scale,
+        stdev_ns=float(stats.get("stddev", 0.0)) * scale,
+        percentiles_ns=percentiles,
+        bins=bins,
+    )
+
+
+def _lat_of(d: dict[str, Any], kind: str) -> Latency | None:
+    if f"{kind}_ns" in d:
+        return _latency(d[f"{kind}_ns"], 1.0)
+    return _latency(d.get(kind), 1000.0)  # fio 2.x: microseconds
+
+
+def _direction(parts: Sequence[dict[str, Any]]) -> Direction | None:
+    parts = [p for p in parts if p.get("total_ios", 0) or p.get("io_bytes", 0)]
+    if not parts:
+        return None
+
+    def merged(kind: str) -> Latency | None:
+        return merge_latency([x for p in parts if (x := _lat_of(p, kind)) is not None])
+
+    return Direction(
+        iops=sum(float(p.get("iops", 0.0)) for p in parts),
+        bw_bytes_per_s=sum(
+            float(p["bw_bytes"]) if "bw_bytes" in p else float(p.get("bw", 0)) * 1024
+            for p in parts
+        ),
+        io_bytes=sum(
+            int(p["io_bytes"]) if "io_bytes" in p else int(p.get("io_kbytes", 0)) * 1024
+            for p in parts
+        ),
+        total_ios=sum(int(p.get("total_ios", 0)) for p in parts),
+        runtime_ms=max(int(p.get("runtime", 0)) for p in parts),
+        short_ios=sum(int(p.get("short_ios", 0)) for p in parts),
+        dropped_ios=sum(int(p.get("drop_ios", 0)) for p in parts),
+        slat=merged("slat"),
+        clat=merged("clat"),
+        lat=merged("lat"),
+    )
+
+
+def aggregate(name: str, jobs: Sequence[dict[str, Any]]) -> TestResult:
+    """One TestResult from the fio job entries that share a job name."""
+    directions = {d: _direction([j[d] for j in jobs if d in j]) for d in DIRECTIONS}
+    sync_lats = [x for j in jobs if "sync" in j if (x := _lat_of(j["sync"], "lat")) is not None]
+    sync_lat = merge_latency(sync_lats)
+    sync = SyncStats(calls=sync_lat.samples, lat=sync_lat) if sync_lat is not None else None
+    error = next((int(j["error"]) for j in jobs if j.get("error")), 0)
+    levels: dict[str, float] = {}
+    for j in jobs:
+        for k, v in (j.get("iodepth_level") or {}).items():
+            levels[k] = levels.get(k, 0.0) + float(v) / len(jobs)
+    options = {str(k): str(v) for k, v in (jobs[0].get("job options") or {}).items()}
+    return TestResult(
+        name=name,
+        jobs=len(jobs),
+        error=error,
+        read=directions["read"],
+        write=directions["write"],
+        trim=directions["trim"],
+        sync=sync,
+        usr_cpu_percent=sum(float(j.get("usr_cpu", 0.0)) for j in jobs),
+        sys_cpu_percent=sum(float(j.get("sys_cpu", 0.0)) for j in jobs),
+        context_switches=sum(int(j.get("ctx", 0)) for j in jobs),
+        iodepth_percent=levels,
+        elapsed_s=max(float(j.get("elapsed", 0)) for j in jobs),
+        options=options,
+    )

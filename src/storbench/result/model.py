@@ -1,0 +1,124 @@
+"""Result model. Units are in field names: ``_ns``, ``_bytes``, ``_bytes_per_s``, ``_ms``.
+
+Percentiles are keyed by their percentage (``99.9``). ``bins`` holds fio's json+
+latency histogram (bucket value in ns -> count) so that results of several jobs
+or hosts can be merged exactly; it is empty when fio's output had no bins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DIRECTIONS = ("read", "write", "trim")
+REPORTED_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9, 99.99)
+
+
+@dataclass(frozen=True)
+class Latency:
+    samples: int
+    min_ns: float
+    max_ns: float
+    mean_ns: float
+    stdev_ns: float
+    percentiles_ns: dict[float, float] = field(default_factory=dict)
+    bins: dict[int, int] = field(default_factory=dict)
+
+    def percentile(self, p: float) -> float | None:
+        return self.percentiles_ns.get(p)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Latency:
+        return cls(
+            samples=d["samples"],
+            min_ns=d["min_ns"],
+            max_ns=d["max_ns"],
+            mean_ns=d["mean_ns"],
+            stdev_ns=d["stdev_ns"],
+            percentiles_ns={float(k): v for k, v in d["percentiles_ns"].items()},
+            bins={int(k): v for k, v in d["bins"].items()},
+        )
+
+
+@dataclass(frozen=True)
+class Direction:
+    """One direction (read, write or trim) of a test: all its jobs together."""
+
+    iops: float
+    bw_bytes_per_s: float
+    io_bytes: int
+    total_ios: int
+    runtime_ms: int
+    short_ios: int
+    dropped_ios: int
+    slat: Latency | None
+    clat: Latency | None
+    lat: Latency | None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Direction:
+        return cls(
+            **{k: v for k, v in d.items() if k not in ("slat", "clat", "lat")},
+            slat=_lat(d.get("slat")),
+            clat=_lat(d.get("clat")),
+            lat=_lat(d.get("lat")),
+        )
+
+
+@dataclass(frozen=True)
+class SyncStats:
+    """fsync / fdatasync / sync_file_range calls: their count and latency."""
+
+    calls: int
+    lat: Latency
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SyncStats:
+        return cls(calls=d["calls"], lat=Latency.from_dict(d["lat"]))
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One test: the fio jobs of one name in one invocation, aggregated.
+
+    IOPS and bandwidth are summed over jobs, latency percentiles are merged from
+    the histogram bins, runtime is the longest job's.
+    """
+
+    name: str
+    jobs: int
+    error: int  # fio's errno for the first job that failed, 0 if none
+    read: Direction | None
+    write: Direction | None
+    trim: Direction | None
+    sync: SyncStats | None
+    usr_cpu_percent: float  # summed over jobs: percent of one core
+    sys_cpu_percent: float
+    context_switches: int
+    iodepth_percent: dict[str, float]  # fio's "iodepth_level": depth bucket -> % of time
+    elapsed_s: float
+    options: dict[str, str]  # the job's options as fio reported them
+
+    def direction(self, name: str) -> Direction | None:
+        if name not in DIRECTIONS:
+            raise ValueError(f"unknown direction {name!r}")
+        result: Direction | None = getattr(self, name)
+        return result
+
+    def directions(self) -> list[tuple[str, Direction]]:
+        return [(n, d) for n in DIRECTIONS if (d := self.direction(n)) is not None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TestResult:
+        values = dict(d)
+        for name in DIRECTIONS:
+            values[name] = Direction.from_dict(d[name]) if d.get(name) else None
+        values["sync"] = SyncStats.from_dict(d["sync"]) if d.get("sync") else None
+        return cls(**values)
+
+
+def _lat(d: dict[str, Any] | None) -> Latency | None:
+    return Latency.from_dict(d) if d else None

@@ -1,0 +1,279 @@
+"""Run a suite (or a job file) on a directory target: plan, execute, parse, store.
+
+This is the one function the CLI's ``run`` calls. It owns the run's lifetime:
+leftovers of crashed runs are removed first, the scratch directory is removed on
+success, on error and on SIGINT/SIGTERM, and the run is always stored with its
+final status (completed, failed or interrupted) and what did complete.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from storbench import __version__
+from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError
+from storbench.execute import LocalExecutor, Progress, SignalGuard, find_fio
+from storbench.execute.local import fio_message
+from storbench.result import TestResult, parse_fio_json
+from storbench.store import Invocation, Store
+from storbench.target.directory import (
+    DirectoryTarget,
+    Leftover,
+    remove_files_except,
+    remove_scratch,
+)
+from storbench.target.environment import host_facts
+from storbench.workload import JobFile, Suite, get_suite, parse_jobfile
+from storbench.workload.sizes import parse_size
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything ``storbench run`` was asked to do."""
+
+    target: Path
+    suite: str = "quick"
+    job_file: Path | None = None
+    size: str | None = None
+    runtime: float | None = None
+    label: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    threshold_ms: float | None = None
+    fio: str | None = None
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """One fio invocation: its job file and a name for progress display."""
+
+    name: str
+    description: str
+    jobfile: JobFile
+    expected_s: float | None  # wall time fio will take, when its options say
+
+
+@dataclass(frozen=True)
+class Plan:
+    suite_name: str
+    suite: Suite | None
+    tests: list[PlannedTest]
+
+
+class Reporter(Protocol):
+    """Progress callbacks; the CLI shows them, a library user may ignore them."""
+
+    def leftover_removed(self, leftover: Leftover) -> None: ...
+    def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None: ...
+    def test_started(self, index: int, test: PlannedTest) -> None: ...
+    def progress(self, index: int, progress: Progress) -> None: ...
+    def test_finished(self, index: int, results: list[TestResult]) -> None: ...
+
+
+class NullReporter:
+    def leftover_removed(self, leftover: Leftover) -> None:
+        pass
+
+    def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
+        pass
+
+    def test_started(self, index: int, test: PlannedTest) -> None:
+        pass
+
+    def progress(self, index: int, progress: Progress) -> None:
+        pass
+
+    def test_finished(self, index: int, results: list[TestResult]) -> None:
+        pass
+
+
+def expected_seconds(jobfile: JobFile) -> float | None:
+    """How long fio will run, when it is time based (runtime + ramp_time), else None."""
+    longest = 0.0
+    for _, opts in jobfile.effective():
+        if "time_based" not in opts or "runtime" not in opts:
+            return None
+        runtime = _seconds(opts["runtime"])
+        ramp = _seconds(opts.get("ramp_time", "0"))
+        if runtime is None or ramp is None:
+            return None
+        longest = max(longest, runtime + ramp)
+    return longest
+
+
+def _seconds(text: str) -> float | None:
+    text = text.strip().lower()
+    for suffix, factor in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * factor
+            except ValueError:
+                return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def make_plan(spec: RunSpec, scratch: Path) -> Plan:
+    if spec.size is not None and parse_size(spec.size) is None:
+        raise ConfigError(f"--size {spec.size!r} is not a size (examples: 64m, 1g, 512k)")
+    if spec.runtime is not None and spec.runtime <= 0:
+        raise ConfigError(f"--runtime must be a positive number of seconds, not {spec.runtime}")
+    if spec.job_file is not None:
+        try:
+            text = spec.job_file.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read job file {str(spec.job_file)!r}: {exc.strerror}"
+                              ) from exc
+        jf = parse_jobfile(text, str(spec.job_file), spec.job_file.parent)
+        prepared = jf.prepared(scratch, size=spec.size, runtime=spec.runtime)
+        names = ", ".join(s.name for s in jf.jobs())
+        test = PlannedTest(spec.job_file.name, names, prepared, expected_seconds(prepared))
+        return Plan(f"job:{spec.job_file.name}", None, [test])
+    suite = get_suite(spec.suite)
+    tests = []
+    for t, jf in zip(suite.tests, suite.jobfiles(size=spec.size, runtime=spec.runtime),
+                     strict=True):
+        prepared = jf.prepared(scratch)
+        tests.append(PlannedTest(t.name, t.description, prepared, expected_seconds(prepared)))
+    return Plan(suite.name, suite, tests)
+
+
+def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None) -> int:
+    """Run ``spec`` and store it; returns the run id.
+
+    Raises StorbenchError subclasses; when the run got as far as being stored, its
+    id is in the exception's ``run_id`` attribute.
+    """
+    rep: Reporter = reporter or NullReporter()
+    fio = find_fio(spec.fio)
+    target = DirectoryTarget(spec.target)
+    target.check()
+    for leftover in target.leftovers():
+        remove_scratch(leftover.path)
+        rep.leftover_removed(leftover)
+    uid = secrets.token_hex(6)
+    scratch = spec.target.resolve() / f"storbench-{uid}"
+    plan = make_plan(spec, scratch)
+    workdir = Path(tempfile.mkdtemp(prefix="storbench-fio-"))
+    try:
+        with SignalGuard() as guard:
+            executor = LocalExecutor(fio, workdir, guard)
+            for t in plan.tests:
+                executor.validate(t.jobfile.render(), f"for test {t.name!r}")
+            needed = [(t.jobfile.estimated_bytes() or 0, t.name) for t in plan.tests]
+            most, name = max(needed)
+            target.check_space(most, f"test {name!r}")
+            guard.check()
+            environment = {
+                **host_facts(),
+                "target": target.describe(),
+                "fio_path": fio.path,
+                "fio_version": fio.version_text,
+                "storbench_version": __version__,
+            }
+            settings = {
+                "suite": plan.suite_name,
+                "size": spec.size,
+                "runtime_s": spec.runtime,
+                "threshold_ms": spec.threshold_ms,
+                "job_file": str(spec.job_file) if spec.job_file else None,
+            }
+            run_id = store.begin_run(
+                uid=uid, suite=plan.suite_name, target=str(spec.target.resolve()),
+                environment=environment, settings=settings, storbench_version=__version__,
+                fio_version=fio.version_text, label=spec.label, tags=spec.tags,
+            )
+            try:
+                target.create_scratch(uid)
+                rep.run_started(run_id, plan, scratch)
+                _execute(plan, executor, store, run_id, target, scratch, rep, guard)
+            except BaseException as exc:
+                remove_scratch(scratch)
+                status = "interrupted" if isinstance(exc, Interrupted) else "failed"
+                if isinstance(exc, KeyboardInterrupt):
+                    status, exc = "interrupted", Interrupted(2)
+                message = str(exc) or type(exc).__name__
+                store.finish_run(run_id, status, message)
+                if isinstance(exc, StorbenchError):
+                    exc.run_id = run_id  # type: ignore[attr-defined]
+                    raise exc from None
+                raise
+            remove_scratch(scratch)
+            store.finish_run(run_id, "completed")
+            guard.check()
+            return run_id
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _execute(
+    plan: Plan,
+    executor: LocalExecutor,
+    store: Store,
+    run_id: int,
+    target: DirectoryTarget,
+    scratch: Path,
+    rep: Reporter,
+    guard: SignalGuard,
+) -> None:
+    ordinal = 0
+    for index, test in enumerate(plan.tests):
+        guard.check()
+        kept = sum(f.stat().st_size for f in scratch.iterdir() if f.is_file())
+        target.check_space(max(0, (test.jobfile.estimated_bytes() or 0) - kept),
+                           f"test {test.name!r}")
+        rep.test_started(index, test)
+        text = test.jobfile.render()
+        execution = executor.run(text, functools.partial(rep.progress, index))
+        guard.check()  # an interrupted test's partial numbers are not stored
+        try:
+            _, results = parse_fio_json(execution.raw_json)
+        except FioError:
+            if execution.returncode == 0:
+                raise
+            results = []
+        numbered = list(enumerate(results, start=ordinal))
+        ordinal += len(results)
+        store.add_invocation(
+            run_id,
+            Invocation(index, text, execution.raw_json, execution.returncode,
+                       execution.stderr, execution.wall_s),
+            numbered,
+        )
+        rep.test_finished(index, results)
+        said = fio_message(execution.stderr + "\n" + _preamble(execution.raw_json))
+        failed = [r for r in results if r.error]
+        if failed:
+            raise FioError(
+                f"fio job {failed[0].name!r} failed with error {failed[0].error}"
+                f" ({_strerror(failed[0].error)}): {said}",
+                returncode=execution.returncode, stderr=execution.stderr,
+            )
+        if execution.returncode != 0:
+            raise FioError(
+                f"fio exited with status {execution.returncode}: {said}",
+                returncode=execution.returncode, stderr=execution.stderr,
+            )
+        later = {n for t in plan.tests[index + 1:] for n in t.jobfile.named_files()}
+        remove_files_except(scratch, later)
+
+
+def _preamble(raw: str) -> str:
+    """What fio printed into its output file before the JSON: its error messages."""
+    start = raw.find("{")
+    return raw if start == -1 else raw[:start]
+
+
+def _strerror(errno_value: int) -> str:
+    try:
+        return os.strerror(errno_value)
+    except ValueError:
+        return "unknown error"

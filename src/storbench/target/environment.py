@@ -1,0 +1,144 @@
+"""Facts about the machine and the file system under a path, for every stored run."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def host_facts() -> dict[str, Any]:
+    return {
+        "hostname": socket.gethostname(),
+        "os": _os_release(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "ram_bytes": _ram_bytes(),
+    }
+
+
+def _os_release() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.release()}"
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _ram_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+@dataclass(frozen=True)
+class Mount:
+    mount_point: str
+    fs_type: str
+    source: str
+    options: str
+    dev: str  # "major:minor"
+
+
+def _unescape(field: str) -> str:
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace(
+        "\\134", "\\"
+    )
+
+
+def mount_of(path: Path) -> Mount | None:
+    """The mount that holds ``path`` (longest mount point prefix in mountinfo)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    target = str(path.resolve())
+    best: Mount | None = None
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if len(fields) < 6 or len(rest) < 2:
+            continue
+        mp = _unescape(fields[4])
+        inside = target == mp or target.startswith(mp.rstrip("/") + "/")
+        if inside and (best is None or len(mp) >= len(best.mount_point)):
+            options = fields[5] + ("," + rest[2] if len(rest) > 2 else "")
+            best = Mount(mp, rest[0], _unescape(rest[1]), options, fields[2])
+    return best
+
+
+def block_device_facts(dev: str) -> dict[str, Any]:
+    """Model, rotational flag and scheduler of the disk behind ``major:minor``, if any."""
+    sys_dev = Path("/sys/dev/block") / dev
+    if not sys_dev.exists():
+        return {}
+    node = sys_dev.resolve()
+    disk = node.parent if (node / "partition").exists() else node
+    facts: dict[str, Any] = {"device": disk.name if disk == node else f"{disk.name}/{node.name}"}
+    for key, rel in (
+        ("model", "device/model"),
+        ("rotational", "queue/rotational"),
+        ("scheduler", "queue/scheduler"),
+        ("size_bytes", "size"),
+    ):
+        try:
+            value = (disk / rel).read_text().strip()
+        except OSError:
+            continue
+        if key == "rotational":
+            facts[key] = value == "1"
+        elif key == "size_bytes":
+            facts[key] = int(value) * 512
+        elif key == "scheduler":
+            facts[key] = next((w[1:-1] for w in value.split() if w.startswith("[")), value)
+        else:
+            facts[key] = value
+    try:
+        backing = (disk / "loop" / "backing_file").read_text().strip()
+        facts["loop_backing_file"] = backing
+    except OSError:
+        pass
+    return facts
+
+
+def path_facts(path: Path) -> dict[str, Any]:
+    facts: dict[str, Any] = {"path": str(path.resolve())}
+    mount = mount_of(path)
+    if mount is not None:
+        facts.update(
+            mount_point=mount.mount_point,
+            fs_type=mount.fs_type,
+            mount_source=mount.source,
+            mount_options=mount.options,
+        )
+        device = block_device_facts(mount.dev)
+        if device:
+            facts["block_device"] = device
+    try:
+        st = os.statvfs(path)
+        facts["free_bytes"] = st.f_bavail * st.f_frsize
+        facts["total_bytes"] = st.f_blocks * st.f_frsize
+    except OSError:
+        pass
+    return facts

@@ -1,0 +1,190 @@
+"""fio job files: parse, adjust for a scratch directory, render back to text.
+
+A job file is kept as an ordered list of sections exactly as fio reads them
+(``[global]`` sections included), so that what fio runs is what the user wrote,
+plus the few options storbench must set (the directory, size/runtime overrides).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from storbench.errors import ConfigError
+from storbench.workload.sizes import parse_size
+
+Option = tuple[str, str | None]
+
+# Options that would send I/O outside storbench's scratch directory or drop latency.
+_PATH_OPTIONS = ("filename", "directory", "opendir", "filename_format")
+_DROPPED = ("gtod_reduce",)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One ``[name]`` section: a job, or ``global`` defaults for the jobs after it."""
+
+    name: str
+    options: tuple[Option, ...] = ()
+
+    @property
+    def is_global(self) -> bool:
+        return self.name == "global"
+
+    def get(self, key: str) -> str | None:
+        """The last value of option ``key`` ("" for a bare flag), or None if absent."""
+        found: str | None = None
+        for k, v in self.options:
+            if k.lower() == key:
+                found = "" if v is None else v
+        return found
+
+    def has(self, key: str) -> bool:
+        return any(k.lower() == key for k, _ in self.options)
+
+    def without(self, *keys: str) -> Section:
+        kept = tuple((k, v) for k, v in self.options if k.lower() not in keys)
+        return replace(self, options=kept)
+
+    def with_option(self, key: str, value: str | None) -> Section:
+        return replace(self, options=(*self.without(key).options, (key, value)))
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """An ordered list of sections: what one fio invocation runs."""
+
+    sections: tuple[Section, ...] = field(default_factory=tuple)
+
+    def render(self) -> str:
+        lines: list[str] = []
+        for section in self.sections:
+            lines.append(f"[{section.name}]")
+            lines.extend(k if v is None else f"{k}={v}" for k, v in section.options)
+            lines.append("")
+        return "\n".join(lines)
+
+    def jobs(self) -> list[Section]:
+        return [s for s in self.sections if not s.is_global]
+
+    def effective(self) -> Iterator[tuple[str, dict[str, str]]]:
+        """Each job's name and options as fio sees them (globals before it, then its own)."""
+        defaults: dict[str, str] = {}
+        for section in self.sections:
+            values = {k.lower(): ("" if v is None else v) for k, v in section.options}
+            if section.is_global:
+                defaults.update(values)
+            else:
+                yield section.name, {**defaults, **values}
+
+    def prepared(
+        self, directory: Path, *, size: str | None = None, runtime: float | None = None
+    ) -> JobFile:
+        """This job file pointed at ``directory``, with the user's overrides applied.
+
+        Raises ConfigError for a job that names a path outside the directory (an
+        absolute ``filename``, a ``directory``/``opendir`` of its own with ``..``).
+        """
+        sections: list[Section] = [Section("global", (("directory", str(directory)),))]
+        for section in self.sections:
+            for key in ("filename", "filename_format", "opendir"):
+                value = section.get(key)
+                if value is not None:
+                    for part in value.split(":"):
+                        if os.path.isabs(part) or ".." in Path(part).parts:
+                            raise ConfigError(
+                                f"job [{section.name}] sets {key}={value}: storbench only writes"
+                                " inside its own scratch directory; use a relative file name"
+                            )
+            if section.get("ioengine") in ("rbd", "nbd", "http", "nfs", "gfapi", "sg"):
+                raise ConfigError(
+                    f"job [{section.name}] uses ioengine={section.get('ioengine')}, which does not"
+                    " do I/O in the target directory; storbench runs directory targets only"
+                )
+            new = section.without("directory", *_DROPPED)
+            if not section.is_global:
+                if size is not None:
+                    new = new.with_option("size", size)
+                if runtime is not None:
+                    new = new.with_option("runtime", _fmt_seconds(runtime))
+            sections.append(new)
+        return JobFile(tuple(sections))
+
+    def estimated_bytes(self) -> int | None:
+        """Bytes the job files take on disk, or None when fio's options don't say."""
+        per_file: dict[str, int] = {}
+        unnamed = 0
+        for _, opts in self.effective():
+            numjobs = int(opts.get("numjobs") or 1)
+            nrfiles = int(opts.get("nrfiles") or 1)
+            size = parse_size(opts["size"]) if "size" in opts else None
+            if size is None and "filesize" in opts:
+                filesize = parse_size(opts["filesize"])
+                size = None if filesize is None else filesize * nrfiles
+            if size is None:
+                return None
+            filename = opts.get("filename")
+            if filename:
+                offset_inc = parse_size(opts.get("offset_increment") or "0") or 0
+                offset = parse_size(opts.get("offset") or "0") or 0
+                end = offset + offset_inc * (numjobs - 1) + size
+                for part in filename.split(":"):
+                    per_file[part] = max(per_file.get(part, 0), end)
+            else:
+                unnamed += size * numjobs
+        return unnamed + sum(per_file.values())
+
+    def named_files(self) -> set[str]:
+        """File names set explicitly with ``filename=`` (shared between invocations)."""
+        return {
+            part
+            for _, opts in self.effective()
+            for part in (opts.get("filename") or "").split(":")
+            if part
+        }
+
+
+def _fmt_seconds(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else f"{int(seconds * 1000)}ms"
+
+
+def parse_jobfile(text: str, source: str = "<job file>", base: Path | None = None) -> JobFile:
+    """Parse fio's job file syntax. ``include FILE`` is resolved relative to ``base``."""
+    sections: list[Section] = []
+    current: list[Option] | None = None
+    name = ""
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("include "):
+            path = Path(line.split(None, 1)[1].strip())
+            if base is not None and not path.is_absolute():
+                path = base / path
+            try:
+                included = parse_jobfile(path.read_text(), str(path), path.parent)
+            except OSError as exc:
+                raise ConfigError(f"{source}:{lineno}: cannot include {path}: {exc}") from exc
+            if current is not None:
+                sections.append(Section(name, tuple(current)))
+                current = None
+            sections.extend(included.sections)
+            continue
+        if line.startswith("["):
+            if not line.endswith("]") or len(line) < 3:
+                raise ConfigError(f"{source}:{lineno}: malformed section header {line!r}")
+            if current is not None:
+                sections.append(Section(name, tuple(current)))
+            name, current = line[1:-1].strip(), []
+            continue
+        if current is None:
+            raise ConfigError(f"{source}:{lineno}: option {line!r} before any [section]")
+        key, sep, value = line.partition("=")
+        current.append((key.strip(), value.strip() if sep else None))
+    if current is not None:
+        sections.append(Section(name, tuple(current)))
+    if not any(not s.is_global for s in sections):
+        raise ConfigError(f"{source}: no job section found (a job file needs a [name] section)")
+    return JobFile(tuple(sections))

@@ -1,0 +1,38 @@
+"""fio's size syntax ("22m", "2g", "1GiB", "4096") as bytes, and back."""
+
+from __future__ import annotations
+
+import re
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes for a fio size value, or None when it is not a plain size (e.g. "50%").
+
+    fio's default ``kb_base=1024`` makes "k", "m", "g" powers of 1024, as here.
+    """
+    m = _SIZE.match(text)
+    if m is None:
+        return None
+    number, unit = float(m.group(1)), m.group(2).lower()
+    return int(number * 1024 ** _POWERS[unit])
+
+
+def format_bytes_iec(n: float) -> str:
+    """1536 -> '1.5 KiB'. Used in messages; tables pick one unit per column."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def fio_size(n: int) -> str:
+    """Bytes as a fio size option value, exact (kb_base 1024)."""
+    for unit, power in (("g", 3), ("m", 2), ("k", 1)):
+        if n % 1024**power == 0:
+            return f"{n // 1024**power}{unit}"
+    return str(n)

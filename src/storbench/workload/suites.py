@@ -1,0 +1,197 @@
+"""The built-in suites, as data: one small table per suite.
+
+Parameters follow the public studies storbench was created from (see the
+``study`` field); ``--size`` and ``--runtime`` override them. ``gtod_reduce`` is
+never used (it drops latency), and fio always reports json+.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storbench.errors import ConfigError
+from storbench.workload.jobfile import JobFile, Option, Section
+from storbench.workload.sizes import fio_size, parse_size
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """One test of a suite: one fio job, run as its own fio invocation."""
+
+    name: str
+    description: str
+    options: tuple[Option, ...]
+    metrics: tuple[str, ...]  # headline metrics (see storbench.analysis.metrics)
+    split_size: bool = False  # size is shared by numjobs jobs at offset_increment apart
+
+
+@dataclass(frozen=True)
+class VerdictSpec:
+    """A pass/fail rule: ``metric`` of ``test`` must stay at or below ``limit``."""
+
+    test: str
+    metric: str
+    limit: float  # in the metric's base unit (ns for latency)
+    rule: str  # shown to the user: where the limit comes from
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    study: str
+    defaults: tuple[Option, ...]
+    tests: tuple[TestSpec, ...]
+    verdicts: tuple[VerdictSpec, ...] = ()
+
+    def jobfiles(self, *, size: str | None = None, runtime: float | None = None) -> list[JobFile]:
+        """One job file per test, with ``--size``/``--runtime`` applied."""
+        out = []
+        for test in self.tests:
+            options = dict(self.defaults)
+            options.update(dict(test.options))
+            if size is not None:
+                options["size"] = size
+            if runtime is not None:
+                options["runtime"] = f"{runtime:g}"
+            if test.split_size:
+                total = parse_size(options["size"] or "")
+                numjobs = int(options.get("numjobs") or 1)
+                if total is None:
+                    raise ConfigError(f"--size {size!r} is not a size fio understands (e.g. 512m)")
+                per_job = fio_size(max(total // numjobs, 4096))
+                options["size"] = per_job
+                options["offset_increment"] = per_job
+            globals_ = tuple((k, v) for k, v in options.items() if k not in dict(test.options))
+            own = tuple((k, v) for k, v in options.items() if k in dict(test.options))
+            out.append(JobFile((Section("global", globals_), Section(test.name, own))))
+        return out
+
+
+def _o(**options: str | None) -> tuple[Option, ...]:
+    return tuple(options.items())
+
+
+MS = 1_000_000  # ns
+
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        Suite(
+            name="quick",
+            description="The default: IOPS, bandwidth and sync-write latency in under a minute",
+            study="storbench default (10 s per test, 1 GiB file, direct I/O)",
+            defaults=_o(
+                ioengine="libaio", direct="1", size="1g", filename="storbench.data",
+                time_based=None, runtime="10", ramp_time="1", randrepeat="0",
+            ),
+            tests=(
+                TestSpec("randread", "4k random read IOPS, qd32",
+                         _o(rw="randread", bs="4k", iodepth="32"), ("read.iops", "read.clat_p99")),
+                TestSpec("randwrite", "4k random write IOPS, qd32",
+                         _o(rw="randwrite", bs="4k", iodepth="32"),
+                         ("write.iops", "write.clat_p99")),
+                TestSpec("seqread", "1M sequential read bandwidth, qd16",
+                         _o(rw="read", bs="1m", iodepth="16"), ("read.bw",)),
+                TestSpec("seqwrite", "1M sequential write bandwidth, qd16",
+                         _o(rw="write", bs="1m", iodepth="16"), ("write.bw",)),
+                TestSpec("synclat", "4k qd1 O_SYNC write latency",
+                         _o(rw="randwrite", bs="4k", iodepth="1", ioengine="psync", sync="1"),
+                         ("write.clat_p50", "write.clat_p99")),
+            ),
+        ),
+        Suite(
+            name="dbench",
+            description="The 9 tests of DBench (study 5: AWS CSI drivers on Kubernetes)",
+            study="5: DBench; 2 s ramp + 15 s per test, 2 GiB file, libaio, direct",
+            defaults=_o(
+                ioengine="libaio", direct="1", size="2g", filename="dbench.data",
+                time_based=None, ramp_time="2", runtime="15", randrepeat="0", verify="0",
+            ),
+            tests=(
+                TestSpec("read_iops", "random read IOPS, 4k qd64",
+                         _o(rw="randread", bs="4k", iodepth="64"), ("read.iops",)),
+                TestSpec("write_iops", "random write IOPS, 4k qd64",
+                         _o(rw="randwrite", bs="4k", iodepth="64"), ("write.iops",)),
+                TestSpec("read_bw", "random read bandwidth, 128k qd64",
+                         _o(rw="randread", bs="128k", iodepth="64"), ("read.bw",)),
+                TestSpec("write_bw", "random write bandwidth, 128k qd64",
+                         _o(rw="randwrite", bs="128k", iodepth="64"), ("write.bw",)),
+                TestSpec("read_latency", "read latency, 4k qd4",
+                         _o(rw="randread", bs="4k", iodepth="4"),
+                         ("read.lat_mean", "read.clat_p99")),
+                TestSpec("write_latency", "write latency, 4k qd4",
+                         _o(rw="randwrite", bs="4k", iodepth="4"),
+                         ("write.lat_mean", "write.clat_p99")),
+                TestSpec("read_seq", "sequential read, 1M qd16, 4 jobs",
+                         _o(rw="read", bs="1m", iodepth="16", numjobs="4", thread=None),
+                         ("read.bw",), split_size=True),
+                TestSpec("write_seq", "sequential write, 1M qd16, 4 jobs",
+                         _o(rw="write", bs="1m", iodepth="16", numjobs="4", thread=None),
+                         ("write.bw",), split_size=True),
+                TestSpec("rw_mix", "mixed random 75/25 IOPS, 4k qd64",
+                         _o(rw="randrw", rwmixread="75", bs="4k", iodepth="64"),
+                         ("read.iops", "write.iops")),
+            ),
+        ),
+        Suite(
+            name="etcd",
+            description="etcd's disk check: fdatasync p99 must stay under 10 ms",
+            study="3: etcd disk check (rw=write ioengine=sync fdatasync=1 bs=2300 size=22m)",
+            defaults=(),
+            tests=(
+                TestSpec("etcd", "2300-byte sequential writes, fdatasync after each",
+                         _o(rw="write", ioengine="sync", fdatasync="1", bs="2300", size="22m"),
+                         ("write.iops", "sync.lat_p99")),
+            ),
+            verdicts=(VerdictSpec("etcd", "sync.lat_p99", 10 * MS,
+                                  "etcd guidance: fdatasync p99 below 10 ms"),),
+        ),
+        Suite(
+            name="sync-iops",
+            description="What one thread with fsync after every write gets",
+            study="4: single-threaded IOPS (randwrite 4k, direct, fsync=1, 1 job, 30 s)",
+            defaults=(),
+            tests=(
+                TestSpec("sync_randwrite", "4k random writes, fsync after each, 1 thread",
+                         _o(rw="randwrite", bs="4k", direct="1", numjobs="1", fsync="1",
+                            runtime="30", size="1g"),
+                         ("write.iops", "write.lat_mean", "sync.lat_p99")),
+            ),
+        ),
+        Suite(
+            name="randrw75",
+            description="4k random 75/25 read/write mix at qd64 (study 2: EFS vs GlusterFS vs NFS)",
+            study="2: benchmark of AWS EFS (randrw 75/25, 4k, qd64, libaio, direct, 1 GiB)",
+            defaults=(),
+            tests=(
+                TestSpec("randrw75", "4k randrw 75/25, qd64, direct",
+                         _o(randrepeat="1", ioengine="libaio", direct="1", bs="4k",
+                            iodepth="64", size="1g", rw="randrw", rwmixread="75"),
+                         ("read.iops", "write.iops", "read.clat_p99")),
+            ),
+        ),
+        Suite(
+            name="app-mixed",
+            description="An application-like 60/40 mix, 4 jobs at qd16, buffered (study 1)",
+            study="1: AWS storage for Kubernetes (randrw 60/40, 4k, 4 jobs, qd16, 900 s, 10 GiB)",
+            defaults=(),
+            tests=(
+                TestSpec("app_mixed", "4k randrw 60/40, 4 jobs, qd16, buffered, time based",
+                         _o(rw="randrw", rwmixread="60", bs="4k", direct="0", numjobs="4",
+                            time_based=None, runtime="900", size="10g", ioengine="libaio",
+                            iodepth="16"),
+                         ("read.iops", "write.iops", "read.clat_p99", "write.clat_p99")),
+            ),
+        ),
+    )
+}
+
+
+def get_suite(name: str) -> Suite:
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown suite {name!r}; choose one of: {', '.join(SUITES)} (see `storbench suites`)"
+        ) from None
