@@ -29,7 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 out = Console(highlight=False, soft_wrap=False)
 if not out.is_terminal:
     out = Console(highlight=False, width=200)  # pipes and CI: never truncate a table
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import selectors
-import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from storbench.errors import ConfigError, FioError
 from storbench.execute.fio import FioBinary
+from storbench.execute.proctree import kill_tree
 from storbench.execute.signals import SignalGuard
 
 KILL_AFTER_S = 1.5  # after forwarding a signal, SIGKILL fio if it has not exited by then
@@ -62,13 +62,23 @@ class Execution:
     wall_s: float
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """preexec: fio gets SIGKILL if storbench itself dies (even by SIGKILL)."""
+def _start_watchdog(pgid: int) -> subprocess.Popen[str]:
+    """A process that kills fio's tree if storbench dies without saying "done"."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "storbench.execute.proctree", str(pgid)],
+        stdin=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+
+
+def _stop_watchdog(watchdog: subprocess.Popen[str]) -> None:
+    assert watchdog.stdin is not None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
+        watchdog.stdin.write("done")
+        watchdog.stdin.close()
+    except OSError:
         pass
+    watchdog.wait()
 
 
 class LocalExecutor:
@@ -115,10 +125,11 @@ class LocalExecutor:
         try:
             proc = subprocess.Popen(
                 argv, cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+                stdin=subprocess.DEVNULL, start_new_session=True,
             )
         except OSError as exc:
             raise FioError(f"cannot start {self.fio.path}: {exc.strerror}") from exc
+        watchdog = _start_watchdog(proc.pid)
         self.guard.set_child(proc.pid)
         stderr_chunks: list[bytes] = []
         pending = b""
@@ -147,8 +158,9 @@ class LocalExecutor:
         finally:
             sel.close()
             if proc.poll() is None:
-                _killpg(proc.pid, signal.SIGKILL)
+                kill_tree(proc.pid)
                 proc.wait()
+            _stop_watchdog(watchdog)
             self.guard.set_child(None)
         stderr = b"".join(stderr_chunks).decode(errors="replace")
         raw = out_path.read_text(errors="replace") if out_path.exists() else ""
@@ -158,7 +170,7 @@ class LocalExecutor:
     def _kill_if_overdue(self, proc: subprocess.Popen[bytes]) -> None:
         at = self.guard.received_at
         if at is not None and time.monotonic() - at > KILL_AFTER_S and proc.poll() is None:
-            _killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid)
 
     def _wait(self, proc: subprocess.Popen[bytes]) -> int:
         while True:
@@ -166,13 +178,6 @@ class LocalExecutor:
                 return proc.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
                 self._kill_if_overdue(proc)
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def fio_message(text: str) -> str:

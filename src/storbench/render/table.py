@@ -16,18 +16,19 @@ class Table:
     align_right: list[bool]
 
 
-def comparison_table(comp: Comparison, *, grouping: bool = True, ratios: bool = True) -> Table:
+def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ") -> Table:
+    """Runs as rows, metrics as columns. ``sep`` joins test name and metric in headers."""
     headers = ["run", "label", "suite"]
     rows: list[list[str]] = [[f"#{r.id}", r.label or "", r.suite] for r in comp.runs]
     for j, col in enumerate(comp.columns):
         column_values = [comp.cells[i][j].value for i in range(len(comp.runs))]
         unit = units.choose(col.metric.kind, column_values)
-        headers.append(units.header(col.title, col.metric.kind, unit))
+        title = f"{col.test}{sep}{col.metric.label}"
+        headers.append(units.header(title, col.metric.kind, unit))
         for i, row in enumerate(rows):
             cell = comp.cells[i][j]
             text = "failed" if cell.failed else unit.fmt(cell.value, grouping=grouping)
-            shown = ratios and comp.baseline is not None and i != comp.baseline
-            if shown and cell.ratio is not None:
+            if comp.baseline not in (None, i) and cell.ratio is not None:
                 text += f" ({cell.ratio:.2f}×)"
             row.append(text)
     return Table(headers, rows, [False, False, False] + [True] * len(comp.columns))

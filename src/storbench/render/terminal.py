@@ -73,7 +73,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def print_comparison(console: Console, comp: Comparison) -> None:
-    console.print(rich_table(comparison_table(comp)))
+    console.print(rich_table(comparison_table(comp, sep="\n")))
     if comp.baseline is not None:
         base = comp.runs[comp.baseline]
         console.print(f"Ratios (×) are to the baseline, run #{base.id} {base.label or ''};"

@@ -152,6 +152,13 @@ def _fmt_seconds(seconds: float) -> str:
 
 def parse_jobfile(text: str, source: str = "<job file>", base: Path | None = None) -> JobFile:
     """Parse fio's job file syntax. ``include FILE`` is resolved relative to ``base``."""
+    sections = _parse_sections(text, source, base)
+    if not any(not s.is_global for s in sections):
+        raise ConfigError(f"{source}: no job section found (a job file needs a [name] section)")
+    return JobFile(tuple(sections))
+
+
+def _parse_sections(text: str, source: str, base: Path | None) -> list[Section]:
     sections: list[Section] = []
     current: list[Option] | None = None
     name = ""
@@ -164,13 +171,13 @@ def parse_jobfile(text: str, source: str = "<job file>", base: Path | None = Non
             if base is not None and not path.is_absolute():
                 path = base / path
             try:
-                included = parse_jobfile(path.read_text(), str(path), path.parent)
+                included = _parse_sections(path.read_text(), str(path), path.parent)
             except OSError as exc:
                 raise ConfigError(f"{source}:{lineno}: cannot include {path}: {exc}") from exc
             if current is not None:
                 sections.append(Section(name, tuple(current)))
                 current = None
-            sections.extend(included.sections)
+            sections.extend(included)
             continue
         if line.startswith("["):
             if not line.endswith("]") or len(line) < 3:
@@ -185,6 +192,4 @@ def parse_jobfile(text: str, source: str = "<job file>", base: Path | None = Non
         current.append((key.strip(), value.strip() if sep else None))
     if current is not None:
         sections.append(Section(name, tuple(current)))
-    if not any(not s.is_global for s in sections):
-        raise ConfigError(f"{source}: no job section found (a job file needs a [name] section)")
-    return JobFile(tuple(sections))
+    return sections

@@ -1,0 +1,102 @@
+"""Shared fixtures: real databases, real file systems, real fio."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from storbench.store import Store
+
+IS_ROOT = os.geteuid() == 0
+FIO = shutil.which("fio")
+STORBENCH = [sys.executable, "-m", "storbench"]
+
+needs_fio = pytest.mark.skipif(FIO is None, reason="fio is not installed (scripts/setup does it)")
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting tmpfs/loop file systems needs root")
+
+
+@pytest.fixture
+def store() -> Iterator[Store]:
+    s = Store(":memory:")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "results.db"
+
+
+def mount_tmpfs(path: Path, size: str, *options: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    opts = ",".join((f"size={size}", *options))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "storbench-test", str(path)], check=True)
+
+
+def umount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A private 512 MiB tmpfs (root), else /dev/shm."""
+    if IS_ROOT:
+        mnt = tmp_path / "tmpfs"
+        mount_tmpfs(mnt, "512m")
+        yield mnt
+        umount(mnt)
+    else:
+        shm = Path("/dev/shm") / f"storbench-test-{uuid.uuid4().hex[:8]}"
+        shm.mkdir()
+        yield shm
+        shutil.rmtree(shm, ignore_errors=True)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs: fills up quickly."""
+    if not IS_ROOT:
+        pytest.skip("needs root to mount a small tmpfs")
+    mnt = tmp_path / "small"
+    mount_tmpfs(mnt, "16m")
+    yield mnt
+    umount(mnt)
+
+
+@pytest.fixture
+def disk_dir() -> Iterator[Path]:
+    """A directory on the machine's disk (not tmpfs)."""
+    base = Path(os.environ.get("STORBENCH_TEST_DISK", "/var/tmp"))
+    d = base / f"storbench-test-{uuid.uuid4().hex[:8]}"
+    d.mkdir(parents=True)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def run_cli(*args: str, db: Path, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """storbench as a user runs it: a real subprocess."""
+    full_env = {**os.environ, "STORBENCH_DB": str(db), **(env or {})}
+    return subprocess.run([*STORBENCH, *args], capture_output=True, text=True, env=full_env,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def fio_json_text(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """json+ of a small real fio run (2 jobs, randrw with fdatasync)."""
+    if FIO is None:
+        pytest.skip("fio is not installed")
+    d = tmp_path_factory.mktemp("fio-store")
+    proc = subprocess.run(
+        [FIO, "--name=mix", f"--directory={d}", "--rw=randrw", "--bs=4k", "--size=2m",
+         "--numjobs=2", "--fdatasync=8", "--output-format=json+"],
+        capture_output=True, text=True, check=True,
+    )
+    return proc.stdout

@@ -1,0 +1,161 @@
+"""The parser against JSON that real fio produces here, for several job shapes."""
+
+import json
+import math
+import subprocess
+
+import pytest
+
+from storbench.errors import FioError
+from storbench.result import parse_fio_json
+from storbench.result.fio_json import load_fio_json
+from storbench.result.merge import FIO_PERCENTILES, percentiles_from_bins
+from tests.conftest import FIO, needs_fio
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+SHAPES = {
+    "randread1": "--rw=randread --bs=4k --numjobs=1",
+    "write4": "--rw=write --bs=64k --numjobs=4",
+    "randrw4": "--rw=randrw --rwmixread=70 --bs=4k --numjobs=4 --iodepth=4 --ioengine=libaio",
+    "fsync1": "--rw=randwrite --bs=4k --fsync=1 --numjobs=1",
+    "fdatasync4": "--rw=write --bs=2300 --fdatasync=1 --numjobs=4",
+}
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """{(shape, format): fio's output text}, from real fio runs on the temp file system."""
+    d = tmp_path_factory.mktemp("fio")
+    out = {}
+    for shape, args in SHAPES.items():
+        for fmt in ("json", "json+"):
+            cmd = [FIO, f"--name={shape}", f"--directory={d}", "--size=4m", "--runtime=1",
+                   f"--output-format={fmt}", *args.split()]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            out[shape, fmt] = proc.stdout
+    return out
+
+
+def fio_jobs(text):
+    return load_fio_json(text)["jobs"]
+
+
+def independent_percentile(jobs, direction, kind, p):
+    """Percentile of the union of the jobs' samples, by expanding the bins into a list."""
+    samples = []
+    for j in jobs:
+        for value, count in j[direction][kind]["bins"].items():
+            samples += [int(value)] * count
+    samples.sort()
+    rank = math.ceil(p / 100 * len(samples))
+    return float(samples[max(rank, 1) - 1])
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_one_result_per_job_name_with_sums(outputs, shape):
+    text = outputs[shape, "json+"]
+    version, results = parse_fio_json(text)
+    assert version.startswith("fio-3")
+    assert [r.name for r in results] == [shape]
+    r = results[0]
+    jobs = fio_jobs(text)
+    assert r.jobs == len(jobs) == int(SHAPES[shape].split("--numjobs=")[1].split()[0])
+    for name in ("read", "write"):
+        fio_ios = sum(j[name]["total_ios"] for j in jobs)
+        d = r.direction(name)
+        if fio_ios == 0:
+            assert d is None
+            continue
+        assert d.total_ios == fio_ios
+        assert d.iops == pytest.approx(sum(j[name]["iops"] for j in jobs))
+        assert d.bw_bytes_per_s == pytest.approx(sum(j[name]["bw_bytes"] for j in jobs))
+        assert d.io_bytes == sum(j[name]["io_bytes"] for j in jobs)
+        assert d.clat.samples == sum(j[name]["clat_ns"]["N"] for j in jobs)
+        assert d.clat.min_ns == min(j[name]["clat_ns"]["min"] for j in jobs)
+        assert d.clat.max_ns == max(j[name]["clat_ns"]["max"] for j in jobs)
+        weighted = sum(j[name]["clat_ns"]["mean"] * j[name]["clat_ns"]["N"] for j in jobs)
+        assert d.clat.mean_ns == pytest.approx(weighted / d.clat.samples)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_merged_percentiles_match_independent_merge(outputs, shape):
+    text = outputs[shape, "json+"]
+    jobs = fio_jobs(text)
+    r = parse_fio_json(text)[1][0]
+    checked = 0
+    for name, d in r.directions():
+        for p in (50.0, 90.0, 95.0, 99.0, 99.9, 99.99):
+            assert d.clat.percentile(p) == independent_percentile(jobs, name, "clat_ns", p)
+            checked += 1
+    assert checked > 0
+
+
+@pytest.mark.parametrize("shape", ["randread1", "fsync1"])
+def test_single_job_percentiles_equal_fios_own(outputs, shape):
+    text = outputs[shape, "json+"]
+    job = fio_jobs(text)[0]
+    r = parse_fio_json(text)[1][0]
+    for name, d in r.directions():
+        fio = {float(k): float(v) for k, v in job[name]["clat_ns"]["percentile"].items()}
+        assert d.clat.percentiles_ns == fio
+        bins = {int(k): v for k, v in job[name]["clat_ns"]["bins"].items()}
+        assert percentiles_from_bins(bins, FIO_PERCENTILES) == fio
+
+
+@pytest.mark.parametrize("shape", ["fsync1", "fdatasync4"])
+def test_sync_latency(outputs, shape):
+    text = outputs[shape, "json+"]
+    jobs = fio_jobs(text)
+    r = parse_fio_json(text)[1][0]
+    assert r.sync is not None
+    assert r.sync.calls == sum(j["sync"]["lat_ns"]["N"] for j in jobs) > 0
+    for p in (50.0, 99.0, 99.9):
+        samples = []
+        for j in jobs:
+            for v, c in j["sync"]["lat_ns"]["bins"].items():
+                samples += [int(v)] * c
+        samples.sort()
+        assert r.sync.lat.percentile(p) == samples[math.ceil(p / 100 * len(samples)) - 1]
+
+
+def test_plain_json_single_job_keeps_fio_percentiles(outputs):
+    text = outputs["randread1", "json"]
+    job = fio_jobs(text)[0]
+    d = parse_fio_json(text)[1][0].read
+    assert d.clat.bins == {}
+    assert d.clat.percentile(99.0) == float(job["read"]["clat_ns"]["percentile"]["99.000000"])
+
+
+def test_plain_json_many_jobs_never_averages_percentiles(outputs):
+    d = parse_fio_json(outputs["write4", "json"])[1][0].write
+    assert d.clat.percentiles_ns == {}  # absent: cannot be merged without bins
+    assert d.clat.samples > 0
+
+
+def test_other_fields(outputs):
+    r = parse_fio_json(outputs["randrw4", "json+"])[1][0]
+    assert r.error == 0
+    assert r.usr_cpu_percent >= 0 and r.sys_cpu_percent > 0
+    assert sum(r.iodepth_percent.values()) == pytest.approx(100, abs=1)
+    assert r.options["rw"] == "randrw"
+    assert r.read.runtime_ms > 0 and r.read.slat is not None
+
+
+def test_round_trip_through_dict(outputs):
+    r = parse_fio_json(outputs["fdatasync4", "json+"])[1][0]
+    from storbench.result import TestResult
+
+    again = TestResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert again == r
+
+
+def test_text_before_json_is_skipped(outputs):
+    text = "fio: some warning {not json}\n" + outputs["randread1", "json+"]
+    assert parse_fio_json(text)[1][0].name == "randread1"
+
+
+@pytest.mark.parametrize("text", ["", "fio: error only\n", '{"a": 1}'])
+def test_no_json_is_an_error(text):
+    with pytest.raises(FioError, match="no JSON"):
+        parse_fio_json(text)

@@ -1,0 +1,321 @@
+"""storbench end to end, as a user runs it: real subprocesses, real fio, real file systems."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import IS_ROOT, STORBENCH, mount_tmpfs, needs_fio, run_cli, umount
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+SHORT = ("--size", "16m", "--runtime", "1")
+
+
+def scratch_dirs(target: Path) -> list[Path]:
+    return [p for p in target.iterdir() if p.name.startswith("storbench-")]
+
+
+def storbench_fio_pids() -> list[int]:
+    """fio processes started by storbench (their argv names storbench's work directory)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"fio") and any(b"storbench-fio-" in a for a in argv):
+            pids.append(int(entry.name))
+    return pids
+
+
+def show_json(db: Path, ref: str = "last") -> dict:
+    proc = run_cli("show", ref, "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_quick_suite_on_tmpfs(tmpfs, store_path):
+    proc = run_cli("run", str(tmpfs), *SHORT, "--label", "ram", "--tag", "zone=a", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for test in ("randread", "randwrite", "seqread", "seqwrite", "synclat"):
+        assert test in out
+    assert "IOPS" in out and "BW [" in out and "p99 [" in out
+    assert scratch_dirs(tmpfs) == []  # nothing left behind
+    run = show_json(store_path)
+    assert run["status"] == "completed" and run["label"] == "ram" and run["tags"] == {"zone": "a"}
+    assert [t["name"] for t in run["tests"]] == ["randread", "randwrite", "seqread", "seqwrite",
+                                                 "synclat"]
+    assert run["tests"][0]["read"]["iops"] > 0
+    assert run["tests"][0]["read"]["clat"]["percentiles_ns"]["99.0"] > 0
+    env = run["environment"]
+    assert env["target"]["fs_type"] == ("tmpfs" if IS_ROOT else env["target"]["fs_type"])
+    for key in ("hostname", "os", "kernel", "cpu_count", "ram_bytes", "fio_version",
+                "storbench_version"):
+        assert env[key], key
+    for key in ("path", "mount_point", "mount_options", "free_bytes"):
+        assert key in env["target"], key
+    assert "size=16m" in run["job_files"][0]
+    raw = show_json(store_path)  # raw fio JSON is kept verbatim
+    proc = run_cli("show", str(raw["id"]), "--json", "--raw", db=store_path)
+    assert json.loads(json.loads(proc.stdout)["fio_output"][0])["fio version"].startswith("fio-")
+
+
+def test_disk_run_records_block_device(disk_dir, store_path):
+    proc = run_cli("run", str(disk_dir), "--suite", "etcd", "--size", "2m", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS etcd: sync.lat_p99" in proc.stdout
+    env = show_json(store_path)["environment"]["target"]
+    assert env["fs_type"] not in ("tmpfs", "")
+    if Path("/sys/dev/block").exists() and env.get("block_device"):
+        assert "rotational" in env["block_device"]
+
+
+@pytest.mark.parametrize("suite, args", [
+    ("dbench", ("--size", "16m", "--runtime", "1")),
+    ("sync-iops", ("--size", "4m", "--runtime", "1")),
+    ("randrw75", ("--size", "8m", "--runtime", "1")),
+    ("app-mixed", ("--size", "8m", "--runtime", "1")),
+])
+def test_each_suite_shortened(suite, args, tmpfs, store_path):
+    proc = run_cli("run", str(tmpfs), "--suite", suite, *args, db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = show_json(store_path)
+    assert run["suite"] == suite and run["status"] == "completed"
+    from storbench.workload import get_suite
+
+    assert [t["name"] for t in run["tests"]] == [t.name for t in get_suite(suite).tests]
+    if suite == "app-mixed":
+        assert run["tests"][0]["jobs"] == 4  # 4 jobs aggregated into one test
+    if suite == "dbench":
+        seq = next(t for t in run["tests"] if t["name"] == "read_seq")
+        assert seq["jobs"] == 4 and seq["read"]["iops"] > 0
+    assert scratch_dirs(tmpfs) == []
+
+
+def test_job_file(tmpfs, tmp_path, store_path):
+    job = tmp_path / "my.fio"
+    job.write_text("[global]\nsize=8m\nruntime=1\ntime_based\n\n[reader]\nrw=randread\n"
+                   "bs=4k\n\n[writer]\nrw=randwrite\nbs=4k\nstonewall\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = show_json(store_path)
+    assert run["suite"] == "job:my.fio"
+    assert [t["name"] for t in run["tests"]] == ["reader", "writer"]
+    assert f"directory={tmpfs.resolve()}/storbench-" in run["job_files"][0]
+    proc = run_cli("compare", "last", db=store_path)
+    md = run_cli("export", "last", db=store_path).stdout
+    assert "reader read IOPS" in md and "writer write IOPS" in md
+
+
+def test_list_compare_export_rm(tmpfs, store_path):
+    for label in ("first", "second"):
+        proc = run_cli("run", str(tmpfs), *SHORT, "--label", label, db=store_path)
+        assert proc.returncode == 0, proc.stderr
+    listed = run_cli("list", "--json", db=store_path)
+    runs = json.loads(listed.stdout)
+    assert [r["label"] for r in runs] == ["second", "first"]
+    a, b = runs[1]["id"], runs[0]["id"]
+    assert run_cli("list", "--label", "first", "--json", db=store_path).stdout.count('"id"') == 1
+
+    proc = run_cli("compare", str(a), str(b), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "first" in proc.stdout and "second" in proc.stdout
+    assert "randread" in proc.stdout and "read IOPS" in proc.stdout and "read BW [" in proc.stdout
+
+    proc = run_cli("compare", str(b), "--baseline", str(a), db=store_path)
+    assert "×)" in proc.stdout and "baseline" in proc.stdout
+
+    comp = json.loads(run_cli("compare", str(a), str(b), "--json", db=store_path).stdout)
+    assert comp["units"]["latency"] == "ns"
+    col = [c["metric"] for c in comp["comparison"]["columns"]].index("read.iops")
+    assert comp["comparison"]["rows"][0]["values"][col] == comp["runs"][0]["tests"][0]["read"][
+        "iops"]
+
+    md = run_cli("export", str(a), str(b), "--format", "md", db=store_path).stdout
+    lines = md.strip().splitlines()
+    assert lines[0].startswith("| run | label |") and re.search(r"\[[KMG]iB/s\]", lines[0])
+    assert len(lines) == 4 and all(line.count("|") == lines[0].count("|") for line in lines)
+
+    text = run_cli("export", str(a), str(b), "--format", "csv", db=store_path).stdout
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][:3] == ["run", "label", "suite"] and len(rows) == 3
+    assert any("[µs]" in h or "[ms]" in h for h in rows[0])
+    float(rows[1][rows[0].index("randread read IOPS")])
+
+    out = Path(store_path.parent / "e.json")
+    proc = run_cli("export", str(a), "--format", "json", "-o", str(out), db=store_path)
+    assert json.loads(out.read_text())["schema"] == "storbench.export/1"
+
+    assert run_cli("rm", str(a), db=store_path).returncode == 0
+    proc = run_cli("show", str(a), db=store_path)
+    assert proc.returncode == 1 and "does not exist" in proc.stderr
+
+
+def test_suites_command(store_path):
+    proc = run_cli("suites", db=store_path)
+    for name in ("quick", "dbench", "etcd", "sync-iops", "randrw75", "app-mixed"):
+        assert name in proc.stdout
+    proc = run_cli("suites", "etcd", db=store_path)
+    assert "fdatasync=1" in proc.stdout and "bs=2300" in proc.stdout
+
+
+# -- errors: each one caused for real ------------------------------------------------------
+
+def assert_one_line_error(proc, code, *needles):
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    err = [ln for ln in proc.stderr.splitlines() if ln.startswith("storbench: error:")]
+    assert len(err) == 1, proc.stderr
+    for n in needles:
+        assert n in proc.stderr, (n, proc.stderr)
+
+
+def test_fio_not_installed(tmpfs, store_path, tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    proc = run_cli("run", str(tmpfs), db=store_path, env={"PATH": str(empty)})
+    assert_one_line_error(proc, 1, "fio is not installed", "apt-get install fio")
+
+
+def test_fio_too_old(tmpfs, store_path, tmp_path):
+    # A stand-in for an old fio (a fault we cannot cause for real: fio 2.x is not packaged).
+    fake = tmp_path / "fio"
+    fake.write_text("#!/bin/sh\necho fio-2.1.5\n")
+    fake.chmod(0o755)
+    proc = run_cli("run", str(tmpfs), "--fio", str(fake), db=store_path)
+    assert_one_line_error(proc, 1, "fio-2.1.5", "needs fio >= 3.1")
+
+
+def test_target_missing(tmp_path, store_path):
+    proc = run_cli("run", str(tmp_path / "nope"), db=store_path)
+    assert_one_line_error(proc, 1, "does not exist")
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="needs root to mount a read-only file system")
+def test_target_not_writable(tmp_path, store_path):
+    mnt = tmp_path / "ro"
+    mount_tmpfs(mnt, "8m", "ro")
+    try:
+        proc = run_cli("run", str(mnt), *SHORT, db=store_path)
+        assert_one_line_error(proc, 1, "not writable")
+    finally:
+        umount(mnt)
+
+
+def test_not_enough_space(small_tmpfs, store_path):
+    proc = run_cli("run", str(small_tmpfs), "--size", "64m", "--runtime", "1", db=store_path)
+    assert_one_line_error(proc, 1, "not enough free space", "64.0 MiB", "--size")
+    assert scratch_dirs(small_tmpfs) == []
+
+
+def test_invalid_job_file(tmpfs, tmp_path, store_path):
+    job = tmp_path / "bad.fio"
+    job.write_text("[x]\nrw=raed\nsize=1m\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    assert_one_line_error(proc, 2, "fio rejects the job file", "failed parsing rw=raed")
+    assert scratch_dirs(tmpfs) == []
+
+
+def test_fio_job_error_is_stored_as_failed(disk_dir, tmp_path, store_path):
+    # Direct I/O with a block size the disk cannot do: fio's job reports EINVAL.
+    job = tmp_path / "unaligned.fio"
+    job.write_text("[ok]\nrw=read\nbs=4k\nsize=1m\n\n[bad]\nrw=randread\nbs=4097\n"
+                   "direct=1\nsize=1m\nstonewall\n")
+    proc = run_cli("run", str(disk_dir), "--job", str(job), db=store_path)
+    assert_one_line_error(proc, 1, "failed with error 22", "Invalid argument")
+    assert "FAILED" in proc.stdout  # shown as failed, never as zeros
+    run = show_json(store_path)
+    assert run["status"] == "failed" and "Invalid argument" in run["error"]
+    assert [t["error"] for t in run["tests"]] == [0, 22]
+    assert scratch_dirs(disk_dir) == []
+
+
+def test_fio_exits_nonzero(tmpfs, tmp_path, store_path):
+    job = tmp_path / "nofile.fio"
+    job.write_text("[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    assert_one_line_error(proc, 1, "file creation disallowed")
+    assert show_json(store_path)["status"] == "failed"
+
+
+def test_bad_flags(tmpfs, store_path):
+    assert_one_line_error(run_cli("run", str(tmpfs), "--suite", "nope", db=store_path), 2,
+                          "unknown suite", "dbench")
+    assert_one_line_error(run_cli("run", str(tmpfs), "--size", "lots", db=store_path), 2,
+                          "--size")
+    assert_one_line_error(run_cli("run", str(tmpfs), "--tag", "novalue", db=store_path), 2,
+                          "key=value")
+
+
+def test_etcd_verdict_exit_code(tmpfs, store_path):
+    ok = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", db=store_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "PASS" in ok.stdout and "10.0 ms" in ok.stdout
+    bad = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", "--threshold", "0.0001",
+                  db=store_path)
+    assert_one_line_error(bad, 3, "verdict failed")
+    assert "FAIL" in bad.stdout
+
+
+# -- signals and leftovers -----------------------------------------------------------------
+
+def start_long_run(target: Path, db: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "STORBENCH_DB": str(db)}
+    proc = subprocess.Popen([*STORBENCH, "run", str(target), "--size", "16m", "--runtime", "30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if scratch_dirs(target) and storbench_fio_pids():
+            time.sleep(1.0)  # fio is doing I/O
+            return proc
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("fio did not start")
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_fio_and_removes_files(sig, code, tmpfs, store_path):
+    proc = start_long_run(tmpfs, store_path)
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == code, stderr
+    assert time.monotonic() - sent < 5
+    assert "interrupted by" in stderr and "Traceback" not in stderr
+    assert storbench_fio_pids() == []
+    assert scratch_dirs(tmpfs) == []
+    run = show_json(store_path)
+    assert run["status"] == "interrupted"
+
+
+def test_crash_leftovers_removed_by_next_run(tmpfs, store_path):
+    proc = start_long_run(tmpfs, store_path)
+    proc.kill()  # SIGKILL: storbench cannot clean up
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while storbench_fio_pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert storbench_fio_pids() == []  # fio dies with storbench
+    left = scratch_dirs(tmpfs)
+    assert len(left) == 1
+    # something that is not storbench's must survive
+    (tmpfs / "storbench-not-ours").mkdir()
+    (tmpfs / "user-data").write_text("keep me")
+    ok = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", db=store_path)
+    assert ok.returncode == 0, ok.stderr
+    assert f"Removed {left[0]}" in ok.stderr.replace("\n", "")
+    assert scratch_dirs(tmpfs) == [tmpfs / "storbench-not-ours"]
+    assert (tmpfs / "user-data").read_text() == "keep me"

@@ -1,0 +1,104 @@
+import sqlite3
+
+import pytest
+
+from storbench.errors import StoreError
+from storbench.result import parse_fio_json
+from storbench.store import MIGRATIONS, Invocation, Store
+
+
+def add_run(store, text, *, label="a", suite="quick", tags=None, status="completed"):
+    run_id = store.begin_run(
+        uid=f"u{label}{suite}{len(store.list_runs())}", suite=suite, target="/mnt/x",
+        environment={"hostname": "h", "ram_bytes": 1}, settings={"size": None},
+        storbench_version="0", fio_version="fio-3.33", label=label, tags=tags or {},
+    )
+    _, results = parse_fio_json(text)
+    store.add_invocation(run_id, Invocation(0, "[mix]\nrw=randrw\n", text, 0, "", 1.5),
+                         list(enumerate(results)))
+    store.finish_run(run_id, status)
+    return run_id
+
+
+def test_migrations_recorded(store):
+    assert store.schema_version() == len(MIGRATIONS)
+    names = [r[0] for r in store.db.execute("SELECT name FROM schema_migrations")]
+    assert names == [n for n, _ in MIGRATIONS]
+
+
+def test_file_db_uses_wal_and_reopens(store_path, fio_json_text):
+    s = Store(store_path)
+    assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    run_id = add_run(s, fio_json_text)
+    s.close()
+    s2 = Store(store_path)
+    assert s2.get_run(run_id).label == "a"
+    assert s2.schema_version() == len(MIGRATIONS)
+    s2.close()
+
+
+def test_round_trip_keeps_results_and_raw_json(store, fio_json_text):
+    run_id = add_run(store, fio_json_text, tags={"zone": "a"})
+    run = store.get_run(run_id)
+    _, expected = parse_fio_json(fio_json_text)
+    assert [t.result for t in run.tests] == expected
+    assert run.invocations[0].raw_json == fio_json_text  # verbatim
+    assert run.tags == {"zone": "a"}
+    assert run.status == "completed" and run.finished_at is not None
+    assert run.environment["hostname"] == "h"
+
+
+def test_results_are_immutable(store, fio_json_text):
+    run_id = add_run(store, fio_json_text)
+    with pytest.raises(sqlite3.IntegrityError, match="immutable"):
+        store.db.execute("UPDATE results SET test = 'x'")
+    with pytest.raises(sqlite3.IntegrityError, match="immutable"):
+        store.db.execute("UPDATE invocations SET raw_json = ''")
+    with pytest.raises(sqlite3.IntegrityError, match="immutable"):
+        store.finish_run(run_id, "failed", "late change")
+
+
+def test_rm_deletes_everything(store, fio_json_text):
+    run_id = add_run(store, fio_json_text, tags={"k": "v"})
+    store.delete_run(run_id)
+    for table in ("runs", "run_tags", "invocations", "results"):
+        assert store.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
+    with pytest.raises(StoreError, match="does not exist"):
+        store.delete_run(run_id)
+
+
+def test_list_filters(store, fio_json_text):
+    a = add_run(store, fio_json_text, label="gp3", suite="quick", tags={"zone": "a"})
+    b = add_run(store, fio_json_text, label="io2", suite="etcd", tags={"zone": "b"})
+    c = add_run(store, fio_json_text, label="gp3", suite="etcd", tags={"zone": "a", "x": "1"})
+    ids = lambda runs: [r.id for r in runs]  # noqa: E731
+    assert ids(store.list_runs()) == [c, b, a]
+    assert ids(store.list_runs(label="gp3")) == [c, a]
+    assert ids(store.list_runs(suite="etcd")) == [c, b]
+    assert ids(store.list_runs(tags={"zone": "a", "x": "1"})) == [c]
+    assert ids(store.list_runs(limit=1)) == [c]
+
+
+def test_resolve(store, fio_json_text):
+    with pytest.raises(StoreError, match="no runs"):
+        store.resolve("last")
+    run_id = add_run(store, fio_json_text)
+    assert store.resolve("last") == run_id
+    assert store.resolve(f"#{run_id}") == run_id
+    with pytest.raises(StoreError, match="not a run id"):
+        store.resolve("abc")
+
+
+def test_newer_database_is_refused(store_path):
+    s = Store(store_path)
+    s.db.execute("INSERT INTO schema_migrations VALUES ('9999_future', 'x')")
+    s.close()
+    with pytest.raises(StoreError, match="newer storbench"):
+        Store(store_path)
+
+
+def test_unopenable_database(tmp_path):
+    bad = tmp_path / "not.db"
+    bad.write_text("this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="cannot open"):
+        Store(bad)

@@ -1,0 +1,105 @@
+from pathlib import Path
+
+import pytest
+
+from storbench.errors import ConfigError
+from storbench.workload import parse_jobfile, parse_size
+from storbench.workload.sizes import fio_size
+
+JOB = """
+; a comment
+# another
+[global]
+ioengine=libaio
+direct = 1
+time_based
+
+[randread]
+rw=randread
+bs=4k
+size=64m
+numjobs=2
+
+[seq]
+rw=write
+filename=shared.data
+size=32m
+numjobs=4
+offset_increment=32m
+"""
+
+
+def test_parse_keeps_sections_options_and_flags():
+    jf = parse_jobfile(JOB)
+    assert [s.name for s in jf.sections] == ["global", "randread", "seq"]
+    assert jf.sections[0].options == (("ioengine", "libaio"), ("direct", "1"), ("time_based", None))
+    assert [s.name for s in jf.jobs()] == ["randread", "seq"]
+
+
+def test_render_round_trips():
+    jf = parse_jobfile(JOB)
+    assert parse_jobfile(jf.render()) == jf
+
+
+def test_effective_options_merge_globals():
+    eff = dict(parse_jobfile(JOB).effective())
+    assert eff["randread"]["ioengine"] == "libaio"
+    assert eff["randread"]["time_based"] == ""
+    assert eff["seq"]["rw"] == "write"
+
+
+def test_estimated_bytes_counts_jobs_and_shared_files():
+    # randread: 2 jobs x 64 MiB own files; seq: one shared file up to 3*32m + 32m
+    assert parse_jobfile(JOB).estimated_bytes() == 2 * 64 * 2**20 + 128 * 2**20
+
+
+def test_estimated_bytes_unknown_without_size():
+    assert parse_jobfile("[x]\nrw=read\n").estimated_bytes() is None
+
+
+def test_prepared_points_at_directory_and_applies_overrides(tmp_path):
+    jf = parse_jobfile(JOB + "\n[g2]\ndirectory=/etc\ngtod_reduce=1\nrw=read\n")
+    p = jf.prepared(tmp_path, size="1m", runtime=2)
+    assert p.sections[0].options == (("directory", str(tmp_path)),)
+    text = p.render()
+    assert "/etc" not in text and "gtod_reduce" not in text
+    for _, opts in p.effective():
+        assert opts["size"] == "1m" and opts["runtime"] == "2"
+        assert opts["directory"] == str(tmp_path)
+
+
+@pytest.mark.parametrize("value", ["/dev/sda", "../escape", "a:/etc/passwd"])
+def test_prepared_refuses_paths_outside_scratch(value, tmp_path):
+    jf = parse_jobfile(f"[x]\nrw=write\nfilename={value}\n")
+    with pytest.raises(ConfigError, match="scratch directory"):
+        jf.prepared(tmp_path)
+
+
+def test_include_is_resolved(tmp_path: Path):
+    (tmp_path / "common.fio").write_text("[global]\nbs=8k\n")
+    jf = parse_jobfile("include common.fio\n[a]\nrw=read\n", base=tmp_path)
+    assert dict(jf.effective())["a"]["bs"] == "8k"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("rw=read\n", "before any"),
+    ("[global]\nbs=4k\n", "no job section"),
+    ("[broken\nrw=read\n", "malformed"),
+])
+def test_parse_errors_name_the_line(text, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_jobfile(text, "my.fio")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("4096", 4096), ("4k", 4096), ("22m", 22 * 2**20), ("2g", 2 * 2**30), ("1GiB", 2**30),
+    ("2G", 2 * 2**30), ("50%", None), ("abc", None),
+])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+def test_fio_size_exact():
+    assert fio_size(512 * 2**20) == "512m"
+    assert fio_size(2**30) == "1g"
+    assert fio_size(1000) == "1000"

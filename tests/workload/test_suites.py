@@ -1,0 +1,88 @@
+import subprocess
+
+import pytest
+
+from storbench.errors import ConfigError
+from storbench.workload import SUITES, get_suite
+from tests.conftest import FIO, needs_fio
+
+
+def opts(suite, test):
+    s = get_suite(suite)
+    i = [t.name for t in s.tests].index(test)
+    return dict(s.jobfiles()[i].effective())[test]
+
+
+def test_all_suites_present():
+    assert set(SUITES) >= {"quick", "dbench", "etcd", "sync-iops", "randrw75", "app-mixed"}
+
+
+def test_no_suite_uses_gtod_reduce():
+    for s in SUITES.values():
+        for jf in s.jobfiles():
+            assert "gtod_reduce" not in jf.render()
+
+
+def test_quick_is_under_a_minute_of_io():
+    total = 0.0
+    for jf in get_suite("quick").jobfiles():
+        for _, o in jf.effective():
+            total += float(o["runtime"]) + float(o.get("ramp_time", 0))
+    assert total <= 60
+
+
+def test_etcd_matches_study_3():
+    o = opts("etcd", "etcd")
+    assert (o["rw"], o["ioengine"], o["fdatasync"], o["bs"], o["size"]) == (
+        "write", "sync", "1", "2300", "22m")
+    assert get_suite("etcd").verdicts[0].limit == 10_000_000
+
+
+def test_dbench_matches_study_5():
+    s = get_suite("dbench")
+    assert len(s.tests) == 9
+    o = opts("dbench", "read_iops")
+    assert (o["bs"], o["iodepth"], o["ramp_time"], o["runtime"], o["size"]) == (
+        "4k", "64", "2", "15", "2g")
+    seq = opts("dbench", "write_seq")
+    assert seq["numjobs"] == "4" and seq["bs"] == "1m" and seq["iodepth"] == "16"
+    # 4 jobs share the 2 GiB file, offset_increment apart
+    assert seq["size"] == "512m" and seq["offset_increment"] == "512m"
+    mix = opts("dbench", "rw_mix")
+    assert mix["rwmixread"] == "75" and mix["iodepth"] == "64"
+    assert opts("dbench", "read_latency")["iodepth"] == "4"
+
+
+def test_size_and_runtime_override():
+    s = get_suite("dbench")
+    jfs = s.jobfiles(size="64m", runtime=1)
+    seq = dict(jfs[7].effective())["write_seq"]
+    assert seq["size"] == "16m" and seq["offset_increment"] == "16m" and seq["runtime"] == "1"
+    assert dict(jfs[0].effective())["read_iops"]["size"] == "64m"
+
+
+def test_other_studies():
+    o = opts("sync-iops", "sync_randwrite")
+    assert (o["rw"], o["bs"], o["direct"], o["fsync"], o["numjobs"], o["runtime"]) == (
+        "randwrite", "4k", "1", "1", "1", "30")
+    o = opts("randrw75", "randrw75")
+    assert (o["rw"], o["rwmixread"], o["iodepth"], o["direct"]) == ("randrw", "75", "64", "1")
+    o = opts("app-mixed", "app_mixed")
+    assert (o["rwmixread"], o["numjobs"], o["iodepth"], o["direct"], o["runtime"]) == (
+        "60", "4", "16", "0", "900")
+
+
+def test_unknown_suite_lists_choices():
+    with pytest.raises(ConfigError, match="quick"):
+        get_suite("nope")
+
+
+@needs_fio
+@pytest.mark.integration
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_every_suite_is_valid_fio(name, tmp_path):
+    for jf in SUITES[name].jobfiles():
+        path = tmp_path / "job.fio"
+        path.write_text(jf.prepared(tmp_path).render())
+        proc = subprocess.run([FIO, "--parse-only", str(path)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
