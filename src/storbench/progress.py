@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from storbench.execute.local import Progress as FioProgress
+from storbench.render import units
 from storbench.result.model import TestResult
 from storbench.runner import Plan, PlannedTest
 from storbench.target.directory import Leftover
@@ -60,10 +61,17 @@ class ConsoleReporter:
                          live=live or "laying out files")
 
     def test_finished(self, index: int, results: list[TestResult]) -> None:
+        parts = []
+        for r in results:
+            for name, d in r.directions():
+                bw = units.choose("bw", [d.bw_bytes_per_s])
+                parts.append(f"{name} {units.IOPS.fmt(d.iops)} IOPS"
+                             f" {bw.fmt(d.bw_bytes_per_s)} {bw.name}")
+        text = "done: " + ", ".join(parts) if parts else "done"
         if self.bars is not None:
-            self.bars.update(self.tasks[index], completed=100, eta="", live="done")
+            self.bars.update(self.tasks[index], completed=100, eta="", live=text)
         else:
-            self.console.print(f"[{index + 1}] done")
+            self.console.print(f"[{index + 1}] {text}")
 
     def close(self) -> None:
         if self.bars is not None:
