@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from targets import throttled, tmpfs  # noqa: E402
+from targets import throttled, tmpfs
 
 JOB = """[global]
 ioengine=libaio

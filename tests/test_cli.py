@@ -293,7 +293,7 @@ def test_signal_stops_fio_and_removes_files(sig, code, tmpfs, store_path):
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=20)
     assert proc.returncode == code, stderr
-    assert time.monotonic() - sent < 5
+    assert time.monotonic() - sent < 3  # fio stopped within 2 s, files removed, run stored
     assert "interrupted by" in stderr and "Traceback" not in stderr
     assert storbench_fio_pids() == []
     assert scratch_dirs(tmpfs) == []

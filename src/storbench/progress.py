@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from storbench.execute.local import Progress as FioProgress
@@ -24,20 +25,20 @@ class ConsoleReporter:
         self.tasks: list[TaskID] = []
 
     def leftover_removed(self, leftover: Leftover) -> None:
-        self.console.print(f"[yellow]Removed[/yellow] {leftover.path}, left by crashed run"
-                           f" {leftover.run_uid} (started {leftover.created})")
+        self.console.print(f"[yellow]Removed[/yellow] {escape(str(leftover.path))}, left by"
+                           f" crashed run {leftover.run_uid} (started {leftover.created})")
 
     def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
-        self.console.print(f"Run #{run_id}: suite {plan.suite_name}, {len(plan.tests)} test(s)"
-                           f" in {scratch}")
+        self.console.print(f"Run #{run_id}: suite {escape(plan.suite_name)},"
+                           f" {len(plan.tests)} test(s) in {escape(str(scratch))}")
         if not self.live:
             return
         self.bars = Progress(
-            TextColumn("{task.description:<14}"),
+            TextColumn("{task.description:<14}", markup=False),
             BarColumn(bar_width=24),
             TextColumn("{task.percentage:>3.0f}%"),
             TextColumn("{task.fields[eta]}"),
-            TextColumn("{task.fields[live]}"),
+            TextColumn("{task.fields[live]}", markup=False),
             console=self.console,
             refresh_per_second=2,
         )
@@ -50,7 +51,8 @@ class ConsoleReporter:
         if self.bars is not None:
             self.bars.update(self.tasks[index], live=f"{test.description}{expected}")
         else:
-            self.console.print(f"[{index + 1}] {test.name}: {test.description}{expected}")
+            self.console.print(f"[{index + 1}] {test.name}: {test.description}{expected}",
+                               markup=False)
 
     def progress(self, index: int, p: FioProgress) -> None:
         if self.bars is None:
@@ -71,7 +73,7 @@ class ConsoleReporter:
         if self.bars is not None:
             self.bars.update(self.tasks[index], completed=100, eta="", live=text)
         else:
-            self.console.print(f"[{index + 1}] {text}")
+            self.console.print(f"[{index + 1}] {text}", markup=False)
 
     def close(self) -> None:
         if self.bars is not None:

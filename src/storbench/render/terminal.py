@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from storbench.analysis.compare import Comparison
 from storbench.analysis.summary import summarize
@@ -20,27 +22,29 @@ from storbench.workload.suites import Suite
 def rich_table(t: Table, title: str | None = None) -> RichTable:
     table = RichTable(title=title, title_justify="left", header_style="bold")
     for header, right in zip(t.headers, t.align_right, strict=True):
-        table.add_column(header, justify="right" if right else "left")
+        # Text, not markup: "[ms]" in a header or a label like "[red]" stays literal.
+        table.add_column(Text(header), justify="right" if right else "left")
     for row in t.rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))
     return table
 
 
 def verdict_line(v: Verdict) -> str:
     if v.measured is None:
-        return f"[red]FAIL[/red] {v.test}: {v.metric} was not measured ({v.rule})"
+        return f"[red]FAIL[/red] {escape(v.test)}: {v.metric} was not measured ({v.rule})"
     word = "[green]PASS[/green]" if v.passed else "[red]FAIL[/red]"
     rel = "<=" if v.passed else ">"
-    return (f"{word} {v.test}: {v.metric} = {units.latency(v.measured)} {rel}"
-            f" {units.latency(v.limit)} ({v.rule})")
+    return (f"{word} {escape(v.test)}: {v.metric} = {units.latency(v.measured)} {rel}"
+            f" {units.latency(v.limit)} ({escape(v.rule)})")
 
 
 def print_run(console: Console, run: Run) -> None:
     """The summary of one run: header line, results table, verdicts, error."""
     tags = " ".join(f"{k}={v}" for k, v in run.tags.items())
     console.print(
-        f"[bold]Run #{run.id}[/bold] {run.label or ''} suite={run.suite} target={run.target}"
-        f" status={run.status} {run.created_at}" + (f" tags: {tags}" if tags else "")
+        f"[bold]Run #{run.id}[/bold] {escape(run.label or '')} suite={escape(run.suite)}"
+        f" target={escape(run.target)} status={run.status} {run.created_at}"
+        + (f" tags: {escape(tags)}" if tags else "")
     )
     rows = summarize(run)
     if rows:
@@ -48,7 +52,7 @@ def print_run(console: Console, run: Run) -> None:
     for v in evaluate(run):
         console.print(verdict_line(v))
     if run.error:
-        console.print(f"[red]error:[/red] {run.error}", markup=True, highlight=False)
+        console.print(f"[red]error:[/red] {escape(run.error)}")
 
 
 def print_environment(console: Console, env: dict[str, Any]) -> None:
@@ -58,7 +62,7 @@ def print_environment(console: Console, env: dict[str, Any]) -> None:
     for key, val in _flatten(env):
         if key.endswith("bytes") and isinstance(val, int):
             val = f"{format_bytes_iec(val)} ({val} bytes)"
-        t.add_row(key, str(val))
+        t.add_row(Text(key), Text(str(val)))
     console.print(t)
 
 
@@ -76,7 +80,7 @@ def print_comparison(console: Console, comp: Comparison) -> None:
     console.print(rich_table(comparison_table(comp, sep="\n")))
     if comp.baseline is not None:
         base = comp.runs[comp.baseline]
-        console.print(f"Ratios (×) are to the baseline, run #{base.id} {base.label or ''};"
+        console.print(f"Ratios (×) are to the baseline, run #{base.id} {escape(base.label or '')};"
                       " IOPS and BW: higher is better, latency: lower is better.")
 
 
@@ -86,8 +90,8 @@ def print_run_list(console: Console, runs: list[Run]) -> None:
         t.add_column(col)
     for r in runs:
         status = r.status if r.status == "completed" else f"[red]{r.status}[/red]"
-        t.add_row(f"#{r.id}", r.created_at, r.label or "", r.suite, status, r.target,
-                  " ".join(f"{k}={v}" for k, v in r.tags.items()))
+        t.add_row(f"#{r.id}", r.created_at, Text(r.label or ""), Text(r.suite), status,
+                  Text(r.target), Text(" ".join(f"{k}={v}" for k, v in r.tags.items())))
     console.print(t)
 
 
@@ -97,7 +101,8 @@ def print_suites(console: Console, suites: list[Suite], *, detailed: bool) -> No
         for col in ("suite", "tests", "description"):
             t.add_column(col)
         for s in suites:
-            t.add_row(s.name, ", ".join(x.name for x in s.tests), s.description)
+            t.add_row(Text(s.name), Text(", ".join(x.name for x in s.tests)),
+                      Text(s.description))
         console.print(t)
         return
     for s in suites:

@@ -1,0 +1,89 @@
+"""Renderers on runs stored from real fio output."""
+
+import csv
+import io
+import json
+import re
+import subprocess
+
+import pytest
+from rich.console import Console
+
+from storbench.analysis.compare import compare
+from storbench.render import FORMATS, terminal, units
+from storbench.render.table import comparison_table
+from tests.conftest import FIO, needs_fio
+from tests.test_store import add_run
+
+
+@pytest.fixture
+def two_runs(store, fio_json_text):
+    a = add_run(store, fio_json_text, label="[red]gp3[/red] <b>", tags={"k": "[bold]v"})
+    b = add_run(store, fio_json_text, label="io2")
+    return [store.get_run(a), store.get_run(b)]
+
+
+def render_console(fn, *args):
+    console = Console(width=250, record=True, force_terminal=False)
+    fn(console, *args)
+    return console.export_text()
+
+
+def test_units_one_per_column():
+    assert units.choose("latency", [1_500, 2_000_000, 3_000_000]).name == "ms"
+    assert units.choose("latency", [900, 20_000]).name == "µs"
+    assert units.choose("bw", [3 * 2**30]).name == "GiB/s"
+    assert units.choose("bw", [None]).name == "MiB/s"
+    assert units.latency(4_200_000) == "4.20 ms"
+    assert units.latency(None) == "n/a"
+    assert units.Unit("x", 1).fmt(None) == ""
+
+
+def test_terminal_summary_keeps_units_and_labels_literal(two_runs):
+    text = render_console(terminal.print_run, two_runs[0])
+    assert "[red]gp3[/red] <b>" in text  # markup in a label is shown, not interpreted
+    header = next(line for line in text.splitlines() if "IOPS" in line)
+    for col in ("lat mean", "p50", "p99", "p99.9", "BW"):
+        assert re.search(re.escape(col) + r" \[(ns|µs|ms|s|[KMG]iB/s)\]", text), col
+    assert "mix" in text and "sync" in text
+    del header
+
+
+def test_comparison_ratio_and_direction(two_runs):
+    comp = compare(two_runs, baseline=0)
+    assert all(c.ratio == pytest.approx(1.0) for c in comp.cells[1] if c.value)
+    assert comp.cells[0][0].ratio == pytest.approx(1.0)
+    t = comparison_table(comp)
+    assert "(1.00×)" in t.rows[1][3] and "×" not in t.rows[0][3]
+    assert [c.metric.key for c in comp.columns][:2] == ["read.iops", "read.bw"]
+
+
+def test_markdown_escapes_pipes(two_runs, store, fio_json_text):
+    run = store.get_run(add_run(store, fio_json_text, label="a|b"))
+    md = FORMATS["md"](compare([run]))
+    assert "a\\|b" in md
+    lines = md.strip().splitlines()
+    assert len({line.count(" | ") for line in lines[2:]}) == 1
+
+
+@needs_fio
+def test_csv_not_measured_is_empty(two_runs, store, tmp_path):
+    out = subprocess.run(
+        [FIO, "--name=mix", f"--directory={tmp_path}", "--rw=write", "--bs=4k", "--size=1m",
+         "--output-format=json+"], capture_output=True, text=True, check=True).stdout
+    write_only = store.get_run(add_run(store, out, label="writes"))
+    comp = compare([two_runs[0], write_only])
+    rows = list(csv.reader(io.StringIO(FORMATS["csv"](comp))))
+    header = rows[0]
+    read_iops = header.index("mix read IOPS")
+    assert float(rows[1][read_iops]) > 0
+    assert rows[2][read_iops] == ""  # not measured: empty, never 0
+    assert float(rows[2][header.index("mix write IOPS")]) > 0
+
+
+def test_json_is_full_model(two_runs):
+    doc = json.loads(FORMATS["json"](compare(two_runs)))
+    assert doc["schema"] == "storbench.export/1"
+    assert doc["runs"][0]["label"] == "[red]gp3[/red] <b>"
+    t = doc["runs"][0]["tests"][0]
+    assert t["read"]["clat"]["bins"] and t["sync"]["lat"]["percentiles_ns"]
