@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -100,3 +100,47 @@ def fio_json_text(tmp_path_factory: pytest.TempPathFactory) -> str:
         capture_output=True, text=True, check=True,
     )
     return proc.stdout
+
+
+@pytest.fixture
+def throttled() -> Iterator[object]:
+    """A "gp3-like" volume: 3000 read / 3000 write IOPS, 125 MiB/s reads (cgroup v1 blkio)."""
+    from tests.testbed import Throttled, missing_for_throttled
+
+    reason = missing_for_throttled()
+    if reason:
+        pytest.skip(f"throttled volume: {reason}")
+    with Throttled() as t:
+        yield t
+
+
+@pytest.fixture(scope="module")
+def sshfs_server() -> Iterator[object]:
+    """An "EFS-like" file system: sshfs through a 1 ms-each-way latency proxy."""
+    from tests.testbed import DelayedSSHFS, missing_for_sshfs
+
+    reason = missing_for_sshfs()
+    if reason:
+        pytest.skip(f"delayed network file system: {reason}")
+    with DelayedSSHFS(delay_ms=1) as s:
+        yield s
+
+
+@pytest.fixture
+def cached_loop_dir() -> Iterator[Path]:
+    """ext4 on a loop device over a tmpfs file, buffered: a cache in front of a 'disk'."""
+    from tests.testbed import cached_loop, missing_for_throttled
+
+    reason = missing_for_throttled()
+    if reason:
+        pytest.skip(f"cached loop device: {reason}")
+    with cached_loop() as mnt:
+        yield mnt
+
+
+def run_cli_wrapped(wrap: Callable[[list[str]], list[str]], *args: str, db: Path,
+                    timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """storbench through ``wrap`` (e.g. Throttled.wrap: run inside its cgroup)."""
+    env = {**os.environ, "STORBENCH_DB": str(db)}
+    return subprocess.run(wrap([*STORBENCH, *args]), capture_output=True, text=True,
+                          env=env, timeout=timeout)

@@ -19,6 +19,7 @@ from storbench.errors import EXIT_CODES_HELP, ConfigError, StorbenchError, Thres
 from storbench.progress import ConsoleReporter
 from storbench.render import FORMATS, terminal
 from storbench.render.json import run_dict
+from storbench.render.timeline import render_timeline
 from storbench.render.units import latency
 from storbench.runner import RunSpec, run_benchmark
 from storbench.store import Store, default_db_path
@@ -181,10 +182,13 @@ def list_(store: Store, label: str | None, tags: tuple[str, ...], suite: str | N
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
 @click.option("--jobs", is_flag=True, help="Also print each fio job file as it ran.")
+@click.option("--timeline", is_flag=True,
+              help="Also print each test's per-second IOPS, bandwidth and latency.")
 @click.option("--raw", is_flag=True, help="With --json: include fio's raw JSON output.")
 @json_option
 @db_option
-def show(store: Store, run_ref: str, jobs: bool, raw: bool, as_json: bool) -> None:
+def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
+         as_json: bool) -> None:
     """Show one run: results, verdicts and the environment it ran in.
 
     RUN is a run id from `storbench list`, or `last`.
@@ -192,6 +196,7 @@ def show(store: Store, run_ref: str, jobs: bool, raw: bool, as_json: bool) -> No
     \b
     Example:
       storbench show 12 --jobs
+      storbench show 12 --timeline
       storbench show last --json
     """
     r = store.get_run(store.resolve(run_ref))
@@ -199,6 +204,8 @@ def show(store: Store, run_ref: str, jobs: bool, raw: bool, as_json: bool) -> No
         _print_json(run_dict(r, raw=raw))
         return
     terminal.print_run(out, r)
+    if timeline:
+        out.print(render_timeline(r), markup=False)
     terminal.print_environment(out, r.environment)
     if jobs:
         for inv in r.invocations:

@@ -13,15 +13,17 @@ import os
 import secrets
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from storbench import __version__
+from storbench.analysis import warnings
 from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError
 from storbench.execute import LocalExecutor, Progress, SignalGuard, find_fio
 from storbench.execute.local import fio_message
 from storbench.result import TestResult, parse_fio_json
+from storbench.result.fio_logs import read_series
 from storbench.store import Invocation, Store
 from storbench.target.directory import (
     DirectoryTarget,
@@ -194,7 +196,8 @@ def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None)
             try:
                 target.create_scratch(uid)
                 rep.run_started(run_id, plan, scratch)
-                _execute(plan, executor, store, run_id, target, scratch, rep, guard)
+                _execute(plan, executor, store, run_id, target, scratch, rep, guard,
+                         environment)
             except BaseException as exc:
                 remove_scratch(scratch)
                 status = "interrupted" if isinstance(exc, Interrupted) else "failed"
@@ -223,6 +226,7 @@ def _execute(
     scratch: Path,
     rep: Reporter,
     guard: SignalGuard,
+    environment: dict[str, Any],
 ) -> None:
     ordinal = 0
     for index, test in enumerate(plan.tests):
@@ -231,22 +235,32 @@ def _execute(
         target.check_space(max(0, (test.jobfile.estimated_bytes() or 0) - kept),
                            f"test {test.name!r}")
         rep.test_started(index, test)
-        text = test.jobfile.render()
+        jobfile, log_prefixes = test.jobfile.with_series_logs(f"sb{index:03d}")
+        text = jobfile.render()
         execution = executor.run(text, functools.partial(rep.progress, index))
         guard.check()  # an interrupted test's partial numbers are not stored
         try:
-            _, results = parse_fio_json(execution.raw_json)
+            _, parsed = parse_fio_json(execution.raw_json)
         except FioError:
             if execution.returncode == 0:
                 raise
-            results = []
+            parsed = []
+        results = [
+            replace(r, series=read_series(executor.workdir, log_prefixes[r.name]))
+            if r.name in log_prefixes else r
+            for r in parsed
+        ]
+        for log in executor.workdir.glob(f"sb{index:03d}*.log"):
+            log.unlink()
         numbered = list(enumerate(results, start=ordinal))
         ordinal += len(results)
+        found = [w.to_dict() for r in results for w in warnings.compute(r, environment)]
         store.add_invocation(
             run_id,
             Invocation(index, text, execution.raw_json, execution.returncode,
                        execution.stderr, execution.wall_s),
             numbered,
+            found,
         )
         rep.test_finished(index, results)
         said = fio_message(execution.stderr + "\n" + _preamble(execution.raw_json))

@@ -81,9 +81,24 @@ _INITIAL = """
             BEGIN SELECT RAISE(ABORT, 'a finished run is immutable'); END;
 """
 
+_WARNINGS = """
+CREATE TABLE warnings (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    test TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    details TEXT NOT NULL
+);
+CREATE INDEX warnings_run ON warnings(run_id);
+CREATE TRIGGER warnings_immutable BEFORE UPDATE ON warnings
+    BEGIN SELECT RAISE(ABORT, 'warnings are immutable'); END;
+"""
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
+    ("0002_warnings", _WARNINGS),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -124,6 +139,7 @@ class Run:
     tags: dict[str, str] = field(default_factory=dict)
     tests: list[StoredTest] = field(default_factory=list)
     invocations: list[Invocation] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # kind, test, message, details
 
     @property
     def name(self) -> str:
@@ -228,8 +244,10 @@ class Store:
         run_id: int,
         invocation: Invocation,
         results: Sequence[tuple[int, TestResult]],
+        warnings: Sequence[dict[str, Any]] = (),
     ) -> None:
-        """Store one fio invocation (raw JSON verbatim) and the tests parsed from it."""
+        """Store one fio invocation (raw JSON verbatim), the tests parsed from it and
+        the warnings about them, in one transaction."""
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO invocations (run_id, ordinal, job_text, raw_json, returncode,"
@@ -242,6 +260,12 @@ class Store:
                 " VALUES (?, ?, ?, ?, ?)",
                 [(run_id, cur.lastrowid, ordinal, r.name, json.dumps(r.to_dict()))
                  for ordinal, r in results],
+            )
+            db.executemany(
+                "INSERT INTO warnings (run_id, test, kind, message, details)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(run_id, w["test"], w["kind"], w["message"], json.dumps(w["details"]))
+                 for w in warnings],
             )
 
     def finish_run(
@@ -291,6 +315,7 @@ class Store:
         }
         tests: list[StoredTest] = []
         invocations: list[Invocation] = []
+        warnings: list[dict[str, Any]] = []
         if with_results:
             for r in self.db.execute(
                 "SELECT results.ordinal AS ordinal, invocations.ordinal AS inv, result"
@@ -304,13 +329,19 @@ class Store:
                 " FROM invocations WHERE run_id = ? ORDER BY ordinal", (row["id"],)
             ):
                 invocations.append(Invocation(**dict(r)))
+            for r in self.db.execute(
+                "SELECT test, kind, message, details FROM warnings WHERE run_id = ?"
+                " ORDER BY id", (row["id"],)
+            ):
+                warnings.append({"test": r["test"], "kind": r["kind"], "message": r["message"],
+                                 "details": json.loads(r["details"])})
         return Run(
             id=row["id"], uid=row["uid"], created_at=row["created_at"],
             finished_at=row["finished_at"], status=row["status"], origin=row["origin"],
             label=row["label"], suite=row["suite"], target=row["target"], error=row["error"],
             environment=json.loads(row["environment"]), settings=json.loads(row["settings"]),
             storbench_version=row["storbench_version"], fio_version=row["fio_version"],
-            tags=tags, tests=tests, invocations=invocations,
+            tags=tags, tests=tests, invocations=invocations, warnings=warnings,
         )
 
     def list_runs(

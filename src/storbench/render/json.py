@@ -35,6 +35,7 @@ def run_dict(run: Run, *, raw: bool = False) -> dict[str, Any]:
              "passed": v.passed, "rule": v.rule}
             for v in evaluate(run)
         ],
+        "warnings": run.warnings,
         "job_files": [i.job_text for i in run.invocations],
     }
     if raw:

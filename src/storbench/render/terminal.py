@@ -51,6 +51,8 @@ def print_run(console: Console, run: Run) -> None:
         console.print(rich_table(summary_table(rows)))
     for v in evaluate(run):
         console.print(verdict_line(v))
+    for w in run.warnings:
+        console.print(f"[yellow]warning ({w['kind']}):[/yellow] {escape(w['message'])}")
     if run.error:
         console.print(f"[red]error:[/red] {escape(run.error)}")
 

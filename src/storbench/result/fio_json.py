@@ -14,7 +14,14 @@ from typing import Any
 
 from storbench.errors import FioError
 from storbench.result.merge import merge_latency
-from storbench.result.model import DIRECTIONS, Direction, Latency, SyncStats, TestResult
+from storbench.result.model import (
+    DIRECTIONS,
+    Direction,
+    Latency,
+    SteadyState,
+    SyncStats,
+    TestResult,
+)
 
 
 def load_fio_json(text: str) -> dict[str, Any]:
@@ -49,7 +56,10 @@ def parse_fio_json(text: str) -> tuple[str, list[TestResult]]:
     groups: dict[str, list[dict[str, Any]]] = {}
     for job in job_entries(doc):
         groups.setdefault(str(job.get("jobname", "")), []).append(job)
-    return str(doc.get("fio version", "")), [aggregate(name, jobs) for name, jobs in groups.items()]
+    defaults = {str(k): str(v) for k, v in (doc.get("global options") or {}).items()}
+    return str(doc.get("fio version", "")), [
+        aggregate(name, jobs, defaults) for name, jobs in groups.items()
+    ]
 
 
 def _latency(stats: dict[str, Any] | None, scale: float) -> Latency | None:
@@ -102,8 +112,14 @@ def _direction(parts: Sequence[dict[str, Any]]) -> Direction | None:
     )
 
 
-def aggregate(name: str, jobs: Sequence[dict[str, Any]]) -> TestResult:
-    """One TestResult from the fio job entries that share a job name."""
+def aggregate(
+    name: str, jobs: Sequence[dict[str, Any]], defaults: dict[str, str] | None = None
+) -> TestResult:
+    """One TestResult from the fio job entries that share a job name.
+
+    ``defaults`` are fio's "global options"; the result's options are those plus
+    the job's own, as fio applied them.
+    """
     directions = {d: _direction([j[d] for j in jobs if d in j]) for d in DIRECTIONS}
     sync_lats = [x for j in jobs if "sync" in j if (x := _lat_of(j["sync"], "lat")) is not None]
     sync_lat = merge_latency(sync_lats)
@@ -113,7 +129,18 @@ def aggregate(name: str, jobs: Sequence[dict[str, Any]]) -> TestResult:
     for j in jobs:
         for k, v in (j.get("iodepth_level") or {}).items():
             levels[k] = levels.get(k, 0.0) + float(v) / len(jobs)
-    options = {str(k): str(v) for k, v in (jobs[0].get("job options") or {}).items()}
+    steady = [j["steadystate"] for j in jobs if j.get("steadystate")]
+    steady_state = None
+    if steady:
+        steady_state = SteadyState(
+            criterion=str(steady[0].get("ss", "")).replace("000000%", "%"),
+            attained=all(bool(s.get("attained")) for s in steady),
+            window_s=float(steady[0].get("duration", 0)),
+            stopped_after_s=max(float(j.get("job_runtime", 0)) for j in jobs) / 1000,
+            value=str(steady[0].get("criterion", "")),
+        )
+    options = dict(defaults or {})
+    options.update({str(k): str(v) for k, v in (jobs[0].get("job options") or {}).items()})
     return TestResult(
         name=name,
         jobs=len(jobs),
@@ -128,4 +155,5 @@ def aggregate(name: str, jobs: Sequence[dict[str, Any]]) -> TestResult:
         iodepth_percent=levels,
         elapsed_s=max(float(j.get("elapsed", 0)) for j in jobs),
         options=options,
+        steady_state=steady_state,
     )

@@ -78,6 +78,40 @@ class SyncStats:
 
 
 @dataclass(frozen=True)
+class Series:
+    """Per-second figures of one direction of a test (fio logs, log_avg_msec=1000).
+
+    ``t_s[i]`` is the end of the i-th one-second window, in seconds since the
+    test's measurement started. Values are summed over jobs (IOPS, bandwidth) or
+    IOPS-weighted (mean completion latency).
+    """
+
+    t_s: list[float]
+    iops: list[float]
+    bw_bytes_per_s: list[float]
+    clat_mean_ns: list[float | None]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Series:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """fio's steady-state detection (``steadystate=``) for a test."""
+
+    criterion: str  # as fio reports it, e.g. "iops_slope:0.5%"
+    attained: bool  # for every job of the test
+    window_s: float  # ss_dur: the rolling window judged
+    stopped_after_s: float  # how long the test ran (the longest job)
+    value: str  # the criterion's measured value at the end, as fio reports it
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SteadyState:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
 class TestResult:
     """One test: the fio jobs of one name in one invocation, aggregated.
 
@@ -98,6 +132,8 @@ class TestResult:
     iodepth_percent: dict[str, float]  # fio's "iodepth_level": depth bucket -> % of time
     elapsed_s: float
     options: dict[str, str]  # the job's options as fio reported them
+    series: dict[str, Series] = field(default_factory=dict)  # direction -> per-second figures
+    steady_state: SteadyState | None = None
 
     def direction(self, name: str) -> Direction | None:
         if name not in DIRECTIONS:
@@ -117,6 +153,9 @@ class TestResult:
         for name in DIRECTIONS:
             values[name] = Direction.from_dict(d[name]) if d.get(name) else None
         values["sync"] = SyncStats.from_dict(d["sync"]) if d.get("sync") else None
+        values["series"] = {k: Series.from_dict(v) for k, v in d.get("series", {}).items()}
+        ss = d.get("steady_state")
+        values["steady_state"] = SteadyState.from_dict(ss) if ss else None
         return cls(**values)
 
 

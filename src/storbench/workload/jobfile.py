@@ -104,6 +104,8 @@ class JobFile:
                     " do I/O in the target directory; storbench runs directory targets only"
                 )
             new = section.without("directory", *_DROPPED)
+            if new.is_global and not new.options:
+                continue
             if not section.is_global:
                 if size is not None:
                     new = new.with_option("size", size)
@@ -111,6 +113,22 @@ class JobFile:
                     new = new.with_option("runtime", _fmt_seconds(runtime))
             sections.append(new)
         return JobFile(tuple(sections))
+
+    def with_series_logs(self, prefix: str) -> tuple[JobFile, dict[str, str]]:
+        """Each job also logs per-second IOPS, bandwidth and latency (fio's logs with
+        log_avg_msec=1000) under its own prefix; returns the job file and
+        {job name: log prefix}. fio writes the logs in its working directory."""
+        sections: list[Section] = []
+        prefixes: dict[str, str] = {}
+        for i, section in enumerate(self.sections):
+            if not section.is_global:
+                name = f"{prefix}j{i}"
+                prefixes.setdefault(section.name, name)
+                for key in ("write_iops_log", "write_bw_log", "write_lat_log"):
+                    section = section.with_option(key, prefixes[section.name])
+                section = section.with_option("log_avg_msec", "1000")
+            sections.append(section)
+        return JobFile(tuple(sections)), prefixes
 
     def estimated_bytes(self) -> int | None:
         """Bytes the job files take on disk, or None when fio's options don't say."""

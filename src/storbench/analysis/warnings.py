@@ -1,0 +1,215 @@
+"""Warnings about numbers that should not be trusted as they stand: a closed set.
+
+Each warning says what was seen, why it skews the result, and what to do. They
+are computed once when a test finishes, stored with the run, and shown wherever
+the run is shown.
+"""
+
+from __future__ import annotations
+
+import enum
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from storbench.result.model import Series, TestResult
+from storbench.workload.sizes import format_bytes_iec, parse_size
+
+RAM_FILESYSTEMS = ("tmpfs", "ramfs")
+CACHE_P50_NS = 20_000  # direct random reads faster than this come from a cache
+BURST_DROP = 0.30
+MAX_CV = 0.10
+MIN_SAMPLES = 5
+
+
+class Kind(enum.StrEnum):
+    PAGE_CACHE = "page-cache"
+    CACHE_IN_FRONT = "cache-in-front"
+    BURST_THEN_THROTTLE = "burst-then-throttle"
+    NOT_STEADY = "not-steady"
+    IODEPTH_SHORTFALL = "iodepth-shortfall"
+    HIGH_VARIATION = "high-variation"
+
+
+@dataclass(frozen=True)
+class Warning:
+    kind: Kind
+    test: str
+    message: str
+    details: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": str(self.kind), "test": self.test, "message": self.message,
+                "details": self.details}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Warning:
+        return cls(Kind(d["kind"]), d["test"], d["message"], d["details"])
+
+
+def _flag(options: dict[str, str], key: str) -> bool:
+    value = options.get(key)
+    return value is not None and value.strip().lower() not in ("0", "false", "none")
+
+
+def working_set_bytes(r: TestResult) -> int | None:
+    size = parse_size(r.options.get("size", "")) if "size" in r.options else None
+    if size is None:
+        return None
+    return size if r.options.get("filename") else size * r.jobs
+
+
+def page_cache(r: TestResult, env: dict[str, Any]) -> Warning | None:
+    if _flag(r.options, "direct") or r.options.get("buffered") == "0":
+        return None
+    fs = (env.get("target") or {}).get("fs_type")
+    ram, ws = env.get("ram_bytes"), working_set_bytes(r)
+    if fs in RAM_FILESYSTEMS or not ram or ws is None or ws >= 2 * ram:
+        return None
+    synced_each = any(r.options.get(k) == "1" for k in ("fsync", "fdatasync")) or r.options.get(
+        "sync") in ("1", "sync", "dsync")
+    if synced_each and r.read is None:
+        return None  # every write is made durable: the page cache does not hide the storage
+    return Warning(
+        Kind.PAGE_CACHE, r.name,
+        f"{r.name}: buffered I/O (direct=0) on a {format_bytes_iec(ws)} working set, under"
+        f" twice this machine's RAM ({format_bytes_iec(ram)}): the page cache is being"
+        f" measured, not the storage. Use direct=1, or a size of at least"
+        f" {format_bytes_iec(2 * ram)}.",
+        {"working_set_bytes": ws, "ram_bytes": ram},
+    )
+
+
+def cache_in_front(r: TestResult, env: dict[str, Any]) -> Warning | None:
+    fs = (env.get("target") or {}).get("fs_type")
+    rw = r.options.get("rw", r.options.get("readwrite", ""))
+    if fs in RAM_FILESYSTEMS or not _flag(r.options, "direct") or r.read is None:
+        return None
+    if rw not in ("randread", "randrw") or r.read.clat is None:
+        return None
+    p50 = r.read.clat.percentile(50.0)
+    if p50 is None or p50 >= CACHE_P50_NS:
+        return None
+    return Warning(
+        Kind.CACHE_IN_FRONT, r.name,
+        f"{r.name}: direct random reads took {p50 / 1000:.1f} µs at the median on {fs}:"
+        f" faster than any disk or network storage, so a cache answered (the host's, a"
+        f" controller's or the hypervisor's). Use a working set larger than that cache.",
+        {"read_clat_p50_ns": p50, "limit_ns": CACHE_P50_NS, "fs_type": fs},
+    )
+
+
+def burst(direction: str, s: Series, name: str) -> Warning | None:
+    """A plateau, then a drop of >= 30% that lasts: burst credits running out."""
+    v = s.iops
+    n = len(v)
+    if n < 6:
+        return None
+    best: tuple[float, int, float, float] | None = None
+    for k in range(2, n - 2):
+        before, after = v[:k], v[k:]
+        b, a = statistics.median(before), statistics.median(after)
+        if b <= 0 or a > (1 - BURST_DROP) * b:
+            continue
+        # the two levels must be clearly apart, not noise around one level
+        if _quantile(before, 0.25) <= _quantile(after, 0.75):
+            continue
+        if best is None or b - a > best[0]:
+            best = (b - a, k, b, a)
+    if best is None:
+        return None
+    _, k, b, a = best
+    return Warning(
+        Kind.BURST_THEN_THROTTLE, name,
+        f"{name}: {direction} IOPS ran at {b:,.0f} for {s.t_s[k - 1]:.0f} s, then dropped to"
+        f" {a:,.0f} ({100 * (1 - a / b):.0f}% lower) — burst credits or a throttle. The"
+        f" sustained figure is the lower one; run longer to see where it settles.",
+        {"direction": direction, "before_iops": b, "after_iops": a, "drop_at_s": s.t_s[k - 1]},
+    )
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def variation(direction: str, s: Series, name: str) -> Warning | None:
+    if len(s.iops) < MIN_SAMPLES:
+        return None
+    mean = statistics.fmean(s.iops)
+    if mean <= 0:
+        return None
+    cv = statistics.stdev(s.iops) / mean
+    if cv <= MAX_CV:
+        return None
+    return Warning(
+        Kind.HIGH_VARIATION, name,
+        f"{name}: {direction} IOPS varied by {100 * cv:.0f}% (coefficient of variation of"
+        f" the per-second figures) around {mean:,.0f}: the average hides that. See"
+        f" `storbench show RUN --timeline`; run longer or use --repeat.",
+        {"direction": direction, "cv": cv, "mean_iops": mean},
+    )
+
+
+def not_steady(r: TestResult) -> Warning | None:
+    ss = r.steady_state
+    if ss is not None and not ss.attained:
+        return Warning(
+            Kind.NOT_STEADY, r.name,
+            f"{r.name}: steady state ({ss.criterion}) was not reached in"
+            f" {ss.stopped_after_s:.0f} s; the figures may still be moving. Give the test more"
+            f" --runtime.",
+            {"criterion": ss.criterion, "stopped_after_s": ss.stopped_after_s},
+        )
+    samples = max((len(s.t_s) for s in r.series.values()), default=None)
+    if samples is not None and samples < MIN_SAMPLES and ss is None:
+        return Warning(
+            Kind.NOT_STEADY, r.name,
+            f"{r.name}: measured for {samples} s only, too short to know whether the"
+            f" storage reached a steady state (caches, burst credits, write-back). Use a"
+            f" longer --runtime or --until-steady.",
+            {"seconds": samples},
+        )
+    return None
+
+
+_DEPTH_BUCKETS = {"1": 1, "2": 2, "4": 4, "8": 8, "16": 16, "32": 32, ">=64": 64}
+
+
+def iodepth_shortfall(r: TestResult) -> Warning | None:
+    try:
+        requested = int(r.options.get("iodepth", "1"))
+    except ValueError:
+        return None
+    if requested < 4 or not r.iodepth_percent:
+        return None
+    achieved = sum(_DEPTH_BUCKETS.get(k, 0) * v for k, v in r.iodepth_percent.items()) / max(
+        sum(r.iodepth_percent.values()), 1e-9)
+    engine = r.options.get("ioengine", "psync")
+    if engine == "libaio" and not _flag(r.options, "direct"):
+        # fio counts queued I/Os, but io_submit() does buffered I/O synchronously
+        achieved, why = 1.0, "libaio does buffered I/O (direct=0) synchronously in io_submit()"
+    elif achieved < requested / 4:
+        why = (f"ioengine={engine} is synchronous and ignores iodepth"
+               if engine in ("sync", "psync", "vsync", "pvsync", "pvsync2")
+               else "the storage or the engine did not keep that many I/Os in flight")
+    else:
+        return None
+    return Warning(
+        Kind.IODEPTH_SHORTFALL, r.name,
+        f"{r.name}: iodepth={requested} was requested, about {achieved:.1f} was achieved:"
+        f" {why}. The result is a lower queue depth's.",
+        {"requested": requested, "achieved": achieved, "ioengine": engine},
+    )
+
+
+def compute(r: TestResult, environment: dict[str, Any]) -> list[Warning]:
+    """Every warning that applies to one test."""
+    if r.error:
+        return []
+    found = [page_cache(r, environment), cache_in_front(r, environment), not_steady(r),
+             iodepth_shortfall(r)]
+    for direction, s in r.series.items():
+        b = burst(direction, s, r.name)
+        found.append(b if b is not None else variation(direction, s, r.name))
+    return [w for w in found if w is not None]

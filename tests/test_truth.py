@@ -1,0 +1,172 @@
+"""Known-truth targets: storbench must report what we set, and warn when it can't."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import STORBENCH, needs_fio, run_cli, run_cli_wrapped
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+
+def last_run(db: Path) -> dict:
+    proc = run_cli("show", "last", "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_throttled_volume_reads_back_its_caps(throttled, store_path):
+    proc = run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--size", "256m",
+                           "--runtime", "5", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    tests = {t["name"]: t for t in last_run(store_path)["tests"]}
+    assert tests["randread"]["read"]["iops"] == pytest.approx(3000, rel=0.03)
+    assert tests["randwrite"]["write"]["iops"] == pytest.approx(3000, rel=0.03)
+    assert tests["seqread"]["read"]["bw_bytes_per_s"] == pytest.approx(125 * 2**20, rel=0.03)
+    # per-second series agree with the cap too
+    series = tests["randread"]["series"]["read"]
+    assert len(series["iops"]) >= 4
+    assert all(v == pytest.approx(3000, rel=0.05) for v in series["iops"][1:])
+
+
+def job(tmp_path: Path, text: str, name: str = "job.fio") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+QD1_READ = "[qd1read]\nrw=randread\nbs=4k\nsize=16m\ndirect=1\ntime_based\nruntime=3\n"
+
+
+@pytest.mark.parametrize("proxied", [True, False])
+def test_delayed_network_fs_latency(sshfs_server, proxied, tmp_path, store_path):
+    mnt = sshfs_server.mount(proxied=proxied)
+    proc = run_cli("run", str(mnt), "--job", str(job(tmp_path, QD1_READ)), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    lat = last_run(store_path)["tests"][0]["read"]["clat"]["mean_ns"]
+    if proxied:
+        assert lat > 2_000_000  # 1 ms each way
+    else:
+        assert lat < 1_000_000
+    env = last_run(store_path)["environment"]["target"]
+    assert env["fs_type"] == "fuse.sshfs"
+
+
+# -- warnings, each provoked for real ------------------------------------------------------
+
+def kinds(run: dict) -> set[str]:
+    return {w["kind"] for w in run["warnings"]}
+
+
+def test_page_cache_warning(disk_dir, store_path):
+    proc = run_cli("run", str(disk_dir), "--suite", "app-mixed", "--size", "16m",
+                   "--runtime", "5", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = last_run(store_path)
+    assert "page-cache" in kinds(run)
+    assert "page cache is being measured" in proc.stdout
+    # libaio with buffered I/O is synchronous: the requested depth is not achieved
+    assert "iodepth-shortfall" in kinds(run)
+
+
+def test_cache_in_front_warning(cached_loop_dir, tmp_path, store_path):
+    text = QD1_READ.replace("size=16m", "size=64m")
+    proc = run_cli("run", str(cached_loop_dir), "--job", str(job(tmp_path, text)),
+                   db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = last_run(store_path)
+    assert "cache-in-front" in kinds(run), run["warnings"]
+    assert run["environment"]["target"]["fs_type"] == "ext4"
+
+
+def test_no_cache_warning_on_a_real_latency(sshfs_server, tmp_path, store_path):
+    mnt = sshfs_server.mount(proxied=True)
+    proc = run_cli("run", str(mnt), "--job", str(job(tmp_path, QD1_READ)), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "cache-in-front" not in kinds(last_run(store_path))
+
+
+def test_short_run_warning(tmpfs, tmp_path, store_path):
+    text = QD1_READ.replace("runtime=3", "runtime=2")
+    proc = run_cli("run", str(tmpfs), "--job", str(job(tmp_path, text)), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "not-steady" in kinds(last_run(store_path))
+
+
+def test_iodepth_shortfall_with_sync_engine(tmpfs, tmp_path, store_path):
+    text = ("[deep]\nrw=randread\nbs=4k\nsize=16m\ndirect=1\nioengine=psync\niodepth=32\n"
+            "time_based\nruntime=5\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job(tmp_path, text)), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    w = [w for w in last_run(store_path)["warnings"] if w["kind"] == "iodepth-shortfall"]
+    assert w and w[0]["details"]["achieved"] == pytest.approx(1.0)
+    assert "psync is synchronous" in w[0]["message"]
+
+
+RANDREAD_10S = ("[randread]\nrw=randread\nbs=4k\nsize=64m\ndirect=1\nioengine=libaio\n"
+                "iodepth=16\ntime_based\nruntime={runtime}\n")
+
+
+def run_changing_caps(throttled, tmp_path, db, runtime, schedule):
+    """Run storbench on the throttled volume; ``schedule`` = [(seconds after fio starts,
+    read_iops)] changes the cap during the run (as burst credits would)."""
+    path = job(tmp_path, RANDREAD_10S.format(runtime=runtime))
+    env = {**os.environ, "STORBENCH_DB": str(db)}
+    proc = subprocess.Popen(throttled.wrap([*STORBENCH, "run", str(throttled.mnt), "--job",
+                                            str(path)]),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def changer():
+        deadline = time.monotonic() + 60
+        while not list(throttled.mnt.glob("storbench-*/randread*")):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        start = time.monotonic()
+        for at, iops in schedule:
+            time.sleep(max(0.0, start + at - time.monotonic()))
+            throttled.set_limits(iops, 3000)
+
+    t = threading.Thread(target=changer)
+    t.start()
+    out, err = proc.communicate(timeout=120)
+    t.join()
+    assert proc.returncode == 0, err
+    return last_run(db), out
+
+
+def test_burst_then_throttle_warning(throttled, tmp_path, store_path):
+    throttled.set_limits(6000, 3000)
+    run, out = run_changing_caps(throttled, tmp_path, store_path, 12, [(4.5, 1500)])
+    w = [w for w in run["warnings"] if w["kind"] == "burst-then-throttle"]
+    assert w, run["warnings"]
+    d = w[0]["details"]
+    assert d["before_iops"] == pytest.approx(6000, rel=0.1)
+    assert d["after_iops"] == pytest.approx(1500, rel=0.1)
+    assert 3 <= d["drop_at_s"] <= 6
+    assert "high-variation" not in kinds(run)  # the burst explains it
+    assert "dropped to" in out
+
+
+def test_high_variation_warning(throttled, tmp_path, store_path):
+    schedule = [(i + 0.5, 1000 if i % 2 == 0 else 4000) for i in range(10)]
+    run, _ = run_changing_caps(throttled, tmp_path, store_path, 10, schedule)
+    assert "high-variation" in kinds(run), run["warnings"]
+    assert "burst-then-throttle" not in kinds(run)
+
+
+def test_clean_run_has_no_warnings(throttled, tmp_path, store_path):
+    text = ("[global]\nbs=4k\nsize=64m\ndirect=1\nioengine=libaio\niodepth=16\ntime_based\n"
+            "runtime=6\n[randread]\nrw=randread\n[randwrite]\nrw=randwrite\nstonewall\n")
+    proc = run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job",
+                           str(job(tmp_path, text)), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert last_run(store_path)["warnings"] == []
+    assert "warning" not in proc.stdout

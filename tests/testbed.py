@@ -1,0 +1,253 @@
+"""Storage targets whose true performance the tests set themselves.
+
+Recipes from shared/testbed/STORAGE.md. Every target is a context manager that
+tears down fully (mounts, loop devices, cgroups, servers), also when the body fails.
+
+- tmpfs(): RAM, no latency.
+- Throttled: ext4 on a loop device (direct I/O to an image on the disk), capped by
+  a cgroup v1 blkio throttle ("gp3-like": e.g. 3000 IOPS, 125 MiB/s). Processes run
+  through ``wrap(argv)`` join the cgroup before exec; limits can change mid-run.
+- cached_loop(): ext4 on a loop device whose image lives in tmpfs, without direct
+  I/O: a page cache in front of a "disk" (a cache that lies, for warnings).
+- DelayedSSHFS: an "EFS-like" network file system: sshfs to a private sshd on
+  127.0.0.1 through toxiproxy adding latency each way; also mountable directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+TOOLS = Path(os.environ.get("STORBENCH_TEST_TOOLS", Path.home() / ".cache" / "storbench-test"))
+TOXIPROXY = TOOLS / "bin" / "toxiproxy-server"
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def missing_for_throttled() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (loop devices, mounts, cgroups)"
+    if not (BLKIO / "cgroup.procs").exists():
+        return "cgroup v1 blkio is not mounted at /sys/fs/cgroup/blkio"
+    if shutil.which("losetup") is None or shutil.which("mkfs.ext4") is None:
+        return "losetup / mkfs.ext4 missing"
+    return None
+
+
+def missing_for_sshfs() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (private sshd, FUSE mounts)"
+    for tool in ("sshfs", "ssh-keygen", "unshare", "fusermount3"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/install-testbed installs it)"
+    if not Path("/usr/sbin/sshd").exists():
+        return "openssh-server is not installed (scripts/install-testbed installs it)"
+    if not TOXIPROXY.exists():
+        return f"toxiproxy is not built at {TOXIPROXY} (scripts/install-testbed builds it)"
+    if not Path("/dev/fuse").exists():
+        return "/dev/fuse is missing"
+    return None
+
+
+@contextlib.contextmanager
+def tmpfs(size: str = "1g") -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="sb-tmpfs-") as d:
+        mnt = Path(d) / "mnt"
+        mnt.mkdir()
+        sh("mount", "-t", "tmpfs", "-o", f"size={size}", "sb-test", str(mnt))
+        try:
+            yield mnt
+        finally:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+class Throttled:
+    """ext4 on a loop device, throttled by a cgroup v1 blkio cgroup."""
+
+    def __init__(self, read_iops: int = 3000, write_iops: int = 3000,
+                 read_bps: int = 125 * 2**20, size: str = "2G") -> None:
+        self.limits = (read_iops, write_iops, read_bps)
+        self.size = size
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Throttled:
+        try:
+            d = Path(self._stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="sb-throttled-", dir="/var/tmp")))
+            img, self.mnt = d / "disk.img", d / "mnt"
+            self.mnt.mkdir()
+            sh("truncate", "-s", self.size, str(img))
+            self.dev = sh("losetup", "--find", "--show", "--direct-io=on", str(img))
+            self._stack.callback(subprocess.run, ["losetup", "-d", self.dev], check=False)
+            sh("mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0",
+               self.dev)
+            sh("mount", self.dev, str(self.mnt))
+            self._stack.callback(subprocess.run, ["umount", "-l", str(self.mnt)], check=False)
+            self.majmin = sh("lsblk", "-no", "MAJ:MIN", self.dev).strip()
+            self.cgroup = BLKIO / f"storbench-test-{os.getpid()}-{id(self)}"
+            self.cgroup.mkdir()
+            self._stack.callback(self._remove_cgroup)
+            self.set_limits(*self.limits)
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def set_limits(self, read_iops: int, write_iops: int, read_bps: int | None = None) -> None:
+        cg = self.cgroup
+        (cg / "blkio.throttle.read_iops_device").write_text(f"{self.majmin} {read_iops}")
+        (cg / "blkio.throttle.write_iops_device").write_text(f"{self.majmin} {write_iops}")
+        if read_bps is not None:
+            (cg / "blkio.throttle.read_bps_device").write_text(f"{self.majmin} {read_bps}")
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """argv run inside the cgroup (the shell joins it, then execs)."""
+        return ["sh", "-c", f'echo $$ > {self.cgroup}/cgroup.procs && exec "$@"', "sh", *argv]
+
+    def _remove_cgroup(self) -> None:
+        for _ in range(100):
+            procs = (self.cgroup / "cgroup.procs").read_text().split()
+            for pid in procs:
+                with contextlib.suppress(OSError):
+                    (BLKIO / "cgroup.procs").write_text(pid)
+            with contextlib.suppress(OSError):
+                self.cgroup.rmdir()
+                return
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def cached_loop() -> Iterator[Path]:
+    """ext4 on a loop device backed by a file in tmpfs, buffered: a cache in front."""
+    with tmpfs("600m") as ram, tempfile.TemporaryDirectory(prefix="sb-cached-") as d:
+        img, mnt = ram / "disk.img", Path(d) / "mnt"
+        mnt.mkdir()
+        sh("truncate", "-s", "512M", str(img))
+        dev = sh("losetup", "--find", "--show", "--direct-io=off", str(img))
+        try:
+            sh("mkfs.ext4", "-q", "-E", "nodiscard", dev)
+            sh("mount", dev, str(mnt))
+            try:
+                yield mnt
+            finally:
+                subprocess.run(["umount", "-l", str(mnt)], check=False)
+        finally:
+            subprocess.run(["losetup", "-d", dev], check=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+class DelayedSSHFS:
+    """A private sshd on 127.0.0.1, toxiproxy in front of it adding ``delay_ms`` each
+    way; ``mount(proxied=True)`` mounts the export with sshfs through the proxy."""
+
+    def __init__(self, delay_ms: int = 1) -> None:
+        self.delay_ms = delay_ms
+        self._stack = contextlib.ExitStack()
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> DelayedSSHFS:
+        try:
+            self._start()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _spawn(self, argv: list[str], log: Path) -> None:
+        proc = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+        def stop() -> None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+        self._stack.callback(stop)
+
+    def _start(self) -> None:
+        d = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="sb-sshfs-",
+                                                                       dir="/var/tmp")))
+        self.dir = d
+        self.export = d / "export"
+        self.export.mkdir()
+        self.key = d / "client_key"
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key"))
+        (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
+        self.ssh_port, self.proxy_port, api = free_port(), free_port(), free_port()
+        (d / "sshd_config").write_text(
+            f"ListenAddress 127.0.0.1\nPort {self.ssh_port}\nHostKey {d}/host_key\n"
+            f"AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n"
+            "StrictModes no\nPermitRootLogin prohibit-password\nUsePAM no\n"
+            "Subsystem sftp internal-sftp\n")
+        self._spawn(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                     "mount -t tmpfs tmpfs /run && mkdir -p /run/sshd && "
+                     f"exec /usr/sbin/sshd -D -e -f {d}/sshd_config"], d / "sshd.log")
+        wait_port(self.ssh_port)
+        self._spawn([str(TOXIPROXY), "-host", "127.0.0.1", "-port", str(api)],
+                    d / "toxiproxy.log")
+        wait_port(api)
+        base = f"http://127.0.0.1:{api}"
+        _post(f"{base}/proxies", {"name": "ssh", "listen": f"127.0.0.1:{self.proxy_port}",
+                                  "upstream": f"127.0.0.1:{self.ssh_port}"})
+        for stream in ("upstream", "downstream"):
+            _post(f"{base}/proxies/ssh/toxics",
+                  {"name": f"lat-{stream}", "type": "latency", "stream": stream,
+                   "attributes": {"latency": self.delay_ms, "jitter": 0}})
+        wait_port(self.proxy_port)
+
+    def mount(self, proxied: bool = True) -> Path:
+        """The export mounted with sshfs (once; later calls return the same mount)."""
+        mnt = self.dir / ("mnt-proxied" if proxied else "mnt-direct")
+        if mnt.exists():
+            return mnt
+        mnt.mkdir()
+        port = self.proxy_port if proxied else self.ssh_port
+        sh("sshfs", f"root@127.0.0.1:{self.export}", str(mnt), "-o",
+           f"port={port},IdentityFile={self.key},StrictHostKeyChecking=no,"
+           "UserKnownHostsFile=/dev/null,LogLevel=ERROR")
+        self._stack.callback(subprocess.run, ["fusermount3", "-u", "-z", str(mnt)],
+                             check=False)
+        return mnt
+
+
+def _post(url: str, body: dict[str, object]) -> None:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        resp.read()
