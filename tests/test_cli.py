@@ -76,7 +76,7 @@ def test_quick_suite_on_tmpfs(tmpfs, store_path):
 def test_disk_run_records_block_device(disk_dir, store_path):
     proc = run_cli("run", str(disk_dir), "--suite", "etcd", "--size", "2m", db=store_path)
     assert proc.returncode == 0, proc.stderr
-    assert "PASS etcd: sync.lat_p99" in proc.stdout
+    assert "PASS etcd.fdatasync.p99 < 10ms: measured" in proc.stdout
     env = show_json(store_path)["environment"]["target"]
     assert env["fs_type"] not in ("tmpfs", "")
     if Path("/sys/dev/block").exists() and env.get("block_device"):
@@ -263,10 +263,10 @@ def test_bad_flags(tmpfs, store_path):
 def test_etcd_verdict_exit_code(tmpfs, store_path):
     ok = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", db=store_path)
     assert ok.returncode == 0, ok.stderr
-    assert "PASS" in ok.stdout and "10.0 ms" in ok.stdout
+    assert "PASS etcd.fdatasync.p99 < 10ms" in ok.stdout
     bad = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", "--threshold", "0.0001",
                   db=store_path)
-    assert_one_line_error(bad, 3, "verdict failed")
+    assert_one_line_error(bad, 3, "check(s) failed", "etcd.fdatasync.p99 < 0.0001ms")
     assert "FAIL" in bad.stdout
 
 

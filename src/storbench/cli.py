@@ -13,16 +13,17 @@ import click
 from rich.console import Console
 
 from storbench import __version__
+from storbench.analysis.assertions import Assertion, Outcome
 from storbench.analysis.compare import compare as build_comparison
+from storbench.analysis.regression import regressions
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import EXIT_CODES_HELP, ConfigError, StorbenchError, ThresholdExceeded
 from storbench.progress import ConsoleReporter
 from storbench.render import FORMATS, terminal
-from storbench.render.json import run_dict
+from storbench.render.json import outcome_dict, run_dict
 from storbench.render.timeline import render_timeline
-from storbench.render.units import latency
 from storbench.runner import RunSpec, run_benchmark
-from storbench.store import Store, default_db_path
+from storbench.store import Run, Store, default_db_path
 from storbench.workload import SUITES, get_suite
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -59,6 +60,18 @@ def db_option(f: F) -> F:
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def assert_options(f: F) -> F:
+    f = click.option("--max-regression", default="10%", show_default=True, metavar="PERCENT",
+                     help="With --baseline: how much worse a figure may get (beyond the"
+                          " noise, when repeats measure it).")(f)
+    f = click.option("--baseline", "-b", metavar="RUN|LABEL",
+                     help="Fail when a headline figure got worse than in this run (an id,"
+                          " or the latest run with this label).")(f)
+    return click.option("--assert", "assertions", multiple=True, metavar="EXPR",
+                        help="Fail (exit 3) unless EXPR holds, e.g. 'randread.iops >= 3000',"
+                             " 'etcd.fdatasync.p99 < 10ms' (repeatable).")(f)
 
 
 def _print_json(doc: Any) -> None:
@@ -101,6 +114,24 @@ def cli(ctx: click.Context, debug: bool) -> None:
               help="Attach a tag (repeatable), e.g. --tag zone=a.")
 @click.option("--threshold", "threshold_ms", type=float, metavar="MS",
               help="Verdict limit in ms (etcd suite: fdatasync p99; default 10 ms).")
+@click.option("--profile", metavar="NAME",
+              help="The suite's verdict profile (etcd: upstream = 10 ms, openshift = 20 ms).")
+@click.option("--rate", "rate_iops", type=float, metavar="WRITES/S",
+              help="etcd suite: also run the job open loop at this write rate (e.g. 150, as"
+                   " `etcdctl check perf`); the verdict then judges that run.")
+@click.option("--repeat", "-r", type=int, default=1, show_default=True, metavar="N",
+              help="Run each test N times, interleaved; report medians and 95% CIs.")
+@click.option("--until-steady", "until_steady", is_flag=False, flag_value="iops_slope:0.5%",
+              default=None, metavar="[CRITERION]",
+              help="Stop each test once fio's steady-state criterion holds (default"
+                   " iops_slope:0.5%); --runtime is then the maximum (default 120 s).")
+@click.option("--steady-window", "steady_window_s", type=float, default=5.0,
+              show_default=True, metavar="SECONDS",
+              help="With --until-steady: the window the criterion must hold over.")
+@click.option("--probe-metadata/--no-probe-metadata", default=None,
+              help="Time stat, ls -la and create+unlink every 0.5 s, idle and under load"
+                   " (default: on for network file systems).")
+@assert_options
 @click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
               help="fio binary to run (default: fio on PATH).")
 @json_option
@@ -108,7 +139,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def run(
     store: Store, target: Path, suite: str, job_file: Path | None, size: str | None,
     runtime: float | None, label: str | None, tags: tuple[str, ...],
-    threshold_ms: float | None, fio_path: str | None, as_json: bool,
+    threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
+    until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,
+    assertions: tuple[str, ...], baseline: str | None, max_regression: str,
+    fio_path: str | None, as_json: bool,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
 
@@ -122,11 +156,27 @@ def run(
       storbench run /mnt/data --suite dbench --label gp3 --tag zone=a
       storbench run /var/lib/etcd-test --suite etcd --threshold 20
       storbench run /mnt/data --job my.fio --runtime 30
+      storbench run /mnt/data --repeat 3 --assert "randread.iops >= 3000"
+      storbench run /mnt/data --until-steady --runtime 60 --baseline gp3
+      storbench run /var/lib/etcd-test --suite etcd --rate 150
     """
     if threshold_ms is not None and threshold_ms <= 0:
         raise ConfigError(f"--threshold must be a positive number of ms, not {threshold_ms}")
+    if rate_iops is not None and rate_iops <= 0:
+        raise ConfigError(f"--rate must be a positive number of writes/s, not {rate_iops}")
+    for text in assertions:
+        Assertion.parse(text)  # syntax errors before any I/O
+    limit = _parse_percent(max_regression)
+    if profile is not None:
+        profiles = get_suite(suite).profiles or {}
+        if profile not in profiles:
+            raise ConfigError(f"suite {suite} has no profile {profile!r}"
+                              + (f"; choose one of: {', '.join(profiles)}" if profiles else ""))
     spec = RunSpec(target=target, suite=suite, job_file=job_file, size=size, runtime=runtime,
-                   label=label, tags=_parse_tags(tags), threshold_ms=threshold_ms, fio=fio_path)
+                   label=label, tags=_parse_tags(tags), threshold_ms=threshold_ms, fio=fio_path,
+                   repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
+                   probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
+                   profile=profile)
     reporter = ConsoleReporter(err)
     try:
         run_id = run_benchmark(spec, store, reporter)
@@ -142,13 +192,67 @@ def run(
         _print_json(run_dict(stored))
     else:
         terminal.print_run(out, stored)
-    failed = [v for v in evaluate(stored) if not v.passed]
+    _gate(store, stored, evaluate(stored), baseline, limit, quiet=as_json)
+
+
+def _parse_percent(text: str) -> float:
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise ConfigError(f"--max-regression {text!r} is not a percentage (e.g. 10%)") from None
+    if value < 0:
+        raise ConfigError(f"--max-regression must not be negative, not {text}")
+    return value / 100
+
+
+def _gate(store: Store, run: Run, outcomes: list[Outcome], baseline: str | None,
+          max_regression: float, *, quiet: bool = False) -> None:
+    """Regression lines against a baseline; exit 3 (ThresholdExceeded) when anything failed."""
+    failed = [o.assertion.text for o in outcomes if not o.passed]
+    if baseline is not None:
+        base = store.get_run(store.resolve_baseline(baseline, exclude=run.id))
+        changes = regressions(run, base, max_regression)
+        if not changes:
+            raise ConfigError(f"run #{run.id} and baseline #{base.id} share no figure to compare"
+                              " (different suites or tests)")
+        for c in changes:
+            if not quiet:
+                out.print(terminal.change_line(c, max_regression, base))
+        failed += [f"{c.column.title} {100 * c.worse_by:.1f}% worse than #{base.id}"
+                   for c in changes if c.failed]
     if failed:
-        v = failed[0]
-        raise ThresholdExceeded(
-            f"verdict failed: {v.test} {v.metric} = {latency(v.measured)}, limit"
-            f" {latency(v.limit)} ({v.rule})"
-        )
+        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@assert_options
+@json_option
+@db_option
+def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str | None,
+          max_regression: str, as_json: bool) -> None:
+    """Check a stored run against assertions and/or a baseline; exit 3 if one fails.
+
+    Prints every assertion with the measured value. The run's own verdicts (its
+    suite's profile, assertions given to `run`) are checked too.
+
+    \b
+    Example:
+      storbench check 12 --assert "etcd.fdatasync.p99 < 10ms"
+      storbench check last --assert "randread.iops >= 3000" --assert "seqread.bw > 100MiB/s"
+      storbench check last --baseline gp3 --max-regression 10%
+    """
+    r = store.get_run(store.resolve(run_ref))
+    limit = _parse_percent(max_regression)
+    outcomes = evaluate(r, [Assertion.parse(t) for t in assertions])
+    if as_json:
+        _print_json([outcome_dict(o) for o in outcomes])
+    else:
+        for o in outcomes:
+            out.print(terminal.outcome_line(o))
+        if not outcomes and baseline is None:
+            raise ConfigError("nothing to check: give --assert EXPR or --baseline RUN")
+    _gate(store, r, outcomes, baseline, limit, quiet=as_json)
 
 
 @cli.command(name="list")
@@ -306,7 +410,7 @@ def suites(name: str | None, as_json: bool) -> None:
             {"name": s.name, "description": s.description, "study": s.study,
              "tests": [{"name": t.name, "description": t.description,
                         "job": jf.render(), "metrics": list(t.metrics)}
-                       for t, jf in zip(s.tests, s.jobfiles(), strict=True)]}
+                       for t, jf in s.jobfiles()]}
             for s in chosen
         ])
         return

@@ -22,6 +22,7 @@ from storbench.analysis import warnings
 from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError
 from storbench.execute import LocalExecutor, Progress, SignalGuard, find_fio
 from storbench.execute.local import fio_message
+from storbench.execute.probe import MetadataProbe, is_network_fs
 from storbench.result import TestResult, parse_fio_json
 from storbench.result.fio_logs import read_series
 from storbench.store import Invocation, Store
@@ -49,7 +50,17 @@ class RunSpec:
     tags: dict[str, str] = field(default_factory=dict)
     threshold_ms: float | None = None
     fio: str | None = None
+    repeat: int = 1  # each test N times, interleaved across tests
+    until_steady: str | None = None  # fio steadystate criterion, e.g. "iops_slope:0.5%"
+    steady_window_s: float = 5.0
+    probe_metadata: bool | None = None  # None: on for network file systems
+    assertions: tuple[str, ...] = ()
+    rate_iops: float | None = None  # etcd: also run open-loop at this write rate
+    profile: str | None = None  # named verdict profile of the suite
 
+
+DEFAULT_STEADY_MAX_S = 120.0
+PROBE_IDLE_S = 3.0
 
 @dataclass(frozen=True)
 class PlannedTest:
@@ -66,6 +77,11 @@ class Plan:
     suite_name: str
     suite: Suite | None
     tests: list[PlannedTest]
+    repeat: int = 1
+
+    def schedule(self) -> list[tuple[int, int, PlannedTest]]:
+        """(test index, repeat, test): repeats interleaved across tests (t1 t2 t1 t2)."""
+        return [(i, r, t) for r in range(self.repeat) for i, t in enumerate(self.tests)]
 
 
 class Reporter(Protocol):
@@ -128,6 +144,19 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
         raise ConfigError(f"--size {spec.size!r} is not a size (examples: 64m, 1g, 512k)")
     if spec.runtime is not None and spec.runtime <= 0:
         raise ConfigError(f"--runtime must be a positive number of seconds, not {spec.runtime}")
+    if spec.repeat < 1:
+        raise ConfigError(f"--repeat must be 1 or more, not {spec.repeat}")
+    plan = _plan_tests(spec, scratch)
+    tests = plan.tests
+    if spec.until_steady is not None:
+        limit = spec.runtime or DEFAULT_STEADY_MAX_S
+        tests = [replace(t, jobfile=t.jobfile.with_steady_state(
+                     spec.until_steady, spec.steady_window_s, limit),
+                     expected_s=None) for t in tests]
+    return replace(plan, tests=tests, repeat=spec.repeat)
+
+
+def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
     if spec.job_file is not None:
         try:
             text = spec.job_file.read_text()
@@ -141,8 +170,8 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
         return Plan(f"job:{spec.job_file.name}", None, [test])
     suite = get_suite(spec.suite)
     tests = []
-    for t, jf in zip(suite.tests, suite.jobfiles(size=spec.size, runtime=spec.runtime),
-                     strict=True):
+    jobfiles = suite.jobfiles(size=spec.size, runtime=spec.runtime, rate_iops=spec.rate_iops)
+    for t, jf in jobfiles:
         prepared = jf.prepared(scratch)
         tests.append(PlannedTest(t.name, t.description, prepared, expected_seconds(prepared)))
     return Plan(suite.name, suite, tests)
@@ -187,18 +216,29 @@ def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None)
                 "runtime_s": spec.runtime,
                 "threshold_ms": spec.threshold_ms,
                 "job_file": str(spec.job_file) if spec.job_file else None,
+                "repeat": spec.repeat,
+                "until_steady": spec.until_steady,
+                "assertions": list(spec.assertions),
+                "rate_iops": spec.rate_iops,
+                "profile": spec.profile,
             }
+            probe_on = spec.probe_metadata
+            if probe_on is None:
+                probe_on = is_network_fs(environment["target"].get("fs_type"))
             run_id = store.begin_run(
                 uid=uid, suite=plan.suite_name, target=str(spec.target.resolve()),
                 environment=environment, settings=settings, storbench_version=__version__,
                 fio_version=fio.version_text, label=spec.label, tags=spec.tags,
             )
+            ctx = _Context(plan, executor, store, run_id, target, scratch, rep, guard,
+                           environment, MetadataProbe(scratch) if probe_on else None)
             try:
                 target.create_scratch(uid)
                 rep.run_started(run_id, plan, scratch)
-                _execute(plan, executor, store, run_id, target, scratch, rep, guard,
-                         environment)
+                _execute(ctx)
             except BaseException as exc:
+                if ctx.probe is not None:
+                    ctx.probe.stop()
                 remove_scratch(scratch)
                 status = "interrupted" if isinstance(exc, Interrupted) else "failed"
                 if isinstance(exc, KeyboardInterrupt):
@@ -210,35 +250,51 @@ def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None)
                     raise exc from None
                 raise
             remove_scratch(scratch)
-            store.finish_run(run_id, "completed")
+            data = {"metadata_probe": ctx.probe.summary()} if ctx.probe is not None else {}
+            store.finish_run(run_id, "completed", data=data)
             guard.check()
             return run_id
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _execute(
-    plan: Plan,
-    executor: LocalExecutor,
-    store: Store,
-    run_id: int,
-    target: DirectoryTarget,
-    scratch: Path,
-    rep: Reporter,
-    guard: SignalGuard,
-    environment: dict[str, Any],
-) -> None:
+@dataclass
+class _Context:
+    plan: Plan
+    executor: LocalExecutor
+    store: Store
+    run_id: int
+    target: DirectoryTarget
+    scratch: Path
+    rep: Reporter
+    guard: SignalGuard
+    environment: dict[str, Any]
+    probe: MetadataProbe | None
+
+
+def _execute(c: _Context) -> None:
     ordinal = 0
-    for index, test in enumerate(plan.tests):
-        guard.check()
-        kept = sum(f.stat().st_size for f in scratch.iterdir() if f.is_file())
-        target.check_space(max(0, (test.jobfile.estimated_bytes() or 0) - kept),
-                           f"test {test.name!r}")
-        rep.test_started(index, test)
+    schedule = c.plan.schedule()
+    if c.probe is not None:
+        c.probe.start("idle")
+        c.guard.sleep(PROBE_IDLE_S)
+        c.probe.stop()
+    for index, (_, repeat, test) in enumerate(schedule):
+        c.guard.check()
+        kept = sum(f.stat().st_size for f in c.scratch.iterdir() if f.is_file())
+        c.target.check_space(max(0, (test.jobfile.estimated_bytes() or 0) - kept),
+                             f"test {test.name!r}")
+        c.rep.test_started(index, test)
         jobfile, log_prefixes = test.jobfile.with_series_logs(f"sb{index:03d}")
         text = jobfile.render()
-        execution = executor.run(text, functools.partial(rep.progress, index))
-        guard.check()  # an interrupted test's partial numbers are not stored
+        if c.probe is not None:
+            c.probe.start("load")
+        try:
+            execution = c.executor.run(text, functools.partial(c.rep.progress, index))
+        finally:
+            if c.probe is not None:
+                c.probe.stop()
+        c.guard.check()  # an interrupted test's partial numbers are not stored
         try:
             _, parsed = parse_fio_json(execution.raw_json)
         except FioError:
@@ -246,23 +302,22 @@ def _execute(
                 raise
             parsed = []
         results = [
-            replace(r, series=read_series(executor.workdir, log_prefixes[r.name]))
+            replace(r, series=read_series(c.executor.workdir, log_prefixes[r.name]))
             if r.name in log_prefixes else r
             for r in parsed
         ]
-        for log in executor.workdir.glob(f"sb{index:03d}*.log"):
+        for log in c.executor.workdir.glob(f"sb{index:03d}*.log"):
             log.unlink()
         numbered = list(enumerate(results, start=ordinal))
         ordinal += len(results)
-        found = [w.to_dict() for r in results for w in warnings.compute(r, environment)]
-        store.add_invocation(
-            run_id,
+        found = [w.to_dict() for r in results for w in warnings.compute(r, c.environment)]
+        c.store.add_invocation(
+            c.run_id,
             Invocation(index, text, execution.raw_json, execution.returncode,
                        execution.stderr, execution.wall_s),
-            numbered,
-            found,
+            numbered, found, repeat=repeat,
         )
-        rep.test_finished(index, results)
+        c.rep.test_finished(index, results)
         said = fio_message(execution.stderr + "\n" + _preamble(execution.raw_json))
         failed = [r for r in results if r.error]
         if failed:
@@ -276,8 +331,8 @@ def _execute(
                 f"fio exited with status {execution.returncode}: {said}",
                 returncode=execution.returncode, stderr=execution.stderr,
             )
-        later = {n for t in plan.tests[index + 1:] for n in t.jobfile.named_files()}
-        remove_files_except(scratch, later)
+        later = {n for _, _, t in schedule[index + 1:] for n in t.jobfile.named_files()}
+        remove_files_except(c.scratch, later)
 
 
 def _preamble(raw: str) -> str:

@@ -95,10 +95,23 @@ CREATE TRIGGER warnings_immutable BEFORE UPDATE ON warnings
     BEGIN SELECT RAISE(ABORT, 'warnings are immutable'); END;
 """
 
+_REPEATS_AND_DATA = """
+ALTER TABLE results ADD COLUMN repeat INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE run_data (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE TRIGGER run_data_immutable BEFORE UPDATE ON run_data
+    BEGIN SELECT RAISE(ABORT, 'run data is immutable'); END;
+"""
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
     ("0002_warnings", _WARNINGS),
+    ("0003_repeats_and_run_data", _REPEATS_AND_DATA),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -108,6 +121,7 @@ class StoredTest:
     ordinal: int
     invocation: int  # ordinal of the fio invocation that produced it
     result: TestResult
+    repeat: int = 0  # 0-based repetition (--repeat N)
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,18 @@ class Run:
     tests: list[StoredTest] = field(default_factory=list)
     invocations: list[Invocation] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)  # kind, test, message, details
+    data: dict[str, Any] = field(default_factory=dict)  # e.g. "metadata_probe"
+
+    def results_by_test(self) -> dict[str, list[TestResult]]:
+        """Each test's results, one per repeat, in the order the tests first ran."""
+        out: dict[str, list[TestResult]] = {}
+        for t in self.tests:
+            out.setdefault(t.result.name, []).append(t.result)
+        return out
+
+    @property
+    def repeats(self) -> int:
+        return max((t.repeat for t in self.tests), default=0) + 1
 
     @property
     def name(self) -> str:
@@ -245,6 +271,7 @@ class Store:
         invocation: Invocation,
         results: Sequence[tuple[int, TestResult]],
         warnings: Sequence[dict[str, Any]] = (),
+        repeat: int = 0,
     ) -> None:
         """Store one fio invocation (raw JSON verbatim), the tests parsed from it and
         the warnings about them, in one transaction."""
@@ -256,9 +283,9 @@ class Store:
                  invocation.returncode, invocation.stderr, invocation.wall_s),
             )
             db.executemany(
-                "INSERT INTO results (run_id, invocation_id, ordinal, test, result)"
-                " VALUES (?, ?, ?, ?, ?)",
-                [(run_id, cur.lastrowid, ordinal, r.name, json.dumps(r.to_dict()))
+                "INSERT INTO results (run_id, invocation_id, ordinal, test, result, repeat)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(run_id, cur.lastrowid, ordinal, r.name, json.dumps(r.to_dict()), repeat)
                  for ordinal, r in results],
             )
             db.executemany(
@@ -270,11 +297,14 @@ class Store:
 
     def finish_run(
         self, run_id: int, status: str, error: str | None = None,
-        fio_version: str | None = None,
+        fio_version: str | None = None, data: dict[str, Any] | None = None,
     ) -> None:
+        """The run's final status, once, with any run-level data (e.g. probes)."""
         if status not in STATUSES[1:]:
             raise ValueError(status)
         with self._tx() as db:
+            db.executemany("INSERT INTO run_data VALUES (?, ?, ?)",
+                           [(run_id, k, json.dumps(v)) for k, v in (data or {}).items()])
             db.execute(
                 "UPDATE runs SET status = ?, error = ?, finished_at = ?,"
                 " fio_version = coalesce(?, fio_version) WHERE id = ?",
@@ -300,6 +330,18 @@ class Store:
         except ValueError:
             raise StoreError(f"{ref!r} is not a run id; `storbench list` shows them") from None
 
+    def resolve_baseline(self, ref: str, *, exclude: int | None = None) -> int:
+        """A run id, 'last', or a label: the latest completed run with that label."""
+        if ref == "last" or ref.lstrip("#").isdigit():
+            return self.resolve(ref)
+        row = self.db.execute(
+            "SELECT max(id) FROM runs WHERE label = ? AND status = 'completed' AND id != ?",
+            (ref, exclude if exclude is not None else -1)).fetchone()
+        if row[0] is None:
+            raise StoreError(f"no completed run labelled {ref!r} to use as the baseline;"
+                             " `storbench list` shows the runs")
+        return int(row[0])
+
     def get_run(self, run_id: int, *, with_results: bool = True) -> Run:
         row = self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
@@ -316,14 +358,18 @@ class Store:
         tests: list[StoredTest] = []
         invocations: list[Invocation] = []
         warnings: list[dict[str, Any]] = []
+        data: dict[str, Any] = {}
         if with_results:
+            data = {r["key"]: json.loads(r["value"]) for r in self.db.execute(
+                "SELECT key, value FROM run_data WHERE run_id = ?", (row["id"],))}
             for r in self.db.execute(
-                "SELECT results.ordinal AS ordinal, invocations.ordinal AS inv, result"
+                "SELECT results.ordinal AS ordinal, invocations.ordinal AS inv, result, repeat"
                 " FROM results JOIN invocations ON invocations.id = results.invocation_id"
                 " WHERE results.run_id = ? ORDER BY results.ordinal", (row["id"],)
             ):
                 tests.append(StoredTest(r["ordinal"], r["inv"],
-                                        TestResult.from_dict(json.loads(r["result"]))))
+                                        TestResult.from_dict(json.loads(r["result"])),
+                                        r["repeat"]))
             for r in self.db.execute(
                 "SELECT ordinal, job_text, raw_json, returncode, stderr, wall_s"
                 " FROM invocations WHERE run_id = ? ORDER BY ordinal", (row["id"],)
@@ -341,7 +387,7 @@ class Store:
             label=row["label"], suite=row["suite"], target=row["target"], error=row["error"],
             environment=json.loads(row["environment"]), settings=json.loads(row["settings"]),
             storbench_version=row["storbench_version"], fio_version=row["fio_version"],
-            tags=tags, tests=tests, invocations=invocations, warnings=warnings,
+            tags=tags, tests=tests, invocations=invocations, warnings=warnings, data=data,
         )
 
     def list_runs(

@@ -51,8 +51,8 @@ def test_terminal_summary_keeps_units_and_labels_literal(two_runs):
 
 def test_comparison_ratio_and_direction(two_runs):
     comp = compare(two_runs, baseline=0)
-    assert all(c.ratio == pytest.approx(1.0) for c in comp.cells[1] if c.value)
-    assert comp.cells[0][0].ratio == pytest.approx(1.0)
+    assert all(c.ratio.value == pytest.approx(1.0) for c in comp.cells[1] if c.value)
+    assert comp.cells[0][0].ratio.value == pytest.approx(1.0)
     t = comparison_table(comp)
     assert "(1.00×)" in t.rows[1][3] and "×" not in t.rows[0][3]
     assert [c.metric.key for c in comp.columns][:2] == ["read.iops", "read.bw"]

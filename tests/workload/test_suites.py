@@ -10,7 +10,7 @@ from tests.conftest import FIO, needs_fio
 def opts(suite, test):
     s = get_suite(suite)
     i = [t.name for t in s.tests].index(test)
-    return dict(s.jobfiles()[i].effective())[test]
+    return dict(s.jobfiles()[i][1].effective())[test]
 
 
 def test_all_suites_present():
@@ -19,13 +19,13 @@ def test_all_suites_present():
 
 def test_no_suite_uses_gtod_reduce():
     for s in SUITES.values():
-        for jf in s.jobfiles():
+        for _, jf in s.jobfiles():
             assert "gtod_reduce" not in jf.render()
 
 
 def test_quick_is_under_a_minute_of_io():
     total = 0.0
-    for jf in get_suite("quick").jobfiles():
+    for _, jf in get_suite("quick").jobfiles():
         for _, o in jf.effective():
             total += float(o["runtime"]) + float(o.get("ramp_time", 0))
     assert total <= 60
@@ -35,7 +35,17 @@ def test_etcd_matches_study_3():
     o = opts("etcd", "etcd")
     assert (o["rw"], o["ioengine"], o["fdatasync"], o["bs"], o["size"]) == (
         "write", "sync", "1", "2300", "22m")
-    assert get_suite("etcd").verdicts[0].limit == 10_000_000
+    profiles = get_suite("etcd").profiles
+    assert profiles["upstream"].assertions == ("etcd.fdatasync.p99 < 10ms",)
+    assert profiles["openshift"].assertions == ("etcd.fdatasync.p99 < 20ms",)
+
+
+def test_etcd_rate_adds_open_loop_copy():
+    pairs = get_suite("etcd").jobfiles(rate_iops=150)
+    assert [t.name for t, _ in pairs] == ["etcd", "etcd_rated"]
+    rated = dict(pairs[1][1].effective())["etcd_rated"]
+    assert rated["rate_iops"] == "150" and rated["rate_process"] == "poisson"
+    assert rated["fdatasync"] == "1" and rated["bs"] == "2300"
 
 
 def test_dbench_matches_study_5():
@@ -56,9 +66,9 @@ def test_dbench_matches_study_5():
 def test_size_and_runtime_override():
     s = get_suite("dbench")
     jfs = s.jobfiles(size="64m", runtime=1)
-    seq = dict(jfs[7].effective())["write_seq"]
+    seq = dict(jfs[7][1].effective())["write_seq"]
     assert seq["size"] == "16m" and seq["offset_increment"] == "16m" and seq["runtime"] == "1"
-    assert dict(jfs[0].effective())["read_iops"]["size"] == "64m"
+    assert dict(jfs[0][1].effective())["read_iops"]["size"] == "64m"
 
 
 def test_other_studies():
@@ -81,7 +91,7 @@ def test_unknown_suite_lists_choices():
 @pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(SUITES))
 def test_every_suite_is_valid_fio(name, tmp_path):
-    for jf in SUITES[name].jobfiles():
+    for _, jf in SUITES[name].jobfiles(rate_iops=100):
         path = tmp_path / "job.fio"
         path.write_text(jf.prepared(tmp_path).render())
         proc = subprocess.run([FIO, "--parse-only", str(path)], capture_output=True, text=True)

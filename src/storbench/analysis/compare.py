@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
+from storbench.analysis.stats import Estimate, Ratio, estimate, ratio
 from storbench.store import Run
 from storbench.workload.suites import SUITES
 
@@ -21,9 +22,13 @@ class Column:
 
 @dataclass(frozen=True)
 class Cell:
-    value: float | None  # base units; None = not measured (or the test failed)
-    ratio: float | None  # value / baseline's value
+    estimate: Estimate | None  # over repeats; None = not measured (or the test failed)
+    ratio: Ratio | None  # to the baseline's figure
     failed: bool
+
+    @property
+    def value(self) -> float | None:
+        return self.estimate.center if self.estimate is not None else None
 
 
 @dataclass(frozen=True)
@@ -35,23 +40,30 @@ class Comparison:
 
     def better(self, column: int, run: int) -> bool | None:
         """Whether ``run`` did better than the baseline in ``column`` (None: no ratio)."""
-        ratio = self.cells[run][column].ratio
-        if ratio is None:
+        r = self.cells[run][column].ratio
+        if r is None:
             return None
         m = self.columns[column].metric
-        return ratio > 1 if m.higher_is_better else ratio < 1
+        return r.value > 1 if m.higher_is_better else r.value < 1
 
 
 def headline(run: Run) -> list[Column]:
+    """The columns a run contributes: its suite's headline metrics, or what each test did."""
     suite = SUITES.get(run.suite)
     specs = {t.name: t for t in suite.tests} if suite else {}
     cols = []
-    for stored in run.tests:
-        r = stored.result
-        spec = specs.get(r.name)
-        metrics = [metric(k) for k in spec.metrics] if spec else default_metrics(r)
-        cols += [Column(r.name, m) for m in metrics]
+    for name, results in run.results_by_test().items():
+        spec = specs.get(name)
+        metrics = [metric(k) for k in spec.metrics] if spec else default_metrics(results[0])
+        cols += [Column(name, m) for m in metrics]
     return cols
+
+
+def figure(run: Run, test: str, m: Metric) -> tuple[Estimate | None, bool]:
+    """A metric of one test of a run over its repeats, and whether the test failed."""
+    results = run.results_by_test().get(test, [])
+    failed = any(r.error for r in results)
+    return estimate(value(r, m) for r in results), failed
 
 
 def compare(runs: list[Run], baseline: int | None = None) -> Comparison:
@@ -61,20 +73,39 @@ def compare(runs: list[Run], baseline: int | None = None) -> Comparison:
         for col in headline(run):
             if col not in columns:
                 columns.append(col)
-    base = runs[baseline] if baseline is not None else None
     cells = []
     for run in runs:
-        by_name = {t.result.name: t.result for t in run.tests}
         row = []
         for col in columns:
-            result = by_name.get(col.test)
-            v = value(result, col.metric) if result is not None else None
-            ratio = None
-            if base is not None and v is not None:
-                base_result = next((t.result for t in base.tests
-                                    if t.result.name == col.test), None)
-                b = value(base_result, col.metric) if base_result is not None else None
-                ratio = v / b if b else None
-            row.append(Cell(v, ratio, result is not None and result.error != 0))
+            est, failed = figure(run, col.test, col.metric)
+            r = None
+            if baseline is not None and est is not None:
+                base, _ = figure(runs[baseline], col.test, col.metric)
+                r = ratio(est, base) if base is not None else None
+            row.append(Cell(est, r, failed))
         cells.append(row)
     return Comparison(runs, columns, cells, baseline)
+
+
+def sentences(comp: Comparison) -> list[str]:
+    """hyperfine-style wording: "io2: 1.52 ± 0.03 × the randread read IOPS of gp3"."""
+    if comp.baseline is None:
+        return []
+    base = comp.runs[comp.baseline]
+    out = []
+    for i, run in enumerate(comp.runs):
+        if i == comp.baseline:
+            continue
+        for j, col in enumerate(comp.columns):
+            r = comp.cells[i][j].ratio
+            if r is None:
+                continue
+            unc = f" ± {r.ci95:.2f}" if r.ci95 is not None else ""
+            text = f"{run.name}: {r.value:.2f}{unc} × the {col.title} of {base.name}"
+            if r.within_noise:
+                text += " (within noise)"
+            else:
+                better = comp.better(j, i)
+                text += " (better)" if better else " (worse)" if better is False else ""
+            out.append(text)
+    return out

@@ -1,10 +1,16 @@
-"""A run's results as rows: one per test and direction (read, write, trim, sync)."""
+"""A run's results as rows: one per test and direction (read, write, trim, sync).
+
+With repeats, every figure is the median over the repeats; IOPS also carry the
+95% confidence interval half-width.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storbench.result.model import Latency
+from storbench.analysis.metrics import metric, value
+from storbench.analysis.stats import estimate
+from storbench.result.model import TestResult
 from storbench.store import Run
 
 
@@ -12,9 +18,10 @@ from storbench.store import Run
 class SummaryRow:
     test: str
     direction: str  # read, write, trim, sync
-    jobs: int
+    repeats: int
     failed: bool
     iops: float | None
+    iops_ci95: float | None
     bw_bytes_per_s: float | None
     mean_ns: float | None  # completion latency (sync: the sync call's latency)
     p50_ns: float | None
@@ -23,30 +30,31 @@ class SummaryRow:
     max_ns: float | None
 
 
-def _lat_fields(lat: Latency | None) -> dict[str, float | None]:
-    if lat is None:
-        return dict(mean_ns=None, p50_ns=None, p99_ns=None, p999_ns=None, max_ns=None)
-    return dict(
-        mean_ns=lat.mean_ns,
-        p50_ns=lat.percentile(50.0),
-        p99_ns=lat.percentile(99.0),
-        p999_ns=lat.percentile(99.9),
-        max_ns=lat.max_ns,
-    )
+_LAT_FIELDS = (("mean_ns", "mean"), ("p50_ns", "p50"), ("p99_ns", "p99"),
+               ("p999_ns", "p99.9"), ("max_ns", "max"))
 
 
 def summarize(run: Run) -> list[SummaryRow]:
     rows: list[SummaryRow] = []
-    for stored in run.tests:
-        r = stored.result
-        if r.error:
-            rows.append(SummaryRow(r.name, "-", r.jobs, True, None, None,
-                                   **_lat_fields(None)))
+    for name, results in run.results_by_test().items():
+        if any(r.error for r in results):
+            rows.append(SummaryRow(name, "-", len(results), True, *([None] * 8)))
             continue
-        for name, d in r.directions():
-            rows.append(SummaryRow(r.name, name, r.jobs, False, d.iops, d.bw_bytes_per_s,
-                                   **_lat_fields(d.clat or d.lat)))
-        if r.sync is not None:
-            rows.append(SummaryRow(r.name, "sync", r.jobs, False, None, None,
-                                   **_lat_fields(r.sync.lat)))
+        directions = [d for d, _ in results[0].directions()]
+        if results[0].sync is not None:
+            directions.append("sync")
+        for d in directions:
+            def med(key: str, results: list[TestResult] = results) -> float | None:
+                est = estimate(value(r, metric(key)) for r in results)
+                return est.center if est else None
+
+            lat = "sync.lat" if d == "sync" else f"{d}.clat"
+            iops = None if d == "sync" else estimate(value(r, metric(f"{d}.iops"))
+                                                     for r in results)
+            rows.append(SummaryRow(
+                name, d, len(results), False,
+                iops.center if iops else None, iops.ci95 if iops else None,
+                None if d == "sync" else med(f"{d}.bw"),
+                *(med(f"{lat}_{stat}") for _, stat in _LAT_FIELDS),
+            ))
     return rows

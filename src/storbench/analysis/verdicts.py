@@ -1,39 +1,41 @@
-"""Pass/fail verdicts a suite defines (etcd: fdatasync p99 below 10 ms)."""
+"""A run's verdicts: its suite's profile (etcd: fdatasync p99 < 10 ms) and the
+user's own assertions, all through the assertion mechanism."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from storbench.analysis.metrics import metric, value
+from storbench.analysis.assertions import Assertion, Outcome, check
+from storbench.errors import ConfigError
 from storbench.store import Run
 from storbench.workload.suites import SUITES
 
 
-@dataclass(frozen=True)
-class Verdict:
-    test: str
-    metric: str
-    measured: float | None  # base unit (ns for latency); None: not measured
-    limit: float
-    rule: str
-
-    @property
-    def passed(self) -> bool:
-        return self.measured is not None and self.measured <= self.limit
-
-
-def evaluate(run: Run) -> list[Verdict]:
+def profile_assertions(run: Run) -> list[tuple[Assertion, str]]:
+    """The suite profile's assertions for this run, as its settings adjust them."""
     suite = SUITES.get(run.suite)
-    if suite is None:
+    if suite is None or not suite.profiles:
         return []
-    threshold_ms = run.settings.get("threshold_ms")
-    verdicts = []
-    for spec in suite.verdicts:
-        limit, rule = spec.limit, spec.rule
-        if threshold_ms is not None:
-            limit = float(threshold_ms) * 1_000_000
-            rule = f"threshold set with --threshold {threshold_ms:g} ms"
-        results = [t.result for t in run.tests if t.result.name == spec.test]
-        measured = value(results[0], metric(spec.metric)) if results else None
-        verdicts.append(Verdict(spec.test, spec.metric, measured, limit, rule))
-    return verdicts
+    name = run.settings.get("profile") or next(iter(suite.profiles))
+    if name not in suite.profiles:
+        raise ConfigError(f"suite {suite.name} has no profile {name!r};"
+                          f" choose one of: {', '.join(suite.profiles)}")
+    profile = suite.profiles[name]
+    tests = run.results_by_test()
+    out = []
+    for text in profile.assertions:
+        a, source = Assertion.parse(text), f"{name} profile: {profile.source}"
+        threshold = run.settings.get("threshold_ms")
+        if threshold is not None:
+            a, source = a.with_limit(float(threshold), "ms"), f"--threshold {threshold:g} ms"
+        if f"{a.test}_rated" in tests:  # --rate: judge the open-loop run, as etcd writes
+            a = a.with_test(f"{a.test}_rated")
+            source += f"; open loop at {run.settings.get('rate_iops'):g} writes/s"
+        out.append((a, source))
+    return out
+
+
+def evaluate(run: Run, extra: list[Assertion] | None = None) -> list[Outcome]:
+    """Profile verdicts, then the assertions stored with the run, then ``extra``."""
+    outcomes = [check(run, a, source) for a, source in profile_assertions(run)]
+    stored = [Assertion.parse(t) for t in run.settings.get("assertions") or []]
+    outcomes += [check(run, a) for a in [*stored, *(extra or [])]]
+    return outcomes

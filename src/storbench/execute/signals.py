@@ -65,6 +65,14 @@ class SignalGuard:
     def interrupted(self) -> bool:
         return self.signum is not None
 
+    def sleep(self, seconds: float) -> None:
+        """Sleep, but wake up (and raise Interrupted) as soon as a signal arrives."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.check()
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        self.check()
+
     def check(self) -> None:
         if self.signum is not None:
             raise Interrupted(self.signum)

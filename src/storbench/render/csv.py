@@ -30,6 +30,6 @@ def render(comp: Comparison) -> str:
         for cell, unit in zip(row, column_units, strict=True):
             line.append("" if cell.value is None else f"{cell.value / unit.divisor:.6g}")
             if comp.baseline is not None:
-                line.append("" if cell.ratio is None else f"{cell.ratio:.4f}")
+                line.append("" if cell.ratio is None else f"{cell.ratio.value:.4f}")
         writer.writerow(line)
     return out.getvalue()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from storbench.analysis.assertions import Outcome
 from storbench.analysis.compare import Comparison
 from storbench.analysis.verdicts import evaluate
 from storbench.store import Run
@@ -29,18 +30,21 @@ def run_dict(run: Run, *, raw: bool = False) -> dict[str, Any]:
         "fio_version": run.fio_version,
         "settings": run.settings,
         "environment": run.environment,
-        "tests": [t.result.to_dict() for t in run.tests],
-        "verdicts": [
-            {"test": v.test, "metric": v.metric, "measured": v.measured, "limit": v.limit,
-             "passed": v.passed, "rule": v.rule}
-            for v in evaluate(run)
-        ],
+        "repeats": run.repeats,
+        "tests": [{**t.result.to_dict(), "repeat": t.repeat} for t in run.tests],
+        "verdicts": [outcome_dict(o) for o in evaluate(run)],
         "warnings": run.warnings,
         "job_files": [i.job_text for i in run.invocations],
     }
     if raw:
         d["fio_output"] = [i.raw_json for i in run.invocations]
     return d
+
+
+def outcome_dict(o: Outcome) -> dict[str, Any]:
+    return {"assertion": o.assertion.text, "metric": o.metric.key if o.metric else None,
+            "measured": o.measured, "limit": o.limit, "passed": o.passed, "note": o.note,
+            "source": o.source}
 
 
 def render(comp: Comparison) -> str:
@@ -57,7 +61,10 @@ def render(comp: Comparison) -> str:
             ],
             "rows": [
                 {"run": run.id, "values": [c.value for c in row],
-                 "ratios": [c.ratio for c in row]}
+                 "ci95": [c.estimate.ci95 if c.estimate else None for c in row],
+                 "repeats": [c.estimate.n if c.estimate else 0 for c in row],
+                 "ratios": [c.ratio.value if c.ratio else None for c in row],
+                 "ratio_ci95": [c.ratio.ci95 if c.ratio else None for c in row]}
                 for run, row in zip(comp.runs, comp.cells, strict=True)
             ],
         },

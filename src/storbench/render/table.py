@@ -28,8 +28,10 @@ def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ")
         for i, row in enumerate(rows):
             cell = comp.cells[i][j]
             text = "failed" if cell.failed else unit.fmt(cell.value, grouping=grouping)
+            if cell.estimate is not None and cell.estimate.ci95 is not None:
+                text += f" ± {unit.fmt(cell.estimate.ci95, grouping=grouping)}"
             if comp.baseline not in (None, i) and cell.ratio is not None:
-                text += f" ({cell.ratio:.2f}×)"
+                text += f" ({cell.ratio.value:.2f}×)"
             row.append(text)
     return Table(headers, rows, [False, False, False] + [True] * len(comp.columns))
 
@@ -45,7 +47,8 @@ def summary_table(rows: list[SummaryRow]) -> Table:
         if r.failed:
             out.append([r.test, "FAILED", "", "", "", "", "", ""])
             continue
-        out.append([r.test, r.direction, iops.fmt(r.iops), bw.fmt(r.bw_bytes_per_s),
+        iops_text = iops.fmt(r.iops) + (f" ± {iops.fmt(r.iops_ci95)}" if r.iops_ci95 else "")
+        out.append([r.test, r.direction, iops_text, bw.fmt(r.bw_bytes_per_s),
                     lat.fmt(r.mean_ns), lat.fmt(r.p50_ns), lat.fmt(r.p99_ns),
                     lat.fmt(r.p999_ns)])
     return Table(headers, out, [False, False] + [True] * 6)

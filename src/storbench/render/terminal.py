@@ -9,9 +9,11 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from storbench.analysis.compare import Comparison
+from storbench.analysis.assertions import Outcome
+from storbench.analysis.compare import Comparison, sentences
+from storbench.analysis.regression import Change
 from storbench.analysis.summary import summarize
-from storbench.analysis.verdicts import Verdict, evaluate
+from storbench.analysis.verdicts import evaluate
 from storbench.render import units
 from storbench.render.table import Table, comparison_table, summary_table
 from storbench.store import Run
@@ -29,13 +31,27 @@ def rich_table(t: Table, title: str | None = None) -> RichTable:
     return table
 
 
-def verdict_line(v: Verdict) -> str:
-    if v.measured is None:
-        return f"[red]FAIL[/red] {escape(v.test)}: {v.metric} was not measured ({v.rule})"
-    word = "[green]PASS[/green]" if v.passed else "[red]FAIL[/red]"
-    rel = "<=" if v.passed else ">"
-    return (f"{word} {escape(v.test)}: {v.metric} = {units.latency(v.measured)} {rel}"
-            f" {units.latency(v.limit)} ({escape(v.rule)})")
+def outcome_line(o: Outcome) -> str:
+    """'PASS etcd.fdatasync.p99 < 10ms: measured 4.20 ms (source)', in rich markup."""
+    word = "[green]PASS[/green]" if o.passed else "[red]FAIL[/red]"
+    if o.measured is None or o.metric is None:
+        told = f"{o.note}"
+    else:
+        told = f"measured {units.figure(o.metric.kind, o.measured)}"
+    source = f" ({escape(o.source)})" if o.source else ""
+    return f"{word} {escape(o.assertion.text)}: {escape(told)}{source}"
+
+
+def change_line(c: Change, max_regression: float, base: Run) -> str:
+    kind = c.column.metric.kind
+    noise = f", noise ± {100 * c.noise:.1f}%" if c.noise is not None else ", no repeats"
+    how = (f"{100 * c.worse_by:.1f}% worse" if c.worse_by > 0
+           else f"{100 * -c.worse_by:.1f}% better")
+    word = ("[red]WORSE[/red]" if c.failed else
+            "[green]ok[/green]" if c.worse_by <= max_regression else "[yellow]noise[/yellow]")
+    return (f"{word} {escape(c.column.title)}: {units.figure(kind, c.current.center)} vs"
+            f" {units.figure(kind, c.baseline.center)} in {escape(base.name)}: {how}"
+            f" (limit {100 * max_regression:g}%{noise})")
 
 
 def print_run(console: Console, run: Run) -> None:
@@ -47,10 +63,12 @@ def print_run(console: Console, run: Run) -> None:
         + (f" tags: {escape(tags)}" if tags else "")
     )
     rows = summarize(run)
+    if run.repeats > 1:
+        console.print(f"{run.repeats} repeats per test: medians, IOPS ± 95% confidence interval")
     if rows:
         console.print(rich_table(summary_table(rows)))
-    for v in evaluate(run):
-        console.print(verdict_line(v))
+    for o in evaluate(run):
+        console.print(outcome_line(o))
     for w in run.warnings:
         console.print(f"[yellow]warning ({w['kind']}):[/yellow] {escape(w['message'])}")
     if run.error:
@@ -80,6 +98,8 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def print_comparison(console: Console, comp: Comparison) -> None:
     console.print(rich_table(comparison_table(comp, sep="\n")))
+    for line in sentences(comp):
+        console.print(line, markup=False)
     if comp.baseline is not None:
         base = comp.runs[comp.baseline]
         console.print(f"Ratios (×) are to the baseline, run #{base.id} {escape(base.label or '')};"
@@ -109,6 +129,6 @@ def print_suites(console: Console, suites: list[Suite], *, detailed: bool) -> No
         return
     for s in suites:
         console.print(f"[bold]{s.name}[/bold]: {s.description}\nsource: {s.study}")
-        for test, jf in zip(s.tests, s.jobfiles(), strict=True):
+        for test, jf in s.jobfiles():
             console.print(f"\n[bold]{test.name}[/bold]: {test.description}")
             console.print(jf.render(), markup=False)

@@ -57,3 +57,13 @@ def latency(ns: float | None) -> str:
 
 def header(title: str, kind: Kind, unit: Unit) -> str:
     return title if kind == "iops" else f"{title} [{unit.name}]"
+
+
+def figure(kind: Kind, v: float | None) -> str:
+    """One figure with its own unit, for sentences: '4.20 ms', '3,000 IOPS', '125 MiB/s'."""
+    if v is None:
+        return "n/a"
+    if kind == "latency":
+        return latency(v)
+    unit = choose(kind, [v])
+    return f"{unit.fmt(v)} {unit.name}"

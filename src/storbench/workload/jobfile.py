@@ -130,6 +130,18 @@ class JobFile:
             sections.append(section)
         return JobFile(tuple(sections)), prefixes
 
+    def with_steady_state(self, criterion: str, window_s: float, max_s: float) -> JobFile:
+        """Each job stops once fio's steady-state criterion holds over ``window_s``,
+        after ``max_s`` at the latest (time_based)."""
+        sections = []
+        for section in self.sections:
+            if not section.is_global:
+                for key, value in (("steadystate", criterion), ("ss_dur", f"{window_s:g}s"),
+                                   ("time_based", None), ("runtime", f"{max_s:g}")):
+                    section = section.with_option(key, value)
+            sections.append(section)
+        return JobFile(tuple(sections))
+
     def estimated_bytes(self) -> int | None:
         """Bytes the job files take on disk, or None when fio's options don't say."""
         per_file: dict[str, int] = {}

@@ -7,7 +7,7 @@ never used (it drops latency), and fio always reports json+.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from storbench.errors import ConfigError
 from storbench.workload.jobfile import JobFile, Option, Section
@@ -23,16 +23,15 @@ class TestSpec:
     options: tuple[Option, ...]
     metrics: tuple[str, ...]  # headline metrics (see storbench.analysis.metrics)
     split_size: bool = False  # size is shared by numjobs jobs at offset_increment apart
+    rated: bool = False  # with --rate W, also run open-loop at W IOPS as "<name>_rated"
 
 
 @dataclass(frozen=True)
-class VerdictSpec:
-    """A pass/fail rule: ``metric`` of ``test`` must stay at or below ``limit``."""
+class Profile:
+    """A named set of pass/fail assertions (storbench.analysis.assertions syntax)."""
 
-    test: str
-    metric: str
-    limit: float  # in the metric's base unit (ns for latency)
-    rule: str  # shown to the user: where the limit comes from
+    assertions: tuple[str, ...]
+    source: str  # where the limits come from, shown with the verdict
 
 
 @dataclass(frozen=True)
@@ -42,12 +41,29 @@ class Suite:
     study: str
     defaults: tuple[Option, ...]
     tests: tuple[TestSpec, ...]
-    verdicts: tuple[VerdictSpec, ...] = ()
+    profiles: dict[str, Profile] | None = None  # the first is the default
 
-    def jobfiles(self, *, size: str | None = None, runtime: float | None = None) -> list[JobFile]:
-        """One job file per test, with ``--size``/``--runtime`` applied."""
+    def all_tests(self, rate_iops: float | None = None) -> list[TestSpec]:
+        """The tests, plus an open-loop copy of each ``rated`` test when a rate is given."""
         out = []
-        for test in self.tests:
+        for t in self.tests:
+            out.append(t)
+            if t.rated and rate_iops is not None:
+                out.append(replace(
+                    t, name=f"{t.name}_rated",
+                    description=f"{t.description}, open loop at {rate_iops:g} writes/s",
+                    options=(*t.options, ("rate_iops", f"{rate_iops:g}"),
+                             ("rate_process", "poisson")),
+                    rated=False))
+        return out
+
+    def jobfiles(
+        self, *, size: str | None = None, runtime: float | None = None,
+        rate_iops: float | None = None,
+    ) -> list[tuple[TestSpec, JobFile]]:
+        """Each test and its job file, with ``--size``/``--runtime``/``--rate`` applied."""
+        out = []
+        for test in self.all_tests(rate_iops):
             options = dict(self.defaults)
             options.update(dict(test.options))
             if size is not None:
@@ -64,15 +80,13 @@ class Suite:
                 options["offset_increment"] = per_job
             globals_ = tuple((k, v) for k, v in options.items() if k not in dict(test.options))
             own = tuple((k, v) for k, v in options.items() if k in dict(test.options))
-            out.append(JobFile((Section("global", globals_), Section(test.name, own))))
+            out.append((test, JobFile((Section("global", globals_), Section(test.name, own)))))
         return out
 
 
 def _o(**options: str | None) -> tuple[Option, ...]:
     return tuple(options.items())
 
-
-MS = 1_000_000  # ns
 
 SUITES: dict[str, Suite] = {
     s.name: s
@@ -142,10 +156,14 @@ SUITES: dict[str, Suite] = {
             tests=(
                 TestSpec("etcd", "2300-byte sequential writes, fdatasync after each",
                          _o(rw="write", ioengine="sync", fdatasync="1", bs="2300", size="22m"),
-                         ("write.iops", "sync.lat_p99")),
+                         ("write.iops", "sync.lat_p99"), rated=True),
             ),
-            verdicts=(VerdictSpec("etcd", "sync.lat_p99", 10 * MS,
-                                  "etcd guidance: fdatasync p99 below 10 ms"),),
+            profiles={
+                "upstream": Profile(("etcd.fdatasync.p99 < 10ms",),
+                                    "etcd guidance: fdatasync p99 below 10 ms"),
+                "openshift": Profile(("etcd.fdatasync.p99 < 20ms",),
+                                     "OpenShift: fdatasync p99 below 20 ms"),
+            },
         ),
         Suite(
             name="sync-iops",

@@ -1,0 +1,130 @@
+"""Pass/fail assertions on a run's figures, for CI gating.
+
+Syntax: ``TEST.[DIRECTION.]FIGURE OP VALUE[UNIT]``, for example::
+
+    etcd.fdatasync.p99 < 10ms       randread.iops >= 3000      seqread.bw > 100MiB/s
+    randrw75.read.clat.p99.9 <= 5ms  read_latency.lat.mean < 500us   randread.iops >= 3k
+
+DIRECTION is read, write, trim, or sync (also fsync, fdatasync); it may be left
+out when the test did only one. FIGURE is iops, bw, or a latency statistic (p50,
+p90, p95, p99, p99.9, p99.99, mean, min, max), of clat by default or of lat/slat
+when named (``lat.p99``). With repeats, the median is compared.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from storbench.analysis.metrics import Metric, metric, value
+from storbench.analysis.stats import estimate
+from storbench.errors import ConfigError
+from storbench.result.model import TestResult
+from storbench.store import Run
+
+_EXPR = re.compile(
+    r"^\s*(?P<test>[^.\s]+)\.(?P<path>[\w.]+?)\s*(?P<op><=|>=|<|>)\s*"
+    r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-zµ/]*)\s*$"
+)
+_FIGURE = re.compile(r"^(?:(?P<which>slat|clat|lat)\.)?(?P<stat>p\d+(?:\.\d+)?|mean|min|max)$")
+OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+BW_UNITS = {"B/s": 1.0, "KiB/s": 1024.0, "MiB/s": 1024.0**2, "GiB/s": 1024.0**3,
+            "kB/s": 1e3, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9}
+COUNT_UNITS = {"": 1.0, "iops": 1.0, "IOPS": 1.0, "k": 1e3, "K": 1e3, "M": 1e6}
+SYNC_NAMES = ("sync", "fsync", "fdatasync")
+
+
+@dataclass(frozen=True)
+class Assertion:
+    text: str
+    test: str
+    path: str  # what follows the test name, e.g. "fdatasync.p99"
+    op: str
+    number: float
+    unit: str
+
+    @classmethod
+    def parse(cls, text: str) -> Assertion:
+        m = _EXPR.match(text)
+        if m is None:
+            raise ConfigError(
+                f"cannot read the assertion {text!r}; write TEST.FIGURE OP VALUE, e.g."
+                " 'etcd.fdatasync.p99 < 10ms' or 'randread.iops >= 3000'")
+        return cls(text.strip(), m["test"], m["path"], m["op"], float(m["number"]), m["unit"])
+
+    def with_test(self, test: str) -> Assertion:
+        text = self.text.replace(f"{self.test}.", f"{test}.", 1)
+        return Assertion(text, test, self.path, self.op, self.number, self.unit)
+
+    def with_limit(self, number: float, unit: str) -> Assertion:
+        text = f"{self.test}.{self.path} {self.op} {number:g}{unit}"
+        return Assertion(text, self.test, self.path, self.op, number, unit)
+
+    def resolve(self, result: TestResult) -> Metric:
+        """The metric this assertion names, for this test's result."""
+        parts = self.path.split(".")
+        direction: str | None = None
+        if parts[0] in ("read", "write", "trim"):
+            direction, parts = parts[0], parts[1:]
+        elif parts[0] in SYNC_NAMES:
+            direction, parts = "sync", parts[1:]
+        rest = ".".join(parts)
+        if direction is None:
+            if rest in ("iops", "bw") or _FIGURE.match(rest):
+                done = [d for d, _ in result.directions()]
+                if len(done) != 1:
+                    raise ConfigError(
+                        f"assertion {self.text!r}: test {self.test!r} did"
+                        f" {' and '.join(done) or 'no I/O'}; name one, e.g."
+                        f" {self.test}.{(done or ['read'])[0]}.{rest}")
+                direction = done[0]
+        if rest in ("iops", "bw") and direction != "sync":
+            return metric(f"{direction}.{rest}")
+        fig = _FIGURE.match(rest)
+        if fig is None:
+            raise ConfigError(f"assertion {self.text!r}: unknown figure {rest!r}; use iops, bw,"
+                              " p50 … p99.99, mean, min, max (optionally lat./clat./slat.)")
+        which = "lat" if direction == "sync" else (fig["which"] or "clat")
+        return metric(f"{direction}.{which}_{fig['stat']}")
+
+    def limit(self, m: Metric) -> float:
+        """The limit in the metric's base unit."""
+        table = TIME_UNITS if m.kind == "latency" else BW_UNITS if m.kind == "bw" else COUNT_UNITS
+        if self.unit not in table:
+            raise ConfigError(
+                f"assertion {self.text!r}: {self.unit or 'no unit'} does not fit a"
+                f" {m.kind} figure; use one of: {', '.join(u for u in table if u)}")
+        return self.number * table[self.unit]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    assertion: Assertion
+    metric: Metric | None
+    measured: float | None  # base units; None when the test or figure is missing
+    limit: float | None
+    passed: bool
+    note: str  # why it could not be checked, or ""
+    source: str = ""  # where the rule comes from (a suite profile), if not the user
+
+
+def check(run: Run, assertion: Assertion, source: str = "") -> Outcome:
+    results = run.results_by_test().get(assertion.test)
+    if not results:
+        names = ", ".join(run.results_by_test()) or "none"
+        return Outcome(assertion, None, None, None, False,
+                       f"run #{run.id} has no test {assertion.test!r} (tests: {names})", source)
+    m = assertion.resolve(results[0])
+    limit = assertion.limit(m)
+    if any(r.error for r in results):
+        return Outcome(assertion, m, None, limit, False, "the test failed", source)
+    est = estimate(value(r, m) for r in results)
+    if est is None:
+        return Outcome(assertion, m, None, limit, False, "not measured by this test", source)
+    return Outcome(assertion, m, est.center, limit, OPS[assertion.op](est.center, limit), "",
+                   source)

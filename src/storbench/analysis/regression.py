@@ -1,0 +1,42 @@
+"""Did a run get worse than a baseline, beyond a threshold and beyond the noise?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storbench.analysis.compare import Column, compare
+from storbench.analysis.stats import Estimate
+from storbench.store import Run
+
+
+@dataclass(frozen=True)
+class Change:
+    column: Column
+    baseline: Estimate
+    current: Estimate
+    worse_by: float  # fraction; negative = better
+    noise: float | None  # the ratio's 95% CI half-width; None without repeats
+    failed: bool
+
+    @property
+    def within_noise(self) -> bool:
+        return self.noise is not None and abs(self.worse_by) <= self.noise
+
+
+def regressions(current: Run, baseline: Run, max_regression: float) -> list[Change]:
+    """Every headline figure both runs have: how much worse ``current`` got.
+
+    A figure fails when it got worse by more than ``max_regression`` (a fraction)
+    and, when repeats give a confidence interval, by more than the noise too.
+    """
+    comp = compare([baseline, current], baseline=0)
+    out = []
+    for j, col in enumerate(comp.columns):
+        base, cur = comp.cells[0][j].estimate, comp.cells[1][j]
+        if base is None or cur.estimate is None or cur.ratio is None:
+            continue
+        r = cur.ratio
+        worse = (1 - r.value) if col.metric.higher_is_better else (r.value - 1)
+        failed = worse > max_regression and (r.ci95 is None or worse > r.ci95)
+        out.append(Change(col, base, cur.estimate, worse, r.ci95, failed))
+    return out

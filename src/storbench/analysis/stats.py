@@ -1,0 +1,68 @@
+"""Repeats -> a median with a 95% confidence interval; ratios with propagated uncertainty."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Student's t, two-sided 95%, by degrees of freedom (n - 1); 1.96 beyond the table.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t975(df: int) -> float:
+    return _T975[df - 1] if 1 <= df <= len(_T975) else 1.96
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure measured ``n`` times: its median and the 95% CI half-width.
+
+    The half-width is Student's t interval of the mean, t(0.975, n-1)·s/√n, put
+    around the median (robust to one odd repeat). None with a single measurement.
+    """
+
+    values: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def center(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def ci95(self) -> float | None:
+        if self.n < 2:
+            return None
+        return t975(self.n - 1) * statistics.stdev(self.values) / math.sqrt(self.n)
+
+
+def estimate(values: Iterable[float | None]) -> Estimate | None:
+    present = tuple(v for v in values if v is not None)
+    return Estimate(present) if present else None
+
+
+@dataclass(frozen=True)
+class Ratio:
+    value: float  # a / b
+    ci95: float | None  # propagated from both CIs (None if neither has repeats)
+
+    @property
+    def within_noise(self) -> bool:
+        return self.ci95 is not None and abs(self.value - 1.0) <= self.ci95
+
+
+def ratio(a: Estimate, b: Estimate) -> Ratio | None:
+    if b.center == 0:
+        return None
+    r = a.center / b.center
+    if a.ci95 is None and b.ci95 is None:
+        return Ratio(r, None)
+    rel_a = (a.ci95 or 0.0) / a.center if a.center else 0.0
+    rel_b = (b.ci95 or 0.0) / b.center
+    return Ratio(r, abs(r) * math.hypot(rel_a, rel_b))
