@@ -170,3 +170,39 @@ def test_clean_run_has_no_warnings(throttled, tmp_path, store_path):
     assert proc.returncode == 0, proc.stderr
     assert last_run(store_path)["warnings"] == []
     assert "warning" not in proc.stdout
+
+
+def test_metadata_probe_on_network_fs(sshfs_server, tmp_path, store_path):
+    mnt = sshfs_server.mount(proxied=True)
+    text = ("[load]\nrw=randrw\nbs=64k\nsize=64m\ndirect=1\nioengine=libaio\niodepth=32\n"
+            "numjobs=2\ntime_based\nruntime=5\n")
+    # no --probe-metadata: it is on by default on a network file system
+    proc = run_cli("run", str(mnt), "--job", str(job(tmp_path, text)), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    probe = last_run(store_path)["data"]["metadata_probe"]
+    for op in ("stat", "listdir", "create_unlink"):
+        assert probe[op]["idle"]["n"] >= 4 and probe[op]["load"]["n"] >= 6
+    # through the delayed link, metadata waits behind the data under load
+    assert probe["listdir"]["load"]["p50_ns"] > probe["listdir"]["idle"]["p50_ns"]
+    assert probe["create_unlink"]["load"]["p99_ns"] > probe["create_unlink"]["idle"]["p99_ns"]
+    assert "Metadata latency beside the load" in proc.stdout
+
+
+def test_probe_is_off_by_default_on_local_disks(tmpfs, tmp_path, store_path):
+    proc = run_cli("run", str(tmpfs), "--job", str(job(tmp_path, QD1_READ)), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "metadata_probe" not in last_run(store_path)["data"]
+
+
+def test_timeline(tmpfs, tmp_path, store_path):
+    text = QD1_READ.replace("runtime=3", "runtime=4")
+    assert run_cli("run", str(tmpfs), "--job", str(job(tmp_path, text)),
+                   db=store_path).returncode == 0
+    run = last_run(store_path)
+    series = run["tests"][0]["series"]["read"]
+    assert len(series["t_s"]) >= 3 and all(v > 0 for v in series["iops"])
+    mean_iops = sum(series["iops"]) / len(series["iops"])
+    assert mean_iops == pytest.approx(run["tests"][0]["read"]["iops"], rel=0.25)
+    out = run_cli("show", "last", "--timeline", db=store_path).stdout
+    assert "IOPS" in out and any(ch in out for ch in "▁▂▃▄▅▆▇█")
+    assert "clat mean" in out

@@ -251,7 +251,10 @@ def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None)
                 raise
             remove_scratch(scratch)
             data = {"metadata_probe": ctx.probe.summary()} if ctx.probe is not None else {}
-            store.finish_run(run_id, "completed", data=data)
+            stored = store.get_run(run_id)
+            run_warnings = [w.to_dict() for name, results in stored.results_by_test().items()
+                            for w in warnings.across_repeats(name, results)]
+            store.finish_run(run_id, "completed", data=data, warnings=run_warnings)
             guard.check()
             return run_id
     finally:

@@ -298,11 +298,18 @@ class Store:
     def finish_run(
         self, run_id: int, status: str, error: str | None = None,
         fio_version: str | None = None, data: dict[str, Any] | None = None,
+        warnings: Sequence[dict[str, Any]] = (),
     ) -> None:
-        """The run's final status, once, with any run-level data (e.g. probes)."""
+        """The run's final status, once, with run-level data (e.g. probes) and warnings."""
         if status not in STATUSES[1:]:
             raise ValueError(status)
         with self._tx() as db:
+            db.executemany(
+                "INSERT INTO warnings (run_id, test, kind, message, details)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(run_id, w["test"], w["kind"], w["message"], json.dumps(w["details"]))
+                 for w in warnings],
+            )
             db.executemany("INSERT INTO run_data VALUES (?, ?, ?)",
                            [(run_id, k, json.dumps(v)) for k, v in (data or {}).items()])
             db.execute(

@@ -213,3 +213,25 @@ def compute(r: TestResult, environment: dict[str, Any]) -> list[Warning]:
         b = burst(direction, s, r.name)
         found.append(b if b is not None else variation(direction, s, r.name))
     return [w for w in found if w is not None]
+
+
+def across_repeats(name: str, results: list[TestResult]) -> list[Warning]:
+    """High variation between the repeats of one test (CV of IOPS > 10%)."""
+    if len(results) < 2 or any(r.error for r in results):
+        return []
+    out = []
+    for direction, _ in results[0].directions():
+        values = [d.iops for r in results if (d := r.direction(direction)) is not None]
+        mean = statistics.fmean(values)
+        if len(values) < 2 or mean <= 0:
+            continue
+        cv = statistics.stdev(values) / mean
+        if cv > MAX_CV:
+            out.append(Warning(
+                Kind.HIGH_VARIATION, name,
+                f"{name}: {direction} IOPS varied by {100 * cv:.0f}% between {len(values)}"
+                f" repeats (from {min(values):,.0f} to {max(values):,.0f}): one run of this"
+                f" test says little; use the median and its confidence interval.",
+                {"direction": direction, "cv": cv, "repeats": len(values)},
+            ))
+    return out

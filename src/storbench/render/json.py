@@ -34,6 +34,7 @@ def run_dict(run: Run, *, raw: bool = False) -> dict[str, Any]:
         "tests": [{**t.result.to_dict(), "repeat": t.repeat} for t in run.tests],
         "verdicts": [outcome_dict(o) for o in evaluate(run)],
         "warnings": run.warnings,
+        "data": run.data,
         "job_files": [i.job_text for i in run.invocations],
     }
     if raw:

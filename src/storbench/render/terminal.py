@@ -69,10 +69,47 @@ def print_run(console: Console, run: Run) -> None:
         console.print(rich_table(summary_table(rows)))
     for o in evaluate(run):
         console.print(outcome_line(o))
-    for w in run.warnings:
-        console.print(f"[yellow]warning ({w['kind']}):[/yellow] {escape(w['message'])}")
+    for w, count in distinct_warnings(run):
+        per_repeat = run.repeats > 1 and "repeats" not in w["details"]
+        times = f" (in {count} of {run.repeats} repeats)" if per_repeat else ""
+        console.print(f"[yellow]warning ({w['kind']}):[/yellow] {escape(w['message'])}{times}",
+                      soft_wrap=True)
+    probe = run.data.get("metadata_probe")
+    if probe:
+        console.print(rich_table(probe_table(probe),
+                                 "Metadata latency beside the load (every 0.5 s)"))
     if run.error:
         console.print(f"[red]error:[/red] {escape(run.error)}")
+
+
+def distinct_warnings(run: Run) -> list[tuple[dict[str, Any], int]]:
+    """Each (test, kind) once, with how many times it was raised (repeats)."""
+    seen: dict[tuple[str, str, str], list[Any]] = {}
+    for w in run.warnings:
+        key = (w["test"], w["kind"], str(w["details"].get("direction", "")))
+        if key in seen:
+            seen[key][1] += 1
+        else:
+            seen[key] = [w, 1]
+    return [(w, n) for w, n in seen.values()]
+
+
+def probe_table(probe: dict[str, Any]) -> Table:
+    phases = ("idle", "load")
+    values = [v for op in probe.values() for ph in op.values()
+              for v in (ph["p50_ns"], ph["p99_ns"], ph["max_ns"])]
+    unit = units.choose("latency", values)
+    headers = ["operation"] + [f"{ph} {stat} [{unit.name}]" for ph in phases
+                               for stat in ("p50", "p99", "max")] + ["samples idle/load"]
+    rows = []
+    for op, by_phase in probe.items():
+        row = [op.replace("_", "+")]
+        for ph in phases:
+            d = by_phase.get(ph)
+            row += [unit.fmt(d[k]) if d else "" for k in ("p50_ns", "p99_ns", "max_ns")]
+        row.append("/".join(str(by_phase.get(ph, {}).get("n", 0)) for ph in phases))
+        rows.append(row)
+    return Table(headers, rows, [False] + [True] * 7)
 
 
 def print_environment(console: Console, env: dict[str, Any]) -> None:

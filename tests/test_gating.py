@@ -1,0 +1,168 @@
+"""Repeats, steady state, assertions, baselines and the etcd verdict, end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from storbench.analysis.assertions import Assertion
+from storbench.errors import ConfigError
+from tests.conftest import needs_fio, run_cli, run_cli_wrapped
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+READ3 = ("[randread]\nrw=randread\nbs=4k\nsize=32m\ndirect=1\nioengine=libaio\niodepth=16\n"
+         "time_based\nruntime=3\n")
+
+
+def job(tmp_path, text=READ3, name="read.fio"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def last(db):
+    return json.loads(run_cli("show", "last", "--json", db=db).stdout)
+
+
+def test_repeats_interleave_and_give_confidence_intervals(tmpfs, store_path):
+    proc = run_cli("run", str(tmpfs), "--size", "8m", "--runtime", "1", "--repeat", "3",
+                   "-l", "r", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = last(store_path)
+    assert run["repeats"] == 3
+    names = [t["name"] for t in run["tests"]]
+    assert names == ["randread", "randwrite", "seqread", "seqwrite", "synclat"] * 3
+    assert [t["repeat"] for t in run["tests"]] == [0] * 5 + [1] * 5 + [2] * 5
+    assert "3 repeats per test" in proc.stdout and " ± " in proc.stdout
+    comp = json.loads(run_cli("compare", "last", "--json", db=store_path).stdout)
+    row = comp["comparison"]["rows"][0]
+    col = [c["metric"] for c in comp["comparison"]["columns"]].index("read.iops")
+    values = sorted(t["read"]["iops"] for t in run["tests"] if t["name"] == "randread")
+    assert row["values"][col] == values[1]  # the median
+    assert row["repeats"][col] == 3 and row["ci95"][col] > 0
+
+
+def test_compare_words_with_uncertainty(tmpfs, store_path, tmp_path):
+    for label in ("a", "b"):
+        proc = run_cli("run", str(tmpfs), "--job", job(tmp_path), "--repeat", "2",
+                       "--runtime", "1", "-l", label, db=store_path)
+        assert proc.returncode == 0, proc.stderr
+    proc = run_cli("compare", "2", "--baseline", "1", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("b: "))
+    assert " ± " in line and "× the randread read IOPS of a" in line
+
+
+def test_until_steady_records_attainment(throttled, tmp_path, store_path):
+    proc = run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job",
+                           job(tmp_path), "--until-steady", "--steady-window", "3",
+                           "--runtime", "30", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = last(store_path)
+    ss = run["tests"][0]["steady_state"]
+    assert ss["attained"] is True and ss["criterion"].startswith("iops_slope:0.5")
+    assert ss["window_s"] == 3 and 3 <= ss["stopped_after_s"] < 15  # well before 30 s
+    assert "steadystate=iops_slope:0.5%" in run["job_files"][0]
+    assert run["tests"][0]["read"]["iops"] == pytest.approx(3000, rel=0.03)
+
+
+def test_assertions_pass_and_fail(tmpfs, tmp_path, store_path):
+    ok = run_cli("run", str(tmpfs), "--job", job(tmp_path), "--assert",
+                 "randread.iops >= 1k", "--assert", "randread.p99 < 1s", db=store_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "PASS randread.iops >= 1k: measured" in ok.stdout
+    assert "PASS randread.p99 < 1s: measured" in ok.stdout
+    bad = run_cli("check", "last", "--assert", "randread.iops >= 100M",
+                  "--assert", "randread.read.clat.p99.9 < 1ns", db=store_path)
+    assert bad.returncode == 3, bad.stderr
+    assert "FAIL randread.iops >= 100M: measured" in bad.stdout
+    assert "FAIL randread.read.clat.p99.9 < 1ns: measured" in bad.stdout
+    assert "2 check(s) failed" in bad.stderr
+    missing = run_cli("check", "last", "--assert", "nosuch.iops > 1", db=store_path)
+    assert missing.returncode == 3 and "has no test 'nosuch'" in missing.stdout
+    syntax = run_cli("check", "last", "--assert", "randread iops big", db=store_path)
+    assert syntax.returncode == 2 and "cannot read the assertion" in syntax.stderr
+    unit = run_cli("check", "last", "--assert", "randread.p99 < 10", db=store_path)
+    assert unit.returncode == 2 and "does not fit a latency figure" in unit.stderr
+    # syntax errors are caught before any I/O
+    early = run_cli("run", str(tmpfs), "--assert", "what", db=store_path)
+    assert early.returncode == 2 and "Run #" not in early.stdout
+
+
+def test_assertion_needs_direction_for_mixed_tests(tmpfs, tmp_path, store_path):
+    text = READ3.replace("rw=randread", "rw=randrw")
+    run_cli("run", str(tmpfs), "--job", job(tmp_path, text), "--runtime", "1", db=store_path)
+    proc = run_cli("check", "last", "--assert", "randread.iops > 1", db=store_path)
+    assert proc.returncode == 2 and "randread.read.iops" in proc.stderr
+    ok = run_cli("check", "last", "--assert", "randread.write.iops > 1", db=store_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_baseline_regression_gates_ci(throttled, tmp_path, store_path):
+    path = job(tmp_path)
+    fast = run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job", path,
+                           "-l", "fast", db=store_path)
+    assert fast.returncode == 0, fast.stderr
+    throttled.set_limits(1500, 3000)
+    slow = run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job", path,
+                           "--baseline", "fast", "--max-regression", "10%", db=store_path)
+    assert slow.returncode == 3, slow.stdout + slow.stderr
+    assert "WORSE randread read IOPS" in slow.stdout
+    assert re.search(r"randread read IOPS: 1,[45]\d\d IOPS vs [23],\d{3} IOPS in fast: (4[5-9]|5[0-5])\.\d%"
+                     r" worse", slow.stdout), slow.stdout
+    throttled.set_limits(3000, 3000)
+    again = run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job", path,
+                            "--baseline", "fast", db=store_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "ok randread read IOPS" in again.stdout
+    # and later, from the store alone
+    assert run_cli("check", "2", "--baseline", "1", db=store_path).returncode == 3
+    assert run_cli("check", "3", "--baseline", "fast", db=store_path).returncode == 0
+
+
+def test_etcd_profiles_and_threshold(tmpfs, store_path):
+    proc = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", "--profile",
+                   "openshift", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS etcd.fdatasync.p99 < 20ms" in proc.stdout and "OpenShift" in proc.stdout
+    bad = run_cli("run", str(tmpfs), "--suite", "etcd", "--profile", "nope", db=store_path)
+    assert bad.returncode == 2 and "upstream, openshift" in bad.stderr
+
+
+def test_etcd_open_loop_rate_on_a_capped_volume(tmp_path, store_path):
+    from tests.testbed import Throttled, missing_for_throttled
+
+    if (reason := missing_for_throttled()) is not None:
+        pytest.skip(reason)
+    with Throttled(read_iops=600, write_iops=600) as capped:
+        proc = run_cli_wrapped(capped.wrap, "run", str(capped.mnt), "--suite", "etcd",
+                               "--size", "2m", "--rate", "150", db=store_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = last(store_path)
+    by_name = {t["name"]: t for t in run["tests"]}
+    closed = by_name["etcd"]["sync"]["lat"]["percentiles_ns"]["99.0"]
+    rated = by_name["etcd_rated"]["sync"]["lat"]["percentiles_ns"]["99.0"]
+    # closed loop: as fast as the cap allows (each write and its journal flush count)
+    assert 150 * 1.5 < by_name["etcd"]["write"]["iops"] < 600
+    assert by_name["etcd_rated"]["write"]["iops"] == pytest.approx(150, rel=0.1)
+    assert rated < closed  # the closed loop measures the throttle's queue
+    assert "etcd_rated.fdatasync.p99 < 10ms" in proc.stdout
+    assert "open loop at 150 writes/s" in proc.stdout
+
+
+@pytest.mark.parametrize("text, test, path", [
+    ("etcd.fdatasync.p99 < 10ms", "etcd", "fdatasync.p99"),
+    ("seqread.bw > 100MiB/s", "seqread", "bw"),
+    ("read_latency.read.lat.mean <= 500us", "read_latency", "read.lat.mean"),
+])
+def test_assertion_parse(text, test, path):
+    a = Assertion.parse(text)
+    assert (a.test, a.path) == (test, path)
+
+
+def test_assertion_parse_errors():
+    with pytest.raises(ConfigError, match="cannot read"):
+        Assertion.parse("iops > 3")
