@@ -107,8 +107,9 @@ def main() -> None:
         db = Path(d) / "bench.db"
         with tmpfs() as t:
             measure("tmpfs", t, args.pairs, args.runtime, db)
-        with throttled() as t:
-            measure("throttled-3000iops", t, args.pairs, args.runtime, db)
+        with Throttled() as t:
+            (t.cgroup / "cgroup.procs").write_text(str(os.getpid()))  # fio and storbench inherit
+            measure("throttled-3000iops", t.mnt, args.pairs, args.runtime, db)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -206,3 +207,35 @@ def test_timeline(tmpfs, tmp_path, store_path):
     out = run_cli("show", "last", "--timeline", db=store_path).stdout
     assert "IOPS" in out and any(ch in out for ch in "▁▂▃▄▅▆▇█")
     assert "clat mean" in out
+
+
+def test_throttled_figure_with_confidence_interval(throttled, tmp_path, store_path):
+    text = RANDREAD_10S.format(runtime=3)
+    proc = run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job",
+                           str(job(tmp_path, text)), "--repeat", "3", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    comp = json.loads(run_cli("compare", "last", "--json", db=store_path).stdout)
+    row = comp["comparison"]["rows"][0]
+    col = [c["metric"] for c in comp["comparison"]["columns"]].index("read.iops")
+    assert row["values"][col] == pytest.approx(3000, rel=0.03)
+    assert row["repeats"][col] == 3
+    assert 0 < row["ci95"][col] < 0.03 * 3000
+    assert re.search(r"3,0\d\d ± \d", proc.stdout) or re.search(r"2,9\d\d ± \d", proc.stdout)
+
+
+@pytest.mark.parametrize("slow", [True, False])
+def test_etcd_assert_fails_ci_on_a_slow_target_only(slow, tmp_path, store_path):
+    from tests.testbed import Throttled, missing_for_throttled
+
+    if (reason := missing_for_throttled()) is not None:
+        pytest.skip(reason)
+    with Throttled(read_iops=100 if slow else 100_000,
+                   write_iops=100 if slow else 100_000) as vol:
+        proc = run_cli_wrapped(vol.wrap, "run", str(vol.mnt), "--suite", "etcd", "--size", "1m",
+                               "--assert", "etcd.fdatasync.p99 < 10ms", db=store_path)
+    if slow:
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        assert "FAIL etcd.fdatasync.p99 < 10ms: measured" in proc.stdout
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "PASS etcd.fdatasync.p99 < 10ms: measured" in proc.stdout

@@ -141,9 +141,11 @@ def aggregate(
         )
     options = dict(defaults or {})
     options.update({str(k): str(v) for k, v in (jobs[0].get("job options") or {}).items()})
+    numjobs = options.get("numjobs", "1")
+    grouped = len(jobs) == 1 and "group_reporting" in options and numjobs.isdigit()
     return TestResult(
         name=name,
-        jobs=len(jobs),
+        jobs=int(numjobs) if grouped else len(jobs),  # group_reporting: one entry for all
         error=error,
         read=directions["read"],
         write=directions["write"],

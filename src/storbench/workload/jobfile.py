@@ -132,12 +132,22 @@ class JobFile:
 
     def with_steady_state(self, criterion: str, window_s: float, max_s: float) -> JobFile:
         """Each job stops once fio's steady-state criterion holds over ``window_s``,
-        after ``max_s`` at the latest (time_based)."""
+        after ``max_s`` at the latest (time_based).
+
+        A job with numjobs > 1 also gets group_reporting, so that fio judges the
+        jobs' aggregate and stops them together: judged one by one, the first to
+        stop would leave its share of the storage to the others, inflating theirs.
+        """
+        effective = dict(self.effective())
         sections = []
         for section in self.sections:
             if not section.is_global:
-                for key, value in (("steadystate", criterion), ("ss_dur", f"{window_s:g}s"),
-                                   ("time_based", None), ("runtime", f"{max_s:g}")):
+                settings: list[tuple[str, str | None]] = [
+                    ("steadystate", criterion), ("ss_dur", f"{window_s:g}s"),
+                    ("time_based", None), ("runtime", f"{max_s:g}")]
+                if int(effective.get(section.name, {}).get("numjobs") or 1) > 1:
+                    settings.append(("group_reporting", None))
+                for key, value in settings:
                     section = section.with_option(key, value)
             sections.append(section)
         return JobFile(tuple(sections))

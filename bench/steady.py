@@ -1,0 +1,84 @@
+"""--until-steady against fixed durations, on a volume capped at 3000 IOPS / 125 MiB/s.
+
+Runs the dbench suite three ways: with --until-steady, as published (2 s ramp +
+15 s per test), and as a reference with 60 s per test. Prints the wall-time ratio
+steady/fixed and each headline figure's deviation from the reference.
+Goal: at most 1/3 of the fixed suite's wall time, every figure within ±5%.
+
+    sudo .venv/bin/python bench/steady.py [--window 3] [--criterion iops_slope:0.5%]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.testbed import Throttled  # noqa: E402
+
+
+def run(target: Path, db: Path, label: str, *args: str) -> tuple[int, float]:
+    env = {**os.environ, "STORBENCH_DB": str(db)}
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-m", "storbench", "run", str(target), "--suite", "dbench",
+                    "--size", "1g", "-l", label, *args], check=True, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.monotonic() - start
+    shown = subprocess.run([sys.executable, "-m", "storbench", "show", "last", "--json"],
+                           check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(shown)["id"], wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--window", type=float, default=3.0, help="--steady-window seconds")
+    ap.add_argument("--criterion", default="iops_slope:0.5%")
+    ap.add_argument("--reference-runtime", type=float, default=60.0)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d, Throttled(size="3G") as vol:
+        (vol.cgroup / "cgroup.procs").write_text(str(os.getpid()))
+        db = Path(d) / "bench.db"
+        steady_id, steady_wall = run(vol.mnt, db, "steady", "--until-steady", args.criterion,
+                                     "--steady-window", f"{args.window:g}", "--runtime", "60")
+        print(f"until-steady: {steady_wall:.0f} s", flush=True)
+        fixed_id, fixed_wall = run(vol.mnt, db, "fixed")
+        print(f"fixed (2 s + 15 s per test): {fixed_wall:.0f} s", flush=True)
+        ref_id, ref_wall = run(vol.mnt, db, "reference", "--runtime",
+                               f"{args.reference_runtime:g}")
+        print(f"reference ({args.reference_runtime:g} s per test): {ref_wall:.0f} s", flush=True)
+        env = {**os.environ, "STORBENCH_DB": str(db)}
+        comp = json.loads(subprocess.run(
+            [sys.executable, "-m", "storbench", "compare", str(ref_id), str(fixed_id),
+             str(steady_id), "--json"], check=True, capture_output=True, text=True,
+            env=env).stdout)
+        run_ = json.loads(subprocess.run([sys.executable, "-m", "storbench", "show",
+                                          str(steady_id), "--json"], check=True,
+                                         capture_output=True, text=True, env=env).stdout)
+    cols = comp["comparison"]["columns"]
+    ref, fixed, steady = (r["values"] for r in comp["comparison"]["rows"])
+    print(f"\nwall time steady/fixed: {steady_wall / fixed_wall:.2f}"
+          f" (goal <= 0.33); steady/reference: {steady_wall / ref_wall:.2f}")
+    print(f"{'test':<14} {'figure':<16} {'fixed vs ref':>13} {'steady vs ref':>14}  stopped")
+    stops = {t["name"]: t.get("steady_state") for t in run_["tests"]}
+    worst = 0.0
+    for c, r, f, s in zip(cols, ref, fixed, steady, strict=True):
+        if r is None or f is None or s is None:
+            continue
+        ss = stops.get(c["test"]) or {}
+        dev_s = 100 * (s / r - 1)
+        if c["kind"] != "latency" or "mean" in c["metric"]:
+            worst = max(worst, abs(dev_s))
+        print(f"{c['test']:<14} {c['metric']:<16} {100 * (f / r - 1):>+12.1f}% {dev_s:>+13.1f}%"
+              f"  {'attained' if ss.get('attained') else 'NOT attained'} after"
+              f" {ss.get('stopped_after_s', 0):.1f} s")
+    print(f"\nlargest deviation of a throughput or mean-latency figure: {worst:.1f}% (goal <= 5%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""Commands over stored results: list, show, compare, export, rm; and suites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from storbench.analysis.compare import compare as build_comparison
+from storbench.cli.common import cli, db_option, err, json_option, out, parse_tags, print_json
+from storbench.errors import ConfigError
+from storbench.render import FORMATS, terminal
+from storbench.render.json import run_dict
+from storbench.render.timeline import render_timeline
+from storbench.store import Store
+from storbench.workload import SUITES, get_suite
+
+
+@cli.command(name="list")
+@click.option("--label", "-l", help="Only runs with this label.")
+@click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
+              help="Only runs with this tag (repeatable: all must match).")
+@click.option("--suite", "-s", help="Only runs of this suite.")
+@click.option("--limit", "-n", type=int, default=None, help="Show at most N runs, newest first.")
+@json_option
+@db_option
+def list_(store: Store, label: str | None, tags: tuple[str, ...], suite: str | None,
+          limit: int | None, as_json: bool) -> None:
+    """List stored runs, newest first.
+
+    \b
+    Example:
+      storbench list --suite etcd --tag zone=a
+    """
+    runs = store.list_runs(label=label, suite=suite, tags=parse_tags(tags), limit=limit)
+    if as_json:
+        print_json([{k: v for k, v in run_dict(r).items() if k not in ("tests", "verdicts",
+                                                                        "job_files")}
+                     for r in runs])
+        return
+    if not runs:
+        err.print(f"No runs stored in {store.path} (match your filters).")
+        return
+    terminal.print_run_list(out, runs)
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--jobs", is_flag=True, help="Also print each fio job file as it ran.")
+@click.option("--timeline", is_flag=True,
+              help="Also print each test's per-second IOPS, bandwidth and latency.")
+@click.option("--raw", is_flag=True, help="With --json: include fio's raw JSON output.")
+@json_option
+@db_option
+def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
+         as_json: bool) -> None:
+    """Show one run: results, verdicts and the environment it ran in.
+
+    RUN is a run id from `storbench list`, or `last`.
+
+    \b
+    Example:
+      storbench show 12 --jobs
+      storbench show 12 --timeline
+      storbench show last --json
+    """
+    r = store.get_run(store.resolve(run_ref))
+    if as_json:
+        print_json(run_dict(r, raw=raw))
+        return
+    terminal.print_run(out, r)
+    if timeline:
+        out.print(render_timeline(r), markup=False)
+    terminal.print_environment(out, r.environment)
+    if jobs:
+        for inv in r.invocations:
+            out.print(f"[bold]fio job file {inv.ordinal + 1}[/bold]")
+            out.print(inv.job_text, markup=False)
+
+
+def _comparison(store: Store, refs: tuple[str, ...], baseline: str | None) -> Any:
+    if not refs:
+        raise ConfigError("name at least one run (see `storbench list`)")
+    ids = [store.resolve(r) for r in refs]
+    base_index = None
+    if baseline is not None:
+        base_id = store.resolve(baseline)
+        if base_id not in ids:
+            ids.insert(0, base_id)
+        base_index = ids.index(base_id)
+    return build_comparison([store.get_run(i) for i in ids], base_index)
+
+
+@cli.command(name="compare")
+@click.argument("run_refs", nargs=-1, metavar="RUN...")
+@click.option("--baseline", "-b", metavar="RUN",
+              help="Show each figure as a ratio to this run (× the baseline).")
+@json_option
+@db_option
+def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
+                as_json: bool) -> None:
+    """Compare runs side by side: one row per run, one column per metric.
+
+    \b
+    Example:
+      storbench compare 12 13 14
+      storbench compare 13 14 --baseline 12
+    """
+    comp = _comparison(store, run_refs, baseline)
+    if as_json:
+        click.echo(FORMATS["json"](comp), nl=False)
+        return
+    terminal.print_comparison(out, comp)
+
+
+@cli.command()
+@click.argument("run_refs", nargs=-1, metavar="RUN...")
+@click.option("--format", "-f", "fmt", type=click.Choice(sorted(FORMATS)), default="md",
+              show_default=True, help="Output format.")
+@click.option("--baseline", "-b", metavar="RUN", help="Add ratios to this run.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file instead of standard output.")
+@db_option
+def export(store: Store, run_refs: tuple[str, ...], fmt: str, baseline: str | None,
+           output: Path | None) -> None:
+    """Export runs as a Markdown table, CSV or JSON (the full model, base units).
+
+    \b
+    Example:
+      storbench export 12 13 --format md >> wiki.md
+      storbench export 12 --format json -o run12.json
+    """
+    text = FORMATS[fmt](_comparison(store, run_refs, baseline))
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        err.print(f"Wrote {output}")
+
+
+@cli.command()
+@click.argument("run_refs", nargs=-1, required=True, metavar="RUN...")
+@db_option
+def rm(store: Store, run_refs: tuple[str, ...]) -> None:
+    """Delete stored runs (results, environment and fio output).
+
+    \b
+    Example:
+      storbench rm 12 13
+    """
+    for ref in run_refs:
+        run_id = store.resolve(ref)
+        store.delete_run(run_id)
+        err.print(f"Deleted run #{run_id}")
+
+
+@cli.command()
+@click.argument("name", required=False)
+@json_option
+def suites(name: str | None, as_json: bool) -> None:
+    """List the built-in suites, or show one suite's tests and fio job files.
+
+    \b
+    Example:
+      storbench suites
+      storbench suites dbench
+    """
+    chosen = [get_suite(name)] if name else list(SUITES.values())
+    if as_json:
+        print_json([
+            {"name": s.name, "description": s.description, "study": s.study,
+             "tests": [{"name": t.name, "description": t.description,
+                        "job": jf.render(), "metrics": list(t.metrics)}
+                       for t, jf in s.jobfiles()]}
+            for s in chosen
+        ])
+        return
+    terminal.print_suites(out, chosen, detailed=name is not None)
+
+
