@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from targets import throttled, tmpfs
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.testbed import Throttled, tmpfs
 
 JOB = """[global]
 ioengine=libaio

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.testbed import Throttled  # noqa: E402
+from tests.testbed import Throttled
 
 
 def run(target: Path, db: Path, label: str, *args: str) -> tuple[int, float]:

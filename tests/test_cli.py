@@ -25,8 +25,9 @@ def scratch_dirs(target: Path) -> list[Path]:
     return [p for p in target.iterdir() if p.name.startswith("storbench-")]
 
 
-def storbench_fio_pids() -> list[int]:
-    """fio processes started by storbench (their argv names storbench's work directory)."""
+def storbench_fio_pids(target: Path) -> list[int]:
+    """fio processes storbench started for ``target`` (their job file names its scratch
+    directory; other storbench runs on this machine are not counted)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -35,7 +36,14 @@ def storbench_fio_pids() -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv and argv[0].endswith(b"fio") and any(b"storbench-fio-" in a for a in argv):
+        if not (argv and argv[0].endswith(b"fio") and any(b"storbench-fio-" in a for a in argv)):
+            continue
+        jobs = [a for a in argv if a.endswith(b".fio")]
+        try:
+            text = Path(jobs[-1].decode()).read_text() if jobs else ""
+        except OSError:
+            text = ""
+        if str(target.resolve()) in text:
             pids.append(int(entry.name))
     return pids
 
@@ -272,15 +280,30 @@ def test_etcd_verdict_exit_code(tmpfs, store_path):
 
 # -- signals and leftovers -----------------------------------------------------------------
 
-def start_long_run(target: Path, db: Path) -> subprocess.Popen[str]:
+def alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that are still fio processes (not gone, not zombies)."""
+    out = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if argv0.endswith(b"fio") and stat[stat.rfind(")") + 2] != "Z":
+            out.append(pid)
+    return out
+
+
+def start_long_run(target: Path, db: Path) -> tuple[subprocess.Popen[str], list[int]]:
+    """storbench running a 30 s test on ``target``, and its fio processes (main + workers)."""
     env = {**os.environ, "STORBENCH_DB": str(db)}
     proc = subprocess.Popen([*STORBENCH, "run", str(target), "--size", "16m", "--runtime", "30"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if scratch_dirs(target) and storbench_fio_pids():
+        if scratch_dirs(target) and len(storbench_fio_pids(target)) >= 2:
             time.sleep(1.0)  # fio is doing I/O
-            return proc
+            return proc, storbench_fio_pids(target)
         time.sleep(0.1)
     proc.kill()
     raise AssertionError("fio did not start")
@@ -288,27 +311,29 @@ def start_long_run(target: Path, db: Path) -> subprocess.Popen[str]:
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_stops_fio_and_removes_files(sig, code, tmpfs, store_path):
-    proc = start_long_run(tmpfs, store_path)
+    proc, fio_pids = start_long_run(tmpfs, store_path)
+    assert len(alive(fio_pids)) >= 2  # fio and its job process
     sent = time.monotonic()
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=20)
     assert proc.returncode == code, stderr
     assert time.monotonic() - sent < 3  # fio stopped within 2 s, files removed, run stored
     assert "interrupted by" in stderr and "Traceback" not in stderr
-    assert storbench_fio_pids() == []
+    assert alive(fio_pids) == []
     assert scratch_dirs(tmpfs) == []
     run = show_json(store_path)
     assert run["status"] == "interrupted"
 
 
 def test_crash_leftovers_removed_by_next_run(tmpfs, store_path):
-    proc = start_long_run(tmpfs, store_path)
+    proc, fio_pids = start_long_run(tmpfs, store_path)
+    assert len(alive(fio_pids)) >= 2
     proc.kill()  # SIGKILL: storbench cannot clean up
     proc.wait()
-    deadline = time.monotonic() + 5
-    while storbench_fio_pids() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 10
+    while alive(fio_pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert storbench_fio_pids() == []  # fio dies with storbench
+    assert alive(fio_pids) == []  # fio and its job processes die with storbench
     left = scratch_dirs(tmpfs)
     assert len(left) == 1
     # something that is not storbench's must survive

@@ -69,6 +69,12 @@ def test_until_steady_records_attainment(throttled, tmp_path, store_path):
     assert run["tests"][0]["read"]["iops"] == pytest.approx(3000, rel=0.03)
 
 
+def test_until_steady_swallowing_the_target_is_explained(tmpfs, store_path):
+    proc = run_cli("run", "--until-steady", str(tmpfs), db=store_path)
+    assert proc.returncode == 2
+    assert "not a fio steady-state criterion" in proc.stderr
+
+
 def test_assertions_pass_and_fail(tmpfs, tmp_path, store_path):
     ok = run_cli("run", str(tmpfs), "--job", job(tmp_path), "--assert",
                  "randread.iops >= 1k", "--assert", "randread.p99 < 1s", db=store_path)

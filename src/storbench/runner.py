@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -60,6 +61,7 @@ class RunSpec:
 
 
 DEFAULT_STEADY_MAX_S = 120.0
+STEADY_CRITERION = re.compile(r"^(iops|bw)(_slope)?:\d+(\.\d+)?%?$")
 PROBE_IDLE_S = 3.0
 
 @dataclass(frozen=True)
@@ -146,6 +148,13 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
         raise ConfigError(f"--runtime must be a positive number of seconds, not {spec.runtime}")
     if spec.repeat < 1:
         raise ConfigError(f"--repeat must be 1 or more, not {spec.repeat}")
+    if spec.until_steady is not None and not STEADY_CRITERION.match(spec.until_steady):
+        raise ConfigError(
+            f"--until-steady {spec.until_steady!r} is not a fio steady-state criterion"
+            " (iops:2%, iops_slope:0.5%, bw:2%, bw_slope:0.5%); write --until-steady=CRITERION,"
+            " or put a bare --until-steady after the target")
+    if spec.steady_window_s <= 0:
+        raise ConfigError(f"--steady-window must be positive, not {spec.steady_window_s}")
     plan = _plan_tests(spec, scratch)
     tests = plan.tests
     if spec.until_steady is not None:

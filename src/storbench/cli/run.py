@@ -23,9 +23,18 @@ from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
 from storbench.progress import ConsoleReporter
 from storbench.render import terminal
 from storbench.render.json import outcome_dict, run_dict
-from storbench.runner import RunSpec, run_benchmark
+from storbench.runner import STEADY_CRITERION, RunSpec, run_benchmark
 from storbench.store import Run, Store
 from storbench.workload import get_suite
+
+
+def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not STEADY_CRITERION.match(value):
+        raise click.BadParameter(
+            f"{value!r} is not a fio steady-state criterion (iops:2%, iops_slope:0.5%, bw:2%,"
+            " bw_slope:0.5%); write --until-steady=CRITERION, or put a bare --until-steady"
+            " after the target", ctx, param)
+    return value
 
 
 @cli.command()
@@ -52,7 +61,7 @@ from storbench.workload import get_suite
 @click.option("--repeat", "-r", type=int, default=1, show_default=True, metavar="N",
               help="Run each test N times, interleaved; report medians and 95% CIs.")
 @click.option("--until-steady", "until_steady", is_flag=False, flag_value="iops_slope:0.5%",
-              default=None, metavar="[CRITERION]",
+              default=None, metavar="[CRITERION]", callback=_check_criterion,
               help="Stop each test once fio's steady-state criterion holds (default"
                    " iops_slope:0.5%); --runtime is then the maximum (default 120 s).")
 @click.option("--steady-window", "steady_window_s", type=float, default=5.0,
