@@ -144,3 +144,58 @@ def run_cli_wrapped(wrap: Callable[[list[str]], list[str]], *args: str, db: Path
     env = {**os.environ, "STORBENCH_DB": str(db)}
     return subprocess.run(wrap([*STORBENCH, *args]), capture_output=True, text=True,
                           env=env, timeout=timeout)
+
+
+class FioServers:
+    """Real `fio --server` processes on 127.0.0.2, 127.0.0.3, ... (one port for all)."""
+
+    def __init__(self, n: int) -> None:
+        from tests.testbed import free_port
+
+        self.port = free_port()
+        self.addresses = [f"127.0.0.{2 + i}" for i in range(n)]
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self) -> None:
+        from tests.testbed import wait_port_on
+
+        for a in self.addresses:
+            self.procs[a] = subprocess.Popen([FIO or "fio", f"--server=ip:{a},{self.port}"],
+                                             stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL)
+        for a in self.addresses:
+            wait_port_on(a, self.port)
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(f"{a}:{self.port}" for a in self.addresses)
+
+    def kill(self, address: str) -> None:
+        """The host dies: its fio server and the job processes it forked."""
+        from storbench.execute.proctree import kill_tree
+
+        kill_tree(self.procs[address].pid)
+
+    def stop(self) -> None:
+        from storbench.execute.proctree import kill_tree
+
+        for proc in self.procs.values():
+            kill_tree(proc.pid)
+            proc.wait()
+
+
+@pytest.fixture
+def fio_servers() -> Iterator[Callable[[int], FioServers]]:
+    started: list[FioServers] = []
+
+    def start(n: int) -> FioServers:
+        if FIO is None:
+            pytest.skip("fio is not installed")
+        servers = FioServers(n)
+        started.append(servers)
+        servers.start()
+        return servers
+
+    yield start
+    for s in started:
+        s.stop()

@@ -157,12 +157,16 @@ def free_port() -> int:
 
 
 def wait_port(port: int, timeout: float = 10) -> None:
+    wait_port_on("127.0.0.1", port, timeout)
+
+
+def wait_port_on(address: str, port: int, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        with contextlib.suppress(OSError), socket.create_connection((address, port), 0.2):
             return
         time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+    raise RuntimeError(f"nothing listens on {address}:{port}")
 
 
 class DelayedSSHFS:

@@ -58,6 +58,8 @@ class RunSpec:
     assertions: tuple[str, ...] = ()
     rate_iops: float | None = None  # etcd: also run open-loop at this write rate
     profile: str | None = None  # named verdict profile of the suite
+    hosts: tuple[Any, ...] = ()  # hosts.Host: run on these fio servers (client/server mode)
+    shared_file: bool = False  # with hosts: every host uses one file
 
 
 DEFAULT_STEADY_MAX_S = 120.0
@@ -193,6 +195,10 @@ def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None)
     id is in the exception's ``run_id`` attribute.
     """
     rep: Reporter = reporter or NullReporter()
+    if spec.hosts:
+        from storbench.hosts import run_on_hosts
+
+        return run_on_hosts(spec, store, rep)
     fio = find_fio(spec.fio)
     target = DirectoryTarget(spec.target)
     target.check()

@@ -107,11 +107,16 @@ CREATE TRIGGER run_data_immutable BEFORE UPDATE ON run_data
     BEGIN SELECT RAISE(ABORT, 'run data is immutable'); END;
 """
 
+_HOSTS = """
+ALTER TABLE results ADD COLUMN host TEXT NOT NULL DEFAULT '';
+"""
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
     ("0002_warnings", _WARNINGS),
     ("0003_repeats_and_run_data", _REPEATS_AND_DATA),
+    ("0004_per_host_results", _HOSTS),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -122,6 +127,7 @@ class StoredTest:
     invocation: int  # ordinal of the fio invocation that produced it
     result: TestResult
     repeat: int = 0  # 0-based repetition (--repeat N)
+    host: str = ""  # "" = the test's result (all hosts merged); else one host's share
 
 
 @dataclass(frozen=True)
@@ -160,7 +166,16 @@ class Run:
         """Each test's results, one per repeat, in the order the tests first ran."""
         out: dict[str, list[TestResult]] = {}
         for t in self.tests:
-            out.setdefault(t.result.name, []).append(t.result)
+            if not t.host:
+                out.setdefault(t.result.name, []).append(t.result)
+        return out
+
+    def results_by_host(self) -> dict[str, dict[str, list[TestResult]]]:
+        """Client/server runs: {test: {host: results, one per repeat}}; {} for local runs."""
+        out: dict[str, dict[str, list[TestResult]]] = {}
+        for t in self.tests:
+            if t.host:
+                out.setdefault(t.result.name, {}).setdefault(t.host, []).append(t.result)
         return out
 
     @property
@@ -272,6 +287,7 @@ class Store:
         results: Sequence[tuple[int, TestResult]],
         warnings: Sequence[dict[str, Any]] = (),
         repeat: int = 0,
+        per_host: Sequence[tuple[int, str, TestResult]] = (),
     ) -> None:
         """Store one fio invocation (raw JSON verbatim), the tests parsed from it and
         the warnings about them, in one transaction."""
@@ -283,10 +299,12 @@ class Store:
                  invocation.returncode, invocation.stderr, invocation.wall_s),
             )
             db.executemany(
-                "INSERT INTO results (run_id, invocation_id, ordinal, test, result, repeat)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_id, cur.lastrowid, ordinal, r.name, json.dumps(r.to_dict()), repeat)
-                 for ordinal, r in results],
+                "INSERT INTO results (run_id, invocation_id, ordinal, test, result, repeat,"
+                " host) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, cur.lastrowid, ordinal, r.name, json.dumps(r.to_dict()), repeat, "")
+                 for ordinal, r in results]
+                + [(run_id, cur.lastrowid, ordinal, r.name, json.dumps(r.to_dict()), repeat,
+                    host) for ordinal, host, r in per_host],
             )
             db.executemany(
                 "INSERT INTO warnings (run_id, test, kind, message, details)"
@@ -370,13 +388,14 @@ class Store:
             data = {r["key"]: json.loads(r["value"]) for r in self.db.execute(
                 "SELECT key, value FROM run_data WHERE run_id = ?", (row["id"],))}
             for r in self.db.execute(
-                "SELECT results.ordinal AS ordinal, invocations.ordinal AS inv, result, repeat"
+                "SELECT results.ordinal AS ordinal, invocations.ordinal AS inv, result, repeat,"
+                " host"
                 " FROM results JOIN invocations ON invocations.id = results.invocation_id"
                 " WHERE results.run_id = ? ORDER BY results.ordinal", (row["id"],)
             ):
                 tests.append(StoredTest(r["ordinal"], r["inv"],
                                         TestResult.from_dict(json.loads(r["result"])),
-                                        r["repeat"]))
+                                        r["repeat"], r["host"]))
             for r in self.db.execute(
                 "SELECT ordinal, job_text, raw_json, returncode, stderr, wall_s"
                 " FROM invocations WHERE run_id = ? ORDER BY ordinal", (row["id"],)

@@ -58,3 +58,50 @@ def summarize(run: Run) -> list[SummaryRow]:
                 *(med(f"{lat}_{stat}") for _, stat in _LAT_FIELDS),
             ))
     return rows
+
+
+@dataclass(frozen=True)
+class HostRow:
+    test: str
+    host: str
+    iops: float  # all directions together (median over repeats)
+    bw_bytes_per_s: float
+    clat_p99_ns: float | None  # the worst direction's
+    runtime_s: float  # the host's longest job: when it finished, from the test's start
+
+
+@dataclass(frozen=True)
+class HostSpread:
+    test: str
+    rows: list[HostRow]
+    first: HostRow  # first to finish
+    last: HostRow  # last to finish
+    slowest: HostRow  # fewest IOPS
+
+
+def _host_row(test: str, host: str, results: list[TestResult]) -> HostRow:
+    def med(values: list[float]) -> float:
+        est = estimate(values)
+        return est.center if est else 0.0
+
+    iops = med([sum(d.iops for _, d in r.directions()) for r in results])
+    bw = med([sum(d.bw_bytes_per_s for _, d in r.directions()) for r in results])
+    p99s = [d.clat.percentile(99.0) for r in results for _, d in r.directions() if d.clat]
+    runtime = med([max((d.runtime_ms for _, d in r.directions()), default=0) / 1000
+                   for r in results])
+    return HostRow(test, host, iops, bw, max((p for p in p99s if p is not None), default=None),
+                   runtime)
+
+
+def host_spread(run: Run) -> list[HostSpread]:
+    """Per test of a many-host run: each host's share, and who finished first and last."""
+    out = []
+    for test, by_host in run.results_by_host().items():
+        rows = [_host_row(test, host, results) for host, results in sorted(by_host.items())
+                if not any(r.error for r in results)]
+        if not rows:
+            continue
+        out.append(HostSpread(test, rows, min(rows, key=lambda r: r.runtime_s),
+                              max(rows, key=lambda r: r.runtime_s),
+                              min(rows, key=lambda r: r.iops)))
+    return out

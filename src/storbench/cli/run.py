@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -20,6 +21,8 @@ from storbench.cli.common import (
     print_json,
 )
 from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
+from storbench.execute import find_fio
+from storbench.hosts import DEFAULT_PORT, Host, parse_hosts
 from storbench.progress import ConsoleReporter
 from storbench.render import terminal
 from storbench.render.json import outcome_dict, run_dict
@@ -70,6 +73,13 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @click.option("--probe-metadata/--no-probe-metadata", default=None,
               help="Time stat, ls -la and create+unlink every 0.5 s, idle and under load"
                    " (default: on for network file systems).")
+@click.option("--hosts", "hosts_text", metavar="H1,H2[:PORT],...",
+              help="Run on these hosts at once through fio's client/server mode (each runs"
+                   " `storbench agent`); TARGET is the path on the hosts.")
+@click.option("--hosts-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Hosts, one HOST[:PORT] per line (# comments).")
+@click.option("--shared-file", is_flag=True,
+              help="With --hosts: every host works on one file (default: a file per host).")
 @assert_options
 @click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
               help="fio binary to run (default: fio on PATH).")
@@ -81,6 +91,7 @@ def run(
     threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
     until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
+    hosts_text: str | None, hosts_file: Path | None, shared_file: bool,
     fio_path: str | None, as_json: bool,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
@@ -98,6 +109,7 @@ def run(
       storbench run /mnt/data --repeat 3 --assert "randread.iops >= 3000"
       storbench run /mnt/data --until-steady --runtime 60 --baseline gp3
       storbench run /var/lib/etcd-test --suite etcd --rate 150
+      storbench run /mnt/shared --hosts node1,node2,node3:8766 --suite randrw75
     """
     if threshold_ms is not None and threshold_ms <= 0:
         raise ConfigError(f"--threshold must be a positive number of ms, not {threshold_ms}")
@@ -111,11 +123,20 @@ def run(
         if profile not in profiles:
             raise ConfigError(f"suite {suite} has no profile {profile!r}"
                               + (f"; choose one of: {', '.join(profiles)}" if profiles else ""))
+    hosts: list[Host] = []
+    if hosts_text is not None:
+        hosts += parse_hosts(hosts_text)
+    if hosts_file is not None:
+        hosts += parse_hosts(hosts_file.read_text(), str(hosts_file))
+    if shared_file and not hosts:
+        raise ConfigError("--shared-file needs --hosts or --hosts-file")
+    if hosts and probe_metadata:
+        raise ConfigError("--probe-metadata runs on this machine; it cannot run with --hosts")
     spec = RunSpec(target=target, suite=suite, job_file=job_file, size=size, runtime=runtime,
                    label=label, tags=parse_tags(tags), threshold_ms=threshold_ms, fio=fio_path,
                    repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
                    probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
-                   profile=profile)
+                   profile=profile, hosts=tuple(hosts), shared_file=shared_file)
     reporter = ConsoleReporter(err)
     try:
         run_id = run_benchmark(spec, store, reporter)
@@ -194,3 +215,29 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
     _gate(store, r, outcomes, baseline, limit, quiet=as_json)
 
 
+
+
+@cli.command()
+@click.option("--bind", default="0.0.0.0", show_default=True, metavar="ADDR",
+              help="Address fio's server listens on (an IPv4 or IPv6 address).")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int,
+              help="TCP port fio's server listens on.")
+@click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
+              help="fio binary to run (default: fio on PATH).")
+def agent(bind: str, port: int, fio_path: str | None) -> None:
+    """Serve this host to `storbench run --hosts`: runs `fio --server` in the foreground.
+
+    Every host must run the same fio version as the machine that runs storbench.
+    fio's server runs what clients send it: listen only on a network you trust.
+    See docs/cli.md for a systemd unit.
+
+    \b
+    Example:
+      storbench agent                       # 0.0.0.0:8765
+      storbench agent --bind 10.0.0.5 --port 8766
+    """
+    fio = find_fio(fio_path)
+    family = "ip6" if ":" in bind else "ip"
+    argv = [fio.path, f"--server={family}:{bind},{port}"]
+    err.print(f"storbench agent: {' '.join(argv)} ({fio.version_text}); Ctrl-C stops it")
+    os.execv(fio.path, argv)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -60,6 +61,11 @@ class Execution:
     stderr: str
     returncode: int
     wall_s: float
+    lost_hosts: tuple[str, ...] = ()  # client mode: servers that disconnected mid-run
+    timed_out: bool = False  # killed at the deadline
+
+
+_DISCONNECTED = re.compile(r"host=(\S+) disconnected")
 
 
 def _start_watchdog(pgid: int) -> subprocess.Popen[str]:
@@ -116,11 +122,41 @@ class LocalExecutor:
         signal, fio is stopped (the signal forwarded, SIGKILL after KILL_AFTER_S).
         """
         job_path = self._write(jobfile_text, "job")
-        out_path = job_path.with_suffix(".json")
+        return self._run([str(job_path)], job_path.with_suffix(".json"), on_progress)
+
+    def run_clients(
+        self,
+        jobs: list[tuple[str, int, str]],
+        on_progress: Callable[[Progress], None] | None = None,
+        deadline_s: float | None = None,
+    ) -> Execution:
+        """fio's client mode: each (host, port, job text) runs on that host's fio server,
+        all at once. A server that disconnects stops the run (the others are told to
+        stop); so does ``deadline_s``."""
+        args: list[str] = []
+        for host, port, text in jobs:
+            path = self._write(text, f"client-{host}-{port}")
+            args += [f"--client={host},{port}", str(path)]
+        # No --output: in client mode fio reports a lost server in its normal output,
+        # which must be read live; the JSON follows on stdout at the end.
+        return self._run(args, None, on_progress, deadline_s=deadline_s, stop_on_lost_host=True)
+
+    def _run(
+        self,
+        args: list[str],
+        out_path: Path | None,
+        on_progress: Callable[[Progress], None] | None,
+        *,
+        deadline_s: float | None = None,
+        stop_on_lost_host: bool = False,
+    ) -> Execution:
         argv = [
-            self.fio.path, "--output-format=json+", f"--output={out_path}",
-            "--eta=always", "--eta-newline=1", str(job_path),
+            self.fio.path, "--output-format=json+",
+            *([f"--output={out_path}"] if out_path is not None else []),
+            "--eta=always", "--eta-newline=1", *args,
         ]
+        lost: list[str] = []
+        timed_out = False
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -132,7 +168,16 @@ class LocalExecutor:
         watchdog = _start_watchdog(proc.pid)
         self.guard.set_child(proc.pid)
         stderr_chunks: list[bytes] = []
+        stdout_chunks: list[bytes] = []
         pending = b""
+
+        def note_lost(text: str) -> None:
+            for host in _DISCONNECTED.findall(text):
+                if host not in lost:
+                    lost.append(host)
+                if stop_on_lost_host:  # fio's client then tells the other servers to stop
+                    _signal(proc.pid, signal.SIGINT)
+
         sel = selectors.DefaultSelector()
         assert proc.stdout is not None and proc.stderr is not None
         sel.register(proc.stdout, selectors.EVENT_READ, "out")
@@ -146,14 +191,21 @@ class LocalExecutor:
                         continue
                     if key.data == "err":
                         stderr_chunks.append(data)
+                        note_lost(data.decode(errors="replace"))
                         continue
+                    if out_path is None:
+                        stdout_chunks.append(data)
                     pending += data
                     *lines, pending = re.split(rb"[\r\n]", pending)
                     for line in lines:
+                        note_lost(line.decode(errors="replace"))
                         progress = parse_status_line(line.decode(errors="replace"))
                         if progress is not None and on_progress is not None:
                             on_progress(progress)
                 self._kill_if_overdue(proc)
+                if deadline_s is not None and time.monotonic() - start > deadline_s:
+                    timed_out = True
+                    kill_tree(proc.pid)
             returncode = self._wait(proc)
         finally:
             sel.close()
@@ -163,9 +215,12 @@ class LocalExecutor:
             _stop_watchdog(watchdog)
             self.guard.set_child(None)
         stderr = b"".join(stderr_chunks).decode(errors="replace")
-        raw = out_path.read_text(errors="replace") if out_path.exists() else ""
+        if out_path is None:
+            raw = b"".join(stdout_chunks).decode(errors="replace")
+        else:
+            raw = out_path.read_text(errors="replace") if out_path.exists() else ""
         wall = time.monotonic() - start
-        return Execution(raw, stderr, returncode, wall)
+        return Execution(raw, stderr, returncode, wall, tuple(lost), timed_out)
 
     def _kill_if_overdue(self, proc: subprocess.Popen[bytes]) -> None:
         at = self.guard.received_at
@@ -178,6 +233,13 @@ class LocalExecutor:
                 return proc.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
                 self._kill_if_overdue(proc)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def fio_message(text: str) -> str:

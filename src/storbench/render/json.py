@@ -31,7 +31,9 @@ def run_dict(run: Run, *, raw: bool = False) -> dict[str, Any]:
         "settings": run.settings,
         "environment": run.environment,
         "repeats": run.repeats,
-        "tests": [{**t.result.to_dict(), "repeat": t.repeat} for t in run.tests],
+        "tests": [{**t.result.to_dict(), "repeat": t.repeat} for t in run.tests if not t.host],
+        "per_host": [{"host": t.host, "repeat": t.repeat, **t.result.to_dict()}
+                     for t in run.tests if t.host],
         "verdicts": [outcome_dict(o) for o in evaluate(run)],
         "warnings": run.warnings,
         "data": run.data,

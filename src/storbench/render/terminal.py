@@ -12,7 +12,7 @@ from rich.text import Text
 from storbench.analysis.assertions import Outcome
 from storbench.analysis.compare import Comparison, sentences
 from storbench.analysis.regression import Change
-from storbench.analysis.summary import summarize
+from storbench.analysis.summary import HostSpread, host_spread, summarize
 from storbench.analysis.verdicts import evaluate
 from storbench.render import units
 from storbench.render.table import Table, comparison_table, summary_table
@@ -74,6 +74,13 @@ def print_run(console: Console, run: Run) -> None:
         times = f" (in {count} of {run.repeats} repeats)" if per_repeat else ""
         console.print(f"[yellow]warning ({w['kind']}):[/yellow] {escape(w['message'])}{times}",
                       soft_wrap=True)
+    for spread in host_spread(run):
+        console.print(rich_table(host_table(spread), f"{spread.test}: per host"))
+        console.print(
+            f"{escape(spread.test)}: first to finish {escape(spread.first.host)} after"
+            f" {spread.first.runtime_s:.1f} s, last {escape(spread.last.host)} after"
+            f" {spread.last.runtime_s:.1f} s; slowest {escape(spread.slowest.host)}"
+            f" ({units.figure('iops', spread.slowest.iops)})", soft_wrap=True)
     probe = run.data.get("metadata_probe")
     if probe:
         console.print(rich_table(probe_table(probe),
@@ -92,6 +99,15 @@ def distinct_warnings(run: Run) -> list[tuple[dict[str, Any], int]]:
         else:
             seen[key] = [w, 1]
     return [(w, n) for w, n in seen.values()]
+
+
+def host_table(spread: HostSpread) -> Table:
+    bw = units.choose("bw", [r.bw_bytes_per_s for r in spread.rows])
+    lat = units.choose("latency", [r.clat_p99_ns for r in spread.rows])
+    rows = [[r.host, units.IOPS.fmt(r.iops), bw.fmt(r.bw_bytes_per_s), lat.fmt(r.clat_p99_ns),
+             f"{r.runtime_s:.1f}"] for r in spread.rows]
+    return Table(["host", "IOPS", f"BW [{bw.name}]", f"clat p99 [{lat.name}]", "runtime [s]"],
+                 rows, [False, True, True, True, True])
 
 
 def probe_table(probe: dict[str, Any]) -> Table:

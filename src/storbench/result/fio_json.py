@@ -62,6 +62,25 @@ def parse_fio_json(text: str) -> tuple[str, list[TestResult]]:
     ]
 
 
+def parse_per_host(text: str) -> dict[str, list[TestResult]]:
+    """Client/server output: one TestResult per job name for each host ("addr:port").
+
+    Empty for output of a local run (no ``client_stats``).
+    """
+    doc = load_fio_json(text)
+    defaults = {str(k): str(v) for k, v in (doc.get("global options") or {}).items()}
+    hosts: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for job in job_entries(doc):
+        if "hostname" not in job or "jobs" in doc:
+            continue
+        host = f"{job['hostname']}:{job.get('port', '')}"
+        hosts.setdefault(host, {}).setdefault(str(job.get("jobname", "")), []).append(job)
+    return {
+        host: [aggregate(name, jobs, defaults) for name, jobs in groups.items()]
+        for host, groups in hosts.items()
+    }
+
+
 def _latency(stats: dict[str, Any] | None, scale: float) -> Latency | None:
     if not stats or not stats.get("N"):
         return None

@@ -152,6 +152,31 @@ class JobFile:
             sections.append(section)
         return JobFile(tuple(sections))
 
+    def for_host(self, prefix: str, host_label: str, *, shared: bool) -> JobFile:
+        """This (prepared) job file for one of several fio servers sharing a directory.
+
+        Files are named ``<prefix>-<host_label>-...`` so that hosts do not collide,
+        or ``<prefix>-...`` for all hosts with ``shared``; fio deletes them when a
+        job ends (unlink=1): storbench cannot remove files on a remote host itself.
+        """
+        effective = dict(self.effective())
+        own = prefix if shared else f"{prefix}-{host_label}"
+        sections = []
+        for section in self.sections:
+            if not section.is_global:
+                filename = effective.get(section.name, {}).get("filename")
+                if filename:
+                    section = section.with_option(
+                        "filename", ":".join(f"{own}-{p}" for p in filename.split(":")))
+                elif shared:
+                    section = section.with_option("filename", f"{own}-{section.name}.data")
+                else:
+                    section = section.with_option("filename_format",
+                                                  f"{own}.$jobname.$jobnum.$filenum")
+                section = section.with_option("unlink", "1")
+            sections.append(section)
+        return JobFile(tuple(sections))
+
     def estimated_bytes(self) -> int | None:
         """Bytes the job files take on disk, or None when fio's options don't say."""
         per_file: dict[str, int] = {}
