@@ -25,7 +25,7 @@ from typing import Any
 
 from storbench import __version__
 from storbench.analysis import warnings
-from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError, TargetError
+from storbench.errors import ConfigError, FioError, TargetError
 from storbench.execute import FioBinary, LocalExecutor, SignalGuard, find_fio
 from storbench.execute.local import fio_message
 from storbench.result import TestResult, parse_fio_json
@@ -158,7 +158,7 @@ def _ask(fio: FioBinary, hosts: list[Host], job: Path) -> tuple[list[str], str]:
 
 def run_on_hosts(spec: Any, store: Store, reporter: Any) -> int:
     """Run spec's suite on every host at once; returns the run id (see runner.run_benchmark)."""
-    from storbench.runner import make_plan  # the plan is the same as for a local run
+    from storbench.runner import make_plan, record_failure  # shared with local runs
 
     hosts: list[Host] = list(spec.hosts)
     fio = find_fio(spec.fio)
@@ -195,14 +195,7 @@ def run_on_hosts(spec: Any, store: Store, reporter: Any) -> int:
                 _execute(plan, executor, store, run_id, hosts, uid, spec.shared_file,
                          reporter, guard)
             except BaseException as exc:
-                status = "interrupted" if isinstance(exc, Interrupted) else "failed"
-                if isinstance(exc, KeyboardInterrupt):
-                    status, exc = "interrupted", Interrupted(2)
-                store.finish_run(run_id, status, str(exc) or type(exc).__name__)
-                if isinstance(exc, StorbenchError):
-                    exc.run_id = run_id  # type: ignore[attr-defined]
-                    raise exc from None
-                raise
+                record_failure(store, run_id, exc)
             store.finish_run(run_id, "completed")
             guard.check()
             return run_id

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from storbench import __version__
 from storbench.analysis import warnings
@@ -255,15 +255,7 @@ def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None)
                 if ctx.probe is not None:
                     ctx.probe.stop()
                 remove_scratch(scratch)
-                status = "interrupted" if isinstance(exc, Interrupted) else "failed"
-                if isinstance(exc, KeyboardInterrupt):
-                    status, exc = "interrupted", Interrupted(2)
-                message = str(exc) or type(exc).__name__
-                store.finish_run(run_id, status, message)
-                if isinstance(exc, StorbenchError):
-                    exc.run_id = run_id  # type: ignore[attr-defined]
-                    raise exc from None
-                raise
+                record_failure(store, run_id, exc)
             remove_scratch(scratch)
             data = {"metadata_probe": ctx.probe.summary()} if ctx.probe is not None else {}
             stored = store.get_run(run_id)
@@ -351,6 +343,22 @@ def _execute(c: _Context) -> None:
             )
         later = {n for _, _, t in schedule[index + 1:] for n in t.jobfile.named_files()}
         remove_files_except(c.scratch, later)
+
+
+def record_failure(store: Store, run_id: int, exc: BaseException) -> NoReturn:
+    """Store a run that did not complete as failed or interrupted, and re-raise.
+
+    A StorbenchError leaves with the run's id (``exc.run_id``), so that the CLI can
+    show what did complete; Ctrl-C arriving as KeyboardInterrupt becomes Interrupted.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        exc = Interrupted(2)
+    status = "interrupted" if isinstance(exc, Interrupted) else "failed"
+    store.finish_run(run_id, status, str(exc) or type(exc).__name__)
+    if isinstance(exc, StorbenchError):
+        exc.run_id = run_id  # type: ignore[attr-defined]
+        raise exc from None
+    raise exc
 
 
 def _preamble(raw: str) -> str:
