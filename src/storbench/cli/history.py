@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import click
 from storbench.analysis.compare import compare as build_comparison
 from storbench.cli.common import cli, db_option, err, json_option, out, parse_tags, print_json
 from storbench.errors import ConfigError
+from storbench.importer import import_runs
 from storbench.render import FORMATS, terminal
 from storbench.render.json import run_dict
 from storbench.render.timeline import render_timeline
@@ -179,3 +181,32 @@ def suites(name: str | None, as_json: bool) -> None:
     terminal.print_suites(out, chosen, detailed=name is not None)
 
 
+
+
+@cli.command(name="import")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--label", "-l", help="Label for the imported run(s).")
+@click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
+              help="Attach a tag (repeatable).")
+@db_option
+def import_(store: Store, files: tuple[str, ...], label: str | None,
+            tags: tuple[str, ...]) -> None:
+    """Import fio's JSON or json+ output (any fio >= 2.x, also client/server) as runs.
+
+    FILE may be `-` for standard input. Every file is read before anything is
+    stored: one bad file imports nothing. fio's terse and text output are not read yet.
+
+    \b
+    Example:
+      storbench import old-run.json --label efs-2019
+      fio --output-format=json+ job.fio | storbench import - --tag host=db1
+    """
+    sources = []
+    for name in files:
+        try:
+            text = sys.stdin.read() if name == "-" else Path(name).read_text(errors="replace")
+        except OSError as exc:
+            raise ConfigError(f"cannot read {name!r}: {exc.strerror}") from exc
+        sources.append(("<stdin>" if name == "-" else name, text))
+    for run_id in import_runs(store, sources, label=label, tags=parse_tags(tags)):
+        err.print(f"Imported run #{run_id}")

@@ -81,13 +81,17 @@ def parse_per_host(text: str) -> dict[str, list[TestResult]]:
     }
 
 
-def _latency(stats: dict[str, Any] | None, scale: float) -> Latency | None:
-    if not stats or not stats.get("N"):
+def _latency(stats: dict[str, Any] | None, scale: float, samples: int = 0) -> Latency | None:
+    """fio's latency block; fio 2.x gives no sample count ("N"): ``samples`` stands in."""
+    if not stats:
+        return None
+    n = int(stats.get("N", 0)) or (samples if stats.get("max") else 0)
+    if not n:
         return None
     percentiles = {float(k): float(v) * scale for k, v in (stats.get("percentile") or {}).items()}
     bins = {int(k): int(v) for k, v in (stats.get("bins") or {}).items()} if scale == 1 else {}
     return Latency(
-        samples=int(stats["N"]),
+        samples=n,
         min_ns=float(stats["min"]) * scale,
         max_ns=float(stats["max"]) * scale,
         mean_ns=float(stats["mean"]) * scale,
@@ -100,7 +104,9 @@ def _latency(stats: dict[str, Any] | None, scale: float) -> Latency | None:
 def _lat_of(d: dict[str, Any], kind: str) -> Latency | None:
     if f"{kind}_ns" in d:
         return _latency(d[f"{kind}_ns"], 1.0)
-    return _latency(d.get(kind), 1000.0)  # fio 2.x: microseconds
+    # fio 2.x: microseconds, and no sample count: the I/Os done stand in for it
+    ios = int(d.get("total_ios", 0)) or round(float(d.get("iops", 0)) * d.get("runtime", 0) / 1000)
+    return _latency(d.get(kind), 1000.0, ios)
 
 
 def _direction(parts: Sequence[dict[str, Any]]) -> Direction | None:
@@ -117,10 +123,7 @@ def _direction(parts: Sequence[dict[str, Any]]) -> Direction | None:
             float(p["bw_bytes"]) if "bw_bytes" in p else float(p.get("bw", 0)) * 1024
             for p in parts
         ),
-        io_bytes=sum(
-            int(p["io_bytes"]) if "io_bytes" in p else int(p.get("io_kbytes", 0)) * 1024
-            for p in parts
-        ),
+        io_bytes=sum(_io_bytes(p) for p in parts),
         total_ios=sum(int(p.get("total_ios", 0)) for p in parts),
         runtime_ms=max(int(p.get("runtime", 0)) for p in parts),
         short_ios=sum(int(p.get("short_ios", 0)) for p in parts),
@@ -129,6 +132,12 @@ def _direction(parts: Sequence[dict[str, Any]]) -> Direction | None:
         clat=merged("clat"),
         lat=merged("lat"),
     )
+
+
+def _io_bytes(d: dict[str, Any]) -> int:
+    if "io_kbytes" in d or "bw_bytes" in d:  # fio 3: io_bytes is bytes
+        return int(d.get("io_bytes", int(d.get("io_kbytes", 0)) * 1024))
+    return int(d.get("io_bytes", 0)) * 1024  # fio 2.x: "io_bytes" held KiB
 
 
 def aggregate(

@@ -1,0 +1,124 @@
+"""storbench import: fio JSON from elsewhere becomes stored runs, or nothing at all."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+# fio 2.x's JSON, written by hand to its format (latency in microseconds, no *_ns keys,
+# bandwidth in KiB/s): fio 2.x is not packaged any more.
+FIO2_JSON = """{
+  "fio version" : "fio-2.1.5",
+  "jobs" : [
+    {
+      "jobname" : "test", "groupid" : 0, "error" : 0,
+      "read" : {"io_bytes" : 784996, "bw" : 3185, "iops" : 796, "runtime" : 246443,
+        "slat" : {"min" : 0, "max" : 0, "mean" : 0.0, "stddev" : 0.0},
+        "clat" : {"min" : 268, "max" : 2190012, "mean" : 59762.5, "stddev" : 75911.4,
+          "percentile" : {"50.000000" : 35072, "99.000000" : 350208}},
+        "lat" : {"min" : 269, "max" : 2190013, "mean" : 59763.1, "stddev" : 75911.4}},
+      "write" : {"io_bytes" : 263580, "bw" : 1069, "iops" : 267, "runtime" : 246443,
+        "slat" : {"min" : 0, "max" : 0, "mean" : 0.0, "stddev" : 0.0},
+        "clat" : {"min" : 421, "max" : 1881420, "mean" : 60124.9, "stddev" : 74811.2,
+          "percentile" : {"50.000000" : 36096, "99.000000" : 346112}},
+        "lat" : {"min" : 422, "max" : 1881421, "mean" : 60125.5, "stddev" : 74811.2}},
+      "usr_cpu" : 0.9, "sys_cpu" : 3.2, "ctx" : 262146
+    }
+  ]
+}
+"""
+
+
+def fio_json(tmp_path, *args, fmt="json+"):
+    proc = subprocess.run([FIO, "--name=imp", f"--directory={tmp_path}", "--size=2m",
+                           "--bs=4k", f"--output-format={fmt}", *args],
+                          capture_output=True, text=True, check=True)
+    return proc.stdout
+
+
+def last(db):
+    return json.loads(run_cli("show", "last", "--json", db=db).stdout)
+
+
+def test_import_json_plus_file_and_compare_with_a_measured_run(tmp_path, tmpfs, store_path):
+    path = tmp_path / "old.json"
+    path.write_text(fio_json(tmp_path, "--rw=randrw", "--numjobs=2"))
+    proc = run_cli("import", str(path), "--label", "old", "--tag", "from=ticket", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Imported run #1" in proc.stderr
+    run = last(store_path)
+    assert run["origin"] == "imported" and run["label"] == "old" and run["tags"] == {
+        "from": "ticket"}
+    assert run["tests"][0]["jobs"] == 2 and run["tests"][0]["read"]["clat"]["bins"]
+    raw = json.loads(run_cli("show", "last", "--json", "--raw", db=store_path).stdout)
+    assert raw["fio_output"][0] == path.read_text()  # verbatim
+    measured = run_cli("run", str(tmpfs), "--size", "8m", "--runtime", "1", db=store_path)
+    assert measured.returncode == 0, measured.stderr
+    md = run_cli("export", "1", "2", db=store_path).stdout
+    assert "| #1 | old | imported |" in md and "imp read IOPS" in md
+
+
+def test_import_from_stdin_with_a_terminal_log_around_it(tmp_path, store_path):
+    text = ("root@db1:~# fio --name=imp --rw=write --output-format=json\n"
+            + fio_json(tmp_path, "--rw=write", fmt="json") + "root@db1:~# \n")
+    proc = subprocess.run([*STORBENCH, "import", "-"], input=text, capture_output=True,
+                          text=True, env={**__import__("os").environ,
+                                          "STORBENCH_DB": str(store_path)})
+    assert proc.returncode == 0, proc.stderr
+    run = last(store_path)
+    assert run["target"] == "<stdin>" and run["tests"][0]["write"]["iops"] > 0
+
+
+def test_import_fio2_json(tmp_path, store_path):
+    path = tmp_path / "efs-2016.json"
+    path.write_text(FIO2_JSON)
+    assert run_cli("import", str(path), db=store_path).returncode == 0
+    t = last(store_path)["tests"][0]
+    assert t["read"]["iops"] == 796 and t["write"]["iops"] == 267
+    assert t["read"]["bw_bytes_per_s"] == 3185 * 1024  # fio 2.x: KiB/s
+    assert t["read"]["io_bytes"] == 784996 * 1024  # fio 2.x's "io_bytes" held KiB
+    assert t["read"]["clat"]["percentiles_ns"]["99.0"] == 350208 * 1000  # µs -> ns
+    assert t["read"]["clat"]["mean_ns"] == pytest.approx(59762.5 * 1000)
+
+
+def test_import_client_server_output(fio_servers, tmp_path, store_path):
+    servers = fio_servers(2)
+    job = tmp_path / "cs.fio"
+    job.write_text(f"[cs]\nrw=randread\nbs=4k\nsize=2m\ndirectory={tmp_path}\n")
+    args = []
+    for a in servers.addresses:
+        args += [f"--client={a},{servers.port}", str(job)]
+    out = subprocess.run([FIO, "--output-format=json+", *args], capture_output=True,
+                         text=True, check=True).stdout
+    path = tmp_path / "cs.json"
+    path.write_text(out)
+    assert run_cli("import", str(path), db=store_path).returncode == 0
+    run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    assert run["tests"][0]["name"] == "cs"
+    assert run["tests"][0]["read"]["iops"] > 0
+    proc = run_cli("show", "last", db=store_path)
+    assert "cs: per host" in proc.stdout
+
+
+@pytest.mark.parametrize("text, needle, code", [
+    ("read : io=784996KB, bw=3185.4KB/s, iops=796, runt=246443msec\n", "not supported yet", 2),
+    ("3;fio-3.33;imp;0;0;4096;\n", "terse output is not supported yet", 2),
+    ('{\n  "fio version" : "fio-3.33",\n  "jobs" : [\n    {\n', "cut short", 2),
+    ('{"fio version": "fio-3.33", "jobs": []}', "holds no job", 2),
+])
+def test_bad_input_is_one_clear_error_and_stores_nothing(text, needle, code, tmp_path,
+                                                         store_path):
+    good = tmp_path / "good.json"
+    good.write_text(fio_json(tmp_path, "--rw=read"))
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text)
+    proc = run_cli("import", str(good), str(bad), db=store_path)
+    assert proc.returncode == code, proc.stderr
+    assert needle in proc.stderr and str(bad) in proc.stderr and "Traceback" not in proc.stderr
+    assert json.loads(run_cli("list", "--json", db=store_path).stdout) == []
