@@ -8,6 +8,7 @@ bytes/s, ns); ``kind`` says which.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -69,7 +70,13 @@ def latency_stat(lat: Latency | None, stat: str) -> float | None:
 
 
 def value(result: TestResult, m: Metric) -> float | None:
-    """The metric's value in base units, or None when the test has no such figure."""
+    """The metric's value in base units, or None when the test has no such figure
+    (NaN, as in published references that give only some figures, is None too)."""
+    v = _value(result, m)
+    return None if v is None or math.isnan(v) else v
+
+
+def _value(result: TestResult, m: Metric) -> float | None:
     if result.error:
         return None
     if m.direction == "sync":

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from storbench import references
 from storbench.analysis.compare import compare as build_comparison
 from storbench.cli.common import cli, db_option, err, json_option, out, parse_tags, print_json
 from storbench.errors import ConfigError
@@ -81,7 +82,8 @@ def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
             out.print(inv.job_text, markup=False)
 
 
-def _comparison(store: Store, refs: tuple[str, ...], baseline: str | None) -> Any:
+def _comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
+                reference: str | None = None, reference_file: Path | None = None) -> Any:
     if not refs:
         raise ConfigError("name at least one run (see `storbench list`)")
     ids = [store.resolve(r) for r in refs]
@@ -91,25 +93,43 @@ def _comparison(store: Store, refs: tuple[str, ...], baseline: str | None) -> An
         if base_id not in ids:
             ids.insert(0, base_id)
         base_index = ids.index(base_id)
-    return build_comparison([store.get_run(i) for i in ids], base_index)
+    runs = [store.get_run(i) for i in ids]
+    if reference or reference_file:
+        extra = references.load_file(reference_file) if reference_file else []
+        names = [n.strip() for n in (reference or "").split(",") if n.strip()]
+        chosen = references.select(names, runs[0].suite, extra) if names else [
+            r for r in extra if r.suite == runs[0].suite]
+        runs += [references.as_run(r, i) for i, r in enumerate(chosen)]
+    return build_comparison(runs, base_index)
+
+
+def reference_options(f: Any) -> Any:
+    f = click.option("--reference-file", type=click.Path(exists=True, dir_okay=False,
+                                                         path_type=Path),
+                     help="Your own reference set (JSON; see docs/cli.md).")(f)
+    return click.option("--reference", "-R", metavar="NAME,...",
+                        help="Add published figures for the same workload as rows, e.g."
+                             " ebs-gp3,efs (see `storbench reference list`).")(f)
 
 
 @cli.command(name="compare")
 @click.argument("run_refs", nargs=-1, metavar="RUN...")
 @click.option("--baseline", "-b", metavar="RUN",
               help="Show each figure as a ratio to this run (× the baseline).")
+@reference_options
 @json_option
 @db_option
 def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
-                as_json: bool) -> None:
+                reference: str | None, reference_file: Path | None, as_json: bool) -> None:
     """Compare runs side by side: one row per run, one column per metric.
 
     \b
     Example:
       storbench compare 12 13 14
       storbench compare 13 14 --baseline 12
+      storbench compare 12 --reference ebs-gp3,efs   # beside published figures
     """
-    comp = _comparison(store, run_refs, baseline)
+    comp = _comparison(store, run_refs, baseline, reference, reference_file)
     if as_json:
         click.echo(FORMATS["json"](comp), nl=False)
         return
@@ -123,9 +143,10 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
 @click.option("--baseline", "-b", metavar="RUN", help="Add ratios to this run.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
+@reference_options
 @db_option
 def export(store: Store, run_refs: tuple[str, ...], fmt: str, baseline: str | None,
-           output: Path | None) -> None:
+           output: Path | None, reference: str | None, reference_file: Path | None) -> None:
     """Export runs as a Markdown table, CSV or JSON (the full model, base units).
 
     \b
@@ -133,7 +154,7 @@ def export(store: Store, run_refs: tuple[str, ...], fmt: str, baseline: str | No
       storbench export 12 13 --format md >> wiki.md
       storbench export 12 --format json -o run12.json
     """
-    text = FORMATS[fmt](_comparison(store, run_refs, baseline))
+    text = FORMATS[fmt](_comparison(store, run_refs, baseline, reference, reference_file))
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -210,3 +231,34 @@ def import_(store: Store, files: tuple[str, ...], label: str | None,
         sources.append(("<stdin>" if name == "-" else name, text))
     for run_id in import_runs(store, sources, label=label, tags=parse_tags(tags)):
         err.print(f"Imported run #{run_id}")
+
+
+@cli.group()
+def reference() -> None:
+    """Published reference figures (the studies storbench was built from).
+
+    \b
+    Example:
+      storbench reference list
+      storbench compare 12 --reference ebs-gp3,efs
+    """
+
+
+@reference.command(name="list")
+@click.option("--file", "reference_file", type=click.Path(exists=True, dir_okay=False,
+                                                           path_type=Path),
+              help="Also list the references in this file.")
+@json_option
+def reference_list(reference_file: Path | None, as_json: bool) -> None:
+    """List the published references: name, target, suite, study, source.
+
+    \b
+    Example:
+      storbench reference list --json
+    """
+    refs = [*references.BUILTIN, *(references.load_file(reference_file)
+                                   if reference_file else [])]
+    if as_json:
+        print_json([references.describe(r) for r in refs])
+        return
+    terminal.print_references(out, refs)

@@ -26,7 +26,8 @@ def render(comp: Comparison) -> str:
             headers.append(f"{col.title} ratio to #{comp.runs[comp.baseline].id}")
     writer.writerow(headers)
     for run, row in zip(comp.runs, comp.cells, strict=True):
-        line: list[str] = [str(run.id), run.label or "", run.suite, run.status, run.created_at]
+        ident = "published" if run.origin == "published" else str(run.id)
+        line: list[str] = [ident, run.label or "", run.suite, run.status, run.created_at]
         for cell, unit in zip(row, column_units, strict=True):
             line.append("" if cell.value is None else f"{cell.value / unit.divisor:.6g}")
             if comp.baseline is not None:

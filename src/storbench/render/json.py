@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from storbench.analysis.assertions import Outcome
@@ -72,7 +73,18 @@ def render(comp: Comparison) -> str:
             ],
         },
     }
-    return json.dumps(doc, indent=2, default=_default) + "\n"
+    return json.dumps(_no_nan(doc), indent=2, default=_default, allow_nan=False) + "\n"
+
+
+def _no_nan(o: Any) -> Any:
+    """NaN (a figure a published reference does not give) becomes null: valid JSON."""
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _no_nan(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_no_nan(v) for v in o]
+    return o
 
 
 def _default(o: object) -> Any:

@@ -19,7 +19,10 @@ class Table:
 def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ") -> Table:
     """Runs as rows, metrics as columns. ``sep`` joins test name and metric in headers."""
     headers = ["run", "label", "suite"]
-    rows: list[list[str]] = [[f"#{r.id}", r.label or "", r.suite] for r in comp.runs]
+    rows: list[list[str]] = [
+        ["published" if r.origin == "published" else f"#{r.id}", r.label or "", r.suite]
+        for r in comp.runs
+    ]
     for j, col in enumerate(comp.columns):
         column_values = [comp.cells[i][j].value for i in range(len(comp.runs))]
         unit = units.choose(col.metric.kind, column_values)

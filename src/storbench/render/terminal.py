@@ -185,3 +185,13 @@ def print_suites(console: Console, suites: list[Suite], *, detailed: bool) -> No
         for test, jf in s.jobfiles():
             console.print(f"\n[bold]{test.name}[/bold]: {test.description}")
             console.print(jf.render(), markup=False)
+
+
+def print_references(console: Console, refs: list[Any]) -> None:
+    t = RichTable(header_style="bold")
+    for col in ("name", "target", "suite", "figures", "study"):
+        t.add_column(col)
+    for r in refs:
+        figures = ", ".join(f"{test}.{k}" for test, m in r.figures.items() for k in m)
+        t.add_row(Text(r.name), Text(r.target), Text(r.suite), Text(figures), Text(r.study))
+    console.print(t)
