@@ -130,6 +130,11 @@ def test_baseline_regression_gates_ci(throttled, tmp_path, store_path):
     assert run_cli("check", "3", "--baseline", "fast", db=store_path).returncode == 0
 
 
+def test_rate_only_where_it_means_something(tmpfs, store_path):
+    proc = run_cli("run", str(tmpfs), "--suite", "quick", "--rate", "150", db=store_path)
+    assert proc.returncode == 2 and "--rate applies to" in proc.stderr
+
+
 def test_etcd_profiles_and_threshold(tmpfs, store_path):
     proc = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", "--profile",
                    "openshift", db=store_path)

@@ -115,6 +115,10 @@ def run(
         raise ConfigError(f"--threshold must be a positive number of ms, not {threshold_ms}")
     if rate_iops is not None and rate_iops <= 0:
         raise ConfigError(f"--rate must be a positive number of writes/s, not {rate_iops}")
+    if rate_iops is not None and (job_file is not None
+                                  or not any(t.rated for t in get_suite(suite).tests)):
+        raise ConfigError("--rate applies to suites with an open-loop variant (etcd);"
+                          " in a job file, set rate_iops= yourself")
     for text in assertions:
         Assertion.parse(text)  # syntax errors before any I/O
     limit = _parse_percent(max_regression)
