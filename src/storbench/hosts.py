@@ -21,15 +21,15 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from storbench import __version__
 from storbench.analysis import warnings
 from storbench.errors import ConfigError, FioError, TargetError
-from storbench.execute import FioBinary, LocalExecutor, SignalGuard, find_fio
+from storbench.execute import Execution, FioBinary, LocalExecutor, SignalGuard, find_fio
 from storbench.execute.local import fio_message
 from storbench.result import TestResult, parse_fio_json
 from storbench.result.fio_json import parse_per_host
+from storbench.runner import Plan, Reporter, RunSpec, make_plan, raise_for_fio, record_failure
 from storbench.store import Invocation, Store
 from storbench.target.environment import host_facts
 
@@ -156,10 +156,8 @@ def _ask(fio: FioBinary, hosts: list[Host], job: Path) -> tuple[list[str], str]:
                 stream.close()
 
 
-def run_on_hosts(spec: Any, store: Store, reporter: Any) -> int:
+def run_on_hosts(spec: RunSpec, store: Store, reporter: Reporter) -> int:
     """Run spec's suite on every host at once; returns the run id (see runner.run_benchmark)."""
-    from storbench.runner import make_plan, record_failure  # shared with local runs
-
     hosts: list[Host] = list(spec.hosts)
     fio = find_fio(spec.fio)
     workdir = Path(tempfile.mkdtemp(prefix="storbench-fio-"))
@@ -181,14 +179,10 @@ def run_on_hosts(spec: Any, store: Store, reporter: Any) -> int:
                 "fio_version": fio.version_text,
                 "storbench_version": __version__,
             }
-            settings = {"suite": plan.suite_name, "size": spec.size, "runtime_s": spec.runtime,
-                        "hosts": [h.key for h in hosts], "shared_file": spec.shared_file,
-                        "repeat": spec.repeat, "assertions": list(spec.assertions),
-                        "threshold_ms": spec.threshold_ms, "profile": spec.profile,
-                        "rate_iops": spec.rate_iops, "until_steady": spec.until_steady}
             run_id = store.begin_run(
                 uid=uid, suite=plan.suite_name, target=f"{remote} on {len(hosts)} hosts",
-                environment=environment, settings=settings, storbench_version=__version__,
+                environment=environment, settings=spec.settings(plan.suite_name),
+                storbench_version=__version__,
                 fio_version=fio.version_text, label=spec.label, tags=spec.tags)
             try:
                 reporter.run_started(run_id, plan, remote)
@@ -203,8 +197,8 @@ def run_on_hosts(spec: Any, store: Store, reporter: Any) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _execute(plan: Any, executor: LocalExecutor, store: Store, run_id: int, hosts: list[Host],
-             uid: str, shared: bool, rep: Any, guard: SignalGuard) -> None:
+def _execute(plan: Plan, executor: LocalExecutor, store: Store, run_id: int, hosts: list[Host],
+             uid: str, shared: bool, rep: Reporter, guard: SignalGuard) -> None:
     ordinal = 0
     for index, (_, repeat, test) in enumerate(plan.schedule()):
         guard.check()
@@ -238,7 +232,7 @@ def _execute(plan: Any, executor: LocalExecutor, store: Store, run_id: int, host
         _raise_for_failures(test.name, hosts, execution, per_host, deadline)
 
 
-def _raise_for_failures(test: str, hosts: list[Host], execution: Any,
+def _raise_for_failures(test: str, hosts: list[Host], execution: Execution,
                         per_host: dict[str, list[TestResult]], deadline: float | None) -> None:
     if execution.lost_hosts:
         raise FioError(
@@ -250,15 +244,5 @@ def _raise_for_failures(test: str, hosts: list[Host], execution: Any,
         raise FioError(
             f"test {test!r}: no result from {', '.join(missing) or 'the fio servers'} within"
             f" {deadline:.0f} s (the test's runtime + {GRACE_S:.0f} s); the run was stopped")
-    failed = [(h, r) for h, rs in per_host.items() for r in rs if r.error]
-    if failed:
-        host, r = failed[0]
-        raise FioError(f"fio job {r.name!r} failed on {host} with error {r.error}:"
-                       f" {fio_message(execution.stderr)}",
-                       returncode=execution.returncode, stderr=execution.stderr)
-    if execution.returncode != 0 or missing:
-        raise FioError(
-            f"fio client exited with status {execution.returncode}"
-            + (f"; no result from {', '.join(missing)}" if missing else "")
-            + f": {fio_message(execution.stderr)}",
-            returncode=execution.returncode, stderr=execution.stderr)
+    raise_for_fio(execution, [(h, r) for h, rs in per_host.items() for r in rs],
+                  f"; no result from {', '.join(missing)}" if missing else "")

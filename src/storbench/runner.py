@@ -21,7 +21,7 @@ from typing import Any, NoReturn, Protocol
 from storbench import __version__
 from storbench.analysis import warnings
 from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError
-from storbench.execute import LocalExecutor, Progress, SignalGuard, find_fio
+from storbench.execute import Execution, LocalExecutor, Progress, SignalGuard, find_fio
 from storbench.execute.local import fio_message
 from storbench.execute.probe import MetadataProbe, is_network_fs
 from storbench.result import TestResult, parse_fio_json
@@ -34,7 +34,7 @@ from storbench.target.directory import (
     remove_scratch,
 )
 from storbench.target.environment import host_facts
-from storbench.workload import JobFile, Suite, get_suite, parse_jobfile
+from storbench.workload import JobFile, get_suite, parse_jobfile
 from storbench.workload.sizes import parse_size
 
 
@@ -61,6 +61,23 @@ class RunSpec:
     hosts: tuple[Any, ...] = ()  # hosts.Host: run on these fio servers (client/server mode)
     shared_file: bool = False  # with hosts: every host uses one file
 
+    def settings(self, suite_name: str) -> dict[str, Any]:
+        """What the run was asked to do, stored with it (verdicts are judged from it)."""
+        return {
+            "suite": suite_name,
+            "size": self.size,
+            "runtime_s": self.runtime,
+            "threshold_ms": self.threshold_ms,
+            "job_file": str(self.job_file) if self.job_file else None,
+            "repeat": self.repeat,
+            "until_steady": self.until_steady,
+            "assertions": list(self.assertions),
+            "rate_iops": self.rate_iops,
+            "profile": self.profile,
+            "hosts": [h.key for h in self.hosts],
+            "shared_file": self.shared_file,
+        }
+
 
 DEFAULT_STEADY_MAX_S = 120.0
 STEADY_CRITERION = re.compile(r"^(iops|bw)(_slope)?:\d+(\.\d+)?%?$")
@@ -79,7 +96,6 @@ class PlannedTest:
 @dataclass(frozen=True)
 class Plan:
     suite_name: str
-    suite: Suite | None
     tests: list[PlannedTest]
     repeat: int = 1
 
@@ -178,14 +194,14 @@ def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
         prepared = jf.prepared(scratch, size=spec.size, runtime=spec.runtime)
         names = ", ".join(s.name for s in jf.jobs())
         test = PlannedTest(spec.job_file.name, names, prepared, expected_seconds(prepared))
-        return Plan(f"job:{spec.job_file.name}", None, [test])
+        return Plan(f"job:{spec.job_file.name}", [test])
     suite = get_suite(spec.suite)
     tests = []
     jobfiles = suite.jobfiles(size=spec.size, runtime=spec.runtime, rate_iops=spec.rate_iops)
     for t, jf in jobfiles:
         prepared = jf.prepared(scratch)
         tests.append(PlannedTest(t.name, t.description, prepared, expected_seconds(prepared)))
-    return Plan(suite.name, suite, tests)
+    return Plan(suite.name, tests)
 
 
 def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None) -> int:
@@ -225,24 +241,13 @@ def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None)
                 "fio_version": fio.version_text,
                 "storbench_version": __version__,
             }
-            settings = {
-                "suite": plan.suite_name,
-                "size": spec.size,
-                "runtime_s": spec.runtime,
-                "threshold_ms": spec.threshold_ms,
-                "job_file": str(spec.job_file) if spec.job_file else None,
-                "repeat": spec.repeat,
-                "until_steady": spec.until_steady,
-                "assertions": list(spec.assertions),
-                "rate_iops": spec.rate_iops,
-                "profile": spec.profile,
-            }
             probe_on = spec.probe_metadata
             if probe_on is None:
                 probe_on = is_network_fs(environment["target"].get("fs_type"))
             run_id = store.begin_run(
                 uid=uid, suite=plan.suite_name, target=str(spec.target.resolve()),
-                environment=environment, settings=settings, storbench_version=__version__,
+                environment=environment, settings=spec.settings(plan.suite_name),
+                storbench_version=__version__,
                 fio_version=fio.version_text, label=spec.label, tags=spec.tags,
             )
             ctx = _Context(plan, executor, store, run_id, target, scratch, rep, guard,
@@ -328,19 +333,7 @@ def _execute(c: _Context) -> None:
             numbered, found, repeat=repeat,
         )
         c.rep.test_finished(index, results)
-        said = fio_message(execution.stderr + "\n" + _preamble(execution.raw_json))
-        failed = [r for r in results if r.error]
-        if failed:
-            raise FioError(
-                f"fio job {failed[0].name!r} failed with error {failed[0].error}"
-                f" ({_strerror(failed[0].error)}): {said}",
-                returncode=execution.returncode, stderr=execution.stderr,
-            )
-        if execution.returncode != 0:
-            raise FioError(
-                f"fio exited with status {execution.returncode}: {said}",
-                returncode=execution.returncode, stderr=execution.stderr,
-            )
+        raise_for_fio(execution, [("", r) for r in results])
         later = {n for _, _, t in schedule[index + 1:] for n in t.jobfile.named_files()}
         remove_files_except(c.scratch, later)
 
@@ -359,6 +352,23 @@ def record_failure(store: Store, run_id: int, exc: BaseException) -> NoReturn:
         exc.run_id = run_id  # type: ignore[attr-defined]
         raise exc from None
     raise exc
+
+
+def raise_for_fio(execution: Execution, results: list[tuple[str, TestResult]],
+                  missing: str = "") -> None:
+    """FioError with fio's own words when a job reported an error (``results`` are
+    (where, result): where is "" or a host) or fio exited non-zero."""
+    said = fio_message(execution.stderr + "\n" + _preamble(execution.raw_json))
+    failed = [(where, r) for where, r in results if r.error]
+    if failed:
+        where, r = failed[0]
+        on = f" on {where}" if where else ""
+        raise FioError(f"fio job {r.name!r} failed{on} with error {r.error}"
+                       f" ({_strerror(r.error)}): {said}",
+                       returncode=execution.returncode, stderr=execution.stderr)
+    if execution.returncode != 0 or missing:
+        raise FioError(f"fio exited with status {execution.returncode}{missing}: {said}",
+                       returncode=execution.returncode, stderr=execution.stderr)
 
 
 def _preamble(raw: str) -> str:

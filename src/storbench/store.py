@@ -315,7 +315,7 @@ class Store:
 
     def finish_run(
         self, run_id: int, status: str, error: str | None = None,
-        fio_version: str | None = None, data: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
         warnings: Sequence[dict[str, Any]] = (),
     ) -> None:
         """The run's final status, once, with run-level data (e.g. probes) and warnings."""
@@ -331,9 +331,8 @@ class Store:
             db.executemany("INSERT INTO run_data VALUES (?, ?, ?)",
                            [(run_id, k, json.dumps(v)) for k, v in (data or {}).items()])
             db.execute(
-                "UPDATE runs SET status = ?, error = ?, finished_at = ?,"
-                " fio_version = coalesce(?, fio_version) WHERE id = ?",
-                (status, error, now_iso(), fio_version, run_id),
+                "UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE id = ?",
+                (status, error, now_iso(), run_id),
             )
 
     def delete_run(self, run_id: int) -> None:

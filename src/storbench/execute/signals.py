@@ -61,10 +61,6 @@ class SignalGuard:
         if pgid is not None and self.signum is not None:
             self._forward(self.signum)
 
-    @property
-    def interrupted(self) -> bool:
-        return self.signum is not None
-
     def sleep(self, seconds: float) -> None:
         """Sleep, but wake up (and raise Interrupted) as soon as a signal arrives."""
         deadline = time.monotonic() + seconds

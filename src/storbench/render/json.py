@@ -73,7 +73,7 @@ def render(comp: Comparison) -> str:
             ],
         },
     }
-    return json.dumps(_no_nan(doc), indent=2, default=_default, allow_nan=False) + "\n"
+    return json.dumps(_no_nan(doc), indent=2, allow_nan=False) + "\n"
 
 
 def _no_nan(o: Any) -> Any:
@@ -86,6 +86,3 @@ def _no_nan(o: Any) -> Any:
         return [_no_nan(v) for v in o]
     return o
 
-
-def _default(o: object) -> Any:
-    raise TypeError(f"cannot serialize {type(o).__name__}")

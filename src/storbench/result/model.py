@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 DIRECTIONS = ("read", "write", "trim")
-REPORTED_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9, 99.99)
 
 
 @dataclass(frozen=True)
