@@ -102,14 +102,17 @@ def fio_json_text(tmp_path_factory: pytest.TempPathFactory) -> str:
     return proc.stdout
 
 
+def _skip_unless(what: str, reason: str | None) -> None:
+    if reason:
+        pytest.skip(f"{what}: {reason}")
+
+
 @pytest.fixture
 def throttled() -> Iterator[object]:
     """A "gp3-like" volume: 3000 read / 3000 write IOPS, 125 MiB/s reads (cgroup v1 blkio)."""
     from tests.testbed import Throttled, missing_for_throttled
 
-    reason = missing_for_throttled()
-    if reason:
-        pytest.skip(f"throttled volume: {reason}")
+    _skip_unless("throttled volume", missing_for_throttled())
     with Throttled() as t:
         yield t
 
@@ -119,9 +122,7 @@ def sshfs_server() -> Iterator[object]:
     """An "EFS-like" file system: sshfs through a 1 ms-each-way latency proxy."""
     from tests.testbed import DelayedSSHFS, missing_for_sshfs
 
-    reason = missing_for_sshfs()
-    if reason:
-        pytest.skip(f"delayed network file system: {reason}")
+    _skip_unless("delayed network file system", missing_for_sshfs())
     with DelayedSSHFS(delay_ms=1) as s:
         yield s
 
@@ -131,9 +132,7 @@ def cached_loop_dir() -> Iterator[Path]:
     """ext4 on a loop device over a tmpfs file, buffered: a cache in front of a 'disk'."""
     from tests.testbed import cached_loop, missing_for_throttled
 
-    reason = missing_for_throttled()
-    if reason:
-        pytest.skip(f"cached loop device: {reason}")
+    _skip_unless("cached loop device", missing_for_throttled())
     with cached_loop() as mnt:
         yield mnt
 

@@ -26,6 +26,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 TOOLS = Path(os.environ.get("STORBENCH_TEST_TOOLS", Path.home() / ".cache" / "storbench-test"))
@@ -73,33 +74,16 @@ def tmpfs(size: str = "1g") -> Iterator[Path]:
             subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-class Throttled:
-    """ext4 on a loop device, throttled by a cgroup v1 blkio cgroup."""
+class _Target:
+    """Set up in ``_start``, registering each undo on ``self._stack``; torn down fully,
+    also when the setup itself fails half-way."""
 
-    def __init__(self, read_iops: int = 3000, write_iops: int = 3000,
-                 read_bps: int = 125 * 2**20, size: str = "2G") -> None:
-        self.limits = (read_iops, write_iops, read_bps)
-        self.size = size
+    def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
 
-    def __enter__(self) -> Throttled:
+    def __enter__(self) -> Self:
         try:
-            d = Path(self._stack.enter_context(
-                tempfile.TemporaryDirectory(prefix="sb-throttled-", dir="/var/tmp")))
-            img, self.mnt = d / "disk.img", d / "mnt"
-            self.mnt.mkdir()
-            sh("truncate", "-s", self.size, str(img))
-            self.dev = sh("losetup", "--find", "--show", "--direct-io=on", str(img))
-            self._stack.callback(subprocess.run, ["losetup", "-d", self.dev], check=False)
-            sh("mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0",
-               self.dev)
-            sh("mount", self.dev, str(self.mnt))
-            self._stack.callback(subprocess.run, ["umount", "-l", str(self.mnt)], check=False)
-            self.majmin = sh("lsblk", "-no", "MAJ:MIN", self.dev).strip()
-            self.cgroup = BLKIO / f"storbench-test-{os.getpid()}-{id(self)}"
-            self.cgroup.mkdir()
-            self._stack.callback(self._remove_cgroup)
-            self.set_limits(*self.limits)
+            self._start()
         except BaseException:
             self._stack.close()
             raise
@@ -107,6 +91,37 @@ class Throttled:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+
+class Throttled(_Target):
+    """ext4 on a loop device, throttled by a cgroup v1 blkio cgroup."""
+
+    def __init__(self, read_iops: int = 3000, write_iops: int = 3000,
+                 read_bps: int = 125 * 2**20, size: str = "2G") -> None:
+        super().__init__()
+        self.limits = (read_iops, write_iops, read_bps)
+        self.size = size
+
+    def _start(self) -> None:
+        d = Path(self._stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="sb-throttled-", dir="/var/tmp")))
+        img, self.mnt = d / "disk.img", d / "mnt"
+        self.mnt.mkdir()
+        sh("truncate", "-s", self.size, str(img))
+        self.dev = sh("losetup", "--find", "--show", "--direct-io=on", str(img))
+        self._stack.callback(subprocess.run, ["losetup", "-d", self.dev], check=False)
+        sh("mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0",
+           self.dev)
+        sh("mount", self.dev, str(self.mnt))
+        self._stack.callback(subprocess.run, ["umount", "-l", str(self.mnt)], check=False)
+        self.majmin = sh("lsblk", "-no", "MAJ:MIN", self.dev).strip()
+        self.cgroup = BLKIO / f"storbench-test-{os.getpid()}-{id(self)}"
+        self.cgroup.mkdir()
+        self._stack.callback(self._remove_cgroup)
+        self.set_limits(*self.limits)
 
     def set_limits(self, read_iops: int, write_iops: int, read_bps: int | None = None) -> None:
         cg = self.cgroup
@@ -169,25 +184,13 @@ def wait_port_on(address: str, port: int, timeout: float = 10) -> None:
     raise RuntimeError(f"nothing listens on {address}:{port}")
 
 
-class DelayedSSHFS:
+class DelayedSSHFS(_Target):
     """A private sshd on 127.0.0.1, toxiproxy in front of it adding ``delay_ms`` each
     way; ``mount(proxied=True)`` mounts the export with sshfs through the proxy."""
 
     def __init__(self, delay_ms: int = 1) -> None:
+        super().__init__()
         self.delay_ms = delay_ms
-        self._stack = contextlib.ExitStack()
-        self._procs: list[subprocess.Popen[bytes]] = []
-
-    def __enter__(self) -> DelayedSSHFS:
-        try:
-            self._start()
-        except BaseException:
-            self._stack.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
 
     def _spawn(self, argv: list[str], log: Path) -> None:
         proc = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT,
