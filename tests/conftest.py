@@ -14,6 +14,8 @@ import pytest
 
 from storbench.store import Store
 
+pytest_plugins = ["tests.k8s"]  # the Kubernetes test-bed's fixtures
+
 IS_ROOT = os.geteuid() == 0
 FIO = shutil.which("fio")
 STORBENCH = [sys.executable, "-m", "storbench"]

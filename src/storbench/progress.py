@@ -28,6 +28,9 @@ class ConsoleReporter:
         self.console.print(f"[yellow]Removed[/yellow] {escape(str(leftover.path))}, left by"
                            f" crashed run {leftover.run_uid} (started {leftover.created})")
 
+    def note(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
     def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
         self.console.print(f"Run #{run_id}: suite {escape(plan.suite_name)},"
                            f" {len(plan.tests)} test(s) in {escape(str(scratch))}")

@@ -34,6 +34,7 @@ from storbench.target.directory import (
     remove_scratch,
 )
 from storbench.target.environment import host_facts
+from storbench.target.kubernetes import KubeOptions
 from storbench.workload import JobFile, get_suite, parse_jobfile
 from storbench.workload.sizes import parse_size
 
@@ -42,7 +43,7 @@ from storbench.workload.sizes import parse_size
 class RunSpec:
     """Everything ``storbench run`` was asked to do."""
 
-    target: Path
+    target: Path | None  # None with kube
     suite: str = "quick"
     job_file: Path | None = None
     size: str | None = None
@@ -60,6 +61,7 @@ class RunSpec:
     profile: str | None = None  # named verdict profile of the suite
     hosts: tuple[Any, ...] = ()  # hosts.Host: run on these fio servers (client/server mode)
     shared_file: bool = False  # with hosts: every host uses one file
+    kube: KubeOptions | None = None  # run in a pod on a PVC of this StorageClass
 
     def settings(self, suite_name: str) -> dict[str, Any]:
         """What the run was asked to do, stored with it (verdicts are judged from it)."""
@@ -76,6 +78,7 @@ class RunSpec:
             "profile": self.profile,
             "hosts": [h.key for h in self.hosts],
             "shared_file": self.shared_file,
+            **({"kubernetes": self.kube.describe()} if self.kube is not None else {}),
         }
 
 
@@ -109,6 +112,7 @@ class Reporter(Protocol):
 
     def leftover_removed(self, leftover: Leftover) -> None: ...
     def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None: ...
+    def note(self, text: str) -> None: ...
     def test_started(self, index: int, test: PlannedTest) -> None: ...
     def progress(self, index: int, progress: Progress) -> None: ...
     def test_finished(self, index: int, results: list[TestResult]) -> None: ...
@@ -119,6 +123,9 @@ class NullReporter:
         pass
 
     def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
+        pass
+
+    def note(self, text: str) -> None:
         pass
 
     def test_started(self, index: int, test: PlannedTest) -> None:
@@ -215,6 +222,11 @@ def run_benchmark(spec: RunSpec, store: Store, reporter: Reporter | None = None)
         from storbench.hosts import run_on_hosts
 
         return run_on_hosts(spec, store, rep)
+    if spec.kube is not None:
+        from storbench.kuberun import run_on_kubernetes
+
+        return run_on_kubernetes(spec, store, rep)
+    assert spec.target is not None
     fio = find_fio(spec.fio)
     target = DirectoryTarget(spec.target)
     target.check()

@@ -313,6 +313,13 @@ class Store:
                  for w in warnings],
             )
 
+    def update_environment(self, run_id: int, environment: dict[str, Any],
+                           fio_version: str | None) -> None:
+        """Complete a running run's environment (facts learnt once its target is up)."""
+        with self._tx() as db:
+            db.execute("UPDATE runs SET environment = ?, fio_version = ? WHERE id = ?"
+                       " AND status = 'running'", (json.dumps(environment), fio_version, run_id))
+
     def finish_run(
         self, run_id: int, status: str, error: str | None = None,
         data: dict[str, Any] | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,6 +21,7 @@ from storbench.cli.common import (
     parse_tags,
     print_json,
 )
+from storbench.cli.k8s import kube_options, run_classes
 from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
 from storbench.execute import find_fio
 from storbench.hosts import DEFAULT_PORT, Host, parse_hosts
@@ -41,7 +43,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 
 
 @cli.command()
-@click.argument("target", type=click.Path(path_type=Path))
+@click.argument("target", type=click.Path(path_type=Path), required=False)
 @click.option("--suite", "-s", default="quick", show_default=True,
               help="Built-in suite to run (see `storbench suites`).")
 @click.option("--job", "job_file", type=click.Path(path_type=Path, dir_okay=False),
@@ -80,6 +82,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
               help="Hosts, one HOST[:PORT] per line (# comments).")
 @click.option("--shared-file", is_flag=True,
               help="With --hosts: every host works on one file (default: a file per host).")
+@kube_options
 @assert_options
 @click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
               help="fio binary to run (default: fio on PATH).")
@@ -92,13 +95,19 @@ def run(
     until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
     hosts_text: str | None, hosts_file: Path | None, shared_file: bool,
-    fio_path: str | None, as_json: bool,
+    fio_path: str | None, as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
+    **kube_params: Any,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
 
     Files are written only inside a scratch directory storbench-<id> that storbench
     creates under TARGET and removes at the end, on errors and on Ctrl-C. Exits 3
     when a verdict fails (etcd suite: fdatasync p99 above the threshold).
+
+    With --storage-class instead of TARGET, storbench creates a PVC of that class and
+    a pod that mounts it, runs each test's fio in the pod, and deletes both (and the
+    ConfigMap with the job files) at the end, on errors and on Ctrl-C. Several
+    classes run one after the other and end with a comparison table.
 
     \b
     Example:
@@ -110,6 +119,8 @@ def run(
       storbench run /mnt/data --until-steady --runtime 60 --baseline gp3
       storbench run /var/lib/etcd-test --suite etcd --rate 150
       storbench run /mnt/shared --hosts node1,node2,node3:8766 --suite randrw75
+      storbench run --storage-class gp3 --storage-class efs-sc --suite quick
+      storbench run --storage-class fast --namespace bench --capacity 100Gi --dry-run
     """
     if threshold_ms is not None and threshold_ms <= 0:
         raise ConfigError(f"--threshold must be a positive number of ms, not {threshold_ms}")
@@ -136,11 +147,28 @@ def run(
         raise ConfigError("--shared-file needs --hosts or --hosts-file")
     if hosts and probe_metadata:
         raise ConfigError("--probe-metadata runs on this machine; it cannot run with --hosts")
+    if storage_classes:
+        if target is not None:
+            raise ConfigError("give a directory TARGET or --storage-class, not both")
+        if hosts:
+            raise ConfigError("--hosts and --storage-class cannot be combined yet")
+        if probe_metadata:
+            raise ConfigError("--probe-metadata runs on this machine; it cannot run in a pod")
+    elif target is None:
+        raise ConfigError("give a directory TARGET (or --storage-class CLASS); see"
+                          " `storbench run --help`")
+    elif dry_run:
+        raise ConfigError("--dry-run applies to --storage-class runs")
     spec = RunSpec(target=target, suite=suite, job_file=job_file, size=size, runtime=runtime,
                    label=label, tags=parse_tags(tags), threshold_ms=threshold_ms, fio=fio_path,
                    repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
                    probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
                    profile=profile, hosts=tuple(hosts), shared_file=shared_file)
+    if storage_classes:
+        for done in run_classes(store, spec, storage_classes, kube_params, dry_run=dry_run,
+                                as_json=as_json):
+            _gate(store, done, evaluate(done), baseline, limit, quiet=as_json)
+        return
     reporter = ConsoleReporter(err)
     try:
         run_id = run_benchmark(spec, store, reporter)

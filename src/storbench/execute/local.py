@@ -246,5 +246,5 @@ def fio_message(text: str) -> str:
     """fio's error lines, verbatim, joined; the whole text if none look like errors."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("fio:") or "error" in ln.lower()]
-    chosen = errors or lines
+    chosen = list(dict.fromkeys(errors or lines))  # once each, in order
     return " | ".join(chosen[:6]) if chosen else "(fio printed nothing)"

@@ -1,0 +1,302 @@
+"""`storbench k8s classes|cleanup`, and the Kubernetes options of `storbench run`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import click
+import yaml
+from rich.table import Table
+from rich.text import Text
+
+from storbench.analysis.compare import compare as build_comparison
+from storbench.cli.common import cli, err, json_option, out, print_json
+from storbench.errors import ConfigError, Interrupted, StorbenchError
+from storbench.execute.kubernetes import KINDS, Kube, KubeError, is_default
+from storbench.kuberun import plan_kube
+from storbench.progress import ConsoleReporter
+from storbench.render import terminal
+from storbench.render.json import run_dict
+from storbench.runner import RunSpec, run_benchmark
+from storbench.store import Run, Store
+from storbench.target.kubernetes import (
+    DEFAULT_IMAGE,
+    IMAGE_ENV,
+    KubeOptions,
+    access_mode,
+    parse_pairs,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def kube_options(f: F) -> F:
+    """The options of `run` that choose and shape a Kubernetes target."""
+    opts = [
+        click.option("--storage-class", "storage_classes", multiple=True, metavar="CLASS",
+                     help="Benchmark a PVC of this StorageClass in a pod instead of a"
+                          " directory (repeat to compare classes; see `storbench k8s"
+                          " classes`)."),
+        click.option("--namespace", "-n", metavar="NS",
+                     help="Namespace for the PVC and pod (default: the context's, else"
+                          " default)."),
+        click.option("--context", "kube_context", metavar="CTX",
+                     help="kubeconfig context (default: the current one)."),
+        click.option("--kubeconfig", metavar="FILE", envvar="KUBECONFIG",
+                     help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."),
+        click.option("--capacity", metavar="QUANTITY",
+                     help="PVC size, e.g. 100Gi (default: what the suite writes + 25%, at"
+                          " least 1Gi). Cloud volumes often scale speed with size."),
+        click.option("--access-mode", default="RWO", show_default=True,
+                     metavar="RWO|RWX|RWOP", help="The PVC's access mode."),
+        click.option("--volume-mode", default="Filesystem", show_default=True,
+                     metavar="Filesystem", help="The PVC's volume mode (Filesystem only, for"
+                                                " now)."),
+        click.option("--node-selector", multiple=True, metavar="KEY=VALUE",
+                     help="Run the pod on nodes with this label (repeatable)."),
+        click.option("--image", envvar=IMAGE_ENV, show_envvar=True, default=DEFAULT_IMAGE,
+                     show_default=True, help="Runner image: fio and a POSIX sh (Dockerfile in"
+                                             " the repository)."),
+        click.option("--requests", multiple=True, metavar="RES=QTY,...",
+                     help="Pod resource requests (default cpu=250m,memory=256Mi)."),
+        click.option("--limits", multiple=True, metavar="RES=QTY,...",
+                     help="Pod resource limits (default memory=1Gi; no CPU limit, as"
+                          " throttling distorts latency)."),
+        click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
+                     help="Time limit for the whole run of one class (default: 300 s to"
+                          " start, then each test's runtime + 60 s)."),
+        click.option("--dry-run", is_flag=True,
+                     help="With --storage-class: print the manifests as YAML and stop;"
+                          " the cluster is not contacted."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def build_options(storage_class: str, params: dict[str, Any]) -> KubeOptions:
+    o = KubeOptions(
+        storage_class=storage_class, namespace=params["namespace"],
+        context=params["kube_context"], kubeconfig=params["kubeconfig"],
+        capacity=params["capacity"], access_mode=access_mode(params["access_mode"]),
+        volume_mode=params["volume_mode"],
+        node_selector=parse_pairs(params["node_selector"], "--node-selector"),
+        image=params["image"], timeout_s=params["timeout_s"],
+        **_resources(params["requests"], params["limits"]),
+    )
+    o.check()
+    return o
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (job files) as literal blocks, readable as they are."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _resources(requests: tuple[str, ...], limits: tuple[str, ...]) -> dict[str, Any]:
+    """--requests/--limits over the defaults; a limit given alone also drops the default
+    request of that resource (Kubernetes then requests the limit)."""
+    given: dict[str, Any] = {}
+    if limits:
+        given["limits"] = parse_pairs(limits, "--limits")
+    if requests:
+        given["requests"] = parse_pairs(requests, "--requests")
+    elif limits:
+        limited = {k for k, _ in given["limits"]}
+        given["requests"] = tuple((k, v) for k, v in KubeOptions.requests if k not in limited)
+    return given
+
+
+def manifests_yaml(manifests: list[dict[str, Any]]) -> str:
+    return str(yaml.dump_all(manifests, Dumper=_Dumper, sort_keys=False,
+                             default_flow_style=False))
+
+
+@cli.group()
+def k8s() -> None:
+    """Kubernetes: list StorageClasses, remove what crashed runs left.
+
+    Benchmarks run with `storbench run --storage-class CLASS`.
+
+    \b
+    Example:
+      storbench k8s classes
+      storbench k8s cleanup --older-than 1h
+    """
+
+
+def _connection_options(f: F) -> F:
+    f = click.option("--kubeconfig", metavar="FILE", envvar="KUBECONFIG",
+                     help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).")(f)
+    return click.option("--context", "kube_context", metavar="CTX",
+                        help="kubeconfig context (default: the current one).")(f)
+
+
+@k8s.command()
+@_connection_options
+@json_option
+def classes(kubeconfig: str | None, kube_context: str | None, as_json: bool) -> None:
+    """List the cluster's StorageClasses: provisioner, binding mode, expansion.
+
+    \b
+    Example:
+      storbench k8s classes
+      storbench k8s classes --context prod --json
+    """
+    kube = Kube(kubeconfig, kube_context)
+    rows = [{
+        "name": c.metadata.name, "default": is_default(c), "provisioner": c.provisioner,
+        "binding_mode": c.volume_binding_mode, "reclaim_policy": c.reclaim_policy,
+        "allow_volume_expansion": bool(c.allow_volume_expansion),
+        "parameters": dict(c.parameters or {}),
+    } for c in sorted(kube.storage_classes(), key=lambda c: c.metadata.name)]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        err.print(f"no StorageClasses in context {kube.context}")
+        return
+    table = Table(title=f"StorageClasses ({kube.context})", title_justify="left")
+    for col in ("name", "provisioner", "binding mode", "reclaim", "expansion", "parameters"):
+        table.add_column(col)
+    for r in rows:
+        name = Text(r["name"])
+        if r["default"]:
+            name.append(" (default)", style="bold")
+        table.add_row(name, Text(r["provisioner"]), Text(r["binding_mode"] or ""),
+                      Text(r["reclaim_policy"] or ""), "yes" if r["allow_volume_expansion"]
+                      else "no", Text(", ".join(f"{k}={v}" for k, v in r["parameters"].items())))
+    out.print(table)
+
+
+_AGE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+
+
+def parse_age(text: str) -> timedelta:
+    m = _AGE.match(text.strip())
+    if m is None:
+        raise ConfigError(f"--older-than {text!r} is not an age (examples: 30m, 1h, 2d)")
+    factor = {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    return timedelta(seconds=float(m.group(1)) * factor)
+
+
+@k8s.command()
+@click.option("--namespace", "-n", metavar="NS",
+              help="Only this namespace (default: the context's namespace).")
+@click.option("--all-namespaces", "-A", is_flag=True, help="Every namespace.")
+@click.option("--older-than", metavar="AGE",
+              help="Only objects older than this (e.g. 1h), sparing runs in progress.")
+@click.option("--run", "run_uid", metavar="UID", help="Only the objects of this run id.")
+@_connection_options
+@json_option
+def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
+            run_uid: str | None, kubeconfig: str | None, kube_context: str | None,
+            as_json: bool) -> None:
+    """Delete the pods, PVCs and ConfigMaps storbench runs left behind.
+
+    Finds them by the label app.kubernetes.io/managed-by=storbench (nothing else is
+    touched) and waits until they are gone. A run that is still going loses its
+    objects too, unless --older-than spares it.
+
+    \b
+    Example:
+      storbench k8s cleanup
+      storbench k8s cleanup --all-namespaces --older-than 1h
+    """
+    if namespace and all_namespaces:
+        raise ConfigError("give --namespace or --all-namespaces, not both")
+    age = parse_age(older_than) if older_than else None
+    kube = Kube(kubeconfig, kube_context)
+    ns = None if all_namespaces else (namespace or kube.namespace)
+    now = datetime.now(UTC)
+    found = [m for m in kube.managed(ns)
+             if (age is None or now - m.created > age) and (run_uid is None or m.run == run_uid)]
+    found.sort(key=lambda m: KINDS.index(m.kind))
+    problems, retained = kube.delete_and_wait(
+        [(m.kind, m.namespace, m.name) for m in found], 120)
+    if as_json:
+        print_json({"deleted": [{"kind": m.kind, "namespace": m.namespace, "name": m.name,
+                                 "run": m.run, "created": m.created.isoformat()}
+                                for m in found],
+                    "problems": problems, "retained_volumes": retained})
+    else:
+        for m in found:
+            out.print(f"deleted {m.kind} {m.namespace}/{m.name} (run {m.run}, created"
+                      f" {m.created:%Y-%m-%d %H:%M:%S})", markup=False)
+        for pv in retained:
+            out.print(f"PersistentVolume {pv} stays, by its reclaim policy", markup=False)
+        if not found:
+            where = "any namespace" if ns is None else f"namespace {ns}"
+            err.print(f"nothing to clean up in {where}", markup=False)
+    if problems:
+        raise KubeError("cleaning up: " + "; ".join(problems))
+
+
+def _namespace(o: KubeOptions) -> str:
+    """--namespace, else the kubeconfig context's, else default (no cluster contact)."""
+    if o.namespace:
+        return o.namespace
+    try:
+        return Kube(o.kubeconfig, o.context).namespace
+    except ConfigError:
+        return "default"
+
+
+def run_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], params: dict[str, Any],
+                *, dry_run: bool, as_json: bool) -> list[Run]:
+    """`run --storage-class A [--storage-class B ...]`: each class in turn, then a
+    comparison table. A class that fails does not stop the others; its error is
+    raised at the end. Returns the completed runs."""
+    if len(set(classes)) != len(classes):
+        raise ConfigError("a --storage-class is given twice")
+    options = [build_options(c, params) for c in classes]
+    if dry_run:
+        docs = [m for o in options
+                for m in plan_kube(replace(spec, kube=o), o, _namespace(o)).manifests]
+        click.echo(manifests_yaml(docs), nl=False)
+        return []
+    kube = Kube(options[0].kubeconfig, options[0].context)
+    for o in options:
+        kube.storage_class(o.storage_class)  # every class exists before anything starts
+    runs: list[Run] = []
+    failure: StorbenchError | None = None
+    for o in options:
+        label = spec.label if len(options) == 1 and spec.label else (
+            f"{spec.label}-{o.storage_class}" if spec.label else o.storage_class)
+        reporter = ConsoleReporter(err)
+        try:
+            run_id = run_benchmark(replace(spec, kube=o, label=label), store, reporter)
+        except StorbenchError as exc:
+            reporter.close()
+            failed_id: int | None = getattr(exc, "run_id", None)
+            if isinstance(exc, Interrupted) or len(options) == 1:
+                if failed_id is not None and not as_json:
+                    terminal.print_run(out, store.get_run(failed_id))
+                raise
+            err.print(f"storbench: StorageClass {o.storage_class}: {exc}", markup=False)
+            failure = failure or exc
+            continue
+        reporter.close()
+        stored = store.get_run(run_id)
+        runs.append(stored)
+        if not as_json:
+            terminal.print_run(out, stored)
+    if as_json:
+        print_json(run_dict(runs[0]) if len(options) == 1 else [run_dict(r) for r in runs])
+    elif len(runs) > 1:
+        out.print()
+        terminal.print_comparison(out, build_comparison(runs, None))
+    if failure is not None:
+        raise failure
+    return runs

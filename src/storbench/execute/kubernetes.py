@@ -1,0 +1,423 @@
+"""Talk to a Kubernetes cluster through its API (the official Python client).
+
+kubeconfig and context are read the way kubectl reads them ($KUBECONFIG, else
+~/.kube/config; the current context unless one is named; in a pod without a
+kubeconfig, the pod's service account). Every API error becomes a StorbenchError
+that quotes the API server's own message: a 403 names the verb and the resource.
+fio runs in a pod through the exec API (a websocket), never through kubectl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.stream import stream
+
+from storbench.errors import ConfigError, TargetError
+from storbench.target.kubernetes import SELECTOR
+
+# What a run does in its namespace (checked before anything is created).
+RUN_VERBS: tuple[tuple[str, str, str], ...] = (
+    ("create", "", "configmaps"), ("delete", "", "configmaps"),
+    ("create", "", "persistentvolumeclaims"), ("get", "", "persistentvolumeclaims"),
+    ("delete", "", "persistentvolumeclaims"),
+    ("create", "", "pods"), ("get", "", "pods"), ("delete", "", "pods"),
+    ("create", "", "pods/exec"), ("list", "", "events"),
+)
+KINDS = ("Pod", "ConfigMap", "PersistentVolumeClaim")  # deletion order
+
+
+class KubeError(TargetError):
+    """The cluster refused or failed a request; the message quotes the API server."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    stdout: str
+    stderr: str
+    returncode: int
+    wall_s: float
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class Managed:
+    """An object storbench created (found by its label)."""
+
+    kind: str
+    namespace: str
+    name: str
+    run: str
+    created: datetime
+
+
+def kubeconfig_path(explicit: str | None = None) -> str:
+    return explicit or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+
+
+class Kube:
+    """A connection to one cluster: the API groups storbench uses, errors translated."""
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+        path = kubeconfig_path(kubeconfig)
+        self.namespace = "default"
+        self.context = context or ""
+        try:
+            if not any(Path(p).expanduser().is_file() for p in path.split(":")) and (
+                    "KUBERNETES_SERVICE_HOST" in os.environ and context is None):
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
+                api = client.ApiClient()
+                self.context = "in-cluster"
+                ns_file = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                self.namespace = ns_file.read_text().strip() or "default"
+            else:
+                api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                    config_file=path, context=context)
+                _, active = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+                    config_file=path)
+                if context is None:
+                    self.context = active.get("name", "")
+                else:
+                    contexts, _ = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+                        config_file=path)
+                    active = next(c for c in contexts if c.get("name") == context)
+                self.namespace = active.get("context", {}).get("namespace") or "default"
+        except (ConfigException, OSError, StopIteration, KeyError, TypeError) as exc:
+            where = f" (context {context!r})" if context else ""
+            raise ConfigError(f"cannot use the kubeconfig {path}{where}: {exc or 'not found'}."
+                              " Set KUBECONFIG or --kubeconfig, and --context") from None
+        self.server = api.configuration.host
+        self.core = client.CoreV1Api(api)
+        self.storage = client.StorageV1Api(api)
+        self.authz = client.AuthorizationV1Api(api)
+        self.version_api = client.VersionApi(api)
+
+    # -- errors ------------------------------------------------------------------------
+
+    @contextmanager
+    def call(self, what: str) -> Iterator[None]:
+        """Run API calls; an ApiException or a connection failure becomes a KubeError."""
+        try:
+            yield
+        except ApiException as exc:
+            raise KubeError(f"{what}: {api_message(exc)}") from None
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            why = getattr(exc, "reason", None) or exc
+            raise KubeError(f"{what}: cannot reach the API server {self.server}: {why}"
+                            ) from None
+
+    # -- reading ------------------------------------------------------------------------
+
+    def server_version(self) -> str:
+        with self.call("reading the server version"):
+            return str(self.version_api.get_code().git_version)
+
+    def storage_classes(self) -> list[Any]:
+        with self.call("listing StorageClasses"):
+            return list(self.storage.list_storage_class().items)
+
+    def storage_class(self, name: str) -> Any:
+        """The class, or ConfigError naming the classes that exist."""
+        try:
+            with self.call(f"reading StorageClass {name}"):
+                return self.storage.read_storage_class(name)
+        except KubeError as exc:
+            if "not found" not in str(exc).lower():
+                raise
+        names = []
+        try:
+            names = [f"{c.metadata.name}{' (default)' if is_default(c) else ''}"
+                     for c in self.storage_classes()]
+        except KubeError:
+            pass
+        have = f"; the cluster has: {', '.join(names)}" if names else "; the cluster has none"
+        raise ConfigError(f"StorageClass {name!r} does not exist{have}"
+                          " (see `storbench k8s classes`)")
+
+    def missing_permissions(self, namespace: str,
+                            verbs: tuple[tuple[str, str, str], ...] = RUN_VERBS) -> list[str]:
+        """The verbs this user may not use in ``namespace``, as 'create pods/exec'."""
+        missing = []
+        for verb, group, resource in verbs:
+            res, _, sub = resource.partition("/")
+            review = client.V1SelfSubjectAccessReview(
+                spec=client.V1SelfSubjectAccessReviewSpec(
+                    resource_attributes=client.V1ResourceAttributes(
+                        namespace=namespace, verb=verb, group=group, resource=res,
+                        subresource=sub or None)))
+            with self.call("asking the API server what this user may do"):
+                answer = self.authz.create_self_subject_access_review(review)
+            if answer.status is None or not answer.status.allowed:
+                missing.append(f"{verb} {resource}")
+        return missing
+
+    def read(self, kind: str, name: str, namespace: str) -> Any | None:
+        """The object, or None when it does not exist (any more)."""
+        readers: dict[str, Callable[..., Any]] = {
+            "Pod": self.core.read_namespaced_pod,
+            "PersistentVolumeClaim": self.core.read_namespaced_persistent_volume_claim,
+            "ConfigMap": self.core.read_namespaced_config_map,
+        }
+        try:
+            with self.call(f"reading {kind} {namespace}/{name}"):
+                return readers[kind](name, namespace)
+        except KubeError as exc:
+            if "not found" in str(exc).lower():
+                return None
+            raise
+
+    def _read_or(self, kind: str, name: str, namespace: str, failed: Any) -> Any:
+        """The object, None when it is gone, ``failed`` when the API cannot say."""
+        try:
+            if kind == "PersistentVolume":
+                return self.read_pv(name)
+            return self.read(kind, name, namespace)
+        except KubeError:
+            return failed
+
+    def read_pv(self, name: str) -> Any | None:
+        try:
+            with self.call(f"reading PersistentVolume {name}"):
+                return self.core.read_persistent_volume(name)
+        except KubeError as exc:
+            if "not found" in str(exc).lower():
+                return None
+            raise
+
+    def read_node(self, name: str) -> Any | None:
+        """The node, or None when this user may not read nodes (namespaced users)."""
+        try:
+            with self.call(f"reading Node {name}"):
+                return self.core.read_node(name)
+        except KubeError:
+            return None
+
+    def events(self, namespace: str, kind: str, name: str) -> list[str]:
+        """The object's events, oldest first, as 'Warning Reason: message (xN)'."""
+        try:
+            with self.call(f"listing events of {kind} {name}"):
+                items = self.core.list_namespaced_event(
+                    namespace, field_selector=f"involvedObject.kind={kind},"
+                                              f"involvedObject.name={name}").items
+        except KubeError:
+            return []
+        items.sort(key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp
+                   or datetime.min)
+        lines = []
+        for e in items:
+            count = f" (x{e.count})" if e.count and e.count > 1 else ""
+            lines.append(f"{e.type} {e.reason}: {(e.message or '').strip()}{count}")
+        return lines
+
+    # -- writing ------------------------------------------------------------------------
+
+    def create(self, manifest: dict[str, Any], *, dry_run: bool = False) -> Any:
+        kind = manifest["kind"]
+        ns = manifest["metadata"]["namespace"]
+        creators: dict[str, Callable[..., Any]] = {
+            "Pod": self.core.create_namespaced_pod,
+            "PersistentVolumeClaim": self.core.create_namespaced_persistent_volume_claim,
+            "ConfigMap": self.core.create_namespaced_config_map,
+        }
+        extra = {"dry_run": "All"} if dry_run else {}
+        with self.call(f"creating {kind} {ns}/{manifest['metadata']['name']}"):
+            return creators[kind](ns, manifest, **extra)
+
+    def delete(self, kind: str, name: str, namespace: str) -> bool:
+        """Delete at once (no grace period); False when it was already gone."""
+        deleters: dict[str, Callable[..., Any]] = {
+            "Pod": self.core.delete_namespaced_pod,
+            "PersistentVolumeClaim": self.core.delete_namespaced_persistent_volume_claim,
+            "ConfigMap": self.core.delete_namespaced_config_map,
+        }
+        try:
+            with self.call(f"deleting {kind} {namespace}/{name}"):
+                deleters[kind](name, namespace, grace_period_seconds=0,
+                               propagation_policy="Background")
+        except KubeError as exc:
+            if "not found" in str(exc).lower():
+                return False
+            raise
+        return True
+
+    def delete_and_wait(self, objects: list[tuple[str, str, str]], wait_s: float
+                        ) -> tuple[list[str], list[str]]:
+        """Delete (kind, namespace, name) objects in this order, then wait until they and
+        the PersistentVolumes bound to the PVCs among them are gone (reclaim policy
+        Delete). Returns (what is still there, or could not be deleted, as "Kind
+        ns/name: why"; PVs that stay by their reclaim policy, as "name (Retain)")."""
+        pvs = []
+        for kind, ns, name in objects:
+            if kind == "PersistentVolumeClaim":
+                pvc = self._read_or(kind, name, ns, None)
+                if pvc is not None and pvc.spec.volume_name:
+                    pvs.append(pvc.spec.volume_name)
+        problems = []
+        for kind, ns, name in objects:
+            try:
+                self.delete(kind, name, ns)
+            except KubeError as exc:
+                problems.append(str(exc))
+        deadline = time.monotonic() + wait_s
+        left = [(k, ns, n) for k, ns, n in objects]
+        retained: list[str] = []
+        while time.monotonic() < deadline:
+            left = [(k, ns, n) for k, ns, n in left
+                    if self._read_or(k, n, ns, True) is not None]
+            remaining = []
+            for pv_name in pvs:
+                pv = self._read_or("PersistentVolume", pv_name, "", True)
+                if pv is True or (pv is not None and pv.spec.persistent_volume_reclaim_policy
+                                  == "Delete"):
+                    remaining.append(pv_name)
+                elif pv is not None:
+                    retained.append(f"{pv_name} ({pv.spec.persistent_volume_reclaim_policy})")
+            pvs = remaining
+            if not left and not pvs:
+                break
+            time.sleep(0.5)
+        problems += [f"{k} {ns}/{n}: still there after {wait_s:.0f} s" for k, ns, n in left]
+        problems += [f"PersistentVolume {p}: still there after {wait_s:.0f} s" for p in pvs]
+        return problems, retained
+
+    def managed(self, namespace: str | None) -> list[Managed]:
+        """Every object storbench created, in one namespace or (None) in all."""
+        if namespace is None:
+            listers: list[tuple[str, Callable[..., Any]]] = [
+                ("Pod", self.core.list_pod_for_all_namespaces),
+                ("ConfigMap", self.core.list_config_map_for_all_namespaces),
+                ("PersistentVolumeClaim",
+                 self.core.list_persistent_volume_claim_for_all_namespaces)]
+            args: tuple[str, ...] = ()
+        else:
+            listers = [("Pod", self.core.list_namespaced_pod),
+                       ("ConfigMap", self.core.list_namespaced_config_map),
+                       ("PersistentVolumeClaim",
+                        self.core.list_namespaced_persistent_volume_claim)]
+            args = (namespace,)
+        found = []
+        for kind, lister in listers:
+            where = f"in namespace {namespace}" if namespace else "in all namespaces"
+            with self.call(f"listing storbench's {kind}s {where}"):
+                items = lister(*args, label_selector=SELECTOR).items
+            for item in items:
+                m = item.metadata
+                found.append(Managed(kind, m.namespace, m.name,
+                                     (m.labels or {}).get("storbench.io/run", ""),
+                                     m.creation_timestamp))
+        return found
+
+    # -- exec ---------------------------------------------------------------------------
+
+    def exec(self, namespace: str, pod: str, argv: list[str], *,
+             on_stdout: Callable[[str], None] | None = None,
+             deadline_s: float | None = None,
+             should_stop: Callable[[], bool] = lambda: False) -> ExecResult:
+        """Run ``argv`` in the pod's container and wait for it.
+
+        ``on_stdout`` gets stdout as it arrives; at ``deadline_s`` (or when
+        ``should_stop`` says so) the stream is closed and ``timed_out`` set: the
+        process may go on in the pod until the pod is deleted.
+        """
+        start = time.monotonic()
+        with self.call(f"running {argv[0]} in pod {namespace}/{pod}"):
+            try:
+                ws = stream(self.core.connect_get_namespaced_pod_exec, pod, namespace,
+                            command=argv, container="fio", stdout=True, stderr=True,
+                            stdin=False, tty=False, _preload_content=False)
+            except ApiException as exc:
+                raise ApiException(status=exc.status, reason=_handshake_message(exc)) from None
+        out: list[str] = []
+        err: list[str] = []
+        timed_out = False
+        try:
+            while ws.is_open():
+                ws.update(timeout=0.5)
+                for channel, into in ((1, out), (2, err)):
+                    data = ws.read_channel(channel, timeout=0) if ws.is_open() else ""
+                    if data:
+                        into.append(data)
+                        if channel == 1 and on_stdout is not None:
+                            on_stdout(data)
+                if should_stop() or (deadline_s is not None
+                                     and time.monotonic() - start > deadline_s):
+                    timed_out = True
+                    break
+            for channel, into in ((1, out), (2, err)):
+                rest = ws.read_channel(channel, timeout=0)
+                if rest:
+                    into.append(rest)
+                    if channel == 1 and on_stdout is not None:
+                        on_stdout(rest)
+            status = "" if timed_out else ws.read_channel(3, timeout=0)
+        finally:
+            ws.close()
+        wall = time.monotonic() - start
+        if timed_out:
+            return ExecResult("".join(out), "".join(err), -1, wall, timed_out=True)
+        return ExecResult("".join(out), "".join(err), _exit_code(status, argv, pod), wall)
+
+
+def _exit_code(status: str, argv: list[str], pod: str) -> int:
+    """The exec's exit status from the API server's Status on the error channel."""
+    if not status:
+        return 0
+    try:
+        doc = yaml.safe_load(status)
+    except yaml.YAMLError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise KubeError(f"running {argv[0]} in pod {pod}: unexpected status {status!r}")
+    if doc.get("status") == "Success":
+        return 0
+    if doc.get("reason") == "NonZeroExitCode":
+        for cause in (doc.get("details") or {}).get("causes") or []:
+            if cause.get("reason") == "ExitCode":
+                return int(cause.get("message", "1"))
+    raise KubeError(f"running {argv[0]} in pod {pod} failed: {doc.get('message', status)}")
+
+
+def _handshake_message(exc: ApiException) -> str:
+    """The API server's message from a refused websocket handshake (e.g. a 403)."""
+    text = str(exc.reason or exc)
+    m = re.search(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
+    return json.loads(f'"{m.group(1)}"') if m else text
+
+
+def api_message(exc: ApiException) -> str:
+    """What the API server said: its Status message, else the HTTP reason."""
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode(errors="replace")
+    if body:
+        try:
+            doc = json.loads(body)
+            if isinstance(doc, dict) and doc.get("message"):
+                return str(doc["message"])
+        except ValueError:
+            pass
+    reason = str(exc.reason or "")
+    if exc.status == 401:
+        return f"Unauthorized (the kubeconfig's credentials were rejected) {reason}".strip()
+    return f"{exc.status} {reason}".strip() if exc.status else reason
+
+
+def is_default(storage_class: Any) -> bool:
+    ann = storage_class.metadata.annotations or {}
+    return any(ann.get(k) == "true" for k in (
+        "storageclass.kubernetes.io/is-default-class",
+        "storageclass.beta.kubernetes.io/is-default-class"))

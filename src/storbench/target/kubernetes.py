@@ -1,0 +1,221 @@
+"""A Kubernetes StorageClass as a target: what to ask for, and the objects that ask.
+
+Pure data: the options of ``run --storage-class`` and the manifests (a ConfigMap
+with the suite's job files, a PVC of the class, one pod mounting both) built from
+them. Every object carries the ``app.kubernetes.io/managed-by=storbench`` label and
+the run's id, so that ``storbench k8s cleanup`` finds what a crashed run left.
+Nothing here talks to a cluster (see execute/kubernetes.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from storbench.errors import ConfigError
+from storbench.workload.sizes import parse_size
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+RUN_LABEL = "storbench.io/run"
+CLASS_LABEL = "storbench.io/storage-class"
+SELECTOR = f"{MANAGED_BY}=storbench"
+
+# The runner image (Dockerfile in this repository): Debian 12 with its fio 3.33.
+DEFAULT_IMAGE = "ghcr.io/storbench/fio:3.33-1"
+IMAGE_ENV = "STORBENCH_IMAGE"
+
+DATA_DIR = "/data"  # the PVC
+JOBS_DIR = "/storbench/jobs"  # the ConfigMap
+WORK_DIR = "/tmp"  # an emptyDir: fio's output and per-second logs
+RUN_AS = 1000
+
+ACCESS_MODES = {"RWO": "ReadWriteOnce", "RWX": "ReadWriteMany", "ROX": "ReadOnlyMany",
+                "RWOP": "ReadWriteOncePod"}
+_QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
+                        r"[A-Za-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class KubeOptions:
+    """Where and how ``storbench run --storage-class`` runs fio in a cluster."""
+
+    storage_class: str
+    namespace: str | None = None  # None: the kubeconfig context's namespace, else "default"
+    context: str | None = None  # None: the kubeconfig's current context
+    capacity: str | None = None  # None: what the suite writes, + 25 %, at least 1Gi
+    access_mode: str = "ReadWriteOnce"
+    volume_mode: str = "Filesystem"
+    node_selector: tuple[tuple[str, str], ...] = ()
+    image: str = DEFAULT_IMAGE
+    requests: tuple[tuple[str, str], ...] = (("cpu", "250m"), ("memory", "256Mi"))
+    limits: tuple[tuple[str, str], ...] = (("memory", "1Gi"),)
+    timeout_s: float | None = None  # None: from the suite's runtime
+    kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config
+
+    def check(self) -> None:
+        """ConfigError for values the API server would reject anyway, said in our words."""
+        if not _NAME.match(self.storage_class):
+            raise ConfigError(f"--storage-class {self.storage_class!r} is not a valid"
+                              " StorageClass name")
+        if self.access_mode not in ACCESS_MODES.values():
+            raise ConfigError(f"--access-mode {self.access_mode!r}: choose one of"
+                              f" {', '.join(ACCESS_MODES)}")
+        if self.volume_mode != "Filesystem":
+            raise ConfigError("--volume-mode Block is not supported yet: storbench runs fio on"
+                              " a file system on the volume (--volume-mode Filesystem)")
+        if self.capacity is not None:
+            quantity(self.capacity, "--capacity")
+        for key, value in (*self.requests, *self.limits):
+            if key not in ("cpu", "memory", "ephemeral-storage"):
+                raise ConfigError(f"resource {key!r}: choose cpu, memory or ephemeral-storage")
+            quantity(value, f"resource {key}")
+        for key, _ in self.node_selector:
+            if not _LABEL_KEY.match(key):
+                raise ConfigError(f"--node-selector: {key!r} is not a label key")
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise ConfigError(f"--timeout must be positive, not {self.timeout_s:g}")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "storage_class": self.storage_class, "namespace": self.namespace,
+            "context": self.context, "capacity": self.capacity,
+            "access_mode": self.access_mode, "volume_mode": self.volume_mode,
+            "node_selector": dict(self.node_selector), "image": self.image,
+            "requests": dict(self.requests), "limits": dict(self.limits),
+            "timeout_s": self.timeout_s,
+        }
+
+
+def access_mode(text: str) -> str:
+    """RWO / ReadWriteOnce (any case) -> ReadWriteOnce."""
+    for short, full in ACCESS_MODES.items():
+        if text.upper() == short or text.lower() == full.lower():
+            return full
+    raise ConfigError(f"--access-mode {text!r}: choose one of {', '.join(ACCESS_MODES)}")
+
+
+def parse_pairs(values: tuple[str, ...], option: str) -> tuple[tuple[str, str], ...]:
+    """('cpu=1', 'memory=2Gi') or ('cpu=1,memory=2Gi',) -> pairs."""
+    pairs = []
+    for value in values:
+        for item in value.split(","):
+            key, sep, val = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"{option} {item!r} is not KEY=VALUE")
+            pairs.append((key.strip(), val.strip()))
+    return tuple(pairs)
+
+
+def quantity(text: str, what: str) -> str:
+    if not _QUANTITY.match(text):
+        raise ConfigError(f"{what} {text!r} is not a Kubernetes quantity (e.g. 20Gi, 500m)")
+    return text
+
+
+def capacity_for(needed_bytes: int | None) -> str:
+    """A volume size for a suite that writes ``needed_bytes``: + 25 %, whole GiB, >= 1Gi."""
+    gib = math.ceil((needed_bytes or 0) * 1.25 / GIB)
+    return f"{max(1, gib)}Gi"
+
+
+def capacity_bytes(text: str) -> int | None:
+    """20Gi -> bytes; None for quantities in other notations."""
+    return parse_size(text.replace("i", "")) if text.endswith("i") else None
+
+
+def name_of(uid: str) -> str:
+    return f"storbench-{uid}"
+
+
+def labels(uid: str, storage_class: str) -> dict[str, str]:
+    return {MANAGED_BY: "storbench", "app.kubernetes.io/name": "storbench",
+            RUN_LABEL: uid, CLASS_LABEL: storage_class}
+
+
+def _meta(uid: str, namespace: str, o: KubeOptions) -> dict[str, Any]:
+    return {"name": name_of(uid), "namespace": namespace, "labels": labels(uid, o.storage_class)}
+
+
+def configmap_manifest(uid: str, namespace: str, o: KubeOptions,
+                       jobs: dict[str, str]) -> dict[str, Any]:
+    """The job files, one key per scheduled fio invocation (t000.fio, ...)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(uid, namespace, o),
+            "data": jobs}
+
+
+def pvc_manifest(uid: str, namespace: str, o: KubeOptions, capacity: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": _meta(uid, namespace, o),
+        "spec": {
+            "storageClassName": o.storage_class,
+            "accessModes": [o.access_mode],
+            "volumeMode": o.volume_mode,
+            "resources": {"requests": {"storage": capacity}},
+        },
+    }
+
+
+# The pod idles until storbench execs fio in it; it stops at once on SIGTERM, and
+# by itself at activeDeadlineSeconds if storbench died without deleting it.
+IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done"]
+
+
+def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int) -> dict[str, Any]:
+    name = name_of(uid)
+    resources: dict[str, Any] = {}
+    if o.requests:
+        resources["requests"] = dict(o.requests)
+    if o.limits:
+        resources["limits"] = dict(o.limits)
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": deadline_s,
+        "terminationGracePeriodSeconds": 2,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS, "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [{
+            "name": "fio",
+            "image": o.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": IDLE_COMMAND,
+            "workingDir": WORK_DIR,
+            "resources": resources,
+            "securityContext": {
+                "allowPrivilegeEscalation": False, "privileged": False,
+                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+            },
+            "volumeMounts": [
+                {"name": "data", "mountPath": DATA_DIR},
+                {"name": "jobs", "mountPath": JOBS_DIR, "readOnly": True},
+                {"name": "work", "mountPath": WORK_DIR},
+            ],
+        }],
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": name}},
+            {"name": "jobs", "configMap": {"name": name}},
+            {"name": "work", "emptyDir": {}},
+        ],
+    }
+    if o.node_selector:
+        spec["nodeSelector"] = dict(o.node_selector)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(uid, namespace, o),
+            "spec": spec}
+
+
+@dataclass
+class Created:
+    """What a run created in the cluster, in creation order (deleted in reverse)."""
+
+    namespace: str
+    objects: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)

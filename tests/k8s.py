@@ -1,0 +1,72 @@
+"""The real Kubernetes of ../shared/testbed/k8s for tests: its kubeconfig, a namespace
+per test, and what storbench left in it (read through the real API)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from storbench.execute.kubernetes import Kube
+from storbench.target.kubernetes import SELECTOR
+
+REPO = Path(__file__).resolve().parents[1]
+TESTBED = Path(os.environ.get("STORBENCH_K8S_TESTBED") or REPO.parent / "shared/testbed/k8s")
+IMAGE = "localhost/fio:3.33"  # the test-bed's image: Debian 12's fio 3.33 and busybox
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("STORBENCH_REQUIRE_K8S") == "1":  # set by scripts/test after `up`
+        pytest.fail(f"the Kubernetes test-bed is required but {reason}")
+    pytest.skip(f"Kubernetes test-bed: {reason} (scripts/test starts it as root)")
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> str:
+    status = TESTBED / "status"
+    if not status.exists():
+        _unavailable(f"{status} does not exist")
+    proc = subprocess.run([str(status)], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        _unavailable(f"not up: {proc.stderr.strip()[-300:]}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def kube(kubeconfig: str) -> Kube:
+    return Kube(kubeconfig)
+
+
+@pytest.fixture
+def k8s_env(kubeconfig: str) -> dict[str, str]:
+    return {"KUBECONFIG": kubeconfig, "STORBENCH_IMAGE": IMAGE}
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    """A fresh namespace; deleted afterwards (not waited for)."""
+    name = f"sbt-{secrets.token_hex(4)}"
+    kube.core.create_namespace({"metadata": {"name": name}})
+    yield name
+    kube.core.delete_namespace(name)
+
+
+def leftovers(kube: Kube, namespace: str) -> list[str]:
+    """storbench's objects in the namespace, and PVs that were bound to claims in it."""
+    found = [f"{m.kind} {m.name}" for m in kube.managed(namespace)]
+    found += [f"ConfigMap {c.metadata.name}" for c in
+              kube.core.list_namespaced_config_map(namespace).items
+              if c.metadata.name.startswith("storbench-")]
+    found += [f"PersistentVolume {pv.metadata.name}" for pv in
+              kube.core.list_persistent_volume().items
+              if pv.spec.claim_ref is not None and pv.spec.claim_ref.namespace == namespace]
+    return sorted(set(found))
+
+
+def managed_pods(kube: Kube, namespace: str) -> list[client.V1Pod]:
+    return list(kube.core.list_namespaced_pod(namespace, label_selector=SELECTOR).items)

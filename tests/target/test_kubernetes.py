@@ -1,0 +1,92 @@
+"""The Kubernetes target's options and manifests (pure data; no cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from storbench.errors import ConfigError
+from storbench.kuberun import START_S, TEST_GRACE_S, plan_kube
+from storbench.runner import RunSpec
+from storbench.target.kubernetes import (
+    KubeOptions,
+    access_mode,
+    capacity_for,
+    parse_pairs,
+)
+
+
+def test_access_modes():
+    assert access_mode("rwx") == "ReadWriteMany"
+    assert access_mode("ReadWriteOnce") == "ReadWriteOnce"
+    with pytest.raises(ConfigError, match="RWO, RWX"):
+        access_mode("rw")
+
+
+def test_capacity_follows_the_suite():
+    assert capacity_for(None) == "1Gi"
+    assert capacity_for(4 * 2**30) == "5Gi"  # + 25 %, whole GiB
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"storage_class": "Bad_Name"}, "not a valid StorageClass"),
+    ({"capacity": "lots"}, "not a Kubernetes quantity"),
+    ({"volume_mode": "Block"}, "Block is not supported"),
+    ({"limits": (("gpu", "1"),)}, "choose cpu, memory"),
+    ({"node_selector": (("bad key!", "x"),)}, "not a label key"),
+    ({"timeout_s": 0.0}, "--timeout must be positive"),
+])
+def test_bad_options(options, message):
+    o = KubeOptions(**{"storage_class": "fast", **options})
+    with pytest.raises(ConfigError, match=message):
+        o.check()
+
+
+def test_pairs():
+    assert parse_pairs(("cpu=1,memory=2Gi", "x=y"), "--limits") == (
+        ("cpu", "1"), ("memory", "2Gi"), ("x", "y"))
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_pairs(("cpu",), "--limits")
+
+
+def test_plan_budget_manifests_and_labels():
+    o = KubeOptions(storage_class="fast", image="img:1")
+    spec = RunSpec(target=None, suite="quick", runtime=10, repeat=2, kube=o)
+    kp = plan_kube(spec, o, "bench")
+    # the time limit follows the suite: start-up, then each test's runtime + ramp + grace
+    tests = len(kp.plan.tests) * 2
+    expected = START_S + sum(t.expected_s or 0 for t in kp.plan.tests) * 2
+    assert kp.budget_s == pytest.approx(expected + tests * TEST_GRACE_S)
+    assert len(kp.jobs) == tests and all(f"directory={kp.scratch}" in t
+                                         for t in kp.jobs.values())
+    cm, pvc, pod = kp.manifests
+    for m in kp.manifests:
+        assert m["metadata"]["namespace"] == "bench"
+        assert m["metadata"]["labels"]["storbench.io/run"] == kp.uid
+    assert cm["data"] == kp.jobs
+    assert pvc["spec"]["storageClassName"] == "fast"
+    assert pod["spec"]["activeDeadlineSeconds"] > kp.budget_s  # a crashed run's pod stops
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == "img:1"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert pod["spec"]["securityContext"]["fsGroup"] == 1000
+    longer = plan_kube(RunSpec(target=None, suite="quick", runtime=100, kube=o), o, "bench")
+    assert longer.budget_s > kp.budget_s
+    fixed = KubeOptions(storage_class="fast", timeout_s=42)
+    assert plan_kube(RunSpec(target=None, kube=fixed), fixed, "b").budget_s == 42
+
+
+def test_capacity_smaller_than_the_suite():
+    o = KubeOptions(storage_class="fast", capacity="1Gi")
+    with pytest.raises(ConfigError, match="smaller than"):
+        plan_kube(RunSpec(target=None, size="4g", kube=o), o, "b")
+
+
+def test_job_file_paths_stay_in_the_volume(tmp_path: Path):
+    job = tmp_path / "j.fio"
+    job.write_text("[x]\nrw=read\nfilename=/etc/passwd\n")
+    o = KubeOptions(storage_class="fast")
+    with pytest.raises(ConfigError, match="only writes inside"):
+        plan_kube(RunSpec(target=None, job_file=job, kube=o), o, "b")

@@ -1,0 +1,327 @@
+"""`storbench run --storage-class` and `storbench k8s` against the real single-node
+Kubernetes of ../shared/testbed/k8s (tests/k8s.py): real PVCs, pods, exec and fio."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from storbench.execute.kubernetes import Kube, KubeError
+from tests.conftest import STORBENCH, run_cli
+from tests.k8s import leftovers, managed_pods
+from tests.test_cli import assert_one_line_error, show_json
+
+pytestmark = pytest.mark.integration
+
+SHORT = ("--runtime", "2", "--size", "64m")
+
+
+def write_job(tmp_path: Path, name: str, text: str) -> Path:
+    job = tmp_path / name
+    job.write_text(text)
+    return job
+
+
+def runs_json(db: Path) -> list[dict]:
+    proc = run_cli("list", "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_two_classes_one_table_nothing_left(kube, namespace, k8s_env, store_path):
+    """Issue #5's "done when": both binding modes, one comparison table, no leftovers."""
+    proc = run_cli("run", "--storage-class", "local-hostpath", "--storage-class",
+                   "local-hostpath-immediate", "--suite", "quick", *SHORT, "-n", namespace,
+                   db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert leftovers(kube, namespace) == []
+    table = proc.stdout[proc.stdout.rindex("local-hostpath ") - 200:]
+    assert "local-hostpath-immediate" in table and "randread" in proc.stdout
+    first, second = show_json(store_path, "1"), show_json(store_path, "2")
+    for run, mode in ((first, "WaitForFirstConsumer"), (second, "Immediate")):
+        assert run["status"] == "completed"
+        env = run["environment"]
+        assert env["target"]["binding_mode"] == mode
+        assert env["target"]["provisioner"] == "kubehyper.local/hostpath"
+        assert env["target"]["reclaim_policy"] == "Delete"
+        assert env["target"]["capacity"] == "1Gi" and env["target"]["fs_type"]
+        assert env["kubernetes"]["server_version"].startswith("v1.")
+        assert env["kubernetes"]["pv"].startswith("pvc-")
+        assert env["kubernetes"]["node"] == "localhost"
+        assert env["fio_version"] == "fio-3.33"
+        assert [t["name"] for t in run["tests"]] == [
+            "randread", "randwrite", "seqread", "seqwrite", "synclat"]
+        assert all(any(t[d] and t[d]["iops"] > 0 for d in ("read", "write"))
+                   for t in run["tests"])
+        randread = run["tests"][0]
+        assert randread["read"]["clat"]["percentiles_ns"] and randread["read"]["clat"]["bins"]
+        assert randread["series"]["read"]  # per-second logs came back from the pod
+    assert first["label"] == "local-hostpath"
+    assert second["label"] == "local-hostpath-immediate"
+    assert "local-hostpath-immediate" in table
+
+
+def test_throttled_class_measures_the_known_truth(kube, namespace, k8s_env, store_path,
+                                                  tmp_path):
+    job = write_job(tmp_path, "randwrite.fio",
+                    "[randwrite]\nrw=randwrite\nbs=4k\nioengine=libaio\ndirect=1\niodepth=16\n"
+                    "size=256m\ntime_based\nruntime=10\nramp_time=2\n")
+    proc = run_cli("run", "--storage-class", "throttled-3000iops", "--job", str(job),
+                   "-n", namespace, db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    iops = show_json(store_path)["tests"][0]["write"]["iops"]
+    assert iops == pytest.approx(3000, rel=0.03)
+    assert leftovers(kube, namespace) == []
+
+
+def test_class_that_does_not_exist(kube, namespace, k8s_env, store_path):
+    proc = run_cli("run", "--storage-class", "no-such-class", "-n", namespace,
+                   db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 2, "StorageClass 'no-such-class' does not exist",
+                          "local-hostpath (default)")
+    assert leftovers(kube, namespace) == [] and runs_json(store_path) == []
+
+
+@pytest.fixture
+def unbindable_class(kube):
+    """A StorageClass whose provisioner does not exist: its PVCs never bind."""
+    name = f"sbt-noprov-{secrets.token_hex(3)}"
+    kube.storage.create_storage_class({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+        "provisioner": "storbench.test/nobody", "volumeBindingMode": "Immediate"})
+    yield name
+    kube.storage.delete_storage_class(name)
+
+
+def test_pvc_never_binds(kube, namespace, k8s_env, store_path, unbindable_class):
+    start = time.monotonic()
+    proc = run_cli("run", "--storage-class", unbindable_class, *SHORT, "--timeout", "12",
+                   "-n", namespace, db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 1, "not bound after 1", "storbench.test/nobody")
+    assert time.monotonic() - start < 60
+    assert leftovers(kube, namespace) == []
+    assert show_json(store_path)["status"] == "failed"
+
+
+def test_image_that_does_not_exist(kube, namespace, k8s_env, store_path):
+    proc = run_cli("run", "--storage-class", "local-hostpath", *SHORT, "-n", namespace,
+                   "--image", "localhost/storbench-no-such-image:0", db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 1, "cannot start", "localhost/storbench-no-such-image:0")
+    assert "ErrImagePull" in proc.stderr or "ImagePullBackOff" in proc.stderr
+    assert leftovers(kube, namespace) == []
+
+
+def test_fio_fails_in_the_pod(kube, namespace, k8s_env, store_path, tmp_path):
+    job = write_job(tmp_path, "nofile.fio",
+                    "[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")
+    proc = run_cli("run", "--storage-class", "local-hostpath", "--job", str(job),
+                   "-n", namespace, db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 1, "fio exited with status 1", "file creation disallowed")
+    assert show_json(store_path)["status"] == "failed"
+    assert leftovers(kube, namespace) == []
+
+
+def test_fio_oom_killed(kube, namespace, k8s_env, store_path, tmp_path):
+    # 8 x 64 MiB buffers in a pod limited to 64 MiB.
+    job = write_job(tmp_path, "big.fio", "[big]\nrw=read\nbs=64m\nioengine=libaio\niodepth=8\n"
+                                         "size=512m\ntime_based\nruntime=5\n")
+    proc = run_cli("run", "--storage-class", "local-hostpath", "--job", str(job),
+                   "--limits", "memory=64Mi", "-n", namespace, db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 1, "OOM-killed", "64Mi", "--limits memory=")
+    assert leftovers(kube, namespace) == []
+
+
+def restricted_kubeconfig(kube: Kube, namespace: str, admin_kubeconfig: str, tmp_path: Path,
+                          verbs_on_exec: list[str]) -> Path:
+    """A ServiceAccount whose Role allows all storbench needs, but ``verbs_on_exec`` on
+    pods/exec; a kubeconfig that logs in with its token."""
+    rbac = client.RbacAuthorizationV1Api(kube.core.api_client)
+    kube.core.create_namespaced_service_account(namespace, {"metadata": {"name": "bench"}})
+    rules = [{"apiGroups": [""], "resources": ["pods", "configmaps", "persistentvolumeclaims"],
+              "verbs": ["get", "list", "create", "delete", "watch"]},
+             {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
+    if verbs_on_exec:
+        rules.append({"apiGroups": [""], "resources": ["pods/exec"], "verbs": verbs_on_exec})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "bench"}, "rules": rules})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "bench"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "bench"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": namespace}]})
+    token = kube.core.create_namespaced_service_account_token(
+        "bench", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    admin = yaml.safe_load(Path(admin_kubeconfig).read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    if "certificate-authority" in cluster:
+        ca = Path(cluster.pop("certificate-authority")).read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
+    path = tmp_path / "restricted.kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
+        "clusters": [{"name": "tb", "cluster": cluster}],
+        "users": [{"name": "bench", "user": {"token": token}}],
+        "contexts": [{"name": "bench", "context": {"cluster": "tb", "user": "bench",
+                                                   "namespace": namespace}}]}))
+    return path
+
+
+def test_rbac_forbids_a_verb(kube, kubeconfig, namespace, k8s_env, store_path, tmp_path):
+    restricted = restricted_kubeconfig(kube, namespace, kubeconfig, tmp_path, [])
+    proc = run_cli("run", "--storage-class", "local-hostpath", *SHORT, db=store_path,
+                   env={**k8s_env, "KUBECONFIG": str(restricted)})
+    # This user may not even read StorageClasses: the API server's own words.
+    assert_one_line_error(proc, 1, "forbidden", "storageclasses")
+    kube.storage.read_storage_class("local-hostpath")
+    rbac = client.RbacAuthorizationV1Api(kube.core.api_client)
+    name = f"sbt-read-classes-{namespace}"
+    rbac.create_cluster_role({"metadata": {"name": name}, "rules": [
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
+         "verbs": ["get", "list"]}]})
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": namespace}]})
+    try:
+        proc = run_cli("run", "--storage-class", "local-hostpath", *SHORT, db=store_path,
+                       env={**k8s_env, "KUBECONFIG": str(restricted)})
+        assert_one_line_error(proc, 1, f"in namespace {namespace}", "may not: create pods/exec",
+                              "Nothing was created")
+        assert leftovers(kube, namespace) == []
+    finally:
+        rbac.delete_cluster_role_binding(name)
+        rbac.delete_cluster_role(name)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_mid_run_cleans_up(kube, namespace, k8s_env, store_path, sig, code):
+    proc = subprocess.Popen(
+        [*STORBENCH, "run", "--storage-class", "local-hostpath", "--runtime", "60", "--size",
+         "64m", "-n", namespace],
+        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_fio(kube, namespace)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, stderr
+    assert f"interrupted by {sig.name}" in stderr
+    assert leftovers(kube, namespace) == []
+    assert show_json(store_path)["status"] == "interrupted"
+
+
+def _wait_for_fio(kube: Kube, namespace: str) -> None:
+    """Until fio runs in storbench's pod (seen through exec, like a user would)."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        pods = [p for p in managed_pods(kube, namespace) if p.status.phase == "Running"]
+        if pods:
+            try:
+                res = kube.exec(namespace, pods[0].metadata.name, ["sh", "-c", "pidof fio"],
+                                deadline_s=10)
+                if res.returncode == 0 and res.stdout.strip():
+                    return
+            except KubeError:
+                pass
+        time.sleep(0.5)
+    raise AssertionError("fio never started in the pod")
+
+
+def test_sigkill_then_k8s_cleanup(kube, namespace, k8s_env, store_path):
+    proc = subprocess.Popen(
+        [*STORBENCH, "run", "--storage-class", "local-hostpath", "--runtime", "60", "--size",
+         "64m", "-n", namespace],
+        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_fio(kube, namespace)
+    finally:
+        proc.kill()
+        proc.wait()
+    left = leftovers(kube, namespace)
+    assert any(x.startswith("Pod ") for x in left) and any(
+        x.startswith("PersistentVolumeClaim ") for x in left)  # SIGKILL: nothing could run
+    spared = run_cli("k8s", "cleanup", "-n", namespace, "--older-than", "1h", db=store_path,
+                     env=k8s_env)
+    assert spared.returncode == 0 and "nothing to clean up" in spared.stderr
+    assert leftovers(kube, namespace) == left
+    done = run_cli("k8s", "cleanup", "-n", namespace, db=store_path, env=k8s_env)
+    assert done.returncode == 0, done.stderr
+    assert "deleted Pod" in done.stdout and "deleted PersistentVolumeClaim" in done.stdout
+    assert leftovers(kube, namespace) == []  # the PV too: cleanup waits for it
+
+
+def test_dry_run_manifests_pass_server_side_dry_run(kube, namespace, k8s_env, store_path):
+    proc = run_cli("run", "--storage-class", "throttled-3000iops", "--suite", "etcd",
+                   "-n", namespace, "--node-selector", "kubernetes.io/os=linux",
+                   "--limits", "memory=512Mi,cpu=2", "--capacity", "5Gi", "--dry-run",
+                   db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    docs = list(yaml.safe_load_all(proc.stdout))
+    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Pod"]
+    for d in docs:
+        assert d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "storbench"
+        kube.create(d, dry_run=True)  # the API server validates and admits it
+    pod = docs[2]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    container = pod["containers"][0]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["securityContext"]["privileged"] is False
+    assert container["resources"]["limits"] == {"memory": "512Mi", "cpu": "2"}
+    assert docs[1]["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert "fdatasync=1" in next(iter(docs[0]["data"].values()))
+    assert leftovers(kube, namespace) == [] and runs_json(store_path) == []
+    offline = run_cli("run", "--storage-class", "x", "--dry-run", db=store_path,
+                      env={**k8s_env, "KUBECONFIG": "/nonexistent"})
+    assert offline.returncode == 0 and "namespace: default" in offline.stdout
+
+
+def test_k8s_classes(k8s_env, store_path):
+    proc = run_cli("k8s", "classes", "--json", db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert rows["local-hostpath"]["default"] is True
+    assert rows["local-hostpath-immediate"]["binding_mode"] == "Immediate"
+    assert rows["throttled-3000iops"]["parameters"] == {"readIOPS": "3000", "writeIOPS": "3000"}
+    text = run_cli("k8s", "classes", db=store_path, env=k8s_env)
+    assert "local-hostpath (default)" in text.stdout and "WaitForFirstConsumer" in text.stdout
+
+
+def test_unreachable_cluster_is_one_clear_error(store_path, tmp_path):
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "x"}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}]}))
+    proc = run_cli("k8s", "classes", db=store_path, env={"KUBECONFIG": str(config)})
+    assert_one_line_error(proc, 1, "cannot reach the API server https://127.0.0.1:1")
+    missing = run_cli("k8s", "classes", db=store_path,
+                      env={"KUBECONFIG": str(tmp_path / "none")})
+    assert_one_line_error(missing, 2, "cannot use the kubeconfig")
+
+
+def test_directory_or_storage_class(store_path, tmp_path):
+    both = run_cli("run", str(tmp_path), "--storage-class", "x", db=store_path)
+    assert_one_line_error(both, 2, "not both")
+    neither = run_cli("run", db=store_path)
+    assert_one_line_error(neither, 2, "give a directory TARGET (or --storage-class CLASS)")
+    dry = run_cli("run", str(tmp_path), "--dry-run", db=store_path)
+    assert_one_line_error(dry, 2, "--dry-run applies to --storage-class")
+    twice = run_cli("run", "--storage-class", "a", "--storage-class", "a", db=store_path)
+    assert_one_line_error(twice, 2, "given twice")
+    hosts = run_cli("run", "--storage-class", "a", "--hosts", "h1", db=store_path)
+    assert_one_line_error(hosts, 2, "cannot be combined")
