@@ -70,10 +70,12 @@ def page_cache(r: TestResult, env: dict[str, Any]) -> Warning | None:
         "sync") in ("1", "sync", "dsync")
     if synced_each and r.read is None:
         return None  # every write is made durable: the page cache does not hide the storage
+    whose = "the pod's memory (its limit, or the node's RAM)" if "kubernetes" in env else (
+        "this machine's RAM")
     return Warning(
         Kind.PAGE_CACHE, r.name,
         f"{r.name}: buffered I/O (direct=0) on a {format_bytes_iec(ws)} working set, under"
-        f" twice this machine's RAM ({format_bytes_iec(ram)}): the page cache is being"
+        f" twice {whose} ({format_bytes_iec(ram)}): the page cache is being"
         f" measured, not the storage. Use direct=1, or a size of at least"
         f" {format_bytes_iec(2 * ram)}.",
         {"working_set_bytes": ws, "ram_bytes": ram},
