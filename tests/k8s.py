@@ -16,7 +16,10 @@ from storbench.execute.kubernetes import Kube
 from storbench.target.kubernetes import SELECTOR
 
 REPO = Path(__file__).resolve().parents[1]
-TESTBED = Path(os.environ.get("STORBENCH_K8S_TESTBED") or REPO.parent / "shared/testbed/k8s")
+# The team's test-bed: $STORBENCH_K8S_TESTBED, else ../shared beside the repository.
+_CANDIDATES = [REPO.parent / "shared/testbed/k8s", Path("/work/shared/testbed/k8s")]
+TESTBED = Path(os.environ.get("STORBENCH_K8S_TESTBED")
+               or next((c for c in _CANDIDATES if c.exists()), _CANDIDATES[0]))
 IMAGE = "localhost/fio:3.33"  # the test-bed's image: Debian 12's fio 3.33 and busybox
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import secrets
 import signal
@@ -325,3 +326,94 @@ def test_directory_or_storage_class(store_path, tmp_path):
     assert_one_line_error(twice, 2, "given twice")
     hosts = run_cli("run", "--storage-class", "a", "--hosts", "h1", db=store_path)
     assert_one_line_error(hosts, 2, "cannot be combined")
+
+
+def _merged_percentile(entries, direction, p):
+    samples = []
+    for e in entries:
+        for value, count in e[direction]["clat"]["bins"].items():
+            samples += [int(value)] * count
+    samples.sort()
+    return float(samples[math.ceil(p / 100 * len(samples)) - 1])
+
+
+RANDRW_JOB = ("[randread]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=8\nsize=64m\n"
+              "time_based\nruntime=3\n\n[randwrite]\nrw=randwrite\nbs=4k\nioengine=libaio\n"
+              "direct=1\niodepth=8\nsize=64m\ntime_based\nruntime=3\nstonewall\n")
+
+
+def test_three_pods_on_one_rwx_volume(kube, namespace, k8s_env, store_path, tmp_path):
+    """Issue #6 item 4: N pods, one RWX volume, fio through exec; per-pod rows and an
+    aggregate that is the sum, with percentiles from the merged histogram."""
+    job = write_job(tmp_path, "randrw.fio", RANDRW_JOB)
+    proc = run_cli("run", "--storage-class", "local-hostpath", "--clients", "3",
+                   "--access-mode", "RWX", "--job", str(job), "-n", namespace,
+                   db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert leftovers(kube, namespace) == []
+    run = json.loads(run_cli("show", "last", "--json", "--raw", db=store_path).stdout)
+    pods = run["environment"]["kubernetes"]["pods"]
+    assert len(pods) == 3 and set(pods.values()) == {"localhost"}
+    assert run["environment"]["target"]["access_mode"] == "ReadWriteMany"
+    for test, direction in (("randread", "read"), ("randwrite", "write")):
+        agg = next(t for t in run["tests"] if t["name"] == test)
+        rows = [h for h in run["per_host"] if h["name"] == test]
+        assert sorted(h["host"] for h in rows) == sorted(pods)
+        assert all(h[direction]["iops"] > 0 for h in rows)
+        assert agg[direction]["iops"] == pytest.approx(sum(h[direction]["iops"] for h in rows))
+        for p in (50.0, 99.0, 99.9):
+            assert agg[direction]["clat"]["percentiles_ns"][str(p)] == _merged_percentile(
+                rows, direction, p)
+        assert f"{test}: per host" in proc.stdout and "slowest" in proc.stdout
+    texts = run["job_files"][0]  # one volume: per-pod file names, so pods never collide
+    assert "# pod " in texts and "-p0." in texts and "-p2." in texts
+
+
+def test_three_pods_each_on_its_own_throttled_volume(kube, namespace, k8s_env, store_path,
+                                                     tmp_path):
+    # Each pod's container is capped at 3000 write IOPS: together, 9000.
+    job = write_job(tmp_path, "randwrite.fio",
+                    "[randwrite]\nrw=randwrite\nbs=4k\nioengine=libaio\ndirect=1\niodepth=16\n"
+                    "size=128m\ntime_based\nruntime=8\nramp_time=2\n")
+    proc = run_cli("run", "--storage-class", "throttled-3000iops", "--clients", "3",
+                   "--job", str(job), "-n", namespace, db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    run = show_json(store_path)
+    assert run["tests"][0]["write"]["iops"] == pytest.approx(9000, rel=0.03)
+    assert [h["write"]["iops"] for h in run["per_host"]] == pytest.approx([3000] * 3, rel=0.03)
+    assert leftovers(kube, namespace) == []  # three PVCs and their PVs, all gone
+
+
+def test_a_failing_pod_fails_the_run_naming_it(kube, namespace, k8s_env, store_path,
+                                               tmp_path):
+    # The shared file is laid out by nobody: every pod's fio refuses to create it.
+    job = write_job(tmp_path, "nofile.fio",
+                    "[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")
+    proc = run_cli("run", "--storage-class", "local-hostpath", "--clients", "2",
+                   "--access-mode", "RWX", "--shared-file", "--job", str(job),
+                   "-n", namespace, db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 1, "file creation disallowed")
+    assert show_json(store_path)["status"] == "failed"
+    assert leftovers(kube, namespace) == []
+
+
+def test_a_pod_deleted_mid_run_fails_the_run_naming_it(kube, namespace, k8s_env, store_path):
+    proc = subprocess.Popen(
+        [*STORBENCH, "run", "--storage-class", "local-hostpath", "--clients", "2",
+         "--access-mode", "RWX", "--runtime", "60", "--size", "64m", "-n", namespace],
+        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_fio(kube, namespace)
+        victim = sorted(p.metadata.name for p in managed_pods(kube, namespace))[1]
+        start = time.monotonic()
+        kube.core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
+        _, stderr = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, stderr
+    assert time.monotonic() - start < 60  # not the test's 60 s: the others were stopped
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("storbench: error:")]
+    assert len(errors) == 1 and victim in errors[0], stderr
+    assert leftovers(kube, namespace) == []

@@ -1,24 +1,32 @@
-"""Run a suite on a Kubernetes StorageClass: a PVC of the class, one pod mounting it,
+"""Run a suite on a Kubernetes StorageClass: a PVC of the class, a pod mounting it,
 fio exec'd in the pod test after test, everything deleted at the end.
 
-The run's objects (a ConfigMap with the job files, the PVC, the pod) are created in
-that order and deleted in reverse on success, on failure, on Ctrl-C and on SIGTERM;
-each carries the managed-by label and the run's id, so that `storbench k8s cleanup`
-finds what a SIGKILLed run left (its pod also stops by itself at the run's deadline,
-activeDeadlineSeconds). Timeouts follow from the suite: the time to bind the volume
-and start the pod, then each test's runtime plus a grace period; --timeout replaces
-the whole budget.
+With ``--clients N``, N pods run each test at the same moment: on one volume when
+the access mode is shared (RWX), else each on its own; results per pod and merged
+(IOPS and bandwidth summed, percentiles from the merged json+ bins), as for
+``--hosts``. Pods are coordinated through the API only (exec), never pod-to-pod.
+
+The run's objects (a ConfigMap with the job files, the PVCs, the pods) are created
+in that order and deleted in reverse on success, on failure, on Ctrl-C and on
+SIGTERM; each carries the managed-by label and the run's id, so that `storbench k8s
+cleanup` finds what a SIGKILLed run left (its pods also stop by themselves at the
+run's deadline, activeDeadlineSeconds). Timeouts follow from the suite: the time to
+bind the volume and start the pods, then each test's runtime plus a grace period;
+--timeout replaces the whole budget.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,9 +35,18 @@ from storbench import __version__
 from storbench.analysis import warnings
 from storbench.errors import ConfigError, FioError, StorbenchError
 from storbench.execute import LocalExecutor, Progress, SignalGuard, find_fio
-from storbench.execute.kubernetes import ExecResult, Kube, KubeError
+from storbench.execute.kubepods import (
+    class_facts,
+    events,
+    oom_killed,
+    pod_facts,
+    pod_problem,
+    wait_running,
+)
+from storbench.execute.kubernetes import LOST, ExecResult, Kube, KubeError
 from storbench.execute.local import Execution, parse_status_line
-from storbench.result import parse_fio_json
+from storbench.result import TestResult, parse_fio_json
+from storbench.result.fio_json import load_fio_json, parse_per_host
 from storbench.result.fio_logs import read_series
 from storbench.runner import Plan, Reporter, RunSpec, make_plan, raise_for_fio, record_failure
 from storbench.store import Invocation, Store
@@ -40,20 +57,17 @@ from storbench.target.kubernetes import (
     KubeOptions,
     capacity_bytes,
     capacity_for,
+    claim_names,
     configmap_manifest,
-    name_of,
     pod_manifest,
+    pod_names,
     pvc_manifest,
 )
-from storbench.workload.sizes import parse_size
 
-START_S = 300.0  # bind the volume, schedule, pull the image, start the pod
+START_S = 300.0  # bind the volume, schedule, pull the image, start the pods
 TEST_GRACE_S = 60.0  # beyond a test's runtime (laying out files, fio's start and end)
 UNTIMED_TEST_S = 3600.0  # a size-bound test: fio's options do not say how long it takes
-DELETE_WAIT_S = 120.0  # for the pod, PVC and PV to be gone after deletion
-_CAUSES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-           "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
-           "CrashLoopBackOff")
+DELETE_WAIT_S = 120.0  # for the pods, PVCs and PVs to be gone after deletion
 
 
 @dataclass(frozen=True)
@@ -63,7 +77,8 @@ class KubePlan:
     uid: str
     namespace: str
     plan: Plan
-    jobs: dict[str, str]  # t000.fio -> job text, one per scheduled invocation
+    pods: list[tuple[str, str]]  # (pod, the PVC it mounts)
+    jobs: dict[str, str]  # ConfigMap key -> job text, per scheduled invocation and pod
     log_prefixes: list[dict[str, str]]  # per invocation: job name -> series log prefix
     capacity: str
     budget_s: float  # the whole run, start included
@@ -73,10 +88,17 @@ class KubePlan:
     def scratch(self) -> Path:
         return Path(DATA_DIR) / f"storbench-{self.uid}"
 
+    @staticmethod
+    def job_key(index: int, client: int, clients: int) -> str:
+        return f"t{index:03d}.fio" if clients == 1 else f"t{index:03d}-p{client}.fio"
+
 
 def plan_kube(spec: RunSpec, o: KubeOptions, namespace: str) -> KubePlan:
     """The job files, volume size, time budget and manifests of a run (no cluster needed)."""
     o.check()
+    if spec.shared_file and (o.clients == 1 or not o.shared_volume):
+        raise ConfigError("--shared-file needs --clients N with a shared volume"
+                          " (--access-mode RWX)")
     uid = secrets.token_hex(6)
     scratch = Path(DATA_DIR) / f"storbench-{uid}"
     plan = make_plan(spec, scratch)
@@ -84,10 +106,18 @@ def plan_kube(spec: RunSpec, o: KubeOptions, namespace: str) -> KubePlan:
     jobs: dict[str, str] = {}
     prefixes: list[dict[str, str]] = []
     for index, (_, _, test) in enumerate(schedule):
-        jobfile, pref = test.jobfile.with_series_logs(f"sb{index:03d}")
-        jobs[f"t{index:03d}.fio"] = jobfile.render()
-        prefixes.append(pref)
-    needed = max((t.jobfile.estimated_bytes() or 0) for t in plan.tests)
+        if o.clients == 1:
+            jobfile, pref = test.jobfile.with_series_logs(f"sb{index:03d}")
+            jobs[KubePlan.job_key(index, 0, 1)] = jobfile.render()
+            prefixes.append(pref)
+            continue
+        prefixes.append({})  # no per-second series with several clients (as with --hosts)
+        for i in range(o.clients):
+            jobs[KubePlan.job_key(index, i, o.clients)] = test.jobfile.for_host(
+                f"storbench-{uid}", f"p{i}", shared=spec.shared_file).render()
+    per_client = max((t.jobfile.estimated_bytes() or 0) for t in plan.tests)
+    shared = o.clients > 1 and o.shared_volume
+    needed = per_client * (o.clients if shared and not spec.shared_file else 1)
     capacity = o.capacity or capacity_for(needed)
     have = capacity_bytes(capacity)
     if have is not None and needed > have:
@@ -95,14 +125,17 @@ def plan_kube(spec: RunSpec, o: KubeOptions, namespace: str) -> KubePlan:
                           " the suite writes; give more, or a smaller --size")
     budget = o.timeout_s or START_S + sum((t.expected_s or UNTIMED_TEST_S) + TEST_GRACE_S
                                           for _, _, t in schedule)
-    manifests = [configmap_manifest(uid, namespace, o, jobs),
-                 pvc_manifest(uid, namespace, o, capacity),
-                 pod_manifest(uid, namespace, o, int(budget + TEST_GRACE_S))]
-    return KubePlan(uid, namespace, plan, jobs, prefixes, capacity, budget, manifests)
+    pods = list(zip(pod_names(uid, o.clients), claim_names(uid, o), strict=True))
+    deadline = int(budget + TEST_GRACE_S)
+    manifests = [configmap_manifest(uid, namespace, o, jobs)]
+    manifests += [pvc_manifest(uid, namespace, o, capacity, claim)
+                  for claim in dict.fromkeys(c for _, c in pods)]
+    manifests += [pod_manifest(uid, namespace, o, deadline, pod, claim) for pod, claim in pods]
+    return KubePlan(uid, namespace, plan, pods, jobs, prefixes, capacity, budget, manifests)
 
 
 def run_on_kubernetes(spec: RunSpec, store: Store, rep: Reporter) -> int:
-    """Run spec's suite in a pod on a PVC of spec.kube's class; returns the run id."""
+    """Run spec's suite in pods on PVCs of spec.kube's class; returns the run id."""
     o = spec.kube
     assert o is not None
     kube = Kube(o.kubeconfig, o.context)
@@ -118,28 +151,32 @@ def run_on_kubernetes(spec: RunSpec, store: Store, rep: Reporter) -> int:
                 f" {', '.join(missing)}. Nothing was created. Ask for a Role that grants"
                 " them (docs/cli.md lists what storbench needs), or choose --namespace.")
         guard.check()
-        environment = _class_facts(kube, sc, o, kp)
+        environment = {**class_facts(kube, sc, o, namespace, kp.capacity),
+                       "storbench_version": __version__}
         run_id = store.begin_run(
             uid=kp.uid, suite=kp.plan.suite_name,
-            target=f"storageclass/{o.storage_class}", environment=environment,
-            settings=spec.settings(kp.plan.suite_name),
+            target=f"storageclass/{o.storage_class}"
+                   + (f" x{o.clients} pods" if o.clients > 1 else ""),
+            environment=environment, settings=spec.settings(kp.plan.suite_name),
             storbench_version=__version__, fio_version=None, label=spec.label,
             tags=spec.tags)
         objects = _Objects(kube, namespace, rep)
         try:
             try:
-                rep.note(f"StorageClass {o.storage_class}"
-                         f" ({sc.provisioner}, {sc.volume_binding_mode}), namespace"
-                         f" {namespace}, PVC {kp.capacity}, time limit {kp.budget_s:.0f} s")
+                pods = f"{o.clients} pods, " if o.clients > 1 else ""
+                rep.note(f"StorageClass {o.storage_class} ({sc.provisioner},"
+                         f" {sc.volume_binding_mode}), namespace {namespace}, {pods}PVC"
+                         f" {kp.capacity}, time limit {kp.budget_s:.0f} s")
                 start = time.monotonic()
                 for manifest in kp.manifests:
                     objects.create(manifest)
-                pod = _wait_ready(kube, kp, guard, rep, start + min(START_S, kp.budget_s)
-                                  if o.timeout_s is None else start + kp.budget_s)
-                environment = _pod_facts(kube, kp, pod, environment, o)
+                ready_by = start + (kp.budget_s if o.timeout_s else min(START_S, kp.budget_s))
+                running = wait_running(kube, namespace, kp.pods, guard, rep.note, ready_by)
+                environment = pod_facts(kube, namespace, running, kp.pods[0][1], o,
+                                        environment, str(kp.scratch))
                 store.update_environment(run_id, environment, environment.get("fio_version"))
                 rep.run_started(run_id, kp.plan, kp.scratch)
-                _execute(_Context(kube, kp, store, run_id, rep, guard, environment,
+                _execute(_Context(kube, kp, o, store, run_id, rep, guard, environment,
                                   start + kp.budget_s))
             finally:
                 objects.delete_all()
@@ -185,8 +222,8 @@ class _Objects:
         self.created.append((kind, self.namespace, name))
 
     def delete_all(self) -> None:
-        """Delete everything created, waiting until the pod, the PVC and (reclaim policy
-        Delete) its PV are gone. Raises KubeError naming what is left."""
+        """Delete everything created, waiting until the pods, the PVCs and (reclaim
+        policy Delete) their PVs are gone. Raises KubeError naming what is left."""
         problems, retained = self.kube.delete_and_wait(self.created[::-1], DELETE_WAIT_S)
         for pv in retained:
             self.rep.note(f"PersistentVolume {pv} stays, by its reclaim policy")
@@ -195,192 +232,11 @@ class _Objects:
                             + f". Run `storbench k8s cleanup --namespace {self.namespace}`")
 
 
-def _quiet(read: Callable[[], Any], failed: Any = None) -> Any:
-    try:
-        return read()
-    except KubeError:
-        return failed
-
-
-def _wait_ready(kube: Kube, kp: KubePlan, guard: SignalGuard, rep: Reporter,
-                deadline: float) -> Any:
-    """The pod once its container runs; KubeError quoting events when it cannot start."""
-    name = name_of(kp.uid)
-    start = time.monotonic()
-    said: set[str] = set()
-    while True:
-        pod = kube.read("Pod", name, kp.namespace)
-        pvc = kube.read("PersistentVolumeClaim", name, kp.namespace)
-        if pod is None or pvc is None:
-            raise KubeError(f"{'pod' if pod is None else 'PVC'} {kp.namespace}/{name} was"
-                            " deleted by someone else while starting")
-        state = _container_state(pod)
-        if pod.status.phase == "Running" and state == "running":
-            return pod
-        problem = _pod_problem(pod)
-        if problem:
-            raise KubeError(f"pod {kp.namespace}/{name} cannot start: {problem}"
-                            + _events(kube, kp.namespace, "Pod", name))
-        step = "waiting for the volume to bind" if pvc.status.phase != "Bound" else (
-            "starting the pod" if not pod.spec.node_name else f"starting the pod on"
-            f" {pod.spec.node_name}")
-        if step not in said:
-            said.add(step)
-            rep.note(f"{step} ({time.monotonic() - start:.0f} s)")
-        if time.monotonic() > deadline:
-            waited = time.monotonic() - start
-            if pvc.status.phase != "Bound":
-                raise KubeError(
-                    f"PersistentVolumeClaim {kp.namespace}/{name} (StorageClass"
-                    f" {pvc.spec.storage_class_name}) not bound after {waited:.0f} s;"
-                    f" phase {pvc.status.phase}"
-                    + _events(kube, kp.namespace, "PersistentVolumeClaim", name)
-                    + _events(kube, kp.namespace, "Pod", name))
-            raise KubeError(f"pod {kp.namespace}/{name} not running after {waited:.0f} s:"
-                            f" {_pod_summary(pod)}" + _events(kube, kp.namespace, "Pod", name))
-        guard.sleep(1.0)
-
-
-def _container_state(pod: Any) -> str:
-    for cs in pod.status.container_statuses or []:
-        if cs.state.running is not None:
-            return "running"
-        if cs.state.terminated is not None:
-            return "terminated"
-    return "waiting"
-
-
-def _pod_problem(pod: Any) -> str:
-    """Why the pod will not run (image, eviction, OOM, ...), or ''."""
-    for cs in pod.status.container_statuses or []:
-        waiting, term = cs.state.waiting, cs.state.terminated
-        if waiting is not None and waiting.reason in _CAUSES:
-            return f"container {cs.name}: {waiting.reason}: {waiting.message or ''}".strip()
-        if term is not None:
-            return (f"container {cs.name} terminated: {term.reason} (exit code"
-                    f" {term.exit_code}) {term.message or ''}").strip()
-    if pod.status.phase in ("Failed", "Succeeded"):
-        return f"pod {pod.status.phase}: {pod.status.reason or ''} {pod.status.message or ''}"
-    return ""
-
-
-def _pod_summary(pod: Any) -> str:
-    parts = [f"phase {pod.status.phase}"]
-    for c in pod.status.conditions or []:
-        if c.status != "True" and c.message:
-            parts.append(f"{c.type}: {c.reason}: {c.message}")
-    for cs in pod.status.container_statuses or []:
-        if cs.state.waiting is not None:
-            parts.append(f"container {cs.name} waiting: {cs.state.waiting.reason}"
-                         f" {cs.state.waiting.message or ''}".rstrip())
-    return "; ".join(parts)
-
-
-def _events(kube: Kube, namespace: str, kind: str, name: str) -> str:
-    lines = kube.events(namespace, kind, name)[-5:]
-    if not lines:
-        return ""
-    return f". Events of the {kind}: " + " | ".join(lines)
-
-
-def _class_facts(kube: Kube, sc: Any, o: KubeOptions, kp: KubePlan) -> dict[str, Any]:
-    return {
-        "target": {
-            "kind": "kubernetes",
-            "storage_class": sc.metadata.name,
-            "provisioner": sc.provisioner,
-            "parameters": dict(sc.parameters or {}),
-            "reclaim_policy": sc.reclaim_policy,
-            "binding_mode": sc.volume_binding_mode,
-            "allow_volume_expansion": bool(sc.allow_volume_expansion),
-            "mount_options": list(sc.mount_options or []),
-            "namespace": kp.namespace,
-            "requested_capacity": kp.capacity,
-            "access_mode": o.access_mode,
-            "volume_mode": o.volume_mode,
-        },
-        "kubernetes": {"context": kube.context, "server": kube.server,
-                       "server_version": kube.server_version(), "image": o.image},
-        "storbench_version": __version__,
-    }
-
-
-_MOUNT = re.compile(rf"^(\S+) {DATA_DIR} (\S+) (\S+)", re.M)
-
-
-def _pod_facts(kube: Kube, kp: KubePlan, pod: Any, env: dict[str, Any],
-               o: KubeOptions) -> dict[str, Any]:
-    """The volume, the node and the pod's fio, once the pod runs; makes the scratch dir."""
-    name = name_of(kp.uid)
-    res = kube.exec(kp.namespace, name, [
-        "sh", "-c", f"fio --version && mkdir -p {kp.scratch} && cat /proc/mounts"],
-        deadline_s=60)
-    if res.returncode != 0 or res.timed_out:
-        raise KubeError(f"the image {o.image} cannot run fio in pod {kp.namespace}/{name}"
-                        f" (exit code {res.returncode}): {(res.stderr or res.stdout).strip()}")
-    fio_version = res.stdout.splitlines()[0].strip()
-    pvc = kube.read("PersistentVolumeClaim", name, kp.namespace)
-    target = dict(env["target"])
-    k8s = dict(env["kubernetes"])
-    m = _MOUNT.search(res.stdout)
-    if m is not None:
-        target.update(fs_type=m.group(2), mount_source=m.group(1),
-                      fs_mount_options=m.group(3))
-    if pvc is not None:
-        target["capacity"] = (pvc.status.capacity or {}).get("storage")
-        k8s["pvc"] = f"{kp.namespace}/{name}"
-        k8s["pv"] = pvc.spec.volume_name
-        pv = kube.read_pv(pvc.spec.volume_name) if pvc.spec.volume_name else None
-        if pv is not None:
-            source = {k: v for k, v in pv.spec.to_dict().items()
-                      if v is not None and k in ("csi", "host_path", "local", "nfs",
-                                                 "aws_elastic_block_store", "gce_persistent_disk",
-                                                 "azure_disk", "rbd", "cephfs")}
-            k8s["pv_source"] = source
-    k8s["node"] = pod.spec.node_name
-    for cs in pod.status.container_statuses or []:
-        k8s["image_id"] = cs.image_id
-    facts: dict[str, Any] = {"hostname": pod.spec.node_name}
-    node = kube.read_node(pod.spec.node_name) if pod.spec.node_name else None
-    if node is not None:
-        info = node.status.node_info
-        labels = node.metadata.labels or {}
-        k8s.update(kernel=info.kernel_version, os_image=info.os_image,
-                   container_runtime=info.container_runtime_version,
-                   kubelet=info.kubelet_version,
-                   zone=labels.get("topology.kubernetes.io/zone"),
-                   instance_type=labels.get("node.kubernetes.io/instance-type"))
-        facts.update(kernel=info.kernel_version, os=info.os_image,
-                     cpu_count=_int(node.status.capacity.get("cpu")),
-                     ram_bytes=_bytes(node.status.capacity.get("memory")))
-    limit = _bytes(dict(o.limits).get("memory"))
-    if limit is not None:  # the page cache a pod may use is charged to its memory limit
-        facts["ram_bytes"] = min(limit, facts.get("ram_bytes") or limit)
-    return {**env, **facts, "target": target, "kubernetes": k8s, "fio_version": fio_version}
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _bytes(quantity: str | None) -> int | None:
-    if not quantity:
-        return None
-    q = quantity.strip()
-    if q.endswith("i"):
-        return parse_size(q[:-1])
-    if q[-1:] in "kMGTPE":
-        return int(float(q[:-1]) * 1000 ** ("kMGTPE".index(q[-1]) + 1))
-    return _int(q)
-
-
 @dataclass
 class _Context:
     kube: Kube
     kp: KubePlan
+    o: KubeOptions
     store: Store
     run_id: int
     rep: Reporter
@@ -389,9 +245,12 @@ class _Context:
     deadline: float  # the run's end, monotonic
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="storbench-k8s-")))
 
+    @property
+    def pods(self) -> list[str]:
+        return [p for p, _ in self.kp.pods]
+
 
 def _execute(c: _Context) -> None:
-    name = name_of(c.kp.uid)
     ordinal = 0
     schedule = c.kp.plan.schedule()
     try:
@@ -401,45 +260,105 @@ def _execute(c: _Context) -> None:
             if index > 0:
                 later = {n for _, _, t in schedule[index:] for n in t.jobfile.named_files()}
                 _remove_files_except(c, later)
-            key = f"t{index:03d}"
-            argv = ["fio", "--output-format=json+", f"--output={WORK_DIR}/{key}.json",
-                    "--eta=always", "--eta-newline=1", f"{JOBS_DIR}/{key}.fio"]
             limit = (test.expected_s or UNTIMED_TEST_S) + TEST_GRACE_S
             limit = min(limit, max(1.0, c.deadline - time.monotonic()))
-            res = c.kube.exec(c.kp.namespace, name, ["sh", "-c", f"cd {WORK_DIR} && exec "
-                                                     + " ".join(argv)],
-                              on_stdout=_lines(functools.partial(c.rep.progress, index)),
-                              deadline_s=limit, should_stop=lambda: c.guard.signum is not None)
+            runs = _run_fio(c, index, limit)
             c.guard.check()  # an interrupted test's partial numbers are not stored
-            if res.timed_out:
-                raise FioError(f"test {test.name!r}: no result within {limit:.0f} s (its"
-                               f" runtime + {TEST_GRACE_S:.0f} s, or the run's time limit);"
-                               " the run was stopped")
-            _raise_if_pod_failed(c, res)
-            raw = _cat(c, f"{WORK_DIR}/{key}.json")
-            execution = Execution(raw, res.stderr, res.returncode, res.wall_s)
+            late = [p for p, r in zip(c.pods, runs, strict=True) if r.timed_out]
+            if late and all(r.timed_out or r.returncode == 0 for r in runs):
+                raise FioError(f"test {test.name!r}: no result from {', '.join(late)} within"
+                               f" {limit:.0f} s (its runtime + {TEST_GRACE_S:.0f} s, or the"
+                               " run's time limit); the run was stopped")
+            for pod, res in zip(c.pods, runs, strict=True):
+                _raise_if_pod_failed(c, pod, res)
+            raws = [_cat(c, pod, f"{WORK_DIR}/t{index:03d}.json") for pod in c.pods]
+            raw = raws[0] if len(raws) == 1 else _combine(c.pods, raws)
+            # pods stopped because another one failed give no returncode of their own
+            returncode = max((r.returncode for r in runs if not r.timed_out), key=abs,
+                             default=-1)
+            stderr = "".join(f"[{p}] {r.stderr}" if len(runs) > 1 else r.stderr
+                             for p, r in zip(c.pods, runs, strict=True) if r.stderr)
+            wall = max(r.wall_s for r in runs)
             try:
                 _, parsed = parse_fio_json(raw)
+                per_pod = parse_per_host(raw)
             except FioError:
-                if res.returncode == 0:
+                if returncode == 0:
                     raise
-                parsed = []
+                parsed, per_pod = [], {}
             prefixes = c.kp.log_prefixes[index]
             if prefixes:
-                _fetch_logs(c, key)
+                _fetch_logs(c, c.pods[0], f"sb{index:03d}")
             results = [replace(r, series=read_series(c.workdir, prefixes[r.name]))
                        if r.name in prefixes else r for r in parsed]
             numbered = list(enumerate(results, start=ordinal))
             ordinal += len(results)
+            pod_rows = []
+            for pod, pod_results in per_pod.items():
+                for r in pod_results:
+                    pod_rows.append((ordinal, pod, r))
+                    ordinal += 1
             found = [w.to_dict() for r in results for w in warnings.compute(r, c.environment)]
+            text = "\n".join(
+                (f"# pod {p}\n" if len(c.pods) > 1 else "")
+                + c.kp.jobs[KubePlan.job_key(index, i, len(c.pods))]
+                for i, p in enumerate(c.pods))
             c.store.add_invocation(
-                c.run_id, Invocation(index, c.kp.jobs[f"{key}.fio"], raw, res.returncode,
-                                     res.stderr, res.wall_s),
-                numbered, found, repeat=repeat)
+                c.run_id, Invocation(index, text, raw, returncode, stderr, wall),
+                numbered, found, repeat=repeat, per_host=pod_rows)
             c.rep.test_finished(index, results)
-            raise_for_fio(execution, [("", r) for r in results])
+            checked: list[tuple[str, TestResult]] = (
+                [("", r) for r in results] if len(c.pods) == 1
+                else [(p, r) for p, rs in per_pod.items() for r in rs])
+            missing = [p for p in c.pods if len(c.pods) > 1 and p not in per_pod]
+            raise_for_fio(Execution(raw, stderr, returncode, wall), checked,
+                          f"; no result from {', '.join(missing)}" if missing else "")
     finally:
         shutil.rmtree(c.workdir, ignore_errors=True)
+
+
+def _run_fio(c: _Context, index: int, limit: float) -> list[ExecResult]:
+    """fio in every pod at once; the first pod's output drives the progress display.
+    When one pod's fio fails, the others are not waited for."""
+    failed = threading.Event()
+
+    def one(i: int, pod: str) -> ExecResult:
+        key = KubePlan.job_key(index, i, len(c.pods))
+        argv = ["fio", "--output-format=json+", f"--output={WORK_DIR}/t{index:03d}.json",
+                "--eta=always", "--eta-newline=1", f"{JOBS_DIR}/{key}"]
+        progress = _lines(functools.partial(c.rep.progress, index)) if i == 0 else None
+        res = c.kube.exec(c.kp.namespace, pod, ["sh", "-c", f"cd {WORK_DIR} && exec "
+                                                + " ".join(argv)],
+                          on_stdout=progress, deadline_s=limit,
+                          should_stop=lambda: c.guard.signum is not None or failed.is_set())
+        if res.returncode != 0 and not res.timed_out:
+            failed.set()
+        return res
+
+    if len(c.pods) == 1:
+        return [one(0, c.pods[0])]
+    with ThreadPoolExecutor(max_workers=len(c.pods)) as pool:
+        return list(pool.map(one, range(len(c.pods)), c.pods))
+
+
+def _combine(pods: list[str], raws: list[str]) -> str:
+    """Several pods' fio JSON as one client/server-shaped document: every job entry
+    verbatim, tagged with its pod as ``hostname`` (what parse_per_host groups by)."""
+    docs = []
+    for raw in raws:
+        try:
+            docs.append(load_fio_json(raw))
+        except FioError:
+            docs.append({})
+    first = next((d for d in docs if d), {})
+    combined = {
+        "fio version": first.get("fio version", ""),
+        "global options": first.get("global options", {}),
+        "client_stats": [{**job, "hostname": pod}
+                         for pod, doc in zip(pods, docs, strict=True)
+                         for job in doc.get("jobs", [])],
+    }
+    return json.dumps(combined)
 
 
 def _lines(on_progress: Callable[[Progress], None]) -> Callable[[str], None]:
@@ -454,28 +373,27 @@ def _lines(on_progress: Callable[[Progress], None]) -> Callable[[str], None]:
     return feed
 
 
-def _run(c: _Context, script: str, what: str) -> ExecResult:
-    res = c.kube.exec(c.kp.namespace, name_of(c.kp.uid), ["sh", "-c", script], deadline_s=120)
+def _sh(c: _Context, pod: str, script: str, what: str) -> ExecResult:
+    res = c.kube.exec(c.kp.namespace, pod, ["sh", "-c", script], deadline_s=120)
     if res.timed_out or res.returncode != 0:
-        raise KubeError(f"{what} in pod {c.kp.namespace}/{name_of(c.kp.uid)} failed (exit"
-                        f" code {res.returncode}): {res.stderr.strip()}")
+        raise KubeError(f"{what} in pod {c.kp.namespace}/{pod} failed (exit code"
+                        f" {res.returncode}): {res.stderr.strip()}")
     return res
 
 
-def _cat(c: _Context, path: str) -> str:
-    res = c.kube.exec(c.kp.namespace, name_of(c.kp.uid), ["cat", path], deadline_s=120)
+def _cat(c: _Context, pod: str, path: str) -> str:
+    res = c.kube.exec(c.kp.namespace, pod, ["cat", path], deadline_s=120)
     return res.stdout if res.returncode == 0 else ""
 
 
 _FILE_MARK = "@@storbench-file "
 
 
-def _fetch_logs(c: _Context, key: str) -> None:
+def _fetch_logs(c: _Context, pod: str, prefix: str) -> None:
     """Copy the test's per-second logs from the pod into c.workdir."""
-    prefix = f"sb{key[1:]}"
-    res = _run(c, f"cd {WORK_DIR} && for f in {prefix}*.log; do [ -f \"$f\" ] || continue;"
-                  f" echo \"{_FILE_MARK}$f\"; cat \"$f\"; rm -f \"$f\"; done",
-               "reading fio's logs")
+    res = _sh(c, pod, f"cd {WORK_DIR} && for f in {prefix}*.log; do [ -f \"$f\" ] || continue;"
+                      f" echo \"{_FILE_MARK}$f\"; cat \"$f\"; rm -f \"$f\"; done",
+              "reading fio's logs")
     current: list[str] | None = None
     files: dict[str, list[str]] = {}
     for line in res.stdout.splitlines():
@@ -488,36 +406,35 @@ def _fetch_logs(c: _Context, key: str) -> None:
 
 
 def _remove_files_except(c: _Context, keep: set[str]) -> None:
+    """Between tests: the previous test's files go, those a later test names stay."""
     names = " ".join(f"'{n}'" for n in sorted(keep) if "'" not in n)
-    _run(c, f"cd {c.kp.scratch} && for f in * .[!.]*; do [ -e \"$f\" ] || continue;"
-            f" case \" {names} \" in *\" '$f' \"*) ;; *) rm -rf -- \"$f\";; esac; done",
-         "removing the previous test's files")
+    script = (f"cd {c.kp.scratch} && for f in * .[!.]*; do [ -e \"$f\" ] || continue;"
+              f" case \" {names} \" in *\" '$f' \"*) ;; *) rm -rf -- \"$f\";; esac; done")
+    for pod in dict.fromkeys(c.pods if not c.o.shared_volume else c.pods[:1]):
+        _sh(c, pod, script, "removing the previous test's files")
 
 
-def _raise_if_pod_failed(c: _Context, res: ExecResult) -> None:
-    """When fio died with the pod (evicted, OOM-killed, deadline), say so."""
-    if res.returncode in (0, 1):
+def _raise_if_pod_failed(c: _Context, pod: str, res: ExecResult) -> None:
+    """When fio died with its pod (evicted, OOM-killed, deadline), say so."""
+    if res.returncode in (0, 1) or res.timed_out:
         return
-    name = name_of(c.kp.uid)
-    pod = _quiet(lambda: c.kube.read("Pod", name, c.kp.namespace))
-    problem = _pod_problem(pod) if pod is not None else "the pod is gone"
+    try:
+        found = c.kube.read("Pod", pod, c.kp.namespace)
+    except KubeError:
+        found = None
+    if found is None:
+        problem = "the pod is gone"
+    elif found.metadata.deletion_timestamp is not None:
+        problem = "the pod is being deleted (by someone else, or its node is going away)"
+    else:
+        problem = pod_problem(found)
+    if not problem and res.returncode == LOST:
+        problem = "the connection to fio ended without an exit status"
     if problem:
-        raise KubeError(f"pod {c.kp.namespace}/{name} stopped during the test: {problem}"
-                        + _events(c.kube, c.kp.namespace, "Pod", name))
-    if res.returncode == 137 and _oom_killed(c):
-        limit = dict(c.kp.manifests[2]["spec"]["containers"][0]["resources"]
-                     .get("limits", {})).get("memory", "none")
-        raise KubeError(f"fio was OOM-killed in pod {c.kp.namespace}/{name}: the job needs"
+        raise KubeError(f"pod {c.kp.namespace}/{pod} stopped during the test: {problem}"
+                        + events(c.kube, c.kp.namespace, "Pod", pod))
+    if res.returncode == 137 and oom_killed(c.kube, c.kp.namespace, pod):
+        limit = dict(c.o.limits).get("memory", "none")
+        raise KubeError(f"fio was OOM-killed in pod {c.kp.namespace}/{pod}: the job needs"
                         f" more memory than the pod's limit ({limit}); raise it with"
                         " --limits memory=2Gi")
-
-
-def _oom_killed(c: _Context) -> bool:
-    res = _quiet(lambda: c.kube.exec(c.kp.namespace, name_of(c.kp.uid), [
-        "sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control"
-                    " 2>/dev/null"], deadline_s=30))
-    if res is None:
-        return False
-    m = re.search(r"oom_kill (\d+)", res.stdout)
-    return m is not None and int(m.group(1)) > 0
-

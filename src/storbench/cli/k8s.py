@@ -69,6 +69,10 @@ def kube_options(f: F) -> F:
         click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
                      help="Time limit for the whole run of one class (default: 300 s to"
                           " start, then each test's runtime + 60 s)."),
+        click.option("--clients", type=int, default=1, show_default=True, metavar="N",
+                     help="Run each test in N pods at once (spread over the nodes): on one"
+                          " volume with --access-mode RWX, else each on its own; per-pod"
+                          " rows and one merged result."),
         click.option("--dry-run", is_flag=True,
                      help="With --storage-class: print the manifests as YAML and stop;"
                           " the cluster is not contacted."),
@@ -85,7 +89,7 @@ def build_options(storage_class: str, params: dict[str, Any]) -> KubeOptions:
         capacity=params["capacity"], access_mode=access_mode(params["access_mode"]),
         volume_mode=params["volume_mode"],
         node_selector=parse_pairs(params["node_selector"], "--node-selector"),
-        image=params["image"], timeout_s=params["timeout_s"],
+        image=params["image"], timeout_s=params["timeout_s"], clients=params["clients"],
         **_resources(params["requests"], params["limits"]),
     )
     o.check()

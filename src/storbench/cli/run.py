@@ -81,7 +81,8 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @click.option("--hosts-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Hosts, one HOST[:PORT] per line (# comments).")
 @click.option("--shared-file", is_flag=True,
-              help="With --hosts: every host works on one file (default: a file per host).")
+              help="With --hosts (or --clients on an RWX volume): every host works on one"
+                   " file (default: a file per host).")
 @kube_options
 @assert_options
 @click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
@@ -143,8 +144,9 @@ def run(
         hosts += parse_hosts(hosts_text)
     if hosts_file is not None:
         hosts += parse_hosts(hosts_file.read_text(), str(hosts_file))
-    if shared_file and not hosts:
-        raise ConfigError("--shared-file needs --hosts or --hosts-file")
+    if shared_file and not hosts and not storage_classes:
+        raise ConfigError("--shared-file needs --hosts, --hosts-file or --storage-class with"
+                          " --clients")
     if hosts and probe_metadata:
         raise ConfigError("--probe-metadata runs on this machine; it cannot run with --hosts")
     if storage_classes:

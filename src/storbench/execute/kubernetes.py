@@ -39,6 +39,7 @@ RUN_VERBS: tuple[tuple[str, str, str], ...] = (
     ("create", "", "pods/exec"), ("list", "", "events"),
 )
 KINDS = ("Pod", "ConfigMap", "PersistentVolumeClaim")  # deletion order
+LOST = -2  # ExecResult.returncode when the stream ended with no exit status (pod gone?)
 
 
 class KubeError(TargetError):
@@ -49,9 +50,9 @@ class KubeError(TargetError):
 class ExecResult:
     stdout: str
     stderr: str
-    returncode: int
+    returncode: int  # LOST: the connection ended without an exit status
     wall_s: float
-    timed_out: bool = False
+    timed_out: bool = False  # the stream was closed by us (deadline, or told to stop)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Kube:
             raise ConfigError(f"cannot use the kubeconfig {path}{where}: {exc or 'not found'}."
                               " Set KUBECONFIG or --kubeconfig, and --context") from None
         self.server = api.configuration.host
+        self._configuration = api.configuration
         self.core = client.CoreV1Api(api)
         self.storage = client.StorageV1Api(api)
         self.authz = client.AuthorizationV1Api(api)
@@ -334,9 +336,12 @@ class Kube:
         process may go on in the pod until the pod is deleted.
         """
         start = time.monotonic()
+        # stream() swaps its ApiClient's request method while it connects: an ApiClient
+        # of its own per exec keeps concurrent execs (several pods) and other calls apart.
+        core = client.CoreV1Api(client.ApiClient(self._configuration))
         with self.call(f"running {argv[0]} in pod {namespace}/{pod}"):
             try:
-                ws = stream(self.core.connect_get_namespaced_pod_exec, pod, namespace,
+                ws = stream(core.connect_get_namespaced_pod_exec, pod, namespace,
                             command=argv, container="fio", stdout=True, stderr=True,
                             stdin=False, tty=False, _preload_content=False)
             except ApiException as exc:
@@ -374,8 +379,8 @@ class Kube:
 
 def _exit_code(status: str, argv: list[str], pod: str) -> int:
     """The exec's exit status from the API server's Status on the error channel."""
-    if not status:
-        return 0
+    if not status:  # the stream ended without the API server's verdict
+        return LOST
     try:
         doc = yaml.safe_load(status)
     except yaml.YAMLError:

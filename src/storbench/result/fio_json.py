@@ -63,7 +63,8 @@ def parse_fio_json(text: str) -> tuple[str, list[TestResult]]:
 
 
 def parse_per_host(text: str) -> dict[str, list[TestResult]]:
-    """Client/server output: one TestResult per job name for each host ("addr:port").
+    """Client/server output: one TestResult per job name for each host ("addr:port";
+    a Kubernetes run's combined output names pods, without a port).
 
     Empty for output of a local run (no ``client_stats``).
     """
@@ -73,7 +74,7 @@ def parse_per_host(text: str) -> dict[str, list[TestResult]]:
     for job in job_entries(doc):
         if "hostname" not in job or "jobs" in doc:
             continue
-        host = f"{job['hostname']}:{job.get('port', '')}"
+        host = f"{job['hostname']}:{job['port']}" if "port" in job else str(job["hostname"])
         hosts.setdefault(host, {}).setdefault(str(job.get("jobname", "")), []).append(job)
     return {
         host: [aggregate(name, jobs, defaults) for name, jobs in groups.items()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from storbench.errors import ConfigError
@@ -56,6 +56,7 @@ class KubeOptions:
     limits: tuple[tuple[str, str], ...] = (("memory", "1Gi"),)
     timeout_s: float | None = None  # None: from the suite's runtime
     kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config
+    clients: int = 1  # pods running each test at once (one RWX volume, or one each)
 
     def check(self) -> None:
         """ConfigError for values the API server would reject anyway, said in our words."""
@@ -79,6 +80,13 @@ class KubeOptions:
                 raise ConfigError(f"--node-selector: {key!r} is not a label key")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ConfigError(f"--timeout must be positive, not {self.timeout_s:g}")
+        if not 1 <= self.clients <= 256:
+            raise ConfigError(f"--clients must be 1 to 256, not {self.clients}")
+
+    @property
+    def shared_volume(self) -> bool:
+        """Do all client pods mount one volume (RWX/ROX), or each its own?"""
+        return self.access_mode in ("ReadWriteMany", "ReadOnlyMany")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -87,7 +95,7 @@ class KubeOptions:
             "access_mode": self.access_mode, "volume_mode": self.volume_mode,
             "node_selector": dict(self.node_selector), "image": self.image,
             "requests": dict(self.requests), "limits": dict(self.limits),
-            "timeout_s": self.timeout_s,
+            "timeout_s": self.timeout_s, "clients": self.clients,
         }
 
 
@@ -132,13 +140,26 @@ def name_of(uid: str) -> str:
     return f"storbench-{uid}"
 
 
+def pod_names(uid: str, clients: int) -> list[str]:
+    return [name_of(uid)] if clients == 1 else [f"{name_of(uid)}-{i}" for i in range(clients)]
+
+
+def claim_names(uid: str, o: KubeOptions) -> list[str]:
+    """The PVC each pod mounts: one for all (one pod, or a shared access mode), else one
+    per pod."""
+    if o.clients == 1 or o.shared_volume:
+        return [name_of(uid)] * o.clients
+    return pod_names(uid, o.clients)
+
+
 def labels(uid: str, storage_class: str) -> dict[str, str]:
     return {MANAGED_BY: "storbench", "app.kubernetes.io/name": "storbench",
             RUN_LABEL: uid, CLASS_LABEL: storage_class}
 
 
-def _meta(uid: str, namespace: str, o: KubeOptions) -> dict[str, Any]:
-    return {"name": name_of(uid), "namespace": namespace, "labels": labels(uid, o.storage_class)}
+def _meta(uid: str, namespace: str, o: KubeOptions, name: str | None = None) -> dict[str, Any]:
+    return {"name": name or name_of(uid), "namespace": namespace,
+            "labels": labels(uid, o.storage_class)}
 
 
 def configmap_manifest(uid: str, namespace: str, o: KubeOptions,
@@ -148,10 +169,11 @@ def configmap_manifest(uid: str, namespace: str, o: KubeOptions,
             "data": jobs}
 
 
-def pvc_manifest(uid: str, namespace: str, o: KubeOptions, capacity: str) -> dict[str, Any]:
+def pvc_manifest(uid: str, namespace: str, o: KubeOptions, capacity: str,
+                 name: str | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": _meta(uid, namespace, o),
+        "metadata": _meta(uid, namespace, o, name),
         "spec": {
             "storageClassName": o.storage_class,
             "accessModes": [o.access_mode],
@@ -166,8 +188,8 @@ def pvc_manifest(uid: str, namespace: str, o: KubeOptions, capacity: str) -> dic
 IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done"]
 
 
-def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int) -> dict[str, Any]:
-    name = name_of(uid)
+def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int,
+                 name: str | None = None, claim: str | None = None) -> dict[str, Any]:
     resources: dict[str, Any] = {}
     if o.requests:
         resources["requests"] = dict(o.requests)
@@ -179,6 +201,7 @@ def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int) -> d
         "terminationGracePeriodSeconds": 2,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "dnsPolicy": "Default",  # fio needs no cluster DNS
         "securityContext": {
             "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
             "fsGroup": RUN_AS, "fsGroupChangePolicy": "OnRootMismatch",
@@ -202,20 +225,19 @@ def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int) -> d
             ],
         }],
         "volumes": [
-            {"name": "data", "persistentVolumeClaim": {"claimName": name}},
-            {"name": "jobs", "configMap": {"name": name}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": claim or name_of(uid)}},
+            {"name": "jobs", "configMap": {"name": name_of(uid)}},
             {"name": "work", "emptyDir": {}},
         ],
     }
     if o.node_selector:
         spec["nodeSelector"] = dict(o.node_selector)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(uid, namespace, o),
+    if o.clients > 1:  # spread the clients over the nodes, where there are several
+        spec["affinity"] = {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100, "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {RUN_LABEL: uid}}}}]}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(uid, namespace, o, name),
             "spec": spec}
 
-
-@dataclass
-class Created:
-    """What a run created in the cluster, in creation order (deleted in reverse)."""
-
-    namespace: str
-    objects: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
