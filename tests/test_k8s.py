@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import secrets
 import signal
@@ -21,6 +20,7 @@ from storbench.execute.kubernetes import Kube, KubeError
 from tests.conftest import STORBENCH, run_cli
 from tests.k8s import leftovers, managed_pods
 from tests.test_cli import assert_one_line_error, show_json
+from tests.test_hosts import merged_percentile
 
 pytestmark = pytest.mark.integration
 
@@ -328,15 +328,6 @@ def test_directory_or_storage_class(store_path, tmp_path):
     assert_one_line_error(hosts, 2, "cannot be combined")
 
 
-def _merged_percentile(entries, direction, p):
-    samples = []
-    for e in entries:
-        for value, count in e[direction]["clat"]["bins"].items():
-            samples += [int(value)] * count
-    samples.sort()
-    return float(samples[math.ceil(p / 100 * len(samples)) - 1])
-
-
 RANDRW_JOB = ("[randread]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=8\nsize=64m\n"
               "time_based\nruntime=3\n\n[randwrite]\nrw=randwrite\nbs=4k\nioengine=libaio\n"
               "direct=1\niodepth=8\nsize=64m\ntime_based\nruntime=3\nstonewall\n")
@@ -362,7 +353,7 @@ def test_three_pods_on_one_rwx_volume(kube, namespace, k8s_env, store_path, tmp_
         assert all(h[direction]["iops"] > 0 for h in rows)
         assert agg[direction]["iops"] == pytest.approx(sum(h[direction]["iops"] for h in rows))
         for p in (50.0, 99.0, 99.9):
-            assert agg[direction]["clat"]["percentiles_ns"][str(p)] == _merged_percentile(
+            assert agg[direction]["clat"]["percentiles_ns"][str(p)] == merged_percentile(
                 rows, direction, p)
         assert f"{test}: per host" in proc.stdout and "slowest" in proc.stdout
     texts = run["job_files"][0]  # one volume: per-pod file names, so pods never collide

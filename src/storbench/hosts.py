@@ -29,7 +29,15 @@ from storbench.execute import Execution, FioBinary, LocalExecutor, SignalGuard, 
 from storbench.execute.local import fio_message
 from storbench.result import TestResult, parse_fio_json
 from storbench.result.fio_json import parse_per_host
-from storbench.runner import Plan, Reporter, RunSpec, make_plan, raise_for_fio, record_failure
+from storbench.runner import (
+    Plan,
+    Reporter,
+    RunSpec,
+    make_plan,
+    number_results,
+    raise_for_fio,
+    record_failure,
+)
 from storbench.store import Invocation, Store
 from storbench.target.environment import host_facts
 
@@ -214,13 +222,7 @@ def _execute(plan: Plan, executor: LocalExecutor, store: Store, run_id: int, hos
             per_host = parse_per_host(execution.raw_json)
         except FioError:
             results, per_host = [], {}
-        numbered = list(enumerate(results, start=ordinal))
-        ordinal += len(results)
-        host_rows = []
-        for host, host_results in per_host.items():
-            for r in host_results:
-                host_rows.append((ordinal, host, r))
-                ordinal += 1
+        numbered, host_rows, ordinal = number_results(ordinal, results, per_host)
         found = [w.to_dict() for r in results for w in warnings.compute(r, {})]
         store.add_invocation(
             run_id,

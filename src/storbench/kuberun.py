@@ -48,7 +48,15 @@ from storbench.execute.local import Execution, parse_status_line
 from storbench.result import TestResult, parse_fio_json
 from storbench.result.fio_json import load_fio_json, parse_per_host
 from storbench.result.fio_logs import read_series
-from storbench.runner import Plan, Reporter, RunSpec, make_plan, raise_for_fio, record_failure
+from storbench.runner import (
+    Plan,
+    Reporter,
+    RunSpec,
+    make_plan,
+    number_results,
+    raise_for_fio,
+    record_failure,
+)
 from storbench.store import Invocation, Store
 from storbench.target.kubernetes import (
     DATA_DIR,
@@ -291,13 +299,7 @@ def _execute(c: _Context) -> None:
                 _fetch_logs(c, c.pods[0], f"sb{index:03d}")
             results = [replace(r, series=read_series(c.workdir, prefixes[r.name]))
                        if r.name in prefixes else r for r in parsed]
-            numbered = list(enumerate(results, start=ordinal))
-            ordinal += len(results)
-            pod_rows = []
-            for pod, pod_results in per_pod.items():
-                for r in pod_results:
-                    pod_rows.append((ordinal, pod, r))
-                    ordinal += 1
+            numbered, pod_rows, ordinal = number_results(ordinal, results, per_pod)
             found = [w.to_dict() for r in results for w in warnings.compute(r, c.environment)]
             text = "\n".join(
                 (f"# pod {p}\n" if len(c.pods) > 1 else "")

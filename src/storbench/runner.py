@@ -350,6 +350,21 @@ def _execute(c: _Context) -> None:
         remove_files_except(c.scratch, later)
 
 
+def number_results(ordinal: int, results: list[TestResult],
+                   per_host: dict[str, list[TestResult]]
+                   ) -> tuple[list[tuple[int, TestResult]], list[tuple[int, str, TestResult]], int]:
+    """Ordinals for an invocation's aggregate results, then its per-host (per-pod) ones;
+    returns both and the next free ordinal."""
+    numbered = list(enumerate(results, start=ordinal))
+    ordinal += len(results)
+    rows = []
+    for host, host_results in per_host.items():
+        for r in host_results:
+            rows.append((ordinal, host, r))
+            ordinal += 1
+    return numbered, rows, ordinal
+
+
 def record_failure(store: Store, run_id: int, exc: BaseException) -> NoReturn:
     """Store a run that did not complete as failed or interrupted, and re-raise.
 
