@@ -107,8 +107,13 @@ def test_import_client_server_output(fio_servers, tmp_path, store_path):
 
 
 @pytest.mark.parametrize("text, needle, code", [
-    ("read : io=784996KB, bw=3185.4KB/s, iops=796, runt=246443msec\n", "not supported yet", 2),
-    ("3;fio-3.33;imp;0;0;4096;\n", "terse output is not supported yet", 2),
+    ("read : io=784996KB, bw=3185.4KB/s, iops=796, runt=246443msec\n", "no fio output found",
+     2),
+    ("3;fio-3.33;imp;0;0;4096;\n", ":1: terse line with 7 fields", 2),
+    ("prose\nimp: (groupid=0, jobs=1): err= 0: pid=1: Sun Nov 22 2026\n",
+     ":2: job 'imp' has no", 2),
+    ("imp: (groupid=0, jobs=1): err= 0: pid=1\n  read: IOPS=9x, BW=1MiB/s (1MB/s)(1MiB/1msec)\n",
+     ":2: cannot read this read line", 2),
     ('{\n  "fio version" : "fio-3.33",\n  "jobs" : [\n    {\n', "cut short", 2),
     ('{"fio version": "fio-3.33", "jobs": []}', "holds no job", 2),
 ])

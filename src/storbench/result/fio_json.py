@@ -52,7 +52,11 @@ def job_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def parse_fio_json(text: str) -> tuple[str, list[TestResult]]:
     """fio's version string and one TestResult per job name, in first-seen order."""
-    doc = load_fio_json(text)
+    return results_of(load_fio_json(text))
+
+
+def results_of(doc: dict[str, Any]) -> tuple[str, list[TestResult]]:
+    """A fio JSON document (or one shaped like it) -> version and results."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for job in job_entries(doc):
         groups.setdefault(str(job.get("jobname", "")), []).append(job)
@@ -171,10 +175,11 @@ def aggregate(
     options = dict(defaults or {})
     options.update({str(k): str(v) for k, v in (jobs[0].get("job options") or {}).items()})
     numjobs = options.get("numjobs", "1")
-    grouped = len(jobs) == 1 and "group_reporting" in options and numjobs.isdigit()
+    # group_reporting: one entry for all numjobs (fio's "job options" do not list it)
+    grouped = len(jobs) == 1 and numjobs.isdigit()
     return TestResult(
         name=name,
-        jobs=int(numjobs) if grouped else len(jobs),  # group_reporting: one entry for all
+        jobs=int(numjobs) if grouped else len(jobs),
         error=error,
         read=directions["read"],
         write=directions["write"],
