@@ -85,8 +85,10 @@ def test_resolve(store, fio_json_text):
     run_id = add_run(store, fio_json_text)
     assert store.resolve("last") == run_id
     assert store.resolve(f"#{run_id}") == run_id
-    with pytest.raises(StoreError, match="not a run id"):
+    with pytest.raises(StoreError, match="neither a run id nor a label"):
         store.resolve("abc")
+    newer = add_run(store, fio_json_text, label="a")
+    assert store.resolve("a") == newer  # a label: its latest run
 
 
 def test_newer_database_is_refused(store_path):

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from storbench import __version__
 from storbench.errors import ConfigError, FioError
 from storbench.result import TestResult, fio_text, parse_fio_json
 from storbench.result.fio_json import parse_per_host, results_of
 from storbench.store import Invocation, Store
+from storbench.workload import get_suite
 
 
 @dataclass(frozen=True)
@@ -82,19 +83,51 @@ ABSENT = {
 }
 
 
+def as_test(p: Parsed, suite_name: str, test: str | None) -> Parsed:
+    """The results renamed to a suite's test names (--as SUITE[:TEST])."""
+    suite = get_suite(suite_name)
+    names = [t.name for t in suite.tests]
+    if test is not None and test not in names:
+        raise ConfigError(f"--as {suite_name}:{test}: suite {suite_name} has no test {test!r};"
+                          f" its tests: {', '.join(names)}")
+    jobs = list(dict.fromkeys(r.name for r in p.results))
+    if test is None and len(names) == 1:
+        test = names[0]
+    if test is not None:
+        if len(jobs) != 1:
+            raise ConfigError(f"{p.source}: {len(jobs)} jobs ({', '.join(jobs)}) cannot all"
+                              f" become test {test!r}; import them without --as, or one job"
+                              " per file")
+        rename = {jobs[0]: test}
+    else:
+        unknown = [j for j in jobs if j not in names]
+        if unknown:
+            raise ConfigError(f"{p.source}: job(s) {', '.join(unknown)} are not tests of suite"
+                              f" {suite_name} ({', '.join(names)}); use --as"
+                              f" {suite_name}:TEST for a single job")
+        rename = {}
+    return replace(p, results=[replace(r, name=rename.get(r.name, r.name)) for r in p.results],
+                   per_host={h: [replace(r, name=rename.get(r.name, r.name)) for r in rs]
+                             for h, rs in p.per_host.items()})
+
+
 def import_runs(
     store: Store, sources: list[tuple[str, str]], *, label: str | None = None,
-    tags: dict[str, str] | None = None,
+    tags: dict[str, str] | None = None, as_suite: str | None = None,
 ) -> list[int]:
     """Store each (name, text) as a run with origin "imported"; returns the run ids."""
     parsed = [parse_source(name, text) for name, text in sources]  # all, before storing
+    suite = "imported"
+    if as_suite is not None:
+        suite, _, test = as_suite.partition(":")
+        parsed = [as_test(p, suite, test or None) for p in parsed]
     ids = []
     for p in parsed:
         run_id = store.begin_run(
-            uid=secrets.token_hex(6), suite="imported", target=p.source,
+            uid=secrets.token_hex(6), suite=suite, target=p.source,
             environment={"imported_from": p.source, "fio_version": p.fio_version,
                          "imported_format": p.kind, "absent": ABSENT[p.kind]},
-            settings={"suite": "imported"}, storbench_version=__version__,
+            settings={"suite": suite, "imported_as": as_suite}, storbench_version=__version__,
             fio_version=p.fio_version or None, label=label, tags=tags, origin="imported")
         numbered = list(enumerate(p.results))
         n = len(numbered)

@@ -350,16 +350,19 @@ class Store:
     # -- reading ---------------------------------------------------------------------------
 
     def resolve(self, ref: str) -> int:
-        """A run id from what a user typed: a number, or 'last'."""
+        """A run id from what a user typed: a number, 'last', or a label (its latest run)."""
         if ref == "last":
             row = self.db.execute("SELECT max(id) FROM runs").fetchone()
             if row[0] is None:
                 raise StoreError(f"no runs stored yet in {self.path}")
             return int(row[0])
-        try:
+        if ref.lstrip("#").isdigit():
             return int(ref.lstrip("#"))
-        except ValueError:
-            raise StoreError(f"{ref!r} is not a run id; `storbench list` shows them") from None
+        row = self.db.execute("SELECT max(id) FROM runs WHERE label = ?", (ref,)).fetchone()
+        if row[0] is None:
+            raise StoreError(f"{ref!r} is neither a run id nor a label; `storbench list` shows"
+                             " the runs")
+        return int(row[0])
 
     def resolve_baseline(self, ref: str, *, exclude: int | None = None) -> int:
         """A run id, 'last', or a label: the latest completed run with that label."""

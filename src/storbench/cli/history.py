@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,11 +11,12 @@ import click
 
 from storbench import references
 from storbench.analysis.compare import compare as build_comparison
+from storbench.analysis.cost import assign, builtin_sheets, load_sheets, parse_capacity, price
 from storbench.cli.common import cli, db_option, err, json_option, out, parse_tags, print_json
 from storbench.errors import ConfigError
 from storbench.importer import import_runs
 from storbench.render import FORMATS, terminal
-from storbench.render.json import run_dict
+from storbench.render.json import cost_dict, run_dict
 from storbench.render.timeline import render_timeline
 from storbench.store import Store
 from storbench.workload import SUITES, get_suite
@@ -97,10 +99,22 @@ def _comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
     if reference or reference_file:
         extra = references.load_file(reference_file) if reference_file else []
         names = [n.strip() for n in (reference or "").split(",") if n.strip()]
-        chosen = references.select(names, runs[0].suite, extra) if names else [
+        chosen = _select_references(names, runs, extra) if names else [
             r for r in extra if r.suite == runs[0].suite]
         runs += [references.as_run(r, i) for i, r in enumerate(chosen)]
     return build_comparison(runs, base_index)
+
+
+def _select_references(names: list[str], runs: list[Any], extra: list[Any]) -> list[Any]:
+    """The named references for the first compared run's suite that has them all."""
+    first_error: ConfigError | None = None
+    for run in runs:
+        try:
+            return references.select(names, run.suite, extra)
+        except ConfigError as exc:
+            first_error = first_error or exc
+    assert first_error is not None
+    raise first_error
 
 
 def reference_options(f: Any) -> Any:
@@ -117,23 +131,55 @@ def reference_options(f: Any) -> Any:
 @click.option("--baseline", "-b", metavar="RUN",
               help="Show each figure as a ratio to this run (× the baseline).")
 @reference_options
+@click.option("--cost", "costs", multiple=True, metavar="[RUN=]SHEET",
+              help="Price the runs with a sheet: a built-in one (`storbench cost list`) or a"
+                   " YAML file; RUN= picks the run (label, id or reference name), else the"
+                   " rows named like the sheet, else all (repeatable).")
+@click.option("--capacity", metavar="SIZE",
+              help="With --cost: the volume size to price, e.g. 500GiB or 1TB.")
+@click.option("--provisioned-iops", type=float, metavar="IOPS",
+              help="With --cost: price this many IOPS instead of what each run achieved.")
+@click.option("--provisioned-mbps", type=float, metavar="MB/S",
+              help="With --cost: price this throughput instead of what each run achieved.")
 @json_option
 @db_option
 def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
-                reference: str | None, reference_file: Path | None, as_json: bool) -> None:
+                reference: str | None, reference_file: Path | None, costs: tuple[str, ...],
+                capacity: str | None, provisioned_iops: float | None,
+                provisioned_mbps: float | None, as_json: bool) -> None:
     """Compare runs side by side: one row per run, one column per metric.
+
+    With --cost, a second table prices each run: $ per month for --capacity with the
+    performance it achieved, and $ per 1,000 IOPS and per MB/s.
 
     \b
     Example:
       storbench compare 12 13 14
       storbench compare 13 14 --baseline 12
       storbench compare 12 --reference ebs-gp3,efs   # beside published figures
+      storbench compare 12 --reference ebs-gp3,efs --cost ebs-gp3 --cost efs \\
+          --cost 12=ebs-gp3 --capacity 500GiB
     """
+    if costs and capacity is None:
+        raise ConfigError("--cost needs --capacity (the volume size to price, e.g. 500GiB)")
+    if capacity is not None and not costs:
+        raise ConfigError("--capacity applies to --cost")
     comp = _comparison(store, run_refs, baseline, reference, reference_file)
+    priced = []
+    if costs:
+        assert capacity is not None
+        priced = price(comp, assign(comp, list(costs)), parse_capacity(capacity),
+                       provisioned_iops=provisioned_iops, provisioned_mbps=provisioned_mbps)
     if as_json:
-        click.echo(FORMATS["json"](comp), nl=False)
+        doc = json.loads(FORMATS["json"](comp))
+        if priced:
+            doc["cost"] = [cost_dict(comp, p) for p in priced]
+        print_json(doc)
         return
     terminal.print_comparison(out, comp)
+    if priced:
+        out.print()
+        terminal.print_costs(out, comp, priced)
 
 
 @cli.command()
@@ -209,18 +255,26 @@ def suites(name: str | None, as_json: bool) -> None:
 @click.option("--label", "-l", help="Label for the imported run(s).")
 @click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
               help="Attach a tag (repeatable).")
+@click.option("--as", "as_suite", metavar="SUITE[:TEST]",
+              help="Store the results as this suite's test (the job is renamed), so that they"
+                   " line up with runs of that suite and its published references.")
 @db_option
 def import_(store: Store, files: tuple[str, ...], label: str | None,
-            tags: tuple[str, ...]) -> None:
-    """Import fio's JSON or json+ output (any fio >= 2.x, also client/server) as runs.
+            tags: tuple[str, ...], as_suite: str | None) -> None:
+    """Import fio's output from elsewhere as runs: JSON, json+, terse or normal text.
 
+    Reads fio >= 2.x's JSON and json+ (also client/server), terse output (version 3)
+    and the normal text output of fio 2.x and 3.x, also inside other text: a
+    terminal log, a blog post (HTML entities), lines with line numbers or re-wrapped.
     FILE may be `-` for standard input. Every file is read before anything is
-    stored: one bad file imports nothing. fio's terse and text output are not read yet.
+    stored: one bad file imports nothing. What a form of output does not hold
+    (text has no histogram bins) is recorded as absent, never made up.
 
     \b
     Example:
       storbench import old-run.json --label efs-2019
       fio --output-format=json+ job.fio | storbench import - --tag host=db1
+      storbench import ticket-1234.txt --as randrw75 --label efs-2016
     """
     sources = []
     for name in files:
@@ -229,7 +283,8 @@ def import_(store: Store, files: tuple[str, ...], label: str | None,
         except OSError as exc:
             raise ConfigError(f"cannot read {name!r}: {exc.strerror}") from exc
         sources.append(("<stdin>" if name == "-" else name, text))
-    for run_id in import_runs(store, sources, label=label, tags=parse_tags(tags)):
+    for run_id in import_runs(store, sources, label=label, tags=parse_tags(tags),
+                              as_suite=as_suite):
         err.print(f"Imported run #{run_id}")
 
 
@@ -262,3 +317,35 @@ def reference_list(reference_file: Path | None, as_json: bool) -> None:
         print_json([references.describe(r) for r in refs])
         return
     terminal.print_references(out, refs)
+
+
+@cli.group()
+def cost() -> None:
+    """Price sheets for `compare --cost` (dated, with their source).
+
+    \b
+    Example:
+      storbench cost list
+      storbench cost list --file my-prices.yaml
+    """
+
+
+@cost.command(name="list")
+@click.option("--file", "sheet_file", type=click.Path(exists=True, dir_okay=False,
+                                                      path_type=Path),
+              help="Also check and list the sheets in this YAML file.")
+@json_option
+def cost_list(sheet_file: Path | None, as_json: bool) -> None:
+    """List the built-in price sheets (and those of a YAML file).
+
+    \b
+    Example:
+      storbench cost list
+      storbench cost list --file prices.yaml --json
+    """
+    sheets = builtin_sheets() + (load_sheets(sheet_file.read_text(), str(sheet_file))
+                                 if sheet_file else [])
+    if as_json:
+        print_json([vars(s) for s in sheets])
+        return
+    terminal.print_sheets(out, sheets)

@@ -8,6 +8,7 @@ from typing import Any
 
 from storbench.analysis.assertions import Outcome
 from storbench.analysis.compare import Comparison
+from storbench.analysis.cost import Priced
 from storbench.analysis.verdicts import evaluate
 from storbench.store import Run
 
@@ -86,3 +87,13 @@ def _no_nan(o: Any) -> Any:
         return [_no_nan(v) for v in o]
     return o
 
+
+
+def cost_dict(comp: Comparison, p: Priced) -> dict[str, Any]:
+    run = comp.runs[p.run]
+    return {"run": run.id or None, "label": run.label, "sheet": vars(p.sheet),
+            "capacity_bytes": p.capacity_bytes, "provisioned_iops": p.provisioned_iops,
+            "provisioned_mbps": p.provisioned_mbps, "usd_per_month": p.monthly,
+            "best_iops": p.iops, "best_iops_column": p.iops_column,
+            "best_bw_bytes_per_s": p.bw_bytes_per_s, "best_bw_column": p.bw_column,
+            "per_1000_iops": p.per_kiops, "per_mbps": p.per_mbps}

@@ -1,0 +1,200 @@
+"""Price sheets and what a compared run's performance costs per month.
+
+A sheet (YAML; built-in ones in data/costs.yaml, dated, with their source) gives $
+per GB-month, the IOPS and throughput included, and $ per provisioned IOPS-month and
+MB/s-month above that. A run is priced for the capacity asked for, provisioned with
+the performance it achieved: its best IOPS and bandwidth figures in the comparison,
+above what the sheet includes and up to the sheet's maximum, unless the
+provisioned IOPS and MB/s are given. Then $ per 1,000 IOPS and per MB/s achieved.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from storbench.analysis.compare import Comparison
+from storbench.errors import ConfigError
+
+GB = 1e9  # AWS bills decimal GB
+MB = 1e6
+
+
+@dataclass(frozen=True)
+class CostSheet:
+    name: str
+    per_gb_month: float
+    date: str
+    source: str
+    title: str = ""
+    currency: str = "USD"
+    included_iops: float = 0.0
+    included_mbps: float = 0.0
+    per_iops_month: float = 0.0
+    per_mbps_month: float = 0.0
+    max_iops: float | None = None
+    max_mbps: float | None = None
+
+
+def load_sheets(text: str, source: str) -> list[CostSheet]:
+    """Sheets from YAML: one mapping or a list of them. ConfigError says what is wrong."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not YAML ({exc})") from None
+    items = doc if isinstance(doc, list) else [doc]
+    known = {f.name for f in fields(CostSheet)}
+    sheets = []
+    for i, item in enumerate(items, start=1):
+        if not isinstance(item, dict):
+            raise ConfigError(f"{source}: sheet {i} is not a mapping of fields")
+        unknown = sorted(set(item) - known)
+        missing = [k for k in ("name", "per_gb_month", "date", "source") if k not in item]
+        if unknown or missing:
+            raise ConfigError(f"{source}: sheet {i}: "
+                              + "; ".join(x for x in (
+                                  f"unknown field(s) {', '.join(unknown)}" if unknown else "",
+                                  f"missing {', '.join(missing)}" if missing else "") if x)
+                              + f" (fields: {', '.join(sorted(known))})")
+        values: dict[str, Any] = {}
+        for k, v in item.items():
+            if k in ("name", "date", "source", "title", "currency"):
+                values[k] = str(v).strip()
+            elif v is not None:
+                if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
+                    raise ConfigError(f"{source}: sheet {i}: {k} must be a number >= 0, not"
+                                      f" {v!r}")
+                values[k] = float(v)
+        sheets.append(CostSheet(**values))
+    return sheets
+
+
+def builtin_sheets() -> list[CostSheet]:
+    text = resources.files("storbench.data").joinpath("costs.yaml").read_text()
+    return load_sheets(text, "built-in price sheets")
+
+
+def resolve_sheets(spec: str) -> list[CostSheet]:
+    """A built-in sheet's name, or a YAML file of sheets."""
+    for s in builtin_sheets():
+        if s.name == spec:
+            return [s]
+    path = Path(spec)
+    if path.is_file():
+        return load_sheets(path.read_text(), str(path))
+    names = ", ".join(s.name for s in builtin_sheets())
+    raise ConfigError(f"--cost {spec!r} is neither a built-in price sheet ({names}) nor a"
+                      " YAML file")
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?)B?\s*$", re.I)
+
+
+def parse_capacity(text: str) -> float:
+    """'500GiB', '500Gi', '1TB', '500GB' -> bytes (GiB binary, GB decimal)."""
+    m = _SIZE.match(text)
+    if m is None or not m.group(2):
+        raise ConfigError(f"--capacity {text!r} is not a size with a unit (500GiB, 1TB, 500Gi)")
+    power = "KMGTP".index(m.group(2).upper()) + 1
+    base = 1024 if m.group(3) else 1000
+    return float(m.group(1)) * float(base**power)
+
+
+@dataclass(frozen=True)
+class Priced:
+    """One run's monthly cost on one sheet."""
+
+    run: int  # index into the comparison's runs
+    sheet: CostSheet
+    capacity_bytes: float
+    iops: float | None  # the best IOPS figure in the comparison's columns
+    iops_column: str | None
+    bw_bytes_per_s: float | None
+    bw_column: str | None
+    provisioned_iops: float
+    provisioned_mbps: float
+    monthly: float
+
+    @property
+    def per_kiops(self) -> float | None:
+        return self.monthly / (self.iops / 1000) if self.iops else None
+
+    @property
+    def per_mbps(self) -> float | None:
+        return self.monthly / (self.bw_bytes_per_s / MB) if self.bw_bytes_per_s else None
+
+
+def _best(comp: Comparison, run: int, kind: str) -> tuple[float | None, str | None]:
+    best: tuple[float | None, str | None] = (None, None)
+    for i, col in enumerate(comp.columns):
+        v = comp.cells[run][i].value
+        if col.metric.kind == kind and v is not None and not math.isnan(v) and (
+                best[0] is None or v > best[0]):
+            best = (v, col.title)
+    return best
+
+
+def monthly_cost(sheet: CostSheet, capacity_bytes: float, iops: float, mbps: float) -> float:
+    """$ per month for the capacity with ``iops`` and ``mbps`` provisioned."""
+    return (sheet.per_gb_month * capacity_bytes / GB
+            + sheet.per_iops_month * max(0.0, iops - sheet.included_iops)
+            + sheet.per_mbps_month * max(0.0, mbps - sheet.included_mbps))
+
+
+def price(comp: Comparison, sheets: list[tuple[int, CostSheet]], capacity_bytes: float, *,
+          provisioned_iops: float | None = None,
+          provisioned_mbps: float | None = None) -> list[Priced]:
+    """(run index, sheet) pairs priced at ``capacity_bytes``."""
+    out = []
+    for run, sheet in sheets:
+        iops, iops_col = _best(comp, run, "iops")
+        bw, bw_col = _best(comp, run, "bw")
+        p_iops = provisioned_iops if provisioned_iops is not None else (
+            iops or 0.0) if sheet.per_iops_month else 0.0
+        p_mbps = provisioned_mbps if provisioned_mbps is not None else (
+            (bw or 0.0) / MB) if sheet.per_mbps_month else 0.0
+        if sheet.max_iops is not None:
+            p_iops = min(p_iops, sheet.max_iops)
+        if sheet.max_mbps is not None:
+            p_mbps = min(p_mbps, sheet.max_mbps)
+        out.append(Priced(run, sheet, capacity_bytes, iops, iops_col, bw, bw_col, p_iops,
+                          p_mbps, monthly_cost(sheet, capacity_bytes, p_iops, p_mbps)))
+    return out
+
+
+def row_name(comp: Comparison, run: int) -> str:
+    r = comp.runs[run]
+    return (r.label or "").removesuffix(" (published)")
+
+
+def assign(comp: Comparison, specs: list[str]) -> list[tuple[int, CostSheet]]:
+    """--cost specs -> (run index, sheet). ``RUN=SHEET`` names the run (its label, id
+    or reference name); a bare ``SHEET`` goes to the rows named like it, or, when no
+    row is, to every row without a sheet yet."""
+    chosen: dict[int, CostSheet] = {}
+    bare: list[CostSheet] = []
+    for spec in specs:
+        who, sep, what = spec.rpartition("=")
+        sheets = resolve_sheets(what)
+        if not sep:
+            bare += sheets
+            continue
+        rows = [i for i, r in enumerate(comp.runs)
+                if who in (row_name(comp, i), str(r.id), f"#{r.id}")]
+        if not rows:
+            raise ConfigError(f"--cost {spec!r}: no compared run is called {who!r}")
+        if len(sheets) != 1:
+            raise ConfigError(f"--cost {spec!r}: {what} holds {len(sheets)} sheets; name one")
+        for i in rows:
+            chosen[i] = sheets[0]
+    for sheet in bare:
+        rows = [i for i in range(len(comp.runs)) if row_name(comp, i) == sheet.name]
+        for i in rows or [i for i in range(len(comp.runs)) if i not in chosen]:
+            chosen.setdefault(i, sheet)
+    return sorted(chosen.items())

@@ -1,0 +1,100 @@
+"""Price sheets and `compare --cost`: the arithmetic, the sheets, and the whole path
+from a pasted fio text to a cost per 1,000 IOPS (issue #4's "done when")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from storbench.analysis.cost import (
+    CostSheet,
+    builtin_sheets,
+    load_sheets,
+    monthly_cost,
+    parse_capacity,
+    resolve_sheets,
+)
+from storbench.errors import ConfigError
+from tests.conftest import STORBENCH, needs_fio, run_cli
+from tests.result.test_fio_text import FIO2_TEXT, _blog_post
+
+
+def test_builtin_sheets_are_dated_with_a_source():
+    sheets = {s.name: s for s in builtin_sheets()}
+    assert set(sheets) == {"ebs-gp3", "ebs-io2", "efs"}
+    assert all(s.date and s.source for s in sheets.values())
+    gp3 = sheets["ebs-gp3"]
+    assert (gp3.per_gb_month, gp3.included_iops, gp3.included_mbps) == (0.08, 3000, 125)
+    assert sheets["efs"].per_mbps_month == 6.0 and sheets["ebs-io2"].per_iops_month == 0.065
+
+
+def test_monthly_cost():
+    gp3 = resolve_sheets("ebs-gp3")[0]
+    # 500 GB, 16,000 IOPS, 1,000 MB/s: 0.08*500 + 0.005*13,000 + 0.04*875
+    assert monthly_cost(gp3, 500e9, 16000, 1000) == pytest.approx(40 + 65 + 35)
+    assert monthly_cost(gp3, 500e9, 2000, 100) == pytest.approx(40)  # within what is included
+
+
+def test_capacity():
+    assert parse_capacity("500GiB") == 500 * 2**30 == parse_capacity("500Gi")
+    assert parse_capacity("1TB") == 1e12
+    with pytest.raises(ConfigError, match="with a unit"):
+        parse_capacity("500")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("- name: x\n  per_gb_month: 0.1\n", "missing date, source"),
+    ("- {name: x, per_gb_month: -1, date: d, source: s}\n", "must be a number >= 0"),
+    ("- {name: x, per_gb_month: 1, date: d, source: s, per_gb: 2}\n", "unknown field(s) per_gb"),
+    ("[1, 2\n", "not YAML"),
+])
+def test_bad_sheets(text, needle):
+    with pytest.raises(ConfigError, match=r"mine\.yaml") as e:
+        load_sheets(text, "mine.yaml")
+    assert needle in str(e.value)
+
+
+def test_user_sheet_file(tmp_path):
+    f = tmp_path / "prices.yaml"
+    f.write_text("name: onprem\nper_gb_month: 0.02\ndate: 2026-11\nsource: our invoice\n")
+    assert resolve_sheets(str(f)) == [CostSheet("onprem", 0.02, "2026-11", "our invoice")]
+    with pytest.raises(ConfigError, match="neither a built-in"):
+        resolve_sheets("gp9")
+
+
+@needs_fio
+@pytest.mark.integration
+def test_pasted_blog_text_beside_own_run_reference_and_price(tmpfs, store_path):
+    """A fio 2.x text copied from a blog post, imported from stdin, compared with a
+    measured run and the published figures, with the cost per 1,000 IOPS."""
+    proc = subprocess.run([*STORBENCH, "import", "-", "--as", "randrw75", "--label", "efs-2016"],
+                          input=_blog_post(FIO2_TEXT), capture_output=True, text=True,
+                          env={**os.environ, "STORBENCH_DB": str(store_path)})
+    assert proc.returncode == 0, proc.stderr
+    mine = run_cli("run", str(tmpfs), "--suite", "randrw75", "--size", "16m", "--runtime", "1",
+                   "--label", "ram", db=store_path)
+    assert mine.returncode == 0, mine.stderr
+    args = ("compare", "efs-2016", "ram", "--reference", "efs", "--cost", "efs",
+            "--cost", "ram=ebs-gp3", "--cost", "efs-2016=efs", "--capacity", "100GiB")
+    text = run_cli(*args, db=store_path)
+    assert text.returncode == 0, text.stderr
+    assert "efs (published)" in text.stdout and "$ / 1k IOPS" in text.stdout
+    doc = json.loads(run_cli(*args, "--json", db=store_path).stdout)
+    rows = {c["label"]: c for c in doc["cost"]}
+    gb = 100 * 2**30 / 1e9
+    imported = rows["efs-2016"]
+    assert imported["sheet"]["name"] == "efs" and imported["best_iops"] == 796
+    assert imported["usd_per_month"] == pytest.approx(0.30 * gb)  # no BW column: storage only
+    assert imported["per_1000_iops"] == pytest.approx(0.30 * gb / 0.796)
+    assert rows["efs (published)"]["best_iops"] == 796  # study 2's published figure
+    ram = rows["ram"]
+    assert ram["provisioned_iops"] == 16000  # achieved far more: gp3's maximum is priced
+    assert ram["usd_per_month"] == pytest.approx(0.08 * gb + 0.005 * 13000)
+
+
+def test_cost_needs_capacity(store_path):
+    proc = run_cli("compare", "1", "--cost", "efs", db=store_path)
+    assert proc.returncode == 2 and "--cost needs --capacity" in proc.stderr
