@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from storbench.cli import history, k8s, run  # noqa: F401  (registers the commands)
+from storbench.cli import history, k8s, report, run  # noqa: F401  (registers the commands)
 from storbench.cli.common import cli, err
 from storbench.errors import StorbenchError
 

@@ -6,14 +6,17 @@ from storbench.analysis.compare import Comparison
 from storbench.render.table import Table, comparison_table
 
 
-def _escape(text: str) -> str:
+def inert(text: str) -> str:
+    """A cell's text, inert: wikis render HTML inside Markdown, so <, > and & are
+    entities; pipes would end the cell."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def table(t: Table) -> str:
-    lines = ["| " + " | ".join(_escape(h) for h in t.headers) + " |"]
+    lines = ["| " + " | ".join(inert(h) for h in t.headers) + " |"]
     lines.append("|" + "|".join("---:" if r else "---" for r in t.align_right) + "|")
-    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in t.rows]
+    lines += ["| " + " | ".join(inert(c) for c in row) + " |" for row in t.rows]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,167 @@
+"""The charts of a report, as data: what to draw, in display units, for any backend.
+
+Built once from a Comparison (and the runs' series and latency percentiles); the
+HTML report draws them as inline SVG, ``--png`` with matplotlib: the same charts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from storbench.analysis.compare import Comparison
+from storbench.analysis.metrics import Kind
+from storbench.result.model import Latency, Series, TestResult
+from storbench.store import Run
+
+ChartKind = Literal["bar", "line", "percentile"]
+CURVE = (50.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99)
+_LATENCY = (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9))
+_BW = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
+
+
+@dataclass(frozen=True)
+class Line:
+    name: str  # the run's label: the legend entry
+    xs: list[float]
+    ys: list[float | None]
+
+
+@dataclass(frozen=True)
+class Chart:
+    id: str  # stable, file-name safe: "bar-randread-read-iops"
+    title: str
+    kind: ChartKind
+    y_label: str  # with the unit
+    x_label: str = ""
+    names: list[str] = field(default_factory=list)  # bar: one bar per run
+    values: list[float | None] = field(default_factory=list)  # bar heights
+    marks: list[float | None] = field(default_factory=list)  # bar: a marker each (p99)
+    mark_label: str = ""
+    bar_label: str = ""
+    lines: list[Line] = field(default_factory=list)  # line / percentile charts
+    log_y: bool = False
+
+    @property
+    def empty(self) -> bool:
+        if self.kind == "bar":
+            return all(v is None for v in self.values)
+        return not any(any(y is not None for y in ln.ys) for ln in self.lines)
+
+
+def unit_for(kind: Kind, values: list[float]) -> tuple[str, float]:
+    """A display unit for values in base units (by their largest)."""
+    if kind == "iops":
+        return "IOPS", 1.0
+    scale = _LATENCY if kind == "latency" else _BW
+    top = max((abs(v) for v in values if v is not None and not math.isnan(v)), default=0.0)
+    chosen = scale[0]
+    for name, divisor in scale:
+        if top >= divisor:
+            chosen = (name, divisor)
+    return chosen
+
+
+def _slug(*parts: str) -> str:
+    text = "-".join(parts).lower()
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-")
+
+
+def _name(run: Run) -> str:
+    return run.label or f"#{run.id}"
+
+
+def _clean(v: float | None) -> float | None:
+    return None if v is None or math.isnan(v) else v
+
+
+def build(comp: Comparison) -> list[Chart]:
+    """Bars per IOPS/bandwidth column; p50 bars with p99 marked per test and direction;
+    percentile curves; IOPS and bandwidth timelines where runs have series."""
+    names = [_name(r) for r in comp.runs]
+    charts: list[Chart] = []
+    for j, col in enumerate(comp.columns):
+        if col.metric.kind == "latency":
+            continue
+        values = [_clean(comp.cells[i][j].value) for i in range(len(comp.runs))]
+        unit, div = unit_for(col.metric.kind, [v for v in values if v is not None])
+        charts.append(Chart(_slug("bar", col.test, col.metric.key), col.title, "bar",
+                            unit, names=names,
+                            values=[None if v is None else v / div for v in values]))
+    for test, direction in _latency_keys(comp):
+        lats = [_latency(run, test, direction) for run in comp.runs]
+        p50 = [lat.percentile(50.0) if lat else None for lat in lats]
+        p99 = [lat.percentile(99.0) if lat else None for lat in lats]
+        unit, div = unit_for("latency", [v for v in p50 + p99 if v is not None])
+        charts.append(Chart(
+            _slug("latency", test, direction), f"{test} {direction} completion latency",
+            "bar", f"latency [{unit}]", names=names,
+            values=[None if v is None else v / div for v in p50],
+            marks=[None if v is None else v / div for v in p99],
+            bar_label="p50", mark_label="p99"))
+        curves = [Line(n, list(CURVE), [lat.percentile(p) if lat else None for p in CURVE])
+                  for n, lat in zip(names, lats, strict=True)]
+        unit, div = unit_for("latency", [y for c in curves for y in c.ys if y is not None])
+        charts.append(Chart(
+            _slug("percentiles", test, direction), f"{test} {direction} latency percentiles",
+            "percentile", f"latency [{unit}]", x_label="percentile", log_y=True,
+            lines=[Line(c.name, c.xs, [None if y is None else y / div for y in c.ys])
+                   for c in curves]))
+    for test, direction in _series_keys(comp):
+        pairs: tuple[tuple[Kind, str], ...] = (("iops", "IOPS"), ("bw", "bandwidth"))
+        for kind, label in pairs:
+            lines = []
+            for run in comp.runs:
+                s = _series(run, test, direction)
+                if s is not None:
+                    ys: list[float | None] = list(s.iops if kind == "iops" else s.bw_bytes_per_s)
+                    lines.append(Line(_name(run), list(s.t_s), ys))
+            unit, div = unit_for(kind, [y for ln in lines for y in ln.ys if y is not None])
+            charts.append(Chart(
+                _slug("timeline", test, direction, kind), f"{test} {direction} {label} over time",
+                "line", unit, x_label="time [s]",
+                lines=[Line(ln.name, ln.xs, [None if y is None else y / div for y in ln.ys])
+                       for ln in lines]))
+    return [c if c.kind == "bar" else replace(c, lines=[ln for ln in c.lines if any(
+        y is not None for y in ln.ys)]) for c in charts if not c.empty]
+
+
+def _latency_keys(comp: Comparison) -> list[tuple[str, str]]:
+    keys: list[tuple[str, str]] = []
+    for run in comp.runs:
+        for test, results in run.results_by_test().items():
+            for direction, d in results[0].directions():
+                if d.clat is not None and d.clat.percentiles_ns and (test, direction) not in keys:
+                    keys.append((test, direction))
+            if results[0].sync is not None and (test, "sync") not in keys:
+                keys.append((test, "sync"))
+    return keys
+
+
+def _latency(run: Run, test: str, direction: str) -> Latency | None:
+    results = run.results_by_test().get(test)
+    if not results:
+        return None
+    r: TestResult = results[0]  # the first repeat: percentiles are per run of fio
+    if direction == "sync":
+        return r.sync.lat if r.sync is not None else None
+    d = r.direction(direction)
+    return d.clat if d is not None and d.clat is not None and d.clat.percentiles_ns else None
+
+
+def _series_keys(comp: Comparison) -> list[tuple[str, str]]:
+    keys: list[tuple[str, str]] = []
+    for run in comp.runs:
+        for test, results in run.results_by_test().items():
+            for direction in results[0].series:
+                if (test, direction) not in keys:
+                    keys.append((test, direction))
+    return keys
+
+
+def _series(run: Run, test: str, direction: str) -> Series | None:
+    results = run.results_by_test().get(test)
+    if not results:
+        return None
+    return results[0].series.get(direction)

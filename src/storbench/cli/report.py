@@ -1,0 +1,61 @@
+"""`storbench report`: one offline HTML file (and PNG charts) for people to look at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from storbench.analysis import charts as chart_data
+from storbench.cli.common import cli, db_option, err
+from storbench.cli.history import _comparison, reference_options
+from storbench.errors import ConfigError
+from storbench.render import png, report
+from storbench.store import Store
+
+MAX_RUNS = 20
+
+
+@cli.command(name="report")
+@click.argument("run_refs", nargs=-1, required=True, metavar="RUN...")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("report.html"), show_default=True,
+              help="The HTML file to write (one file, works offline).")
+@click.option("--png", "png_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write every chart as a PNG file into this directory.")
+@click.option("--baseline", "-b", metavar="RUN", help="Add ratios to this run.")
+@click.option("--title", default="storbench report", show_default=True,
+              help="The report's title.")
+@reference_options
+@db_option
+def report_cmd(store: Store, run_refs: tuple[str, ...], output: Path, png_dir: Path | None,
+               baseline: str | None, title: str, reference: str | None,
+               reference_file: Path | None) -> None:
+    """Write an HTML report of 1 to 20 runs: charts, verdicts, warnings, environments.
+
+    The file is self-contained and works offline (no CDN, font or network request):
+    bars per figure (latency: p50 with p99 marked), latency percentile curves,
+    IOPS and bandwidth over time (from the per-second series), the comparison table,
+    verdicts and warnings, and each run's environment and fio job files. It prints
+    well. --png writes the same charts as PNG files.
+
+    \b
+    Example:
+      storbench report 12 13 14 -o gp3-vs-efs.html
+      storbench report gp3 efs --reference ebs-gp3,efs --png charts/
+    """
+    if len(run_refs) > MAX_RUNS:
+        raise ConfigError(f"a report holds at most {MAX_RUNS} runs, not {len(run_refs)}")
+    comp = _comparison(store, run_refs, baseline, reference, reference_file)
+    charts = chart_data.build(comp)
+    html = report.render(comp, charts, title=title)
+    try:
+        output.write_text(html)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {str(output)!r}: {exc.strerror}") from exc
+    err.print(f"Wrote {output} ({len(html.encode()) / 1024:,.0f} KiB, {len(charts)} charts)",
+              markup=False)
+    if png_dir is not None:
+        for c in charts:
+            png.write(c, png_dir)
+        err.print(f"Wrote {len(charts)} PNG charts to {png_dir}", markup=False)

@@ -1,0 +1,184 @@
+"""One self-contained HTML report: inline CSS, SVG charts and a few lines of script;
+no request of any kind (no CDN, font, image or link fetched). Every string that
+comes from a user or from fio (labels, tags, job names, job files, environment) is
+escaped, so a label such as ``<script>`` is shown, never run."""
+
+from __future__ import annotations
+
+import datetime
+from html import escape
+from typing import Any
+
+from storbench import __version__
+from storbench.analysis.charts import Chart
+from storbench.analysis.compare import Comparison, sentences
+from storbench.analysis.verdicts import evaluate
+from storbench.render import svg, units
+from storbench.render.table import Table, comparison_table
+from storbench.render.terminal import distinct_warnings
+from storbench.store import Run
+from storbench.workload.sizes import format_bytes_iec
+
+CSS = """
+:root { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; }
+body { max-width: 1200px; margin: 0 auto; padding: 1rem 1.5rem; line-height: 1.4; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2rem; border-bottom: 1px
+solid #ddd; } h3 { margin-bottom: .3rem; } .muted { color: #666; font-size: .9rem; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .9rem; }
+th, td { border: 1px solid #ccc; padding: .25rem .5rem; vertical-align: top; }
+th { background: #f3f3f3; text-align: left; } td.num { text-align: right;
+font-variant-numeric: tabular-nums; } .scroll { overflow-x: auto; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr));
+gap: 1rem; } figure { margin: 0; border: 1px solid #e3e3e3; padding: .3rem; }
+svg.chart { width: 100%; height: auto; display: block; }
+svg .title { font-size: 14px; font-weight: 600; } svg .tick { font-size: 11px; fill: #444; }
+svg .label { font-size: 12px; fill: #333; } svg .axis { stroke: #333; }
+svg .grid { stroke: #e5e5e5; } svg .line { fill: none; stroke-width: 1.8; }
+svg .mark { stroke: #111; stroke-width: 3; } svg .bar:hover, svg circle:hover { opacity: .75; }
+.legend { display: flex; flex-wrap: wrap; gap: .3rem .8rem; font-size: .85rem; }
+.legend button { border: 1px solid #ccc; background: #fff; cursor: pointer; padding: .1rem .4rem;
+font: inherit; } .legend button.off { opacity: .4; text-decoration: line-through; }
+.swatch { display: inline-block; width: .8rem; height: .8rem; margin-right: .3rem;
+vertical-align: -1px; } .pass { color: #17803d; font-weight: 600; }
+.fail { color: #b91c1c; font-weight: 600; } .warn { color: #92400e; }
+pre { background: #f7f7f7; padding: .5rem; overflow-x: auto; font-size: .8rem; }
+#tip { position: fixed; pointer-events: none; background: #222; color: #fff; padding: .2rem
+.45rem; border-radius: 3px; font-size: .8rem; display: none; z-index: 10; }
+@media print { body { max-width: none; padding: 0; } .charts { grid-template-columns: 1fr 1fr; }
+figure, table { break-inside: avoid; } #tip, .legend button.off { display: none; }
+details { display: block; } details > pre { white-space: pre-wrap; } }
+"""
+
+# Tooltips and legend toggles. No network, no eval, no innerHTML: text only.
+SCRIPT = """
+(function () {
+  var tip = document.getElementById('tip');
+  document.addEventListener('mousemove', function (e) {
+    var t = e.target.closest ? e.target.closest('[data-tip]') : null;
+    if (!t) { tip.style.display = 'none'; return; }
+    tip.textContent = t.getAttribute('data-tip');
+    tip.style.left = (e.clientX + 12) + 'px'; tip.style.top = (e.clientY + 12) + 'px';
+    tip.style.display = 'block';
+  });
+  document.querySelectorAll('.legend button').forEach(function (b) {
+    b.addEventListener('click', function () {
+      var chart = document.getElementById(b.getAttribute('data-chart'));
+      var g = chart.querySelector('g.series[data-series="' + b.getAttribute('data-series') + '"]');
+      if (!g) { return; }
+      var off = b.classList.toggle('off');
+      g.style.display = off ? 'none' : '';
+    });
+  });
+})();
+"""
+
+
+def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench report") -> str:
+    runs = comp.runs
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        # Nothing may be fetched: not even a favicon.
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none';"
+        " style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
+        '<link rel="icon" href="data:,">',
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+        f'<p class="muted">{len(runs)} run(s) · made {now} by storbench {__version__}</p>',
+        "<h2>Runs</h2>", _runs_table(runs),
+        "<h2>Comparison</h2>", _table(comparison_table(comp, sep=" ")),
+    ]
+    said = sentences(comp)
+    if said:
+        parts.append("<ul>" + "".join(f"<li>{escape(s)}</li>" for s in said) + "</ul>")
+    parts += ["<h2>Verdicts and warnings</h2>", _verdicts(runs)]
+    if charts:
+        parts.append("<h2>Charts</h2>")
+        for section, kinds in (("Throughput and latency", ("bar",)),
+                               ("Latency percentiles", ("percentile",)),
+                               ("Over time", ("line",))):
+            chosen = [c for c in charts if c.kind in kinds]
+            if chosen:
+                parts.append(f"<h3>{section}</h3><div class=\"charts\">"
+                             + "".join(_figure(c) for c in chosen) + "</div>")
+    parts.append("<h2>Each run</h2>")
+    for run in runs:
+        parts.append(_run_details(run))
+    parts += ['<div id="tip"></div>', f"<script>{SCRIPT}</script>", "</body></html>"]
+    return "\n".join(parts)
+
+
+def _figure(c: Chart) -> str:
+    legend = ""
+    if c.kind != "bar":
+        legend = '<div class="legend">' + "".join(
+            f'<button type="button" data-chart="{escape(c.id)}" data-series="{i}">'
+            f'<span class="swatch" style="background:{svg.color(i)}"></span>'
+            f"{escape(ln.name)}</button>" for i, ln in enumerate(c.lines)) + "</div>"
+    return f"<figure>{svg.render(c)}{legend}</figure>"
+
+
+def _table(t: Table) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in t.headers)
+    rows = "".join(
+        "<tr>" + "".join(f'<td{" class=num" if right else ""}>{escape(cell)}</td>'
+                         for cell, right in zip(row, t.align_right, strict=False)) + "</tr>"
+        for row in t.rows)
+    return f'<div class="scroll"><table><tr>{head}</tr>{rows}</table></div>'
+
+
+def _runs_table(runs: list[Run]) -> str:
+    rows = [["published" if r.origin == "published" else f"#{r.id}", r.label or "", r.suite,
+             r.target, r.status, r.created_at, " ".join(f"{k}={v}" for k, v in r.tags.items())]
+            for r in runs]
+    return _table(Table(["run", "label", "suite", "target", "status", "created", "tags"],
+                        rows, [False] * 7))
+
+
+def _verdicts(runs: list[Run]) -> str:
+    items = []
+    for run in runs:
+        name = escape(run.label or f"#{run.id}")
+        for o in evaluate(run):
+            word = ('<span class="pass">PASS</span>' if o.passed
+                    else '<span class="fail">FAIL</span>')
+            told = (o.note if o.measured is None or o.metric is None
+                    else f"measured {units.figure(o.metric.kind, o.measured)}")
+            source = f" ({escape(o.source)})" if o.source else ""
+            items.append(f"<li>{name}: {word} {escape(o.assertion.text)}: {escape(told)}"
+                         f"{source}</li>")
+        for w, count in distinct_warnings(run):
+            times = f" (×{count})" if count > 1 else ""
+            items.append(f'<li>{name}: <span class="warn">warning ({escape(w["kind"])})</span>:'
+                         f" {escape(w['message'])}{times}</li>")
+        if run.error:
+            items.append(f'<li>{name}: <span class="fail">{escape(run.status)}</span>:'
+                         f" {escape(run.error)}</li>")
+    return "<ul>" + "".join(items) + "</ul>" if items else "<p>No verdicts or warnings.</p>"
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out += _flatten(v, f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def _run_details(run: Run) -> str:
+    name = run.label or f"#{run.id}"
+    env_rows = []
+    for key, val in _flatten(run.environment):
+        if key.endswith("bytes") and isinstance(val, int):
+            val = f"{format_bytes_iec(val)} ({val} bytes)"
+        env_rows.append([key, str(val)])
+    jobs = "".join(
+        f"<details><summary>fio job file {i.ordinal + 1}</summary>"
+        f"<pre>{escape(i.job_text)}</pre></details>"
+        for i in run.invocations if i.job_text)
+    return (f"<h3>{escape(name)} <span class=\"muted\">{escape(run.suite)} on"
+            f" {escape(run.target)}</span></h3>"
+            + _table(Table(["environment", "value"], env_rows, [False, False])) + jobs)

@@ -1,0 +1,49 @@
+"""Tables for wikis: one table per metric, runs as rows, the unit in the header (the
+way study 5 published its figures). Markdown, or HTML for wikis that take HTML."""
+
+from __future__ import annotations
+
+from html import escape
+
+from storbench.analysis.compare import Comparison
+from storbench.render import units
+from storbench.render.markdown import inert
+from storbench.render.markdown import table as md_table
+from storbench.render.table import Table
+
+
+def tables(comp: Comparison) -> list[tuple[str, Table]]:
+    """(metric title, table) per column of the comparison."""
+    out = []
+    for j, col in enumerate(comp.columns):
+        values = [comp.cells[i][j].value for i in range(len(comp.runs))]
+        unit = units.choose(col.metric.kind, values)
+        header = units.header(col.title, col.metric.kind, unit)
+        rows = []
+        for i, run in enumerate(comp.runs):
+            cell = comp.cells[i][j]
+            text = "failed" if cell.failed else unit.fmt(cell.value)
+            if cell.estimate is not None and cell.estimate.ci95 is not None:
+                text += f" ± {unit.fmt(cell.estimate.ci95)}"
+            if comp.baseline not in (None, i) and cell.ratio is not None:
+                text += f" ({cell.ratio.value:.2f}×)"
+            rows.append(["published" if run.origin == "published" else f"#{run.id}",
+                         run.label or "", text])
+        out.append((header, Table(["run", "label", header], rows, [False, False, True])))
+    return out
+
+
+def render_markdown(comp: Comparison) -> str:
+    return "\n".join(f"### {inert(title)}\n\n{md_table(t)}" for title, t in tables(comp))
+
+
+def render_html(comp: Comparison) -> str:
+    parts = []
+    for title, t in tables(comp):
+        head = "".join(f"<th>{escape(h)}</th>" for h in t.headers)
+        right_td = '<td align="right">'
+        rows = "".join("<tr>" + "".join(
+            f"{right_td if right else '<td>'}{escape(c)}</td>"
+            for c, right in zip(row, t.align_right, strict=True)) + "</tr>" for row in t.rows)
+        parts.append(f"<h3>{escape(title)}</h3>\n<table>\n<tr>{head}</tr>\n{rows}\n</table>\n")
+    return "\n".join(parts)

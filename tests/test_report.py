@@ -1,0 +1,128 @@
+"""`storbench report`: the HTML file opened in a real headless Chromium from a file://
+URL, PNG charts, wiki tables, and labels that try to inject HTML or script."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.browser import CHROMIUM, Browser
+from tests.conftest import needs_fio, run_cli
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+INJECT = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+SHORT = ("--size", "32m", "--runtime", "3")
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three runs of different targets (tmpfs, the disk, an etcd run) with per-second
+    series; one carries injection payloads in its label, a tag and a job name."""
+    from tests.conftest import mount_tmpfs, umount
+
+    base = tmp_path_factory.mktemp("report")
+    db = base / "results.db"
+    ram = base / "ram"
+    mount_tmpfs(ram, "256m")
+    disk = base / "disk"
+    disk.mkdir()
+    job = base / "evil.fio"
+    job.write_text("[evil<b>name</b>]\nrw=randread\nbs=4k\nsize=16m\ntime_based\nruntime=3\n")
+    try:
+        for args in ((str(ram), *SHORT, "--label", "tmpfs"),
+                     (str(disk), "--job", str(job), "--label", INJECT, "--tag",
+                      f"note={INJECT}"),
+                     (str(disk), "--suite", "etcd", "--size", "4m", "--label", "etcd-disk")):
+            proc = run_cli("run", *args, db=db)
+            assert proc.returncode in (0, 3), proc.stderr
+    finally:
+        umount(ram)
+    return db
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed"
+                    " (scripts/install-testbed installs it)")
+def test_report_opens_offline_in_chromium(three_runs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    proc = run_cli("report", "1", "2", "3", "-o", str(out), db=three_runs)
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert "window.__pwned" not in html.replace("window.__pwned=", "")  # sanity
+    assert "<script>window.__pwned" not in html and "<img src=x" not in html
+    expected = html.count('<svg class="chart"')
+    kinds = {k: html.count(f'id="{k}-') for k in ("bar", "latency", "percentiles", "timeline")}
+    assert all(kinds.values()), kinds  # every kind of chart is there
+    browser = Browser()
+    try:
+        browser.open(out.as_uri())
+        drawn = browser.evaluate("""Array.from(document.querySelectorAll('svg.chart')).filter(
+            s => s.getBoundingClientRect().width > 200 &&
+                 s.querySelectorAll('rect.bar, path.line').length > 0).length""")
+        assert drawn == expected
+        assert browser.evaluate("window.__pwned === undefined") is True
+        labels = browser.evaluate("document.body.innerText")
+        assert "<script>window.__pwned=2</script>" in labels  # shown as text
+        assert "evil<b>name</b>" in labels
+        # tooltips and legend toggles work
+        tip = browser.evaluate("""(function () {
+            var bar = document.querySelector('rect.bar'), r = bar.getBoundingClientRect();
+            bar.dispatchEvent(new MouseEvent('mousemove', {bubbles: true,
+                clientX: r.x + 2, clientY: r.y + 2}));
+            return document.getElementById('tip').textContent; })()""")
+        assert "IOPS" in tip or "/s" in tip
+        hidden = browser.evaluate("""(function () {
+            var b = document.querySelector('.legend button'); b.click();
+            var chart = document.getElementById(b.getAttribute('data-chart'));
+            return chart.querySelector('g.series[data-series="0"]').style.display; })()""")
+        assert hidden == "none"
+        browser.screenshot(tmp_path / "report.png")
+        assert browser.errors() == []
+        remote = [u for u in browser.requests() if not u.startswith(("file:", "data:"))]
+        assert remote == []  # no request of any kind
+    finally:
+        browser.close()
+    shot = tmp_path / "report.png"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+
+
+def test_png_charts(three_runs: Path, tmp_path: Path) -> None:
+    from matplotlib import image
+
+    pngs = tmp_path / "png"
+    proc = run_cli("report", "1", "2", "3", "-o", str(tmp_path / "r.html"), "--png", str(pngs),
+                   db=three_runs)
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "r.html").read_text()
+    files = sorted(pngs.glob("*.png"))
+    assert len(files) == html.count('<svg class="chart"')
+    for f in files:
+        img = image.imread(str(f))
+        assert img.shape[:2] == (330, 760), f
+        ink = (img[:, :, :3].mean(axis=2) < 0.9).mean()  # share of non-white pixels
+        assert ink > 0.01, f  # not blank
+
+
+def test_wiki_tables_one_per_metric(three_runs: Path) -> None:
+    md = run_cli("export", "1", "2", "--format", "wiki", db=three_runs).stdout
+    sections = [s for s in md.split("### ") if s.strip()]
+    assert len(sections) >= 4
+    for s in sections:
+        title = s.splitlines()[0]
+        assert f"| run | label | {title} |" in s  # runs as rows, the unit in the header
+    assert "| #1 | tmpfs |" in md and "randread read IOPS" in md
+    assert "[µs]" in md or "[ms]" in md
+    assert "<script>" not in md and "&lt;script&gt;" in md  # inert in wikis that take HTML
+    html = run_cli("export", "1", "2", "--format", "html-table", db=three_runs).stdout
+    assert html.count("<table>") == len(sections) and "<script>" not in html
+
+
+def test_report_bad_input(three_runs: Path, tmp_path: Path) -> None:
+    many = run_cli("report", *[str(i) for i in range(1, 23)], db=three_runs)
+    assert many.returncode == 2 and "at most 20 runs" in many.stderr
+    missing = run_cli("report", "99", "-o", str(tmp_path / "x.html"), db=three_runs)
+    assert missing.returncode == 1 and "run 99 does not exist" in missing.stderr
+    nowhere = run_cli("report", "1", "-o", str(tmp_path / "no" / "dir" / "x.html"),
+                      db=three_runs)
+    assert nowhere.returncode == 2 and "cannot write" in nowhere.stderr
