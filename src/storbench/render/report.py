@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime
 from html import escape
-from typing import Any
 
 from storbench import __version__
 from storbench.analysis.charts import Chart
@@ -15,9 +14,8 @@ from storbench.analysis.compare import Comparison, sentences
 from storbench.analysis.verdicts import evaluate
 from storbench.render import svg, units
 from storbench.render.table import Table, comparison_table
-from storbench.render.terminal import distinct_warnings
+from storbench.render.terminal import distinct_warnings, environment_rows
 from storbench.store import Run
-from storbench.workload.sizes import format_bytes_iec
 
 CSS = """
 :root { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; }
@@ -158,23 +156,9 @@ def _verdicts(runs: list[Run]) -> str:
     return "<ul>" + "".join(items) + "</ul>" if items else "<p>No verdicts or warnings.</p>"
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out += _flatten(v, f"{prefix}{k}.")
-        else:
-            out.append((f"{prefix}{k}", v))
-    return out
-
-
 def _run_details(run: Run) -> str:
     name = run.label or f"#{run.id}"
-    env_rows = []
-    for key, val in _flatten(run.environment):
-        if key.endswith("bytes") and isinstance(val, int):
-            val = f"{format_bytes_iec(val)} ({val} bytes)"
-        env_rows.append([key, str(val)])
+    env_rows = [[k, v] for k, v in environment_rows(run.environment)]
     jobs = "".join(
         f"<details><summary>fio job file {i.ordinal + 1}</summary>"
         f"<pre>{escape(i.job_text)}</pre></details>"

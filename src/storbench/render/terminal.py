@@ -133,11 +133,19 @@ def print_environment(console: Console, env: dict[str, Any]) -> None:
     t = RichTable(title="Environment", title_justify="left", show_header=False)
     t.add_column("key", style="bold")
     t.add_column("value")
+    for key, val in environment_rows(env):
+        t.add_row(Text(key), Text(val))
+    console.print(t)
+
+
+def environment_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
+    """(dotted key, text) for every fact; byte counts also in IEC units."""
+    rows = []
     for key, val in _flatten(env):
         if key.endswith("bytes") and isinstance(val, int):
             val = f"{format_bytes_iec(val)} ({val} bytes)"
-        t.add_row(Text(key), Text(str(val)))
-    console.print(t)
+        rows.append((key, str(val)))
+    return rows
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
