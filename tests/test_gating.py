@@ -54,6 +54,10 @@ def test_compare_words_with_uncertainty(tmpfs, store_path, tmp_path):
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("b: "))
     assert " ± " in line and "× the randread read IOPS of a" in line
+    plain = run_cli("compare", "1", "2", db=store_path)  # no --baseline: still in words
+    assert "Summary, relative to a:" in plain.stdout
+    line = next(ln for ln in plain.stdout.splitlines() if ln.startswith("  b: "))
+    assert " ± " in line and "× the randread read IOPS of a" in line
 
 
 def test_until_steady_records_attainment(throttled, tmp_path, store_path):

@@ -11,6 +11,7 @@ import click
 
 from storbench import references
 from storbench.analysis.compare import compare as build_comparison
+from storbench.analysis.compare import sentences
 from storbench.analysis.cost import assign, builtin_sheets, load_sheets, parse_capacity, price
 from storbench.cli.common import cli, db_option, err, json_option, out, parse_tags, print_json
 from storbench.errors import ConfigError
@@ -177,6 +178,14 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
         print_json(doc)
         return
     terminal.print_comparison(out, comp)
+    measured = [r for r in comp.runs if r.origin != "published"]
+    if comp.baseline is None and len(measured) > 1:
+        # hyperfine-style words even without --baseline: relative to the first run
+        words = sentences(build_comparison(comp.runs, comp.runs.index(measured[0])))
+        if words:
+            out.print(f"Summary, relative to {measured[0].name}:", markup=False)
+            for line in words:
+                out.print(f"  {line}", markup=False)
     if priced:
         out.print()
         terminal.print_costs(out, comp, priced)
