@@ -18,14 +18,11 @@ bind the volume and start the pods, then each test's runtime plus a grace period
 from __future__ import annotations
 
 import functools
-import json
-import re
 import secrets
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,19 +31,21 @@ from typing import Any
 from storbench import __version__
 from storbench.analysis import warnings
 from storbench.errors import ConfigError, FioError, StorbenchError
-from storbench.execute import LocalExecutor, Progress, SignalGuard, find_fio
+from storbench.execute import LocalExecutor, SignalGuard, find_fio
 from storbench.execute.kubepods import (
     class_facts,
     events,
+    fetch_logs,
     oom_killed,
     pod_facts,
     pod_problem,
+    read_file,
     wait_running,
 )
 from storbench.execute.kubernetes import LOST, ExecResult, Kube, KubeError
-from storbench.execute.local import Execution, parse_status_line
+from storbench.execute.local import Execution, status_feeder
 from storbench.result import TestResult, parse_fio_json
-from storbench.result.fio_json import load_fio_json, parse_per_host
+from storbench.result.fio_json import combine_outputs, parse_per_host
 from storbench.result.fio_logs import read_series
 from storbench.runner import (
     Plan,
@@ -279,8 +278,9 @@ def _execute(c: _Context) -> None:
                                " run's time limit); the run was stopped")
             for pod, res in zip(c.pods, runs, strict=True):
                 _raise_if_pod_failed(c, pod, res)
-            raws = [_cat(c, pod, f"{WORK_DIR}/t{index:03d}.json") for pod in c.pods]
-            raw = raws[0] if len(raws) == 1 else _combine(c.pods, raws)
+            raws = [read_file(c.kube, c.kp.namespace, pod, f"{WORK_DIR}/t{index:03d}.json")
+                    for pod in c.pods]
+            raw = raws[0] if len(raws) == 1 else combine_outputs(c.pods, raws)
             # pods stopped because another one failed give no returncode of their own
             returncode = max((r.returncode for r in runs if not r.timed_out), key=abs,
                              default=-1)
@@ -296,7 +296,8 @@ def _execute(c: _Context) -> None:
                 parsed, per_pod = [], {}
             prefixes = c.kp.log_prefixes[index]
             if prefixes:
-                _fetch_logs(c, c.pods[0], f"sb{index:03d}")
+                fetch_logs(c.kube, c.kp.namespace, c.pods[0], WORK_DIR, f"sb{index:03d}",
+                           c.workdir)
             results = [replace(r, series=read_series(c.workdir, prefixes[r.name]))
                        if r.name in prefixes else r for r in parsed]
             numbered, pod_rows, ordinal = number_results(ordinal, results, per_pod)
@@ -328,7 +329,7 @@ def _run_fio(c: _Context, index: int, limit: float) -> list[ExecResult]:
         key = KubePlan.job_key(index, i, len(c.pods))
         argv = ["fio", "--output-format=json+", f"--output={WORK_DIR}/t{index:03d}.json",
                 "--eta=always", "--eta-newline=1", f"{JOBS_DIR}/{key}"]
-        progress = _lines(functools.partial(c.rep.progress, index)) if i == 0 else None
+        progress = status_feeder(functools.partial(c.rep.progress, index)) if i == 0 else None
         res = c.kube.exec(c.kp.namespace, pod, ["sh", "-c", f"cd {WORK_DIR} && exec "
                                                 + " ".join(argv)],
                           on_stdout=progress, deadline_s=limit,
@@ -343,68 +344,12 @@ def _run_fio(c: _Context, index: int, limit: float) -> list[ExecResult]:
         return list(pool.map(one, range(len(c.pods)), c.pods))
 
 
-def _combine(pods: list[str], raws: list[str]) -> str:
-    """Several pods' fio JSON as one client/server-shaped document: every job entry
-    verbatim, tagged with its pod as ``hostname`` (what parse_per_host groups by)."""
-    docs = []
-    for raw in raws:
-        try:
-            docs.append(load_fio_json(raw))
-        except FioError:
-            docs.append({})
-    first = next((d for d in docs if d), {})
-    combined = {
-        "fio version": first.get("fio version", ""),
-        "global options": first.get("global options", {}),
-        "client_stats": [{**job, "hostname": pod}
-                         for pod, doc in zip(pods, docs, strict=True)
-                         for job in doc.get("jobs", [])],
-    }
-    return json.dumps(combined)
-
-
-def _lines(on_progress: Callable[[Progress], None]) -> Callable[[str], None]:
-    pending = [""]
-
-    def feed(data: str) -> None:
-        *lines, pending[0] = re.split(r"[\r\n]", pending[0] + data)
-        for line in lines:
-            p = parse_status_line(line)
-            if p is not None:
-                on_progress(p)
-    return feed
-
-
 def _sh(c: _Context, pod: str, script: str, what: str) -> ExecResult:
     res = c.kube.exec(c.kp.namespace, pod, ["sh", "-c", script], deadline_s=120)
     if res.timed_out or res.returncode != 0:
         raise KubeError(f"{what} in pod {c.kp.namespace}/{pod} failed (exit code"
                         f" {res.returncode}): {res.stderr.strip()}")
     return res
-
-
-def _cat(c: _Context, pod: str, path: str) -> str:
-    res = c.kube.exec(c.kp.namespace, pod, ["cat", path], deadline_s=120)
-    return res.stdout if res.returncode == 0 else ""
-
-
-_FILE_MARK = "@@storbench-file "
-
-
-def _fetch_logs(c: _Context, pod: str, prefix: str) -> None:
-    """Copy the test's per-second logs from the pod into c.workdir."""
-    res = _sh(c, pod, f"cd {WORK_DIR} && for f in {prefix}*.log; do [ -f \"$f\" ] || continue;"
-                      f" echo \"{_FILE_MARK}$f\"; cat \"$f\"; rm -f \"$f\"; done",
-              "reading fio's logs")
-    current: list[str] | None = None
-    files: dict[str, list[str]] = {}
-    for line in res.stdout.splitlines():
-        if line.startswith(_FILE_MARK):
-            current = files.setdefault(Path(line[len(_FILE_MARK):]).name, [])
-        elif current is not None:
-            current.append(line)
-    for fname, lines in files.items():
-        (c.workdir / fname).write_text("\n".join(lines) + "\n")
 
 
 def _remove_files_except(c: _Context, keep: set[str]) -> None:

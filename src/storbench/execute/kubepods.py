@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from storbench.execute.kubernetes import Kube, KubeError
@@ -230,3 +231,34 @@ def quantity_bytes(quantity: str | None) -> int | None:
         except ValueError:
             return None
     return _int(q)
+
+
+def read_file(kube: Kube, namespace: str, pod: str, path: str) -> str:
+    """A text file in the pod ('' when it cannot be read: fio wrote none)."""
+    res = kube.exec(namespace, pod, ["cat", path], deadline_s=120)
+    return res.stdout if res.returncode == 0 else ""
+
+
+_FILE_MARK = "@@storbench-file "
+
+
+def fetch_logs(kube: Kube, namespace: str, pod: str, workdir: str, prefix: str,
+               into: Path) -> None:
+    """Copy fio's logs named ``prefix*.log`` from the pod's ``workdir`` into ``into``,
+    removing them in the pod."""
+    res = kube.exec(namespace, pod, [
+        "sh", "-c", f"cd {workdir} && for f in {prefix}*.log; do [ -f \"$f\" ] || continue;"
+                    f" echo \"{_FILE_MARK}$f\"; cat \"$f\"; rm -f \"$f\"; done"],
+        deadline_s=120)
+    if res.timed_out or res.returncode != 0:
+        raise KubeError(f"reading fio's logs in pod {namespace}/{pod} failed (exit code"
+                        f" {res.returncode}): {res.stderr.strip()}")
+    current: list[str] | None = None
+    files: dict[str, list[str]] = {}
+    for line in res.stdout.splitlines():
+        if line.startswith(_FILE_MARK):
+            current = files.setdefault(Path(line[len(_FILE_MARK):]).name, [])
+        elif current is not None:
+            current.append(line)
+    for name, lines in files.items():
+        (into / name).write_text("\n".join(lines) + "\n")

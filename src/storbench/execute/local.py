@@ -55,6 +55,20 @@ def parse_status_line(line: str) -> Progress | None:
     )
 
 
+def status_feeder(on_progress: Callable[[Progress], None]) -> Callable[[str], None]:
+    """A function to give fio's stdout as it arrives, in any pieces: each status line
+    becomes a Progress for ``on_progress``."""
+    pending = [""]
+
+    def feed(data: str) -> None:
+        *lines, pending[0] = re.split(r"[\r\n]", pending[0] + data)
+        for line in lines:
+            p = parse_status_line(line)
+            if p is not None:
+                on_progress(p)
+    return feed
+
+
 @dataclass(frozen=True)
 class Execution:
     raw_json: str

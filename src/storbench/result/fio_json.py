@@ -44,6 +44,27 @@ def load_fio_json(text: str) -> dict[str, Any]:
     )
 
 
+def combine_outputs(names: list[str], raws: list[str]) -> str:
+    """Several separate fio JSON outputs (one per pod) as one client/server-shaped
+    document: every job entry verbatim, tagged with its name as ``hostname`` (what
+    parse_per_host groups by); an output that holds no JSON contributes nothing."""
+    docs = []
+    for raw in raws:
+        try:
+            docs.append(load_fio_json(raw))
+        except FioError:
+            docs.append({})
+    first = next((d for d in docs if d), {})
+    combined = {
+        "fio version": first.get("fio version", ""),
+        "global options": first.get("global options", {}),
+        "client_stats": [{**job, "hostname": name}
+                         for name, doc in zip(names, docs, strict=True)
+                         for job in doc.get("jobs", [])],
+    }
+    return json.dumps(combined)
+
+
 def job_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
     if "jobs" in doc:
         return list(doc["jobs"])
