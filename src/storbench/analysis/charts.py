@@ -1,7 +1,9 @@
-"""The charts of a report, as data: what to draw, in display units, for any backend.
+"""The charts of a report, as data: what to draw, in base units (IOPS, bytes/s, ns),
+for any backend.
 
 Built once from a Comparison (and the runs' series and latency percentiles); the
-HTML report draws them as inline SVG, ``--png`` with matplotlib: the same charts.
+HTML report draws them as inline SVG, ``--png`` with matplotlib: the same charts,
+both scaled into one display unit per chart by render/units.py.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from storbench.store import Run
 
 ChartKind = Literal["bar", "line", "percentile"]
 CURVE = (50.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99)
-_LATENCY = (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9))
-_BW = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,9 @@ class Chart:
     id: str  # stable, file-name safe: "bar-randread-read-iops"
     title: str
     kind: ChartKind
-    y_label: str  # with the unit
+    y_kind: Kind  # what the values are: iops, bw or latency (base units)
     x_label: str = ""
+    y_label: str = ""  # set with the display unit by render/units.for_display
     names: list[str] = field(default_factory=list)  # bar: one bar per run
     values: list[float | None] = field(default_factory=list)  # bar heights
     marks: list[float | None] = field(default_factory=list)  # bar: a marker each (p99)
@@ -48,19 +49,6 @@ class Chart:
         if self.kind == "bar":
             return all(v is None for v in self.values)
         return not any(any(y is not None for y in ln.ys) for ln in self.lines)
-
-
-def unit_for(kind: Kind, values: list[float]) -> tuple[str, float]:
-    """A display unit for values in base units (by their largest)."""
-    if kind == "iops":
-        return "IOPS", 1.0
-    scale = _LATENCY if kind == "latency" else _BW
-    top = max((abs(v) for v in values if v is not None and not math.isnan(v)), default=0.0)
-    chosen = scale[0]
-    for name, divisor in scale:
-        if top >= divisor:
-            chosen = (name, divisor)
-    return chosen
 
 
 def _slug(*parts: str) -> str:
@@ -85,29 +73,21 @@ def build(comp: Comparison) -> list[Chart]:
         if col.metric.kind == "latency":
             continue
         values = [_clean(comp.cells[i][j].value) for i in range(len(comp.runs))]
-        unit, div = unit_for(col.metric.kind, [v for v in values if v is not None])
         charts.append(Chart(_slug("bar", col.test, col.metric.key), col.title, "bar",
-                            unit, names=names,
-                            values=[None if v is None else v / div for v in values]))
+                            col.metric.kind, names=names, values=values))
     for test, direction in _latency_keys(comp):
         lats = [_latency(run, test, direction) for run in comp.runs]
         p50 = [lat.percentile(50.0) if lat else None for lat in lats]
         p99 = [lat.percentile(99.0) if lat else None for lat in lats]
-        unit, div = unit_for("latency", [v for v in p50 + p99 if v is not None])
         charts.append(Chart(
             _slug("latency", test, direction), f"{test} {direction} completion latency",
-            "bar", f"latency [{unit}]", names=names,
-            values=[None if v is None else v / div for v in p50],
-            marks=[None if v is None else v / div for v in p99],
-            bar_label="p50", mark_label="p99"))
+            "bar", "latency", names=names, values=p50, marks=p99, bar_label="p50",
+            mark_label="p99"))
         curves = [Line(n, list(CURVE), [lat.percentile(p) if lat else None for p in CURVE])
                   for n, lat in zip(names, lats, strict=True)]
-        unit, div = unit_for("latency", [y for c in curves for y in c.ys if y is not None])
         charts.append(Chart(
             _slug("percentiles", test, direction), f"{test} {direction} latency percentiles",
-            "percentile", f"latency [{unit}]", x_label="percentile", log_y=True,
-            lines=[Line(c.name, c.xs, [None if y is None else y / div for y in c.ys])
-                   for c in curves]))
+            "percentile", "latency", x_label="percentile", log_y=True, lines=curves))
     for test, direction in _series_keys(comp):
         pairs: tuple[tuple[Kind, str], ...] = (("iops", "IOPS"), ("bw", "bandwidth"))
         for kind, label in pairs:
@@ -117,12 +97,9 @@ def build(comp: Comparison) -> list[Chart]:
                 if s is not None:
                     ys: list[float | None] = list(s.iops if kind == "iops" else s.bw_bytes_per_s)
                     lines.append(Line(_name(run), list(s.t_s), ys))
-            unit, div = unit_for(kind, [y for ln in lines for y in ln.ys if y is not None])
             charts.append(Chart(
                 _slug("timeline", test, direction, kind), f"{test} {direction} {label} over time",
-                "line", unit, x_label="time [s]",
-                lines=[Line(ln.name, ln.xs, [None if y is None else y / div for y in ln.ys])
-                       for ln in lines]))
+                "line", kind, x_label="time [s]", lines=lines))
     return [c if c.kind == "bar" else replace(c, lines=[ln for ln in c.lines if any(
         y is not None for y in ln.ys)]) for c in charts if not c.empty]
 

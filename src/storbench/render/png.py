@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from storbench.analysis.charts import CURVE, Chart
+from storbench.render import units
 from storbench.render.svg import color
 
 WIDTH_PX, HEIGHT_PX, DPI = 760, 330, 100
@@ -18,6 +19,7 @@ def write(chart: Chart, directory: Path) -> Path:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
+    chart = units.for_display(chart)
     fig, ax = plt.subplots(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI)
     try:
         ax.set_title(chart.title, fontsize=10)

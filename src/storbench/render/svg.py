@@ -8,6 +8,7 @@ import math
 from html import escape
 
 from storbench.analysis.charts import CURVE, Chart
+from storbench.render import units
 
 W, H = 760, 330
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 34, 58
@@ -46,6 +47,7 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 
 
 def render(chart: Chart) -> str:
+    chart = units.for_display(chart)
     body = _bars(chart) if chart.kind == "bar" else _lines(chart)
     return (f'<svg class="chart" id="{escape(chart.id)}" viewBox="0 0 {W} {H}" role="img"'
             f' xmlns="http://www.w3.org/2000/svg" aria-label="{escape(chart.title)}">'

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from storbench.analysis.charts import Chart
 from storbench.analysis.metrics import Kind
 
 _LATENCY = (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9))
@@ -31,15 +33,16 @@ class Unit:
 IOPS = Unit("IOPS", 1.0)
 
 
-def choose(kind: Kind, values: Iterable[float | None]) -> Unit:
-    """A unit that suits a column's values (by their median)."""
-    present = [abs(v) for v in values if v is not None]
+def choose(kind: Kind, values: Iterable[float | None], *, by_largest: bool = False) -> Unit:
+    """A unit that suits a column's values (by their median), or a chart axis' (by the
+    largest value)."""
+    present = [abs(v) for v in values if v is not None and not math.isnan(v)]
     if kind == "iops":
         return IOPS
     scale = _LATENCY if kind == "latency" else _BW
     if not present:
         return Unit(*scale[1 if kind == "latency" else 2])
-    mid = statistics.median(present)
+    mid = max(present) if by_largest else statistics.median(present)
     chosen = scale[0]
     for name, divisor in scale:
         if mid >= divisor:
@@ -67,3 +70,17 @@ def figure(kind: Kind, v: float | None) -> str:
         return latency(v)
     unit = choose(kind, [v])
     return f"{unit.fmt(v)} {unit.name}"
+
+
+def for_display(chart: Chart) -> Chart:
+    """The chart in one display unit (chosen by its largest value), its y axis
+    labelled with it."""
+    values = [*chart.values, *chart.marks, *(y for ln in chart.lines for y in ln.ys)]
+    unit = choose(chart.y_kind, values, by_largest=True)
+
+    def scale(vs: list[float | None]) -> list[float | None]:
+        return [None if v is None else v / unit.divisor for v in vs]
+
+    label = f"latency [{unit.name}]" if chart.y_kind == "latency" else unit.name
+    return replace(chart, y_label=label, values=scale(chart.values), marks=scale(chart.marks),
+                   lines=[replace(ln, ys=scale(ln.ys)) for ln in chart.lines])
