@@ -42,7 +42,7 @@ from storbench.execute.kubepods import (
     read_file,
     wait_running,
 )
-from storbench.execute.kubernetes import LOST, ExecResult, Kube, KubeError
+from storbench.execute.kubernetes import DELETE_WAIT_S, LOST, ExecResult, Kube, KubeError
 from storbench.execute.local import Execution, status_feeder
 from storbench.result import TestResult, parse_fio_json
 from storbench.result.fio_json import combine_outputs, parse_per_host
@@ -62,19 +62,18 @@ from storbench.target.kubernetes import (
     JOBS_DIR,
     WORK_DIR,
     KubeOptions,
-    capacity_bytes,
     capacity_for,
     claim_names,
     configmap_manifest,
     pod_manifest,
     pod_names,
     pvc_manifest,
+    quantity_bytes,
 )
 
 START_S = 300.0  # bind the volume, schedule, pull the image, start the pods
 TEST_GRACE_S = 60.0  # beyond a test's runtime (laying out files, fio's start and end)
 UNTIMED_TEST_S = 3600.0  # a size-bound test: fio's options do not say how long it takes
-DELETE_WAIT_S = 120.0  # for the pods, PVCs and PVs to be gone after deletion
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ def plan_kube(spec: RunSpec, o: KubeOptions, namespace: str) -> KubePlan:
     shared = o.clients > 1 and o.shared_volume
     needed = per_client * (o.clients if shared and not spec.shared_file else 1)
     capacity = o.capacity or capacity_for(needed)
-    have = capacity_bytes(capacity)
+    have = quantity_bytes(capacity)
     if have is not None and needed > have:
         raise ConfigError(f"--capacity {capacity} is smaller than the {needed / 2**30:.1f} GiB"
                           " the suite writes; give more, or a smaller --size")

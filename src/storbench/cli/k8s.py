@@ -16,7 +16,7 @@ from rich.text import Text
 from storbench.analysis.compare import compare as build_comparison
 from storbench.cli.common import cli, err, json_option, out, print_json
 from storbench.errors import ConfigError, Interrupted, StorbenchError
-from storbench.execute.kubernetes import KINDS, Kube, KubeError, is_default
+from storbench.execute.kubernetes import DELETE_WAIT_S, KINDS, Kube, KubeError, is_default
 from storbench.kuberun import plan_kube
 from storbench.progress import ConsoleReporter
 from storbench.render import terminal
@@ -228,7 +228,7 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
              if (age is None or now - m.created > age) and (run_uid is None or m.run == run_uid)]
     found.sort(key=lambda m: KINDS.index(m.kind))
     problems, retained = kube.delete_and_wait(
-        [(m.kind, m.namespace, m.name) for m in found], 120)
+        [(m.kind, m.namespace, m.name) for m in found], DELETE_WAIT_S)
     if as_json:
         print_json({"deleted": [{"kind": m.kind, "namespace": m.namespace, "name": m.name,
                                  "run": m.run, "created": m.created.isoformat()}

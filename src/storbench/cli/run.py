@@ -90,7 +90,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @json_option
 @db_option
 def run(
-    store: Store, target: Path, suite: str, job_file: Path | None, size: str | None,
+    store: Store, target: Path | None, suite: str, job_file: Path | None, size: str | None,
     runtime: float | None, label: str | None, tags: tuple[str, ...],
     threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
     until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,

@@ -11,8 +11,7 @@ from typing import Any
 
 from storbench.execute.kubernetes import Kube, KubeError
 from storbench.execute.signals import SignalGuard
-from storbench.target.kubernetes import DATA_DIR, KubeOptions
-from storbench.workload.sizes import parse_size
+from storbench.target.kubernetes import DATA_DIR, KubeOptions, int_or_none, quantity_bytes
 
 # Container states that do not fix themselves: fail at once, quoting them.
 _CAUSES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
@@ -190,7 +189,7 @@ def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOp
                    zone=labels.get("topology.kubernetes.io/zone"),
                    instance_type=labels.get("node.kubernetes.io/instance-type"))
         facts.update(kernel=info.kernel_version, os=info.os_image,
-                     cpu_count=_int(node.status.capacity.get("cpu")),
+                     cpu_count=int_or_none(node.status.capacity.get("cpu")),
                      ram_bytes=quantity_bytes(node.status.capacity.get("memory")))
     limit = quantity_bytes(dict(o.limits).get("memory"))
     if limit is not None:  # the page cache a pod may use is charged to its memory limit
@@ -209,28 +208,6 @@ def oom_killed(kube: Kube, namespace: str, pod: str) -> bool:
         return False
     m = re.search(r"oom_kill (\d+)", res.stdout)
     return m is not None and int(m.group(1)) > 0
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def quantity_bytes(quantity: str | None) -> int | None:
-    """A Kubernetes memory quantity (1Gi, 500M, 1048576) in bytes."""
-    if not quantity:
-        return None
-    q = quantity.strip()
-    if q.endswith("i"):
-        return parse_size(q[:-1])
-    if q[-1:] in "kMGTPE" and q[:-1]:
-        try:
-            return int(float(q[:-1]) * 1000 ** ("kMGTPE".index(q[-1]) + 1))
-        except ValueError:
-            return None
-    return _int(q)
 
 
 def read_file(kube: Kube, namespace: str, pod: str, path: str) -> str:

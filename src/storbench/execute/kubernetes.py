@@ -39,6 +39,7 @@ RUN_VERBS: tuple[tuple[str, str, str], ...] = (
     ("create", "", "pods/exec"), ("list", "", "events"),
 )
 KINDS = ("Pod", "ConfigMap", "PersistentVolumeClaim")  # deletion order
+DELETE_WAIT_S = 120.0  # for deleted pods, PVCs and their PVs to be gone
 LOST = -2  # ExecResult.returncode when the stream ended with no exit status (pod gone?)
 
 

@@ -131,9 +131,26 @@ def capacity_for(needed_bytes: int | None) -> str:
     return f"{max(1, gib)}Gi"
 
 
-def capacity_bytes(text: str) -> int | None:
-    """20Gi -> bytes; None for quantities in other notations."""
-    return parse_size(text.replace("i", "")) if text.endswith("i") else None
+def int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def quantity_bytes(quantity: str | None) -> int | None:
+    """A Kubernetes memory quantity (1Gi, 500M, 1048576) in bytes."""
+    if not quantity:
+        return None
+    q = quantity.strip()
+    if q.endswith("i"):
+        return parse_size(q[:-1])
+    if q[-1:] in "kMGTPE" and q[:-1]:
+        try:
+            return int(float(q[:-1]) * 1000 ** ("kMGTPE".index(q[-1]) + 1))
+        except ValueError:
+            return None
+    return int_or_none(q)
 
 
 def name_of(uid: str) -> str:
