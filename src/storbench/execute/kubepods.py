@@ -58,9 +58,13 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
                         f" {pvc.spec.storage_class_name}) not bound after {waited:.0f} s;"
                         f" phase {pvc.status.phase}"
                         + events(kube, namespace, "PersistentVolumeClaim", claim)
-                        + events(kube, namespace, "Pod", name))
+                        + events(kube, namespace, "Pod", name)
+                        + ". Check that the class's provisioner runs and has capacity, or"
+                          " give it longer with --timeout")
                 raise KubeError(f"pod {namespace}/{name} not running after {waited:.0f} s:"
-                                f" {pod_summary(pod)}" + events(kube, namespace, "Pod", name))
+                                f" {pod_summary(pod)}" + events(kube, namespace, "Pod", name)
+                                + ". Check the node selector and the nodes' free resources"
+                                  " (--requests), or give it longer with --timeout")
         if len(ready) == len(pods):
             return ready
         guard.sleep(1.0)
