@@ -13,7 +13,7 @@ from storbench.analysis.compare import compare
 from storbench.render import FORMATS, terminal, units
 from storbench.render.table import comparison_table
 from tests.conftest import FIO, needs_fio
-from tests.test_store import add_run
+from tests.store.test_sqlite import add_run
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storbench.errors import ConfigError
-from storbench.importer import parse_source
+from storbench.pipeline.importer import parse_source
 from storbench.result import model
 from tests.conftest import FIO, needs_fio
 

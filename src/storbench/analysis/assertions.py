@@ -22,7 +22,7 @@ from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
 from storbench.errors import ConfigError
 from storbench.result.model import TestResult
-from storbench.store import Run
+from storbench.result.record import Run, Verdict
 
 _EXPR = re.compile(
     r"^\s*(?P<test>[^.\s]+)\.(?P<path>[\w.]+?)\s*(?P<op><=|>=|<|>)\s*"
@@ -102,29 +102,23 @@ class Assertion:
         return self.number * table[self.unit]
 
 
-@dataclass(frozen=True)
-class Outcome:
-    assertion: Assertion
-    metric: Metric | None
-    measured: float | None  # base units; None when the test or figure is missing
-    limit: float | None
-    passed: bool
-    note: str  # why it could not be checked, or ""
-    source: str = ""  # where the rule comes from (a suite profile), if not the user
+def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
+    """Judge one assertion on a run's figures (the median over repeats)."""
+    def verdict(m: Metric | None, measured: float | None, limit: float | None, passed: bool,
+                note: str) -> Verdict:
+        return Verdict(assertion.text, m.key if m else None, m.kind if m else None, measured,
+                       limit, passed, note, source)
 
-
-def check(run: Run, assertion: Assertion, source: str = "") -> Outcome:
     results = run.results_by_test().get(assertion.test)
     if not results:
         names = ", ".join(run.results_by_test()) or "none"
-        return Outcome(assertion, None, None, None, False,
-                       f"run #{run.id} has no test {assertion.test!r} (tests: {names})", source)
+        return verdict(None, None, None, False,
+                       f"run #{run.id} has no test {assertion.test!r} (tests: {names})")
     m = assertion.resolve(results[0])
     limit = assertion.limit(m)
     if any(r.error for r in results):
-        return Outcome(assertion, m, None, limit, False, "the test failed", source)
+        return verdict(m, None, limit, False, "the test failed")
     est = estimate(value(r, m) for r in results)
     if est is None:
-        return Outcome(assertion, m, None, limit, False, "not measured by this test", source)
-    return Outcome(assertion, m, est.center, limit, OPS[assertion.op](est.center, limit), "",
-                   source)
+        return verdict(m, None, limit, False, "not measured by this test")
+    return verdict(m, est.center, limit, OPS[assertion.op](est.center, limit), "")

@@ -15,7 +15,7 @@ from typing import Literal
 from storbench.analysis.compare import Comparison
 from storbench.analysis.metrics import Kind
 from storbench.result.model import Latency, Series, TestResult
-from storbench.store import Run
+from storbench.result.record import Run
 
 ChartKind = Literal["bar", "line", "percentile"]
 CURVE = (50.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99)

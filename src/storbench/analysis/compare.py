@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
 from storbench.analysis.stats import Estimate, Ratio, estimate, ratio
-from storbench.store import Run
+from storbench.result.record import Run
 from storbench.workload.suites import SUITES
 
 

@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from storbench.analysis.compare import Column, compare
-from storbench.analysis.stats import Estimate
-from storbench.store import Run
+from storbench.analysis.compare import compare
+from storbench.result.record import Regression, Run
 
 
-@dataclass(frozen=True)
-class Change:
-    column: Column
-    baseline: Estimate
-    current: Estimate
-    worse_by: float  # fraction; negative = better
-    noise: float | None  # the ratio's 95% CI half-width; None without repeats
-    failed: bool
-
-    @property
-    def within_noise(self) -> bool:
-        return self.noise is not None and abs(self.worse_by) <= self.noise
-
-
-def regressions(current: Run, baseline: Run, max_regression: float) -> list[Change]:
+def regressions(current: Run, baseline: Run, max_regression: float) -> list[Regression]:
     """Every headline figure both runs have: how much worse ``current`` got.
 
     A figure fails when it got worse by more than ``max_regression`` (a fraction)
@@ -38,5 +21,7 @@ def regressions(current: Run, baseline: Run, max_regression: float) -> list[Chan
         r = cur.ratio
         worse = (1 - r.value) if col.metric.higher_is_better else (r.value - 1)
         failed = worse > max_regression and (r.ci95 is None or worse > r.ci95)
-        out.append(Change(col, base, cur.estimate, worse, r.ci95, failed))
+        out.append(Regression(col.title, col.metric.kind, baseline.id, baseline.name,
+                              base.center, cur.estimate.center, worse, r.ci95,
+                              max_regression, failed))
     return out

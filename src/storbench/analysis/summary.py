@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from storbench.analysis.metrics import metric, value
 from storbench.analysis.stats import estimate
 from storbench.result.model import TestResult
-from storbench.store import Run
+from storbench.result.record import Run
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,12 @@ user's own assertions, all through the assertion mechanism."""
 
 from __future__ import annotations
 
-from storbench.analysis.assertions import Assertion, Outcome, check
+from dataclasses import replace
+from typing import Literal
+
+from storbench.analysis.assertions import Assertion, check
 from storbench.errors import ConfigError
-from storbench.store import Run
+from storbench.result.record import Run, Verdict
 from storbench.workload.suites import SUITES
 
 
@@ -33,9 +36,33 @@ def profile_assertions(run: Run) -> list[tuple[Assertion, str]]:
     return out
 
 
-def evaluate(run: Run, extra: list[Assertion] | None = None) -> list[Outcome]:
-    """Profile verdicts, then the assertions stored with the run, then ``extra``."""
-    outcomes = [check(run, a, source) for a, source in profile_assertions(run)]
-    stored = [Assertion.parse(t) for t in run.settings.get("assertions") or []]
-    outcomes += [check(run, a) for a in [*stored, *(extra or [])]]
-    return outcomes
+def evaluate(run: Run, extra: list[Assertion] | None = None, *,
+             unresolvable: Literal["raise", "fail"] = "raise") -> list[Verdict]:
+    """Profile verdicts, then the assertions stored with the run, then ``extra``.
+
+    An assertion the run's figures cannot answer as written (a mixed test with no
+    direction named) raises ConfigError, or with ``unresolvable="fail"`` (judging a
+    run that just finished: its figures are stored either way) is a failed verdict
+    that says why.
+    """
+    rules = [*profile_assertions(run),
+             *((Assertion.parse(t), "") for t in run.settings.get("assertions") or []),
+             *((a, "") for a in extra or [])]
+    verdicts = []
+    for a, source in rules:
+        try:
+            verdicts.append(check(run, a, source))
+        except ConfigError as exc:
+            if unresolvable == "raise":
+                raise
+            verdicts.append(Verdict(a.text, None, None, None, None, False, str(exc), source))
+    return verdicts
+
+
+def with_verdicts(run: Run) -> Run:
+    """The run as stored; a completed run stored before storbench kept verdicts
+    (schema 4 and older) is judged now, the one case they cannot be read from the
+    store. A run that did not complete has none."""
+    if run.verdicts is not None or run.status != "completed":
+        return run
+    return replace(run, verdicts=evaluate(run, unresolvable="fail"))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import enum
 import statistics
-from dataclasses import dataclass
 from typing import Any
 
 from storbench.result.model import Series, TestResult
+from storbench.result.record import Warning
 from storbench.workload.sizes import format_bytes_iec, parse_size
 
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
@@ -31,22 +31,6 @@ class Kind(enum.StrEnum):
     HIGH_VARIATION = "high-variation"
 
 
-@dataclass(frozen=True)
-class Warning:
-    kind: Kind
-    test: str
-    message: str
-    details: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": str(self.kind), "test": self.test, "message": self.message,
-                "details": self.details}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Warning:
-        return cls(Kind(d["kind"]), d["test"], d["message"], d["details"])
-
-
 def _flag(options: dict[str, str], key: str) -> bool:
     value = options.get(key)
     return value is not None and value.strip().lower() not in ("0", "false", "none")
@@ -60,22 +44,38 @@ def working_set_bytes(r: TestResult) -> int | None:
 
 
 def page_cache(r: TestResult, env: dict[str, Any]) -> Warning | None:
+    """Buffered I/O on a working set that fits in the memory of the machine (each
+    host, each pod) fio runs on."""
     if _flag(r.options, "direct") or r.options.get("buffered") == "0":
         return None
-    fs = (env.get("target") or {}).get("fs_type")
+    target = env.get("target") or {}
+    hosts = env.get("hosts") or []
     ram, ws = env.get("ram_bytes"), working_set_bytes(r)
-    if fs in RAM_FILESYSTEMS or not ram or ws is None or ws >= 2 * ram:
-        return None
+    workers = len(hosts) or int(target.get("clients") or 1)
+    if ws is not None and workers > 1 and not r.options.get("filename"):
+        ws //= workers  # each host (pod) has its own files and its own page cache
     synced_each = any(r.options.get(k) == "1" for k in ("fsync", "fdatasync")) or r.options.get(
         "sync") in ("1", "sync", "dsync")
-    if synced_each and r.read is None:
-        return None  # every write is made durable: the page cache does not hide the storage
-    whose = "the pod's memory (its limit, or the node's RAM)" if "kubernetes" in env else (
-        "this machine's RAM")
+    if target.get("fs_type") in RAM_FILESYSTEMS or ws is None or (synced_each and r.read is None):
+        return None  # RAM is the storage; or every write is made durable
+    if hosts and not ram:
+        return Warning(
+            Kind.PAGE_CACHE, r.name,
+            f"{r.name}: buffered I/O (direct=0) on a {format_bytes_iec(ws)} working set per"
+            " host, and storbench cannot see how much memory the hosts have (fio's"
+            " client/server protocol does not say): the page cache may be what was measured."
+            " Use direct=1, or a size of at least twice the hosts' RAM.",
+            {"working_set_bytes": ws, "ram_bytes": None},
+        )
+    if not ram or ws >= 2 * ram:
+        return None
+    whose = ("the pod's memory (its limit, or the node's RAM)" if "kubernetes" in env
+             else "each host's RAM (the smallest)" if hosts else "this machine's RAM")
+    per = " per host" if hosts else " per pod" if workers > 1 else ""
     return Warning(
         Kind.PAGE_CACHE, r.name,
-        f"{r.name}: buffered I/O (direct=0) on a {format_bytes_iec(ws)} working set, under"
-        f" twice {whose} ({format_bytes_iec(ram)}): the page cache is being"
+        f"{r.name}: buffered I/O (direct=0) on a {format_bytes_iec(ws)} working set{per},"
+        f" under twice {whose} ({format_bytes_iec(ram)}): the page cache is being"
         f" measured, not the storage. Use direct=1, or a size of at least"
         f" {format_bytes_iec(2 * ram)}.",
         {"working_set_bytes": ws, "ram_bytes": ram},

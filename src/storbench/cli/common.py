@@ -11,7 +11,9 @@ import click
 from rich.console import Console
 
 from storbench import __version__
+from storbench.analysis.verdicts import with_verdicts
 from storbench.errors import EXIT_CODES_HELP, ConfigError
+from storbench.result.record import Run
 from storbench.store import Store, default_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +47,11 @@ def db_option(f: F) -> F:
             store.close()
 
     return wrapper  # type: ignore[return-value]
+
+
+def load_run(store: Store, run_id: int) -> Run:
+    """A stored run with its verdicts (judged now only if it predates stored verdicts)."""
+    return with_verdicts(store.get_run(run_id))
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

@@ -9,13 +9,22 @@ from typing import Any
 
 import click
 
-from storbench import references
+from storbench.analysis import references
 from storbench.analysis.compare import compare as build_comparison
 from storbench.analysis.compare import sentences
 from storbench.analysis.cost import assign, builtin_sheets, load_sheets, parse_capacity, price
-from storbench.cli.common import cli, db_option, err, json_option, out, parse_tags, print_json
+from storbench.cli.common import (
+    cli,
+    db_option,
+    err,
+    json_option,
+    load_run,
+    out,
+    parse_tags,
+    print_json,
+)
 from storbench.errors import ConfigError
-from storbench.importer import import_runs
+from storbench.pipeline.importer import import_runs
 from storbench.render import FORMATS, terminal
 from storbench.render.json import cost_dict, run_dict
 from storbench.render.timeline import render_timeline
@@ -71,7 +80,7 @@ def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
       storbench show 12 --timeline
       storbench show last --json
     """
-    r = store.get_run(store.resolve(run_ref))
+    r = load_run(store, store.resolve(run_ref))
     if as_json:
         print_json(run_dict(r, raw=raw))
         return
@@ -96,7 +105,7 @@ def _comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
         if base_id not in ids:
             ids.insert(0, base_id)
         base_index = ids.index(base_id)
-    runs = [store.get_run(i) for i in ids]
+    runs = [load_run(store, i) for i in ids]
     if reference or reference_file:
         extra = references.load_file(reference_file) if reference_file else []
         names = [n.strip() for n in (reference or "").split(",") if n.strip()]

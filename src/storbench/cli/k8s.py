@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -13,17 +12,11 @@ import yaml
 from rich.table import Table
 from rich.text import Text
 
-from storbench.analysis.compare import compare as build_comparison
 from storbench.cli.common import cli, err, json_option, out, print_json
-from storbench.errors import ConfigError, Interrupted, StorbenchError
-from storbench.execute.kubernetes import DELETE_WAIT_S, KINDS, Kube, KubeError, is_default
-from storbench.kuberun import plan_kube
-from storbench.progress import ConsoleReporter
-from storbench.render import terminal
-from storbench.render.json import run_dict
-from storbench.runner import RunSpec, run_benchmark
-from storbench.store import Run, Store
-from storbench.target.kubernetes import (
+from storbench.errors import ConfigError
+from storbench.execute.kubernetes import DELETE_WAIT_S, KINDS, Kube, is_default
+from storbench.execute.kubestatus import KubeError
+from storbench.target.kubernetes.manifests import (
     DEFAULT_IMAGE,
     IMAGE_ENV,
     KubeOptions,
@@ -245,62 +238,3 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
             err.print(f"nothing to clean up in {where}", markup=False)
     if problems:
         raise KubeError("cleaning up: " + "; ".join(problems))
-
-
-def _namespace(o: KubeOptions) -> str:
-    """--namespace, else the kubeconfig context's, else default (no cluster contact)."""
-    if o.namespace:
-        return o.namespace
-    try:
-        return Kube(o.kubeconfig, o.context).namespace
-    except ConfigError:
-        return "default"
-
-
-def run_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], params: dict[str, Any],
-                *, dry_run: bool, as_json: bool) -> list[Run]:
-    """`run --storage-class A [--storage-class B ...]`: each class in turn, then a
-    comparison table. A class that fails does not stop the others; its error is
-    raised at the end. Returns the completed runs."""
-    if len(set(classes)) != len(classes):
-        raise ConfigError("a --storage-class is given twice")
-    options = [build_options(c, params) for c in classes]
-    if dry_run:
-        docs = [m for o in options
-                for m in plan_kube(replace(spec, kube=o), o, _namespace(o)).manifests]
-        click.echo(manifests_yaml(docs), nl=False)
-        return []
-    kube = Kube(options[0].kubeconfig, options[0].context)
-    for o in options:
-        kube.storage_class(o.storage_class)  # every class exists before anything starts
-    runs: list[Run] = []
-    failure: StorbenchError | None = None
-    for o in options:
-        label = spec.label if len(options) == 1 and spec.label else (
-            f"{spec.label}-{o.storage_class}" if spec.label else o.storage_class)
-        reporter = ConsoleReporter(err)
-        try:
-            run_id = run_benchmark(replace(spec, kube=o, label=label), store, reporter)
-        except StorbenchError as exc:
-            reporter.close()
-            failed_id: int | None = getattr(exc, "run_id", None)
-            if isinstance(exc, Interrupted) or len(options) == 1:
-                if failed_id is not None and not as_json:
-                    terminal.print_run(out, store.get_run(failed_id))
-                raise
-            err.print(f"storbench: StorageClass {o.storage_class}: {exc}", markup=False)
-            failure = failure or exc
-            continue
-        reporter.close()
-        stored = store.get_run(run_id)
-        runs.append(stored)
-        if not as_json:
-            terminal.print_run(out, stored)
-    if as_json:
-        print_json(run_dict(runs[0]) if len(options) == 1 else [run_dict(r) for r in runs])
-    elif len(runs) > 1:
-        out.print()
-        terminal.print_comparison(out, build_comparison(runs, None))
-    if failure is not None:
-        raise failure
-    return runs

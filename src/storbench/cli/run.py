@@ -8,29 +8,33 @@ from typing import Any
 
 import click
 
-from storbench.analysis.assertions import Assertion, Outcome
+from storbench.analysis.assertions import Assertion
+from storbench.analysis.assertions import check as check_assertion
+from storbench.analysis.compare import compare as build_comparison
 from storbench.analysis.regression import regressions
-from storbench.analysis.verdicts import evaluate
 from storbench.cli.common import (
     assert_options,
     cli,
     db_option,
     err,
     json_option,
+    load_run,
     out,
     parse_tags,
     print_json,
 )
-from storbench.cli.k8s import kube_options, run_classes
-from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
+from storbench.cli.k8s import kube_options
+from storbench.cli.progress import ConsoleReporter
+from storbench.errors import ConfigError, Interrupted, StorbenchError, ThresholdExceeded
 from storbench.execute import find_fio
-from storbench.hosts import DEFAULT_PORT, Host, parse_hosts
-from storbench.progress import ConsoleReporter
+from storbench.pipeline.loop import TargetOutcome, plan_run, run_all
+from storbench.pipeline.spec import STEADY_CRITERION, RunSpec
 from storbench.render import terminal
 from storbench.render.json import outcome_dict, run_dict
-from storbench.runner import STEADY_CRITERION, RunSpec, run_benchmark
-from storbench.store import Run, Store
-from storbench.workload import get_suite
+from storbench.store import Store
+from storbench.target.base import Target
+from storbench.target.directory import DirectoryTarget
+from storbench.target.hosts import DEFAULT_PORT, Host, HostsTarget, parse_hosts
 
 
 def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -43,7 +47,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 
 
 @cli.command()
-@click.argument("target", type=click.Path(path_type=Path), required=False)
+@click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--suite", "-s", default="quick", show_default=True,
               help="Built-in suite to run (see `storbench suites`).")
 @click.option("--job", "job_file", type=click.Path(path_type=Path, dir_okay=False),
@@ -90,8 +94,8 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @json_option
 @db_option
 def run(
-    store: Store, target: Path | None, suite: str, job_file: Path | None, size: str | None,
-    runtime: float | None, label: str | None, tags: tuple[str, ...],
+    store: Store, targets_given: tuple[Path, ...], suite: str, job_file: Path | None,
+    size: str | None, runtime: float | None, label: str | None, tags: tuple[str, ...],
     threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
     until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
@@ -103,7 +107,9 @@ def run(
 
     Files are written only inside a scratch directory storbench-<id> that storbench
     creates under TARGET and removes at the end, on errors and on Ctrl-C. Exits 3
-    when a verdict fails (etcd suite: fdatasync p99 above the threshold).
+    when a verdict fails (etcd suite: fdatasync p99 above the threshold) or a figure
+    got worse than --baseline allows. Several TARGETs run one after the other and
+    end with a comparison table.
 
     With --storage-class instead of TARGET, storbench creates a PVC of that class and
     a pod that mounts it, runs each test's fio in the pod, and deletes both (and the
@@ -114,6 +120,7 @@ def run(
     Example:
       storbench run /mnt/data
       storbench run /mnt/data --suite dbench --label gp3 --tag zone=a
+      storbench run /mnt/nvme /mnt/nfs --suite quick
       storbench run /var/lib/etcd-test --suite etcd --threshold 20
       storbench run /mnt/data --job my.fio --runtime 30
       storbench run /mnt/data --repeat 3 --assert "randread.iops >= 3000"
@@ -123,22 +130,54 @@ def run(
       storbench run --storage-class gp3 --storage-class efs-sc --suite quick
       storbench run --storage-class fast --namespace bench --capacity 100Gi --dry-run
     """
-    if threshold_ms is not None and threshold_ms <= 0:
-        raise ConfigError(f"--threshold must be a positive number of ms, not {threshold_ms}")
-    if rate_iops is not None and rate_iops <= 0:
-        raise ConfigError(f"--rate must be a positive number of writes/s, not {rate_iops}")
-    if rate_iops is not None and (job_file is not None
-                                  or not any(t.rated for t in get_suite(suite).tests)):
-        raise ConfigError("--rate applies to suites with an open-loop variant (etcd);"
-                          " in a job file, set rate_iops= yourself")
-    for text in assertions:
-        Assertion.parse(text)  # syntax errors before any I/O
     limit = _parse_percent(max_regression)
-    if profile is not None:
-        profiles = get_suite(suite).profiles or {}
-        if profile not in profiles:
-            raise ConfigError(f"suite {suite} has no profile {profile!r}"
-                              + (f"; choose one of: {', '.join(profiles)}" if profiles else ""))
+    spec = RunSpec(suite=suite, job_file=job_file, size=size, runtime=runtime, label=label,
+                   tags=parse_tags(tags), threshold_ms=threshold_ms, fio=fio_path,
+                   repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
+                   probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
+                   profile=profile, baseline=baseline, max_regression=limit)
+    spec.check()
+    targets = _targets(targets_given, hosts_text, hosts_file, shared_file, storage_classes,
+                       kube_params, probe_metadata, dry_run)
+    if dry_run:
+        _dry_run(spec, targets)
+        return
+    reporters: list[ConsoleReporter] = []
+
+    def reporter_for(target: Target) -> ConsoleReporter:
+        reporters.append(ConsoleReporter(err))
+        return reporters[-1]
+
+    def on_done(done: TargetOutcome) -> None:
+        reporters[-1].close()
+        if done.outcome is not None and not as_json:
+            terminal.print_run(out, done.outcome.run)
+        if done.error is not None and len(targets) > 1 and not isinstance(done.error,
+                                                                          Interrupted):
+            err.print(f"storbench: {done.target.name}: {done.error}", markup=False)
+
+    outcomes = run_all(targets, spec, store, reporter_for, on_done)
+    runs = [o.outcome.run for o in outcomes if o.outcome is not None and o.error is None]
+    if as_json:
+        if len(targets) == 1 and runs:
+            print_json(run_dict(runs[0]))
+        elif len(targets) > 1:
+            print_json([run_dict(r) for r in runs])
+    elif len(runs) > 1:
+        out.print()
+        terminal.print_comparison(out, build_comparison(runs, None))
+    errors = [o.error for o in outcomes if o.error is not None]
+    if errors:
+        raise next((e for e in errors if isinstance(e, Interrupted)), errors[0])
+    failed = [text for r in runs for text in r.failed_checks]
+    if failed:
+        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
+
+
+def _targets(given: tuple[Path, ...], hosts_text: str | None, hosts_file: Path | None,
+             shared_file: bool, storage_classes: tuple[str, ...], kube_params: dict[str, Any],
+             probe_metadata: bool | None, dry_run: bool) -> list[Target]:
+    """The targets the flags name: directories, one path on --hosts, or StorageClasses."""
     hosts: list[Host] = []
     if hosts_text is not None:
         hosts += parse_hosts(hosts_text)
@@ -147,46 +186,46 @@ def run(
     if shared_file and not hosts and not storage_classes:
         raise ConfigError("--shared-file needs --hosts, --hosts-file or --storage-class with"
                           " --clients")
-    if hosts and probe_metadata:
-        raise ConfigError("--probe-metadata runs on this machine; it cannot run with --hosts")
     if storage_classes:
-        if target is not None:
+        if given:
             raise ConfigError("give a directory TARGET or --storage-class, not both")
         if hosts:
             raise ConfigError("--hosts and --storage-class cannot be combined yet")
-        if probe_metadata:
-            raise ConfigError("--probe-metadata runs on this machine; it cannot run in a pod")
-    elif target is None:
+        if len(set(storage_classes)) != len(storage_classes):
+            raise ConfigError("a --storage-class is given twice")
+        from storbench.cli.k8s import build_options
+        from storbench.target.kubernetes import KubeTarget
+
+        return [KubeTarget(build_options(c, kube_params), shared_file) for c in storage_classes]
+    if not given:
         raise ConfigError("give a directory TARGET (or --storage-class CLASS); see"
                           " `storbench run --help`")
-    elif dry_run:
+    if dry_run:
         raise ConfigError("--dry-run applies to --storage-class runs")
-    spec = RunSpec(target=target, suite=suite, job_file=job_file, size=size, runtime=runtime,
-                   label=label, tags=parse_tags(tags), threshold_ms=threshold_ms, fio=fio_path,
-                   repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
-                   probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
-                   profile=profile, hosts=tuple(hosts), shared_file=shared_file)
-    if storage_classes:
-        for done in run_classes(store, spec, storage_classes, kube_params, dry_run=dry_run,
-                                as_json=as_json):
-            _gate(store, done, evaluate(done), baseline, limit, quiet=as_json)
-        return
-    reporter = ConsoleReporter(err)
-    try:
-        run_id = run_benchmark(spec, store, reporter)
-    except StorbenchError as exc:
-        reporter.close()
-        failed_id: int | None = getattr(exc, "run_id", None)
-        if failed_id is not None and not as_json:
-            terminal.print_run(out, store.get_run(failed_id))
-        raise
-    reporter.close()
-    stored = store.get_run(run_id)
-    if as_json:
-        print_json(run_dict(stored))
-    else:
-        terminal.print_run(out, stored)
-    _gate(store, stored, evaluate(stored), baseline, limit, quiet=as_json)
+    if hosts:
+        if len(given) > 1:
+            raise ConfigError("with --hosts, give one TARGET: the path on the hosts")
+        if probe_metadata:
+            raise ConfigError("--probe-metadata runs on this machine; it cannot run on a"
+                              " hosts target")
+        return [HostsTarget(given[0], hosts, shared_file)]
+    if len({p.resolve() for p in given}) != len(given):
+        raise ConfigError("a TARGET is given twice")
+    return [DirectoryTarget(p) for p in given]
+
+
+def _dry_run(spec: RunSpec, targets: list[Target]) -> None:
+    """--dry-run: the manifests every class's run would create, as YAML."""
+    from storbench.cli.k8s import manifests_yaml
+    from storbench.target.kubernetes import KubeTarget
+
+    docs = []
+    for t in targets:
+        assert isinstance(t, KubeTarget)
+        planned = plan_run(spec, t)
+        docs += t.plan_layout(planned.uid, planned.plan, [s.jobs for s in planned.steps],
+                              t.namespace_offline()).manifests
+    click.echo(manifests_yaml(docs), nl=False)
 
 
 def _parse_percent(text: str) -> float:
@@ -197,25 +236,6 @@ def _parse_percent(text: str) -> float:
     if value < 0:
         raise ConfigError(f"--max-regression must not be negative, not {text}")
     return value / 100
-
-
-def _gate(store: Store, run: Run, outcomes: list[Outcome], baseline: str | None,
-          max_regression: float, *, quiet: bool = False) -> None:
-    """Regression lines against a baseline; exit 3 (ThresholdExceeded) when anything failed."""
-    failed = [o.assertion.text for o in outcomes if not o.passed]
-    if baseline is not None:
-        base = store.get_run(store.resolve_baseline(baseline, exclude=run.id))
-        changes = regressions(run, base, max_regression)
-        if not changes:
-            raise ConfigError(f"run #{run.id} and baseline #{base.id} share no figure to compare"
-                              " (different suites or tests)")
-        for c in changes:
-            if not quiet:
-                out.print(terminal.change_line(c, max_regression, base))
-        failed += [f"{c.column.title} {100 * c.worse_by:.1f}% worse than #{base.id}"
-                   for c in changes if c.failed]
-    if failed:
-        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
 
 
 @cli.command()
@@ -236,19 +256,33 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
       storbench check last --assert "randread.iops >= 3000" --assert "seqread.bw > 100MiB/s"
       storbench check last --baseline gp3 --max-regression 10%
     """
-    r = store.get_run(store.resolve(run_ref))
+    r = load_run(store, store.resolve(run_ref))
     limit = _parse_percent(max_regression)
-    outcomes = evaluate(r, [Assertion.parse(t) for t in assertions])
+    if r.status != "completed":
+        raise StorbenchError(f"run {r.id} was {r.status}{f' ({r.error})' if r.error else ''}:"
+                             " no verdict; a run that did not complete passes no check")
+    verdicts = [*r.judged, *(check_assertion(r, Assertion.parse(t)) for t in assertions)]
+    changes = []
+    if baseline is not None:
+        base = load_run(store, store.resolve_baseline(baseline, exclude=r.id))
+        changes = regressions(r, base, limit)
+        if not changes:
+            raise ConfigError(f"run #{r.id} and baseline #{base.id} share no figure to compare"
+                              " (different suites or tests)")
     if as_json:
-        print_json([outcome_dict(o) for o in outcomes])
+        print_json([outcome_dict(v) for v in verdicts])
     else:
-        for o in outcomes:
-            out.print(terminal.outcome_line(o))
-        if not outcomes and baseline is None:
+        for v in verdicts:
+            out.print(terminal.outcome_line(v))
+        if not verdicts and baseline is None:
             raise ConfigError("nothing to check: give --assert EXPR or --baseline RUN")
-    _gate(store, r, outcomes, baseline, limit, quiet=as_json)
-
-
+        for c in changes:
+            out.print(terminal.change_line(c))
+    failed = [v.assertion for v in verdicts if not v.passed]
+    failed += [f"{c.figure} {100 * c.worse_by:.1f}% worse than #{c.baseline_run}"
+               for c in changes if c.failed]
+    if failed:
+        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
 
 
 @cli.command()

@@ -1,17 +1,24 @@
 """The pods of a Kubernetes run: waiting until they run, saying why they cannot,
-and the facts of the volume, the node and the pod's fio once they do."""
+reading files and fio's logs out of them, and the Executor that runs fio in them
+through the exec API."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from storbench.execute.kubernetes import Kube, KubeError
+from storbench.execute.base import Execution, FioJob, Progress, status_feeder
+from storbench.execute.kubernetes import ExecResult, Kube
+from storbench.execute.kubestatus import LOST, KubeError
 from storbench.execute.signals import SignalGuard
-from storbench.target.kubernetes import DATA_DIR, KubeOptions, int_or_none, quantity_bytes
+from storbench.result.fio_json import combine_outputs
 
 # Container states that do not fix themselves: fail at once, quoting them.
 _CAUSES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
@@ -115,93 +122,6 @@ def events(kube: Kube, namespace: str, kind: str, name: str) -> str:
     return f". Events of the {kind}: " + " | ".join(chosen)
 
 
-def class_facts(kube: Kube, sc: Any, o: KubeOptions, namespace: str,
-                capacity: str) -> dict[str, Any]:
-    """What is known before anything is created: the class and the cluster."""
-    return {
-        "target": {
-            "kind": "kubernetes",
-            "storage_class": sc.metadata.name,
-            "provisioner": sc.provisioner,
-            "parameters": dict(sc.parameters or {}),
-            "reclaim_policy": sc.reclaim_policy,
-            "binding_mode": sc.volume_binding_mode,
-            "allow_volume_expansion": bool(sc.allow_volume_expansion),
-            "mount_options": list(sc.mount_options or []),
-            "namespace": namespace,
-            "requested_capacity": capacity,
-            "access_mode": o.access_mode,
-            "volume_mode": o.volume_mode,
-            "clients": o.clients,
-        },
-        "kubernetes": {"context": kube.context, "server": kube.server,
-                       "server_version": kube.server_version(), "image": o.image},
-    }
-
-
-_PV_SOURCES = ("csi", "host_path", "local", "nfs", "aws_elastic_block_store",
-               "gce_persistent_disk", "azure_disk", "rbd", "cephfs")
-_MOUNT = re.compile(rf"^(\S+) {DATA_DIR} (\S+) (\S+)", re.M)
-
-
-def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOptions,
-              env: dict[str, Any], scratch: str) -> dict[str, Any]:
-    """The volume, the nodes and the pods' fio, once the pods run; makes the scratch
-    directory in each pod's volume."""
-    versions = set()
-    mounts = ""
-    for pod in pods:
-        name = pod.metadata.name
-        res = kube.exec(namespace, name, [
-            "sh", "-c", f"fio --version && mkdir -p {scratch} && cat /proc/mounts"],
-            deadline_s=60)
-        if res.returncode != 0 or res.timed_out:
-            raise KubeError(f"the image {o.image} cannot run fio in pod {namespace}/{name}"
-                            f" (exit code {res.returncode}): {(res.stderr or res.stdout).strip()}")
-        versions.add(res.stdout.splitlines()[0].strip())
-        mounts = mounts or res.stdout
-    if len(versions) > 1:
-        raise KubeError(f"the pods run different fio versions: {', '.join(sorted(versions))}")
-    target = dict(env["target"])
-    k8s = dict(env["kubernetes"])
-    m = _MOUNT.search(mounts)
-    if m is not None:
-        target.update(fs_type=m.group(2), mount_source=m.group(1), fs_mount_options=m.group(3))
-    pvc = kube.read("PersistentVolumeClaim", claim, namespace)
-    if pvc is not None:
-        target["capacity"] = (pvc.status.capacity or {}).get("storage")
-        k8s["pvc"] = f"{namespace}/{claim}"
-        k8s["pv"] = pvc.spec.volume_name
-        pv = kube.read_pv(pvc.spec.volume_name) if pvc.spec.volume_name else None
-        if pv is not None:
-            k8s["pv_source"] = {k: v for k, v in pv.spec.to_dict().items()
-                                if v is not None and k in _PV_SOURCES}
-    first = pods[0]
-    k8s["node"] = first.spec.node_name
-    if len(pods) > 1:
-        k8s["pods"] = {p.metadata.name: p.spec.node_name for p in pods}
-    for cs in first.status.container_statuses or []:
-        k8s["image_id"] = cs.image_id
-    facts: dict[str, Any] = {"hostname": first.spec.node_name}
-    node = kube.read_node(first.spec.node_name) if first.spec.node_name else None
-    if node is not None:
-        info = node.status.node_info
-        labels = node.metadata.labels or {}
-        k8s.update(kernel=info.kernel_version, os_image=info.os_image,
-                   container_runtime=info.container_runtime_version,
-                   kubelet=info.kubelet_version,
-                   zone=labels.get("topology.kubernetes.io/zone"),
-                   instance_type=labels.get("node.kubernetes.io/instance-type"))
-        facts.update(kernel=info.kernel_version, os=info.os_image,
-                     cpu_count=int_or_none(node.status.capacity.get("cpu")),
-                     ram_bytes=quantity_bytes(node.status.capacity.get("memory")))
-    limit = quantity_bytes(dict(o.limits).get("memory"))
-    if limit is not None:  # the page cache a pod may use is charged to its memory limit
-        facts["ram_bytes"] = min(limit, facts.get("ram_bytes") or limit)
-    return {**env, **facts, "target": target, "kubernetes": k8s,
-            "fio_version": versions.pop()}
-
-
 def oom_killed(kube: Kube, namespace: str, pod: str) -> bool:
     """Did the kernel's OOM killer kill a process in the pod's container (cgroup v1/v2)?"""
     try:
@@ -243,3 +163,100 @@ def fetch_logs(kube: Kube, namespace: str, pod: str, workdir: str, prefix: str,
             current.append(line)
     for name, lines in files.items():
         (into / name).write_text("\n".join(lines) + "\n")
+
+
+class PodExecutor:
+    """The Executor for pods: fio started in each job's pod through the exec API, its
+    json+ output and per-second logs read back the same way.
+
+    ``jobs_dir`` is where the pods see the job files (a ConfigMap: a job's text is
+    there already, under its key), ``work_dir`` a writable directory in each pod
+    (fio's working directory: its output and logs). When one pod's fio fails, the
+    others are not waited for; a pod that dies with its fio is reported with what
+    Kubernetes says about it.
+    """
+
+    def __init__(self, kube: Kube, namespace: str, guard: SignalGuard, jobs_dir: str,
+                 work_dir: str, memory_limit: str | None) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.guard = guard
+        self.jobs_dir = jobs_dir
+        self.work_dir = work_dir
+        self.memory_limit = memory_limit
+        self.logs = Path(tempfile.mkdtemp(prefix="storbench-k8s-"))
+
+    def close(self) -> None:
+        shutil.rmtree(self.logs, ignore_errors=True)
+
+    def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
+            deadline_s: float | None = None) -> Execution:
+        runs = self._start_all(jobs, on_progress, deadline_s)
+        pods = [j.worker for j in jobs]
+        wall = max(r.wall_s for r in runs)
+        late = [p for p, r in zip(pods, runs, strict=True) if r.timed_out]
+        if late and all(r.timed_out or r.returncode == 0 for r in runs):
+            return Execution("", "", -1, wall, timed_out=True)
+        for pod, res in zip(pods, runs, strict=True):
+            self._raise_if_pod_failed(pod, res)
+        raws = [read_file(self.kube, self.namespace, j.worker,
+                          f"{self.work_dir}/{Path(j.key).stem}.json") for j in jobs]
+        raw = raws[0] if len(raws) == 1 else combine_outputs(pods, raws)
+        # pods stopped because another one failed give no returncode of their own
+        returncode = max((r.returncode for r in runs if not r.timed_out), key=abs, default=-1)
+        stderr = "".join(f"[{p}] {r.stderr}" if len(runs) > 1 else r.stderr
+                         for p, r in zip(pods, runs, strict=True) if r.stderr)
+        log_dir = None
+        if len(jobs) == 1:
+            fetch_logs(self.kube, self.namespace, pods[0], self.work_dir, "", self.logs)
+            log_dir = self.logs
+        return Execution(raw, stderr, returncode, wall, log_dir=log_dir)
+
+    def _start_all(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None,
+                   deadline_s: float | None) -> list[ExecResult]:
+        """fio in every pod at once; the first pod's output drives the progress display."""
+        failed = threading.Event()
+
+        def one(i: int, job: FioJob) -> ExecResult:
+            argv = ["fio", "--output-format=json+",
+                    f"--output={self.work_dir}/{Path(job.key).stem}.json",
+                    "--eta=always", "--eta-newline=1", f"{self.jobs_dir}/{job.key}"]
+            progress = (status_feeder(on_progress) if i == 0 and on_progress is not None
+                        else None)
+            res = self.kube.exec(
+                self.namespace, job.worker,
+                ["sh", "-c", f"cd {self.work_dir} && exec " + " ".join(argv)],
+                on_stdout=progress, deadline_s=deadline_s,
+                should_stop=lambda: self.guard.signum is not None or failed.is_set())
+            if res.returncode != 0 and not res.timed_out:
+                failed.set()
+            return res
+
+        if len(jobs) == 1:
+            return [one(0, jobs[0])]
+        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+            return list(pool.map(one, range(len(jobs)), jobs))
+
+    def _raise_if_pod_failed(self, pod: str, res: ExecResult) -> None:
+        """When fio died with its pod (evicted, OOM-killed, deadline), say so."""
+        if res.returncode in (0, 1) or res.timed_out:
+            return
+        try:
+            found = self.kube.read("Pod", pod, self.namespace)
+        except KubeError:
+            found = None
+        if found is None:
+            problem = "the pod is gone"
+        elif found.metadata.deletion_timestamp is not None:
+            problem = "the pod is being deleted (by someone else, or its node is going away)"
+        else:
+            problem = pod_problem(found)
+        if not problem and res.returncode == LOST:
+            problem = "the connection to fio ended without an exit status"
+        if problem:
+            raise KubeError(f"pod {self.namespace}/{pod} stopped during the test: {problem}"
+                            + events(self.kube, self.namespace, "Pod", pod))
+        if res.returncode == 137 and oom_killed(self.kube, self.namespace, pod):
+            raise KubeError(f"fio was OOM-killed in pod {self.namespace}/{pod}: the job needs"
+                            f" more memory than the pod's limit ({self.memory_limit or 'none'});"
+                            " raise it with --limits memory=2Gi")

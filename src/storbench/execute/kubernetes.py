@@ -9,9 +9,7 @@ fio runs in a pod through the exec API (a websocket), never through kubectl.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,14 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
-import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.stream import stream
 
-from storbench.errors import ConfigError, TargetError
-from storbench.target.kubernetes import SELECTOR
+from storbench.errors import ConfigError
+from storbench.execute.kubestatus import KubeError, api_message, exit_code, handshake_message
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+RUN_LABEL = "storbench.io/run"
+SELECTOR = f"{MANAGED_BY}=storbench"  # every object storbench creates carries it
 
 # What a run does in its namespace (checked before anything is created).
 RUN_VERBS: tuple[tuple[str, str, str], ...] = (
@@ -40,11 +41,6 @@ RUN_VERBS: tuple[tuple[str, str, str], ...] = (
 )
 KINDS = ("Pod", "ConfigMap", "PersistentVolumeClaim")  # deletion order
 DELETE_WAIT_S = 120.0  # for deleted pods, PVCs and their PVs to be gone
-LOST = -2  # ExecResult.returncode when the stream ended with no exit status (pod gone?)
-
-
-class KubeError(TargetError):
-    """The cluster refused or failed a request; the message quotes the API server."""
 
 
 @dataclass(frozen=True)
@@ -320,7 +316,7 @@ class Kube:
             for item in items:
                 m = item.metadata
                 found.append(Managed(kind, m.namespace, m.name,
-                                     (m.labels or {}).get("storbench.io/run", ""),
+                                     (m.labels or {}).get(RUN_LABEL, ""),
                                      m.creation_timestamp))
         return found
 
@@ -346,7 +342,7 @@ class Kube:
                             command=argv, container="fio", stdout=True, stderr=True,
                             stdin=False, tty=False, _preload_content=False)
             except ApiException as exc:
-                raise ApiException(status=exc.status, reason=_handshake_message(exc)) from None
+                raise ApiException(status=exc.status, reason=handshake_message(exc)) from None
         out: list[str] = []
         err: list[str] = []
         timed_out = False
@@ -375,51 +371,7 @@ class Kube:
         wall = time.monotonic() - start
         if timed_out:
             return ExecResult("".join(out), "".join(err), -1, wall, timed_out=True)
-        return ExecResult("".join(out), "".join(err), _exit_code(status, argv, pod), wall)
-
-
-def _exit_code(status: str, argv: list[str], pod: str) -> int:
-    """The exec's exit status from the API server's Status on the error channel."""
-    if not status:  # the stream ended without the API server's verdict
-        return LOST
-    try:
-        doc = yaml.safe_load(status)
-    except yaml.YAMLError:
-        doc = None
-    if not isinstance(doc, dict):
-        raise KubeError(f"running {argv[0]} in pod {pod}: unexpected status {status!r}")
-    if doc.get("status") == "Success":
-        return 0
-    if doc.get("reason") == "NonZeroExitCode":
-        for cause in (doc.get("details") or {}).get("causes") or []:
-            if cause.get("reason") == "ExitCode":
-                return int(cause.get("message", "1"))
-    raise KubeError(f"running {argv[0]} in pod {pod} failed: {doc.get('message', status)}")
-
-
-def _handshake_message(exc: ApiException) -> str:
-    """The API server's message from a refused websocket handshake (e.g. a 403)."""
-    text = str(exc.reason or exc)
-    m = re.search(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
-    return json.loads(f'"{m.group(1)}"') if m else text
-
-
-def api_message(exc: ApiException) -> str:
-    """What the API server said: its Status message, else the HTTP reason."""
-    body = exc.body
-    if isinstance(body, bytes):
-        body = body.decode(errors="replace")
-    if body:
-        try:
-            doc = json.loads(body)
-            if isinstance(doc, dict) and doc.get("message"):
-                return str(doc["message"])
-        except ValueError:
-            pass
-    reason = str(exc.reason or "")
-    if exc.status == 401:
-        return f"Unauthorized (the kubeconfig's credentials were rejected) {reason}".strip()
-    return f"{exc.status} {reason}".strip() if exc.status else reason
+        return ExecResult("".join(out), "".join(err), exit_code(status, argv, pod), wall)
 
 
 def is_default(storage_class: Any) -> bool:

@@ -1,4 +1,10 @@
-"""Run fio as a local subprocess in its own process group, with live progress."""
+"""Run fio as a local subprocess in its own process group, with live progress.
+
+``LocalExecutor`` runs one job file with this machine's fio; ``FioProcess`` is the
+process handling it shares with the client/server executor (execute/clientserver.py):
+its own process group, a watchdog that kills it if storbench dies, signals forwarded,
+a deadline.
+"""
 
 from __future__ import annotations
 
@@ -10,74 +16,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from storbench.errors import ConfigError, FioError
+from storbench.execute.base import Execution, FioJob, Progress, fio_message, parse_status_line
 from storbench.execute.fio import FioBinary
 from storbench.execute.proctree import kill_tree
 from storbench.execute.signals import SignalGuard
 
 KILL_AFTER_S = 1.5  # after forwarding a signal, SIGKILL fio if it has not exited by then
-
-_PERCENT = re.compile(r"\]\[(\d+(?:\.\d+)?)%\]")
-_BW = re.compile(r"\]\[([rwt]=[^\]]*B/s[^\]]*)\]")
-_IOPS = re.compile(r"\]\[([rwt]=[^\]]*) IOPS\]")
-_ETA = re.compile(r"\[eta (?:(\d+)d:)?(?:(\d+)h:)?(\d+)m:(\d+)s\]")
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What fio's status line says, roughly once a second."""
-
-    percent: float | None
-    eta_s: int | None
-    bandwidth: str  # fio's own text, e.g. "r=47.3MiB/s,w=47.5MiB/s"
-    iops: str  # e.g. "r=12.1k,w=12.2k"
-
-
-def parse_status_line(line: str) -> Progress | None:
-    if not line.startswith("Jobs:"):
-        return None
-    pct = _PERCENT.search(line)
-    eta = _ETA.search(line)
-    bw = _BW.search(line)
-    iops = _IOPS.search(line)
-    eta_s = None
-    if eta:
-        d, h, m, s = (int(g) if g else 0 for g in eta.groups())
-        eta_s = ((d * 24 + h) * 60 + m) * 60 + s
-    return Progress(
-        percent=float(pct.group(1)) if pct else None,
-        eta_s=eta_s,
-        bandwidth=bw.group(1) if bw else "",
-        iops=iops.group(1) if iops else "",
-    )
-
-
-def status_feeder(on_progress: Callable[[Progress], None]) -> Callable[[str], None]:
-    """A function to give fio's stdout as it arrives, in any pieces: each status line
-    becomes a Progress for ``on_progress``."""
-    pending = [""]
-
-    def feed(data: str) -> None:
-        *lines, pending[0] = re.split(r"[\r\n]", pending[0] + data)
-        for line in lines:
-            p = parse_status_line(line)
-            if p is not None:
-                on_progress(p)
-    return feed
-
-
-@dataclass(frozen=True)
-class Execution:
-    raw_json: str
-    stderr: str
-    returncode: int
-    wall_s: float
-    lost_hosts: tuple[str, ...] = ()  # client mode: servers that disconnected mid-run
-    timed_out: bool = False  # killed at the deadline
-
 
 _DISCONNECTED = re.compile(r"host=(\S+) disconnected")
 
@@ -101,8 +48,9 @@ def _stop_watchdog(watchdog: subprocess.Popen[str]) -> None:
     watchdog.wait()
 
 
-class LocalExecutor:
-    """Runs fio job files with fio on this machine; ``workdir`` holds job and output files."""
+class FioProcess:
+    """Starts fio processes for one run: in ``workdir``, in their own process group,
+    stopped when the run's SignalGuard gets a signal."""
 
     def __init__(self, fio: FioBinary, workdir: Path, guard: SignalGuard) -> None:
         self.fio = fio
@@ -110,9 +58,15 @@ class LocalExecutor:
         self.guard = guard
         self._count = 0
 
+    def write(self, text: str, stem: str) -> Path:
+        self._count += 1
+        path = self.workdir / f"{self._count:03d}-{stem}"
+        path.write_text(text)
+        return path
+
     def validate(self, jobfile_text: str, source: str) -> None:
         """fio --parse-only: ConfigError with fio's own message for an invalid job file."""
-        path = self._write(jobfile_text, "check")
+        path = self.write(jobfile_text, "check.fio")
         proc = subprocess.run(
             [self.fio.path, "--parse-only", str(path)],
             capture_output=True, text=True, cwd=self.workdir, timeout=60,
@@ -121,41 +75,7 @@ class LocalExecutor:
             message = fio_message(proc.stderr + proc.stdout)
             raise ConfigError(f"fio rejects the job file {source}: {message}")
 
-    def _write(self, text: str, stem: str) -> Path:
-        self._count += 1
-        path = self.workdir / f"{self._count:03d}-{stem}.fio"
-        path.write_text(text)
-        return path
-
     def run(
-        self, jobfile_text: str, on_progress: Callable[[Progress], None] | None = None
-    ) -> Execution:
-        """Run one job file to completion and return what fio wrote, whatever its status.
-
-        Raises FioError only when fio cannot be started. If the guard receives a
-        signal, fio is stopped (the signal forwarded, SIGKILL after KILL_AFTER_S).
-        """
-        job_path = self._write(jobfile_text, "job")
-        return self._run([str(job_path)], job_path.with_suffix(".json"), on_progress)
-
-    def run_clients(
-        self,
-        jobs: list[tuple[str, int, str]],
-        on_progress: Callable[[Progress], None] | None = None,
-        deadline_s: float | None = None,
-    ) -> Execution:
-        """fio's client mode: each (host, port, job text) runs on that host's fio server,
-        all at once. A server that disconnects stops the run (the others are told to
-        stop); so does ``deadline_s``."""
-        args: list[str] = []
-        for host, port, text in jobs:
-            path = self._write(text, f"client-{host}-{port}")
-            args += [f"--client={host},{port}", str(path)]
-        # No --output: in client mode fio reports a lost server in its normal output,
-        # which must be read live; the JSON follows on stdout at the end.
-        return self._run(args, None, on_progress, deadline_s=deadline_s, stop_on_lost_host=True)
-
-    def _run(
         self,
         args: list[str],
         out_path: Path | None,
@@ -164,6 +84,11 @@ class LocalExecutor:
         deadline_s: float | None = None,
         stop_on_lost_host: bool = False,
     ) -> Execution:
+        """Run fio with ``args`` to completion and return what it wrote, whatever its status.
+
+        Raises FioError only when fio cannot be started. If the guard receives a
+        signal, fio is stopped (the signal forwarded, SIGKILL after KILL_AFTER_S).
+        """
         argv = [
             self.fio.path, "--output-format=json+",
             *([f"--output={out_path}"] if out_path is not None else []),
@@ -234,7 +159,7 @@ class LocalExecutor:
         else:
             raw = out_path.read_text(errors="replace") if out_path.exists() else ""
         wall = time.monotonic() - start
-        return Execution(raw, stderr, returncode, wall, tuple(lost), timed_out)
+        return Execution(raw, stderr, returncode, wall, tuple(lost), timed_out, self.workdir)
 
     def _kill_if_overdue(self, proc: subprocess.Popen[bytes]) -> None:
         at = self.guard.received_at
@@ -249,16 +174,24 @@ class LocalExecutor:
                 self._kill_if_overdue(proc)
 
 
+class LocalExecutor:
+    """The Executor for a directory on this machine: one fio, its per-second logs in
+    ``workdir`` (where fio runs)."""
+
+    def __init__(self, fio: FioBinary, workdir: Path, guard: SignalGuard) -> None:
+        self.process = FioProcess(fio, workdir, guard)
+
+    def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
+            deadline_s: float | None = None) -> Execution:
+        if len(jobs) != 1:
+            raise ValueError(f"a local executor runs one job file, not {len(jobs)}")
+        path = self.process.write(jobs[0].text, jobs[0].key)
+        return self.process.run([str(path)], path.with_suffix(".json"), on_progress,
+                                deadline_s=deadline_s)
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def fio_message(text: str) -> str:
-    """fio's error lines, verbatim, joined; the whole text if none look like errors."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("fio:") or "error" in ln.lower()]
-    chosen = list(dict.fromkeys(errors or lines))  # once each, in order
-    return " | ".join(chosen[:6]) if chosen else "(fio printed nothing)"

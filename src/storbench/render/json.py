@@ -6,11 +6,9 @@ import json
 import math
 from typing import Any
 
-from storbench.analysis.assertions import Outcome
 from storbench.analysis.compare import Comparison
 from storbench.analysis.cost import Priced
-from storbench.analysis.verdicts import evaluate
-from storbench.store import Run
+from storbench.result.record import Run, Verdict
 
 SCHEMA = "storbench.export/1"
 
@@ -36,8 +34,9 @@ def run_dict(run: Run, *, raw: bool = False) -> dict[str, Any]:
         "tests": [{**t.result.to_dict(), "repeat": t.repeat} for t in run.tests if not t.host],
         "per_host": [{"host": t.host, "repeat": t.repeat, **t.result.to_dict()}
                      for t in run.tests if t.host],
-        "verdicts": [outcome_dict(o) for o in evaluate(run)],
-        "warnings": run.warnings,
+        "verdicts": [outcome_dict(v) for v in run.judged],
+        "regressions": [c.to_dict() for c in run.regressions],
+        "warnings": [w.to_dict() for w in run.warnings],
         "data": run.data,
         "job_files": [i.job_text for i in run.invocations],
     }
@@ -46,10 +45,9 @@ def run_dict(run: Run, *, raw: bool = False) -> dict[str, Any]:
     return d
 
 
-def outcome_dict(o: Outcome) -> dict[str, Any]:
-    return {"assertion": o.assertion.text, "metric": o.metric.key if o.metric else None,
-            "measured": o.measured, "limit": o.limit, "passed": o.passed, "note": o.note,
-            "source": o.source}
+def outcome_dict(v: Verdict) -> dict[str, Any]:
+    return {"assertion": v.assertion, "metric": v.metric, "measured": v.measured,
+            "limit": v.limit, "passed": v.passed, "note": v.note, "source": v.source}
 
 
 def render(comp: Comparison) -> str:

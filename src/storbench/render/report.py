@@ -11,11 +11,10 @@ from html import escape
 from storbench import __version__
 from storbench.analysis.charts import Chart
 from storbench.analysis.compare import Comparison, sentences
-from storbench.analysis.verdicts import evaluate
-from storbench.render import svg, units
+from storbench.render import svg
 from storbench.render.table import Table, comparison_table
-from storbench.render.terminal import distinct_warnings, environment_rows
-from storbench.store import Run
+from storbench.render.terminal import distinct_warnings, environment_rows, verdict_told
+from storbench.result.record import Run
 
 CSS = """
 :root { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; }
@@ -138,18 +137,16 @@ def _verdicts(runs: list[Run]) -> str:
     items = []
     for run in runs:
         name = escape(run.label or f"#{run.id}")
-        for o in evaluate(run):
-            word = ('<span class="pass">PASS</span>' if o.passed
+        for v in run.judged:
+            word = ('<span class="pass">PASS</span>' if v.passed
                     else '<span class="fail">FAIL</span>')
-            told = (o.note if o.measured is None or o.metric is None
-                    else f"measured {units.figure(o.metric.kind, o.measured)}")
-            source = f" ({escape(o.source)})" if o.source else ""
-            items.append(f"<li>{name}: {word} {escape(o.assertion.text)}: {escape(told)}"
+            source = f" ({escape(v.source)})" if v.source else ""
+            items.append(f"<li>{name}: {word} {escape(v.assertion)}: {escape(verdict_told(v))}"
                          f"{source}</li>")
         for w, count in distinct_warnings(run):
             times = f" (×{count})" if count > 1 else ""
-            items.append(f'<li>{name}: <span class="warn">warning ({escape(w["kind"])})</span>:'
-                         f" {escape(w['message'])}{times}</li>")
+            items.append(f'<li>{name}: <span class="warn">warning ({escape(w.kind)})</span>:'
+                         f" {escape(w.message)}{times}</li>")
         if run.error:
             items.append(f'<li>{name}: <span class="fail">{escape(run.status)}</span>:'
                          f" {escape(run.error)}</li>")

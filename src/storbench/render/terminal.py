@@ -9,15 +9,12 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from storbench.analysis.assertions import Outcome
 from storbench.analysis.compare import Comparison, sentences
 from storbench.analysis.cost import Priced
-from storbench.analysis.regression import Change
 from storbench.analysis.summary import HostSpread, host_spread, summarize
-from storbench.analysis.verdicts import evaluate
 from storbench.render import units
 from storbench.render.table import Table, comparison_table, summary_table
-from storbench.store import Run
+from storbench.result.record import Regression, Run, Verdict, Warning
 from storbench.workload.sizes import format_bytes_iec
 from storbench.workload.suites import Suite
 
@@ -32,27 +29,29 @@ def rich_table(t: Table, title: str | None = None) -> RichTable:
     return table
 
 
-def outcome_line(o: Outcome) -> str:
+def verdict_told(v: Verdict) -> str:
+    """What was measured, with its unit, or why nothing was."""
+    if v.measured is None or v.kind is None:
+        return v.note
+    return f"measured {units.figure(v.kind, v.measured)}"
+
+
+def outcome_line(v: Verdict) -> str:
     """'PASS etcd.fdatasync.p99 < 10ms: measured 4.20 ms (source)', in rich markup."""
-    word = "[green]PASS[/green]" if o.passed else "[red]FAIL[/red]"
-    if o.measured is None or o.metric is None:
-        told = f"{o.note}"
-    else:
-        told = f"measured {units.figure(o.metric.kind, o.measured)}"
-    source = f" ({escape(o.source)})" if o.source else ""
-    return f"{word} {escape(o.assertion.text)}: {escape(told)}{source}"
+    word = "[green]PASS[/green]" if v.passed else "[red]FAIL[/red]"
+    source = f" ({escape(v.source)})" if v.source else ""
+    return f"{word} {escape(v.assertion)}: {escape(verdict_told(v))}{source}"
 
 
-def change_line(c: Change, max_regression: float, base: Run) -> str:
-    kind = c.column.metric.kind
+def change_line(c: Regression) -> str:
     noise = f", noise ± {100 * c.noise:.1f}%" if c.noise is not None else ", no repeats"
     how = (f"{100 * c.worse_by:.1f}% worse" if c.worse_by > 0
            else f"{100 * -c.worse_by:.1f}% better")
     word = ("[red]WORSE[/red]" if c.failed else
-            "[green]ok[/green]" if c.worse_by <= max_regression else "[yellow]noise[/yellow]")
-    return (f"{word} {escape(c.column.title)}: {units.figure(kind, c.current.center)} vs"
-            f" {units.figure(kind, c.baseline.center)} in {escape(base.name)}: {how}"
-            f" (limit {100 * max_regression:g}%{noise})")
+            "[green]ok[/green]" if c.worse_by <= c.max_regression else "[yellow]noise[/yellow]")
+    return (f"{word} {escape(c.figure)}: {units.figure(c.kind, c.value)} vs"
+            f" {units.figure(c.kind, c.baseline_value)} in {escape(c.baseline_name)}: {how}"
+            f" (limit {100 * c.max_regression:g}%{noise})")
 
 
 def print_run(console: Console, run: Run) -> None:
@@ -68,12 +67,14 @@ def print_run(console: Console, run: Run) -> None:
         console.print(f"{run.repeats} repeats per test: medians, IOPS ± 95% confidence interval")
     if rows:
         console.print(rich_table(summary_table(rows)))
-    for o in evaluate(run):
-        console.print(outcome_line(o))
+    for v in run.judged:
+        console.print(outcome_line(v))
+    for c in run.regressions:
+        console.print(change_line(c))
     for w, count in distinct_warnings(run):
-        per_repeat = run.repeats > 1 and "repeats" not in w["details"]
+        per_repeat = run.repeats > 1 and "repeats" not in w.details
         times = f" (in {count} of {run.repeats} repeats)" if per_repeat else ""
-        console.print(f"[yellow]warning ({w['kind']}):[/yellow] {escape(w['message'])}{times}",
+        console.print(f"[yellow]warning ({w.kind}):[/yellow] {escape(w.message)}{times}",
                       soft_wrap=True)
     for spread in host_spread(run):
         console.print(rich_table(host_table(spread), f"{spread.test}: per host"))
@@ -90,11 +91,11 @@ def print_run(console: Console, run: Run) -> None:
         console.print(f"[red]error:[/red] {escape(run.error)}")
 
 
-def distinct_warnings(run: Run) -> list[tuple[dict[str, Any], int]]:
+def distinct_warnings(run: Run) -> list[tuple[Warning, int]]:
     """Each (test, kind) once, with how many times it was raised (repeats)."""
     seen: dict[tuple[str, str, str], list[Any]] = {}
     for w in run.warnings:
-        key = (w["test"], w["kind"], str(w["details"].get("direction", "")))
+        key = (w.test, w.kind, str(w.details.get("direction", "")))
         if key in seen:
             seen[key][1] += 1
         else:

@@ -6,7 +6,7 @@ import statistics
 
 from storbench.render import units
 from storbench.result.model import Series
-from storbench.store import Run
+from storbench.result.record import Run
 
 BARS = "▁▂▃▄▅▆▇█"
 MAX_WIDTH = 60  # characters of sparkline; longer series are averaged into buckets

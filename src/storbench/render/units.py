@@ -33,7 +33,7 @@ class Unit:
 IOPS = Unit("IOPS", 1.0)
 
 
-def choose(kind: Kind, values: Iterable[float | None], *, by_largest: bool = False) -> Unit:
+def choose(kind: Kind | str, values: Iterable[float | None], *, by_largest: bool = False) -> Unit:
     """A unit that suits a column's values (by their median), or a chart axis' (by the
     largest value)."""
     present = [abs(v) for v in values if v is not None and not math.isnan(v)]
@@ -62,7 +62,7 @@ def header(title: str, kind: Kind, unit: Unit) -> str:
     return title if kind == "iops" else f"{title} [{unit.name}]"
 
 
-def figure(kind: Kind, v: float | None) -> str:
+def figure(kind: Kind | str, v: float | None) -> str:
     """One figure with its own unit, for sentences: '4.20 ms', '3,000 IOPS', '125 MiB/s'."""
     if v is None:
         return "n/a"

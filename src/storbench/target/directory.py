@@ -1,4 +1,5 @@
-"""A directory target: a marked scratch directory ``storbench-<run id>`` under it."""
+"""A directory target: a marked scratch directory ``storbench-<run id>`` under it,
+fio on this machine. The worked example of a target (docs/targets.md)."""
 
 from __future__ import annotations
 
@@ -8,23 +9,21 @@ import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from storbench.errors import TargetError
-from storbench.target.environment import path_facts
+from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard
+from storbench.target.base import Deadline, Leftover
+from storbench.target.environment import host_facts, path_facts
+from storbench.workload.jobfile import JobFile
+from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
 
 MARKER = ".storbench-scratch"
 PREFIX = "storbench-"
-
-
-@dataclass(frozen=True)
-class Leftover:
-    path: Path
-    run_uid: str
-    created: str
 
 
 def _pid_alive(pid: int) -> bool:
@@ -37,11 +36,77 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@dataclass
 class DirectoryTarget:
-    path: Path
+    """A directory on this machine; fio runs here, in a marked scratch directory."""
 
-    def check(self) -> None:
+    path: Path
+    kind = "directory"
+    worker_noun = "job"
+    needs_local_fio = True
+    series_logs = True
+    scratch: Path | None = field(default=None, init=False)
+
+    @property
+    def name(self) -> str:
+        return str(self.path.resolve())
+
+    @property
+    def short_name(self) -> str:
+        return str(self.path)
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def preflight(self) -> None:
+        self.usable()
+
+    def scratch_path(self, uid: str) -> Path:
+        return self.path.resolve() / f"{PREFIX}{uid}"
+
+    def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
+        self.usable()
+        needed = [(t.jobfile.estimated_bytes() or 0, t.name) for t in plan.tests]
+        most, name = max(needed)
+        self.check_space(most, f"test {name!r}")
+
+    def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
+        return [FioJob("", f"t{index:03d}.fio", jobfile.render())]
+
+    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+        return {**host_facts(), "target": {"kind": self.kind, **path_facts(self.path)},
+                **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {})}
+
+    def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
+                note: Callable[[str], None]) -> None:
+        self.scratch = self.create_scratch(uid)
+
+    def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
+        assert fio is not None
+        return LocalExecutor(fio, workdir, guard)
+
+    def probe_dir(self) -> Path | None:
+        return self.scratch
+
+    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
+        if self.scratch is None:
+            return
+        remove_files_except(self.scratch, keep)
+        kept = sum(f.stat().st_size for f in self.scratch.iterdir() if f.is_file())
+        self.check_space(max(0, (test.jobfile.estimated_bytes() or 0) - kept),
+                         f"test {test.name!r}")
+
+    def deadline(self, test: PlannedTest) -> Deadline | None:
+        return None
+
+    def cleanup(self) -> None:
+        if self.scratch is not None:
+            remove_scratch(self.scratch)
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        remove_scratch(leftover.path)
+
+    def usable(self) -> None:
         """Raise TargetError unless the directory exists and we can create files in it."""
         p = self.path
         if not p.exists():
@@ -53,9 +118,6 @@ class DirectoryTarget:
         if not os.access(p, os.W_OK | os.X_OK):
             raise TargetError(f"target directory {str(p)!r} is not writable; pass a directory"
                               " you own, or run as a user who may write there")
-
-    def describe(self) -> dict[str, Any]:
-        return path_facts(self.path)
 
     def free_bytes(self) -> int:
         st = os.statvfs(self.path)

@@ -15,7 +15,7 @@ from typing import Any
 
 from storbench.errors import ConfigError
 from storbench.result.model import Direction, Latency, SyncStats, TestResult
-from storbench.store import Run, StoredTest
+from storbench.result.record import Run, StoredTest
 
 MIB = 1024.0**2
 US = 1_000.0
@@ -127,7 +127,8 @@ def as_run(ref: Reference, index: int) -> Run:
                status="completed", origin="published", label=f"{ref.name} (published)",
                suite=ref.suite, target=ref.target, error=None,
                environment={"study": ref.study, "source": ref.source},
-               settings={}, storbench_version="", fio_version=None, tests=tests)
+               settings={}, storbench_version="", fio_version=None, tests=tests,
+               verdicts=[])
 
 
 def _latency(mean: float | None, p99: float | None) -> Latency | None:

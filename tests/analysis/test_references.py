@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from storbench.references import BUILTIN
+from storbench.analysis.references import BUILTIN
 from tests.conftest import needs_fio, run_cli
 
 

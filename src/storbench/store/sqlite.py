@@ -12,15 +12,22 @@ import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from storbench.errors import StoreError
 from storbench.result.model import TestResult
-
-STATUSES = ("running", "completed", "failed", "interrupted")
+from storbench.result.record import (
+    STATUSES,
+    Invocation,
+    Regression,
+    Run,
+    StoredTest,
+    Verdict,
+    Warning,
+)
+from storbench.store.migrations import MIGRATIONS
 
 
 def default_db_path() -> Path:
@@ -28,164 +35,13 @@ def default_db_path() -> Path:
     return Path(base) / "storbench" / "results.db"
 
 
-_INITIAL = """
-        CREATE TABLE runs (
-            id INTEGER PRIMARY KEY,
-            uid TEXT NOT NULL UNIQUE,
-            created_at TEXT NOT NULL,
-            finished_at TEXT,
-            status TEXT NOT NULL
-                CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
-            origin TEXT NOT NULL DEFAULT 'measured',
-            label TEXT,
-            suite TEXT NOT NULL,
-            target TEXT NOT NULL,
-            error TEXT,
-            environment TEXT NOT NULL,
-            settings TEXT NOT NULL,
-            storbench_version TEXT NOT NULL,
-            fio_version TEXT
-        );
-        CREATE TABLE run_tags (
-            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-            key TEXT NOT NULL,
-            value TEXT NOT NULL,
-            PRIMARY KEY (run_id, key)
-        );
-        CREATE TABLE invocations (
-            id INTEGER PRIMARY KEY,
-            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-            ordinal INTEGER NOT NULL,
-            job_text TEXT NOT NULL,
-            raw_json TEXT NOT NULL,
-            returncode INTEGER,
-            stderr TEXT NOT NULL,
-            wall_s REAL,
-            UNIQUE (run_id, ordinal)
-        );
-        CREATE TABLE results (
-            id INTEGER PRIMARY KEY,
-            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-            invocation_id INTEGER NOT NULL REFERENCES invocations(id) ON DELETE CASCADE,
-            ordinal INTEGER NOT NULL,
-            test TEXT NOT NULL,
-            result TEXT NOT NULL,
-            UNIQUE (run_id, ordinal)
-        );
-        CREATE INDEX results_run ON results(run_id);
-        CREATE TRIGGER results_immutable BEFORE UPDATE ON results
-            BEGIN SELECT RAISE(ABORT, 'results are immutable'); END;
-        CREATE TRIGGER invocations_immutable BEFORE UPDATE ON invocations
-            BEGIN SELECT RAISE(ABORT, 'fio output is immutable'); END;
-        CREATE TRIGGER runs_final BEFORE UPDATE ON runs WHEN OLD.status != 'running'
-            BEGIN SELECT RAISE(ABORT, 'a finished run is immutable'); END;
-"""
-
-_WARNINGS = """
-CREATE TABLE warnings (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    test TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    message TEXT NOT NULL,
-    details TEXT NOT NULL
-);
-CREATE INDEX warnings_run ON warnings(run_id);
-CREATE TRIGGER warnings_immutable BEFORE UPDATE ON warnings
-    BEGIN SELECT RAISE(ABORT, 'warnings are immutable'); END;
-"""
-
-_REPEATS_AND_DATA = """
-ALTER TABLE results ADD COLUMN repeat INTEGER NOT NULL DEFAULT 0;
-CREATE TABLE run_data (
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (run_id, key)
-);
-CREATE TRIGGER run_data_immutable BEFORE UPDATE ON run_data
-    BEGIN SELECT RAISE(ABORT, 'run data is immutable'); END;
-"""
-
-_HOSTS = """
-ALTER TABLE results ADD COLUMN host TEXT NOT NULL DEFAULT '';
-"""
-
-# Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
-MIGRATIONS: list[tuple[str, str]] = [
-    ("0001_initial", _INITIAL),
-    ("0002_warnings", _WARNINGS),
-    ("0003_repeats_and_run_data", _REPEATS_AND_DATA),
-    ("0004_per_host_results", _HOSTS),
-]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-@dataclass(frozen=True)
-class StoredTest:
-    ordinal: int
-    invocation: int  # ordinal of the fio invocation that produced it
-    result: TestResult
-    repeat: int = 0  # 0-based repetition (--repeat N)
-    host: str = ""  # "" = the test's result (all hosts merged); else one host's share
-
-
-@dataclass(frozen=True)
-class Invocation:
-    ordinal: int
-    job_text: str
-    raw_json: str
-    returncode: int | None
-    stderr: str
-    wall_s: float | None
-
-
-@dataclass(frozen=True)
-class Run:
-    id: int
-    uid: str
-    created_at: str
-    finished_at: str | None
-    status: str
-    origin: str
-    label: str | None
-    suite: str
-    target: str
-    error: str | None
-    environment: dict[str, Any]
-    settings: dict[str, Any]
-    storbench_version: str
-    fio_version: str | None
-    tags: dict[str, str] = field(default_factory=dict)
-    tests: list[StoredTest] = field(default_factory=list)
-    invocations: list[Invocation] = field(default_factory=list)
-    warnings: list[dict[str, Any]] = field(default_factory=list)  # kind, test, message, details
-    data: dict[str, Any] = field(default_factory=dict)  # e.g. "metadata_probe"
-
-    def results_by_test(self) -> dict[str, list[TestResult]]:
-        """Each test's results, one per repeat, in the order the tests first ran."""
-        out: dict[str, list[TestResult]] = {}
-        for t in self.tests:
-            if not t.host:
-                out.setdefault(t.result.name, []).append(t.result)
-        return out
-
-    def results_by_host(self) -> dict[str, dict[str, list[TestResult]]]:
-        """Client/server runs: {test: {host: results, one per repeat}}; {} for local runs."""
-        out: dict[str, dict[str, list[TestResult]]] = {}
-        for t in self.tests:
-            if t.host:
-                out.setdefault(t.result.name, {}).setdefault(t.host, []).append(t.result)
-        return out
-
-    @property
-    def repeats(self) -> int:
-        return max((t.repeat for t in self.tests), default=0) + 1
-
-    @property
-    def name(self) -> str:
-        """How the run is named in tables: its label, else '#id'."""
-        return self.label or f"#{self.id}"
+def _insert_warnings(db: sqlite3.Connection, run_id: int, warnings: Sequence[Warning]) -> None:
+    db.executemany(
+        "INSERT INTO warnings (run_id, test, kind, message, details) VALUES (?, ?, ?, ?, ?)",
+        [(run_id, w.test, w.kind, w.message, json.dumps(w.details)) for w in warnings])
 
 
 def now_iso() -> str:
@@ -285,7 +141,7 @@ class Store:
         run_id: int,
         invocation: Invocation,
         results: Sequence[tuple[int, TestResult]],
-        warnings: Sequence[dict[str, Any]] = (),
+        warnings: Sequence[Warning] = (),
         repeat: int = 0,
         per_host: Sequence[tuple[int, str, TestResult]] = (),
     ) -> None:
@@ -306,12 +162,7 @@ class Store:
                 + [(run_id, cur.lastrowid, ordinal, r.name, json.dumps(r.to_dict()), repeat,
                     host) for ordinal, host, r in per_host],
             )
-            db.executemany(
-                "INSERT INTO warnings (run_id, test, kind, message, details)"
-                " VALUES (?, ?, ?, ?, ?)",
-                [(run_id, w["test"], w["kind"], w["message"], json.dumps(w["details"]))
-                 for w in warnings],
-            )
+            _insert_warnings(db, run_id, warnings)
 
     def update_environment(self, run_id: int, environment: dict[str, Any],
                            fio_version: str | None) -> None:
@@ -323,23 +174,28 @@ class Store:
     def finish_run(
         self, run_id: int, status: str, error: str | None = None,
         data: dict[str, Any] | None = None,
-        warnings: Sequence[dict[str, Any]] = (),
+        warnings: Sequence[Warning] = (),
+        verdicts: Sequence[Verdict] | None = None,
+        regressions: Sequence[Regression] = (),
     ) -> None:
-        """The run's final status, once, with run-level data (e.g. probes) and warnings."""
+        """The run's final status, once, with run-level data (e.g. probes), warnings and
+        what it was judged: ``verdicts`` None leaves it unjudged (a failed run)."""
         if status not in STATUSES[1:]:
             raise ValueError(status)
         with self._tx() as db:
-            db.executemany(
-                "INSERT INTO warnings (run_id, test, kind, message, details)"
-                " VALUES (?, ?, ?, ?, ?)",
-                [(run_id, w["test"], w["kind"], w["message"], json.dumps(w["details"]))
-                 for w in warnings],
-            )
+            _insert_warnings(db, run_id, warnings)
             db.executemany("INSERT INTO run_data VALUES (?, ?, ?)",
                            [(run_id, k, json.dumps(v)) for k, v in (data or {}).items()])
+            db.executemany(
+                "INSERT INTO verdicts (run_id, kind, passed, record) VALUES (?, ?, ?, ?)",
+                [(run_id, "verdict", v.passed, json.dumps(v.to_dict()))
+                 for v in verdicts or ()]
+                + [(run_id, "regression", not r.failed, json.dumps(r.to_dict()))
+                   for r in regressions])
             db.execute(
-                "UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE id = ?",
-                (status, error, now_iso(), run_id),
+                "UPDATE runs SET status = ?, error = ?, finished_at = ?, judged = ?"
+                " WHERE id = ?",
+                (status, error, now_iso(), verdicts is not None, run_id),
             )
 
     def delete_run(self, run_id: int) -> None:
@@ -391,7 +247,9 @@ class Store:
         }
         tests: list[StoredTest] = []
         invocations: list[Invocation] = []
-        warnings: list[dict[str, Any]] = []
+        warnings: list[Warning] = []
+        verdicts: list[Verdict] = []
+        regressions: list[Regression] = []
         data: dict[str, Any] = {}
         if with_results:
             data = {r["key"]: json.loads(r["value"]) for r in self.db.execute(
@@ -414,15 +272,24 @@ class Store:
                 "SELECT test, kind, message, details FROM warnings WHERE run_id = ?"
                 " ORDER BY id", (row["id"],)
             ):
-                warnings.append({"test": r["test"], "kind": r["kind"], "message": r["message"],
-                                 "details": json.loads(r["details"])})
+                warnings.append(Warning(r["kind"], r["test"], r["message"],
+                                        json.loads(r["details"])))
+            for r in self.db.execute(
+                "SELECT kind, record FROM verdicts WHERE run_id = ? ORDER BY id", (row["id"],)
+            ):
+                record = json.loads(r["record"])
+                if r["kind"] == "verdict":
+                    verdicts.append(Verdict.from_dict(record))
+                else:
+                    regressions.append(Regression.from_dict(record))
         return Run(
             id=row["id"], uid=row["uid"], created_at=row["created_at"],
             finished_at=row["finished_at"], status=row["status"], origin=row["origin"],
             label=row["label"], suite=row["suite"], target=row["target"], error=row["error"],
             environment=json.loads(row["environment"]), settings=json.loads(row["settings"]),
             storbench_version=row["storbench_version"], fio_version=row["fio_version"],
-            tags=tags, tests=tests, invocations=invocations, warnings=warnings, data=data,
+            tags=tags, tests=tests, invocations=invocations, warnings=warnings,
+            verdicts=verdicts if row["judged"] else None, regressions=regressions, data=data,
         )
 
     def list_runs(

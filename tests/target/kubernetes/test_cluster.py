@@ -17,10 +17,10 @@ import yaml
 from kubernetes import client
 
 from storbench.execute.kubernetes import Kube, KubeError
+from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, run_cli
 from tests.k8s import leftovers, managed_pods
-from tests.test_cli import assert_one_line_error, show_json
-from tests.test_hosts import merged_percentile
+from tests.target.test_hosts import merged_percentile
 
 pytestmark = pytest.mark.integration
 

@@ -7,14 +7,23 @@ from pathlib import Path
 import pytest
 
 from storbench.errors import ConfigError
-from storbench.kuberun import START_S, TEST_GRACE_S, plan_kube
-from storbench.runner import RunSpec
-from storbench.target.kubernetes import (
+from storbench.pipeline.loop import plan_run
+from storbench.pipeline.spec import RunSpec
+from storbench.target.kubernetes import START_S, TEST_GRACE_S, KubePlan, KubeTarget
+from storbench.target.kubernetes.manifests import (
     KubeOptions,
     access_mode,
     capacity_for,
     parse_pairs,
 )
+
+
+def plan_kube(spec: RunSpec, o: KubeOptions, namespace: str) -> KubePlan:
+    """What a run of ``spec`` on class ``o`` would create (no cluster needed)."""
+    target = KubeTarget(o)
+    planned = plan_run(spec, target)
+    return target.plan_layout(planned.uid, planned.plan, [s.jobs for s in planned.steps],
+                              namespace)
 
 
 def test_access_modes():
@@ -52,7 +61,7 @@ def test_pairs():
 
 def test_plan_budget_manifests_and_labels():
     o = KubeOptions(storage_class="fast", image="img:1")
-    spec = RunSpec(target=None, suite="quick", runtime=10, repeat=2, kube=o)
+    spec = RunSpec(suite="quick", runtime=10, repeat=2)
     kp = plan_kube(spec, o, "bench")
     # the time limit follows the suite: start-up, then each test's runtime + ramp + grace
     tests = len(kp.plan.tests) * 2
@@ -72,16 +81,16 @@ def test_plan_budget_manifests_and_labels():
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert pod["spec"]["securityContext"]["fsGroup"] == 1000
-    longer = plan_kube(RunSpec(target=None, suite="quick", runtime=100, kube=o), o, "bench")
+    longer = plan_kube(RunSpec(suite="quick", runtime=100), o, "bench")
     assert longer.budget_s > kp.budget_s
     fixed = KubeOptions(storage_class="fast", timeout_s=42)
-    assert plan_kube(RunSpec(target=None, kube=fixed), fixed, "b").budget_s == 42
+    assert plan_kube(RunSpec(), fixed, "b").budget_s == 42
 
 
 def test_capacity_smaller_than_the_suite():
     o = KubeOptions(storage_class="fast", capacity="1Gi")
     with pytest.raises(ConfigError, match="smaller than"):
-        plan_kube(RunSpec(target=None, size="4g", kube=o), o, "b")
+        plan_kube(RunSpec(size="4g"), o, "b")
 
 
 def test_job_file_paths_stay_in_the_volume(tmp_path: Path):
@@ -89,4 +98,4 @@ def test_job_file_paths_stay_in_the_volume(tmp_path: Path):
     job.write_text("[x]\nrw=read\nfilename=/etc/passwd\n")
     o = KubeOptions(storage_class="fast")
     with pytest.raises(ConfigError, match="only writes inside"):
-        plan_kube(RunSpec(target=None, job_file=job, kube=o), o, "b")
+        plan_kube(RunSpec(job_file=job), o, "b")

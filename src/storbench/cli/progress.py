@@ -8,15 +8,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from storbench.execute.local import Progress as FioProgress
+from storbench.execute.base import Progress as FioProgress
 from storbench.render import units
 from storbench.result.model import TestResult
-from storbench.runner import Plan, PlannedTest
-from storbench.target.directory import Leftover
+from storbench.target.base import Leftover
+from storbench.workload.plan import Plan, PlannedTest
 
 
 class ConsoleReporter:
-    """Implements runner.Reporter. Costs a redraw twice a second at most."""
+    """Implements pipeline.loop.Reporter. Costs a redraw twice a second at most."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -65,7 +65,14 @@ class ConsoleReporter:
         self.bars.update(self.tasks[index], completed=p.percent or 0, eta=eta,
                          live=live or "laying out files")
 
-    def test_finished(self, index: int, results: list[TestResult]) -> None:
+    def test_finished(self, index: int, results: list[TestResult], error: str) -> None:
+        if error:
+            text = "FAILED: " + error
+            if self.bars is not None:
+                self.bars.update(self.tasks[index], eta="", live=text[:80])
+            else:
+                self.console.print(f"[{index + 1}] {text}", markup=False)
+            return
         parts = []
         for r in results:
             for name, d in r.directions():

@@ -4,7 +4,7 @@ Pure data: the options of ``run --storage-class`` and the manifests (a ConfigMap
 with the suite's job files, a PVC of the class, one pod mounting both) built from
 them. Every object carries the ``app.kubernetes.io/managed-by=storbench`` label and
 the run's id, so that ``storbench k8s cleanup`` finds what a crashed run left.
-Nothing here talks to a cluster (see execute/kubernetes.py).
+Nothing here talks to a cluster (see execute/kubernetes.py and __init__.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from storbench.errors import ConfigError
+from storbench.execute.kubernetes import MANAGED_BY, RUN_LABEL
 from storbench.workload.sizes import parse_size
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-RUN_LABEL = "storbench.io/run"
 CLASS_LABEL = "storbench.io/storage-class"
-SELECTOR = f"{MANAGED_BY}=storbench"
 
 # The runner image (Dockerfile in this repository): Debian 12 with its fio 3.33.
 DEFAULT_IMAGE = "ghcr.io/storbench/fio:3.33-1"

@@ -4,7 +4,8 @@ import pytest
 
 from storbench.errors import StoreError
 from storbench.result import parse_fio_json
-from storbench.store import MIGRATIONS, Invocation, Store
+from storbench.result.record import Invocation
+from storbench.store import MIGRATIONS, Store
 
 
 def add_run(store, text, *, label="a", suite="quick", tags=None, status="completed"):

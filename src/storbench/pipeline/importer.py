@@ -14,10 +14,12 @@ import secrets
 from dataclasses import dataclass, replace
 
 from storbench import __version__
+from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError
 from storbench.result import TestResult, fio_text, parse_fio_json
 from storbench.result.fio_json import parse_per_host, results_of
-from storbench.store import Invocation, Store
+from storbench.result.record import Invocation
+from storbench.store import Store
 from storbench.workload import get_suite
 
 
@@ -136,7 +138,11 @@ def import_runs(
         store.add_invocation(run_id, Invocation(0, "", p.text, None, "", None), numbered,
                              per_host=host_rows)
         failed = [r.name for r in p.results if r.error]
-        store.finish_run(run_id, "failed" if failed else "completed",
-                         f"fio reported errors in: {', '.join(failed)}" if failed else None)
+        if failed:
+            store.finish_run(run_id, "failed",
+                             f"fio reported errors in: {', '.join(failed)}")
+        else:
+            store.finish_run(run_id, "completed", verdicts=evaluate(
+                store.get_run(run_id), unresolvable="fail"))
         ids.append(run_id)
     return ids

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from storbench.errors import ConfigError
-from storbench.hosts import Host, parse_hosts
-from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
+from storbench.target.hosts import Host, parse_hosts
+from tests.conftest import FIO, STORBENCH, FioServers, needs_fio, run_cli
 
 pytestmark = [needs_fio, pytest.mark.integration]
 
@@ -151,3 +151,84 @@ def test_agent_serves_a_run(tmpfs, tmp_path, store_path):
 
         kill_tree(agent.pid)
         agent.wait()
+
+
+class WrappedFioServers(FioServers):
+    """fio servers started through ``wrap`` (e.g. inside a throttled volume's cgroup)."""
+
+    def __init__(self, n, wrap):
+        super().__init__(n)
+        self.wrap = wrap
+
+    def start(self) -> None:
+        from tests.testbed import wait_port_on
+
+        for a in self.addresses:
+            self.procs[a] = subprocess.Popen(self.wrap([FIO, f"--server=ip:{a},{self.port}"]),
+                                             stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL)
+        for a in self.addresses:
+            wait_port_on(a, self.port)
+
+
+def test_hosts_repeats_give_the_across_repeat_variation_warning(throttled, tmp_path,
+                                                                store_path):
+    """The second of three repeats runs at a third of the cap: the run says the repeats
+    disagree (issue #11: --hosts runs used to skip this warning)."""
+    servers = WrappedFioServers(2, throttled.wrap)
+    servers.start()
+    try:
+        path = tmp_path / "r.fio"
+        path.write_text("[randread]\nrw=randread\nbs=4k\nsize=8m\ndirect=1\nioengine=libaio\n"
+                        "iodepth=8\ntime_based\nruntime=2\n")
+        caps = iter([3000, 1000, 3000])
+
+        def changer():
+            """Set each repeat's cap while no job file exists (fio unlinks them; fio's
+            server puts the host's address before their names)."""
+            deadline = time.monotonic() + 90
+            throttled.set_limits(next(caps), 3000)
+            for cap in caps:
+                while not list(throttled.mnt.glob("*storbench-*")):
+                    if time.monotonic() > deadline:
+                        return
+                    time.sleep(0.02)
+                while list(throttled.mnt.glob("*storbench-*")):
+                    if time.monotonic() > deadline:
+                        return
+                    time.sleep(0.02)
+                throttled.set_limits(cap, 3000)
+
+        t = threading.Thread(target=changer)
+        t.start()
+        proc = run_cli("run", str(throttled.mnt), "--hosts", servers.hosts, "--job", str(path),
+                       "--repeat", "3", db=store_path)
+        t.join()
+    finally:
+        servers.stop()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = last(store_path)
+    iops = [t["read"]["iops"] for t in run["tests"]]
+    assert iops[1] < 0.5 * min(iops[0], iops[2]), iops  # the cap did change
+    across = [w for w in run["warnings"] if w["kind"] == "high-variation"
+              and "repeats" in w["details"]]
+    assert len(across) == 1 and across[0]["details"]["repeats"] == 3, run["warnings"]
+    assert "between 3 repeats" in proc.stdout
+
+
+def test_hosts_page_cache_warning(fio_servers, disk_dir, tmp_path, store_path):
+    """Buffered reads of a file per host that fits in the hosts' memory (they are this
+    machine: loopback addresses)."""
+    servers = fio_servers(2)
+    path = tmp_path / "buffered.fio"
+    path.write_text("[cached]\nrw=randread\nbs=4k\nsize=16m\ntime_based\nruntime=1\n")
+    proc = run_cli("run", str(disk_dir), "--hosts", servers.hosts, "--job", str(path),
+                   db=store_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = last(store_path)
+    (w,) = [w for w in run["warnings"] if w["kind"] == "page-cache"]
+    assert w["details"]["working_set_bytes"] == 16 * 2**20  # one host's file, not the sum
+    assert w["details"]["ram_bytes"] == run["environment"]["ram_bytes"] > 0
+    assert all(h["this_machine"] for h in run["environment"]["hosts"])
+    assert "16.0 MiB working set per host" in proc.stdout
+    assert run["environment"]["target"]["kind"] == "hosts"

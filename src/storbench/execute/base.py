@@ -1,0 +1,107 @@
+"""The Executor contract: how one test's fio runs on a prepared target.
+
+An executor starts fio with the job files it is given (one per worker: this
+machine, a fio server, a pod), all at once, shows progress, stops at a deadline
+or on a signal, and returns what fio wrote: its json+ (one document; several
+workers' outputs in fio's client/server shape, ``client_stats``) and where its
+per-second logs are. It raises a StorbenchError only when fio could not run at
+all or died with its worker (a pod OOM-killed); fio's own failures come back as
+output, stderr and exit status, for the run loop to store and report verbatim.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+_PERCENT = re.compile(r"\]\[(\d+(?:\.\d+)?)%\]")
+_BW = re.compile(r"\]\[([rwt]=[^\]]*B/s[^\]]*)\]")
+_IOPS = re.compile(r"\]\[([rwt]=[^\]]*) IOPS\]")
+_ETA = re.compile(r"\[eta (?:(\d+)d:)?(?:(\d+)h:)?(\d+)m:(\d+)s\]")
+
+
+@dataclass(frozen=True)
+class FioJob:
+    """One fio to start: where (a worker's name; "" for this machine's only fio), the
+    job file's name, and its text."""
+
+    worker: str
+    key: str  # file name of the job file, e.g. t003.fio or t003-p1.fio
+    text: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What fio's status line says, roughly once a second."""
+
+    percent: float | None
+    eta_s: int | None
+    bandwidth: str  # fio's own text, e.g. "r=47.3MiB/s,w=47.5MiB/s"
+    iops: str  # e.g. "r=12.1k,w=12.2k"
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What fio left after one test, whatever its status."""
+
+    raw_json: str  # fio's output file (several workers: client/server shape)
+    stderr: str
+    returncode: int
+    wall_s: float
+    lost: tuple[str, ...] = ()  # workers that disconnected mid-test
+    timed_out: bool = False  # stopped at the deadline
+    log_dir: Path | None = None  # fio's per-second logs, when the executor brings them back
+
+
+class Executor(Protocol):
+    """Runs one test's fio job files on a prepared target."""
+
+    def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
+            deadline_s: float | None = None) -> Execution:
+        """Run every job at once (one per worker) until all end, the deadline passes or
+        the run's SignalGuard gets a signal (then fio is stopped)."""
+        ...
+
+
+def parse_status_line(line: str) -> Progress | None:
+    if not line.startswith("Jobs:"):
+        return None
+    pct = _PERCENT.search(line)
+    eta = _ETA.search(line)
+    bw = _BW.search(line)
+    iops = _IOPS.search(line)
+    eta_s = None
+    if eta:
+        d, h, m, s = (int(g) if g else 0 for g in eta.groups())
+        eta_s = ((d * 24 + h) * 60 + m) * 60 + s
+    return Progress(
+        percent=float(pct.group(1)) if pct else None,
+        eta_s=eta_s,
+        bandwidth=bw.group(1) if bw else "",
+        iops=iops.group(1) if iops else "",
+    )
+
+
+def status_feeder(on_progress: Callable[[Progress], None]) -> Callable[[str], None]:
+    """A function to give fio's stdout as it arrives, in any pieces: each status line
+    becomes a Progress for ``on_progress``."""
+    pending = [""]
+
+    def feed(data: str) -> None:
+        *lines, pending[0] = re.split(r"[\r\n]", pending[0] + data)
+        for line in lines:
+            p = parse_status_line(line)
+            if p is not None:
+                on_progress(p)
+    return feed
+
+
+def fio_message(text: str) -> str:
+    """fio's error lines, verbatim, joined; the whole text if none look like errors."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("fio:") or "error" in ln.lower()]
+    chosen = list(dict.fromkeys(errors or lines))  # once each, in order
+    return " | ".join(chosen[:6]) if chosen else "(fio printed nothing)"

@@ -1,0 +1,149 @@
+"""fio's own client/server mode: this machine's fio is the client of ``fio --server``
+on each host, sending each its job file so that all run at the same time.
+
+fio's "All clients" entry has no percentiles on 3.33 and vanishes with several job
+sections: the run loop merges the per-host results itself (IOPS and bandwidth
+summed, percentiles from the merged json+ bins).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from storbench.errors import FioError, TargetError
+from storbench.execute.base import Execution, FioJob, Progress, fio_message
+from storbench.execute.fio import FioBinary
+from storbench.execute.local import FioProcess
+from storbench.execute.signals import SignalGuard
+
+Server = tuple[str, int]  # (address, port)
+
+# A job every server rejects while parsing: the server announces its version, drops
+# the job and the client returns at once. Nothing runs anywhere.
+PROBE_JOB = "[storbench-probe]\nioengine=null\nsize=4k\nrw=storbench-version-probe\n"
+PROBE_TIMEOUT_S = 20.0
+_VERSION = re.compile(r"fio=(fio-\S+?),")
+
+
+def key(server: Server) -> str:
+    return f"{server[0]}:{server[1]}"
+
+
+def client_arg(server: Server) -> str:
+    address, port = server
+    ip = f"ip6:{address}" if ":" in address else address
+    return f"--client={ip},{port}"
+
+
+class ClientServerExecutor:
+    """The Executor for fio servers: each job's worker is a server's HOST:PORT."""
+
+    def __init__(self, fio: FioBinary, workdir: Path, guard: SignalGuard,
+                 servers: dict[str, Server]) -> None:
+        self.process = FioProcess(fio, workdir, guard)
+        self.servers = servers  # worker name -> (address, port)
+
+    def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
+            deadline_s: float | None = None) -> Execution:
+        """A server that disconnects stops the test (fio's client tells the others to
+        stop); so does ``deadline_s``."""
+        args: list[str] = []
+        for job in jobs:
+            path = self.process.write(job.text, job.key)
+            args += [client_arg(self.servers[job.worker]), str(path)]
+        # No --output: in client mode fio reports a lost server in its normal output,
+        # which must be read live; the JSON follows on stdout at the end.
+        execution = self.process.run(args, None, on_progress, deadline_s=deadline_s,
+                                     stop_on_lost_host=True)
+        return Execution(execution.raw_json, execution.stderr, execution.returncode,
+                         execution.wall_s, execution.lost, execution.timed_out)
+
+
+def probe(fio: FioBinary, servers: list[Server], workdir: Path) -> dict[str, str]:
+    """Each server's fio version ({HOST:PORT: version}), asked through fio's client (a
+    job fio rejects: no I/O).
+
+    Raises TargetError naming every server that cannot be reached, and FioError when
+    a server's fio is not the client's version (fio's protocol needs the same one).
+    Nothing runs anywhere before every server answered. One fio client asks all at
+    once (a fio process costs ~0.15 s of CPU); only if the answers differ is each
+    asked alone, to name the odd ones.
+    """
+    job = workdir / "probe.fio"
+    job.write_text(PROBE_JOB)
+    with ThreadPoolExecutor(max_workers=min(16, len(servers))) as pool:
+        refused = [(s, why) for s, why in pool.map(_connect, servers) if why]
+    if refused:
+        raise TargetError(
+            f"cannot reach the fio server on {len(refused)} of {len(servers)} host(s):"
+            f" {'; '.join(f'{key(s)} ({why})' for s, why in refused)}. Nothing was started."
+            " Run `storbench agent` (fio --server) on each host and check the address, port"
+            " and firewall.")
+    versions, _ = _ask(fio, servers, job)
+    if len(versions) == len(servers) and set(versions) == {fio.version_text}:
+        return {key(s): fio.version_text for s in servers}
+    with ThreadPoolExecutor(max_workers=min(16, len(servers))) as pool:
+        answers = list(pool.map(lambda s: (s, *_ask(fio, [s], job)), servers))
+    down = [f"{key(s)} ({why})" for s, v, why in answers if not v]
+    if down:
+        raise TargetError(f"no answer from the fio server on: {'; '.join(down)}."
+                          " Nothing was started.")
+    other = {key(s): v[0] for s, v, _ in answers if v[0] != fio.version_text}
+    if other:
+        listed = ", ".join(f"{k} runs {v}" for k, v in other.items())
+        raise FioError(
+            f"fio versions differ: this client runs {fio.version_text}, {listed}. fio's"
+            " client/server protocol needs the same fio version everywhere; install it,"
+            " or point --fio at a matching binary. Nothing was started.")
+    return {key(s): v[0] for s, v, _ in answers}
+
+
+def _connect(server: Server) -> tuple[Server, str]:
+    address, port = server
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family) as sock:
+            sock.settimeout(5)
+            sock.connect((address, port))
+    except OSError as exc:
+        return server, exc.strerror or str(exc)
+    return server, ""
+
+
+def _ask(fio: FioBinary, servers: list[Server], job: Path) -> tuple[list[str], str]:
+    """The fio versions the servers announce (in arrival order), and fio's message."""
+    args = []
+    for s in servers:
+        args += [client_arg(s), str(job)]
+    proc = subprocess.Popen([fio.path, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    timer = threading.Timer(PROBE_TIMEOUT_S, proc.kill)
+    timer.start()
+    versions: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            m = _VERSION.search(line)
+            if m is not None:
+                versions.append(m.group(1))
+                if len(versions) == len(servers):
+                    return versions, ""  # fio's client lingers ~1 s: not waited for
+        proc.wait()
+        said = (proc.stderr.read() if proc.stderr else "").strip()
+        if not timer.is_alive():
+            return versions, f"no answer within {PROBE_TIMEOUT_S:.0f} s"
+        return versions, fio_message(said)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()

@@ -1,0 +1,409 @@
+"""The one run loop: every target and executor, every kind of run, goes through it.
+
+    plan -> check -> store the run -> prepare -> for each test and repeat:
+    execute -> parse -> warnings -> store -> finish (across-repeat warnings,
+    verdicts, assertions, baseline) -> clean up
+
+It owns the run's lifetime: leftovers of crashed runs are removed first, the
+target is cleaned up on success, on error and on SIGINT/SIGTERM, and a run that
+got as far as being stored is always finished with its status (completed, failed
+or interrupted) and what did complete. What the CLI gets back is a RunOutcome: the
+stored run, and the error that ended it, if one did.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from storbench import __version__
+from storbench.analysis import warnings
+from storbench.analysis.regression import regressions
+from storbench.analysis.verdicts import evaluate
+from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError
+from storbench.execute import Execution, FioBinary, FioJob, Progress, SignalGuard, find_fio
+from storbench.execute.base import Executor, fio_message
+from storbench.execute.local import FioProcess
+from storbench.execute.probe import MetadataProbe, is_network_fs
+from storbench.pipeline.spec import RunSpec, make_plan
+from storbench.result import TestResult, parse_fio_json
+from storbench.result.fio_json import parse_per_host
+from storbench.result.fio_logs import read_series
+from storbench.result.record import Invocation, Run
+from storbench.store import Store
+from storbench.target.base import Deadline, Leftover, Target
+from storbench.workload.plan import Plan, PlannedTest
+
+PROBE_IDLE_S = 3.0
+
+
+class Reporter(Protocol):
+    """Progress callbacks; the CLI shows them, a library user may ignore them."""
+
+    def leftover_removed(self, leftover: Leftover) -> None: ...
+    def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None: ...
+    def note(self, text: str) -> None: ...
+    def test_started(self, index: int, test: PlannedTest) -> None: ...
+    def progress(self, index: int, progress: Progress) -> None: ...
+    def test_finished(self, index: int, results: list[TestResult], error: str) -> None: ...
+
+
+class NullReporter:
+    def leftover_removed(self, leftover: Leftover) -> None:
+        pass
+
+    def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+    def test_started(self, index: int, test: PlannedTest) -> None:
+        pass
+
+    def progress(self, index: int, progress: Progress) -> None:
+        pass
+
+    def test_finished(self, index: int, results: list[TestResult], error: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scheduled fio invocation: a test's repeat, its job file for each worker."""
+
+    index: int
+    repeat: int
+    test: PlannedTest
+    jobs: list[FioJob]
+    log_prefixes: dict[str, str]  # job name -> its per-second log prefix ({}: no logs)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    uid: str
+    plan: Plan
+    steps: list[Step]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A stored run, as it ended, and the error that ended it (None: completed)."""
+
+    run: Run
+    error: StorbenchError | None = None
+
+
+def plan_run(spec: RunSpec, target: Target) -> PlannedRun:
+    """The plan and every invocation's job files for ``target``; nothing is touched."""
+    spec.check()
+    uid = secrets.token_hex(6)
+    plan = make_plan(spec, target.scratch_path(uid))
+    steps = []
+    for index, (_, repeat, test) in enumerate(plan.schedule()):
+        jobfile, prefixes = test.jobfile, dict[str, str]()
+        if target.series_logs:
+            jobfile, prefixes = jobfile.with_series_logs(f"sb{index:03d}")
+        steps.append(Step(index, repeat, test, target.job_files(jobfile, index, uid), prefixes))
+    return PlannedRun(uid, plan, steps)
+
+
+def run_on(target: Target, spec: RunSpec, store: Store,
+           reporter: Reporter | None = None) -> RunOutcome:
+    """Run ``spec`` on ``target`` and store it.
+
+    Raises a StorbenchError for what stops the run before it is stored (bad flags,
+    an unusable target); afterwards, every ending is a RunOutcome.
+    """
+    rep: Reporter = reporter or NullReporter()
+    planned = plan_run(spec, target)
+    baseline = _baseline(spec, store)
+    _check_baseline(baseline, planned.plan)
+    if spec.probe_metadata and target.probe_dir() is None and target.kind != "directory":
+        raise ConfigError(f"--probe-metadata runs on this machine; it cannot run on a"
+                          f" {target.kind} target")
+    fio = _local_fio(spec, target)
+    workdir = Path(tempfile.mkdtemp(prefix="storbench-fio-"))
+    try:
+        with SignalGuard() as guard:
+            if fio is not None:
+                checker = FioProcess(fio, workdir, guard)
+                for t in planned.plan.tests:
+                    checker.validate(t.jobfile.render(), f"for test {t.name!r}")
+            for leftover in target.leftovers():
+                target.remove_leftover(leftover)
+                rep.leftover_removed(leftover)
+            target.check(planned.plan, fio, workdir)
+            guard.check()
+            environment = {**target.describe(fio), "storbench_version": __version__}
+            run_id = store.begin_run(
+                uid=planned.uid, suite=planned.plan.suite_name, target=target.name,
+                environment=environment,
+                settings={**spec.settings(planned.plan.suite_name), **target.settings()},
+                storbench_version=__version__, fio_version=environment.get("fio_version"),
+                label=spec.label, tags=spec.tags)
+            loop = _Loop(target, planned, store, run_id, rep, guard, environment)
+            try:
+                try:
+                    loop.prepare(fio)
+                    executor = target.executor(fio, workdir, guard)
+                    loop.execute(executor, spec.probe_metadata)
+                finally:
+                    loop.stop_probe()
+                    target.cleanup()
+                guard.check()  # a signal before the run is finished: it is interrupted
+                _finish(store, run_id, loop, baseline, spec)
+            except BaseException as exc:
+                error = _record_failure(store, run_id, exc)
+                return RunOutcome(store.get_run(run_id), error)
+            return RunOutcome(store.get_run(run_id))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class TargetOutcome:
+    target: Target
+    outcome: RunOutcome | None  # None: it failed before its run was stored
+    error: StorbenchError | None
+
+
+def run_all(targets: list[Target], spec: RunSpec, store: Store,
+            reporter_for: Callable[[Target], Reporter],
+            on_done: Callable[[TargetOutcome], None] = lambda done: None,
+            ) -> list[TargetOutcome]:
+    """Several targets in one command, one after the other, each through ``run_on``.
+
+    Every target's quick checks run before the first starts. A target that fails
+    does not stop the others; an interrupt (Ctrl-C, SIGTERM) stops them all. With
+    several targets, each run's label names its target. ``on_done`` hears of each
+    target as it ends.
+    """
+    spec.check()
+    make_plan(spec, Path("storbench-scratch"))  # a bad flag fails once, not per target
+    _baseline(spec, store)
+    for target in targets:
+        target.preflight()
+    done: list[TargetOutcome] = []
+    for target in targets:
+        label = spec.label if len(targets) == 1 else (
+            f"{spec.label}-{target.short_name}" if spec.label else target.short_name)
+        reporter = reporter_for(target)
+        try:
+            outcome = run_on(target, replace(spec, label=label), store, reporter)
+            ended = TargetOutcome(target, outcome, outcome.error)
+        except StorbenchError as exc:
+            ended = TargetOutcome(target, None, exc)
+        done.append(ended)
+        on_done(ended)
+        if isinstance(ended.error, Interrupted):
+            break
+    return done
+
+
+def _local_fio(spec: RunSpec, target: Target) -> FioBinary | None:
+    """This machine's fio: required where it runs the I/O or is the client; elsewhere
+    (pods) it only checks job files early, when there is one."""
+    if target.needs_local_fio:
+        return find_fio(spec.fio)
+    try:
+        return find_fio(spec.fio)
+    except StorbenchError:
+        return None
+
+
+def _baseline(spec: RunSpec, store: Store) -> Run | None:
+    """The baseline run, found before anything runs (a typo fails now, not after the
+    benchmark)."""
+    if spec.baseline is None:
+        return None
+    return store.get_run(store.resolve_baseline(spec.baseline))
+
+
+def _check_baseline(baseline: Run | None, plan: Plan) -> None:
+    if baseline is None:
+        return
+    # a suite's test is named like it; a job file's tests by its jobs' names
+    names = {t.name for t in plan.tests} | {s.name for t in plan.tests
+                                             for s in t.jobfile.jobs()}
+    if not set(baseline.results_by_test()) & names:
+        raise ConfigError(f"baseline #{baseline.id} ({baseline.name}) shares no test with this"
+                          f" run ({', '.join(sorted(names))}): choose a baseline of the same"
+                          " suite or job file")
+
+
+class _Loop:
+    """One run's state while its tests execute."""
+
+    def __init__(self, target: Target, planned: PlannedRun, store: Store, run_id: int,
+                 rep: Reporter, guard: SignalGuard, environment: dict[str, Any]) -> None:
+        self.target = target
+        self.planned = planned
+        self.store = store
+        self.run_id = run_id
+        self.rep = rep
+        self.guard = guard
+        self.environment = environment
+        self.probe: MetadataProbe | None = None
+
+    def prepare(self, fio: FioBinary | None) -> None:
+        self.target.prepare(self.planned.uid, [s.jobs for s in self.planned.steps], self.guard,
+                            self.rep.note)
+        described = {**self.target.describe(fio), "storbench_version": __version__}
+        if described != self.environment:
+            self.environment = described
+            self.store.update_environment(self.run_id, described, described.get("fio_version"))
+        self.rep.run_started(self.run_id, self.planned.plan,
+                             self.target.scratch_path(self.planned.uid))
+
+    def execute(self, executor: Executor, probe_metadata: bool | None) -> None:
+        probe_dir = self.target.probe_dir()
+        if probe_metadata is None:
+            probe_metadata = is_network_fs((self.environment.get("target") or {}).get("fs_type"))
+        if probe_metadata and probe_dir is not None:
+            self.probe = MetadataProbe(probe_dir)
+            self.probe.start("idle")
+            self.guard.sleep(PROBE_IDLE_S)
+            self.probe.stop()
+        ordinal = 0
+        steps = self.planned.steps
+        for n, step in enumerate(steps):
+            self.guard.check()
+            keep = {f for s in steps[n:] for f in s.test.jobfile.named_files()}
+            self.target.before_test(step.test, keep)
+            self.rep.test_started(step.index, step.test)
+            deadline = self.target.deadline(step.test)
+            if self.probe is not None:
+                self.probe.start("load")
+            try:
+                execution = executor.run(
+                    step.jobs, functools.partial(self.rep.progress, step.index),
+                    deadline.seconds if deadline is not None else None)
+            finally:
+                if self.probe is not None:
+                    self.probe.stop()
+            self.guard.check()  # an interrupted test's partial numbers are not stored
+            ordinal = self._store(step, execution, ordinal, deadline)
+
+    def _store(self, step: Step, execution: Execution, ordinal: int,
+               deadline: Deadline | None) -> int:
+        """Parse, warn and store one invocation; raise when fio or a worker failed."""
+        several = len(step.jobs) > 1
+        try:
+            _, parsed = parse_fio_json(execution.raw_json)
+            per_worker = parse_per_host(execution.raw_json) if several else {}
+        except FioError:
+            if execution.returncode == 0 and not execution.timed_out and not execution.lost:
+                raise
+            parsed, per_worker = [], {}
+        results = [
+            replace(r, series=read_series(execution.log_dir, step.log_prefixes[r.name]))
+            if r.name in step.log_prefixes and execution.log_dir is not None else r
+            for r in parsed
+        ]
+        if execution.log_dir is not None:
+            for log in execution.log_dir.glob(f"sb{step.index:03d}*.log"):
+                log.unlink()
+        numbered = list(enumerate(results, start=ordinal))
+        ordinal += len(results)
+        rows = []
+        for worker, worker_results in per_worker.items():
+            for r in worker_results:
+                rows.append((ordinal, worker, r))
+                ordinal += 1
+        found = [w for r in results for w in warnings.compute(r, self.environment)]
+        text = "\n".join(f"# {self.target.worker_noun} {j.worker}\n{j.text}" if several
+                         else j.text for j in step.jobs)
+        self.store.add_invocation(
+            self.run_id,
+            Invocation(step.index, text, execution.raw_json, execution.returncode,
+                       execution.stderr, execution.wall_s),
+            numbered, found, repeat=step.repeat, per_host=rows)
+        checked = ([(w, r) for w, rs in per_worker.items() for r in rs] if several
+                   else [("", r) for r in results])
+        missing = [j.worker for j in step.jobs if several and j.worker not in per_worker]
+        error = _failure(step, execution, checked, missing, self.target.worker_noun, deadline)
+        self.rep.test_finished(step.index, results, error)
+        if error:
+            raise FioError(error, returncode=execution.returncode, stderr=execution.stderr)
+        return ordinal
+
+    def stop_probe(self) -> None:
+        if self.probe is not None:
+            self.probe.stop()
+
+    def probe_summary(self) -> dict[str, Any]:
+        return {"metadata_probe": self.probe.summary()} if self.probe is not None else {}
+
+
+def _failure(step: Step, execution: Execution, checked: list[tuple[str, TestResult]],
+             missing: list[str], noun: str, deadline: Deadline | None) -> str:
+    """Why the invocation failed, in fio's words ("" when it did not)."""
+    name = step.test.name
+    if execution.lost:
+        return (f"fio {'server' if noun == 'host' else noun} {', '.join(execution.lost)}"
+                f" disconnected during test {name!r} (the {noun} or its fio died, or the"
+                f" network failed); the other {noun}s were stopped")
+    if execution.timed_out:
+        limit = deadline.seconds if deadline is not None else 0.0
+        why = deadline.why if deadline is not None else "its time limit"
+        return (f"test {name!r}: no result from {', '.join(missing) or 'fio'} within"
+                f" {limit:.0f} s ({why}); the run was stopped")
+    said = fio_message(execution.stderr + "\n" + _preamble(execution.raw_json))
+    failed = [(where, r) for where, r in checked if r.error]
+    if failed:
+        where, r = failed[0]
+        on = f" on {where}" if where else ""
+        return (f"fio job {r.name!r} failed{on} with error {r.error}"
+                f" ({_strerror(r.error)}): {said}")
+    if execution.returncode != 0 or missing:
+        tail = f"; no result from {', '.join(missing)}" if missing else ""
+        return f"fio exited with status {execution.returncode}{tail}: {said}"
+    return ""
+
+
+def _finish(store: Store, run_id: int, loop: _Loop, baseline: Run | None,
+            spec: RunSpec) -> None:
+    """Across-repeat warnings, verdicts and the baseline: judged once, stored."""
+    stored = store.get_run(run_id)
+    found = [w for name, results in stored.results_by_test().items()
+             for w in warnings.across_repeats(name, results)]
+    verdicts = evaluate(stored, unresolvable="fail")
+    changes = regressions(stored, baseline, spec.max_regression) if baseline is not None else []
+    store.finish_run(run_id, "completed", data=loop.probe_summary(), warnings=found,
+                     verdicts=verdicts, regressions=changes)
+
+
+def _record_failure(store: Store, run_id: int, exc: BaseException) -> StorbenchError:
+    """Store a run that did not complete as failed or interrupted; the error to report.
+
+    Ctrl-C arriving as KeyboardInterrupt becomes Interrupted; anything that is not a
+    StorbenchError (a bug) is stored and raised again, with its traceback.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        exc = Interrupted(2)
+    status = "interrupted" if isinstance(exc, Interrupted) else "failed"
+    store.finish_run(run_id, status, str(exc) or type(exc).__name__)
+    if not isinstance(exc, StorbenchError):
+        raise exc
+    return exc
+
+
+def _preamble(raw: str) -> str:
+    """What fio printed into its output file before the JSON: its error messages."""
+    start = raw.find("{")
+    return raw if start == -1 else raw[:start]
+
+
+def _strerror(errno_value: int) -> str:
+    try:
+        return os.strerror(errno_value)
+    except ValueError:
+        return "unknown error"

@@ -1,0 +1,128 @@
+"""What a run is asked to do, on any target: the workload, how to measure it, how
+to judge it. Checked before any target is touched."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from storbench.analysis.assertions import Assertion
+from storbench.errors import ConfigError
+from storbench.workload import get_suite, parse_jobfile
+from storbench.workload.plan import Plan, PlannedTest, expected_seconds
+from storbench.workload.sizes import parse_size
+
+DEFAULT_STEADY_MAX_S = 120.0
+STEADY_CRITERION = re.compile(r"^(iops|bw)(_slope)?:\d+(\.\d+)?%?$")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything ``storbench run`` was asked to do, whatever the target."""
+
+    suite: str = "quick"
+    job_file: Path | None = None
+    size: str | None = None
+    runtime: float | None = None
+    label: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    threshold_ms: float | None = None
+    fio: str | None = None
+    repeat: int = 1  # each test N times, interleaved across tests
+    until_steady: str | None = None  # fio steadystate criterion, e.g. "iops_slope:0.5%"
+    steady_window_s: float = 5.0
+    probe_metadata: bool | None = None  # None: on for network file systems
+    assertions: tuple[str, ...] = ()
+    rate_iops: float | None = None  # etcd: also run open-loop at this write rate
+    profile: str | None = None  # named verdict profile of the suite
+    baseline: str | None = None  # judge against this run (id, 'last' or label)
+    max_regression: float = 0.10  # with baseline: how much worse a figure may get
+
+    def check(self) -> None:
+        """ConfigError for what cannot work, before anything runs."""
+        if self.threshold_ms is not None and self.threshold_ms <= 0:
+            raise ConfigError(f"--threshold must be a positive number of ms, not"
+                              f" {self.threshold_ms}")
+        if self.rate_iops is not None and self.rate_iops <= 0:
+            raise ConfigError(f"--rate must be a positive number of writes/s, not"
+                              f" {self.rate_iops}")
+        if self.rate_iops is not None and (
+                self.job_file is not None or not any(t.rated for t in get_suite(self.suite).tests)):
+            raise ConfigError("--rate applies to suites with an open-loop variant (etcd);"
+                              " in a job file, set rate_iops= yourself")
+        for text in self.assertions:
+            Assertion.parse(text)  # syntax errors before any I/O
+        if self.profile is not None:
+            profiles = get_suite(self.suite).profiles or {}
+            if self.profile not in profiles:
+                raise ConfigError(f"suite {self.suite} has no profile {self.profile!r}"
+                                  + (f"; choose one of: {', '.join(profiles)}" if profiles
+                                     else ""))
+        if self.max_regression < 0:
+            raise ConfigError(f"--max-regression must not be negative, not"
+                              f" {100 * self.max_regression:g}%")
+
+    def settings(self, suite_name: str) -> dict[str, Any]:
+        """What the run was asked to do, stored with it (verdicts are judged from it)."""
+        return {
+            "suite": suite_name,
+            "size": self.size,
+            "runtime_s": self.runtime,
+            "threshold_ms": self.threshold_ms,
+            "job_file": str(self.job_file) if self.job_file else None,
+            "repeat": self.repeat,
+            "until_steady": self.until_steady,
+            "assertions": list(self.assertions),
+            "rate_iops": self.rate_iops,
+            "profile": self.profile,
+            **({"baseline": self.baseline, "max_regression": self.max_regression}
+               if self.baseline is not None else {}),
+        }
+
+
+def make_plan(spec: RunSpec, scratch: Path) -> Plan:
+    """The tests of ``spec`` with their job files pointed at ``scratch``."""
+    if spec.size is not None and parse_size(spec.size) is None:
+        raise ConfigError(f"--size {spec.size!r} is not a size (examples: 64m, 1g, 512k)")
+    if spec.runtime is not None and spec.runtime <= 0:
+        raise ConfigError(f"--runtime must be a positive number of seconds, not {spec.runtime}")
+    if spec.repeat < 1:
+        raise ConfigError(f"--repeat must be 1 or more, not {spec.repeat}")
+    if spec.until_steady is not None and not STEADY_CRITERION.match(spec.until_steady):
+        raise ConfigError(
+            f"--until-steady {spec.until_steady!r} is not a fio steady-state criterion"
+            " (iops:2%, iops_slope:0.5%, bw:2%, bw_slope:0.5%); write --until-steady=CRITERION,"
+            " or put a bare --until-steady after the target")
+    if spec.steady_window_s <= 0:
+        raise ConfigError(f"--steady-window must be positive, not {spec.steady_window_s}")
+    plan = _plan_tests(spec, scratch)
+    tests = plan.tests
+    if spec.until_steady is not None:
+        limit = spec.runtime or DEFAULT_STEADY_MAX_S
+        tests = [replace(t, jobfile=t.jobfile.with_steady_state(
+                     spec.until_steady, spec.steady_window_s, limit),
+                     expected_s=None) for t in tests]
+    return replace(plan, tests=tests, repeat=spec.repeat)
+
+
+def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
+    if spec.job_file is not None:
+        try:
+            text = spec.job_file.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read job file {str(spec.job_file)!r}: {exc.strerror}"
+                              ) from exc
+        jf = parse_jobfile(text, str(spec.job_file), spec.job_file.parent)
+        prepared = jf.prepared(scratch, size=spec.size, runtime=spec.runtime)
+        names = ", ".join(s.name for s in jf.jobs())
+        test = PlannedTest(spec.job_file.name, names, prepared, expected_seconds(prepared))
+        return Plan(f"job:{spec.job_file.name}", [test])
+    suite = get_suite(spec.suite)
+    tests = []
+    jobfiles = suite.jobfiles(size=spec.size, runtime=spec.runtime, rate_iops=spec.rate_iops)
+    for t, jf in jobfiles:
+        prepared = jf.prepared(scratch)
+        tests.append(PlannedTest(t.name, t.description, prepared, expected_seconds(prepared)))
+    return Plan(suite.name, tests)

@@ -1,0 +1,111 @@
+"""The schema, as an ordered list of named migrations (SQL scripts).
+
+Never edit one that has shipped: add another. Each is applied in one transaction
+with the row that records it (store/sqlite.py).
+"""
+
+_INITIAL = """
+        CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            uid TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL,
+            finished_at TEXT,
+            status TEXT NOT NULL
+                CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+            origin TEXT NOT NULL DEFAULT 'measured',
+            label TEXT,
+            suite TEXT NOT NULL,
+            target TEXT NOT NULL,
+            error TEXT,
+            environment TEXT NOT NULL,
+            settings TEXT NOT NULL,
+            storbench_version TEXT NOT NULL,
+            fio_version TEXT
+        );
+        CREATE TABLE run_tags (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (run_id, key)
+        );
+        CREATE TABLE invocations (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            ordinal INTEGER NOT NULL,
+            job_text TEXT NOT NULL,
+            raw_json TEXT NOT NULL,
+            returncode INTEGER,
+            stderr TEXT NOT NULL,
+            wall_s REAL,
+            UNIQUE (run_id, ordinal)
+        );
+        CREATE TABLE results (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            invocation_id INTEGER NOT NULL REFERENCES invocations(id) ON DELETE CASCADE,
+            ordinal INTEGER NOT NULL,
+            test TEXT NOT NULL,
+            result TEXT NOT NULL,
+            UNIQUE (run_id, ordinal)
+        );
+        CREATE INDEX results_run ON results(run_id);
+        CREATE TRIGGER results_immutable BEFORE UPDATE ON results
+            BEGIN SELECT RAISE(ABORT, 'results are immutable'); END;
+        CREATE TRIGGER invocations_immutable BEFORE UPDATE ON invocations
+            BEGIN SELECT RAISE(ABORT, 'fio output is immutable'); END;
+        CREATE TRIGGER runs_final BEFORE UPDATE ON runs WHEN OLD.status != 'running'
+            BEGIN SELECT RAISE(ABORT, 'a finished run is immutable'); END;
+"""
+
+_WARNINGS = """
+CREATE TABLE warnings (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    test TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    details TEXT NOT NULL
+);
+CREATE INDEX warnings_run ON warnings(run_id);
+CREATE TRIGGER warnings_immutable BEFORE UPDATE ON warnings
+    BEGIN SELECT RAISE(ABORT, 'warnings are immutable'); END;
+"""
+
+_REPEATS_AND_DATA = """
+ALTER TABLE results ADD COLUMN repeat INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE run_data (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE TRIGGER run_data_immutable BEFORE UPDATE ON run_data
+    BEGIN SELECT RAISE(ABORT, 'run data is immutable'); END;
+"""
+
+_HOSTS = """
+ALTER TABLE results ADD COLUMN host TEXT NOT NULL DEFAULT '';
+"""
+
+_VERDICTS = """
+CREATE TABLE verdicts (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('verdict', 'regression')),
+    passed INTEGER NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX verdicts_run ON verdicts(run_id);
+CREATE TRIGGER verdicts_immutable BEFORE UPDATE ON verdicts
+    BEGIN SELECT RAISE(ABORT, 'verdicts are immutable'); END;
+ALTER TABLE runs ADD COLUMN judged INTEGER NOT NULL DEFAULT 0;
+"""
+
+# Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
+MIGRATIONS: list[tuple[str, str]] = [
+    ("0001_initial", _INITIAL),
+    ("0002_warnings", _WARNINGS),
+    ("0003_repeats_and_run_data", _REPEATS_AND_DATA),
+    ("0004_per_host_results", _HOSTS),
+    ("0005_verdicts", _VERDICTS),
+]

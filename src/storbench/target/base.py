@@ -1,0 +1,115 @@
+"""The Target contract: where the I/O goes, and what it is.
+
+A target is one object per run: it checks that it can be used, prepares the place
+fio writes to (a marked scratch directory, a PVC and pods), says where fio's files
+go (by rewriting each test's job file for each of its workers), describes itself
+(the environment facts stored with the run), builds the Executor that runs fio
+there, and removes what it created, also after a failure or a signal. The run
+loop (pipeline/loop.py) drives every target the same way; docs/targets.md shows
+how to add a kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from storbench.execute.base import Executor, FioJob
+from storbench.execute.fio import FioBinary
+from storbench.execute.signals import SignalGuard
+from storbench.workload.jobfile import JobFile
+from storbench.workload.plan import Plan, PlannedTest
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """What a crashed run left on a target (found by its marker)."""
+
+    path: Path
+    run_uid: str
+    created: str
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """How long one test may take, and why (said when it is passed)."""
+
+    seconds: float
+    why: str  # e.g. "the test's runtime + 30 s"
+
+
+class Target(Protocol):
+    kind: str  # "directory", "hosts", "kubernetes": named in messages
+    worker_noun: str  # what a worker is called in job texts and errors: "host", "pod"
+    needs_local_fio: bool  # fio runs on this machine (or is its client)
+    series_logs: bool  # fio's per-second logs come back (one worker, an executor that can)
+
+    @property
+    def name(self) -> str:
+        """The target as stored with the run and shown in tables."""
+        ...
+
+    @property
+    def short_name(self) -> str:
+        """A label for its run when several targets run in one command."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """What the user asked of the target (stored with the run's settings)."""
+        ...
+
+    def preflight(self) -> None:
+        """Quick checks before any target of the command starts (exists, reachable)."""
+        ...
+
+    def scratch_path(self, uid: str) -> Path:
+        """Where fio's files go, as fio on the target sees the path."""
+        ...
+
+    def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
+        """Raise unless the plan can run here: usable, room for the largest test, the
+        right fio. Nothing is created yet."""
+        ...
+
+    def leftovers(self) -> list[Leftover]:
+        """What crashed runs left here that this machine may remove."""
+        ...
+
+    def remove_leftover(self, leftover: Leftover) -> None: ...
+
+    def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
+        """Invocation ``index``'s job file for each worker (its file names its own)."""
+        ...
+
+    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+        """The environment: facts of the machine(s) fio runs on (hostname, kernel,
+        ram_bytes, ...), ``target`` (kind and what it is), fio. Called before
+        ``prepare`` and again after it (a pod's facts are known once it runs)."""
+        ...
+
+    def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
+                note: Callable[[str], None]) -> None:
+        """Create the place fio writes to; ``invocations`` are every test's job files."""
+        ...
+
+    def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
+        """The Executor that runs fio on the prepared target."""
+        ...
+
+    def probe_dir(self) -> Path | None:
+        """A directory on this machine inside the target (metadata probe), or None."""
+        ...
+
+    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
+        """Between tests: remove earlier tests' files but ``keep``; check for room."""
+        ...
+
+    def deadline(self, test: PlannedTest) -> Deadline | None:
+        """How long the test may take before the run stops it, or None (no limit)."""
+        ...
+
+    def cleanup(self) -> None:
+        """Remove what ``prepare`` created; raise naming what could not be removed."""
+        ...

@@ -1,0 +1,161 @@
+"""Many hosts at once, through fio's own client/server mode.
+
+Each host runs ``fio --server`` (``storbench agent``); storbench, as fio's client,
+sends every host the test's job file (with its own file names, or one shared file)
+so that all run it at the same time against the path on their side. Results come
+back per host and are merged by the run loop: IOPS and bandwidth summed,
+percentiles from the merged json+ histogram bins.
+
+What a host is made of is known where storbench can see it: a host on a loopback
+address is this machine (its memory is this machine's); for others fio's protocol
+tells only the fio version, so their memory is unknown and the page-cache check
+says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storbench.errors import ConfigError
+from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
+from storbench.execute.clientserver import ClientServerExecutor, probe
+from storbench.target.base import Deadline, Leftover
+from storbench.target.environment import host_facts
+from storbench.workload.jobfile import JobFile
+from storbench.workload.plan import Plan, PlannedTest
+
+DEFAULT_PORT = 8765
+GRACE_S = 30.0  # beyond the test's runtime before hosts that did not answer are given up
+_HOST = re.compile(r"^\s*(?:\[(?P<v6>[^\]]+)\]|(?P<name>[^:\s\[\]]+))(?::(?P<port>\d+))?\s*$")
+
+
+@dataclass(frozen=True)
+class Host:
+    address: str
+    port: int = DEFAULT_PORT
+
+    @property
+    def key(self) -> str:
+        return f"{self.address}:{self.port}"
+
+    def is_this_machine(self) -> bool:
+        """Does the address reach this machine's loopback (127.0.0.0/8, ::1, localhost)?"""
+        try:
+            infos = socket.getaddrinfo(self.address, None, proto=socket.IPPROTO_TCP)
+        except OSError:
+            return False
+        return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def parse_hosts(text: str, source: str = "--hosts") -> list[Host]:
+    """'h1,h2:8766,[::1]:8765' (or one per line, # comments) -> hosts."""
+    hosts = []
+    for line in text.replace(",", "\n").splitlines():
+        item = line.split("#", 1)[0].strip()
+        if not item:
+            continue
+        m = _HOST.match(item)
+        if m is None:
+            raise ConfigError(f"{source}: {item!r} is not HOST or HOST:PORT")
+        hosts.append(Host(m["v6"] or m["name"], int(m["port"] or DEFAULT_PORT)))
+    if not hosts:
+        raise ConfigError(f"{source}: no hosts given")
+    if len({h.key for h in hosts}) != len(hosts):
+        raise ConfigError(f"{source}: a host is listed twice")
+    return hosts
+
+
+@dataclass
+class HostsTarget:
+    """A path on every host (each serves fio); the same test runs on all at once."""
+
+    path: Path  # on the hosts; not checked from here
+    hosts: list[Host]
+    shared_file: bool = False  # every host works on one file (a shared file system)
+    kind = "hosts"
+    worker_noun = "host"
+    needs_local_fio = True  # fio's client runs here
+    series_logs = False
+    versions: dict[str, str] = field(default_factory=dict, init=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.path} on {len(self.hosts)} hosts"
+
+    @property
+    def short_name(self) -> str:
+        return f"{self.path}@{len(self.hosts)}hosts"
+
+    def settings(self) -> dict[str, Any]:
+        return {"hosts": [h.key for h in self.hosts], "shared_file": self.shared_file}
+
+    def preflight(self) -> None:
+        pass
+
+    def scratch_path(self, uid: str) -> Path:
+        return self.path  # files are named storbench-<uid>-... in it (job_files)
+
+    def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
+        assert fio is not None
+        self.versions = probe(fio, [(h.address, h.port) for h in self.hosts], workdir)
+
+    def leftovers(self) -> list[Leftover]:
+        return []  # fio deletes its files on the hosts as each job ends (unlink=1)
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        pass
+
+    def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
+        return [FioJob(h.key, f"t{index:03d}-h{i}.fio",
+                       jobfile.for_host(f"storbench-{uid}", f"h{i}",
+                                        shared=self.shared_file).render())
+                for i, h in enumerate(self.hosts)]
+
+    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+        here = host_facts()
+        hosts = []
+        for h in self.hosts:
+            entry: dict[str, Any] = {"host": h.key, "fio_version": self.versions.get(h.key)}
+            if h.is_this_machine():
+                entry.update(this_machine=True, ram_bytes=here["ram_bytes"])
+            hosts.append(entry)
+        rams = [e.get("ram_bytes") for e in hosts]
+        known = [r for r in rams if isinstance(r, int)]
+        return {
+            **here,
+            # the page cache that could answer is the smallest host's; unknown if any is
+            "ram_bytes": min(known) if known and len(known) == len(rams) else None,
+            "target": {"kind": self.kind, "path": str(self.path), "on_hosts": True,
+                       "shared_file": self.shared_file},
+            "hosts": hosts,
+            **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {}),
+        }
+
+    def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
+                note: Callable[[str], None]) -> None:
+        pass
+
+    def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
+        assert fio is not None
+        return ClientServerExecutor(fio, workdir, guard,
+                                    {h.key: (h.address, h.port) for h in self.hosts})
+
+    def probe_dir(self) -> Path | None:
+        return None
+
+    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
+        pass
+
+    def deadline(self, test: PlannedTest) -> Deadline | None:
+        if test.expected_s is None:
+            return None
+        return Deadline(test.expected_s + GRACE_S, f"the test's runtime + {GRACE_S:.0f} s")
+
+    def cleanup(self) -> None:
+        pass

@@ -1,0 +1,103 @@
+"""What a Kubernetes target is: the class and cluster before anything is created,
+the volume, node and pod's fio once the pods run."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from storbench.execute.kubernetes import Kube
+from storbench.execute.kubestatus import KubeError
+from storbench.target.kubernetes.manifests import (
+    DATA_DIR,
+    KubeOptions,
+    int_or_none,
+    quantity_bytes,
+)
+
+
+def class_facts(kube: Kube, sc: Any, o: KubeOptions, namespace: str,
+                capacity: str) -> dict[str, Any]:
+    """What is known before anything is created: the class and the cluster."""
+    return {
+        "target": {
+            "kind": "kubernetes",
+            "storage_class": sc.metadata.name,
+            "provisioner": sc.provisioner,
+            "parameters": dict(sc.parameters or {}),
+            "reclaim_policy": sc.reclaim_policy,
+            "binding_mode": sc.volume_binding_mode,
+            "allow_volume_expansion": bool(sc.allow_volume_expansion),
+            "mount_options": list(sc.mount_options or []),
+            "namespace": namespace,
+            "requested_capacity": capacity,
+            "access_mode": o.access_mode,
+            "volume_mode": o.volume_mode,
+            "clients": o.clients,
+        },
+        "kubernetes": {"context": kube.context, "server": kube.server,
+                       "server_version": kube.server_version(), "image": o.image},
+    }
+
+
+_PV_SOURCES = ("csi", "host_path", "local", "nfs", "aws_elastic_block_store",
+               "gce_persistent_disk", "azure_disk", "rbd", "cephfs")
+_MOUNT = re.compile(rf"^(\S+) {DATA_DIR} (\S+) (\S+)", re.M)
+
+
+def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOptions,
+              env: dict[str, Any], scratch: str) -> dict[str, Any]:
+    """The volume, the nodes and the pods' fio, once the pods run; makes the scratch
+    directory in each pod's volume."""
+    versions = set()
+    mounts = ""
+    for pod in pods:
+        name = pod.metadata.name
+        res = kube.exec(namespace, name, [
+            "sh", "-c", f"fio --version && mkdir -p {scratch} && cat /proc/mounts"],
+            deadline_s=60)
+        if res.returncode != 0 or res.timed_out:
+            raise KubeError(f"the image {o.image} cannot run fio in pod {namespace}/{name}"
+                            f" (exit code {res.returncode}): {(res.stderr or res.stdout).strip()}")
+        versions.add(res.stdout.splitlines()[0].strip())
+        mounts = mounts or res.stdout
+    if len(versions) > 1:
+        raise KubeError(f"the pods run different fio versions: {', '.join(sorted(versions))}")
+    target = dict(env["target"])
+    k8s = dict(env["kubernetes"])
+    m = _MOUNT.search(mounts)
+    if m is not None:
+        target.update(fs_type=m.group(2), mount_source=m.group(1), fs_mount_options=m.group(3))
+    pvc = kube.read("PersistentVolumeClaim", claim, namespace)
+    if pvc is not None:
+        target["capacity"] = (pvc.status.capacity or {}).get("storage")
+        k8s["pvc"] = f"{namespace}/{claim}"
+        k8s["pv"] = pvc.spec.volume_name
+        pv = kube.read_pv(pvc.spec.volume_name) if pvc.spec.volume_name else None
+        if pv is not None:
+            k8s["pv_source"] = {k: v for k, v in pv.spec.to_dict().items()
+                                if v is not None and k in _PV_SOURCES}
+    first = pods[0]
+    k8s["node"] = first.spec.node_name
+    if len(pods) > 1:
+        k8s["pods"] = {p.metadata.name: p.spec.node_name for p in pods}
+    for cs in first.status.container_statuses or []:
+        k8s["image_id"] = cs.image_id
+    facts: dict[str, Any] = {"hostname": first.spec.node_name}
+    node = kube.read_node(first.spec.node_name) if first.spec.node_name else None
+    if node is not None:
+        info = node.status.node_info
+        labels = node.metadata.labels or {}
+        k8s.update(kernel=info.kernel_version, os_image=info.os_image,
+                   container_runtime=info.container_runtime_version,
+                   kubelet=info.kubelet_version,
+                   zone=labels.get("topology.kubernetes.io/zone"),
+                   instance_type=labels.get("node.kubernetes.io/instance-type"))
+        facts.update(kernel=info.kernel_version, os=info.os_image,
+                     cpu_count=int_or_none(node.status.capacity.get("cpu")),
+                     ram_bytes=quantity_bytes(node.status.capacity.get("memory")))
+    limit = quantity_bytes(dict(o.limits).get("memory"))
+    if limit is not None:  # the page cache a pod may use is charged to its memory limit
+        facts["ram_bytes"] = min(limit, facts.get("ram_bytes") or limit)
+    return {**env, **facts, "target": target, "kubernetes": k8s,
+            "fio_version": versions.pop()}

@@ -1,0 +1,57 @@
+"""A plan: the tests one run will do, each a job file fio can run as it is, in order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storbench.workload.jobfile import JobFile
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """One fio invocation: its job file and a name for progress display."""
+
+    name: str
+    description: str
+    jobfile: JobFile
+    expected_s: float | None  # wall time fio will take, when its options say
+
+
+@dataclass(frozen=True)
+class Plan:
+    suite_name: str
+    tests: list[PlannedTest]
+    repeat: int = 1
+
+    def schedule(self) -> list[tuple[int, int, PlannedTest]]:
+        """(test index, repeat, test): repeats interleaved across tests (t1 t2 t1 t2)."""
+        return [(i, r, t) for r in range(self.repeat) for i, t in enumerate(self.tests)]
+
+
+def expected_seconds(jobfile: JobFile) -> float | None:
+    """How long fio will run, when it is time based (runtime + ramp_time), else None."""
+    longest = 0.0
+    for _, opts in jobfile.effective():
+        if "time_based" not in opts or "runtime" not in opts:
+            return None
+        runtime = seconds(opts["runtime"])
+        ramp = seconds(opts.get("ramp_time", "0"))
+        if runtime is None or ramp is None:
+            return None
+        longest = max(longest, runtime + ramp)
+    return longest
+
+
+def seconds(text: str) -> float | None:
+    """A fio time value (plain seconds, or with us/ms/s/m/h) in seconds."""
+    text = text.strip().lower()
+    for suffix, factor in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * factor
+            except ValueError:
+                return None
+    try:
+        return float(text)
+    except ValueError:
+        return None

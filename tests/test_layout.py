@@ -1,0 +1,137 @@
+"""The package's layout holds to docs/design: one direction, no cycles, no pipeline
+module at the root, tests mirroring src, files of a readable size.
+
+Imports are read with ``ast`` (every import statement, also those inside functions),
+so a lazy import counts like any other.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "storbench"
+ROOT_MODULES = {"__init__", "__main__", "errors"}  # not stages of the pipeline
+PACKAGES = {"result", "workload", "analysis", "render", "execute", "target", "store",
+            "pipeline", "cli"}
+# Who may import whom (besides errors and the package's own modules): one direction.
+ALLOWED = {
+    "result": set(),
+    "workload": set(),
+    "analysis": {"result", "workload"},
+    "render": {"analysis", "result", "workload"},
+    "execute": {"result"},
+    "target": {"execute", "workload", "result"},
+    "store": {"result"},
+    "pipeline": {"analysis", "execute", "result", "store", "target", "workload"},
+    "cli": PACKAGES - {"cli"},
+}
+
+
+def unit_of(module: str) -> str | None:
+    """storbench.x.y -> 'x' (a package), storbench.errors -> 'errors'; None if foreign."""
+    parts = module.split(".")
+    if parts[0] != "storbench":
+        return None
+    if len(parts) == 1 or parts[1].startswith("__"):  # storbench.__version__
+        return "__init__"
+    return parts[1]
+
+
+def imports(path: Path, src: Path) -> set[str]:
+    """Every storbench module ``path`` (under ``src``) imports, absolute names."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = list(path.relative_to(src.parent).parts[:-1])  # the module's package
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                mod = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                mod = node.module or ""
+            found.add(mod)
+            found |= {f"{mod}.{a.name}" for a in node.names}
+    return {m for m in found if m.startswith("storbench")}
+
+
+def package_graph(src: Path = SRC) -> dict[str, set[str]]:
+    """unit -> the units it imports (a unit: a subpackage, or a module at the root)."""
+    graph: dict[str, set[str]] = {}
+    for path in src.rglob("*.py"):
+        rel = path.relative_to(src)
+        unit = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        deps = {u for m in imports(path, src) if (u := unit_of(m)) not in (None, unit)}
+        graph.setdefault(unit, set()).update(deps)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                found.append([*path[path.index(nxt):], nxt] if nxt in path else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+def test_no_cycles_between_packages():
+    assert cycles(package_graph()) == []
+
+
+def test_each_package_imports_only_what_lies_below_it():
+    graph = package_graph()
+    for unit, deps in graph.items():
+        if unit not in PACKAGES:
+            continue
+        others = deps - {"errors", "__init__"}
+        assert others <= ALLOWED[unit], f"{unit} imports {sorted(others - ALLOWED[unit])}"
+
+
+def test_analysis_and_render_import_neither_store_nor_execute():
+    graph = package_graph()
+    for unit in ("analysis", "render"):
+        assert not graph[unit] & {"store", "execute", "target", "pipeline", "cli"}, unit
+    assert "target" not in graph["execute"]
+
+
+def test_no_pipeline_module_at_the_package_root():
+    at_root = {p.stem for p in SRC.glob("*.py")}
+    assert at_root <= ROOT_MODULES, sorted(at_root - ROOT_MODULES)
+
+
+def test_tests_mirror_src():
+    """Every test file sits in a folder that exists in src (or at tests/ for the whole)."""
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        rel = path.relative_to(ROOT / "tests").parent
+        assert rel == Path(".") or (SRC / rel).is_dir(), path
+
+
+@pytest.mark.parametrize("path", sorted(SRC.rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
+def test_files_stay_readable(path):
+    assert len(path.read_text().splitlines()) <= 420, f"{path} is over ~400 lines: split it"
+
+
+def test_this_test_catches_the_old_circle(tmp_path):
+    """The wave-1 layout: runner imported hosts and kuberun, which imported runner."""
+    pkg = tmp_path / "storbench"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "runner.py").write_text("def f():\n    from storbench.hosts import g\n")
+    (pkg / "hosts.py").write_text("from storbench.runner import f\n")
+    assert cycles(package_graph(pkg)) == [["hosts", "runner", "hosts"]]
