@@ -135,3 +135,16 @@ def test_this_test_catches_the_old_circle(tmp_path):
     (pkg / "runner.py").write_text("def f():\n    from storbench.hosts import g\n")
     (pkg / "hosts.py").write_text("from storbench.runner import f\n")
     assert cycles(package_graph(pkg)) == [["hosts", "runner", "hosts"]]
+
+
+def test_the_cli_loads_no_heavy_library_it_does_not_need():
+    """The Kubernetes client, matplotlib and yaml cost ~0.8 s at start-up: only the
+    commands that use them import them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, storbench.cli; print(sorted({m.split('.')[0] for m in sys.modules"
+            " if m.split('.')[0] in ('kubernetes', 'matplotlib', 'yaml', 'urllib3')}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"

@@ -17,8 +17,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from storbench.analysis.compare import Comparison
 from storbench.errors import ConfigError
 
@@ -44,6 +42,8 @@ class CostSheet:
 
 def load_sheets(text: str, source: str) -> list[CostSheet]:
     """Sheets from YAML: one mapping or a list of them. ConfigError says what is wrong."""
+    import yaml  # only when a sheet is read: keeps start-up fast
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -8,14 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import click
-import yaml
 from rich.table import Table
 from rich.text import Text
 
 from storbench.cli.common import cli, err, json_option, out, print_json
 from storbench.errors import ConfigError
-from storbench.execute.kubernetes import DELETE_WAIT_S, KINDS, Kube, is_default
-from storbench.execute.kubestatus import KubeError
 from storbench.target.kubernetes.manifests import (
     DEFAULT_IMAGE,
     IMAGE_ENV,
@@ -89,18 +86,6 @@ def build_options(storage_class: str, params: dict[str, Any]) -> KubeOptions:
     return o
 
 
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (job files) as literal blocks, readable as they are."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
 def _resources(requests: tuple[str, ...], limits: tuple[str, ...]) -> dict[str, Any]:
     """--requests/--limits over the defaults; a limit given alone also drops the default
     request of that resource (Kubernetes then requests the limit)."""
@@ -116,7 +101,18 @@ def _resources(requests: tuple[str, ...], limits: tuple[str, ...]) -> dict[str, 
 
 
 def manifests_yaml(manifests: list[dict[str, Any]]) -> str:
-    return str(yaml.dump_all(manifests, Dumper=_Dumper, sort_keys=False,
+    """The manifests as YAML; multi-line strings (job files) as literal blocks."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def literal(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, literal)
+    return str(yaml.dump_all(manifests, Dumper=Dumper, sort_keys=False,
                              default_flow_style=False))
 
 
@@ -151,6 +147,8 @@ def classes(kubeconfig: str | None, kube_context: str | None, as_json: bool) -> 
       storbench k8s classes
       storbench k8s classes --context prod --json
     """
+    from storbench.execute.kubernetes import Kube, is_default
+
     kube = Kube(kubeconfig, kube_context)
     rows = [{
         "name": c.metadata.name, "default": is_default(c), "provisioner": c.provisioner,
@@ -211,6 +209,9 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
       storbench k8s cleanup
       storbench k8s cleanup --all-namespaces --older-than 1h
     """
+    from storbench.execute.kubernetes import DELETE_WAIT_S, KINDS, Kube
+    from storbench.execute.kubestatus import KubeError
+
     if namespace and all_namespaces:
         raise ConfigError("give --namespace or --all-namespaces, not both")
     age = parse_age(older_than) if older_than else None

@@ -194,7 +194,7 @@ def _targets(given: tuple[Path, ...], hosts_text: str | None, hosts_file: Path |
         if len(set(storage_classes)) != len(storage_classes):
             raise ConfigError("a --storage-class is given twice")
         from storbench.cli.k8s import build_options
-        from storbench.target.kubernetes import KubeTarget
+        from storbench.target.kubernetes.storageclass import KubeTarget
 
         return [KubeTarget(build_options(c, kube_params), shared_file) for c in storage_classes]
     if not given:
@@ -217,7 +217,7 @@ def _targets(given: tuple[Path, ...], hosts_text: str | None, hosts_file: Path |
 def _dry_run(spec: RunSpec, targets: list[Target]) -> None:
     """--dry-run: the manifests every class's run would create, as YAML."""
     from storbench.cli.k8s import manifests_yaml
-    from storbench.target.kubernetes import KubeTarget
+    from storbench.target.kubernetes.storageclass import KubeTarget
 
     docs = []
     for t in targets:

@@ -25,11 +25,8 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.stream import stream
 
 from storbench.errors import ConfigError
+from storbench.execute.kubelabels import RUN_LABEL, SELECTOR
 from storbench.execute.kubestatus import KubeError, api_message, exit_code, handshake_message
-
-MANAGED_BY = "app.kubernetes.io/managed-by"
-RUN_LABEL = "storbench.io/run"
-SELECTOR = f"{MANAGED_BY}=storbench"  # every object storbench creates carries it
 
 # What a run does in its namespace (checked before anything is created).
 RUN_VERBS: tuple[tuple[str, str, str], ...] = (

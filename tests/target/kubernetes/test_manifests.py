@@ -9,12 +9,17 @@ import pytest
 from storbench.errors import ConfigError
 from storbench.pipeline.loop import plan_run
 from storbench.pipeline.spec import RunSpec
-from storbench.target.kubernetes import START_S, TEST_GRACE_S, KubePlan, KubeTarget
 from storbench.target.kubernetes.manifests import (
     KubeOptions,
     access_mode,
     capacity_for,
     parse_pairs,
+)
+from storbench.target.kubernetes.storageclass import (
+    START_S,
+    TEST_GRACE_S,
+    KubePlan,
+    KubeTarget,
 )
 
 

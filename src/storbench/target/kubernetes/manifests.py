@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from storbench.errors import ConfigError
-from storbench.execute.kubernetes import MANAGED_BY, RUN_LABEL
+from storbench.execute.kubelabels import MANAGED_BY, RUN_LABEL
+from storbench.execute.kubelabels import SELECTOR as SELECTOR
 from storbench.workload.sizes import parse_size
 
 CLASS_LABEL = "storbench.io/storage-class"
