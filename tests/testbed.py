@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -192,7 +193,7 @@ class DelayedSSHFS(_Target):
         super().__init__()
         self.delay_ms = delay_ms
 
-    def _spawn(self, argv: list[str], log: Path) -> None:
+    def _spawn(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
 
@@ -205,6 +206,7 @@ class DelayedSSHFS(_Target):
                 proc.wait()
 
         self._stack.callback(stop)
+        return proc
 
     def _start(self) -> None:
         d = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="sb-sshfs-",
@@ -222,9 +224,10 @@ class DelayedSSHFS(_Target):
             f"AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n"
             "StrictModes no\nPermitRootLogin prohibit-password\nUsePAM no\n"
             "Subsystem sftp internal-sftp\n")
-        self._spawn(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                     "mount -t tmpfs tmpfs /run && mkdir -p /run/sshd && "
-                     f"exec /usr/sbin/sshd -D -e -f {d}/sshd_config"], d / "sshd.log")
+        self.sshd = self._spawn(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                 "mount -t tmpfs tmpfs /run && mkdir -p /run/sshd && "
+                                 f"exec /usr/sbin/sshd -D -e -f {d}/sshd_config"],
+                                d / "sshd.log")
         wait_port(self.ssh_port)
         self._spawn([str(TOXIPROXY), "-host", "127.0.0.1", "-port", str(api)],
                     d / "toxiproxy.log")
@@ -251,6 +254,23 @@ class DelayedSSHFS(_Target):
         self._stack.callback(subprocess.run, ["fusermount3", "-u", "-z", str(mnt)],
                              check=False)
         return mnt
+
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[list[int]]:
+        """The server goes silent: its sessions (sftp) are stopped with SIGSTOP, TCP stays
+        open, as in a partition. SIGCONT when the block ends."""
+        from storbench.execute.proctree import descendants
+
+        sessions = descendants(self.sshd.pid)
+        for pid in sessions:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield sessions
+        finally:
+            for pid in sessions:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
 
 def _post(url: str, body: dict[str, object]) -> None:

@@ -52,6 +52,10 @@ class TargetError(StorbenchError):
     """The target does not exist, is not writable, lacks space, ..."""
 
 
+class TargetHung(TargetError):
+    """The target stopped responding (no I/O, or a file operation that never returns)."""
+
+
 class StoreError(StorbenchError):
     """The results database cannot be opened, or a run does not exist."""
 

@@ -101,7 +101,7 @@ class StepTarget:
     def deadline(self, test: PlannedTest) -> Deadline | None:
         return None
 
-    def cleanup(self) -> None:
+    def cleanup(self, hurry: bool = False) -> None:
         self._step("cleanup")
 
 

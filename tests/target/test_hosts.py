@@ -232,3 +232,44 @@ def test_hosts_page_cache_warning(fio_servers, disk_dir, tmp_path, store_path):
     assert all(h["this_machine"] for h in run["environment"]["hosts"])
     assert "16.0 MiB working set per host" in proc.stdout
     assert run["environment"]["target"]["kind"] == "hosts"
+
+
+def listening_on(port: int) -> set[str]:
+    """Local addresses with a TCP socket listening on ``port`` (from /proc/net/tcp)."""
+    found = set()
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        local, _, state = line.split()[1:4]
+        addr, p = local.split(":")
+        if int(p, 16) == port and state == "0A":
+            found.add(".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+def test_agent_listens_on_loopback_unless_told_and_then_warns():
+    from storbench.execute.proctree import kill_tree
+    from tests.testbed import free_port
+
+    port = free_port()
+    quiet = subprocess.Popen([*STORBENCH, "agent", "--port", str(port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not listening_on(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert listening_on(port) == {"127.0.0.1"}
+    finally:
+        kill_tree(quiet.pid)
+        _, said = quiet.communicate()
+    assert "WARNING" not in said
+    port = free_port()
+    loud = subprocess.Popen([*STORBENCH, "agent", "--bind", "0.0.0.0", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not listening_on(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert listening_on(port) == {"0.0.0.0"}
+    finally:
+        kill_tree(loud.pid)
+        _, said = loud.communicate()
+    assert "WARNING: listening on 0.0.0.0" in said and "run commands as this user" in said

@@ -13,7 +13,7 @@ from typing import Any
 
 from storbench.result.model import Series, TestResult
 from storbench.result.record import Warning
-from storbench.workload.sizes import format_bytes_iec, parse_size
+from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
 
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
 CACHE_P50_NS = 20_000  # direct random reads faster than this come from a cache
@@ -179,10 +179,7 @@ _DEPTH_BUCKETS = {"1": 1, "2": 2, "4": 4, "8": 8, "16": 16, "32": 32, ">=64": 64
 
 
 def iodepth_shortfall(r: TestResult) -> Warning | None:
-    try:
-        requested = int(r.options.get("iodepth", "1"))
-    except ValueError:
-        return None
+    requested = parse_count(r.options.get("iodepth"))
     if requested < 4 or not r.iodepth_percent:
         return None
     achieved = sum(_DEPTH_BUCKETS.get(k, 0) * v for k, v in r.iodepth_percent.items()) / max(

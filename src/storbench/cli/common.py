@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -12,7 +13,8 @@ from rich.console import Console
 
 from storbench import __version__
 from storbench.analysis.verdicts import with_verdicts
-from storbench.errors import EXIT_CODES_HELP, ConfigError
+from storbench.errors import EXIT_CODES_HELP, ConfigError, StoreError
+from storbench.render.json import finite
 from storbench.result.record import Run
 from storbench.store import Store, default_db_path
 
@@ -43,6 +45,8 @@ def db_option(f: F) -> F:
         store = Store(db or default_db_path())
         try:
             return f(*args, store=store, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise database_error(store.path, exc) from None
         finally:
             store.close()
 
@@ -52,6 +56,17 @@ def db_option(f: F) -> F:
 def load_run(store: Store, run_id: int) -> Run:
     """A stored run with its verdicts (judged now only if it predates stored verdicts)."""
     return with_verdicts(store.get_run(run_id))
+
+
+def database_error(path: str, exc: sqlite3.DatabaseError) -> StoreError:
+    """A database error in our words: a damaged file says how to save what is readable."""
+    said = str(exc)
+    if type(exc) is sqlite3.DatabaseError or "malformed" in said or "not a database" in said:
+        return StoreError(
+            f"the results database {path!r} is damaged ({said}); recover what is readable"
+            f" with: sqlite3 {path!r} .recover | sqlite3 recovered.db, then pass --db"
+            " recovered.db")
+    return StoreError(f"the results database {path!r}: {said}")
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -70,7 +85,8 @@ def assert_options(f: F) -> F:
 
 
 def print_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2))
+    """Strict JSON: a figure that is not a finite number is null."""
+    click.echo(json.dumps(finite(doc), indent=2, allow_nan=False))
 
 
 @click.group(

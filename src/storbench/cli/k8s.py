@@ -56,9 +56,6 @@ def kube_options(f: F) -> F:
         click.option("--limits", multiple=True, metavar="RES=QTY,...",
                      help="Pod resource limits (default memory=1Gi; no CPU limit, as"
                           " throttling distorts latency)."),
-        click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
-                     help="Time limit for the whole run of one class (default: 300 s to"
-                          " start, then each test's runtime + 60 s)."),
         click.option("--clients", type=int, default=1, show_default=True, metavar="N",
                      help="Run each test in N pods at once (spread over the nodes): on one"
                           " volume with --access-mode RWX, else each on its own; per-pod"
@@ -72,14 +69,15 @@ def kube_options(f: F) -> F:
     return f
 
 
-def build_options(storage_class: str, params: dict[str, Any]) -> KubeOptions:
+def build_options(storage_class: str, params: dict[str, Any],
+                  timeout_s: float | None = None) -> KubeOptions:
     o = KubeOptions(
         storage_class=storage_class, namespace=params["namespace"],
         context=params["kube_context"], kubeconfig=params["kubeconfig"],
         capacity=params["capacity"], access_mode=access_mode(params["access_mode"]),
         volume_mode=params["volume_mode"],
         node_selector=parse_pairs(params["node_selector"], "--node-selector"),
-        image=params["image"], timeout_s=params["timeout_s"], clients=params["clients"],
+        image=params["image"], timeout_s=timeout_s, clients=params["clients"],
         **_resources(params["requests"], params["limits"]),
     )
     o.check()

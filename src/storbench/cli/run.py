@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,16 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @click.option("--shared-file", is_flag=True,
               help="With --hosts (or --clients on an RWX volume): every host works on one"
                    " file (default: a file per host).")
+@click.option("--allow-exec", is_flag=True,
+              help="Let the job file run commands (exec_prerun=, exec_postrun=, the exec"
+                   " engine, external engines). Default: refused; paths outside the"
+                   " scratch directory are refused always.")
+@click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
+              help="Time limit for the whole run (of each target). Default: each test's"
+                   " runtime and ramp (or its size at 256 KiB/s), its file layout at"
+                   " 16 MiB/s and 60 s; Kubernetes: 300 s to start, then each test's"
+                   " runtime + 60 s. A test past its limit fails the run, saying whether"
+                   " the target stopped responding.")
 @kube_options
 @assert_options
 @click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
@@ -101,7 +113,7 @@ def run(
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
     hosts_text: str | None, hosts_file: Path | None, shared_file: bool,
     fio_path: str | None, as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
-    **kube_params: Any,
+    timeout_s: float | None, allow_exec: bool, **kube_params: Any,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
 
@@ -135,10 +147,11 @@ def run(
                    tags=parse_tags(tags), threshold_ms=threshold_ms, fio=fio_path,
                    repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
                    probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
-                   profile=profile, baseline=baseline, max_regression=limit)
+                   profile=profile, baseline=baseline, max_regression=limit,
+                   timeout_s=timeout_s, allow_exec=allow_exec)
     spec.check()
     targets = _targets(targets_given, hosts_text, hosts_file, shared_file, storage_classes,
-                       kube_params, probe_metadata, dry_run)
+                       kube_params, probe_metadata, dry_run, timeout_s)
     if dry_run:
         _dry_run(spec, targets)
         return
@@ -176,7 +189,8 @@ def run(
 
 def _targets(given: tuple[Path, ...], hosts_text: str | None, hosts_file: Path | None,
              shared_file: bool, storage_classes: tuple[str, ...], kube_params: dict[str, Any],
-             probe_metadata: bool | None, dry_run: bool) -> list[Target]:
+             probe_metadata: bool | None, dry_run: bool,
+             timeout_s: float | None) -> list[Target]:
     """The targets the flags name: directories, one path on --hosts, or StorageClasses."""
     hosts: list[Host] = []
     if hosts_text is not None:
@@ -196,7 +210,8 @@ def _targets(given: tuple[Path, ...], hosts_text: str | None, hosts_file: Path |
         from storbench.cli.k8s import build_options
         from storbench.target.kubernetes.storageclass import KubeTarget
 
-        return [KubeTarget(build_options(c, kube_params), shared_file) for c in storage_classes]
+        return [KubeTarget(build_options(c, kube_params, timeout_s), shared_file)
+                for c in storage_classes]
     if not given:
         raise ConfigError("give a directory TARGET (or --storage-class CLASS); see"
                           " `storbench run --help`")
@@ -286,8 +301,10 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
 
 
 @cli.command()
-@click.option("--bind", default="0.0.0.0", show_default=True, metavar="ADDR",
-              help="Address fio's server listens on (an IPv4 or IPv6 address).")
+@click.option("--bind", default="127.0.0.1", show_default=True, metavar="ADDR",
+              help="Address fio's server listens on (IPv4 or IPv6). Anything but loopback"
+                   " lets whoever reaches it run commands as this user: prefer"
+                   " `run --hosts ssh://HOST`, which needs no agent.")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=int,
               help="TCP port fio's server listens on.")
 @click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
@@ -295,17 +312,32 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
 def agent(bind: str, port: int, fio_path: str | None) -> None:
     """Serve this host to `storbench run --hosts`: runs `fio --server` in the foreground.
 
-    Every host must run the same fio version as the machine that runs storbench.
-    fio's server runs what clients send it: listen only on a network you trust.
-    See docs/cli.md for a systemd unit.
+    fio's server runs whatever job a client sends it, with no authentication: files
+    written anywhere this user may write, commands run (exec_prerun=). It listens on
+    loopback unless --bind says otherwise, and then warns. `run --hosts ssh://HOST`
+    starts a server for each run over SSH instead, bound to the host's loopback:
+    no standing listener. Every host must run the same fio version as the machine
+    that runs storbench. See docs/cli.md for a hardened systemd unit.
 
     \b
     Example:
-      storbench agent                       # 0.0.0.0:8765
+      storbench agent                       # 127.0.0.1:8765 (for an SSH tunnel)
       storbench agent --bind 10.0.0.5 --port 8766
     """
     fio = find_fio(fio_path)
+    try:
+        loopback = ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        raise ConfigError(f"--bind {bind!r} is not an IP address") from None
+    if not loopback:
+        err.print(f"storbench agent: WARNING: listening on {bind}:{port}. fio's server has no"
+                  " authentication: anyone who can reach this port can write any file this"
+                  f" user ({getpass.getuser()}) may write and run commands as this user, with"
+                  " a stock `fio --client`. Firewall it to the benchmark client, run it as"
+                  " an unprivileged user (docs/cli.md), or use `run --hosts ssh://HOST`.",
+                  markup=False)
     family = "ip6" if ":" in bind else "ip"
     argv = [fio.path, f"--server={family}:{bind},{port}"]
-    err.print(f"storbench agent: {' '.join(argv)} ({fio.version_text}); Ctrl-C stops it")
+    err.print(f"storbench agent: {' '.join(argv)} ({fio.version_text}); Ctrl-C stops it",
+              markup=False)
     os.execv(fio.path, argv)

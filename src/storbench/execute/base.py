@@ -54,6 +54,8 @@ class Execution:
     lost: tuple[str, ...] = ()  # workers that disconnected mid-test
     timed_out: bool = False  # stopped at the deadline
     log_dir: Path | None = None  # fio's per-second logs, when the executor brings them back
+    idle_s: float | None = None  # seconds since fio last reported I/O (None: it never did)
+    stuck: tuple[int, ...] = ()  # fio's PIDs that did not end when killed (left running)
 
 
 class Executor(Protocol):

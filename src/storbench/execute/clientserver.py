@@ -14,6 +14,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from storbench.errors import FioError, TargetError
@@ -61,8 +62,7 @@ class ClientServerExecutor:
         # which must be read live; the JSON follows on stdout at the end.
         execution = self.process.run(args, None, on_progress, deadline_s=deadline_s,
                                      stop_on_lost_host=True)
-        return Execution(execution.raw_json, execution.stderr, execution.returncode,
-                         execution.wall_s, execution.lost, execution.timed_out)
+        return replace(execution, log_dir=None)  # fio's logs stay with the servers
 
 
 def probe(fio: FioBinary, servers: list[Server], workdir: Path) -> dict[str, str]:

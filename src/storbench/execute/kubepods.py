@@ -5,8 +5,6 @@ through the exec API."""
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -177,17 +175,15 @@ class PodExecutor:
     """
 
     def __init__(self, kube: Kube, namespace: str, guard: SignalGuard, jobs_dir: str,
-                 work_dir: str, memory_limit: str | None) -> None:
+                 work_dir: str, memory_limit: str | None, logs: Path) -> None:
         self.kube = kube
         self.namespace = namespace
         self.guard = guard
         self.jobs_dir = jobs_dir
         self.work_dir = work_dir
         self.memory_limit = memory_limit
-        self.logs = Path(tempfile.mkdtemp(prefix="storbench-k8s-"))
-
-    def close(self) -> None:
-        shutil.rmtree(self.logs, ignore_errors=True)
+        self.logs = logs  # where the pods' logs are copied (in storbench's work directory)
+        logs.mkdir(exist_ok=True)
 
     def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
             deadline_s: float | None = None) -> Execution:

@@ -21,10 +21,11 @@ from pathlib import Path
 from storbench.errors import ConfigError, FioError
 from storbench.execute.base import Execution, FioJob, Progress, fio_message, parse_status_line
 from storbench.execute.fio import FioBinary
-from storbench.execute.proctree import kill_tree
+from storbench.execute.proctree import descendants, kill_tree
 from storbench.execute.signals import SignalGuard
 
-KILL_AFTER_S = 1.5  # after forwarding a signal, SIGKILL fio if it has not exited by then
+KILL_AFTER_S = 1.0  # after forwarding a signal, SIGKILL fio if it has not exited by then
+GIVE_UP_S = 2.0  # after SIGKILL: fio stuck in the kernel (a dead file system) is left
 
 _DISCONNECTED = re.compile(r"host=(\S+) disconnected")
 
@@ -96,7 +97,9 @@ class FioProcess:
         ]
         lost: list[str] = []
         timed_out = False
-        start = time.monotonic()
+        start = last_io = time.monotonic()
+        seen_io = False
+        self.killed_at: float | None = None
         try:
             proc = subprocess.Popen(
                 argv, cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -121,6 +124,7 @@ class FioProcess:
         assert proc.stdout is not None and proc.stderr is not None
         sel.register(proc.stdout, selectors.EVENT_READ, "out")
         sel.register(proc.stderr, selectors.EVENT_READ, "err")
+        returncode: int | None = None
         try:
             while sel.get_map():
                 for key, _ in sel.select(timeout=0.5):
@@ -139,39 +143,58 @@ class FioProcess:
                     for line in lines:
                         note_lost(line.decode(errors="replace"))
                         progress = parse_status_line(line.decode(errors="replace"))
+                        if progress is not None and (progress.iops or progress.bandwidth):
+                            last_io, seen_io = time.monotonic(), True
                         if progress is not None and on_progress is not None:
                             on_progress(progress)
                 self._kill_if_overdue(proc)
                 if deadline_s is not None and time.monotonic() - start > deadline_s:
                     timed_out = True
-                    kill_tree(proc.pid)
+                    self._kill(proc)
+                if self._given_up():
+                    break  # fio's processes do not end (stuck in the kernel): not waited for
             returncode = self._wait(proc)
         finally:
             sel.close()
             if proc.poll() is None:
-                kill_tree(proc.pid)
-                proc.wait()
+                self._kill(proc)
+                if returncode is None:
+                    returncode = self._wait(proc)
             _stop_watchdog(watchdog)
             self.guard.set_child(None)
+        stuck = _alive_in_tree(proc.pid) if returncode is None else ()
         stderr = b"".join(stderr_chunks).decode(errors="replace")
         if out_path is None:
             raw = b"".join(stdout_chunks).decode(errors="replace")
         else:
             raw = out_path.read_text(errors="replace") if out_path.exists() else ""
-        wall = time.monotonic() - start
-        return Execution(raw, stderr, returncode, wall, tuple(lost), timed_out, self.workdir)
+        now = time.monotonic()
+        return Execution(raw, stderr, -9 if returncode is None else returncode, now - start,
+                         tuple(lost), timed_out, self.workdir,
+                         idle_s=now - last_io if seen_io else None, stuck=stuck)
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        kill_tree(proc.pid)
+        if self.killed_at is None:
+            self.killed_at = time.monotonic()
+
+    def _given_up(self) -> bool:
+        return self.killed_at is not None and time.monotonic() - self.killed_at > GIVE_UP_S
 
     def _kill_if_overdue(self, proc: subprocess.Popen[bytes]) -> None:
         at = self.guard.received_at
         if at is not None and time.monotonic() - at > KILL_AFTER_S and proc.poll() is None:
-            kill_tree(proc.pid)
+            self._kill(proc)
 
-    def _wait(self, proc: subprocess.Popen[bytes]) -> int:
+    def _wait(self, proc: subprocess.Popen[bytes]) -> int | None:
+        """fio's exit status; None when it was killed and still has not ended."""
         while True:
             try:
                 return proc.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
                 self._kill_if_overdue(proc)
+                if self._given_up():
+                    return None
 
 
 class LocalExecutor:
@@ -188,6 +211,19 @@ class LocalExecutor:
         path = self.process.write(jobs[0].text, jobs[0].key)
         return self.process.run([str(path)], path.with_suffix(".json"), on_progress,
                                 deadline_s=deadline_s)
+
+
+def _alive_in_tree(pid: int) -> tuple[int, ...]:
+    """fio's processes that still exist (not zombies): stuck in the kernel."""
+    alive = []
+    for p in [pid, *descendants(pid)]:
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rfind(")") + 2:].split()[0] != "Z":
+            alive.append(p)
+    return tuple(alive)
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -1,20 +1,25 @@
 """Metadata latency beside the load: stat, a directory listing (as `ls -la` does) and
-create+unlink of a small file, every 0.5 s, in a thread of storbench's own.
+create+unlink of a small file, every 0.5 s, in a child process (execute/fsops.py).
 
 Study 1 saw `ls -lah` on EFS take 11.3 s while fio ran; this shows it before
-production does. Samples are kept per phase ("idle" before the first test,
-"load" while fio runs).
+production does. Every sample carries the time it began, so a stall is placed in
+the run; samples are summarised per phase ("idle" before the first test, "load"
+while fio runs). The probe runs in a process of its own: on a file system that
+stops answering, its system call blocks in the kernel, and storbench, which only
+reads its pipe, can still stop (the probe is then left, reported by PID).
 """
 
 from __future__ import annotations
 
-import os
+import json
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-OPERATIONS = ("stat", "listdir", "create_unlink")
+from storbench.execute import fsops
+from storbench.execute.fsops import OPERATIONS
+
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "fuse.glusterfs",
               "fuse.sshfs", "fuse.s3fs", "fuse.rclone", "fuse.juicefs", "lustre", "9p",
               "afs", "gpfs", "beegfs", "fuse.cephfs", "efs")
@@ -28,70 +33,91 @@ class MetadataProbe:
     def __init__(self, directory: Path, interval_s: float = 0.5) -> None:
         self.directory = directory
         self.interval_s = interval_s
-        self.samples: dict[str, dict[str, list[int]]] = {}
-        self._phase: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._blocked_since: float | None = None
+        self.samples: list[tuple[str, float, int]] = []  # (op, began at, ns)
+        self.pending: dict[str, float] = {}  # op -> began at, while it has not returned
+        self.phases: list[tuple[str, float, float]] = []  # (phase, from, to)
+        self.started_at = time.monotonic()
+        self._phase: tuple[str, float] | None = None
+        self._proc: Any = None
+        self._lock = threading.Lock()
 
     def start(self, phase: str) -> None:
+        """Samples from now on belong to ``phase`` (the child starts on first use)."""
+        if self._proc is None:
+            self._proc = fsops.start("probe", str(self.directory), str(self.interval_s))
+            threading.Thread(target=self._read, name="probe-reader", daemon=True).start()
         self.stop()
-        self._phase = phase
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name=f"probe-{phase}", daemon=True)
-        self._thread.start()
+        self._phase = (phase, time.monotonic())
 
-    def stop(self, timeout_s: float = 30.0) -> None:
-        if self._thread is None:
+    def stop(self, timeout_s: float = 0.0) -> None:
+        """The current phase ends (the child goes on until close())."""
+        if self._phase is not None:
+            name, since = self._phase
+            self.phases.append((name, since, time.monotonic()))
+            self._phase = None
+
+    def close(self) -> int | None:
+        """Stop the child; its PID when it did not end (stuck in the kernel)."""
+        self.stop()
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        proc.kill()
+        try:
+            proc.wait(timeout=0.5)
+        except Exception:
+            return int(proc.pid)
+        return None
+
+    def _read(self) -> None:
+        proc = self._proc
+        if proc is None or proc.stdout is None:
             return
-        self._stop.set()
-        self._thread.join(timeout_s)
-        self._thread = None
-
-    def _loop(self) -> None:
-        phase = self._phase or "load"
-        bucket = self.samples.setdefault(phase, {op: [] for op in OPERATIONS})
-        probe_file = self.directory / f".storbench-probe-{os.getpid()}"
-        while not self._stop.is_set():
-            tick = time.monotonic()
-            for op in OPERATIONS:
-                t0 = time.perf_counter_ns()
-                self._blocked_since = time.monotonic()
-                try:
-                    if op == "stat":
-                        os.stat(self.directory)
-                    elif op == "listdir":
-                        with os.scandir(self.directory) as it:
-                            for entry in it:
-                                entry.stat(follow_symlinks=False)
-                    else:
-                        fd = os.open(probe_file, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
-                        os.write(fd, b"x" * 512)
-                        os.close(fd)
-                        os.unlink(probe_file)
-                except OSError:
-                    continue
-                finally:
-                    self._blocked_since = None
-                bucket[op].append(time.perf_counter_ns() - t0)
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - tick)))
+        for line in proc.stdout:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            with self._lock:
+                if "ns" in d:
+                    self.pending.pop(d["op"], None)
+                    self.samples.append((d["op"], float(d["t"]), int(d["ns"])))
+                else:
+                    self.pending[d["op"]] = float(d["t"])
 
     def summary(self) -> dict[str, Any]:
-        """{op: {phase: {n, p50_ns, p99_ns, max_ns}}} (nearest-rank percentiles)."""
+        """{op: {phase: {n, p50_ns, p99_ns, max_ns[, unfinished]}}} (nearest-rank
+        percentiles). An operation still running at the end counts with the time it
+        has waited."""
+        now = time.monotonic()
+        with self._lock:
+            samples = list(self.samples)
+            waiting = [(op, t, int((now - t) * 1e9)) for op, t in self.pending.items()]
         out: dict[str, Any] = {}
         for op in OPERATIONS:
             out[op] = {}
-            for phase, ops in self.samples.items():
-                values = sorted(ops[op])
+            for phase in dict.fromkeys(name for name, _, _ in self.phases):
+                spans = [(a, b) for name, a, b in self.phases if name == phase]
+
+                def inside(t: float, spans: list[tuple[float, float]] = spans) -> bool:
+                    return any(a <= t <= b for a, b in spans)
+
+                values = sorted(ns for o, t, ns in samples if o == op and inside(t))
+                unfinished = [ns for o, t, ns in waiting if o == op and inside(t)]
+                values = sorted(values + unfinished)
                 if not values:
                     continue
-                out[op][phase] = {
-                    "n": len(values),
-                    "p50_ns": _rank(values, 50),
-                    "p99_ns": _rank(values, 99),
-                    "max_ns": values[-1],
-                }
+                entry = {"n": len(values), "p50_ns": _rank(values, 50),
+                         "p99_ns": _rank(values, 99), "max_ns": values[-1]}
+                if unfinished:
+                    entry["unfinished"] = len(unfinished)
+                out[op][phase] = entry
         return out
+
+    def timeline(self) -> list[list[Any]]:
+        """Every sample as [op, seconds into the run when it began, ns]."""
+        with self._lock:
+            return [[op, round(t - self.started_at, 3), ns] for op, t, ns in self.samples]
 
 
 def _rank(ordered: list[int], p: float) -> int:

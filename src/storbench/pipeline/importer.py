@@ -10,6 +10,7 @@ nothing.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from dataclasses import dataclass, replace
 
@@ -34,7 +35,49 @@ class Parsed:
 
 
 def parse_source(source: str, text: str) -> Parsed:
-    """fio's output in ``text`` (named ``source`` in errors), or ConfigError."""
+    """fio's output in ``text`` (named ``source`` in errors), or ConfigError; figures
+    fio cannot have written are refused (plausible())."""
+    parsed = _parse_any(source, text)
+    for r in [*parsed.results, *(r for rs in parsed.per_host.values() for r in rs)]:
+        problem = implausible(r)
+        if problem:
+            raise ConfigError(f"{source}: job {r.name!r}: {problem}: this is not fio's output"
+                              " as fio writes it; nothing was imported")
+    return parsed
+
+
+# Beyond any storage a fio job measures: refused rather than stored.
+MAX_IOPS = 1e9
+MAX_BYTES_PER_S = 1e14  # 100 TB/s
+MAX_LATENCY_NS = 1e15  # 11.6 days
+
+
+def implausible(r: TestResult) -> str:
+    """What makes a parsed result impossible as fio output ("" when nothing)."""
+    if not r.directions() and r.sync is None and not r.error:
+        return "no results (no read, write, trim or sync figures)"
+    for name, d in r.directions():
+        figures = {"IOPS": (d.iops, MAX_IOPS), "bandwidth": (d.bw_bytes_per_s, MAX_BYTES_PER_S),
+                   "runtime": (float(d.runtime_ms), MAX_LATENCY_NS)}
+        for lat_name, lat in (("slat", d.slat), ("clat", d.clat), ("lat", d.lat)):
+            if lat is not None:
+                figures[f"{lat_name} mean"] = (lat.mean_ns, MAX_LATENCY_NS)
+                figures[f"{lat_name} max"] = (lat.max_ns, MAX_LATENCY_NS)
+                for p, v in lat.percentiles_ns.items():
+                    figures[f"{lat_name} p{p:g}"] = (v, MAX_LATENCY_NS)
+        for what, (value, limit) in figures.items():
+            if not math.isfinite(value) or value < 0:
+                return f"{name} {what} is {value}"
+            if value > limit:
+                return f"{name} {what} of {value:g} is beyond any storage"
+    if r.sync is not None:
+        for what, value in (("mean", r.sync.lat.mean_ns), ("max", r.sync.lat.max_ns)):
+            if not math.isfinite(value) or value < 0 or value > MAX_LATENCY_NS:
+                return f"sync latency {what} is {value}"
+    return ""
+
+
+def _parse_any(source: str, text: str) -> Parsed:
     start = text.find("{")
     if start != -1 and ('"jobs"' in text or '"client_stats"' in text):
         return _parse_json(source, text, start)
@@ -66,9 +109,10 @@ def _parse_json(source: str, text: str, start: int) -> Parsed:
     try:
         version, results = parse_fio_json(text)
         per_host = parse_per_host(text)
-    except (FioError, KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{source}: not fio's JSON output ({exc}); nothing was imported"
-                          ) from None
+    except (FioError, KeyError, TypeError, ValueError, AttributeError, IndexError,
+            ZeroDivisionError, OverflowError) as exc:
+        raise ConfigError(f"{source}: not fio's JSON output ({type(exc).__name__}: {exc});"
+                          " nothing was imported") from None
     if not results:
         raise ConfigError(f"{source}: fio's JSON holds no job; nothing was imported")
     return Parsed(source, text, version, results, per_host, "json")

@@ -14,65 +14,37 @@ stored run, and the error that ended it, if one did.
 from __future__ import annotations
 
 import functools
-import os
 import secrets
-import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from storbench import __version__
 from storbench.analysis import warnings
 from storbench.analysis.regression import regressions
 from storbench.analysis.verdicts import evaluate
-from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError
-from storbench.execute import Execution, FioBinary, FioJob, Progress, SignalGuard, find_fio
-from storbench.execute.base import Executor, fio_message
+from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError, TargetHung
+from storbench.execute import Execution, FioBinary, FioJob, SignalGuard, find_fio
+from storbench.execute.base import Executor
 from storbench.execute.local import FioProcess
 from storbench.execute.probe import MetadataProbe, is_network_fs
+from storbench.execute.workdir import create_marked, leftovers, remove_marked
+from storbench.pipeline.failures import failure
+from storbench.pipeline.reporter import NullReporter, Reporter
 from storbench.pipeline.spec import RunSpec, make_plan
-from storbench.result import TestResult, parse_fio_json
+from storbench.result import parse_fio_json
 from storbench.result.fio_json import parse_per_host
 from storbench.result.fio_logs import read_series
 from storbench.result.record import Invocation, Run
 from storbench.store import Store
-from storbench.target.base import Deadline, Leftover, Target
+from storbench.target.base import Deadline, Target
 from storbench.workload.plan import Plan, PlannedTest
 
 PROBE_IDLE_S = 3.0
-
-
-class Reporter(Protocol):
-    """Progress callbacks; the CLI shows them, a library user may ignore them."""
-
-    def leftover_removed(self, leftover: Leftover) -> None: ...
-    def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None: ...
-    def note(self, text: str) -> None: ...
-    def test_started(self, index: int, test: PlannedTest) -> None: ...
-    def progress(self, index: int, progress: Progress) -> None: ...
-    def test_finished(self, index: int, results: list[TestResult], error: str) -> None: ...
-
-
-class NullReporter:
-    def leftover_removed(self, leftover: Leftover) -> None:
-        pass
-
-    def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
-
-    def test_started(self, index: int, test: PlannedTest) -> None:
-        pass
-
-    def progress(self, index: int, progress: Progress) -> None:
-        pass
-
-    def test_finished(self, index: int, results: list[TestResult], error: str) -> None:
-        pass
+WORKDIR_WAIT_S = 5.0  # to remove storbench's own work directory (on local disk)
 
 
 @dataclass(frozen=True)
@@ -130,7 +102,11 @@ def run_on(target: Target, spec: RunSpec, store: Store,
         raise ConfigError(f"--probe-metadata runs on this machine; it cannot run on a"
                           f" {target.kind} target")
     fio = _local_fio(spec, target)
-    workdir = Path(tempfile.mkdtemp(prefix="storbench-fio-"))
+    tmp = Path(tempfile.gettempdir())
+    for leftover in leftovers(tmp):  # work directories of runs that were killed
+        if remove_marked(leftover.path, WORKDIR_WAIT_S):
+            rep.leftover_removed(leftover)
+    workdir = create_marked(tmp / f"storbench-fio-{planned.uid}", planned.uid)
     try:
         with SignalGuard() as guard:
             if fio is not None:
@@ -151,13 +127,18 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 label=spec.label, tags=spec.tags)
             loop = _Loop(target, planned, store, run_id, rep, guard, environment)
             try:
+                failure: BaseException | None = None
                 try:
                     loop.prepare(fio)
                     executor = target.executor(fio, workdir, guard)
-                    loop.execute(executor, spec.probe_metadata)
-                finally:
-                    loop.stop_probe()
-                    target.cleanup()
+                    loop.execute(executor, spec.probe_metadata, spec.timeout_s)
+                except BaseException as exc:  # cleaned up first, then recorded
+                    failure = exc
+                loop.stop_probe()
+                failure = _clean_up(target, failure, rep, hurry=guard.signum is not None
+                                    or isinstance(failure, TargetHung))
+                if failure is not None:
+                    raise failure
                 guard.check()  # a signal before the run is finished: it is interrupted
                 _finish(store, run_id, loop, baseline, spec)
             except BaseException as exc:
@@ -165,7 +146,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 return RunOutcome(store.get_run(run_id), error)
             return RunOutcome(store.get_run(run_id))
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_marked(workdir, WORKDIR_WAIT_S)
 
 
 @dataclass(frozen=True)
@@ -206,6 +187,19 @@ def run_all(targets: list[Target], spec: RunSpec, store: Store,
         if isinstance(ended.error, Interrupted):
             break
     return done
+
+
+def _clean_up(target: Target, failure: BaseException | None, rep: Reporter, *,
+              hurry: bool) -> BaseException | None:
+    """The target's cleanup, on every path. When the run already failed, a cleanup
+    that fails too is said (a note), and the first failure is what the run ended with."""
+    try:
+        target.cleanup(hurry)
+    except StorbenchError as exc:
+        if failure is None:
+            return exc
+        rep.note(f"storbench: cleaning up: {exc}")
+    return failure
 
 
 def _local_fio(spec: RunSpec, target: Target) -> FioBinary | None:
@@ -263,7 +257,11 @@ class _Loop:
         self.rep.run_started(self.run_id, self.planned.plan,
                              self.target.scratch_path(self.planned.uid))
 
-    def execute(self, executor: Executor, probe_metadata: bool | None) -> None:
+    def execute(self, executor: Executor, probe_metadata: bool | None,
+                timeout_s: float | None) -> None:
+        """Every step in order; ``timeout_s`` caps the run (from here) beyond each test's
+        own limit."""
+        ends = time.monotonic() + timeout_s if timeout_s is not None else None
         probe_dir = self.target.probe_dir()
         if probe_metadata is None:
             probe_metadata = is_network_fs((self.environment.get("target") or {}).get("fs_type"))
@@ -280,6 +278,10 @@ class _Loop:
             self.target.before_test(step.test, keep)
             self.rep.test_started(step.index, step.test)
             deadline = self.target.deadline(step.test)
+            if ends is not None:
+                left = max(1.0, ends - time.monotonic())
+                if deadline is None or left < deadline.seconds:
+                    deadline = Deadline(left, f"what is left of --timeout {timeout_s:g} s")
             if self.probe is not None:
                 self.probe.start("load")
             try:
@@ -289,6 +291,10 @@ class _Loop:
             finally:
                 if self.probe is not None:
                     self.probe.stop()
+            if execution.stuck and self.guard.signum is not None:
+                self.rep.note(f"fio (PID {', '.join(map(str, execution.stuck))}) did not end"
+                              " when killed: it is stuck in the kernel (a file system that does"
+                              " not respond) and was left running")
             self.guard.check()  # an interrupted test's partial numbers are not stored
             ordinal = self._store(step, execution, ordinal, deadline)
 
@@ -329,44 +335,28 @@ class _Loop:
         checked = ([(w, r) for w, rs in per_worker.items() for r in rs] if several
                    else [("", r) for r in results])
         missing = [j.worker for j in step.jobs if several and j.worker not in per_worker]
-        error = _failure(step, execution, checked, missing, self.target.worker_noun, deadline)
+        error = failure(step.test.name, execution, checked, missing, self.target.worker_noun,
+                        deadline)
         self.rep.test_finished(step.index, results, error)
         if error:
+            if execution.timed_out:
+                raise TargetHung(error)
             raise FioError(error, returncode=execution.returncode, stderr=execution.stderr)
         return ordinal
 
     def stop_probe(self) -> None:
         if self.probe is not None:
-            self.probe.stop()
+            stuck = self.probe.close()
+            if stuck is not None:
+                self.rep.note(f"the metadata probe (PID {stuck}) does not end: it is stuck in"
+                              " the kernel on a file system that does not respond; left"
+                              " running")
 
     def probe_summary(self) -> dict[str, Any]:
-        return {"metadata_probe": self.probe.summary()} if self.probe is not None else {}
-
-
-def _failure(step: Step, execution: Execution, checked: list[tuple[str, TestResult]],
-             missing: list[str], noun: str, deadline: Deadline | None) -> str:
-    """Why the invocation failed, in fio's words ("" when it did not)."""
-    name = step.test.name
-    if execution.lost:
-        return (f"fio {'server' if noun == 'host' else noun} {', '.join(execution.lost)}"
-                f" disconnected during test {name!r} (the {noun} or its fio died, or the"
-                f" network failed); the other {noun}s were stopped")
-    if execution.timed_out:
-        limit = deadline.seconds if deadline is not None else 0.0
-        why = deadline.why if deadline is not None else "its time limit"
-        return (f"test {name!r}: no result from {', '.join(missing) or 'fio'} within"
-                f" {limit:.0f} s ({why}); the run was stopped")
-    said = fio_message(execution.stderr + "\n" + _preamble(execution.raw_json))
-    failed = [(where, r) for where, r in checked if r.error]
-    if failed:
-        where, r = failed[0]
-        on = f" on {where}" if where else ""
-        return (f"fio job {r.name!r} failed{on} with error {r.error}"
-                f" ({_strerror(r.error)}): {said}")
-    if execution.returncode != 0 or missing:
-        tail = f"; no result from {', '.join(missing)}" if missing else ""
-        return f"fio exited with status {execution.returncode}{tail}: {said}"
-    return ""
+        if self.probe is None:
+            return {}
+        return {"metadata_probe": self.probe.summary(),
+                "metadata_probe_timeline": self.probe.timeline()}
 
 
 def _finish(store: Store, run_id: int, loop: _Loop, baseline: Run | None,
@@ -394,16 +384,3 @@ def _record_failure(store: Store, run_id: int, exc: BaseException) -> StorbenchE
     if not isinstance(exc, StorbenchError):
         raise exc
     return exc
-
-
-def _preamble(raw: str) -> str:
-    """What fio printed into its output file before the JSON: its error messages."""
-    start = raw.find("{")
-    return raw if start == -1 else raw[:start]
-
-
-def _strerror(errno_value: int) -> str:
-    try:
-        return os.strerror(errno_value)
-    except ValueError:
-        return "unknown error"

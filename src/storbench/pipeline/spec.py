@@ -39,6 +39,8 @@ class RunSpec:
     profile: str | None = None  # named verdict profile of the suite
     baseline: str | None = None  # judge against this run (id, 'last' or label)
     max_regression: float = 0.10  # with baseline: how much worse a figure may get
+    timeout_s: float | None = None  # the whole run's time limit (None: from each test)
+    allow_exec: bool = False  # job files may run commands (exec_prerun=, ioengine=exec)
 
     def check(self) -> None:
         """ConfigError for what cannot work, before anything runs."""
@@ -60,6 +62,8 @@ class RunSpec:
                 raise ConfigError(f"suite {self.suite} has no profile {self.profile!r}"
                                   + (f"; choose one of: {', '.join(profiles)}" if profiles
                                      else ""))
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise ConfigError(f"--timeout must be positive, not {self.timeout_s:g}")
         if self.max_regression < 0:
             raise ConfigError(f"--max-regression must not be negative, not"
                               f" {100 * self.max_regression:g}%")
@@ -79,13 +83,16 @@ class RunSpec:
             "profile": self.profile,
             **({"baseline": self.baseline, "max_regression": self.max_regression}
                if self.baseline is not None else {}),
+            **({"timeout_s": self.timeout_s} if self.timeout_s is not None else {}),
+            **({"allow_exec": True} if self.allow_exec else {}),
         }
 
 
 def make_plan(spec: RunSpec, scratch: Path) -> Plan:
     """The tests of ``spec`` with their job files pointed at ``scratch``."""
-    if spec.size is not None and parse_size(spec.size) is None:
-        raise ConfigError(f"--size {spec.size!r} is not a size (examples: 64m, 1g, 512k)")
+    if spec.size is not None and not parse_size(spec.size):
+        raise ConfigError(f"--size {spec.size!r} is not a size of a file fio can use"
+                          " (examples: 64m, 1g, 512k)")
     if spec.runtime is not None and spec.runtime <= 0:
         raise ConfigError(f"--runtime must be a positive number of seconds, not {spec.runtime}")
     if spec.repeat < 1:
@@ -114,8 +121,13 @@ def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
         except OSError as exc:
             raise ConfigError(f"cannot read job file {str(spec.job_file)!r}: {exc.strerror}"
                               ) from exc
+        except UnicodeDecodeError:
+            raise ConfigError(f"job file {str(spec.job_file)!r} is not text (a binary file?);"
+                              " give an fio job file (INI: [job] sections of key=value)"
+                              ) from None
         jf = parse_jobfile(text, str(spec.job_file), spec.job_file.parent)
-        prepared = jf.prepared(scratch, size=spec.size, runtime=spec.runtime)
+        prepared = jf.prepared(scratch, size=spec.size, runtime=spec.runtime,
+                               allow_exec=spec.allow_exec)
         names = ", ".join(s.name for s in jf.jobs())
         test = PlannedTest(spec.job_file.name, names, prepared, expected_seconds(prepared))
         return Plan(f"job:{spec.job_file.name}", [test])

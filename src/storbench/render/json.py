@@ -72,17 +72,18 @@ def render(comp: Comparison) -> str:
             ],
         },
     }
-    return json.dumps(_no_nan(doc), indent=2, allow_nan=False) + "\n"
+    return json.dumps(finite(doc), indent=2, allow_nan=False) + "\n"
 
 
-def _no_nan(o: Any) -> Any:
-    """NaN (a figure a published reference does not give) becomes null: valid JSON."""
-    if isinstance(o, float) and math.isnan(o):
+def finite(o: Any) -> Any:
+    """NaN (a figure a published reference does not give) and ±Infinity become null:
+    strict JSON that every parser reads."""
+    if isinstance(o, float) and not math.isfinite(o):
         return None
     if isinstance(o, dict):
-        return {k: _no_nan(v) for k, v in o.items()}
-    if isinstance(o, list):
-        return [_no_nan(v) for v in o]
+        return {k: finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [finite(v) for v in o]
     return o
 
 

@@ -19,17 +19,9 @@ from typing import Any, Protocol
 from storbench.execute.base import Executor, FioJob
 from storbench.execute.fio import FioBinary
 from storbench.execute.signals import SignalGuard
+from storbench.execute.workdir import Leftover as Leftover
 from storbench.workload.jobfile import JobFile
-from storbench.workload.plan import Plan, PlannedTest
-
-
-@dataclass(frozen=True)
-class Leftover:
-    """What a crashed run left on a target (found by its marker)."""
-
-    path: Path
-    run_uid: str
-    created: str
+from storbench.workload.plan import Plan, PlannedTest, expected_seconds
 
 
 @dataclass(frozen=True)
@@ -38,6 +30,28 @@ class Deadline:
 
     seconds: float
     why: str  # e.g. "the test's runtime + 30 s"
+
+
+MARGIN_S = 60.0  # beyond what a test's options say it takes: fio's start, end, a slow open
+LAYOUT_BYTES_PER_S = 16 * 2**20  # laying out its files, at the least
+SLOW_BYTES_PER_S = 256 * 2**10  # a size-bound test on the slowest storage worth waiting for
+UNKNOWN_S = 3600.0  # fio's options say neither how long nor how much
+
+
+def default_deadline(test: PlannedTest) -> Deadline:
+    """A test's time limit from its options: its runtime and ramp (or its bytes at
+    256 KiB/s when it is size-bound), its files laid out at 16 MiB/s, and 60 s."""
+    size = test.jobfile.estimated_bytes()
+    run = expected_seconds(test.jobfile)
+    layout = (size or 0) / LAYOUT_BYTES_PER_S
+    if run is not None:
+        why = "its runtime and ramp"
+    elif size:
+        run, why = size / SLOW_BYTES_PER_S, "its size at 256 KiB/s"
+    else:
+        run, why = UNKNOWN_S, "an hour: its options say neither runtime nor size"
+    return Deadline(run + layout + MARGIN_S,
+                    f"{why}, laying out its files at 16 MiB/s, and {MARGIN_S:.0f} s")
 
 
 class Target(Protocol):
@@ -110,6 +124,8 @@ class Target(Protocol):
         """How long the test may take before the run stops it, or None (no limit)."""
         ...
 
-    def cleanup(self) -> None:
-        """Remove what ``prepare`` created; raise naming what could not be removed."""
+    def cleanup(self, hurry: bool = False) -> None:
+        """Remove what ``prepare`` created; raise naming what could not be removed. In a
+        ``hurry`` (a signal came, or the target stopped responding) it waits for slow
+        removals only briefly."""
         ...

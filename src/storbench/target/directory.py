@@ -6,34 +6,28 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
-import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storbench.errors import TargetError
-from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard
-from storbench.target.base import Deadline, Leftover
+from storbench.errors import TargetError, TargetHung
+from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard, fsops
+from storbench.execute.workdir import (
+    PREFIX,
+    Leftover,
+    create_marked,
+    leftovers,
+    remove_marked,
+)
+from storbench.target.base import Deadline, default_deadline
 from storbench.target.environment import host_facts, path_facts
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
 
-MARKER = ".storbench-scratch"
-PREFIX = "storbench-"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+REMOVE_WAIT_S = 10.0  # for the scratch directory to go (it goes on in the background)
+BETWEEN_TESTS_S = 60.0  # to remove a test's files and see what is free
 
 
 @dataclass
@@ -89,22 +83,45 @@ class DirectoryTarget:
         return self.scratch
 
     def before_test(self, test: PlannedTest, keep: set[str]) -> None:
+        """Remove the earlier tests' files (but ``keep``) and check room, in a child
+        process: on a file system that stopped answering it is given up on."""
         if self.scratch is None:
             return
-        remove_files_except(self.scratch, keep)
-        kept = sum(f.stat().st_size for f in self.scratch.iterdir() if f.is_file())
-        self.check_space(max(0, (test.jobfile.estimated_bytes() or 0) - kept),
-                         f"test {test.name!r}")
+        try:
+            left = json.loads(fsops.call("clean", str(self.scratch), *sorted(keep),
+                                         timeout_s=BETWEEN_TESTS_S))
+        except fsops.Stuck as exc:
+            raise TargetHung(f"the target stopped responding before test {test.name!r}:"
+                             f" removing the previous test's files in {str(self.scratch)!r}"
+                             f" got {exc}") from None
+        except ValueError:
+            raise TargetError(f"cannot remove the previous test's files in"
+                              f" {str(self.scratch)!r}") from None
+        needed = max(0, (test.jobfile.estimated_bytes() or 0) - left["kept_bytes"])
+        if needed > left["free_bytes"]:
+            raise TargetError(
+                f"not enough free space in {str(self.path)!r} for test {test.name!r}: it"
+                f" needs {format_bytes_iec(needed)}, {format_bytes_iec(left['free_bytes'])}"
+                " are free; pass a smaller --size or another target")
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
-        return None
+        return default_deadline(test)
 
-    def cleanup(self) -> None:
-        if self.scratch is not None:
-            remove_scratch(self.scratch)
+    def cleanup(self, hurry: bool = False) -> None:
+        """Remove the scratch directory; within 1 s in a ``hurry`` (after a signal, or
+        when the target stopped responding), else REMOVE_WAIT_S. What a file system
+        that does not respond keeps is left for the next run (which removes it), and
+        said so."""
+        if self.scratch is None:
+            return
+        wait = 1.0 if hurry else REMOVE_WAIT_S
+        if not remove_marked(self.scratch, wait):
+            raise TargetError(f"could not remove {str(self.scratch)!r} within {wait:.0f} s: the"
+                              " file system does not respond; the next run on this target"
+                              " removes it")
 
     def remove_leftover(self, leftover: Leftover) -> None:
-        remove_scratch(leftover.path)
+        remove_marked(leftover.path, REMOVE_WAIT_S)
 
     def usable(self) -> None:
         """Raise TargetError unless the directory exists and we can create files in it."""
@@ -115,6 +132,9 @@ class DirectoryTarget:
         if not p.is_dir():
             raise TargetError(f"target {str(p)!r} is not a directory; storbench benchmarks a"
                               " directory on the file system you want to measure")
+        if os.statvfs(p).f_flag & os.ST_RDONLY:
+            raise TargetError(f"target directory {str(p)!r} is on a read-only file system: not"
+                              " writable; remount it read-write or pass another directory")
         if not os.access(p, os.W_OK | os.X_OK):
             raise TargetError(f"target directory {str(p)!r} is not writable; pass a directory"
                               " you own, or run as a user who may write there")
@@ -134,60 +154,13 @@ class DirectoryTarget:
 
     def leftovers(self) -> list[Leftover]:
         """Scratch directories of storbench runs that died without cleaning up."""
-        found = []
-        try:
-            entries = list(self.path.iterdir())
-        except OSError:
-            return []
-        for entry in entries:
-            marker = entry / MARKER
-            if not entry.name.startswith(PREFIX) or not marker.is_file():
-                continue
-            try:
-                info = json.loads(marker.read_text())
-            except (OSError, ValueError):
-                info = {}
-            same_host = info.get("hostname") == socket.gethostname()
-            pid = info.get("pid")
-            if same_host and isinstance(pid, int) and _pid_alive(pid):
-                continue  # a run in progress
-            if not same_host and info.get("hostname"):
-                continue  # another host's run on a shared file system: not ours to judge
-            found.append(Leftover(entry, str(info.get("run_uid", "?")), str(info.get("created"))))
-        return found
+        return leftovers(self.path)
 
     def create_scratch(self, run_uid: str) -> Path:
-        scratch = self.path / f"{PREFIX}{run_uid}"
         try:
-            scratch.mkdir()
-            marker = {
-                "run_uid": run_uid,
-                "pid": os.getpid(),
-                "hostname": socket.gethostname(),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            }
-            (scratch / MARKER).write_text(json.dumps(marker) + "\n")
+            return create_marked(self.path / f"{PREFIX}{run_uid}", run_uid)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise TargetError(f"no space left in {str(self.path)!r} to start") from exc
             raise TargetError(f"cannot create a scratch directory in {str(self.path)!r}:"
                               f" {exc.strerror}") from exc
-        return scratch
-
-
-def remove_scratch(scratch: Path) -> None:
-    """Delete a scratch directory, but only one that carries storbench's marker."""
-    if not (scratch / MARKER).is_file():
-        return
-    shutil.rmtree(scratch, ignore_errors=True)
-
-
-def remove_files_except(scratch: Path, keep: set[str]) -> None:
-    """Delete the test files in a scratch directory, keeping the marker and ``keep``."""
-    for entry in scratch.iterdir():
-        if entry.name == MARKER or entry.name in keep:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)

@@ -25,13 +25,12 @@ from typing import Any
 from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, probe
-from storbench.target.base import Deadline, Leftover
+from storbench.target.base import Deadline, Leftover, default_deadline
 from storbench.target.environment import host_facts
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
 DEFAULT_PORT = 8765
-GRACE_S = 30.0  # beyond the test's runtime before hosts that did not answer are given up
 _HOST = re.compile(r"^\s*(?:\[(?P<v6>[^\]]+)\]|(?P<name>[^:\s\[\]]+))(?::(?P<port>\d+))?\s*$")
 
 
@@ -153,9 +152,7 @@ class HostsTarget:
         pass
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
-        if test.expected_s is None:
-            return None
-        return Deadline(test.expected_s + GRACE_S, f"the test's runtime + {GRACE_S:.0f} s")
+        return default_deadline(test)
 
-    def cleanup(self) -> None:
+    def cleanup(self, hurry: bool = False) -> None:
         pass

@@ -7,19 +7,17 @@ plus the few options storbench must set (the directory, size/runtime overrides).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storbench.errors import ConfigError
-from storbench.workload.sizes import parse_size
+from storbench.workload import guard
+from storbench.workload.sizes import parse_count, parse_size
 
 Option = tuple[str, str | None]
 
-# Options that would send I/O outside storbench's scratch directory or drop latency.
-_PATH_OPTIONS = ("filename", "directory", "opendir", "filename_format")
-_DROPPED = ("gtod_reduce",)
+_DROPPED = ("gtod_reduce",)  # it drops latency: never run
 
 
 @dataclass(frozen=True)
@@ -80,30 +78,27 @@ class JobFile:
                 yield section.name, {**defaults, **values}
 
     def prepared(
-        self, directory: Path, *, size: str | None = None, runtime: float | None = None
+        self, directory: Path, *, size: str | None = None, runtime: float | None = None,
+        allow_exec: bool = False,
     ) -> JobFile:
         """This job file pointed at ``directory``, with the user's overrides applied.
 
-        Raises ConfigError for a job that names a path outside the directory (an
-        absolute ``filename``, a ``directory``/``opendir`` of its own with ``..``).
+        Every option that names a path, a command or an engine is checked against
+        workload/guard.py's table (ConfigError for one that would reach outside
+        ``directory`` or run a command without ``allow_exec``); paths fio would take
+        from its working directory are put into ``directory``.
         """
         sections: list[Section] = [Section("global", (("directory", str(directory)),))]
         for section in self.sections:
-            for key in ("filename", "filename_format", "opendir"):
-                value = section.get(key)
-                if value is not None:
-                    for part in value.split(":"):
-                        if os.path.isabs(part) or ".." in Path(part).parts:
-                            raise ConfigError(
-                                f"job [{section.name}] sets {key}={value}: storbench only writes"
-                                " inside its own scratch directory; use a relative file name"
-                            )
-            if section.get("ioengine") in ("rbd", "nbd", "http", "nfs", "gfapi", "sg"):
-                raise ConfigError(
-                    f"job [{section.name}] uses ioengine={section.get('ioengine')}, which does not"
-                    " do I/O in the target directory; storbench runs directory targets only"
-                )
+            for key, value in section.options:
+                reason = guard.check(section.name, key, value, allow_exec=allow_exec)
+                if reason is not None:
+                    raise ConfigError(reason)
             new = section.without("directory", *_DROPPED)
+            for key in guard.INTO_SCRATCH:
+                value = new.get(key)
+                if value is not None:
+                    new = new.with_option(key, _into(directory, key, value))
             if new.is_global and not new.options:
                 continue
             if not section.is_global:
@@ -145,7 +140,7 @@ class JobFile:
                 settings: list[tuple[str, str | None]] = [
                     ("steadystate", criterion), ("ss_dur", f"{window_s:g}s"),
                     ("time_based", None), ("runtime", f"{max_s:g}")]
-                if int(effective.get(section.name, {}).get("numjobs") or 1) > 1:
+                if parse_count(effective.get(section.name, {}).get("numjobs")) > 1:
                     settings.append(("group_reporting", None))
                 for key, value in settings:
                     section = section.with_option(key, value)
@@ -182,8 +177,8 @@ class JobFile:
         per_file: dict[str, int] = {}
         unnamed = 0
         for _, opts in self.effective():
-            numjobs = int(opts.get("numjobs") or 1)
-            nrfiles = int(opts.get("nrfiles") or 1)
+            numjobs = parse_count(opts.get("numjobs"))
+            nrfiles = parse_count(opts.get("nrfiles"))
             size = parse_size(opts["size"]) if "size" in opts else None
             if size is None and "filesize" in opts:
                 filesize = parse_size(opts["filesize"])
@@ -209,6 +204,14 @@ class JobFile:
             for part in (opts.get("filename") or "").split(":")
             if part
         }
+
+
+def _into(directory: Path, key: str, value: str) -> str:
+    """A relative path of ``key`` (checked by the guard) inside ``directory``."""
+    if key in ("mem", "iomem"):
+        kind, sep, path = value.partition(":")
+        return f"{kind}:{directory / path}" if sep and path else value
+    return str(directory / value)
 
 
 def _fmt_seconds(seconds: float) -> str:

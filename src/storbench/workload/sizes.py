@@ -20,6 +20,19 @@ def parse_size(text: str) -> int | None:
     return int(number * 1024 ** _POWERS[unit])
 
 
+def parse_count(text: str | None, default: int = 1) -> int:
+    """A fio integer option (numjobs=4, numjobs=0x2, nrfiles=1k) as fio reads it;
+    ``default`` when absent or not a number fio could mean (fio judges it)."""
+    if text is None or not text.strip():
+        return default
+    try:
+        return int(text.strip(), 0)
+    except ValueError:
+        pass
+    size = parse_size(text)
+    return size if size is not None else default
+
+
 def format_bytes_iec(n: float) -> str:
     """1536 -> '1.5 KiB'. Used in messages; tables pick one unit per column."""
     value = float(n)

@@ -86,7 +86,6 @@ class KubeTarget:
         self.created: list[tuple[str, str, str]] = []
         self.environment: dict[str, Any] = {}
         self.started = 0.0
-        self.pod_executor: PodExecutor | None = None
         self.first_test = True
         self.namespace = ""
         self.plan: Plan | None = None
@@ -224,9 +223,8 @@ class KubeTarget:
                                      environment, str(kp.scratch))
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
-        self.pod_executor = PodExecutor(self._kube(), self.namespace, guard, JOBS_DIR, WORK_DIR,
-                                        dict(self.o.limits).get("memory"))
-        return self.pod_executor
+        return PodExecutor(self._kube(), self.namespace, guard, JOBS_DIR, WORK_DIR,
+                           dict(self.o.limits).get("memory"), workdir / "pod-logs")
 
     def probe_dir(self) -> Path | None:
         return None
@@ -256,11 +254,9 @@ class KubeTarget:
         return Deadline(min(limit, max(1.0, left)),
                         f"its runtime + {TEST_GRACE_S:.0f} s, or the run's time limit")
 
-    def cleanup(self) -> None:
+    def cleanup(self, hurry: bool = False) -> None:
         """Delete everything created, waiting until the pods, the PVCs and (reclaim
         policy Delete) their PVs are gone. Raises KubeError naming what is left."""
-        if self.pod_executor is not None:
-            self.pod_executor.close()
         if not self.created:
             return
         problems, retained = self._kube().delete_and_wait(self.created[::-1], DELETE_WAIT_S)

@@ -1,0 +1,124 @@
+"""What storbench itself does on a target's file system during a run, in a child
+process that can be left behind.
+
+A file system that stops answering (a network server gone silent) blocks a system
+call on it in the kernel, past SIGKILL: a thread of storbench's own stuck there
+would keep storbench from ever exiting. So removing files, measuring what is left
+and the metadata probe run as ``python -m storbench.execute.fsops ...``; storbench
+waits for them with a time limit, reports a stuck one by its PID and goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from storbench.execute.workdir import MARKER
+
+OPERATIONS = ("stat", "listdir", "create_unlink")  # the metadata probe's
+
+
+class Stuck(Exception):
+    """The child did not finish in time (the file system does not respond)."""
+
+    def __init__(self, pid: int, waited_s: float) -> None:
+        super().__init__(f"no answer within {waited_s:.0f} s (PID {pid} left running)")
+        self.pid = pid
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    """A child running one operation; its output comes back through a pipe of its own
+    (never storbench's stdout, which a stuck child would hold open)."""
+    return subprocess.Popen([sys.executable, "-m", "storbench.execute.fsops", *args],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+
+
+def call(*args: str, timeout_s: float) -> str:
+    """Run one operation to its end and return what it printed; Stuck past the limit."""
+    proc = start(*args)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # takes effect if and when the kernel lets go; not waited for
+        raise Stuck(proc.pid, timeout_s) from None
+    return out
+
+
+# -- the operations (in the child) ----------------------------------------------------
+
+def remove(path: Path) -> None:
+    """rm -rf ``path``, only when it carries storbench's marker."""
+    if (path / MARKER).is_file():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def clean(scratch: Path, keep: set[str]) -> dict[str, int]:
+    """Remove the scratch directory's files but the marker and ``keep``; what is kept
+    and what is free afterwards, in bytes."""
+    kept = 0
+    for entry in scratch.iterdir():
+        if entry.name == MARKER:
+            continue
+        if entry.name in keep:
+            kept += entry.stat().st_size if entry.is_file() else 0
+        elif entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    st = os.statvfs(scratch)
+    return {"kept_bytes": kept, "free_bytes": st.f_bavail * st.f_frsize}
+
+
+def probe(directory: Path, interval_s: float) -> None:
+    """Forever: time stat, a listing (as ls -la) and create+unlink of a small file.
+    Before each operation a JSON line {"op", "t"} (its start, CLOCK_MONOTONIC s), after
+    it {"op", "t", "ns"}: an operation that never returns is seen as begun."""
+    probe_file = directory / f".storbench-probe-{os.getpid()}"
+    while True:
+        tick = time.monotonic()
+        for op in OPERATIONS:
+            begun = time.monotonic()
+            print(json.dumps({"op": op, "t": begun}), flush=True)
+            t0 = time.perf_counter_ns()
+            try:
+                if op == "stat":
+                    os.stat(directory)
+                elif op == "listdir":
+                    with os.scandir(directory) as it:
+                        for entry in it:
+                            entry.stat(follow_symlinks=False)
+                else:
+                    fd = os.open(probe_file, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+                    os.write(fd, b"x" * 512)
+                    os.close(fd)
+                    os.unlink(probe_file)
+            except OSError:
+                continue
+            print(json.dumps({"op": op, "t": begun, "ns": time.perf_counter_ns() - t0}),
+                  flush=True)
+        time.sleep(max(0.0, interval_s - (time.monotonic() - tick)))
+
+
+def main(argv: list[str]) -> None:  # pragma: no cover - runs as its own process
+    op, path = argv[0], Path(argv[1])
+    if op == "remove":
+        remove(path)
+    elif op == "clean":
+        print(json.dumps(clean(path, set(argv[2:]))))
+    elif op == "probe":
+        try:
+            probe(path, float(argv[2]))
+        except (BrokenPipeError, KeyboardInterrupt):
+            pass
+    else:
+        raise SystemExit(f"fsops: unknown operation {op!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,58 @@
+"""Why an fio invocation failed, in fio's own words ("" when it did not)."""
+
+from __future__ import annotations
+
+import os
+
+from storbench.execute.base import Execution, fio_message
+from storbench.result.model import TestResult
+from storbench.target.base import Deadline
+
+IDLE_S = 5.0  # no I/O for longer than this when a test's time is up: the target hangs
+
+
+def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult]],
+             missing: list[str], noun: str, deadline: Deadline | None) -> str:
+    """Why the invocation failed, in fio's words ("" when it did not)."""
+    if execution.lost:
+        return (f"fio {'server' if noun == 'host' else noun} {', '.join(execution.lost)}"
+                f" disconnected during test {name!r} (the {noun} or its fio died, or the"
+                f" network failed); the other {noun}s were stopped")
+    stuck = (f"; fio (PID {', '.join(map(str, execution.stuck))}) did not end when killed:"
+             " it is stuck in the kernel and was left running" if execution.stuck else "")
+    if execution.timed_out:
+        limit = deadline.seconds if deadline is not None else 0.0
+        why = deadline.why if deadline is not None else "its time limit"
+        idle = execution.idle_s if execution.idle_s is not None else execution.wall_s
+        if idle > IDLE_S:
+            return (f"the target stopped responding during test {name!r} (no I/O for"
+                    f" {idle:.0f} s; its time limit of {limit:.0f} s is {why}); the run was"
+                    f" stopped{stuck}. Check the target (a network file system whose server"
+                    " does not answer?), or give more time with --timeout")
+        return (f"test {name!r}: no result from {', '.join(missing) or 'fio'} within"
+                f" {limit:.0f} s ({why}); the run was stopped{stuck}. Give more time with"
+                " --timeout")
+    said = fio_message(execution.stderr + "\n" + _preamble(execution.raw_json))
+    failed = [(where, r) for where, r in checked if r.error]
+    if failed:
+        where, r = failed[0]
+        on = f" on {where}" if where else ""
+        return (f"fio job {r.name!r} failed{on} with error {r.error}"
+                f" ({_strerror(r.error)}): {said}")
+    if execution.returncode != 0 or missing:
+        tail = f"; no result from {', '.join(missing)}" if missing else ""
+        return f"fio exited with status {execution.returncode}{tail}: {said}"
+    return ""
+
+
+def _preamble(raw: str) -> str:
+    """What fio printed into its output file before the JSON: its error messages."""
+    start = raw.find("{")
+    return raw if start == -1 else raw[:start]
+
+
+def _strerror(errno_value: int) -> str:
+    try:
+        return os.strerror(errno_value)
+    except ValueError:
+        return "unknown error"

@@ -1,0 +1,97 @@
+"""A directory target whose file system stops answering: a network file system's
+server frozen with SIGSTOP mid-run (TCP stays open, as in a partition), for real.
+
+Nothing hangs: the test's time limit ends the run saying the target stopped
+responding; Ctrl-C and SIGTERM end storbench within 5 s whatever fio and the
+metadata probe are doing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import STORBENCH, needs_fio, run_cli
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+LONG_READ = ("[reader]\nrw=randread\nbs=4k\nsize=8m\ndirect=1\ntime_based\nruntime={runtime}\n")
+
+
+def start_run(mnt, tmp_path, store_path, runtime, *extra):
+    job = tmp_path / "reader.fio"
+    job.write_text(LONG_READ.format(runtime=runtime))
+    return subprocess.Popen([*STORBENCH, "run", str(mnt), "--job", str(job), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "STORBENCH_DB": str(store_path)})
+
+
+def wait_for_io(mnt, timeout=30.0):
+    """Until the run's file is laid out and read (fio has started its I/O)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        files = list(mnt.glob("storbench-*/reader*"))
+        if files and files[0].stat().st_size >= 8 * 2**20:
+            time.sleep(1.5)
+            return
+        time.sleep(0.1)
+    raise AssertionError("fio never started")
+
+
+def stored(store_path):
+    return json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+
+
+def test_a_server_that_goes_silent_fails_the_run_at_its_time_limit(sshfs_server, tmp_path,
+                                                                    store_path):
+    mnt = sshfs_server.mount(proxied=False)
+    proc = start_run(mnt, tmp_path, store_path, 60, "--timeout", "12", "--no-probe-metadata")
+    try:
+        wait_for_io(mnt)
+        with sshfs_server.frozen():
+            start = time.monotonic()
+            _, err = proc.communicate(timeout=60)
+            took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    assert "the target stopped responding during test 'reader.fio' (no I/O for" in err, err
+    assert took < 20  # the --timeout of 12 s, not the test's 60 s, nor forever
+    run = stored(store_path)
+    assert run["status"] == "failed" and "stopped responding" in run["error"]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_ends_storbench_within_5_s_on_a_silent_server(sig, code, sshfs_server, tmp_path,
+                                                                 store_path):
+    mnt = sshfs_server.mount(proxied=False)
+    # the metadata probe is on (a network file system): its stat() blocks too
+    proc = start_run(mnt, tmp_path, store_path, 60)
+    try:
+        wait_for_io(mnt)
+        with sshfs_server.frozen():
+            time.sleep(2)  # fio and the probe are blocked in the kernel now
+            start = time.monotonic()
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+            took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert took < 5, (took, err)
+    assert "Traceback" not in err and f"interrupted by {sig.name}" in err
+    run = stored(store_path)
+    assert run["status"] == "interrupted"
+    # the scratch directory could not be removed from a silent server: the next run does it
+    later = run_cli("run", str(mnt), "--job", str(tmp_path / "reader.fio"), "--runtime", "1",
+                    "--no-probe-metadata", db=store_path)
+    assert later.returncode == 0, later.stderr
+    assert list(mnt.glob("storbench-*")) == []
