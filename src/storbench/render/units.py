@@ -75,11 +75,13 @@ def figure(kind: Kind | str, v: float | None) -> str:
 def for_display(chart: Chart) -> Chart:
     """The chart in one display unit (chosen by its largest value), its y axis
     labelled with it."""
-    values = [*chart.values, *chart.marks, *(y for ln in chart.lines for y in ln.ys)]
+    values = [v for v in (*chart.values, *chart.marks, *(y for ln in chart.lines for y in ln.ys))
+              if v is not None and math.isfinite(v)]
     unit = choose(chart.y_kind, values, by_largest=True)
 
     def scale(vs: list[float | None]) -> list[float | None]:
-        return [None if v is None else v / unit.divisor for v in vs]
+        """In the display unit; a figure that is not a finite number is not drawn."""
+        return [None if v is None or not math.isfinite(v) else v / unit.divisor for v in vs]
 
     label = f"latency [{unit.name}]" if chart.y_kind == "latency" else unit.name
     return replace(chart, y_label=label, values=scale(chart.values), marks=scale(chart.marks),

@@ -1,0 +1,225 @@
+"""One clear line, never a traceback, and a run's stored status that tells the truth:
+each case caused for real (issue #13 items 5 to 11)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from storbench.result.model import Direction, Latency
+from storbench.result.model import TestResult as Result
+from storbench.result.record import Invocation
+from storbench.store import Store
+from tests.cli.test_cli import assert_one_line_error, scratch_dirs, show_json
+from tests.conftest import STORBENCH, needs_fio, run_cli
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "fio"
+
+
+def test_a_binary_job_file(tmpfs, tmp_path, store_path):
+    job = tmp_path / "job.fio"
+    job.write_bytes(bytes(range(256)) * 4)
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    assert_one_line_error(proc, 2, "is not text")
+
+
+@needs_fio
+@pytest.mark.integration
+def test_numjobs_in_hex_which_fio_accepts(tmpfs, tmp_path, store_path):
+    job = tmp_path / "job.fio"
+    job.write_text("[x]\nrw=read\nbs=4k\nsize=1m\nnumjobs=0x2\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert show_json(store_path)["tests"][0]["jobs"] == 2
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('{"jobs":"s"}', "not fio's JSON output"),
+    ('{"fio version": "fio-3.33", "jobs": [{"jobname": "a", "error": 0}]}', "no results"),
+])
+def test_import_of_what_cannot_be_fio_output(text, needle, tmp_path, store_path):
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    proc = run_cli("import", str(path), db=store_path)
+    assert_one_line_error(proc, 2, needle, "nothing was imported")
+
+
+@pytest.mark.parametrize("value, needle", [("Infinity", "is inf"), ("-Infinity", "is -inf"),
+                                           ("-5", "is -5"), ("1e30", "beyond any storage"),
+                                           ("NaN", "is nan")])
+def test_import_refuses_impossible_figures(value, needle, tmp_path, store_path):
+    text = re.sub(r'"iops" : [0-9.]+', f'"iops" : {value}',
+                  (DATA / "randread.json").read_text(), count=1)
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    proc = run_cli("import", str(path), db=store_path)
+    assert_one_line_error(proc, 2, needle, "nothing was imported")
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+
+
+def infinite_run(store_path: Path) -> int:
+    """A run holding ±Infinity, stored through the library as an older storbench
+    (before imports were checked) could have stored it."""
+    store = Store(store_path)
+    run_id = store.begin_run(uid="inf", suite="imported", target="t", environment={},
+                             settings={}, storbench_version="0", fio_version="fio-3.33")
+    lat = Latency(10, 1.0, float("inf"), float("inf"), 0.0, {50.0: 1.0, 99.0: float("inf")})
+    d = Direction(float("inf"), float("-inf"), 1, 1, 1000, 0, 0, None, lat, lat)
+    r = Result("x", 1, 0, d, None, None, None, 0.0, 0.0, 0, {}, 1.0, {})
+    store.add_invocation(run_id, Invocation(0, "", "{}", 0, "", 1.0), [(0, r)])
+    store.finish_run(run_id, "completed", verdicts=[])
+    store.close()
+    return run_id
+
+
+@pytest.mark.parametrize("command", [["export", "1", "--format", "json"],
+                                     ["export", "1", "--format", "csv"],
+                                     ["export", "1", "--format", "md"],
+                                     ["compare", "1"], ["compare", "1", "--json"],
+                                     ["show", "1"], ["show", "1", "--json"]])
+def test_infinite_figures_never_make_a_traceback(command, store_path, tmp_path):
+    infinite_run(store_path)
+    proc = run_cli(*command, db=store_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode in (0, 1), proc.stderr
+    if "--json" in command or "json" in command:
+        json.loads(proc.stdout)  # strict JSON: no Infinity, no NaN
+        assert "Infinity" not in proc.stdout and "NaN" not in proc.stdout
+
+
+def test_report_with_infinite_figures(store_path, tmp_path):
+    infinite_run(store_path)
+    proc = run_cli("report", "1", "-o", str(tmp_path / "r.html"), db=store_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def damaged(store_path: Path, fio_json: str) -> None:
+    """A database with runs, then garbage written into the middle of the file."""
+    from tests.store.test_sqlite import add_run
+
+    s = Store(store_path)
+    for label in "abc":
+        add_run(s, fio_json, label=label)
+    s.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    s.close()
+    size = store_path.stat().st_size
+    with store_path.open("r+b") as f:
+        f.seek(size // 2)
+        f.write(os.urandom(size // 3))
+
+
+@pytest.mark.parametrize("command", [["show", "2"], ["report", "1", "2", "-o", "{tmp}/r.html"],
+                                     ["export", "1", "2"], ["compare", "1", "2"],
+                                     ["check", "1", "--assert", "mix.read.iops > 1"],
+                                     ["rm", "2"], ["list"]])
+def test_a_database_damaged_in_the_middle(command, store_path, fio_json_text, tmp_path):
+    damaged(store_path, fio_json_text)
+    proc = run_cli(*[c.format(tmp=tmp_path) for c in command], db=store_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if proc.returncode != 0:
+        assert_one_line_error(proc, 1, str(store_path))
+        assert "damaged" in proc.stderr and ".recover" in proc.stderr
+
+
+@pytest.mark.parametrize("after", ["click", "rich.console", "storbench.result.record",
+                                   "storbench.cli.history", "storbench.cli.run"])
+def test_sigint_during_start_up_is_one_line(after, store_path):
+    """Ctrl-C while storbench is still importing its modules: the signal is sent as
+    soon as Python reports (-v) that the module ``after`` was imported."""
+    proc = subprocess.Popen([STORBENCH[0], "-v", *STORBENCH[1:], "list"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "STORBENCH_DB": str(store_path)})
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith(f"import '{after}'"):
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.stderr.read()
+    proc.wait(timeout=30)
+    said = "".join(seen) + rest
+    assert "Traceback" not in said, said[-2000:]
+    assert proc.returncode == 130, said[-2000:]
+    assert rest.rstrip().endswith("storbench: interrupted") or "storbench: interrupted" in rest
+
+
+def test_size_zero_is_refused_before_anything_runs(tmpfs, store_path):
+    proc = run_cli("run", str(tmpfs), "--size", "0", db=store_path)
+    assert_one_line_error(proc, 2, "--size '0'")
+    assert scratch_dirs(tmpfs) == []
+
+
+def test_a_baseline_that_does_not_exist_is_found_before_the_benchmark(tmpfs, store_path):
+    start = time.monotonic()
+    proc = run_cli("run", str(tmpfs), "--baseline", "no-such-label", db=store_path)
+    assert_one_line_error(proc, 1, "no completed run labelled 'no-such-label'")
+    assert time.monotonic() - start < 10  # the quick suite takes a minute
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+
+
+@needs_fio
+@pytest.mark.integration
+def test_check_of_a_run_that_did_not_complete_fails_with_its_status(tmpfs, tmp_path,
+                                                                    store_path):
+    job = tmp_path / "nofile.fio"
+    job.write_text("[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")
+    assert run_cli("run", str(tmpfs), "--job", str(job), db=store_path).returncode == 1
+    proc = run_cli("check", "last", "--assert", "x.iops >= 0", db=store_path)
+    assert_one_line_error(proc, 1, "run 1 was failed", "no verdict")
+
+
+@needs_fio
+@pytest.mark.integration
+def test_the_progress_line_says_failed_for_a_failed_test(tmpfs, tmp_path, store_path):
+    job = tmp_path / "nofile.fio"
+    job.write_text("[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    assert "[1] FAILED: fio exited with status 1" in proc.stderr
+    assert "done:" not in proc.stderr
+
+
+@needs_fio
+@pytest.mark.integration
+def test_a_killed_runs_work_directory_is_removed_by_the_next_run(tmpfs, tmp_path,
+                                                                 store_path):
+    job = tmp_path / "slow.fio"
+    job.write_text("[x]\nrw=randread\nbs=4k\nsize=4m\ntime_based\nruntime=30\n")
+    proc = subprocess.Popen([*STORBENCH, "run", str(tmpfs), "--job", str(job)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "STORBENCH_DB": str(store_path)})
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    deadline = time.monotonic() + 30
+    mine: list[Path] = []
+    while not mine and time.monotonic() < deadline:
+        mine = [p for p in tmp.glob("storbench-fio-*") if (p / ".storbench-scratch").exists()
+                and json.loads((p / ".storbench-scratch").read_text())["pid"] == proc.pid]
+        time.sleep(0.1)
+    assert mine, "no work directory seen"
+    time.sleep(1)
+    proc.kill()  # SIGKILL: nothing of storbench's can run
+    proc.wait()
+    assert mine[0].exists()
+    later = run_cli("run", str(tmpfs), "--job", str(job), "--runtime", "1", db=store_path)
+    assert later.returncode == 0, later.stderr
+    assert not mine[0].exists()
+    assert f"left by crashed run {mine[0].name.removeprefix('storbench-fio-')}" in later.stderr
+
+
+def test_a_damaged_store_is_never_written_by_a_run(tmpfs, store_path, fio_json_text):
+    damaged(store_path, fio_json_text)
+    with sqlite3.connect(store_path) as db:
+        try:
+            db.execute("PRAGMA integrity_check").fetchall()
+        except sqlite3.DatabaseError:
+            pass
+    proc = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", db=store_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
