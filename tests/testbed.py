@@ -278,3 +278,87 @@ def _post(url: str, body: dict[str, object]) -> None:
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         resp.read()
+
+
+class SshHosts(_Target):
+    """``n`` "hosts": sshd instances on 127.0.0.(20+i), each in a private mount namespace
+    in which its own tmpfs is mounted at ``target`` (the same path, different storage,
+    as on real hosts). ``config`` is an ssh client configuration that reaches them
+    (key, known_hosts with their host keys, strict checking)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.sshd: list[subprocess.Popen[bytes]] = []
+
+    def _start(self) -> None:
+        d = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="sb-sshhosts-",
+                                                                       dir="/var/tmp")))
+        self.dir, self.target = d, d / "target"
+        self.target.mkdir()
+        key = d / "client_key"
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+        (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
+        known, self.addresses = [], []
+        for i in range(self.n):
+            address, port = f"127.0.0.{20 + i}", free_port()
+            hk = d / f"host_key_{i}"
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hk))
+            known.append(f"[{address}]:{port} {(d / f'host_key_{i}.pub').read_text().strip()}")
+            (d / f"sshd_{i}").write_text(
+                f"ListenAddress {address}\nPort {port}\nHostKey {hk}\n"
+                f"AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd_{i}.pid\n"
+                "StrictModes no\nPermitRootLogin prohibit-password\nUsePAM no\n")
+            log = (d / f"sshd_{i}.log").open("wb")
+            proc = subprocess.Popen(
+                ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                 "mount -t tmpfs tmpfs /run && mkdir -p /run/sshd && "
+                 f"mount -t tmpfs -o size=256m sbhost{i} {self.target} && "
+                 f"exec /usr/sbin/sshd -D -e -f {d}/sshd_{i}"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.sshd.append(proc)
+            self._stack.callback(_stop, proc)
+            self.addresses.append((address, port))
+        for address, port in self.addresses:
+            wait_port_on(address, port)
+        (d / "known_hosts").write_text("\n".join(known) + "\n")
+        self.config = d / "ssh_config"
+        self.config.write_text(
+            "Host 127.0.0.*\n  User root\n  IdentityFile " + str(key) + "\n"
+            f"  UserKnownHostsFile {d}/known_hosts\n  StrictHostKeyChecking yes\n"
+            "  LogLevel ERROR\n")
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(f"ssh://root@{a}:{p}" for a, p in self.addresses)
+
+    def sessions(self, i: int) -> list[int]:
+        """The PIDs serving host i's SSH sessions (and what they run)."""
+        from storbench.execute.proctree import descendants
+
+        return descendants(self.sshd[i].pid)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    from storbench.execute.proctree import kill_tree
+
+    kill_tree(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        proc.wait()
+
+
+def fio_servers_on_loopback() -> list[int]:
+    """PIDs of fio servers bound to 127.0.0.1 (what storbench starts over SSH)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(a.startswith(b"--server=ip:127.0.0.1,") for a in argv):
+                found.append(int(entry.name))
+    return found

@@ -223,3 +223,28 @@ def test_a_damaged_store_is_never_written_by_a_run(tmpfs, store_path, fio_json_t
             pass
     proc = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", db=store_path)
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+@needs_fio
+@pytest.mark.integration
+def test_a_run_killed_outright_is_crashed_not_running_forever(tmpfs, tmp_path, store_path):
+    job = tmp_path / "slow.fio"
+    job.write_text("[x]\nrw=randread\nbs=4k\nsize=4m\ntime_based\nruntime=30\n")
+    proc = subprocess.Popen([*STORBENCH, "run", str(tmpfs), "--job", str(job)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "STORBENCH_DB": str(store_path)})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        runs = json.loads(run_cli("list", "--json", db=store_path).stdout or "[]")
+        if runs and runs[0]["status"] == "running":
+            break
+        time.sleep(0.2)
+    assert runs[0]["status"] == "running"
+    proc.kill()
+    proc.wait()
+    listed = run_cli("list", db=store_path)
+    assert "crashed" in listed.stdout
+    run = show_json(store_path)
+    assert run["status"] == "crashed" and f"PID {proc.pid}" in run["error"]
+    proc = run_cli("check", "last", "--assert", "x.iops > 0", db=store_path)
+    assert_one_line_error(proc, 1, "was crashed", "no verdict")

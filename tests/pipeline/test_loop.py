@@ -241,3 +241,18 @@ def test_an_interrupt_stops_the_targets_after_it(tmp_path, store):
     done = run_all([first, second], job_spec(tmp_path), store, lambda t: None)
     assert len(done) == 1 and isinstance(done[0].error, Interrupted)
     assert second.calls == ["preflight"]
+
+
+def test_a_signal_while_the_run_is_finished_leaves_status_and_exit_code_agreeing(tmp_path,
+                                                                                store):
+    """The signal arrives at the very end (during the target's cleanup): the run is
+    stored interrupted, and the error says so (exit 130), never 'completed' + 130."""
+
+    class LateSignal(StepTarget):
+        def cleanup(self, hurry: bool = False) -> None:
+            super().cleanup(hurry)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    outcome = run(LateSignal(tmp_path, ReplayExecutor([RANDREAD])), job_spec(tmp_path), store)
+    assert outcome.run.status == "interrupted"
+    assert isinstance(outcome.error, Interrupted) and outcome.error.exit_code == 130

@@ -105,3 +105,55 @@ def test_unopenable_database(tmp_path):
     bad.write_text("this is not sqlite" * 100)
     with pytest.raises(StoreError, match="cannot open"):
         Store(bad)
+
+
+def test_a_wave1_database_migrates_with_its_runs_intact(store_path, fio_json_text):
+    """A database written by storbench at schema 0004 (applied here from the shipped
+    migrations), opened by this one: runs kept, foreign keys and immutability intact."""
+    db = sqlite3.connect(store_path)
+    db.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    for name, sql in MIGRATIONS[:4]:
+        db.executescript(f"BEGIN;\n{sql}\nINSERT INTO schema_migrations VALUES ('{name}', 'x');"
+                         "\nCOMMIT;")
+    db.execute("INSERT INTO runs (uid, created_at, status, suite, target, environment,"
+               " settings, storbench_version) VALUES ('old', 't', 'completed', 'quick', '/x',"
+               " '{}', '{}', '0.0.1')")
+    db.execute("INSERT INTO run_tags VALUES (1, 'zone', 'a')")
+    db.commit()
+    db.close()
+    s = Store(store_path)
+    assert s.schema_version() == len(MIGRATIONS)
+    run = s.get_run(1)
+    assert run.uid == "old" and run.status == "completed" and run.tags == {"zone": "a"}
+    assert run.verdicts is None  # judged when read (pipeline: with_verdicts)
+    assert s.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    with pytest.raises(sqlite3.IntegrityError, match="immutable"):
+        s.db.execute("UPDATE runs SET label = 'x' WHERE id = 1")
+    s.delete_run(1)
+    assert s.db.execute("SELECT count(*) FROM run_tags").fetchone()[0] == 0  # cascade
+    s.close()
+
+
+def test_a_run_whose_process_is_gone_is_marked_crashed(store_path, fio_json_text):
+    """The process is a real one that has ended; a reboot is a stand-in (another boot
+    id), the one fault of the two a test cannot cause."""
+    import subprocess
+
+    s = Store(store_path)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    a = s.begin_run(uid="a", suite="quick", target="/x", environment={}, settings={},
+                    storbench_version="0", fio_version=None)
+    b = s.begin_run(uid="b", suite="quick", target="/x", environment={}, settings={},
+                    storbench_version="0", fio_version=None)
+    c = s.begin_run(uid="c", suite="quick", target="/x", environment={}, settings={},
+                    storbench_version="0", fio_version=None)
+    s.db.execute("UPDATE runs SET pid = ? WHERE id = ?", (gone.pid, a))
+    s.db.execute("UPDATE runs SET boot_id = 'another-boot' WHERE id = ?", (b,))
+    s.close()
+    s2 = Store(store_path)  # any command that opens the store
+    assert s2.get_run(a).status == "crashed"
+    assert f"PID {gone.pid}" in s2.get_run(a).error and "crashed" in s2.get_run(a).error
+    assert s2.get_run(b).status == "crashed"
+    assert s2.get_run(c).status == "running"  # this very process: still alive
+    s2.close()

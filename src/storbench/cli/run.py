@@ -27,6 +27,7 @@ from storbench.cli.common import (
 )
 from storbench.cli.k8s import kube_options
 from storbench.cli.progress import ConsoleReporter
+from storbench.cli.targets import TargetFlags, choose_targets, host_options
 from storbench.errors import ConfigError, Interrupted, StorbenchError, ThresholdExceeded
 from storbench.execute import find_fio
 from storbench.pipeline.loop import TargetOutcome, plan_run, run_all
@@ -35,8 +36,7 @@ from storbench.render import terminal
 from storbench.render.json import outcome_dict, run_dict
 from storbench.store import Store
 from storbench.target.base import Target
-from storbench.target.directory import DirectoryTarget
-from storbench.target.hosts import DEFAULT_PORT, Host, HostsTarget, parse_hosts
+from storbench.target.hosts import DEFAULT_PORT
 
 
 def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -81,14 +81,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @click.option("--probe-metadata/--no-probe-metadata", default=None,
               help="Time stat, ls -la and create+unlink every 0.5 s, idle and under load"
                    " (default: on for network file systems).")
-@click.option("--hosts", "hosts_text", metavar="H1,H2[:PORT],...",
-              help="Run on these hosts at once through fio's client/server mode (each runs"
-                   " `storbench agent`); TARGET is the path on the hosts.")
-@click.option("--hosts-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Hosts, one HOST[:PORT] per line (# comments).")
-@click.option("--shared-file", is_flag=True,
-              help="With --hosts (or --clients on an RWX volume): every host works on one"
-                   " file (default: a file per host).")
+@host_options
 @click.option("--allow-exec", is_flag=True,
               help="Let the job file run commands (exec_prerun=, exec_postrun=, the exec"
                    " engine, external engines). Default: refused; paths outside the"
@@ -111,7 +104,7 @@ def run(
     threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
     until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
-    hosts_text: str | None, hosts_file: Path | None, shared_file: bool,
+    hosts_text: str | None, hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
     fio_path: str | None, as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
     timeout_s: float | None, allow_exec: bool, **kube_params: Any,
 ) -> None:
@@ -150,8 +143,9 @@ def run(
                    profile=profile, baseline=baseline, max_regression=limit,
                    timeout_s=timeout_s, allow_exec=allow_exec)
     spec.check()
-    targets = _targets(targets_given, hosts_text, hosts_file, shared_file, storage_classes,
-                       kube_params, probe_metadata, dry_run, timeout_s)
+    targets = choose_targets(TargetFlags(
+        targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
+        kube_params, probe_metadata, dry_run, timeout_s))
     if dry_run:
         _dry_run(spec, targets)
         return
@@ -185,48 +179,6 @@ def run(
     failed = [text for r in runs for text in r.failed_checks]
     if failed:
         raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
-
-
-def _targets(given: tuple[Path, ...], hosts_text: str | None, hosts_file: Path | None,
-             shared_file: bool, storage_classes: tuple[str, ...], kube_params: dict[str, Any],
-             probe_metadata: bool | None, dry_run: bool,
-             timeout_s: float | None) -> list[Target]:
-    """The targets the flags name: directories, one path on --hosts, or StorageClasses."""
-    hosts: list[Host] = []
-    if hosts_text is not None:
-        hosts += parse_hosts(hosts_text)
-    if hosts_file is not None:
-        hosts += parse_hosts(hosts_file.read_text(), str(hosts_file))
-    if shared_file and not hosts and not storage_classes:
-        raise ConfigError("--shared-file needs --hosts, --hosts-file or --storage-class with"
-                          " --clients")
-    if storage_classes:
-        if given:
-            raise ConfigError("give a directory TARGET or --storage-class, not both")
-        if hosts:
-            raise ConfigError("--hosts and --storage-class cannot be combined yet")
-        if len(set(storage_classes)) != len(storage_classes):
-            raise ConfigError("a --storage-class is given twice")
-        from storbench.cli.k8s import build_options
-        from storbench.target.kubernetes.storageclass import KubeTarget
-
-        return [KubeTarget(build_options(c, kube_params, timeout_s), shared_file)
-                for c in storage_classes]
-    if not given:
-        raise ConfigError("give a directory TARGET (or --storage-class CLASS); see"
-                          " `storbench run --help`")
-    if dry_run:
-        raise ConfigError("--dry-run applies to --storage-class runs")
-    if hosts:
-        if len(given) > 1:
-            raise ConfigError("with --hosts, give one TARGET: the path on the hosts")
-        if probe_metadata:
-            raise ConfigError("--probe-metadata runs on this machine; it cannot run on a"
-                              " hosts target")
-        return [HostsTarget(given[0], hosts, shared_file)]
-    if len({p.resolve() for p in given}) != len(given):
-        raise ConfigError("a TARGET is given twice")
-    return [DirectoryTarget(p) for p in given]
 
 
 def _dry_run(spec: RunSpec, targets: list[Target]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -56,6 +56,7 @@ class Execution:
     log_dir: Path | None = None  # fio's per-second logs, when the executor brings them back
     idle_s: float | None = None  # seconds since fio last reported I/O (None: it never did)
     stuck: tuple[int, ...] = ()  # fio's PIDs that did not end when killed (left running)
+    aliases: dict[str, str] = field(default_factory=dict)  # fio's name of a worker -> ours
 
 
 class Executor(Protocol):

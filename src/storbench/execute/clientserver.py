@@ -62,7 +62,13 @@ class ClientServerExecutor:
         # which must be read live; the JSON follows on stdout at the end.
         execution = self.process.run(args, None, on_progress, deadline_s=deadline_s,
                                      stop_on_lost_host=True)
-        return replace(execution, log_dir=None)  # fio's logs stay with the servers
+        # fio names a server by the address and port it reached (an SSH forward's, for
+        # a host reached over SSH): back to the worker's own name
+        by_address = {address: worker for worker, (address, port) in self.servers.items()
+                      if worker != f"{address}:{port}"}
+        return replace(execution, log_dir=None,  # fio's logs stay with the servers
+                       lost=tuple(by_address.get(a, a) for a in execution.lost),
+                       aliases={key(s): worker for worker, s in self.servers.items()})
 
 
 def probe(fio: FioBinary, servers: list[Server], workdir: Path) -> dict[str, str]:

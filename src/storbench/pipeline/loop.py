@@ -304,7 +304,8 @@ class _Loop:
         several = len(step.jobs) > 1
         try:
             _, parsed = parse_fio_json(execution.raw_json)
-            per_worker = parse_per_host(execution.raw_json) if several else {}
+            per_worker = {execution.aliases.get(k, k): v for k, v in
+                          parse_per_host(execution.raw_json).items()} if several else {}
         except FioError:
             if execution.returncode == 0 and not execution.timed_out and not execution.lost:
                 raise

@@ -15,7 +15,7 @@ from typing import Any
 
 from storbench.result.model import TestResult
 
-STATUSES = ("running", "completed", "failed", "interrupted")
+STATUSES = ("running", "completed", "failed", "interrupted", "crashed")
 
 
 @dataclass(frozen=True)

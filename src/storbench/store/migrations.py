@@ -101,6 +101,44 @@ CREATE TRIGGER verdicts_immutable BEFORE UPDATE ON verdicts
 ALTER TABLE runs ADD COLUMN judged INTEGER NOT NULL DEFAULT 0;
 """
 
+# A run killed outright (SIGKILL, OOM, power) stays 'running' unless someone notices:
+# each run records the process that runs it, so a later command can tell it crashed.
+# SQLite cannot change a CHECK constraint: the table is rebuilt (with foreign keys off,
+# as its documentation's 12 steps say; see REBUILDS).
+_CRASHED = """
+CREATE TABLE runs_new (
+    id INTEGER PRIMARY KEY,
+    uid TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL
+        CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'crashed')),
+    origin TEXT NOT NULL DEFAULT 'measured',
+    label TEXT,
+    suite TEXT NOT NULL,
+    target TEXT NOT NULL,
+    error TEXT,
+    environment TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    storbench_version TEXT NOT NULL,
+    fio_version TEXT,
+    judged INTEGER NOT NULL DEFAULT 0,
+    host TEXT,
+    pid INTEGER,
+    pid_start TEXT,
+    boot_id TEXT
+);
+INSERT INTO runs_new (id, uid, created_at, finished_at, status, origin, label, suite, target,
+                      error, environment, settings, storbench_version, fio_version, judged)
+    SELECT id, uid, created_at, finished_at, status, origin, label, suite, target, error,
+           environment, settings, storbench_version, fio_version, judged FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_new RENAME TO runs;
+CREATE INDEX runs_running ON runs(status) WHERE status = 'running';
+CREATE TRIGGER runs_final BEFORE UPDATE ON runs WHEN OLD.status != 'running'
+    BEGIN SELECT RAISE(ABORT, 'a finished run is immutable'); END;
+"""
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -108,4 +146,6 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0003_repeats_and_run_data", _REPEATS_AND_DATA),
     ("0004_per_host_results", _HOSTS),
     ("0005_verdicts", _VERDICTS),
+    ("0006_crashed_runs", _CRASHED),
 ]
+REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run

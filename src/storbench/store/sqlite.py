@@ -27,7 +27,8 @@ from storbench.result.record import (
     Verdict,
     Warning,
 )
-from storbench.store.migrations import MIGRATIONS
+from storbench.store.migrations import MIGRATIONS, REBUILDS
+from storbench.store.processes import crash_note, this_process, vanished
 
 
 def default_db_path() -> Path:
@@ -64,6 +65,7 @@ class Store:
             if self.path != ":memory:":
                 self.db.execute("PRAGMA journal_mode = WAL")
             self._migrate()
+            self._mark_crashed()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open the results database {self.path!r}: {exc};"
                              " pass --db another file") from exc
@@ -95,12 +97,36 @@ class Store:
                 continue
             # One transaction: the schema change and the row that records it.
             record = f"INSERT INTO schema_migrations VALUES ('{name}', '{now_iso()}');"
+            rebuild = name in REBUILDS
             try:
-                self.db.executescript(f"BEGIN IMMEDIATE;\n{sql}\n{record}\nCOMMIT;")
+                if rebuild:  # (PRAGMA foreign_keys cannot change inside a transaction)
+                    self.db.execute("PRAGMA foreign_keys = OFF")
+                check = "PRAGMA foreign_key_check;\n" if rebuild else ""
+                self.db.executescript(f"BEGIN IMMEDIATE;\n{sql}\n{check}{record}\nCOMMIT;")
             except sqlite3.Error:
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
                 raise
+            finally:
+                if rebuild:
+                    self.db.execute("PRAGMA foreign_keys = ON")
+
+    def _mark_crashed(self) -> None:
+        """Runs of this host still 'running' whose process is gone (or from before the
+        machine's last boot) were killed outright: they become 'crashed'."""
+        me = this_process()
+        rows = self.db.execute(
+            "SELECT id, pid, pid_start, boot_id FROM runs WHERE status = 'running'"
+            " AND host = ?", (me.host,)).fetchall()
+        gone = [(r["id"], r["pid"]) for r in rows
+                if vanished(r["pid"], r["pid_start"], r["boot_id"], me)]
+        if not gone:
+            return
+        with self._tx() as db:
+            db.executemany(
+                "UPDATE runs SET status = 'crashed', error = ?, finished_at = ? WHERE id = ?"
+                " AND status = 'running'",
+                [(crash_note(pid, me.host), now_iso(), run_id) for run_id, pid in gone])
 
     def schema_version(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0])
@@ -122,12 +148,15 @@ class Store:
         origin: str = "measured",
     ) -> int:
         with self._tx() as db:
+            me = this_process()
             cur = db.execute(
                 "INSERT INTO runs (uid, created_at, status, origin, label, suite, target,"
-                " environment, settings, storbench_version, fio_version)"
-                " VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                " environment, settings, storbench_version, fio_version, host, pid,"
+                " pid_start, boot_id) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                " ?, ?)",
                 (uid, now_iso(), origin, label, suite, target, json.dumps(environment),
-                 json.dumps(settings), storbench_version, fio_version),
+                 json.dumps(settings), storbench_version, fio_version, me.host, me.pid,
+                 me.start, me.boot_id),
             )
             run_id = int(cur.lastrowid or 0)
             db.executemany(

@@ -1,6 +1,8 @@
 """Many hosts at once, through fio's own client/server mode.
 
-Each host runs ``fio --server`` (``storbench agent``); storbench, as fio's client,
+A host is reached over SSH (``ssh://user@host``: for the run, storbench starts
+``fio --server`` on it, on its loopback, through an SSH port forward; execute/ssh.py)
+or runs ``fio --server`` itself (``storbench agent``). storbench, as fio's client,
 sends every host the test's job file (with its own file names, or one shared file)
 so that all run it at the same time against the path on their side. Results come
 back per host and are merged by the run loop: IOPS and bandwidth summed,
@@ -25,6 +27,7 @@ from typing import Any
 from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, probe
+from storbench.execute.ssh import SshHost, Tunnel, open_tunnels, parse_ssh
 from storbench.target.base import Deadline, Leftover, default_deadline
 from storbench.target.environment import host_facts
 from storbench.workload.jobfile import JobFile
@@ -38,13 +41,16 @@ _HOST = re.compile(r"^\s*(?:\[(?P<v6>[^\]]+)\]|(?P<name>[^:\s\[\]]+))(?::(?P<por
 class Host:
     address: str
     port: int = DEFAULT_PORT
+    ssh: SshHost | None = None  # reached over SSH (address and port unused)
 
     @property
     def key(self) -> str:
-        return f"{self.address}:{self.port}"
+        return self.ssh.key if self.ssh is not None else f"{self.address}:{self.port}"
 
     def is_this_machine(self) -> bool:
         """Does the address reach this machine's loopback (127.0.0.0/8, ::1, localhost)?"""
+        if self.ssh is not None:
+            return False  # its facts come over SSH
         try:
             infos = socket.getaddrinfo(self.address, None, proto=socket.IPPROTO_TCP)
         except OSError:
@@ -59,9 +65,17 @@ def parse_hosts(text: str, source: str = "--hosts") -> list[Host]:
         item = line.split("#", 1)[0].strip()
         if not item:
             continue
+        try:
+            ssh = parse_ssh(item)
+        except ValueError:
+            raise ConfigError(f"{source}: {item!r} is not ssh://[USER@]HOST[:PORT]") from None
+        if ssh is not None:
+            hosts.append(Host("", 0, ssh))
+            continue
         m = _HOST.match(item)
         if m is None:
-            raise ConfigError(f"{source}: {item!r} is not HOST or HOST:PORT")
+            raise ConfigError(f"{source}: {item!r} is not ssh://[USER@]HOST[:PORT], HOST or"
+                              " HOST:PORT")
         hosts.append(Host(m["v6"] or m["name"], int(m["port"] or DEFAULT_PORT)))
     if not hosts:
         raise ConfigError(f"{source}: no hosts given")
@@ -77,11 +91,13 @@ class HostsTarget:
     path: Path  # on the hosts; not checked from here
     hosts: list[Host]
     shared_file: bool = False  # every host works on one file (a shared file system)
+    ssh_config: str | None = None  # ssh -F FILE for hosts reached over SSH
     kind = "hosts"
     worker_noun = "host"
     needs_local_fio = True  # fio's client runs here
     series_logs = False
     versions: dict[str, str] = field(default_factory=dict, init=False)
+    tunnels: dict[str, Tunnel] = field(default_factory=dict, init=False)
 
     @property
     def name(self) -> str:
@@ -101,8 +117,25 @@ class HostsTarget:
         return self.path  # files are named storbench-<uid>-... in it (job_files)
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
+        """Start the SSH hosts' servers; ask every server its fio version. Nothing runs
+        anywhere before every host answered."""
         assert fio is not None
-        self.versions = probe(fio, [(h.address, h.port) for h in self.hosts], workdir)
+        ssh = [h for h in self.hosts if h.ssh is not None]
+        if ssh:
+            opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config)
+            self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
+        try:
+            endpoints = self.endpoints()
+            found = probe(fio, list(endpoints.values()), workdir)
+            self.versions = {w: found[f"{a}:{p}"] for w, (a, p) in endpoints.items()}
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def endpoints(self) -> dict[str, tuple[str, int]]:
+        """Where fio's client reaches each host's server: its address, or an SSH forward."""
+        return {h.key: self.tunnels[h.key].local if h.key in self.tunnels
+                else (h.address, h.port) for h in self.hosts}
 
     def leftovers(self) -> list[Leftover]:
         return []  # fio deletes its files on the hosts as each job ends (unlink=1)
@@ -121,7 +154,9 @@ class HostsTarget:
         hosts = []
         for h in self.hosts:
             entry: dict[str, Any] = {"host": h.key, "fio_version": self.versions.get(h.key)}
-            if h.is_this_machine():
+            if h.key in self.tunnels:
+                entry.update(via="ssh", **self.tunnels[h.key].facts)
+            elif h.is_this_machine():
                 entry.update(this_machine=True, ram_bytes=here["ram_bytes"])
             hosts.append(entry)
         rams = [e.get("ram_bytes") for e in hosts]
@@ -142,8 +177,7 @@ class HostsTarget:
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None
-        return ClientServerExecutor(fio, workdir, guard,
-                                    {h.key: (h.address, h.port) for h in self.hosts})
+        return ClientServerExecutor(fio, workdir, guard, self.endpoints())
 
     def probe_dir(self) -> Path | None:
         return None
@@ -155,4 +189,6 @@ class HostsTarget:
         return default_deadline(test)
 
     def cleanup(self, hurry: bool = False) -> None:
-        pass
+        """End the SSH sessions: their fio servers stop with them."""
+        for tunnel in self.tunnels.values():
+            tunnel.stop()

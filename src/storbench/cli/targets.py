@@ -1,0 +1,102 @@
+"""Where `storbench run` measures: the one place flags become Targets.
+
+A new kind of target is one branch here (and its options), besides its file in
+target/ (docs/targets.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from storbench.errors import ConfigError
+from storbench.target.base import Target
+from storbench.target.directory import DirectoryTarget
+from storbench.target.hosts import Host, HostsTarget, parse_hosts
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def host_options(f: F) -> F:
+    """The options of `run` that choose many hosts."""
+    opts = [
+        click.option("--hosts", "hosts_text", metavar="HOST,...",
+                     help="Run on these hosts at once through fio's client/server mode;"
+                          " TARGET is the path on the hosts. ssh://[USER@]HOST[:PORT]: for"
+                          " this run only, fio's server is started on the host (its"
+                          " loopback) over SSH, with your ssh config, agent and"
+                          " known_hosts. HOST[:PORT]: a host running `storbench agent`."),
+        click.option("--hosts-file", type=click.Path(exists=True, dir_okay=False,
+                                                     path_type=Path),
+                     help="Hosts as for --hosts, one per line (# comments)."),
+        click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False),
+                     help="ssh client configuration for ssh:// hosts (ssh -F FILE; default:"
+                          " ~/.ssh/config)."),
+        click.option("--shared-file", is_flag=True,
+                     help="With --hosts (or --clients on an RWX volume): every host works on"
+                          " one file (default: a file per host)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+@dataclass(frozen=True)
+class TargetFlags:
+    given: tuple[Path, ...]
+    hosts_text: str | None
+    hosts_file: Path | None
+    shared_file: bool
+    ssh_config: str | None
+    storage_classes: tuple[str, ...]
+    kube_params: dict[str, Any]
+    probe_metadata: bool | None
+    dry_run: bool
+    timeout_s: float | None
+
+
+def choose_targets(f: TargetFlags) -> list[Target]:
+    """The targets the flags name: directories, one path on --hosts, or StorageClasses."""
+    hosts: list[Host] = []
+    if f.hosts_text is not None:
+        hosts += parse_hosts(f.hosts_text)
+    if f.hosts_file is not None:
+        hosts += parse_hosts(f.hosts_file.read_text(), str(f.hosts_file))
+    if len({h.key for h in hosts}) != len(hosts):
+        raise ConfigError("--hosts: a host is listed twice")
+    if f.shared_file and not hosts and not f.storage_classes:
+        raise ConfigError("--shared-file needs --hosts, --hosts-file or --storage-class with"
+                          " --clients")
+    if f.ssh_config and not any(h.ssh for h in hosts):
+        raise ConfigError("--ssh-config applies to ssh:// hosts (--hosts ssh://HOST)")
+    if f.storage_classes:
+        if f.given:
+            raise ConfigError("give a directory TARGET or --storage-class, not both")
+        if hosts:
+            raise ConfigError("--hosts and --storage-class cannot be combined yet")
+        if len(set(f.storage_classes)) != len(f.storage_classes):
+            raise ConfigError("a --storage-class is given twice")
+        from storbench.cli.k8s import build_options
+        from storbench.target.kubernetes.storageclass import KubeTarget
+
+        return [KubeTarget(build_options(c, f.kube_params, f.timeout_s), f.shared_file)
+                for c in f.storage_classes]
+    if not f.given:
+        raise ConfigError("give a directory TARGET (or --storage-class CLASS); see"
+                          " `storbench run --help`")
+    if f.dry_run:
+        raise ConfigError("--dry-run applies to --storage-class runs")
+    if hosts:
+        if len(f.given) > 1:
+            raise ConfigError("with --hosts, give one TARGET: the path on the hosts")
+        if f.probe_metadata:
+            raise ConfigError("--probe-metadata runs on this machine; it cannot run on a"
+                              " hosts target")
+        return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config)]
+    if len({p.resolve() for p in f.given}) != len(f.given):
+        raise ConfigError("a TARGET is given twice")
+    return [DirectoryTarget(p) for p in f.given]
