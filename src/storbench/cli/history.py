@@ -37,7 +37,8 @@ from storbench.workload import SUITES, get_suite
 @click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
               help="Only runs with this tag (repeatable: all must match).")
 @click.option("--suite", "-s", help="Only runs of this suite.")
-@click.option("--limit", "-n", type=int, default=None, help="Show at most N runs, newest first.")
+@click.option("--limit", "-n", type=click.IntRange(1, 10**9), default=None,
+              help="Show at most N runs, newest first.")
 @json_option
 @db_option
 def list_(store: Store, label: str | None, tags: tuple[str, ...], suite: str | None,

@@ -15,6 +15,7 @@ that fio's client tells the hosts apart by address, as it does for real hosts.
 from __future__ import annotations
 
 import random
+import re
 import shlex
 import socket
 import subprocess
@@ -180,7 +181,7 @@ def _until_ready(tunnel: Tunnel) -> str:
                 return rest
             if word == "storbench-host":
                 tunnel.facts["hostname"] = rest
-            elif word == "storbench-mem-kib" and rest.isdigit():
+            elif word == "storbench-mem-kib" and re.fullmatch(r"[0-9]+", rest):
                 tunnel.facts["ram_bytes"] = int(rest) * 1024
             elif word == "storbench-fio":
                 tunnel.facts["fio_version"] = rest
@@ -204,7 +205,8 @@ def parse_ssh(text: str) -> SshHost | None:
         port = tail[1:] if tail.startswith(":") else ""
     else:
         host, _, port = hostport.partition(":")
-    if not host or (port and not port.isdigit()) or any(c in host for c in " /@"):
+    if (not host or (port and not re.fullmatch(r"[0-9]+", port))
+            or not re.fullmatch(r"[A-Za-z0-9._:%-]+", host)):
         raise ValueError(text)
     return SshHost(host, user or None, int(port) if port else None)
 

@@ -15,6 +15,7 @@ from storbench.workload.plan import Plan, PlannedTest, expected_seconds
 from storbench.workload.sizes import parse_size
 
 DEFAULT_STEADY_MAX_S = 120.0
+MAX_REPEAT = 1000
 STEADY_CRITERION = re.compile(r"^(iops|bw)(_slope)?:\d+(\.\d+)?%?$")
 
 
@@ -95,8 +96,8 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
                           " (examples: 64m, 1g, 512k)")
     if spec.runtime is not None and spec.runtime <= 0:
         raise ConfigError(f"--runtime must be a positive number of seconds, not {spec.runtime}")
-    if spec.repeat < 1:
-        raise ConfigError(f"--repeat must be 1 or more, not {spec.repeat}")
+    if not 1 <= spec.repeat <= MAX_REPEAT:
+        raise ConfigError(f"--repeat must be 1 to {MAX_REPEAT}, not {spec.repeat}")
     if spec.until_steady is not None and not STEADY_CRITERION.match(spec.until_steady):
         raise ConfigError(
             f"--until-steady {spec.until_steady!r} is not a fio steady-state criterion"

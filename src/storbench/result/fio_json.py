@@ -197,7 +197,7 @@ def aggregate(
     options.update({str(k): str(v) for k, v in (jobs[0].get("job options") or {}).items()})
     numjobs = options.get("numjobs", "1")
     # group_reporting: one entry for all numjobs (fio's "job options" do not list it)
-    grouped = len(jobs) == 1 and numjobs.isdigit()
+    grouped = len(jobs) == 1 and numjobs.isascii() and numjobs.isdigit()
     return TestResult(
         name=name,
         jobs=int(numjobs) if grouped else len(jobs),

@@ -17,7 +17,7 @@ Samples = dict[str, dict[int, list[float]]]  # direction -> second -> values (on
 def _read(path: Path, into: Samples, scale: float) -> None:
     for line in path.read_text().splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 3 or not parts[0].isdigit():
+        if len(parts) < 3 or not (parts[0].isascii() and parts[0].isdigit()):
             continue
         t_ms, value, ddir = int(parts[0]), float(parts[1]), int(parts[2])
         if ddir >= len(DIRECTIONS):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -43,6 +44,9 @@ def _insert_warnings(db: sqlite3.Connection, run_id: int, warnings: Sequence[War
     db.executemany(
         "INSERT INTO warnings (run_id, test, kind, message, details) VALUES (?, ?, ?, ?, ?)",
         [(run_id, w.test, w.kind, w.message, json.dumps(w.details)) for w in warnings])
+
+
+_RUN_ID = re.compile(r"#?[0-9]+")  # ASCII digits only: "²" is a digit to str.isdigit()
 
 
 def now_iso() -> str:
@@ -241,8 +245,12 @@ class Store:
             if row[0] is None:
                 raise StoreError(f"no runs stored yet in {self.path}")
             return int(row[0])
-        if ref.lstrip("#").isdigit():
-            return int(ref.lstrip("#"))
+        if _RUN_ID.fullmatch(ref):
+            run_id = int(ref.lstrip("#"))
+            if run_id >= 2**63:  # beyond any SQLite row id
+                raise StoreError(f"run {run_id} does not exist in {self.path};"
+                                 " `storbench list` shows the stored runs")
+            return run_id
         row = self.db.execute("SELECT max(id) FROM runs WHERE label = ?", (ref,)).fetchone()
         if row[0] is None:
             raise StoreError(f"{ref!r} is neither a run id nor a label; `storbench list` shows"
@@ -251,7 +259,7 @@ class Store:
 
     def resolve_baseline(self, ref: str, *, exclude: int | None = None) -> int:
         """A run id, 'last', or a label: the latest completed run with that label."""
-        if ref == "last" or ref.lstrip("#").isdigit():
+        if ref == "last" or _RUN_ID.fullmatch(ref):
             return self.resolve(ref)
         row = self.db.execute(
             "SELECT max(id) FROM runs WHERE label = ? AND status = 'completed' AND id != ?",

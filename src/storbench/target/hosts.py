@@ -34,7 +34,8 @@ from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
 DEFAULT_PORT = 8765
-_HOST = re.compile(r"^\s*(?:\[(?P<v6>[^\]]+)\]|(?P<name>[^:\s\[\]]+))(?::(?P<port>\d+))?\s*$")
+_HOST = re.compile(r"^\s*(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<name>[A-Za-z0-9._-]+))"
+                   r"(?::(?P<port>[0-9]+))?\s*$")
 
 
 @dataclass(frozen=True)
