@@ -98,12 +98,15 @@ class _Target:
 
 
 class Throttled(_Target):
-    """ext4 on a loop device, throttled by a cgroup v1 blkio cgroup."""
+    """ext4 on a loop device, throttled by a cgroup v1 blkio cgroup: IOPS and bandwidth
+    capped both ways, as a gp3 volume is (3000 IOPS, 125 MiB/s)."""
 
     def __init__(self, read_iops: int = 3000, write_iops: int = 3000,
-                 read_bps: int = 125 * 2**20, size: str = "2G") -> None:
+                 read_bps: int = 125 * 2**20, size: str = "2G",
+                 write_bps: int = 125 * 2**20) -> None:
         super().__init__()
         self.limits = (read_iops, write_iops, read_bps)
+        self.write_bps = write_bps
         self.size = size
 
     def _start(self) -> None:
@@ -123,6 +126,8 @@ class Throttled(_Target):
         self.cgroup.mkdir()
         self._stack.callback(self._remove_cgroup)
         self.set_limits(*self.limits)
+        (self.cgroup / "blkio.throttle.write_bps_device").write_text(
+            f"{self.majmin} {self.write_bps}")
 
     def set_limits(self, read_iops: int, write_iops: int, read_bps: int | None = None) -> None:
         cg = self.cgroup

@@ -230,16 +230,19 @@ def test_a_damaged_store_is_never_written_by_a_run(tmpfs, store_path, fio_json_t
 def test_a_run_killed_outright_is_crashed_not_running_forever(tmpfs, tmp_path, store_path):
     job = tmp_path / "slow.fio"
     job.write_text("[x]\nrw=randread\nbs=4k\nsize=4m\ntime_based\nruntime=30\n")
+    log = tmp_path / "run.log"
     proc = subprocess.Popen([*STORBENCH, "run", str(tmpfs), "--job", str(job)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=log.open("w"),
                             env={**os.environ, "STORBENCH_DB": str(store_path)})
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
+    runs: list[dict] = []
     while time.monotonic() < deadline:
-        runs = json.loads(run_cli("list", "--json", db=store_path).stdout or "[]")
+        listed = run_cli("list", "--json", db=store_path)
+        runs = json.loads(listed.stdout or "[]")
         if runs and runs[0]["status"] == "running":
             break
         time.sleep(0.2)
-    assert runs[0]["status"] == "running"
+    assert runs and runs[0]["status"] == "running", (runs, listed.stderr, log.read_text())
     proc.kill()
     proc.wait()
     listed = run_cli("list", db=store_path)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from storbench.analysis import rates
 from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
 from storbench.errors import ConfigError
@@ -121,4 +122,8 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
     est = estimate(value(r, m) for r in results)
     if est is None:
         return verdict(m, None, limit, False, "not measured by this test")
-    return verdict(m, est.center, limit, OPS[assertion.op](est.center, limit), "")
+    behind = rates.shortfalls(results[0])
+    note = "; ".join(f"not at the requested rate: achieved {s.achieved:,.1f} of"
+                     f" {s.requested:,.6g} {s.direction} {s.unit}, a saturated figure"
+                     for s in behind)
+    return verdict(m, est.center, limit, OPS[assertion.op](est.center, limit), note)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from storbench.analysis import rates
 from storbench.analysis.metrics import metric, value
 from storbench.analysis.stats import estimate
 from storbench.result.model import TestResult
@@ -28,6 +29,7 @@ class SummaryRow:
     p99_ns: float | None
     p999_ns: float | None
     max_ns: float | None
+    rate_asked: float | None = None  # a rate fio was asked for and did not keep (IOPS)
 
 
 _LAT_FIELDS = (("mean_ns", "mean"), ("p50_ns", "p50"), ("p99_ns", "p99"),
@@ -48,6 +50,8 @@ def summarize(run: Run) -> list[SummaryRow]:
                 est = estimate(value(r, metric(key)) for r in results)
                 return est.center if est else None
 
+            asked = [rate.requested for rate in rates.shortfalls(results[0])
+                     if rate.direction == d and rate.unit == "IOPS"]
             lat = "sync.lat" if d == "sync" else f"{d}.clat"
             iops = None if d == "sync" else estimate(value(r, metric(f"{d}.iops"))
                                                      for r in results)
@@ -55,7 +59,8 @@ def summarize(run: Run) -> list[SummaryRow]:
                 name, d, len(results), False,
                 iops.center if iops else None, iops.ci95 if iops else None,
                 None if d == "sync" else med(f"{d}.bw"),
-                *(med(f"{lat}_{stat}") for _, stat in _LAT_FIELDS),
+                rate_asked=asked[0] if asked else None,
+                **{field: med(f"{lat}_{stat}") for field, stat in _LAT_FIELDS},
             ))
     return rows
 

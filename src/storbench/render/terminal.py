@@ -30,10 +30,10 @@ def rich_table(t: Table, title: str | None = None) -> RichTable:
 
 
 def verdict_told(v: Verdict) -> str:
-    """What was measured, with its unit, or why nothing was."""
+    """What was measured, with its unit (and what to know about it), or why nothing was."""
     if v.measured is None or v.kind is None:
         return v.note
-    return f"measured {units.figure(v.kind, v.measured)}"
+    return f"measured {units.figure(v.kind, v.measured)}" + (f"; {v.note}" if v.note else "")
 
 
 def outcome_line(v: Verdict) -> str:

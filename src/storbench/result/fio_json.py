@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from storbench.errors import FioError
 from storbench.result.merge import merge_latency
 from storbench.result.model import (
     DIRECTIONS,
+    DeviceIO,
     Direction,
     Latency,
     SteadyState,
@@ -82,9 +84,24 @@ def results_of(doc: dict[str, Any]) -> tuple[str, list[TestResult]]:
     for job in job_entries(doc):
         groups.setdefault(str(job.get("jobname", "")), []).append(job)
     defaults = {str(k): str(v) for k, v in (doc.get("global options") or {}).items()}
+    devices = _devices(doc.get("disk_util"))
     return str(doc.get("fio version", "")), [
-        aggregate(name, jobs, defaults) for name, jobs in groups.items()
+        replace(aggregate(name, jobs, defaults), devices=devices)
+        for name, jobs in groups.items()
     ]
+
+
+def _devices(entries: Any) -> list[DeviceIO]:
+    """fio's disk_util: what each block device below the files served."""
+    out = []
+    for e in entries if isinstance(entries, list) else []:
+        try:
+            out.append(DeviceIO(str(e["name"]), int(e["read_ios"]), int(e["write_ios"]),
+                                int(e.get("read_merges", 0)), int(e.get("write_merges", 0)),
+                                float(e.get("util", 0.0))))
+        except (KeyError, TypeError, ValueError):
+            continue  # a shape fio does not write: no device facts, rather than wrong ones
+    return out
 
 
 def parse_per_host(text: str) -> dict[str, list[TestResult]]:

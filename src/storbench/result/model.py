@@ -111,6 +111,23 @@ class SteadyState:
 
 
 @dataclass(frozen=True)
+class DeviceIO:
+    """fio's ``disk_util`` for one block device: the I/O the device itself served during
+    the invocation (from every process on the machine, not fio's alone)."""
+
+    name: str
+    read_ios: int
+    write_ios: int
+    read_merges: int
+    write_merges: int
+    util_percent: float
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DeviceIO:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
 class TestResult:
     """One test: the fio jobs of one name in one invocation, aggregated.
 
@@ -133,6 +150,7 @@ class TestResult:
     options: dict[str, str]  # the job's options as fio reported them
     series: dict[str, Series] = field(default_factory=dict)  # direction -> per-second figures
     steady_state: SteadyState | None = None
+    devices: list[DeviceIO] = field(default_factory=list)  # disk_util of its invocation
 
     def direction(self, name: str) -> Direction | None:
         if name not in DIRECTIONS:
@@ -155,6 +173,7 @@ class TestResult:
         values["series"] = {k: Series.from_dict(v) for k, v in d.get("series", {}).items()}
         ss = d.get("steady_state")
         values["steady_state"] = SteadyState.from_dict(ss) if ss else None
+        values["devices"] = [DeviceIO.from_dict(x) for x in d.get("devices", [])]
         return cls(**values)
 
 
