@@ -277,9 +277,13 @@ def suites(name: str | None, as_json: bool) -> None:
 @click.option("--as", "as_suite", metavar="SUITE[:TEST]",
               help="Store the results as this suite's test (the job is renamed), so that they"
                    " line up with runs of that suite and its published references.")
+@click.option("--split", type=click.Choice(["tests", "runs"]), default="tests",
+              show_default=True,
+              help="A document holding several fio runs (a blog post, a wiki page): one run"
+                   " with a test per fio run, or a run each (with --as: always a run each).")
 @db_option
 def import_(store: Store, files: tuple[str, ...], label: str | None,
-            tags: tuple[str, ...], as_suite: str | None) -> None:
+            tags: tuple[str, ...], as_suite: str | None, split: str) -> None:
     """Import fio's output from elsewhere as runs: JSON, json+, terse or normal text.
 
     Reads fio >= 2.x's JSON and json+ (also client/server), terse output (version 3)
@@ -289,11 +293,18 @@ def import_(store: Store, files: tuple[str, ...], label: str | None,
     stored: one bad file imports nothing. What a form of output does not hold
     (text has no histogram bins) is recorded as absent, never made up.
 
+    A document with several fio runs (systems compared in a blog post, contributors
+    on a wiki page) is split into them: each is its own test (or run, --split runs),
+    named by the heading or prose before it, else its command line's --name or
+    --directory; jobs are summed only as fio grouped them, never across runs. What
+    cannot be read is left out and listed; `show` lists the lines each test came from.
+
     \b
     Example:
       storbench import old-run.json --label efs-2019
       fio --output-format=json+ job.fio | storbench import - --tag host=db1
       storbench import ticket-1234.txt --as randrw75 --label efs-2016
+      storbench import etcd-wiki-page.txt --as etcd     # a run per contributor
     """
     sources = []
     for name in files:
@@ -303,7 +314,7 @@ def import_(store: Store, files: tuple[str, ...], label: str | None,
             raise ConfigError(f"cannot read {name!r}: {exc.strerror}") from exc
         sources.append(("<stdin>" if name == "-" else name, text))
     for run_id in import_runs(store, sources, label=label, tags=parse_tags(tags),
-                              as_suite=as_suite):
+                              as_suite=as_suite, split=split):
         err.print(f"Imported run #{run_id}")
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from storbench import __version__
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError
 from storbench.result import TestResult, fio_text, parse_fio_json
+from storbench.result.documents import Document, Part, parse_document
 from storbench.result.fio_json import parse_per_host, results_of
 from storbench.result.record import Invocation
 from storbench.store import Store
@@ -32,6 +34,14 @@ class Parsed:
     results: list[TestResult]
     per_host: dict[str, list[TestResult]]
     kind: str = "json"  # json, terse or normal
+    # a text document with several fio runs: each run's tests and where they came from
+    parts: list[Part] = field(default_factory=list)
+    left_out: list[dict[str, Any]] = field(default_factory=list)
+
+    def sources(self) -> list[dict[str, Any]]:
+        """For every test, the lines of the document it came from."""
+        return [{"test": r.name, "lines": [p.first_line, p.last_line],
+                 "named_from": p.named_from} for p in self.parts for r in p.results]
 
 
 def parse_source(source: str, text: str) -> Parsed:
@@ -85,7 +95,7 @@ def _parse_any(source: str, text: str) -> Parsed:
         if fio_text.looks_like_terse(text):
             out = fio_text.parse_terse(text)
         elif fio_text.looks_like_text(text):
-            out = fio_text.parse_text(text)
+            return _document(source, text, parse_document(text))
         else:
             raise ConfigError(f"{source}: no fio output found (fio's JSON, terse output, or"
                               " job results such as 'name: (groupid=0, jobs=1): err= 0');"
@@ -97,6 +107,27 @@ def _parse_any(source: str, text: str) -> Parsed:
         raise ConfigError(f"{source}: damaged fio output ({type(exc).__name__}: {exc});"
                           " nothing was imported") from None
     return Parsed(source, text, version, results, {}, out.kind)
+
+
+def _document(source: str, text: str, doc: Document) -> Parsed:
+    """A text document: several fio runs become tests named as the document names
+    them, each run's jobs aggregated only with each other."""
+    several = len(doc.parts) > 1 or bool(doc.left_out)
+    parts = []
+    for part in doc.parts:
+        jobs = list(dict.fromkeys(r.name for r in part.results))
+
+        def test_name(job: str, part: Part = part, jobs: list[str] = jobs) -> str:
+            if not several:
+                return job
+            return part.name if len(jobs) == 1 else f"{part.name}/{job}"
+
+        parts.append(replace(part, results=[replace(r, name=test_name(r.name))
+                                            for r in part.results]))
+    results = [r for p in parts for r in p.results]
+    versions = list(dict.fromkeys(p.fio_version for p in parts if p.fio_version))
+    return Parsed(source, text, ", ".join(versions), results, {}, "normal", parts,
+                  doc.left_out)
 
 
 def _parse_json(source: str, text: str, start: int) -> Parsed:
@@ -157,36 +188,72 @@ def as_test(p: Parsed, suite_name: str, test: str | None) -> Parsed:
                              for h, rs in p.per_host.items()})
 
 
+def split_runs(p: Parsed) -> list[Parsed]:
+    """A document's fio runs, each as its own Parsed (its own run when stored)."""
+    if len(p.parts) <= 1:
+        return [p]
+    return [replace(p, source=f"{p.source} ({part.name})", text=part.text,
+                    fio_version=part.fio_version,
+                    results=[replace(r, name=r.name.removeprefix(f"{part.name}/"))
+                             for r in part.results],
+                    parts=[replace(part, name=part.name)], left_out=[])
+            for part in p.parts]
+
+
 def import_runs(
     store: Store, sources: list[tuple[str, str]], *, label: str | None = None,
-    tags: dict[str, str] | None = None, as_suite: str | None = None,
+    tags: dict[str, str] | None = None, as_suite: str | None = None, split: str = "tests",
 ) -> list[int]:
-    """Store each (name, text) as a run with origin "imported"; returns the run ids."""
+    """Store each (name, text) as a run with origin "imported"; returns the run ids.
+
+    A text document with several fio runs gives one run whose tests are those runs
+    (``split="tests"``), or one run each (``split="runs"``; also with ``as_suite``,
+    where each becomes the suite's test)."""
     parsed = [parse_source(name, text) for name, text in sources]  # all, before storing
+    if split == "runs" or as_suite is not None:
+        parsed = [one for p in parsed for one in split_runs(p)]
     suite = "imported"
     if as_suite is not None:
         suite, _, test = as_suite.partition(":")
         parsed = [as_test(p, suite, test or None) for p in parsed]
     ids = []
     for p in parsed:
+        part = p.parts[0] if len(p.parts) == 1 else None
+        run_label = (f"{label}-{part.name}" if label else part.name) if (
+            part is not None and len(parsed) > 1 and part.name) else label
         run_id = store.begin_run(
             uid=secrets.token_hex(6), suite=suite, target=p.source,
             environment={"imported_from": p.source, "fio_version": p.fio_version,
                          "imported_format": p.kind, "absent": ABSENT[p.kind]},
             settings={"suite": suite, "imported_as": as_suite}, storbench_version=__version__,
-            fio_version=p.fio_version or None, label=label, tags=tags, origin="imported")
-        numbered = list(enumerate(p.results))
-        n = len(numbered)
-        host_rows = [(n + i, host, r) for i, (host, r) in enumerate(
-            (h, r) for h, rs in p.per_host.items() for r in rs)]
-        store.add_invocation(run_id, Invocation(0, "", p.text, None, "", None), numbered,
-                             per_host=host_rows)
+            fio_version=p.fio_version or None, label=run_label, tags=tags, origin="imported")
+        parts: list[Part | None] = [*p.parts] or [None]
+        ordinal = 0
+        for index, part in enumerate(parts):
+            results = part.results if part is not None and len(p.parts) > 1 else p.results
+            numbered = list(enumerate(results, start=ordinal))
+            ordinal += len(numbered)
+            host_rows = []
+            if index == 0:
+                for host, rs in p.per_host.items():
+                    for r in rs:
+                        host_rows.append((ordinal, host, r))
+                        ordinal += 1
+            text = part.text if part is not None and len(p.parts) > 1 else p.text
+            store.add_invocation(run_id, Invocation(index, "", text, None, "", None), numbered,
+                                 per_host=host_rows)
+        data: dict[str, Any] = {}
+        if p.parts and p.kind == "normal":
+            data["import_sources"] = [{**s, "test": r.name} for s, r in
+                                      zip(p.sources(), p.results, strict=True)]
+        if p.left_out:
+            data["import_left_out"] = p.left_out
         failed = [r.name for r in p.results if r.error]
         if failed:
             store.finish_run(run_id, "failed",
-                             f"fio reported errors in: {', '.join(failed)}")
+                             f"fio reported errors in: {', '.join(failed)}", data=data)
         else:
-            store.finish_run(run_id, "completed", verdicts=evaluate(
+            store.finish_run(run_id, "completed", data=data, verdicts=evaluate(
                 store.get_run(run_id), unresolvable="fail"))
         ids.append(run_id)
     return ids

@@ -83,6 +83,16 @@ def print_run(console: Console, run: Run) -> None:
             f" {spread.first.runtime_s:.1f} s, last {escape(spread.last.host)} after"
             f" {spread.last.runtime_s:.1f} s; slowest {escape(spread.slowest.host)}"
             f" ({units.figure('iops', spread.slowest.iops)})", soft_wrap=True)
+    sources = run.data.get("import_sources")
+    if sources and len(sources) > 1:
+        source_rows = [[s["test"], f"lines {s['lines'][0]}–{s['lines'][1]}", s["named_from"]]
+                for s in sources]
+        console.print(rich_table(Table(["test", "from", "named by"], source_rows,
+                                       [False, False, False]),
+                                 f"Imported from {run.target}"))
+    for left in run.data.get("import_left_out", []):
+        console.print(f"[yellow]left out[/yellow] lines {left['lines'][0]}–{left['lines'][1]}"
+                      f" of {escape(run.target)}: {escape(left['why'])}", soft_wrap=True)
     probe = run.data.get("metadata_probe")
     if probe:
         console.print(rich_table(probe_table(probe),
