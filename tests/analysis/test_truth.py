@@ -98,7 +98,39 @@ def test_short_run_warning(tmpfs, tmp_path, store_path):
     text = QD1_READ.replace("runtime=3", "runtime=2")
     proc = run_cli("run", str(tmpfs), "--job", str(job(tmp_path, text)), db=store_path)
     assert proc.returncode == 0, proc.stderr
-    assert "not-steady" in kinds(last_run(store_path))
+    assert "too-short" in kinds(last_run(store_path))
+
+
+@pytest.mark.parametrize("size", ["1m", "64m"])
+def test_sub_second_tests_are_too_short_too(size, tmpfs, tmp_path, store_path):
+    """A size-bound test over in milliseconds has no per-second samples at all: it
+    used to pass silently while a 1-s one was flagged."""
+    text = f"[quick]\nrw=write\nbs=4k\nsize={size}\n"
+    proc = run_cli("run", str(tmpfs), "--job", str(job(tmp_path, text)), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = last_run(store_path)
+    w = [w for w in run["warnings"] if w["kind"] == "too-short"]
+    assert w, run["warnings"]
+    assert 0 < w[0]["details"]["seconds"] < 1
+    assert re.search(r"moved its data in \d+ ms only", w[0]["message"])
+    assert "too short" in proc.stdout
+
+
+def test_six_seconds_is_long_enough(tmpfs, tmp_path, store_path):
+    text = QD1_READ.replace("runtime=3", "runtime=6")
+    proc = run_cli("run", str(tmpfs), "--job", str(job(tmp_path, text)), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "too-short" not in kinds(last_run(store_path))
+
+
+def test_etcd_on_tmpfs_is_not_a_bare_pass(tmpfs, store_path):
+    proc = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "2m", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert re.search(r"PASS etcd\.fdatasync\.p99 < 10ms: measured [\d.]+ \S+; fsync on tmpfs"
+                     r" is a no-op", said), proc.stdout
+    verdict = last_run(store_path)["verdicts"][0]
+    assert verdict["passed"] and "no-op" in verdict["note"]
 
 
 def test_iodepth_shortfall_with_sync_engine(tmpfs, tmp_path, store_path):
@@ -238,6 +270,11 @@ def test_etcd_assert_fails_ci_on_a_slow_target_only(slow, tmp_path, store_path):
     if slow:
         assert proc.returncode == 3, proc.stdout + proc.stderr
         assert "FAIL etcd.fdatasync.p99 < 10ms: measured" in proc.stdout
+        # closed loop on a capped volume: the verdict says how to measure etcd's view
+        said = " ".join(proc.stdout.split())  # as one line, however the terminal wrapped it
+        assert "closed loop" in said and "`--rate N`" in said
+        assert re.search(r"ran at a flat \d+/s, the mark of an IOPS cap", said)
     else:
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "PASS etcd.fdatasync.p99 < 10ms: measured" in proc.stdout
+        assert "closed loop" not in proc.stdout

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import operator
 import re
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from storbench.analysis import rates
 from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
+from storbench.analysis.warnings import RAM_FILESYSTEMS
 from storbench.errors import ConfigError
 from storbench.result.model import TestResult
 from storbench.result.record import Run, Verdict
@@ -122,8 +124,40 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
     est = estimate(value(r, m) for r in results)
     if est is None:
         return verdict(m, None, limit, False, "not measured by this test")
-    behind = rates.shortfalls(results[0])
-    note = "; ".join(f"not at the requested rate: achieved {s.achieved:,.1f} of"
-                     f" {s.requested:,.6g} {s.direction} {s.unit}, a saturated figure"
-                     for s in behind)
-    return verdict(m, est.center, limit, OPS[assertion.op](est.center, limit), note)
+    passed = OPS[assertion.op](est.center, limit)
+    note = "; ".join(caveats(run, results[0], m, passed))
+    return verdict(m, est.center, limit, passed, note)
+
+
+def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:
+    """What a reader of the verdict must know about how its figure was measured."""
+    out = [f"not at the requested rate: achieved {s.achieved:,.1f} of {s.requested:,.6g}"
+           f" {s.direction} {s.unit}, a saturated figure" for s in rates.shortfalls(r)]
+    syncs = m.direction == "sync" or any(
+        r.options.get(k) not in (None, "", "0") for k in ("fsync", "fdatasync")) or r.options.get(
+        "sync") in ("1", "sync", "dsync")
+    fs = (run.environment.get("target") or {}).get("fs_type")
+    if syncs and fs in RAM_FILESYSTEMS:
+        out.append(f"fsync on {fs} is a no-op (RAM is the storage, nothing is made durable):"
+                   " this figure says nothing about a disk's sync latency")
+    closed = not (r.options.get("rate_iops") or r.options.get("rate"))
+    if syncs and closed and not passed and m.kind == "latency" and r.write is not None:
+        flat = _flat_rate(r)
+        cap = (f"; its writes ran at a flat {flat:,.0f}/s, the mark of an IOPS cap"
+               if flat is not None else "")
+        out.append("closed loop: fio wrote as fast as the storage allowed, so on a volume"
+                   " whose IOPS are capped every write waited for the cap" + cap +
+                   "; an application that writes at its own pace (etcd) may not: `--rate"
+                   " N` (its writes per second) measures what it sees there")
+    return out
+
+
+def _flat_rate(r: TestResult) -> float | None:
+    """The per-second write rate when it barely moved (CV under 5%): a cap's signature."""
+    s = r.series.get("write")
+    if s is None or len(s.iops) < 5:
+        return None
+    mean = statistics.fmean(s.iops)
+    if mean <= 0 or statistics.pstdev(s.iops) / mean >= 0.05:
+        return None
+    return mean

@@ -23,6 +23,7 @@ CACHE_NS = 20_000  # direct random reads faster than this come from a cache
 BURST_DROP = 0.30
 MAX_CV = 0.10
 MIN_SAMPLES = 5
+MIN_SECONDS = 5.0  # a test that moved its data in less has not met caches, credits, write-back
 
 
 class Kind(enum.StrEnum):
@@ -30,6 +31,7 @@ class Kind(enum.StrEnum):
     CACHE_IN_FRONT = "cache-in-front"
     BURST_THEN_THROTTLE = "burst-then-throttle"
     NOT_STEADY = "not-steady"
+    TOO_SHORT = "too-short"
     IODEPTH_SHORTFALL = "iodepth-shortfall"
     HIGH_VARIATION = "high-variation"
     RATE_NOT_REACHED = "rate-not-reached"
@@ -224,16 +226,29 @@ def not_steady(r: TestResult) -> Warning | None:
             f" --runtime.",
             {"criterion": ss.criterion, "stopped_after_s": ss.stopped_after_s},
         )
-    samples = max((len(s.t_s) for s in r.series.values()), default=None)
-    if samples is not None and samples < MIN_SAMPLES and ss is None:
-        return Warning(
-            Kind.NOT_STEADY, r.name,
-            f"{r.name}: measured for {samples} s only, too short to know whether the"
-            f" storage reached a steady state (caches, burst credits, write-back). Use a"
-            f" longer --runtime or --until-steady.",
-            {"seconds": samples},
-        )
     return None
+
+
+def io_seconds(r: TestResult) -> float | None:
+    """How long the test moved data (fio's runtime: ramp excluded), None if unknown."""
+    ms = max((d.runtime_ms for _, d in r.directions()), default=0)
+    return ms / 1000 if ms > 0 else None
+
+
+def too_short(r: TestResult) -> Warning | None:
+    """A test over in under MIN_SECONDS: a sub-second one as much as a 4-second one."""
+    seconds = io_seconds(r)
+    if r.steady_state is not None or seconds is None or seconds >= MIN_SECONDS:
+        return None
+    took = f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2g} s"
+    return Warning(
+        Kind.TOO_SHORT, r.name,
+        f"{r.name}: moved its data in {took} only, too short to know whether the storage"
+        f" reached a steady state (caches, burst credits, write-back) or to give a stable"
+        f" figure. Use a larger size, time_based with a --runtime of at least"
+        f" {MIN_SECONDS:.0f} s, or --until-steady.",
+        {"seconds": seconds, "min_seconds": MIN_SECONDS},
+    )
 
 
 _DEPTH_BUCKETS = {"1": 1, "2": 2, "4": 4, "8": 8, "16": 16, "32": 32, ">=64": 64}
@@ -268,6 +283,7 @@ def compute(r: TestResult, environment: dict[str, Any]) -> list[Warning]:
     if r.error:
         return []
     found = [page_cache(r, environment), cache_in_front(r, environment), not_steady(r),
+             too_short(r),
              iodepth_shortfall(r), *rate_not_reached(r)]
     for direction, s in r.series.items():
         b = burst(direction, s, r.name)
