@@ -178,6 +178,12 @@ def test_suites_command(store_path):
         assert name in proc.stdout
     proc = run_cli("suites", "etcd", db=store_path)
     assert "fdatasync=1" in proc.stdout and "bs=2300" in proc.stdout
+    assert re.search(r"fdatasync\s+1\s+study 3", proc.stdout)  # where each option comes from
+    proc = run_cli("suites", "randrw75", db=store_path)
+    assert "left out of the study's job: gtod_reduce=1" in proc.stdout
+    doc = json.loads(run_cli("suites", "app-mixed", "--json", db=store_path).stdout)
+    prov = {p["option"]: p["from"] for p in doc[0]["tests"][0]["provenance"]}
+    assert prov["numjobs"] == "study 1" and "shared one 10 GiB file" in prov["filename"]
 
 
 # -- errors: each one caused for real ------------------------------------------------------

@@ -75,11 +75,56 @@ def test_other_studies():
     o = opts("sync-iops", "sync_randwrite")
     assert (o["rw"], o["bs"], o["direct"], o["fsync"], o["numjobs"], o["runtime"]) == (
         "randwrite", "4k", "1", "1", "1", "30")
+    assert "time_based" in o  # "--runtime=30s": the study ran for 30 s
     o = opts("randrw75", "randrw75")
     assert (o["rw"], o["rwmixread"], o["iodepth"], o["direct"]) == ("randrw", "75", "64", "1")
     o = opts("app-mixed", "app_mixed")
     assert (o["rwmixread"], o["numjobs"], o["iodepth"], o["direct"], o["runtime"]) == (
         "60", "4", "16", "0", "900")
+    assert o["filename"] and o["size"] == "10g"  # one shared 10 GiB file, not 4 of them
+
+
+# Each study's job as context.md quotes it; every option must be in the suite as written
+# (gtod_reduce is left out on purpose: it turns off latency).
+STUDY_JOBS = {
+    ("app-mixed", "app_mixed"): "rw=randrw rwmixread=60 bs=4K direct=0 numjobs=4 time_based"
+                                " runtime=900 size=10G ioengine=libaio iodepth=16",
+    ("randrw75", "randrw75"): "randrepeat=1 ioengine=libaio direct=1 bs=4k iodepth=64 size=1G"
+                              " readwrite=randrw rwmixread=75",
+    ("etcd", "etcd"): "rw=write ioengine=sync fdatasync=1 size=22m bs=2300",
+    ("sync-iops", "sync_randwrite"): "rw=randwrite bs=4K direct=1 numjobs=1 fsync=1 runtime=30s"
+                                     " size=1g time_based",
+}
+
+
+@pytest.mark.parametrize(("suite", "test"), sorted(STUDY_JOBS))
+def test_suite_is_the_study_job_line_by_line(suite, test):
+    from storbench.workload.sizes import parse_size
+
+    o = opts(suite, test)
+    for item in STUDY_JOBS[(suite, test)].split():
+        key, _, want = item.partition("=")
+        key = {"readwrite": "rw"}.get(key, key)
+        assert key in o, (suite, key)
+        if not want:
+            continue
+        got = o[key]
+        if key in ("size", "bs"):
+            assert parse_size(got) == parse_size(want), (key, got, want)
+        elif key == "runtime":
+            assert float(got) == float(want.rstrip("s")), (key, got, want)
+        else:
+            assert got == want, (key, got, want)
+
+
+def test_provenance_says_where_each_option_comes_from():
+    s = get_suite("app-mixed")
+    prov = {k: origin for k, _, origin in s.provenance(s.tests[0])}
+    assert prov["rwmixread"] == "study 1"
+    assert prov["filename"].startswith("study 1 (its 4 jobs shared one 10 GiB file")
+    quick = get_suite("quick")
+    assert {o for _, _, o in quick.provenance(quick.tests[0])} == {"storbench default"}
+    assert "gtod_reduce=1" in (get_suite("randrw75").dropped or {})
 
 
 def test_unknown_suite_lists_choices():

@@ -259,8 +259,11 @@ def suites(name: str | None, as_json: bool) -> None:
         print_json([
             {"name": s.name, "description": s.description, "study": s.study,
              "tests": [{"name": t.name, "description": t.description,
-                        "job": jf.render(), "metrics": list(t.metrics)}
-                       for t, jf in s.jobfiles()]}
+                        "job": jf.render(), "metrics": list(t.metrics),
+                        "provenance": [{"option": k, "value": v, "from": origin}
+                                       for k, v, origin in s.provenance(t)]}
+                       for t, jf in s.jobfiles()],
+             "dropped": s.dropped or {}}
             for s in chosen
         ])
         return

@@ -16,7 +16,7 @@ from storbench.render import units
 from storbench.render.table import Table, comparison_table, summary_table
 from storbench.result.record import Regression, Run, Verdict, Warning
 from storbench.workload.sizes import format_bytes_iec
-from storbench.workload.suites import Suite
+from storbench.workload.suites import ALWAYS_ADDED, Suite
 
 
 def rich_table(t: Table, title: str | None = None) -> RichTable:
@@ -204,7 +204,18 @@ def print_suites(console: Console, suites: list[Suite], *, detailed: bool) -> No
         console.print(f"[bold]{s.name}[/bold]: {s.description}\nsource: {s.study}")
         for test, jf in s.jobfiles():
             console.print(f"\n[bold]{test.name}[/bold]: {test.description}")
+            t = RichTable(header_style="bold", box=None, pad_edge=False)
+            for col in ("option", "value", "from"):
+                t.add_column(col)
+            for option, value, origin in s.provenance(test):
+                t.add_row(Text(option), Text("(set)" if value is None else value), Text(origin))
+            console.print(t)
             console.print(jf.render(), markup=False)
+        for option, why in (s.dropped or {}).items():
+            console.print(f"\nleft out of the study's job: {option}: {why}", markup=False)
+        console.print("\nadded to every job by storbench:", markup=False)
+        for option, why in ALWAYS_ADDED:
+            console.print(f"  {option}: {why}", markup=False)
 
 
 def print_references(console: Console, refs: list[Any]) -> None:

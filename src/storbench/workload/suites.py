@@ -42,6 +42,21 @@ class Suite:
     defaults: tuple[Option, ...]
     tests: tuple[TestSpec, ...]
     profiles: dict[str, Profile] | None = None  # the first is the default
+    origins: dict[str, str] | None = None  # option -> where it comes from, if not the study
+    dropped: dict[str, str] | None = None  # the study's options left out -> why
+
+    def origin(self, option: str) -> str:
+        """Where an option of this suite's job files comes from."""
+        if self.origins and option in self.origins:
+            return self.origins[option]
+        number = self.study.split(":", 1)[0]
+        return f"study {number}" if number.isdigit() else "storbench default"
+
+    def provenance(self, test: TestSpec) -> list[tuple[str, str | None, str]]:
+        """(option, value, where it comes from) for each option of one test's job."""
+        _, jf = next((t, j) for t, j in self.jobfiles() if t.name == test.name)
+        options = [(k, v) for section in jf.sections for k, v in section.options]
+        return [(k, v, self.origin(k)) for k, v in options]
 
     def all_tests(self, rate_iops: float | None = None) -> list[TestSpec]:
         """The tests, plus an open-loop copy of each ``rated`` test when a rate is given."""
@@ -82,6 +97,15 @@ class Suite:
             own = tuple((k, v) for k, v in options.items() if k in dict(test.options))
             out.append((test, JobFile((Section("global", globals_), Section(test.name, own)))))
         return out
+
+
+# What storbench adds to every job, whatever the suite (shown by `storbench suites NAME`).
+ALWAYS_ADDED = (
+    ("directory", "the TARGET (fio's files go there, named for storbench)"),
+    ("--output-format=json+", "fio's full output with latency histogram bins"),
+    ("write_iops_log, write_bw_log, write_lat_log, log_avg_msec=1000",
+     "per-second figures for the timeline and the warnings"),
+)
 
 
 def _o(**options: str | None) -> tuple[Option, ...]:
@@ -147,6 +171,10 @@ SUITES: dict[str, Suite] = {
                          _o(rw="randrw", rwmixread="75", bs="4k", iodepth="64"),
                          ("read.iops", "write.iops")),
             ),
+            origins={"filename": "study 5 (DBench's one /data/fiotest; named by storbench)",
+                     "size": "study 5 (2 GiB; split among the jobs of a multi-job test)",
+                     "offset_increment": "study 5 (the file's share of each of the 4 jobs)",
+                     "thread": "study 5 (DBench runs its jobs as threads)"},
         ),
         Suite(
             name="etcd",
@@ -158,6 +186,7 @@ SUITES: dict[str, Suite] = {
                          _o(rw="write", ioengine="sync", fdatasync="1", bs="2300", size="22m"),
                          ("write.iops", "sync.lat_p99"), rated=True),
             ),
+
             profiles={
                 "upstream": Profile(("etcd.fdatasync.p99 < 10ms",),
                                     "etcd guidance: fdatasync p99 below 10 ms"),
@@ -173,9 +202,10 @@ SUITES: dict[str, Suite] = {
             tests=(
                 TestSpec("sync_randwrite", "4k random writes, fsync after each, 1 thread",
                          _o(rw="randwrite", bs="4k", direct="1", numjobs="1", fsync="1",
-                            runtime="30", size="1g"),
-                         ("write.iops", "write.lat_mean", "sync.lat_p99")),
+                            time_based=None, runtime="30", size="1g"),
+                         ("write.iops", "write.clat_mean", "sync.lat_p99")),
             ),
+            origins={"time_based": "study 4 (it ran for its 30 s, whatever the size)"},
         ),
         Suite(
             name="randrw75",
@@ -188,6 +218,7 @@ SUITES: dict[str, Suite] = {
                             iodepth="64", size="1g", rw="randrw", rwmixread="75"),
                          ("read.iops", "write.iops", "read.clat_p99")),
             ),
+            dropped={"gtod_reduce=1": "it turns off the clock reads latency needs"},
         ),
         Suite(
             name="app-mixed",
@@ -198,9 +229,11 @@ SUITES: dict[str, Suite] = {
                 TestSpec("app_mixed", "4k randrw 60/40, 4 jobs, qd16, buffered, time based",
                          _o(rw="randrw", rwmixread="60", bs="4k", direct="0", numjobs="4",
                             time_based=None, runtime="900", size="10g", ioengine="libaio",
-                            iodepth="16"),
+                            iodepth="16", filename="app-mixed.data"),
                          ("read.iops", "write.iops", "read.clat_p99", "write.clat_p99")),
             ),
+            origins={"filename": "study 1 (its 4 jobs shared one 10 GiB file; named by"
+                                 " storbench)"},
         ),
     )
 }
