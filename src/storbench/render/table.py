@@ -50,7 +50,9 @@ def summary_table(rows: list[SummaryRow]) -> Table:
         if r.failed:
             out.append([r.test, "FAILED", "", "", "", "", "", ""])
             continue
-        iops_text = iops.fmt(r.iops) + (f" ± {iops.fmt(r.iops_ci95)}" if r.iops_ci95 is not None else "")
+        iops_text = iops.fmt(r.iops)
+        if r.iops_ci95 is not None:
+            iops_text += f" ± {iops.fmt(r.iops_ci95)}"
         if r.rate_asked is not None:  # a saturated figure: say it in the cell
             iops_text += f" (of {iops.fmt(r.rate_asked)} asked)"
         out.append([r.test, r.direction, iops_text, bw.fmt(r.bw_bytes_per_s),
