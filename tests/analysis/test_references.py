@@ -35,7 +35,8 @@ def test_compare_with_references(tmpfs, store_path, tmp_path):
     lines = md.strip().splitlines()
     assert lines[2].startswith("| #1 | mine | etcd |")
     assert lines[3].startswith("| published | nvme-vdo (published) | etcd | 664 |")
-    assert "| 4.20 |" in lines[3] and "| 34.0 |" in lines[4]  # fdatasync p99 in ms
+    # fdatasync p99 in ms, with the digits the wiki page printed: not "4.20", "34.0"
+    assert "| 4.2 |" in lines[3] and "| 34 |" in lines[4]
     doc = json.loads(run_cli("compare", "last", "--reference", "vsan", "--json",
                              db=store_path).stdout)
     assert [r["origin"] for r in doc["runs"]] == ["measured", "published"]
@@ -49,13 +50,55 @@ def test_compare_with_references(tmpfs, store_path, tmp_path):
     own.write_text(json.dumps([{"name": "lab-ceph", "target": "Ceph RBD in our lab",
                                 "suite": "etcd", "study": "our 2026 test", "source": "wiki",
                                 "year": 2026,
-                                "figures": {"etcd": {"sync.lat_p99": 7_500_000}}}]))
+                                "figures": {"etcd": {"sync.lat_p99": "4.752 ms",
+                                                     "write.iops": 512}}}]))
     md = run_cli("export", "last", "--reference-file", str(own), db=store_path).stdout
-    assert "lab-ceph (published)" in md and "| 7.50 |" in md
+    assert "lab-ceph (published)" in md and "| 4.752 |" in md, md
+    doc = json.loads(run_cli("compare", "last", "--reference-file", str(own), "--json",
+                             db=store_path).stdout)
+    assert "4.752 ms" in doc["comparison"]["rows"][1]["as_printed"]
     broken = tmp_path / "broken.json"
     broken.write_text('[{"name": "x"}]')
     proc = run_cli("compare", "last", "--reference-file", str(broken), db=store_path)
     assert proc.returncode == 2 and "not a reference set" in proc.stderr
+
+
+@needs_fio
+@pytest.mark.integration
+def test_study_4_clat_mean_reaches_its_column(tmpfs, store_path):
+    """Study 4 printed "1145 IOPS, clat avg 631 µs": both beside one's own run."""
+    proc = run_cli("run", str(tmpfs), "--suite", "sync-iops", "--size", "4m", "--runtime", "1",
+                   db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(run_cli("compare", "last", "--reference", "ebs", "--json",
+                             db=store_path).stdout)
+    cols = [c["metric"] for c in doc["comparison"]["columns"]]
+    published = doc["comparison"]["rows"][1]
+    assert published["values"][cols.index("write.clat_mean")] == 631_000
+    assert published["values"][cols.index("write.iops")] == 1145
+    mine = doc["comparison"]["rows"][0]
+    assert mine["values"][cols.index("write.clat_mean")] > 0  # a figure a run has too
+    table = run_cli("compare", "last", "--reference", "ebs", db=store_path).stdout
+    assert "631" in table and "1,145" in table
+    # and in the charts: the published clat mean is a bar beside one's own
+    from storbench.analysis import charts
+    from storbench.cli.history import _comparison
+    from storbench.store import Store
+
+    comp = _comparison(Store(store_path), ("last",), None, "ebs", None)
+    bars = {c.id: c for c in charts.build(comp)}
+    mean = bars["bar-sync-randwrite-write-clat-mean"]
+    assert mean.names[1] == "ebs (published)" and mean.values[1] == 631_000
+
+
+def test_published_precision_in_other_units():
+    from storbench.analysis.references import printed
+
+    p = printed("4.752 ms")
+    assert p.value == 4_752_000 and p.decimals_in(1e6) == 3 and p.decimals_in(1e3) == 0
+    assert printed("99.3 MiB/s").decimals_in(1024.0**2) == 1
+    with pytest.raises(Exception, match="not a figure as printed"):
+        printed("fast")
 
 
 def test_builtin_names_are_unique_per_suite():

@@ -70,8 +70,8 @@ def build(comp: Comparison) -> list[Chart]:
     names = [_name(r) for r in comp.runs]
     charts: list[Chart] = []
     for j, col in enumerate(comp.columns):
-        if col.metric.kind == "latency":
-            continue
+        if col.metric.kind == "latency" and col.metric.field.split("_", 1)[1] in ("p50", "p99"):
+            continue  # drawn with the p50/p99 latency chart below (published figures too)
         values = [_clean(comp.cells[i][j].value) for i in range(len(comp.runs))]
         charts.append(Chart(_slug("bar", col.test, col.metric.key), col.title, "bar",
                             col.metric.kind, names=names, values=values))

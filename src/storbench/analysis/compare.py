@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
+from storbench.analysis.references import Printed, printed
 from storbench.analysis.stats import Estimate, Ratio, estimate, ratio
 from storbench.result.record import Run
 from storbench.workload.suites import SUITES
@@ -25,6 +26,7 @@ class Cell:
     estimate: Estimate | None  # over repeats; None = not measured (or the test failed)
     ratio: Ratio | None  # to the baseline's figure
     failed: bool
+    printed: Printed | None = None  # a published figure as its study printed it
 
     @property
     def value(self) -> float | None:
@@ -52,9 +54,12 @@ def headline(run: Run) -> list[Column]:
     suite = SUITES.get(run.suite)
     specs = {t.name: t for t in suite.tests} if suite else {}
     cols = []
+    given = run.environment.get("figures") or {} if run.origin == "published" else {}
     for name, results in run.results_by_test().items():
         spec = specs.get(name)
         metrics = [metric(k) for k in spec.metrics] if spec else default_metrics(results[0])
+        # a published run also brings every figure its study printed (study 4's clat mean)
+        metrics += [m for k in given.get(name, []) if (m := metric(k)) not in metrics]
         cols += [Column(name, m) for m in metrics]
     return cols
 
@@ -82,7 +87,8 @@ def compare(runs: list[Run], baseline: int | None = None) -> Comparison:
             if baseline is not None and est is not None:
                 base, _ = figure(runs[baseline], col.test, col.metric)
                 r = ratio(est, base) if base is not None else None
-            row.append(Cell(est, r, failed))
+            shown = (run.environment.get("printed") or {}).get(col.test, {}).get(col.metric.key)
+            row.append(Cell(est, r, failed, printed(shown) if shown else None))
         cells.append(row)
     return Comparison(runs, columns, cells, baseline)
 

@@ -67,7 +67,8 @@ def render(comp: Comparison) -> str:
                  "ci95": [c.estimate.ci95 if c.estimate else None for c in row],
                  "repeats": [c.estimate.n if c.estimate else 0 for c in row],
                  "ratios": [c.ratio.value if c.ratio else None for c in row],
-                 "ratio_ci95": [c.ratio.ci95 if c.ratio else None for c in row]}
+                 "ratio_ci95": [c.ratio.ci95 if c.ratio else None for c in row],
+                 "as_printed": [c.printed.text if c.printed else None for c in row]}
                 for run, row in zip(comp.runs, comp.cells, strict=True)
             ],
         },

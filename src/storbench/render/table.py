@@ -29,14 +29,23 @@ def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ")
         title = f"{col.test}{sep}{col.metric.label}"
         headers.append(units.header(title, col.metric.kind, unit))
         for i, row in enumerate(rows):
-            cell = comp.cells[i][j]
-            text = "failed" if cell.failed else unit.fmt(cell.value, grouping=grouping)
-            if cell.estimate is not None and cell.estimate.ci95 is not None:
-                text += f" ± {unit.fmt(cell.estimate.ci95, grouping=grouping)}"
-            if comp.baseline not in (None, i) and cell.ratio is not None:
-                text += f" ({cell.ratio.value:.2f}×)"
-            row.append(text)
+            row.append(cell_text(comp, i, j, unit, grouping=grouping))
     return Table(headers, rows, [False, False, False] + [True] * len(comp.columns))
+
+
+def cell_text(comp: Comparison, i: int, j: int, unit: units.Unit, *,
+              grouping: bool = True) -> str:
+    """One cell: the figure (a published one with the precision its study printed),
+    its confidence interval, its ratio to the baseline."""
+    cell = comp.cells[i][j]
+    decimals = cell.printed.decimals_in(unit.divisor) if cell.printed else None
+    text = "failed" if cell.failed else unit.fmt(cell.value, grouping=grouping,
+                                                   decimals=decimals)
+    if cell.estimate is not None and cell.estimate.ci95 is not None:
+        text += f" ± {unit.fmt(cell.estimate.ci95, grouping=grouping)}"
+    if comp.baseline not in (None, i) and cell.ratio is not None:
+        text += f" ({cell.ratio.value:.2f}×)"
+    return text
 
 
 def summary_table(rows: list[SummaryRow]) -> Table:

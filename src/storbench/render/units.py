@@ -19,10 +19,13 @@ class Unit:
     name: str
     divisor: float
 
-    def fmt(self, v: float | None, *, grouping: bool = True) -> str:
+    def fmt(self, v: float | None, *, grouping: bool = True, decimals: int | None = None) -> str:
+        """``decimals``: as many as given (a published figure's own precision)."""
         if v is None:
             return ""
         x = v / self.divisor
+        if decimals is not None:
+            return f"{x:,.{decimals}f}" if grouping else f"{x:.{decimals}f}"
         if abs(x) >= 100:
             return f"{x:,.0f}" if grouping else f"{x:.0f}"
         if abs(x) >= 10:

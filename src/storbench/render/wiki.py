@@ -9,7 +9,7 @@ from storbench.analysis.compare import Comparison
 from storbench.render import units
 from storbench.render.markdown import inert
 from storbench.render.markdown import table as md_table
-from storbench.render.table import Table
+from storbench.render.table import Table, cell_text
 
 
 def tables(comp: Comparison) -> list[tuple[str, Table]]:
@@ -21,14 +21,8 @@ def tables(comp: Comparison) -> list[tuple[str, Table]]:
         header = units.header(col.title, col.metric.kind, unit)
         rows = []
         for i, run in enumerate(comp.runs):
-            cell = comp.cells[i][j]
-            text = "failed" if cell.failed else unit.fmt(cell.value)
-            if cell.estimate is not None and cell.estimate.ci95 is not None:
-                text += f" ± {unit.fmt(cell.estimate.ci95)}"
-            if comp.baseline not in (None, i) and cell.ratio is not None:
-                text += f" ({cell.ratio.value:.2f}×)"
             rows.append(["published" if run.origin == "published" else f"#{run.id}",
-                         run.label or "", text])
+                         run.label or "", cell_text(comp, i, j, unit)])
         out.append((header, Table(["run", "label", header], rows, [False, False, True])))
     return out
 
