@@ -130,7 +130,10 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
 
 
 def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:
-    """What a reader of the verdict must know about how its figure was measured."""
+    """What a reader of the verdict must know about how its figure was measured: each
+    a gist, a colon, then the detail (and no "; " inside: notes are joined by it)."""
+    if run.origin == "published":
+        return []  # how a study measured is not known beyond what it printed
     out = [f"not at the requested rate: achieved {s.achieved:,.1f} of {s.requested:,.6g}"
            f" {s.direction} {s.unit}, a saturated figure" for s in rates.shortfalls(r)]
     syncs = m.direction == "sync" or any(
@@ -138,16 +141,16 @@ def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:
         "sync") in ("1", "sync", "dsync")
     fs = (run.environment.get("target") or {}).get("fs_type")
     if syncs and fs in RAM_FILESYSTEMS:
-        out.append(f"fsync on {fs} is a no-op (RAM is the storage, nothing is made durable):"
-                   " this figure says nothing about a disk's sync latency")
+        out.append(f"fsync on {fs} is a no-op: RAM is the storage and nothing is made"
+                   " durable, so this figure says nothing about a disk's sync latency")
     closed = not (r.options.get("rate_iops") or r.options.get("rate"))
     if syncs and closed and not passed and m.kind == "latency" and r.write is not None:
         flat = _flat_rate(r)
-        cap = (f"; its writes ran at a flat {flat:,.0f}/s, the mark of an IOPS cap"
+        cap = (f" (its writes ran at a flat {flat:,.0f}/s, the mark of an IOPS cap)"
                if flat is not None else "")
         out.append("closed loop: fio wrote as fast as the storage allowed, so on a volume"
                    " whose IOPS are capped every write waited for the cap" + cap +
-                   "; an application that writes at its own pace (etcd) may not: `--rate"
+                   ". An application that writes at its own pace (etcd) may not, and `--rate"
                    " N` (its writes per second) measures what it sees there")
     return out
 

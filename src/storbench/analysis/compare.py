@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
 from storbench.analysis.references import Printed, printed
-from storbench.analysis.stats import Estimate, Ratio, estimate, ratio
-from storbench.result.record import Run
+from storbench.analysis.stats import Estimate, Ratio, estimate, ratio, times
+from storbench.analysis.warnings import brief
+from storbench.result.record import Run, Verdict
 from storbench.workload.suites import SUITES
 
 
@@ -27,6 +28,7 @@ class Cell:
     ratio: Ratio | None  # to the baseline's figure
     failed: bool
     printed: Printed | None = None  # a published figure as its study printed it
+    caveats: tuple[str, ...] = ()  # the run's warnings on this test, in a few words
 
     @property
     def value(self) -> float | None:
@@ -39,6 +41,8 @@ class Comparison:
     columns: list[Column]
     cells: list[list[Cell]]  # [run index][column index]
     baseline: int | None  # index into runs
+    caveats: list[list[str]] = field(default_factory=list)  # per run: "randread: page cache"
+    outcomes: list[list[str]] = field(default_factory=list)  # per run: "FAIL etcd.… < 10ms"
 
     def better(self, column: int, run: int) -> bool | None:
         """Whether ``run`` did better than the baseline in ``column`` (None: no ratio)."""
@@ -88,9 +92,44 @@ def compare(runs: list[Run], baseline: int | None = None) -> Comparison:
                 base, _ = figure(runs[baseline], col.test, col.metric)
                 r = ratio(est, base) if base is not None else None
             shown = (run.environment.get("printed") or {}).get(col.test, {}).get(col.metric.key)
-            row.append(Cell(est, r, failed, printed(shown) if shown else None))
+            row.append(Cell(est, r, failed, printed(shown) if shown else None,
+                            tuple(test_caveats(run, col))))
         cells.append(row)
-    return Comparison(runs, columns, cells, baseline)
+    return Comparison(runs, columns, cells, baseline, [run_caveats(r) for r in runs],
+                      [outcomes(r) for r in runs])
+
+
+def test_caveats(run: Run, col: Column) -> list[str]:
+    """The run's warnings about this test (and this direction, where they name one)."""
+    out: list[str] = []
+    for w in run.warnings:
+        direction = w.details.get("direction")
+        if w.test != col.test or direction not in (None, col.metric.direction):
+            continue
+        if (text := brief(w)) not in out:
+            out.append(text)
+    return out
+
+
+def run_caveats(run: Run) -> list[str]:
+    out: list[str] = []
+    for w in run.warnings:
+        if (text := f"{w.test}: {brief(w)}") not in out:
+            out.append(text)
+    return out
+
+
+def outcomes(run: Run) -> list[str]:
+    """Each verdict in a word and its rule: "PASS etcd.fdatasync.p99 < 10ms"."""
+    return [verdict_brief(v) for v in run.judged]
+
+
+def verdict_brief(v: Verdict) -> str:
+    """"PASS etcd.fdatasync.p99 < 10ms (fsync on tmpfs is a no-op …)": the verdict and
+    the gist of each thing to know about it."""
+    gist = [part.split(":", 1)[0].strip() for part in v.note.split("; ") if part.strip()]
+    return f"{'PASS' if v.passed else 'FAIL'} {v.assertion}" + (
+        f" ({'; '.join(gist)})" if gist else "")
 
 
 def sentences(comp: Comparison) -> list[str]:
@@ -106,12 +145,17 @@ def sentences(comp: Comparison) -> list[str]:
             r = comp.cells[i][j].ratio
             if r is None:
                 continue
-            unc = f" ± {r.ci95:.2f}" if r.ci95 is not None else ""
-            text = f"{run.name}: {r.value:.2f}{unc} × the {col.title} of {base.name}"
+            unc = f" ± {times(r.ci95)}" if r.ci95 is not None else ""
+            text = f"{run.name}: {times(r.value)}{unc} × the {col.title} of {base.name}"
             if r.within_noise:
                 text += " (within noise)"
             else:
                 better = comp.better(j, i)
                 text += " (better)" if better else " (worse)" if better is False else ""
+            # a ratio is only as good as its two figures: say what is wrong with them
+            said = [f"{who.name}: {', '.join(c.caveats)}" for who, c in
+                    ((run, comp.cells[i][j]), (base, comp.cells[comp.baseline][j])) if c.caveats]
+            if said:
+                text += f" — caveats: {'; '.join(said)}"
             out.append(text)
     return out

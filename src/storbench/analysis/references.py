@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from storbench.analysis.metrics import metric
+from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError
 from storbench.result.model import Direction, Latency, SyncStats, TestResult
 from storbench.result.record import Run, StoredTest
@@ -183,14 +184,16 @@ def as_run(ref: Reference, index: int) -> Run:
     """A reference as a row for comparisons: origin "published", id 0, figures only."""
     tests = [StoredTest(i, 0, _result(test, figures)) for i, (test, figures)
              in enumerate(ref.figures.items())]
-    return Run(id=0, uid=f"reference-{index}", created_at=str(ref.year or ""), finished_at=None,
-               status="completed", origin="published", label=f"{ref.name} (published)",
-               suite=ref.suite, target=ref.target, error=None,
-               environment={"study": ref.study, "source": ref.source,
-                            "printed": ref.printed or {},
-                            "figures": {t: list(m) for t, m in ref.figures.items()}},
-               settings={}, storbench_version="", fio_version=None, tests=tests,
-               verdicts=[])
+    run = Run(id=0, uid=f"reference-{index}", created_at=str(ref.year or ""), finished_at=None,
+              status="completed", origin="published", label=f"{ref.name} (published)",
+              suite=ref.suite, target=ref.target, error=None,
+              environment={"study": ref.study, "source": ref.source,
+                           "printed": ref.printed or {},
+                           "figures": {t: list(m) for t, m in ref.figures.items()}},
+              settings={}, storbench_version="", fio_version=None, tests=tests,
+              verdicts=[])
+    # judged by its suite's profile like a measured run (etcd: fdatasync p99 < 10 ms)
+    return replace(run, verdicts=evaluate(run, unresolvable="fail"))
 
 
 def _latency(fields: dict[str, float], which: str) -> Latency | None:

@@ -66,3 +66,12 @@ def ratio(a: Estimate, b: Estimate) -> Ratio | None:
     rel_a = (a.ci95 or 0.0) / a.center if a.center else 0.0
     rel_b = (b.ci95 or 0.0) / b.center
     return Ratio(r, abs(r) * math.hypot(rel_a, rel_b))
+
+
+def times(x: float) -> str:
+    """A ratio as text: "1.52", "13,043", "0.0022" (never "0.00")."""
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 0.01 or x == 0:
+        return f"{x:.2f}"
+    return f"{x:.2g}"

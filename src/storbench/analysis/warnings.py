@@ -235,12 +235,16 @@ def io_seconds(r: TestResult) -> float | None:
     return ms / 1000 if ms > 0 else None
 
 
+def _took(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2g} s"
+
+
 def too_short(r: TestResult) -> Warning | None:
     """A test over in under MIN_SECONDS: a sub-second one as much as a 4-second one."""
     seconds = io_seconds(r)
     if r.steady_state is not None or seconds is None or seconds >= MIN_SECONDS:
         return None
-    took = f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2g} s"
+    took = _took(seconds)
     return Warning(
         Kind.TOO_SHORT, r.name,
         f"{r.name}: moved its data in {took} only, too short to know whether the storage"
@@ -313,3 +317,27 @@ def across_repeats(name: str, results: list[TestResult]) -> list[Warning]:
                 {"direction": direction, "cv": cv, "repeats": len(values)},
             ))
     return out
+
+
+def brief(w: Warning) -> str:
+    """A warning in a few words, for a table cell beside the figure it concerns."""
+    try:
+        return _brief(w)
+    except (KeyError, TypeError, ZeroDivisionError):  # stored by an older storbench
+        return str(w.kind).replace("-", " ")
+
+
+def _brief(w: Warning) -> str:
+    d = w.details
+    if w.kind == Kind.IODEPTH_SHORTFALL:
+        return f"qd {d['achieved']:.1f} of {d['requested']} achieved"
+    if w.kind == Kind.HIGH_VARIATION:
+        across = f" over {d['repeats']} repeats" if "repeats" in d else ""
+        return f"{d['direction']} IOPS varied {100 * d['cv']:.0f}%{across}"
+    if w.kind == Kind.RATE_NOT_REACHED:
+        return f"rate not reached ({d['achieved']:,.0f} of {d['requested']:,.6g} {d['unit']})"
+    if w.kind == Kind.BURST_THEN_THROTTLE:
+        return f"burst then {100 * (1 - d['after_iops'] / d['before_iops']):.0f}% lower"
+    if w.kind == Kind.TOO_SHORT:
+        return f"too short ({_took(d['seconds'])})"
+    return str(w.kind).replace("-", " ")

@@ -24,13 +24,13 @@ def render(comp: Comparison) -> str:
         headers.append(units.header(col.title, col.metric.kind, unit))
         if comp.baseline is not None:
             headers.append(f"{col.title} ratio to #{comp.runs[comp.baseline].id}")
-    writer.writerow(headers)
-    for run, row in zip(comp.runs, comp.cells, strict=True):
+    writer.writerow([*headers, "caveats", "verdicts"])
+    for k, (run, row) in enumerate(zip(comp.runs, comp.cells, strict=True)):
         ident = "published" if run.origin == "published" else str(run.id)
         line: list[str] = [ident, run.label or "", run.suite, run.status, run.created_at]
         for cell, unit in zip(row, column_units, strict=True):
             line.append("" if cell.value is None else f"{cell.value / unit.divisor:.6g}")
             if comp.baseline is not None:
                 line.append("" if cell.ratio is None else f"{cell.ratio.value:.4f}")
-        writer.writerow(line)
+        writer.writerow([*line, "; ".join(comp.caveats[k]), "; ".join(comp.outcomes[k])])
     return out.getvalue()

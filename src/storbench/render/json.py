@@ -68,8 +68,10 @@ def render(comp: Comparison) -> str:
                  "repeats": [c.estimate.n if c.estimate else 0 for c in row],
                  "ratios": [c.ratio.value if c.ratio else None for c in row],
                  "ratio_ci95": [c.ratio.ci95 if c.ratio else None for c in row],
-                 "as_printed": [c.printed.text if c.printed else None for c in row]}
-                for run, row in zip(comp.runs, comp.cells, strict=True)
+                 "as_printed": [c.printed.text if c.printed else None for c in row],
+                 "caveats": [list(c.caveats) for c in row],
+                 "run_caveats": comp.caveats[k], "verdicts": comp.outcomes[k]}
+                for k, (run, row) in enumerate(zip(comp.runs, comp.cells, strict=True))
             ],
         },
     }

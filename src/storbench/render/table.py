@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storbench.analysis.compare import Comparison
+from storbench.analysis.stats import times
 from storbench.analysis.summary import SummaryRow
 from storbench.render import units
 
@@ -23,6 +24,13 @@ def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ")
         ["published" if r.origin == "published" else f"#{r.id}", r.label or "", r.suite]
         for r in comp.runs
     ]
+    # what a reader must know before the figures: each run's warnings and verdicts
+    for title, per_run in (("caveats", comp.caveats), ("verdicts", comp.outcomes)):
+        if any(per_run):
+            headers.append(title)
+            for row, items in zip(rows, per_run, strict=True):
+                row.append("; ".join(items))
+    left = len(headers)
     for j, col in enumerate(comp.columns):
         column_values = [comp.cells[i][j].value for i in range(len(comp.runs))]
         unit = units.choose(col.metric.kind, column_values)
@@ -30,7 +38,7 @@ def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ")
         headers.append(units.header(title, col.metric.kind, unit))
         for i, row in enumerate(rows):
             row.append(cell_text(comp, i, j, unit, grouping=grouping))
-    return Table(headers, rows, [False, False, False] + [True] * len(comp.columns))
+    return Table(headers, rows, [False] * left + [True] * len(comp.columns))
 
 
 def cell_text(comp: Comparison, i: int, j: int, unit: units.Unit, *,
@@ -44,7 +52,9 @@ def cell_text(comp: Comparison, i: int, j: int, unit: units.Unit, *,
     if cell.estimate is not None and cell.estimate.ci95 is not None:
         text += f" ± {unit.fmt(cell.estimate.ci95, grouping=grouping)}"
     if comp.baseline not in (None, i) and cell.ratio is not None:
-        text += f" ({cell.ratio.value:.2f}×)"
+        text += f" ({times(cell.ratio.value)}×)"
+    if cell.caveats and not cell.failed:
+        text += " ⚠"  # see the row's caveats
     return text
 
 

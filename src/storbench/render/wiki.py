@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from storbench.analysis.compare import Comparison
+from storbench.analysis.compare import Comparison, verdict_brief
 from storbench.render import units
 from storbench.render.markdown import inert
 from storbench.render.markdown import table as md_table
@@ -23,7 +23,20 @@ def tables(comp: Comparison) -> list[tuple[str, Table]]:
         for i, run in enumerate(comp.runs):
             rows.append(["published" if run.origin == "published" else f"#{run.id}",
                          run.label or "", cell_text(comp, i, j, unit)])
-        out.append((header, Table(["run", "label", header], rows, [False, False, True])))
+        headers = ["run", "label", header]
+        # beside the figure: the run's warnings on this test, and the verdicts judging it
+        judged = [[verdict_brief(v) for v in run.judged
+                   if v.metric == col.metric.key and v.assertion.split(".", 1)[0]
+                   in (col.test, col.test.removesuffix("_rated"))] for run in comp.runs]
+        for title, per_run in (("caveats", [list(comp.cells[i][j].caveats)
+                                            for i in range(len(comp.runs))]),
+                               ("verdict", judged)):
+            if any(per_run):
+                headers.append(title)
+                for row, items in zip(rows, per_run, strict=True):
+                    row.append("; ".join(items))
+        out.append((header, Table(headers, rows, [False, False, True] + [False] * (
+            len(headers) - 3))))
     return out
 
 

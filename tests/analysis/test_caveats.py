@@ -1,0 +1,78 @@
+"""Warnings and verdicts travel with the figures: beside each row of a comparison, in
+every export and in the report, so that a ratio is never read without them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import needs_fio, run_cli
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+# the same reads twice: once as asked (libaio, qd 32), once with a synchronous engine
+# that keeps one I/O in flight whatever iodepth says
+DEEP = ("[reads]\nrw=randread\nbs=4k\nsize=16m\ndirect=1\nioengine={engine}\niodepth=32\n"
+        "time_based\nruntime=2\n")
+
+
+def two_runs(tmpfs: Path, tmp_path: Path, db: Path) -> None:
+    for label, engine in (("async", "libaio"), ("sync", "psync")):
+        job = tmp_path / f"{label}.fio"
+        job.write_text(DEEP.format(engine=engine))
+        proc = run_cli("run", str(tmpfs), "--job", str(job), "-l", label,
+                       "--assert", "reads.iops > 1", db=db)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_caveats_and_verdicts_beside_every_row(tmpfs, tmp_path, store_path):
+    two_runs(tmpfs, tmp_path, store_path)
+    doc = json.loads(run_cli("compare", "async", "sync", "-b", "async", "--json",
+                             db=store_path).stdout)
+    rows = doc["comparison"]["rows"]
+    assert not any("qd" in c for c in rows[0]["run_caveats"])
+    assert any(re.fullmatch(r"reads: qd 1\.\d of 32 achieved", c) for c in rows[1]["run_caveats"])
+    assert any("qd 1." in c for c in rows[1]["caveats"][0])  # on the figure's own cell
+    assert rows[1]["verdicts"] == ["PASS reads.iops > 1"]
+
+    said = " ".join(run_cli("compare", "async", "sync", "-b", "async",
+                            db=store_path).stdout.split())
+    assert "caveats" in said and "verdicts" in said and "⚠" in said
+    # the sentence with the ratio names what is wrong with the figure it stands on
+    assert re.search(r"sync: [\d.,]+ × the reads read IOPS of async \(\w+\) — caveats: sync:"
+                     r" [^;]*qd 1\.\d of 32 achieved", said), said
+
+    md = run_cli("export", "async", "sync", db=store_path).stdout
+    header, _, first, second = md.splitlines()[:4]
+    assert "| caveats | verdicts |" in header
+    assert "qd 1." in second and "qd 1." not in first and "PASS reads.iops &gt; 1" in second
+
+    wiki = run_cli("export", "async", "sync", "--format", "wiki", db=store_path).stdout
+    iops_table = wiki.split("###")[1]
+    assert "| caveats | verdict |" in iops_table and "PASS reads.iops &gt; 1" in iops_table
+
+    table = list(csv.DictReader(io.StringIO(
+        run_cli("export", "async", "sync", "--format", "csv", db=store_path).stdout)))
+    assert "qd 1." in table[1]["caveats"] and table[1]["verdicts"] == "PASS reads.iops > 1"
+
+    out = tmp_path / "r.html"
+    proc = run_cli("report", "async", "sync", "-o", str(out), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    comparison = out.read_text().split("<h2>Comparison</h2>", 1)[1].split("</table>", 1)[0]
+    assert "<th>caveats</th>" in comparison and "of 32 achieved" in comparison
+
+
+def test_published_rows_are_judged_too(tmpfs, store_path):
+    proc = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    md = run_cli("export", "last", "--reference", "nvme-vdo,vsan", db=store_path).stdout
+    lines = md.splitlines()
+    assert "FAIL etcd.fdatasync.p99 &lt; 10ms" in lines[4]  # vsan's 18.0 ms
+    assert "PASS etcd.fdatasync.p99 &lt; 10ms" in lines[3]  # nvme-vdo's 4.2 ms
+    # the tmpfs run's PASS carries its gist: fsync did nothing there
+    assert "PASS etcd.fdatasync.p99 &lt; 10ms (fsync on tmpfs is a no-op)" in lines[2]
