@@ -188,6 +188,35 @@ def test_burst_then_throttle_warning(throttled, tmp_path, store_path):
     assert "dropped to" in out
 
 
+def test_plateau_length_is_measured_on_the_levels(throttled, tmp_path, store_path):
+    """Known truth: 6000 IOPS for 27 s (the cap changes 27.5 s after fio creates its
+    file, ~0.5 s of layout before the I/O starts), then 1500: reported 27 ± 2 s."""
+    throttled.set_limits(6000, 3000)
+    run, _ = run_changing_caps(throttled, tmp_path, store_path, 38, [(27.5, 1500)])
+    w = [w for w in run["warnings"] if w["kind"] == "burst-then-throttle"]
+    assert w, run["warnings"]
+    d = w[0]["details"]
+    assert d["drop_at_s"] == pytest.approx(27, abs=2)
+    assert d["before_iops"] == pytest.approx(6000, rel=0.1)
+    assert d["after_iops"] == pytest.approx(1500, rel=0.1)
+    assert "stall" not in kinds(run)
+
+
+def test_a_dip_that_recovers_is_a_stall_not_a_throttle(throttled, tmp_path, store_path):
+    """Known truth: 3000 IOPS, then 600 for 8 s from ~10 s in, then 3000 again."""
+    run, out = run_changing_caps(throttled, tmp_path, store_path, 28,
+                                 [(10.5, 600), (18.5, 3000)])
+    assert "burst-then-throttle" not in kinds(run), run["warnings"]
+    w = [w for w in run["warnings"] if w["kind"] == "stall"]
+    assert w, run["warnings"]
+    d = w[0]["details"]
+    assert d["length_s"] == pytest.approx(8, abs=1.5)
+    assert d["start_s"] == pytest.approx(10, abs=2)
+    assert d["low_iops"] == pytest.approx(600, rel=0.15)
+    assert d["before_iops"] == pytest.approx(3000, rel=0.1)
+    assert "a stall, not a throttle" in " ".join(out.split())
+
+
 def test_high_variation_warning(throttled, tmp_path, store_path):
     schedule = [(i + 0.5, 1000 if i % 2 == 0 else 4000) for i in range(10)]
     run, _ = run_changing_caps(throttled, tmp_path, store_path, 10, schedule)

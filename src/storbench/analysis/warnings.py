@@ -12,7 +12,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from storbench.analysis import rates
+from storbench.analysis import levels, rates
 from storbench.analysis.caches import device_not_reached, small_working_set
 from storbench.result.model import Direction, Series, TestResult
 from storbench.result.record import Warning
@@ -20,7 +20,6 @@ from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
 
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
 CACHE_NS = 20_000  # direct random reads faster than this come from a cache
-BURST_DROP = 0.30
 MAX_CV = 0.10
 MIN_SAMPLES = 5
 MIN_SECONDS = 5.0  # a test that moved its data in less has not met caches, credits, write-back
@@ -30,6 +29,7 @@ class Kind(enum.StrEnum):
     PAGE_CACHE = "page-cache"
     CACHE_IN_FRONT = "cache-in-front"
     BURST_THEN_THROTTLE = "burst-then-throttle"
+    STALL = "stall"
     NOT_STEADY = "not-steady"
     TOO_SHORT = "too-short"
     IODEPTH_SHORTFALL = "iodepth-shortfall"
@@ -165,37 +165,31 @@ def _scaled(d: Direction | None, workers: int) -> Direction | None:
 
 
 def burst(direction: str, s: Series, name: str) -> Warning | None:
-    """A plateau, then a drop of >= 30% that lasts: burst credits running out."""
-    v = s.iops
-    n = len(v)
-    if n < 6:
+    """A plateau, then a drop of >= 30% that lasts (burst credits running out); or a
+    dip that comes back to the earlier level (a stall), with its length."""
+    shift = levels.find(list(s.t_s), list(s.iops))
+    if shift is None:
         return None
-    best: tuple[float, int, float, float] | None = None
-    for k in range(2, n - 2):
-        before, after = v[:k], v[k:]
-        b, a = statistics.median(before), statistics.median(after)
-        if b <= 0 or a > (1 - BURST_DROP) * b:
-            continue
-        # the two levels must be clearly apart, not noise around one level
-        if _quantile(before, 0.25) <= _quantile(after, 0.75):
-            continue
-        if best is None or b - a > best[0]:
-            best = (b - a, k, b, a)
-    if best is None:
-        return None
-    _, k, b, a = best
+    b, a = shift.before, shift.low
+    if shift.kind == "dip" and shift.end_s is not None:
+        length = shift.end_s - shift.start_s
+        return Warning(
+            Kind.STALL, name,
+            f"{name}: {direction} IOPS fell from {b:,.0f} to {a:,.0f} for {length:.0f} s"
+            f" ({shift.start_s:.0f}–{shift.end_s:.0f} s into the test), then came back to"
+            f" {shift.back or 0:,.0f}: a stall, not a throttle. The average includes it;"
+            f" see `storbench show RUN --timeline`.",
+            {"direction": direction, "before_iops": b, "low_iops": a, "back_iops": shift.back,
+             "start_s": shift.start_s, "end_s": shift.end_s, "length_s": length},
+        )
     return Warning(
         Kind.BURST_THEN_THROTTLE, name,
-        f"{name}: {direction} IOPS ran at {b:,.0f} for {s.t_s[k - 1]:.0f} s, then dropped to"
+        f"{name}: {direction} IOPS ran at {b:,.0f} for {shift.start_s:.0f} s, then dropped to"
         f" {a:,.0f} ({100 * (1 - a / b):.0f}% lower) — burst credits or a throttle. The"
         f" sustained figure is the lower one; run longer to see where it settles.",
-        {"direction": direction, "before_iops": b, "after_iops": a, "drop_at_s": s.t_s[k - 1]},
+        {"direction": direction, "before_iops": b, "after_iops": a,
+         "drop_at_s": shift.start_s},
     )
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def variation(direction: str, s: Series, name: str) -> Warning | None:
@@ -338,6 +332,8 @@ def _brief(w: Warning) -> str:
         return f"rate not reached ({d['achieved']:,.0f} of {d['requested']:,.6g} {d['unit']})"
     if w.kind == Kind.BURST_THEN_THROTTLE:
         return f"burst then {100 * (1 - d['after_iops'] / d['before_iops']):.0f}% lower"
+    if w.kind == Kind.STALL:
+        return f"stall of {d['length_s']:.0f} s at {d['start_s']:.0f} s"
     if w.kind == Kind.TOO_SHORT:
         return f"too short ({_took(d['seconds'])})"
     return str(w.kind).replace("-", " ")
