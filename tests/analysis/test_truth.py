@@ -248,6 +248,41 @@ def test_metadata_probe_on_network_fs(sshfs_server, tmp_path, store_path):
     assert probe["listdir"]["load"]["p50_ns"] > probe["listdir"]["idle"]["p50_ns"]
     assert probe["create_unlink"]["load"]["p99_ns"] > probe["create_unlink"]["idle"]["p99_ns"]
     assert "Metadata latency beside the load" in proc.stdout
+    check_probe_travels(store_path, tmp_path)
+
+
+def check_probe_travels(db: Path, tmp_path: Path) -> None:
+    """Study 1's finding (metadata starved under load) reaches compare, every export and
+    the report, and each sample is placed in the run beside the I/O."""
+    run = last_run(db)
+    data = run["data"]
+    test_phase = next(p for p in data["phases"] if "load" in p.get("results", []))
+    offset = data["metadata_probe_start_s"]
+    slowest = max((s for s in data["metadata_probe_timeline"] if s[0] == "listdir"),
+                  key=lambda s: s[2])
+    # the slowest listing happened while fio ran, on the run's clock
+    assert test_phase["start_s"] <= offset + slowest[1] <= test_phase["end_s"] + 0.5
+    assert test_phase["io_s"] == pytest.approx(5, abs=0.5)
+
+    said = " ".join(run_cli("compare", "last", db=db).stdout.split())
+    assert "Metadata latency, idle and under load" in said
+    assert re.search(r"listdir( │ [\d.,]+){6}", said), said
+    md = run_cli("export", "last", db=db).stdout
+    assert "**Metadata latency, idle and under load" in md and "| listdir |" in md
+    wiki = run_cli("export", "last", "--format", "wiki", db=db).stdout
+    assert "### Metadata latency, idle and under load" in wiki
+    head = run_cli("export", "last", "--format", "csv", db=db).stdout.splitlines()[0]
+    assert "metadata listdir load p99 [ms]" in head and "metadata listdir idle p99 [ms]" in head
+    doc = json.loads(run_cli("compare", "last", "--json", db=db).stdout)
+    assert doc["comparison"]["metadata_probe"][0]["listdir"]["load"]["n"] >= 6
+    out = tmp_path / "report.html"
+    assert run_cli("report", "last", "-o", str(out), db=db).returncode == 0
+    html = out.read_text()
+    assert "<h3>Metadata latency under load</h3>" in html
+    assert 'id="probe-' in html and 'id="run-io-' in html
+    assert "time since the run began [s]" in html
+    shown = run_cli("show", "last", db=db).stdout
+    assert "Where the time went" in shown and "layout and start-up" in shown
 
 
 def test_probe_is_off_by_default_on_local_disks(tmpfs, tmp_path, store_path):

@@ -43,6 +43,8 @@ class Chart:
     bar_label: str = ""
     lines: list[Line] = field(default_factory=list)  # line / percentile charts
     log_y: bool = False
+    section: str = ""  # "run-timeline": the metadata probe and the I/O on one clock
+    x_range: tuple[float, float] | None = None  # shared by charts drawn beside each other
 
     @property
     def empty(self) -> bool:
@@ -100,8 +102,47 @@ def build(comp: Comparison) -> list[Chart]:
             charts.append(Chart(
                 _slug("timeline", test, direction, kind), f"{test} {direction} {label} over time",
                 "line", kind, x_label="time [s]", lines=lines))
+    charts += run_timelines(comp)
     return [c if c.kind == "bar" else replace(c, lines=[ln for ln in c.lines if any(
         y is not None for y in ln.ys)]) for c in charts if not c.empty]
+
+
+def run_timelines(comp: Comparison) -> list[Chart]:
+    """Per run that probed its metadata: each operation's latency over the run, and
+    beside it (the same time axis) each test's IOPS placed where it ran."""
+    out = []
+    for run in comp.runs:
+        timeline = run.data.get("metadata_probe_timeline")
+        if not timeline:
+            continue
+        offset = float(run.data.get("metadata_probe_start_s") or 0.0)
+        probe = [Line(op.replace("_", "+"), [offset + t for o, t, _ in timeline if o == op],
+                      [float(ns) for o, _, ns in timeline if o == op])
+                 for op in dict.fromkeys(str(item[0]) for item in timeline)]
+        io = []
+        for phase in run.data.get("phases") or []:
+            if "io_start_s" not in phase:
+                continue
+            for t in run.tests:
+                r = t.result
+                if t.host or r.name not in phase.get("results", []) or t.repeat != phase.get(
+                        "repeat"):
+                    continue
+                for direction, s in r.series.items():
+                    io.append(Line(f"{r.name} {direction}" + (
+                        f" #{t.repeat + 1}" if t.repeat else ""),
+                        [float(phase["io_start_s"]) + x for x in s.t_s], list(s.iops)))
+        xs = [x for ln in (*probe, *io) for x in ln.xs]
+        span = (0.0, max(xs)) if xs else None
+        axis = "time since the run began [s]"
+        out.append(Chart(_slug("probe", _name(run)), f"{_name(run)}: metadata latency",
+                         "line", "latency", x_label=axis, lines=probe, log_y=True,
+                         section="run-timeline", x_range=span))
+        if io:
+            out.append(Chart(_slug("run-io", _name(run)), f"{_name(run)}: IOPS at the same"
+                             " time", "line", "iops", x_label=axis, lines=io,
+                             section="run-timeline", x_range=span))
+    return out
 
 
 def _latency_keys(comp: Comparison) -> list[tuple[str, str]]:

@@ -86,6 +86,7 @@ def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
         print_json(run_dict(r, raw=raw))
         return
     terminal.print_run(out, r)
+    terminal.print_time_spent(out, r)
     if timeline:
         out.print(render_timeline(r), markup=False)
     terminal.print_environment(out, r.environment)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -23,6 +24,8 @@ class ConsoleReporter:
         self.live = console.is_terminal
         self.bars: Progress | None = None
         self.tasks: list[TaskID] = []
+        self._started: dict[int, float] = {}  # non-terminal: when each test began
+        self._said: dict[int, str] = {}  # non-terminal: the phase last printed per test
 
     def leftover_removed(self, leftover: Leftover) -> None:
         self.console.print(f"[yellow]Removed[/yellow] {escape(str(leftover.path))}, left by"
@@ -54,16 +57,34 @@ class ConsoleReporter:
         if self.bars is not None:
             self.bars.update(self.tasks[index], live=f"{test.description}{expected}")
         else:
+            self._started[index] = time.monotonic()
             self.console.print(f"[{index + 1}] {test.name}: {test.description}{expected}",
                                markup=False)
 
     def progress(self, index: int, p: FioProgress) -> None:
         if self.bars is None:
+            self._phase_line(index, p)
             return
         live = "  ".join(x for x in (p.iops and f"{p.iops} IOPS", p.bandwidth) if x)
         eta = f"eta {p.eta_s // 60}m{p.eta_s % 60:02d}s" if p.eta_s is not None else ""
         self.bars.update(self.tasks[index], completed=p.percent or 0, eta=eta,
                          live=live or "laying out files")
+
+    def _phase_line(self, index: int, p: FioProgress) -> None:
+        """Plain output: a line when fio starts laying out files and when I/O begins
+        (with how long the layout took), so a log shows where a slow run's time went."""
+        running = bool(p.iops or p.bandwidth)
+        phase = "io" if running else "layout"
+        seen = self._said.get(index)
+        self._said[index] = "io" if seen == "io" else phase
+        if seen == phase or seen == "io" or (phase == "io" and seen is None):
+            return  # said already, or I/O from the first status line: nothing to explain
+        took = time.monotonic() - self._started.get(index, time.monotonic())
+        if phase == "layout":
+            self.console.print(f"[{index + 1}] laying out files", markup=False)
+        else:
+            self.console.print(f"[{index + 1}] I/O running (after {took:.1f} s of layout and"
+                               " start-up)", markup=False)
 
     def test_finished(self, index: int, results: list[TestResult], error: str) -> None:
         if error:

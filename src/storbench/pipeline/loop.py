@@ -33,6 +33,7 @@ from storbench.execute.local import FioProcess
 from storbench.execute.probe import MetadataProbe, is_network_fs
 from storbench.execute.workdir import create_marked, leftovers, remove_marked
 from storbench.pipeline.failures import failure
+from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import NullReporter, Reporter
 from storbench.pipeline.spec import RunSpec, make_plan
 from storbench.result import parse_fio_json
@@ -95,6 +96,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
     an unusable target); afterwards, every ending is a RunOutcome.
     """
     rep: Reporter = reporter or NullReporter()
+    clock = Phases()
     planned = plan_run(spec, target)
     baseline = _baseline(spec, store)
     _check_baseline(baseline, planned.plan)
@@ -118,6 +120,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 rep.leftover_removed(leftover)
             target.check(planned.plan, fio, workdir)
             guard.check()
+            clock.since("preflight")
             environment = {**target.describe(fio), "storbench_version": __version__}
             run_id = store.begin_run(
                 uid=planned.uid, suite=planned.plan.suite_name, target=target.name,
@@ -125,7 +128,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 settings={**spec.settings(planned.plan.suite_name), **target.settings()},
                 storbench_version=__version__, fio_version=environment.get("fio_version"),
                 label=spec.label, tags=spec.tags)
-            loop = _Loop(target, planned, store, run_id, rep, guard, environment)
+            loop = _Loop(target, planned, store, run_id, rep, guard, environment, clock)
             try:
                 failure: BaseException | None = None
                 try:
@@ -135,8 +138,9 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 except BaseException as exc:  # cleaned up first, then recorded
                     failure = exc
                 loop.stop_probe()
-                failure = _clean_up(target, failure, rep, hurry=guard.signum is not None
-                                    or isinstance(failure, TargetHung))
+                with clock.phase("cleanup"):
+                    failure = _clean_up(target, failure, rep, hurry=guard.signum is not None
+                                        or isinstance(failure, TargetHung))
                 if failure is not None:
                     raise failure
                 guard.check()  # a signal before the run is finished: it is interrupted
@@ -237,7 +241,8 @@ class _Loop:
     """One run's state while its tests execute."""
 
     def __init__(self, target: Target, planned: PlannedRun, store: Store, run_id: int,
-                 rep: Reporter, guard: SignalGuard, environment: dict[str, Any]) -> None:
+                 rep: Reporter, guard: SignalGuard, environment: dict[str, Any],
+                 clock: Phases) -> None:
         self.target = target
         self.planned = planned
         self.store = store
@@ -246,10 +251,12 @@ class _Loop:
         self.guard = guard
         self.environment = environment
         self.probe: MetadataProbe | None = None
+        self.clock = clock
 
     def prepare(self, fio: FioBinary | None) -> None:
-        self.target.prepare(self.planned.uid, [s.jobs for s in self.planned.steps], self.guard,
-                            self.rep.note)
+        with self.clock.phase("prepare"):
+            self.target.prepare(self.planned.uid, [s.jobs for s in self.planned.steps],
+                                self.guard, self.rep.note)
         described = {**self.target.describe(fio), "storbench_version": __version__}
         if described != self.environment:
             self.environment = described
@@ -267,9 +274,10 @@ class _Loop:
             probe_metadata = is_network_fs((self.environment.get("target") or {}).get("fs_type"))
         if probe_metadata and probe_dir is not None:
             self.probe = MetadataProbe(probe_dir)
-            self.probe.start("idle")
-            self.guard.sleep(PROBE_IDLE_S)
-            self.probe.stop()
+            with self.clock.phase("metadata probe, idle"):
+                self.probe.start("idle")
+                self.guard.sleep(PROBE_IDLE_S)
+                self.probe.stop()
         ordinal = 0
         steps = self.planned.steps
         for n, step in enumerate(steps):
@@ -284,22 +292,24 @@ class _Loop:
                     deadline = Deadline(left, f"what is left of --timeout {timeout_s:g} s")
             if self.probe is not None:
                 self.probe.start("load")
-            try:
-                execution = executor.run(
-                    step.jobs, functools.partial(self.rep.progress, step.index),
-                    deadline.seconds if deadline is not None else None)
-            finally:
-                if self.probe is not None:
-                    self.probe.stop()
+            with self.clock.phase(step.test.name, test=step.test.name,
+                                  repeat=step.repeat) as timed:
+                try:
+                    execution = executor.run(
+                        step.jobs, functools.partial(self.rep.progress, step.index),
+                        deadline.seconds if deadline is not None else None)
+                finally:
+                    if self.probe is not None:
+                        self.probe.stop()
             if execution.stuck and self.guard.signum is not None:
                 self.rep.note(f"fio (PID {', '.join(map(str, execution.stuck))}) did not end"
                               " when killed: it is stuck in the kernel (a file system that does"
                               " not respond) and was left running")
             self.guard.check()  # an interrupted test's partial numbers are not stored
-            ordinal = self._store(step, execution, ordinal, deadline)
+            ordinal = self._store(step, execution, ordinal, deadline, timed)
 
     def _store(self, step: Step, execution: Execution, ordinal: int,
-               deadline: Deadline | None) -> int:
+               deadline: Deadline | None, timed: dict[str, Any]) -> int:
         """Parse, warn and store one invocation; raise when fio or a worker failed."""
         several = len(step.jobs) > 1
         try:
@@ -315,6 +325,7 @@ class _Loop:
             if r.name in step.log_prefixes and execution.log_dir is not None else r
             for r in parsed
         ]
+        io_phase(timed, results)
         if execution.log_dir is not None:
             for log in execution.log_dir.glob(f"sb{step.index:03d}*.log"):
                 log.unlink()
@@ -357,7 +368,8 @@ class _Loop:
         if self.probe is None:
             return {}
         return {"metadata_probe": self.probe.summary(),
-                "metadata_probe_timeline": self.probe.timeline()}
+                "metadata_probe_timeline": self.probe.timeline(),
+                "metadata_probe_start_s": round(self.probe.started_at - self.clock.t0, 3)}
 
 
 def _finish(store: Store, run_id: int, loop: _Loop, baseline: Run | None,
@@ -368,7 +380,8 @@ def _finish(store: Store, run_id: int, loop: _Loop, baseline: Run | None,
              for w in warnings.across_repeats(name, results)]
     verdicts = evaluate(stored, unresolvable="fail")
     changes = regressions(stored, baseline, spec.max_regression) if baseline is not None else []
-    store.finish_run(run_id, "completed", data=loop.probe_summary(), warnings=found,
+    store.finish_run(run_id, "completed", data={**loop.probe_summary(), **loop.clock.record()},
+                     warnings=found,
                      verdicts=verdicts, regressions=changes)
 
 

@@ -24,7 +24,12 @@ def render(comp: Comparison) -> str:
         headers.append(units.header(col.title, col.metric.kind, unit))
         if comp.baseline is not None:
             headers.append(f"{col.title} ratio to #{comp.runs[comp.baseline].id}")
-    writer.writerow([*headers, "caveats", "verdicts"])
+    # metadata latency (the probe), in ms: each operation's p99 idle and under load, max
+    probe_cols = sorted({(op, phase, stat) for run in comp.runs
+                         for op, by in (run.data.get("metadata_probe") or {}).items()
+                         for phase in by for stat in ("p99_ns", "max_ns")})
+    probe_head = [f"metadata {op} {phase} {stat[:-3]} [ms]" for op, phase, stat in probe_cols]
+    writer.writerow([*headers, *probe_head, "caveats", "verdicts"])
     for k, (run, row) in enumerate(zip(comp.runs, comp.cells, strict=True)):
         ident = "published" if run.origin == "published" else str(run.id)
         line: list[str] = [ident, run.label or "", run.suite, run.status, run.created_at]
@@ -32,5 +37,8 @@ def render(comp: Comparison) -> str:
             line.append("" if cell.value is None else f"{cell.value / unit.divisor:.6g}")
             if comp.baseline is not None:
                 line.append("" if cell.ratio is None else f"{cell.ratio.value:.4f}")
+        probe = run.data.get("metadata_probe") or {}
+        line += [f"{v / 1e6:.6g}" if (v := probe.get(op, {}).get(phase, {}).get(stat))
+                 is not None else "" for op, phase, stat in probe_cols]
         writer.writerow([*line, "; ".join(comp.caveats[k]), "; ".join(comp.outcomes[k])])
     return out.getvalue()

@@ -73,6 +73,8 @@ def render(comp: Comparison) -> str:
                  "run_caveats": comp.caveats[k], "verdicts": comp.outcomes[k]}
                 for k, (run, row) in enumerate(zip(comp.runs, comp.cells, strict=True))
             ],
+            # per run: {op: {idle|load: {n, p50_ns, p99_ns, max_ns}}}, or null
+            "metadata_probe": [run.data.get("metadata_probe") for run in comp.runs],
         },
     }
     return json.dumps(finite(doc), indent=2, allow_nan=False) + "\n"

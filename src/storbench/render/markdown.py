@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from storbench.analysis.compare import Comparison
-from storbench.render.table import Table, comparison_table
+from storbench.render.table import (
+    PROBE_TITLE,
+    Table,
+    comparison_table,
+    probe_comparison_table,
+)
 
 
 def inert(text: str) -> str:
@@ -21,4 +26,8 @@ def table(t: Table) -> str:
 
 
 def render(comp: Comparison) -> str:
-    return table(comparison_table(comp))
+    text = table(comparison_table(comp))
+    probes = probe_comparison_table(comp)
+    if probes is not None:
+        text += f"\n**{inert(PROBE_TITLE)}**\n\n{table(probes)}"
+    return text

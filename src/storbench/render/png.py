@@ -51,6 +51,8 @@ def write(chart: Chart, directory: Path) -> Path:
                               [f"p{p:g}" for p in CURVE])
             if chart.log_y:
                 ax.set_yscale("log")
+            if chart.x_range is not None:
+                ax.set_xlim(*chart.x_range)
             ax.set_xlabel(chart.x_label, fontsize=9)
             if chart.lines:
                 ax.legend(fontsize=7, ncol=min(4, len(chart.lines)))

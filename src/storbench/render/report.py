@@ -12,7 +12,7 @@ from storbench import __version__
 from storbench.analysis.charts import Chart
 from storbench.analysis.compare import Comparison, sentences
 from storbench.render import svg
-from storbench.render.table import Table, comparison_table
+from storbench.render.table import PROBE_TITLE, Table, comparison_table, probe_comparison_table
 from storbench.render.terminal import distinct_warnings, environment_rows, verdict_told
 from storbench.result.record import Run
 
@@ -86,6 +86,9 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
         "<h2>Runs</h2>", _runs_table(runs),
         "<h2>Comparison</h2>", _table(comparison_table(comp, sep=" ")),
     ]
+    probes = probe_comparison_table(comp)
+    if probes is not None:
+        parts += [f"<h3>{escape(PROBE_TITLE)}</h3>", _table(probes)]
     said = sentences(comp)
     if said:
         parts.append("<ul>" + "".join(f"<li>{escape(s)}</li>" for s in said) + "</ul>")
@@ -94,8 +97,9 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
         parts.append("<h2>Charts</h2>")
         for section, kinds in (("Throughput and latency", ("bar",)),
                                ("Latency percentiles", ("percentile",)),
-                               ("Over time", ("line",))):
-            chosen = [c for c in charts if c.kind in kinds]
+                               ("Over time", ("line",)),
+                               ("Metadata latency under load", ("run-timeline",))):
+            chosen = [c for c in charts if (c.section or c.kind) in kinds]
             if chosen:
                 parts.append(f"<h3>{section}</h3><div class=\"charts\">"
                              + "".join(_figure(c) for c in chosen) + "</div>")

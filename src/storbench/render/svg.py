@@ -134,7 +134,7 @@ def _lines(c: Chart) -> str:
              for ln in c.lines]
     xs = [x for _, pts in lines for x, _ in pts]
     ys = [y for _, pts in lines for _, y in pts if not (c.log_y and y <= 0)]
-    x_lo, x_hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    x_lo, x_hi = c.x_range or ((min(xs), max(xs)) if xs else (0.0, 1.0))
     if x_hi <= x_lo:
         x_hi = x_lo + 1
     if c.log_y:

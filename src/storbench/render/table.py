@@ -78,3 +78,29 @@ def summary_table(rows: list[SummaryRow]) -> Table:
                     lat.fmt(r.mean_ns), lat.fmt(r.p50_ns), lat.fmt(r.p99_ns),
                     lat.fmt(r.p999_ns)])
     return Table(headers, out, [False, False] + [True] * 6)
+
+
+PROBE_STATS = ("p50_ns", "p99_ns", "max_ns")
+PROBE_TITLE = "Metadata latency, idle and under load (stat, listing, create+unlink every 0.5 s)"
+
+
+def probe_comparison_table(comp: Comparison) -> Table | None:
+    """Metadata latency per run and operation, idle beside under load (p50, p99, max):
+    study 1's `ls` that took 11.3 s while fio ran. None when no run probed."""
+    probed = [(run, probe) for run in comp.runs if (probe := run.data.get("metadata_probe"))]
+    if not probed:
+        return None
+    values = [ph[k] for _, probe in probed for by_phase in probe.values()
+              for ph in by_phase.values() for k in PROBE_STATS]
+    unit = units.choose("latency", values)
+    headers = ["run", "label", "operation"] + [
+        f"{phase} {stat[:-3]} [{unit.name}]" for phase in ("idle", "load") for stat in PROBE_STATS]
+    rows = []
+    for run, probe in probed:
+        for op, by_phase in probe.items():
+            row = [f"#{run.id}", run.label or "", op.replace("_", "+")]
+            for phase in ("idle", "load"):
+                d = by_phase.get(phase)
+                row += [unit.fmt(d[k]) if d else "" for k in PROBE_STATS]
+            rows.append(row)
+    return Table(headers, rows, [False, False, False] + [True] * 6)

@@ -13,7 +13,13 @@ from storbench.analysis.compare import Comparison, sentences
 from storbench.analysis.cost import Priced
 from storbench.analysis.summary import HostSpread, host_spread, summarize
 from storbench.render import units
-from storbench.render.table import Table, comparison_table, summary_table
+from storbench.render.table import (
+    PROBE_TITLE,
+    Table,
+    comparison_table,
+    probe_comparison_table,
+    summary_table,
+)
 from storbench.result.record import Regression, Run, Verdict, Warning
 from storbench.workload.sizes import format_bytes_iec
 from storbench.workload.suites import ALWAYS_ADDED, Suite
@@ -122,6 +128,38 @@ def host_table(spread: HostSpread) -> Table:
                  rows, [False, True, True, True, True])
 
 
+def print_time_spent(console: Console, run: Run) -> None:
+    """Where the run's time went: each phase, a test's layout and start-up apart from
+    its I/O, and how busy this machine was (load average, CPU steal)."""
+    phases = run.data.get("phases")
+    if not phases:
+        return
+    rows = []
+    for p in phases:
+        took = float(p["end_s"]) - float(p["start_s"])
+        name = p["name"] + (f" (repeat {p['repeat'] + 1})" if p.get("repeat") else "")
+        detail = ""
+        if "io_s" in p:
+            ramp = f", ramp {p['ramp_s']:g} s" if p.get("ramp_s") else ""
+            detail = f"I/O {p['io_s']:.1f} s{ramp}, layout and start-up {p['setup_s']:.1f} s"
+        rows.append([name, f"{p['start_s']:.1f}", f"{took:.1f}", detail])
+    total = max(float(p["end_s"]) for p in phases)
+    console.print(rich_table(Table(["phase", "at [s]", "took [s]", "of which"], rows,
+                                   [False, True, True, False]),
+                             f"Where the time went ({total:.1f} s)"))
+    load = run.data.get("host_load") or {}
+    said = []
+    if load.get("loadavg"):
+        said.append(f"load average {load['loadavg'][0]:.2f} at the end"
+                    f" ({load.get('cpus') or '?'} CPUs)")
+    if "cpu_busy_percent" in load:
+        said.append(f"CPU busy {load['cpu_busy_percent']:.0f}%")
+    if "cpu_steal_percent" in load:
+        said.append(f"CPU steal {load['cpu_steal_percent']:.1f}%")
+    if said:
+        console.print("This machine during the run: " + ", ".join(said), markup=False)
+
+
 def probe_table(probe: dict[str, Any]) -> Table:
     phases = ("idle", "load")
     values = [v for op in probe.values() for ph in op.values()
@@ -171,6 +209,9 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def print_comparison(console: Console, comp: Comparison) -> None:
     console.print(rich_table(comparison_table(comp, sep="\n")))
+    probes = probe_comparison_table(comp)
+    if probes is not None:
+        console.print(rich_table(probes, PROBE_TITLE))
     for line in sentences(comp):
         console.print(line, markup=False)
     if comp.baseline is not None:

@@ -9,7 +9,7 @@ from storbench.analysis.compare import Comparison, verdict_brief
 from storbench.render import units
 from storbench.render.markdown import inert
 from storbench.render.markdown import table as md_table
-from storbench.render.table import Table, cell_text
+from storbench.render.table import PROBE_TITLE, Table, cell_text, probe_comparison_table
 
 
 def tables(comp: Comparison) -> list[tuple[str, Table]]:
@@ -37,6 +37,9 @@ def tables(comp: Comparison) -> list[tuple[str, Table]]:
                     row.append("; ".join(items))
         out.append((header, Table(headers, rows, [False, False, True] + [False] * (
             len(headers) - 3))))
+    probes = probe_comparison_table(comp)
+    if probes is not None:
+        out.append((PROBE_TITLE, probes))
     return out
 
 

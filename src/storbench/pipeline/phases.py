@@ -1,0 +1,100 @@
+"""Where a run's time went: its phases (preflight, prepare, the idle probe, each test
+with its layout and start-up, cleanup) on one clock, and how busy this machine was.
+
+All times are seconds since the run began, so that a test's per-second series and
+the metadata probe's samples can be placed on the same timeline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from storbench.analysis.warnings import io_seconds
+from storbench.result.model import TestResult
+
+
+class Phases:
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.items: list[dict[str, Any]] = []
+        self._cpu0 = _cpu_times()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    @contextlib.contextmanager
+    def phase(self, name: str, **extra: Any) -> Iterator[dict[str, Any]]:
+        """Time what runs inside; ``extra`` and what the caller adds to the yielded
+        dict are stored with it."""
+        item: dict[str, Any] = {"name": name, "start_s": round(self.now(), 3), **extra}
+        try:
+            yield item
+        finally:
+            item["end_s"] = round(self.now(), 3)
+            self.items.append(item)
+
+    def since(self, name: str, start_s: float = 0.0) -> None:
+        """A phase from ``start_s`` (the run's start) until now."""
+        self.items.append({"name": name, "start_s": start_s, "end_s": round(self.now(), 3)})
+
+    def record(self) -> dict[str, Any]:
+        """What a run stores: {"phases": [...], "host_load": {...}}."""
+        load: dict[str, Any] = {}
+        with contextlib.suppress(OSError):
+            load["loadavg"] = [float(x) for x in os.getloadavg()]
+        load["cpus"] = os.cpu_count()
+        cpu1 = _cpu_times()
+        if self._cpu0 is not None and cpu1 is not None:
+            total = sum(cpu1) - sum(self._cpu0)
+            if total > 0 and len(cpu1) > 7:
+                load["cpu_steal_percent"] = round(100 * (cpu1[7] - self._cpu0[7]) / total, 2)
+                load["cpu_busy_percent"] = round(
+                    100 * (1 - (cpu1[3] + cpu1[4] - self._cpu0[3] - self._cpu0[4]) / total), 1)
+        return {"phases": sorted(self.items, key=lambda p: float(p["start_s"])),
+                "host_load": load}
+
+
+def io_phase(timed: dict[str, Any], results: list[TestResult]) -> None:
+    """A test's phase, split: fio's measured I/O (its runtime, ramp excluded) ends with
+    the invocation; what came before it, past the ramp, was layout and start-up."""
+    io = max((s for r in results if (s := io_seconds(r)) is not None), default=None)
+    if io is None or "end_s" not in timed:
+        return
+    ramp = max((_seconds(r.options.get("ramp_time")) for r in results), default=0.0)
+    wall = float(timed["end_s"]) - float(timed["start_s"])
+    timed["results"] = [r.name for r in results]  # the tests this invocation measured
+    timed["io_s"] = round(io, 3)
+    timed["io_start_s"] = round(float(timed["end_s"]) - io, 3)
+    timed["ramp_s"] = ramp
+    timed["setup_s"] = round(max(0.0, wall - io - ramp), 3)
+
+
+def _seconds(text: str | None) -> float:
+    """fio's time values: 2, 2s, 500ms, 1m (plain numbers are seconds)."""
+    if not text:
+        return 0.0
+    t = text.strip().lower()
+    for suffix, factor in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if t.endswith(suffix):
+            try:
+                return float(t[: -len(suffix)]) * factor
+            except ValueError:
+                return 0.0
+    try:
+        return float(t)
+    except ValueError:
+        return 0.0
+
+
+def _cpu_times() -> list[int] | None:
+    """/proc/stat's first line: user nice system idle iowait irq softirq steal …"""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    return [int(x) for x in first[1:]] if first and first[0] == "cpu" else None
