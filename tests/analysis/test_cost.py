@@ -24,7 +24,8 @@ from tests.result.test_fio_text import FIO2_TEXT, _blog_post
 
 def test_builtin_sheets_are_dated_with_a_source():
     sheets = {s.name: s for s in builtin_sheets()}
-    assert set(sheets) == {"ebs-gp3", "ebs-io2", "efs"}
+    assert set(sheets) == {"ebs-gp3", "ebs-gp2", "ebs-io2", "efs"}
+    assert sheets["ebs-gp2"].per_gb_month == 0.10
     assert all(s.date and s.source for s in sheets.values())
     gp3 = sheets["ebs-gp3"]
     assert (gp3.per_gb_month, gp3.included_iops, gp3.included_mbps) == (0.08, 3000, 125)
@@ -61,7 +62,7 @@ def test_user_sheet_file(tmp_path):
     f = tmp_path / "prices.yaml"
     f.write_text("name: onprem\nper_gb_month: 0.02\ndate: 2026-11\nsource: our invoice\n")
     assert resolve_sheets(str(f)) == [CostSheet("onprem", 0.02, "2026-11", "our invoice")]
-    with pytest.raises(ConfigError, match="neither a built-in"):
+    with pytest.raises(ConfigError, match="neither a price sheet"):
         resolve_sheets("gp9")
 
 
@@ -86,13 +87,22 @@ def test_pasted_blog_text_beside_own_run_reference_and_price(tmpfs, store_path):
     rows = {c["label"]: c for c in doc["cost"]}
     gb = 100 * 2**30 / 1e9
     imported = rows["efs-2016"]
-    assert imported["sheet"]["name"] == "efs" and imported["best_iops"] == 796
-    assert imported["usd_per_month"] == pytest.approx(0.30 * gb)  # no BW column: storage only
-    assert imported["per_1000_iops"] == pytest.approx(0.30 * gb / 0.796)
-    assert rows["efs (published)"]["best_iops"] == 796  # study 2's published figure
+    # a 75/25 mix serves reads and writes: both count
+    assert imported["sheet"]["name"] == "efs" and imported["best_iops"] == 796 + 267
+    assert imported["best_iops_column"] == "randrw75 read + write IOPS"
+    # no bandwidth column, but the test moved data: its bandwidth is priced too
+    bw = imported["best_bw_bytes_per_s"]
+    assert bw == pytest.approx((796 + 267) * 4096, rel=0.02)
+    assert imported["usd_per_month"] == pytest.approx(0.30 * gb + 6.0 * bw / 1e6)
+    assert imported["per_1000_iops"] == pytest.approx(imported["usd_per_month"] / 1.063)
+    published = rows["efs (published)"]
+    assert published["best_iops"] == 796 + 267  # study 2's published figures
+    assert published["best_bw_bytes_per_s"] is None  # the study gave none: none priced
+    assert published["usd_per_month"] == pytest.approx(0.30 * gb)
     ram = rows["ram"]
     assert ram["provisioned_iops"] == 16000  # achieved far more: gp3's maximum is priced
-    assert ram["usd_per_month"] == pytest.approx(0.08 * gb + 0.005 * 13000)
+    assert ram["provisioned_mbps"] == 1000  # and its bandwidth: gp3's maximum too
+    assert ram["usd_per_month"] == pytest.approx(0.08 * gb + 0.005 * 13000 + 0.04 * 875)
 
 
 def test_cost_needs_capacity(store_path):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
 from storbench.analysis.references import Printed, printed
 from storbench.analysis.stats import Estimate, Ratio, estimate, ratio, times
 from storbench.analysis.warnings import brief
+from storbench.errors import ConfigError
 from storbench.result.record import Run, Verdict
 from storbench.workload.suites import SUITES
 
@@ -97,6 +98,21 @@ def compare(runs: list[Run], baseline: int | None = None) -> Comparison:
         cells.append(row)
     return Comparison(runs, columns, cells, baseline, [run_caveats(r) for r in runs],
                       [outcomes(r) for r in runs])
+
+
+def select(comp: Comparison, chosen: list[str]) -> Comparison:
+    """Only the columns named, in the order named: a test (``etcd``), a figure
+    (``sync.lat_p99``) or both (``etcd.sync.lat_p99``)."""
+    keep: list[int] = []
+    for name in chosen:
+        found = [j for j, c in enumerate(comp.columns)
+                 if name in (c.test, c.metric.key, f"{c.test}.{c.metric.key}")]
+        if not found:
+            have = ", ".join(f"{c.test}.{c.metric.key}" for c in comp.columns)
+            raise ConfigError(f"--columns: no figure {name!r} in these runs; they have: {have}")
+        keep += [j for j in found if j not in keep]
+    return replace(comp, columns=[comp.columns[j] for j in keep],
+                   cells=[[row[j] for j in keep] for row in comp.cells])
 
 
 def test_caveats(run: Run, col: Column) -> list[str]:

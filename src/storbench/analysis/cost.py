@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from storbench.analysis.compare import Comparison
+from storbench.analysis.metrics import metric, value
 from storbench.errors import ConfigError
 
 GB = 1e9  # AWS bills decimal GB
@@ -38,6 +39,7 @@ class CostSheet:
     per_mbps_month: float = 0.0
     max_iops: float | None = None
     max_mbps: float | None = None
+    fixed_month: float = 0.0  # a monthly fee whatever the capacity (instances, licences)
 
 
 def load_sheets(text: str, source: str) -> list[CostSheet]:
@@ -80,17 +82,17 @@ def builtin_sheets() -> list[CostSheet]:
     return load_sheets(text, "built-in price sheets")
 
 
-def resolve_sheets(spec: str) -> list[CostSheet]:
-    """A built-in sheet's name, or a YAML file of sheets."""
-    for s in builtin_sheets():
+def resolve_sheets(spec: str, known: list[CostSheet] | None = None) -> list[CostSheet]:
+    """A sheet's name (built in, or from a file named in the same command), or a YAML
+    file of sheets: a name and a path are used alike."""
+    for s in [*(known or []), *builtin_sheets()]:
         if s.name == spec:
             return [s]
     path = Path(spec)
     if path.is_file():
         return load_sheets(path.read_text(), str(path))
-    names = ", ".join(s.name for s in builtin_sheets())
-    raise ConfigError(f"--cost {spec!r} is neither a built-in price sheet ({names}) nor a"
-                      " YAML file")
+    names = ", ".join(dict.fromkeys(s.name for s in [*(known or []), *builtin_sheets()]))
+    raise ConfigError(f"--cost {spec!r} is neither a price sheet ({names}) nor a YAML file")
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?)B?\s*$", re.I)
@@ -131,33 +133,51 @@ class Priced:
 
 
 def _best(comp: Comparison, run: int, kind: str) -> tuple[float | None, str | None]:
-    best: tuple[float | None, str | None] = (None, None)
+    """The run's best test for IOPS or bandwidth, its directions added up (a mixed
+    75/25 test's read and write IOPS are both served): from the comparison's columns,
+    else (a figure no column shows) from the tests' results."""
+    by_test: dict[str, tuple[float, list[str]]] = {}
     for i, col in enumerate(comp.columns):
         v = comp.cells[run][i].value
-        if col.metric.kind == kind and v is not None and not math.isnan(v) and (
-                best[0] is None or v > best[0]):
-            best = (v, col.title)
-    return best
+        if col.metric.kind == kind and v is not None and not math.isnan(v):
+            total, parts = by_test.get(col.test, (0.0, []))
+            by_test[col.test] = (total + v, [*parts, col.metric.direction])
+    if not by_test:
+        for test, results in comp.runs[run].results_by_test().items():
+            if any(r.error for r in results):
+                continue
+            values = [(d, v) for d in ("read", "write", "trim")
+                      if (v := value(results[0], metric(f"{d}.{kind}"))) is not None]
+            if values:
+                by_test[test] = (sum(v for _, v in values), [d for d, _ in values])
+    if not by_test:
+        return None, None
+    test, (total, parts) = max(by_test.items(), key=lambda kv: kv[1][0])
+    label = {"iops": "IOPS", "bw": "BW"}[kind]
+    return total, f"{test} {' + '.join(parts)} {label}"
 
 
 def monthly_cost(sheet: CostSheet, capacity_bytes: float, iops: float, mbps: float) -> float:
     """$ per month for the capacity with ``iops`` and ``mbps`` provisioned."""
-    return (sheet.per_gb_month * capacity_bytes / GB
+    return (sheet.fixed_month + sheet.per_gb_month * capacity_bytes / GB
             + sheet.per_iops_month * max(0.0, iops - sheet.included_iops)
             + sheet.per_mbps_month * max(0.0, mbps - sheet.included_mbps))
 
 
 def price(comp: Comparison, sheets: list[tuple[int, CostSheet]], capacity_bytes: float, *,
-          provisioned_iops: float | None = None,
-          provisioned_mbps: float | None = None) -> list[Priced]:
-    """(run index, sheet) pairs priced at ``capacity_bytes``."""
+          provisioned_iops: dict[int, float] | None = None,
+          provisioned_mbps: dict[int, float] | None = None) -> list[Priced]:
+    """(run index, sheet) pairs priced at ``capacity_bytes``; provisioned IOPS and MB/s
+    per run index where given (else what the run achieved)."""
     out = []
     for run, sheet in sheets:
         iops, iops_col = _best(comp, run, "iops")
         bw, bw_col = _best(comp, run, "bw")
-        p_iops = provisioned_iops if provisioned_iops is not None else (
+        given_iops = (provisioned_iops or {}).get(run)
+        given_mbps = (provisioned_mbps or {}).get(run)
+        p_iops = given_iops if given_iops is not None else (
             iops or 0.0) if sheet.per_iops_month else 0.0
-        p_mbps = provisioned_mbps if provisioned_mbps is not None else (
+        p_mbps = given_mbps if given_mbps is not None else (
             (bw or 0.0) / MB) if sheet.per_mbps_month else 0.0
         if sheet.max_iops is not None:
             p_iops = min(p_iops, sheet.max_iops)
@@ -173,22 +193,47 @@ def row_name(comp: Comparison, run: int) -> str:
     return (r.label or "").removesuffix(" (published)")
 
 
+def runs_called(comp: Comparison, who: str, where: str) -> list[int]:
+    """The compared rows a name picks: a label, an id, a reference's name."""
+    rows = [i for i, r in enumerate(comp.runs)
+            if who in (row_name(comp, i), str(r.id), f"#{r.id}") and (r.id or who != "0")]
+    if not rows:
+        raise ConfigError(f"{where}: no compared run is called {who!r}")
+    return rows
+
+
+def per_run(comp: Comparison, specs: list[str], what: str) -> dict[int, float]:
+    """--provisioned-iops/-mbps values: ``N`` for every run, ``RUN=N`` for one."""
+    out: dict[int, float] = {}
+    for spec in sorted(specs, key=lambda x: "=" in x):  # bare values first, then per run
+        who, sep, number = spec.rpartition("=")
+        try:
+            v = float(number)
+        except ValueError:
+            raise ConfigError(f"{what} {spec!r}: expected a number or RUN=NUMBER") from None
+        if v < 0:
+            raise ConfigError(f"{what} {spec!r} must not be negative")
+        for i in runs_called(comp, who, f"{what} {spec!r}") if sep else range(len(comp.runs)):
+            out[i] = v
+    return out
+
+
 def assign(comp: Comparison, specs: list[str]) -> list[tuple[int, CostSheet]]:
     """--cost specs -> (run index, sheet). ``RUN=SHEET`` names the run (its label, id
     or reference name); a bare ``SHEET`` goes to the rows named like it, or, when no
     row is, to every row without a sheet yet."""
     chosen: dict[int, CostSheet] = {}
     bare: list[CostSheet] = []
+    # sheets from files first, so that their names can be used like built-in ones
+    from_files = [s for spec in specs if Path(p := spec.rpartition("=")[2]).is_file()
+                  for s in load_sheets(Path(p).read_text(), p)]
     for spec in specs:
         who, sep, what = spec.rpartition("=")
-        sheets = resolve_sheets(what)
+        sheets = resolve_sheets(what, from_files)
         if not sep:
             bare += sheets
             continue
-        rows = [i for i, r in enumerate(comp.runs)
-                if who in (row_name(comp, i), str(r.id), f"#{r.id}")]
-        if not rows:
-            raise ConfigError(f"--cost {spec!r}: no compared run is called {who!r}")
+        rows = runs_called(comp, who, f"--cost {spec!r}")
         if len(sheets) != 1:
             raise ConfigError(f"--cost {spec!r}: {what} holds {len(sheets)} sheets; name one")
         for i in rows:

@@ -11,8 +11,8 @@ import click
 
 from storbench.analysis import references
 from storbench.analysis.compare import compare as build_comparison
-from storbench.analysis.compare import sentences
-from storbench.analysis.cost import assign, builtin_sheets, load_sheets, parse_capacity, price
+from storbench.analysis.compare import select, sentences
+from storbench.analysis.cost import builtin_sheets, load_sheets
 from storbench.cli.common import (
     cli,
     db_option,
@@ -23,10 +23,12 @@ from storbench.cli.common import (
     parse_tags,
     print_json,
 )
+from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
 from storbench.errors import ConfigError
 from storbench.pipeline.importer import import_runs
-from storbench.render import FORMATS, terminal
+from storbench.render import FORMATS, layouts, terminal
 from storbench.render.json import cost_dict, run_dict
+from storbench.render.layouts import LAYOUTS
 from storbench.render.timeline import render_timeline
 from storbench.store import Store
 from storbench.workload import SUITES, get_suite
@@ -143,22 +145,13 @@ def reference_options(f: Any) -> Any:
 @click.option("--baseline", "-b", metavar="RUN",
               help="Show each figure as a ratio to this run (× the baseline).")
 @reference_options
-@click.option("--cost", "costs", multiple=True, metavar="[RUN=]SHEET",
-              help="Price the runs with a sheet: a built-in one (`storbench cost list`) or a"
-                   " YAML file; RUN= picks the run (label, id or reference name), else the"
-                   " rows named like the sheet, else all (repeatable).")
-@click.option("--capacity", metavar="SIZE",
-              help="With --cost: the volume size to price, e.g. 500GiB or 1TB.")
-@click.option("--provisioned-iops", type=float, metavar="IOPS",
-              help="With --cost: price this many IOPS instead of what each run achieved.")
-@click.option("--provisioned-mbps", type=float, metavar="MB/S",
-              help="With --cost: price this throughput instead of what each run achieved.")
+@cost_options
 @json_option
 @db_option
 def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
                 reference: str | None, reference_file: Path | None, costs: tuple[str, ...],
-                capacity: str | None, provisioned_iops: float | None,
-                provisioned_mbps: float | None, as_json: bool) -> None:
+                capacity: str | None, provisioned_iops: tuple[str, ...],
+                provisioned_mbps: tuple[str, ...], as_json: bool) -> None:
     """Compare runs side by side: one row per run, one column per metric.
 
     With --cost, a second table prices each run: $ per month for --capacity with the
@@ -172,16 +165,9 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
       storbench compare 12 --reference ebs-gp3,efs --cost ebs-gp3 --cost efs \\
           --cost 12=ebs-gp3 --capacity 500GiB
     """
-    if costs and capacity is None:
-        raise ConfigError("--cost needs --capacity (the volume size to price, e.g. 500GiB)")
-    if capacity is not None and not costs:
-        raise ConfigError("--capacity applies to --cost")
+    check_cost_flags(costs, capacity, provisioned_iops + provisioned_mbps)
     comp = _comparison(store, run_refs, baseline, reference, reference_file)
-    priced = []
-    if costs:
-        assert capacity is not None
-        priced = price(comp, assign(comp, list(costs)), parse_capacity(capacity),
-                       provisioned_iops=provisioned_iops, provisioned_mbps=provisioned_mbps)
+    priced = priced_runs(comp, costs, capacity, provisioned_iops, provisioned_mbps)
     if as_json:
         doc = json.loads(FORMATS["json"](comp))
         if priced:
@@ -206,21 +192,44 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
 @click.argument("run_refs", nargs=-1, metavar="RUN...")
 @click.option("--format", "-f", "fmt", type=click.Choice(sorted(FORMATS)), default="md",
               show_default=True, help="Output format.")
+@click.option("--layout", type=click.Choice(LAYOUTS),
+              help="md, wiki, html-table: how the tables are shaped. wide: one table (md's"
+                   " default); per-metric: a table per figure (wiki's default); read-write:"
+                   " Read and Write side by side, a table per figure pair (study 5); rows:"
+                   " a row per platform with its figures and verdict (study 3's wiki).")
+@click.option("--columns", metavar="FIGURE,...",
+              help="Only these figures, in this order: a test (etcd), a figure"
+                   " (sync.lat_p99) or both (etcd.write.iops).")
 @click.option("--baseline", "-b", metavar="RUN", help="Add ratios to this run.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @reference_options
 @db_option
-def export(store: Store, run_refs: tuple[str, ...], fmt: str, baseline: str | None,
-           output: Path | None, reference: str | None, reference_file: Path | None) -> None:
-    """Export runs as a Markdown table, CSV or JSON (the full model, base units).
+def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None,
+           columns: str | None, baseline: str | None, output: Path | None,
+           reference: str | None, reference_file: Path | None) -> None:
+    """Export runs as Markdown or wiki tables, CSV or JSON (the full model, base units).
+
+    Each run's caveats (its warnings, in a few words) and verdicts go beside its figures.
 
     \b
     Example:
       storbench export 12 13 --format md >> wiki.md
+      storbench export gp3 io2 efs --format wiki --layout read-write   # study 5's tables
+      storbench export 14 -R nvme-vdo,vsan --layout rows \\
+          --columns etcd.write.iops,etcd.sync.lat_p99                # study 3's wiki rows
       storbench export 12 --format json -o run12.json
     """
-    text = FORMATS[fmt](_comparison(store, run_refs, baseline, reference, reference_file))
+    comp = _comparison(store, run_refs, baseline, reference, reference_file)
+    if columns:
+        comp = select(comp, [c.strip() for c in columns.split(",") if c.strip()])
+    if layout is not None and fmt not in ("md", "wiki", "html-table"):
+        raise ConfigError(f"--layout shapes md, wiki and html-table tables, not {fmt}")
+    if layout is not None:
+        render = layouts.render_html if fmt == "html-table" else layouts.render_markdown
+        text = render(comp, layout)
+    else:
+        text = FORMATS[fmt](comp)
     if output is None:
         click.echo(text, nl=False)
     else:

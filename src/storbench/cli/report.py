@@ -8,6 +8,7 @@ import click
 
 from storbench.analysis import charts as chart_data
 from storbench.cli.common import cli, db_option, err
+from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
 from storbench.cli.history import _comparison, reference_options
 from storbench.errors import ConfigError
 from storbench.render import png, report
@@ -27,10 +28,12 @@ MAX_RUNS = 20
 @click.option("--title", default="storbench report", show_default=True,
               help="The report's title.")
 @reference_options
+@cost_options
 @db_option
 def report_cmd(store: Store, run_refs: tuple[str, ...], output: Path, png_dir: Path | None,
                baseline: str | None, title: str, reference: str | None,
-               reference_file: Path | None) -> None:
+               reference_file: Path | None, costs: tuple[str, ...], capacity: str | None,
+               provisioned_iops: tuple[str, ...], provisioned_mbps: tuple[str, ...]) -> None:
     """Write an HTML report of 1 to 20 runs: charts, verdicts, warnings, environments.
 
     The file is self-contained and works offline (no CDN, font or network request):
@@ -43,12 +46,15 @@ def report_cmd(store: Store, run_refs: tuple[str, ...], output: Path, png_dir: P
     Example:
       storbench report 12 13 14 -o gp3-vs-efs.html
       storbench report gp3 efs --reference ebs-gp3,efs --png charts/
+      storbench report gp3 efs --cost gp3=ebs-gp3 --cost efs=efs --capacity 500GiB
     """
     if len(run_refs) > MAX_RUNS:
         raise ConfigError(f"a report holds at most {MAX_RUNS} runs, not {len(run_refs)}")
+    check_cost_flags(costs, capacity, provisioned_iops + provisioned_mbps)
     comp = _comparison(store, run_refs, baseline, reference, reference_file)
+    priced = priced_runs(comp, costs, capacity, provisioned_iops, provisioned_mbps)
     charts = chart_data.build(comp)
-    html = report.render(comp, charts, title=title)
+    html = report.render(comp, charts, title=title, priced=priced)
     try:
         output.write_text(html)
     except OSError as exc:

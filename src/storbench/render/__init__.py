@@ -3,12 +3,12 @@
 from collections.abc import Callable
 
 from storbench.analysis.compare import Comparison
-from storbench.render import csv, json, markdown, wiki
+from storbench.render import csv, json, layouts, markdown
 
 FORMATS: dict[str, Callable[[Comparison], str]] = {
     "md": markdown.render,
     "csv": csv.render,
     "json": json.render,
-    "wiki": wiki.render_markdown,  # one Markdown table per metric
-    "html-table": wiki.render_html,  # the same, as HTML tables
+    "wiki": layouts.render_markdown,  # one Markdown table per metric (--layout: others)
+    "html-table": layouts.render_html,  # the same, as HTML tables
 }

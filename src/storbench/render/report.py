@@ -11,8 +11,15 @@ from html import escape
 from storbench import __version__
 from storbench.analysis.charts import Chart
 from storbench.analysis.compare import Comparison, sentences
+from storbench.analysis.cost import Priced
 from storbench.render import svg
-from storbench.render.table import PROBE_TITLE, Table, comparison_table, probe_comparison_table
+from storbench.render.table import (
+    PROBE_TITLE,
+    Table,
+    comparison_table,
+    cost_table,
+    probe_comparison_table,
+)
 from storbench.render.terminal import distinct_warnings, environment_rows, verdict_told
 from storbench.result.record import Run
 
@@ -70,7 +77,8 @@ SCRIPT = """
 """
 
 
-def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench report") -> str:
+def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench report",
+           priced: list[Priced] | None = None) -> str:
     runs = comp.runs
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
@@ -89,6 +97,11 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
     probes = probe_comparison_table(comp)
     if probes is not None:
         parts += [f"<h3>{escape(PROBE_TITLE)}</h3>", _table(probes)]
+    if priced:
+        heading, costs, notes = cost_table(comp, priced)
+        parts += [f"<h3>{escape(heading)}</h3>", _table(costs),
+                  f'<p class="muted">{escape(notes[0])}</p><ul class="muted">'
+                  + "".join(f"<li>{escape(n)}</li>" for n in notes[1:]) + "</ul>"]
     said = sentences(comp)
     if said:
         parts.append("<ul>" + "".join(f"<li>{escape(s)}</li>" for s in said) + "</ul>")

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storbench.analysis.compare import Comparison
+from storbench.analysis.cost import Priced
 from storbench.analysis.stats import times
 from storbench.analysis.summary import SummaryRow
 from storbench.render import units
+from storbench.workload.sizes import format_bytes_iec
 
 
 @dataclass(frozen=True)
@@ -104,3 +106,33 @@ def probe_comparison_table(comp: Comparison) -> Table | None:
                 row += [unit.fmt(d[k]) if d else "" for k in PROBE_STATS]
             rows.append(row)
     return Table(headers, rows, [False, False, False] + [True] * 6)
+
+
+def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list[str]]:
+    """(title, table, notes) for the prices of the compared runs."""
+    capacity = priced[0].capacity_bytes
+    title = (f"Cost per month at {format_bytes_iec(int(capacity))}"
+             f" ({capacity / 1e9:,.0f} GB)")
+    rows = []
+    for p in priced:
+        run = comp.runs[p.run]
+        name = f"#{run.id} {run.label or ''}".strip() if run.id else run.label or ""
+        prov = ", ".join(x for x in (
+            f"{p.provisioned_iops:,.0f} IOPS" if p.sheet.per_iops_month else "",
+            f"{p.provisioned_mbps:,.0f} MB/s" if p.sheet.per_mbps_month else "",
+            f"fixed {p.sheet.fixed_month:,.2f}/month" if p.sheet.fixed_month else "") if x)
+        rows.append([name, f"{p.sheet.name} ({p.sheet.date})", prov or "-", f"{p.monthly:,.2f}",
+                     f"{p.iops:,.0f} ({p.iops_column})" if p.iops else "",
+                     f"{p.per_kiops:,.2f}" if p.per_kiops is not None else "",
+                     f"{p.bw_bytes_per_s / 1e6:,.1f} ({p.bw_column})" if p.bw_bytes_per_s
+                     else "",
+                     f"{p.per_mbps:,.3f}" if p.per_mbps is not None else ""])
+    headers = ["run", "sheet", "provisioned", "$/month", "best IOPS", "$ / 1k IOPS",
+               "best BW [MB/s]", "$ / MB/s"]
+    notes = [f"Provisioned: what the run achieved (its best test's IOPS and bandwidth, read"
+             f" and write added up) beyond what the sheet includes, up to the sheet's"
+             f" maximum, unless --provisioned-iops / --provisioned-mbps say otherwise."
+             f" Prices in {priced[0].sheet.currency}. Sheets:"]
+    notes += [f"{sheet.name}: {sheet.title or sheet.name}, {sheet.date}; {sheet.source}"
+              for sheet in {p.sheet.name: p.sheet for p in priced}.values()]
+    return title, Table(headers, rows, [False, False, False] + [True] * 5), notes

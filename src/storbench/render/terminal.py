@@ -17,6 +17,7 @@ from storbench.render.table import (
     PROBE_TITLE,
     Table,
     comparison_table,
+    cost_table,
     probe_comparison_table,
     summary_table,
 )
@@ -273,34 +274,11 @@ def print_costs(console: Console, comp: Comparison, priced: list[Priced]) -> Non
     """The cost table under a comparison: $/month, $ per 1,000 IOPS and per MB/s."""
     if not priced:
         return
-    capacity = priced[0].capacity_bytes
-    t = RichTable(header_style="bold", title_justify="left",
-                  title=f"Cost per month at {format_bytes_iec(int(capacity))}"
-                        f" ({capacity / 1e9:,.0f} GB)")
-    for col in ("run", "sheet", "provisioned", "$/month", "best IOPS", "$ / 1k IOPS",
-                "best BW [MB/s]", "$ / MB/s"):
-        t.add_column(col, justify="left" if col in ("run", "sheet", "provisioned") else "right")
-    for p in priced:
-        run = comp.runs[p.run]
-        name = f"#{run.id} {run.label or ''}".strip() if run.id else run.label or ""
-        prov = ", ".join(x for x in (
-            f"{p.provisioned_iops:,.0f} IOPS" if p.sheet.per_iops_month else "",
-            f"{p.provisioned_mbps:,.0f} MB/s" if p.sheet.per_mbps_month else "") if x)
-        t.add_row(Text(name), Text(f"{p.sheet.name} ({p.sheet.date})"), Text(prov or "-"),
-                  f"{p.monthly:,.2f}",
-                  Text(f"{p.iops:,.0f} ({p.iops_column})") if p.iops else "",
-                  f"{p.per_kiops:,.2f}" if p.per_kiops is not None else "",
-                  Text(f"{p.bw_bytes_per_s / 1e6:,.1f} ({p.bw_column})")
-                  if p.bw_bytes_per_s else "",
-                  f"{p.per_mbps:,.3f}" if p.per_mbps is not None else "")
-    console.print(t)
-    console.print("Provisioned: what the run achieved (its best IOPS and bandwidth above) beyond"
-                  " what the sheet includes, up to the sheet's maximum; --provisioned-iops and"
-                  " --provisioned-mbps say otherwise. Prices in "
-                  f"{priced[0].sheet.currency}. Sheets:", markup=False)
-    for sheet in {p.sheet.name: p.sheet for p in priced}.values():
-        console.print(f"  {sheet.name}: {sheet.title or sheet.name}, {sheet.date};"
-                      f" {sheet.source}", markup=False)
+    title, table, notes = cost_table(comp, priced)
+    console.print(rich_table(table, title))
+    console.print(notes[0], markup=False)
+    for line in notes[1:]:
+        console.print(f"  {line}", markup=False)
 
 
 def print_sheets(console: Console, sheets: list[Any]) -> None:
