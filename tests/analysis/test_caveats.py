@@ -76,3 +76,28 @@ def test_published_rows_are_judged_too(tmpfs, store_path):
     assert "PASS etcd.fdatasync.p99 &lt; 10ms" in lines[3]  # nvme-vdo's 4.2 ms
     # the tmpfs run's PASS carries its gist: fsync did nothing there
     assert "PASS etcd.fdatasync.p99 &lt; 10ms (fsync on tmpfs is a no-op)" in lines[2]
+
+
+def test_terminal_tables_are_never_cut(tmpfs, tmp_path, store_path):
+    """Wide enough: a table whose words are whole (no "…", no word folded); too narrow:
+    one block per run, every figure on its own line."""
+    from rich.console import Console
+
+    from storbench.cli.history import _comparison
+    from storbench.render.terminal import print_comparison
+    from storbench.store import Store
+
+    two_runs(tmpfs, tmp_path, store_path)
+    comp = _comparison(Store(store_path), ("async", "sync"), "async")
+    wide = Console(width=200, record=True)
+    print_comparison(wide, comp)
+    text = wide.export_text()
+    assert "…" not in text and "┏" in text
+    for word in ("caveats", "verdicts", "achieved", "reads.iops"):
+        assert word in text  # whole, not folded over two lines
+    narrow = Console(width=50, record=True)
+    print_comparison(narrow, comp)
+    blocks = narrow.export_text()
+    assert "┏" not in blocks and "…" not in blocks
+    assert re.search(r"^#2 sync job:sync\.fio$", blocks, re.M), blocks
+    assert re.search(r"^  reads read IOPS: [\d,]+ \([\d.]+×\)", blocks, re.M), blocks

@@ -77,6 +77,21 @@ def test_report_opens_offline_in_chromium(three_runs: Path, tmp_path: Path) -> N
             var chart = document.getElementById(b.getAttribute('data-chart'));
             return chart.querySelector('g.series[data-series="0"]').style.display; })()""")
         assert hidden == "none"
+        # every table fits the page at 1280 px, and on paper (A4 at 96 dpi), none clipped
+        for media, width in (("screen", 1280), ("print", 794)):
+            browser.call("Emulation.setEmulatedMedia", media=media)
+            browser.call("Emulation.setDeviceMetricsOverride", width=width, height=1000,
+                         deviceScaleFactor=1, mobile=False)
+            clipped = browser.evaluate("""JSON.stringify(Array.from(
+                document.querySelectorAll('table')).filter(t =>
+                    t.parentElement.scrollWidth > t.parentElement.clientWidth + 1 ||
+                    t.getBoundingClientRect().right > document.documentElement.clientWidth + 1
+                ).map(t => t.rows[0].innerText.slice(0, 60)))""")
+            assert clipped == "[]", (media, clipped)
+            assert browser.evaluate("document.documentElement.scrollWidth <= "
+                                    "document.documentElement.clientWidth + 1"), media
+        browser.call("Emulation.clearDeviceMetricsOverride")
+        browser.call("Emulation.setEmulatedMedia", media="")
         browser.screenshot(tmp_path / "report.png")
         assert browser.errors() == []
         remote = [u for u in browser.requests() if not u.startswith(("file:", "data:"))]
@@ -126,3 +141,32 @@ def test_report_bad_input(three_runs: Path, tmp_path: Path) -> None:
     nowhere = run_cli("report", "1", "-o", str(tmp_path / "no" / "dir" / "x.html"),
                       db=three_runs)
     assert nowhere.returncode == 2 and "cannot write" in nowhere.stderr
+
+
+def test_one_unit_per_figure_in_table_and_chart(three_runs: Path) -> None:
+    """A figure's unit in the comparison table is the unit of its chart's axis."""
+    from storbench.analysis import charts
+    from storbench.cli.history import _comparison
+    from storbench.render import units
+    from storbench.render.table import comparison_table
+    from storbench.store import Store
+
+    comp = _comparison(Store(three_runs), ("1", "2", "3"), None)
+    table = comparison_table(comp)
+    unit_in_header = {h.rsplit(" [", 1)[0]: h.rsplit(" [", 1)[1].rstrip("]")
+                      for h in table.headers if h.endswith("]")}
+    checked = 0
+    for chart in charts.build(comp):
+        shown = units.for_display(chart)
+        if chart.kind != "bar" or chart.y_kind == "iops":
+            continue
+        if chart.id.startswith("latency-"):  # p50 bars, p99 marks: the p99 column's unit
+            test, direction = chart.title.split(" ")[:2]
+            title = f"{test} {'sync p99' if direction == 'sync' else direction + ' clat p99'}"
+        else:
+            title = chart.title
+        if title in unit_in_header:
+            assert shown.y_label.endswith(unit_in_header[title]) or (
+                shown.y_label == f"latency [{unit_in_header[title]}]"), (chart.id, title)
+            checked += 1
+    assert checked >= 3

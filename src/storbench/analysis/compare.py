@@ -128,11 +128,15 @@ def test_caveats(run: Run, col: Column) -> list[str]:
 
 
 def run_caveats(run: Run) -> list[str]:
-    out: list[str] = []
+    """Each warning in a few words with the tests it concerns ("every test" when all)."""
+    tests_of: dict[str, list[str]] = {}
     for w in run.warnings:
-        if (text := f"{w.test}: {brief(w)}") not in out:
-            out.append(text)
-    return out
+        named = tests_of.setdefault(brief(w), [])
+        if w.test not in named:
+            named.append(w.test)
+    every = set(run.results_by_test())
+    return [f"{'every test' if len(tests) > 1 and set(tests) >= every else ', '.join(tests)}:"
+            f" {text}" for text, tests in tests_of.items()]
 
 
 def outcomes(run: Run) -> list[str]:

@@ -29,9 +29,10 @@ body { max-width: 1200px; margin: 0 auto; padding: 1rem 1.5rem; line-height: 1.4
 h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2rem; border-bottom: 1px
 solid #ddd; } h3 { margin-bottom: .3rem; } .muted { color: #666; font-size: .9rem; }
 table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .9rem; }
-th, td { border: 1px solid #ccc; padding: .25rem .5rem; vertical-align: top; }
-th { background: #f3f3f3; text-align: left; } td.num { text-align: right;
-font-variant-numeric: tabular-nums; } .scroll { overflow-x: auto; }
+th, td { border: 1px solid #ccc; padding: .25rem .5rem; vertical-align: top;
+overflow-wrap: anywhere; } th { background: #f3f3f3; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; overflow-wrap: normal; }
+.scroll { overflow-x: auto; } .scroll table { max-width: 100%; }
 .charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr));
 gap: 1rem; } figure { margin: 0; border: 1px solid #e3e3e3; padding: .3rem; }
 svg.chart { width: 100%; height: auto; display: block; }
@@ -49,6 +50,8 @@ pre { background: #f7f7f7; padding: .5rem; overflow-x: auto; font-size: .8rem; }
 #tip { position: fixed; pointer-events: none; background: #222; color: #fff; padding: .2rem
 .45rem; border-radius: 3px; font-size: .8rem; display: none; z-index: 10; }
 @media print { body { max-width: none; padding: 0; } .charts { grid-template-columns: 1fr 1fr; }
+.scroll { overflow: visible; } table { font-size: .7rem; } td.num { overflow-wrap: anywhere; }
+th, td { padding: .15rem .3rem; }
 figure, table { break-inside: avoid; } #tip, .legend button.off { display: none; }
 details { display: block; } details > pre { white-space: pre-wrap; } }
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
@@ -28,9 +29,12 @@ from storbench.workload.suites import ALWAYS_ADDED, Suite
 
 def rich_table(t: Table, title: str | None = None) -> RichTable:
     table = RichTable(title=title, title_justify="left", header_style="bold")
-    for header, right in zip(t.headers, t.align_right, strict=True):
+    for header, right, word in zip(t.headers, t.align_right, _longest_words(t), strict=True):
         # Text, not markup: "[ms]" in a header or a label like "[red]" stays literal.
-        table.add_column(Text(header), justify="right" if right else "left")
+        # Never narrower than its longest word; and fold, not "…", if the terminal is
+        # narrower than even that (print_comparison then prints blocks instead).
+        table.add_column(Text(header), justify="right" if right else "left", overflow="fold",
+                         min_width=word)
     for row in t.rows:
         table.add_row(*(Text(cell) for cell in row))
     return table
@@ -208,8 +212,33 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
+def _longest_words(t: Table) -> list[int]:
+    """Per column, its longest word (header or cell): what it cannot be narrower than."""
+    return [max((cell_len(w) for cell in (h, *(row[j] for row in t.rows)) for w in cell.split()),
+                default=1) for j, h in enumerate(t.headers)]
+
+
+def fits(console: Console, t: Table) -> bool:
+    """Whether the table fits the terminal with its words whole (wrapped between words)."""
+    words = _longest_words(t)
+    return sum(words) + 3 * len(words) + 1 <= console.width
+
+
+def print_blocks(console: Console, t: Table, key_columns: int = 3) -> None:
+    """A table too wide for the terminal: one block per row, a figure per line."""
+    for row in t.rows:
+        console.print(Text(" ".join(c for c in row[:key_columns] if c), style="bold"))
+        for header, cell in zip(t.headers[key_columns:], row[key_columns:], strict=True):
+            if cell:
+                console.print(f"  {' '.join(header.split())}: {cell}", markup=False)
+
+
 def print_comparison(console: Console, comp: Comparison) -> None:
-    console.print(rich_table(comparison_table(comp, sep="\n")))
+    table = comparison_table(comp, sep="\n")
+    if fits(console, table):
+        console.print(rich_table(table))
+    else:
+        print_blocks(console, table)
     probes = probe_comparison_table(comp)
     if probes is not None:
         console.print(rich_table(probes, PROBE_TITLE))

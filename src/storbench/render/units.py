@@ -81,11 +81,17 @@ def figure(kind: Kind | str, v: float | None) -> str:
 
 
 def for_display(chart: Chart) -> Chart:
-    """The chart in one display unit (chosen by its largest value), its y axis
-    labelled with it."""
-    values = [v for v in (*chart.values, *chart.marks, *(y for ln in chart.lines for y in ln.ys))
-              if v is not None and math.isfinite(v)]
-    unit = choose(chart.y_kind, values, by_largest=True)
+    """The chart in one display unit (a bar chart: its table column's; a line chart:
+    by its largest value), its y axis labelled with it."""
+    if chart.kind == "bar":
+        # the unit of the table's column for the same figure (a latency chart's p99
+        # marks are the p99 column): one unit per figure across table and chart
+        shown = [v for v in (chart.marks if any(m is not None for m in chart.marks)
+                             else chart.values) if v is not None and math.isfinite(v)]
+        unit = choose(chart.y_kind, shown)
+    else:
+        values = [y for ln in chart.lines for y in ln.ys if y is not None and math.isfinite(y)]
+        unit = choose(chart.y_kind, values, by_largest=True)
 
     def scale(vs: list[float | None]) -> list[float | None]:
         """In the display unit; a figure that is not a finite number is not drawn."""
