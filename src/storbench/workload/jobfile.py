@@ -50,6 +50,9 @@ class Section:
         return replace(self, options=(*self.without(key).options, (key, value)))
 
 
+SEQUENTIAL = ("read", "write", "rw", "readwrite", "trim", "trimwrite")
+
+
 @dataclass(frozen=True)
 class JobFile:
     """An ordered list of sections: what one fio invocation runs."""
@@ -132,15 +135,23 @@ class JobFile:
         A job with numjobs > 1 also gets group_reporting, so that fio judges the
         jobs' aggregate and stops them together: judged one by one, the first to
         stop would leave its share of the storage to the others, inflating theirs.
+        A sequential job is judged on its bandwidth (its IOPS are few and coarse: 125
+        a second at 125 MiB/s in 1 MiB blocks); and there is no ramp: the criterion
+        is what says when the start-up is over, and fio's figures are those of the
+        whole time the job ran.
         """
         effective = dict(self.effective())
         sections = []
         for section in self.sections:
+            section = section.without("ramp_time")
             if not section.is_global:
+                options = effective.get(section.name, {})
+                rw = options.get("rw", options.get("readwrite", "read"))
+                own = criterion.replace("iops", "bw", 1) if rw in SEQUENTIAL else criterion
                 settings: list[tuple[str, str | None]] = [
-                    ("steadystate", criterion), ("ss_dur", f"{window_s:g}s"),
+                    ("steadystate", own), ("ss_dur", f"{window_s:g}s"),
                     ("time_based", None), ("runtime", f"{max_s:g}")]
-                if parse_count(effective.get(section.name, {}).get("numjobs")) > 1:
+                if parse_count(options.get("numjobs")) > 1:
                     settings.append(("group_reporting", None))
                 for key, value in settings:
                     section = section.with_option(key, value)
