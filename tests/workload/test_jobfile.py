@@ -103,3 +103,17 @@ def test_fio_size_exact():
     assert fio_size(512 * 2**20) == "512m"
     assert fio_size(2**30) == "1g"
     assert fio_size(1000) == "1000"
+
+
+def test_steady_state_judges_sequential_jobs_on_bandwidth_without_ramp():
+    from storbench.workload.suites import get_suite
+
+    by_name = {t.name: jf.with_steady_state("iops_slope:0.5%", 3, 60)
+               for t, jf in get_suite("dbench").jobfiles()}
+    seq = dict(by_name["read_seq"].effective())["read_seq"]
+    assert seq["steadystate"] == "bw_slope:0.5%" and "group_reporting" in seq
+    rand = dict(by_name["read_iops"].effective())["read_iops"]
+    assert rand["steadystate"] == "iops_slope:0.5%"
+    for jf in by_name.values():
+        assert all("ramp_time" not in opts for opts in dict(jf.effective()).values())
+        assert "ramp_time" not in jf.render()
