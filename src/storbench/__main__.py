@@ -1,19 +1,41 @@
 """`storbench` and `python -m storbench`: the CLI, with Ctrl-C handled from the first
 instruction on (importing the CLI takes a moment; an interrupt then is one line and
-exit 130, never a traceback)."""
+exit 130, never a traceback).
+
+While the CLI's modules load, SIGINT only sets a flag: a KeyboardInterrupt raised in
+the middle of an import can land in one of Python's own callbacks (a module lock's
+weakref), which prints "Exception ignored ... Traceback" whatever we catch. Once they
+are loaded, a pending interrupt ends the process; otherwise Python's own handler is
+back for the CLI to use.
+"""
 
 from __future__ import annotations
 
+import signal
 import sys
+from types import FrameType
 
 
 def main() -> None:
+    interrupted: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        interrupted.append(signum)
+
+    previous = signal.signal(signal.SIGINT, note)
     try:
-        from storbench.cli import main as cli_main
+        try:
+            from storbench.cli import main as cli_main
+        finally:
+            # a signal that comes in from here on is handled by the handler put back:
+            # it raises KeyboardInterrupt, caught below until the CLI catches its own
+            signal.signal(signal.SIGINT, previous)
+        if interrupted:
+            raise KeyboardInterrupt
+        cli_main()
     except KeyboardInterrupt:
         sys.stderr.write("storbench: interrupted\n")
         sys.exit(130)
-    cli_main()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -46,8 +47,9 @@ def test_two_classes_one_table_nothing_left(kube, namespace, k8s_env, store_path
                    db=store_path, env=k8s_env)
     assert proc.returncode == 0, proc.stderr
     assert leftovers(kube, namespace) == []
-    table = proc.stdout[proc.stdout.rindex("local-hostpath ") - 200:]
-    assert "local-hostpath-immediate" in table and "randread" in proc.stdout
+    comparison = proc.stdout.rsplit("\n\n", 1)[-1]  # printed last, after a blank line
+    assert re.search(r"#1\b.*local-hostpath\b", comparison), comparison
+    assert "local-hostpath-immediate" in comparison and "randread" in comparison
     first, second = show_json(store_path, "1"), show_json(store_path, "2")
     for run, mode in ((first, "WaitForFirstConsumer"), (second, "Immediate")):
         assert run["status"] == "completed"
