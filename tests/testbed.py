@@ -103,15 +103,18 @@ class Throttled(_Target):
 
     def __init__(self, read_iops: int = 3000, write_iops: int = 3000,
                  read_bps: int = 125 * 2**20, size: str = "2G",
-                 write_bps: int = 125 * 2**20) -> None:
+                 write_bps: int = 125 * 2**20, backing_dir: str = "/var/tmp") -> None:
+        """``backing_dir``: where the image lives (the disk; /dev/shm for a volume whose
+        only limit is the cap, with no host disk latency beneath it)."""
         super().__init__()
+        self.backing_dir = backing_dir
         self.limits = (read_iops, write_iops, read_bps)
         self.write_bps = write_bps
         self.size = size
 
     def _start(self) -> None:
         d = Path(self._stack.enter_context(
-            tempfile.TemporaryDirectory(prefix="sb-throttled-", dir="/var/tmp")))
+            tempfile.TemporaryDirectory(prefix="sb-throttled-", dir=self.backing_dir)))
         img, self.mnt = d / "disk.img", d / "mnt"
         self.mnt.mkdir()
         sh("truncate", "-s", self.size, str(img))

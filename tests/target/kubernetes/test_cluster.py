@@ -71,7 +71,7 @@ def test_two_classes_one_table_nothing_left(kube, namespace, k8s_env, store_path
         assert randread["series"]["read"]  # per-second logs came back from the pod
     assert first["label"] == "local-hostpath"
     assert second["label"] == "local-hostpath-immediate"
-    assert "local-hostpath-immediate" in table
+    assert "local-hostpath-immediate" in comparison
 
 
 def test_throttled_class_measures_the_known_truth(kube, namespace, k8s_env, store_path,
