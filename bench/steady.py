@@ -58,9 +58,9 @@ def dbench_script(target: Path) -> float:
     """The 9 commands back to back, as the script runs them; its wall time."""
     start = time.monotonic()
     for name, args in DBENCH:
-        size = "" if "--size" in args else f"--size={SIZE}"
+        size = [] if "--size" in args else [f"--size={SIZE}"]
         subprocess.run(["fio", "--randrepeat=0", "--verify=0", "--ioengine=libaio", "--direct=1",
-                        f"--name={name}", f"--filename={target / 'fiotest'}", size,
+                        f"--name={name}", f"--filename={target / 'fiotest'}", *size,
                         *args.split(), "--time_based", "--ramp_time=2s", "--runtime=15s"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.monotonic() - start
