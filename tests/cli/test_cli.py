@@ -350,3 +350,29 @@ def test_crash_leftovers_removed_by_next_run(tmpfs, store_path):
     assert f"Removed {left[0]}" in ok.stderr.replace("\n", "")
     assert scratch_dirs(tmpfs) == [tmpfs / "storbench-not-ours"]
     assert (tmpfs / "user-data").read_text() == "keep me"
+
+
+@needs_fio
+@pytest.mark.integration
+def test_where_the_time_went(disk_dir, tmp_path, store_path):
+    """A file fio must lay out first: the plain progress says when the layout ended, and
+    the run stores each phase on one clock, with this machine's load."""
+    job = tmp_path / "big.fio"
+    job.write_text("[big]\nrw=randread\nbs=4k\nsize=768m\ndirect=1\nioengine=libaio\n"
+                   "iodepth=8\ntime_based\nruntime=2\n")
+    proc = run_cli("run", str(disk_dir), "--job", str(job), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "[1] laying out files" in proc.stderr
+    took = re.search(r"\[1\] I/O running \(after ([\d.]+) s of layout and start-up\)",
+                     proc.stderr)
+    assert took and float(took[1]) > 0.5, proc.stderr
+    run = show_json(store_path)
+    phases = {p["name"]: p for p in run["data"]["phases"]}
+    assert next(iter(phases)) == "preflight" and list(phases)[-1] == "cleanup"
+    test = phases["big.fio"]
+    assert test["io_s"] == pytest.approx(2, abs=0.3) and test["setup_s"] > 0.5
+    assert test["start_s"] >= phases["prepare"]["end_s"]
+    assert run["data"]["host_load"]["cpus"] >= 1 and "cpu_steal_percent" in run["data"][
+        "host_load"]
+    shown = run_cli("show", "last", db=store_path).stdout
+    assert "Where the time went" in shown and "This machine during the run: load average" in shown
