@@ -86,6 +86,11 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
               help="Let the job file run commands (exec_prerun=, exec_postrun=, the exec"
                    " engine, external engines). Default: refused; paths outside the"
                    " scratch directory are refused always.")
+@click.option("--destructive", metavar="DEVICE",
+              help="Allow writing to the block device TARGET, named again here: whatever is"
+                   " on it is destroyed. A device that is mounted or in use is refused"
+                   " even so. Without it, a device is only read (read-only tests, fio"
+                   " run with --readonly).")
 @click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
               help="Time limit for the whole run (of each target). Default: each test's"
                    " runtime and ramp (or its size at 256 KiB/s), its file layout at"
@@ -106,9 +111,13 @@ def run(
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
     hosts_text: str | None, hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
     fio_path: str | None, as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
-    timeout_s: float | None, allow_exec: bool, **kube_params: Any,
+    timeout_s: float | None, allow_exec: bool, destructive: str | None, **kube_params: Any,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
+
+    TARGET may also be a block device (/dev/sdX, /dev/disk/by-id/...): fio works on the
+    device itself, with direct I/O over its whole size (or --size). A device that is
+    mounted or in use is never touched; tests that write need --destructive DEVICE.
 
     Files are written only inside a scratch directory storbench-<id> that storbench
     creates under TARGET and removes at the end, on errors and on Ctrl-C. Exits 3
@@ -134,6 +143,7 @@ def run(
       storbench run /mnt/shared --hosts node1,node2,node3:8766 --suite randrw75
       storbench run --storage-class gp3 --storage-class efs-sc --suite quick
       storbench run --storage-class fast --namespace bench --capacity 100Gi --dry-run
+      storbench run /dev/nvme1n1 --suite quick --destructive /dev/nvme1n1
     """
     limit = _parse_percent(max_regression)
     spec = RunSpec(suite=suite, job_file=job_file, size=size, runtime=runtime, label=label,
@@ -145,7 +155,7 @@ def run(
     spec.check()
     targets = choose_targets(TargetFlags(
         targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
-        kube_params, probe_metadata, dry_run, timeout_s))
+        kube_params, probe_metadata, dry_run, timeout_s, destructive, size is not None))
     if dry_run:
         _dry_run(spec, targets)
         return

@@ -6,6 +6,8 @@ target/ (docs/targets.md).
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ import click
 
 from storbench.errors import ConfigError
 from storbench.target.base import Target
+from storbench.target.blockdev import BlockTarget
 from storbench.target.directory import DirectoryTarget
 from storbench.target.hosts import Host, HostsTarget, parse_hosts
 
@@ -57,6 +60,8 @@ class TargetFlags:
     probe_metadata: bool | None
     dry_run: bool
     timeout_s: float | None
+    destructive: str | None = None
+    size_given: bool = False
 
 
 def choose_targets(f: TargetFlags) -> list[Target]:
@@ -73,6 +78,14 @@ def choose_targets(f: TargetFlags) -> list[Target]:
                           " --clients")
     if f.ssh_config and not any(h.ssh for h in hosts):
         raise ConfigError("--ssh-config applies to ssh:// hosts (--hosts ssh://HOST)")
+    devices = [p for p in f.given if is_block_device(p)]
+    if f.destructive is not None and not any(
+            os.path.realpath(f.destructive) == os.path.realpath(p) for p in devices):
+        raise ConfigError(f"--destructive {f.destructive}: it must name a block device given"
+                          " as TARGET (the same device, named again)")
+    if devices and (hosts or f.storage_classes):
+        raise ConfigError("block devices are measured on this machine only, for now: not"
+                          " with --hosts or --storage-class")
     if f.storage_classes:
         if f.given:
             raise ConfigError("give a directory TARGET or --storage-class, not both")
@@ -99,4 +112,12 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config)]
     if len({p.resolve() for p in f.given}) != len(f.given):
         raise ConfigError("a TARGET is given twice")
-    return [DirectoryTarget(p) for p in f.given]
+    return [BlockTarget(p, f.destructive, f.size_given) if p in devices else DirectoryTarget(p)
+            for p in f.given]
+
+
+def is_block_device(path: Path) -> bool:
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False

@@ -31,6 +31,7 @@ class FioJob:
     worker: str
     key: str  # file name of the job file, e.g. t003.fio or t003-p1.fio
     text: str
+    fio_args: tuple[str, ...] = ()  # fio's own options for it: ("--readonly",)
 
 
 @dataclass(frozen=True)

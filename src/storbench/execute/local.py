@@ -209,8 +209,8 @@ class LocalExecutor:
         if len(jobs) != 1:
             raise ValueError(f"a local executor runs one job file, not {len(jobs)}")
         path = self.process.write(jobs[0].text, jobs[0].key)
-        return self.process.run([str(path)], path.with_suffix(".json"), on_progress,
-                                deadline_s=deadline_s)
+        return self.process.run([*jobs[0].fio_args, str(path)], path.with_suffix(".json"),
+                                on_progress, deadline_s=deadline_s)
 
 
 def _alive_in_tree(pid: int) -> tuple[int, ...]:

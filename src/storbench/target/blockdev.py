@@ -1,0 +1,198 @@
+"""A block device target: fio on this machine, ``filename=`` the device, direct I/O.
+
+Nothing is created on the device and nothing needs removing afterwards; what
+matters is the guard (target/blockguard.py): a device that is mounted or in use is
+never touched, reading needs nothing more (fio runs with ``--readonly``), writing needs
+the device named again with ``--destructive``. The guard decides before the run is
+stored and once more right before fio starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storbench.errors import TargetError
+from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard
+from storbench.target.base import Deadline, Leftover, default_deadline
+from storbench.target.blockguard import Findings, decide, device_facts, inspect
+from storbench.target.environment import host_facts
+from storbench.workload.jobfile import JobFile, Section
+from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
+
+READS = ("read", "randread")
+FILE_OPTIONS = ("directory", "filename", "filename_format", "nrfiles", "opendir", "unlink",
+                "unlink_each_loop", "create_on_open", "create_only", "file_service_type")
+ALIGN = 2**20  # each job's share of the device starts on a MiB
+
+
+def writes(plan: Plan) -> list[str]:
+    """The tests whose jobs write or trim (anything but read/randread)."""
+    out = []
+    for test in plan.tests:
+        for _, options in test.jobfile.effective():
+            rw = options.get("rw", options.get("readwrite", "read"))
+            if rw not in READS:
+                out.append(test.name)
+                break
+    return out
+
+
+@dataclass
+class BlockTarget:
+    """A block device on this machine, by any of its names (/dev/disk/by-id/…)."""
+
+    path: Path
+    destructive: str | None = None  # the device named again by --destructive
+    size_given: bool = False  # --size: else each test covers the whole device
+    kind = "block device"
+    worker_noun = "job"
+    needs_local_fio = True
+    series_logs = True
+    found: Findings | None = field(default=None, init=False)
+    read_only: bool = field(default=True, init=False)
+    writers: list[str] = field(default_factory=list, init=False)  # the tests that write
+    size_bytes: int = field(default=0, init=False)
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    @property
+    def short_name(self) -> str:
+        return self.path.name
+
+    @property
+    def device(self) -> str:
+        return self.found.device if self.found else str(self.path.resolve())
+
+    def settings(self) -> dict[str, Any]:
+        return {"destructive": self.destructive is not None}
+
+    def preflight(self) -> None:
+        """A device that is not one, or that is in use, fails before anything starts."""
+        self._judge(writes_to=[])
+
+    def _judge(self, writes_to: list[str]) -> Findings:
+        found = inspect(str(self.path))
+        verdict = decide(found, writes=bool(writes_to), destructive=self.destructive)
+        if not verdict.allowed:
+            tests = f" (tests that write: {', '.join(writes_to)})" if writes_to else ""
+            raise TargetError(verdict.reason + tests)
+        self.found = found
+        self.read_only = not writes_to
+        return found
+
+    def scratch_path(self, uid: str) -> Path:
+        return Path(self.device)
+
+    def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
+        self.writers = writes(plan)
+        found = self._judge(self.writers)
+        size = int(device_facts(found.name).get("size_bytes") or 0)
+        if not size:
+            raise TargetError(f"{self.path}: the device has no size (an empty loop device?)")
+        if self.size_given:
+            for test in plan.tests:
+                for job, options in test.jobfile.effective():
+                    reach = _reach(options)
+                    if reach is not None and reach > size:
+                        raise TargetError(
+                            f"test {test.name!r} job {job!r} reaches {format_bytes_iec(reach)}"
+                            f" into {self.path}, which holds {format_bytes_iec(size)}: pass a"
+                            f" smaller --size")
+        self.size_bytes = size
+
+    def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
+        """fio is told --readonly for a job file that only reads: it then refuses to
+        write, whatever the options say."""
+        reads_only = all(o.get("rw", o.get("readwrite", "read")) in READS
+                         for _, o in jobfile.effective())
+        text = self.on_device(jobfile).render()
+        if reads_only:
+            text = f"; run as: fio --readonly (only reads: fio refuses any write)\n{text}"
+        return [FioJob("", f"t{index:03d}.fio", text, ("--readonly",) if reads_only else ())]
+
+    def on_device(self, jobfile: JobFile) -> JobFile:
+        """The job file pointed at the device: its file options replaced by filename=
+        the device, direct I/O, each job's size the device (split among the jobs of a
+        test that has them work side by side with offset_increment)."""
+        effective = dict(jobfile.effective())
+        if not self.size_bytes:
+            self.size_bytes = int(device_facts(inspect(str(self.path)).name).get(
+                "size_bytes") or 0)
+        sections: list[Section] = []
+        for section in jobfile.sections:
+            section = section.without(*FILE_OPTIONS)
+            if not section.is_global:
+                section = section.with_option("filename", self.device).with_option("direct", "1")
+                options = effective.get(section.name, {})
+                if not self.size_given:
+                    numjobs = max(1, parse_count(options.get("numjobs")))
+                    if options.get("offset_increment"):
+                        share = self.size_bytes // numjobs // ALIGN * ALIGN
+                        section = section.with_option("size", str(share)).with_option(
+                            "offset_increment", str(share))
+                    else:
+                        section = section.with_option("size", str(self.size_bytes))
+            if section.options or not section.is_global:
+                sections.append(section)
+        return JobFile(tuple(sections))
+
+    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+        found = self.found or inspect(str(self.path))
+        facts = device_facts(found.name) if found.is_block else {}
+        return {**host_facts(),
+                "target": {"kind": self.kind, "path": str(self.path), "device": found.device,
+                           **facts, "found_on_it": found.signatures or ["nothing (blank)"],
+                           "access": "read only" if self.read_only else "read and write"},
+                **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {})}
+
+    def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
+                note: Callable[[str], None]) -> None:
+        """The guard once more, right before fio; then the device's identity, said."""
+        found = self._judge(self.writers)
+        facts = device_facts(found.name)
+        what = ", ".join(str(facts[k]) for k in ("model", "serial") if k in facts)
+        size = format_bytes_iec(int(facts.get("size_bytes") or 0))
+        backing = (f", backed by {facts['loop_backing_file']}"
+                   if "loop_backing_file" in facts else "")
+        on_it = ", ".join(found.signatures) or "nothing (blank)"
+        verb = "Reading (fio --readonly)" if self.read_only else "WRITING to"
+        note(f"{verb} {found.device} ({what or found.name}, {size}{backing});"
+             f" found on it: {on_it}")
+
+    def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
+        assert fio is not None
+        return LocalExecutor(fio, workdir, guard)
+
+    def probe_dir(self) -> Path | None:
+        return None
+
+    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
+        pass
+
+    def deadline(self, test: PlannedTest) -> Deadline | None:
+        return default_deadline(test)
+
+    def cleanup(self, hurry: bool = False) -> None:
+        pass  # nothing was created
+
+    def leftovers(self) -> list[Leftover]:
+        return []
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        pass
+
+
+def _reach(options: dict[str, str]) -> int | None:
+    """How far into the device a job goes: offset + size (+ its jobs' increments)."""
+    size = parse_size(options.get("size", "")) if options.get("size") else None
+    if size is None:
+        return None
+    offset = parse_size(options.get("offset") or "0") or 0
+    step = parse_size(options.get("offset_increment") or "0") or 0
+    return offset + size + step * (max(1, parse_count(options.get("numjobs"))) - 1)
