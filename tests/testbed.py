@@ -103,11 +103,13 @@ class Throttled(_Target):
 
     def __init__(self, read_iops: int = 3000, write_iops: int = 3000,
                  read_bps: int = 125 * 2**20, size: str = "2G",
-                 write_bps: int = 125 * 2**20, backing_dir: str = "/var/tmp") -> None:
+                 write_bps: int = 125 * 2**20, backing_dir: str = "/var/tmp",
+                 raw: bool = False) -> None:
         """``backing_dir``: where the image lives (the disk; /dev/shm for a volume whose
         only limit is the cap, with no host disk latency beneath it)."""
         super().__init__()
         self.backing_dir = backing_dir
+        self.raw = raw  # a bare block device (self.dev): no file system, not mounted
         self.limits = (read_iops, write_iops, read_bps)
         self.write_bps = write_bps
         self.size = size
@@ -120,10 +122,11 @@ class Throttled(_Target):
         sh("truncate", "-s", self.size, str(img))
         self.dev = sh("losetup", "--find", "--show", "--direct-io=on", str(img))
         self._stack.callback(subprocess.run, ["losetup", "-d", self.dev], check=False)
-        sh("mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0",
-           self.dev)
-        sh("mount", self.dev, str(self.mnt))
-        self._stack.callback(subprocess.run, ["umount", "-l", str(self.mnt)], check=False)
+        if not self.raw:
+            sh("mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0",
+               self.dev)
+            sh("mount", self.dev, str(self.mnt))
+            self._stack.callback(subprocess.run, ["umount", "-l", str(self.mnt)], check=False)
         self.majmin = sh("lsblk", "-no", "MAJ:MIN", self.dev).strip()
         self.cgroup = BLKIO / f"storbench-test-{os.getpid()}-{id(self)}"
         self.cgroup.mkdir()

@@ -189,3 +189,87 @@ def test_the_root_disk_is_refused_in_every_form(tmp_path):
             for destructive in (None, form):
                 d = decide(found, writes=writes, destructive=destructive)
                 assert not d.allowed, (form, writes, destructive, d)
+
+
+ROUND_READS = "[randread]\nrw=randread\nbs=4k\niodepth=16\nioengine=libaio\n"
+
+
+def throttled_device():
+    from tests.testbed import Throttled, missing_for_throttled
+
+    if (reason := missing_for_throttled()) is not None:
+        pytest.skip(reason)
+    # in RAM beneath the cap: only the cap is measured, never the host disk
+    return Throttled(raw=True, size="256M", backing_dir="/dev/shm")
+
+
+@needs_fio
+def test_precondition_then_rounds_until_steady(tmp_path, store_path):
+    """SNIA-style: the device written twice, then 1-s rounds; a flat 3000-IOPS cap is
+    steady as soon as there are 5 rounds to judge: round 5, its figures the cap's."""
+    job = tmp_path / "reads.fio"
+    job.write_text(ROUND_READS)
+    with throttled_device() as vol:
+        refused = run_cli("run", vol.dev, "--job", str(job), "--precondition", db=store_path)
+        assert refused.returncode == 1 and "--precondition" in refused.stderr
+        from tests.conftest import run_cli_wrapped
+
+        proc = run_cli_wrapped(vol.wrap, "run", vol.dev, "--job", str(job), "--precondition",
+                               "--round", "1", "--max-rounds", "8", "--destructive", vol.dev,
+                               db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Preconditioning: writing 512.0 MiB sequentially" in proc.stdout + proc.stderr
+    run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    rounds = run["data"]["steady_rounds"]["reads.fio"]
+    assert rounds["reached_round"] == 5 and rounds["window"] == [0, 1, 2, 3, 4]
+    assert all(v == pytest.approx(3000, rel=0.03) for v in rounds["values"])
+    assert any("[precondition]" in j and f"io_size={512 * 2**20}" in j
+               for j in run["job_files"])
+    assert "precondition" in [p["name"] for p in run["data"]["phases"]]
+    doc = json.loads(run_cli("compare", "last", "--json", db=store_path).stdout)
+    cols = [c["metric"] for c in doc["comparison"]["columns"]]
+    row = doc["comparison"]["rows"][0]
+    assert row["repeats"][cols.index("read.iops")] == 5
+    assert row["values"][cols.index("read.iops")] == pytest.approx(3000, rel=0.03)
+    shown = " ".join(run_cli("show", "last", db=store_path).stdout.split())
+    assert "steady state reached in round 5" in shown
+
+
+@needs_fio
+def test_rounds_that_never_settle_say_so(tmp_path, store_path):
+    """The cap moves every second (1000, 3000, ...): no 5 rounds agree within 20%."""
+    import threading
+    import time
+
+    from tests.conftest import run_cli_wrapped
+
+    job = tmp_path / "reads.fio"
+    job.write_text(ROUND_READS)
+    with throttled_device() as vol:
+        done = threading.Event()
+
+        def flip() -> None:
+            i = 0
+            while not done.wait(0.5):
+                vol.set_limits(1000 if i % 4 < 2 else 3000, 3000)
+                i += 1
+
+        flipper = threading.Thread(target=flip)
+        flipper.start()
+        try:
+            start = time.monotonic()
+            proc = run_cli_wrapped(vol.wrap, "run", vol.dev, "--job", str(job),
+                                   "--precondition", "--precondition-size", "16m", "--round",
+                                   "1", "--max-rounds", "6", "--destructive", vol.dev,
+                                   db=store_path)
+        finally:
+            done.set()
+            flipper.join()
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - start < 60
+    run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    rounds = run["data"]["steady_rounds"]["reads.fio"]
+    assert rounds["reached_round"] is None and len(rounds["values"]) == 6
+    assert rounds["window"] == [1, 2, 3, 4, 5]  # the figures: the last 5 rounds
+    warned = [w for w in run["warnings"] if w["kind"] == "not-steady"]
+    assert warned and "was not reached in 6 rounds" in warned[0]["message"]

@@ -15,6 +15,8 @@ from storbench.result.model import TestResult
 from storbench.target.base import Leftover
 from storbench.workload.plan import Plan, PlannedTest
 
+LAYOUT_SAID_AFTER_S = 1.0  # no I/O yet after this long: fio is laying out its files
+
 
 class ConsoleReporter:
     """Implements pipeline.loop.Reporter. Costs a redraw twice a second at most."""
@@ -76,10 +78,12 @@ class ConsoleReporter:
         running = bool(p.iops or p.bandwidth)
         phase = "io" if running else "layout"
         seen = self._said.get(index)
+        took = time.monotonic() - self._started.get(index, time.monotonic())
+        if phase == "layout" and took < LAYOUT_SAID_AFTER_S:
+            return  # fio's first second: starting, not worth a line
         self._said[index] = "io" if seen == "io" else phase
         if seen == phase or seen == "io" or (phase == "io" and seen is None):
             return  # said already, or I/O from the first status line: nothing to explain
-        took = time.monotonic() - self._started.get(index, time.monotonic())
         if phase == "layout":
             self.console.print(f"[{index + 1}] laying out files", markup=False)
         else:

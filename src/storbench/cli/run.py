@@ -91,6 +91,18 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " on it is destroyed. A device that is mounted or in use is refused"
                    " even so. Without it, a device is only read (read-only tests, fio"
                    " run with --readonly).")
+@click.option("--precondition", is_flag=True,
+              help="Block devices, as the SNIA PTS does it: write the device twice"
+                   " sequentially (128 KiB blocks), then run each test in rounds until"
+                   " steady state (last 5 rounds within 20%, slope within 10%); the figures"
+                   " are those 5 rounds'. Needs --destructive.")
+@click.option("--precondition-size", metavar="SIZE",
+              help="With --precondition: write at most this much (default: twice the"
+                   " device).")
+@click.option("--round", "round_s", type=float, default=60.0, show_default=True,
+              metavar="SECONDS", help="With --precondition: the length of each round.")
+@click.option("--max-rounds", type=int, default=25, show_default=True,
+              help="With --precondition: rounds before giving up on steady state.")
 @click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
               help="Time limit for the whole run (of each target). Default: each test's"
                    " runtime and ramp (or its size at 256 KiB/s), its file layout at"
@@ -111,7 +123,8 @@ def run(
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
     hosts_text: str | None, hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
     fio_path: str | None, as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
-    timeout_s: float | None, allow_exec: bool, destructive: str | None, **kube_params: Any,
+    timeout_s: float | None, allow_exec: bool, destructive: str | None, precondition: bool,
+    precondition_size: str | None, round_s: float, max_rounds: int, **kube_params: Any,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
 
@@ -151,11 +164,14 @@ def run(
                    repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
                    probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
                    profile=profile, baseline=baseline, max_regression=limit,
-                   timeout_s=timeout_s, allow_exec=allow_exec)
+                   timeout_s=timeout_s, allow_exec=allow_exec, precondition=precondition,
+                   precondition_size=precondition_size, round_s=round_s,
+                   max_rounds=max_rounds)
     spec.check()
     targets = choose_targets(TargetFlags(
         targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
-        kube_params, probe_metadata, dry_run, timeout_s, destructive, size is not None))
+        kube_params, probe_metadata, dry_run, timeout_s, destructive, size is not None,
+        precondition))
     if dry_run:
         _dry_run(spec, targets)
         return

@@ -35,14 +35,17 @@ from storbench.execute.workdir import create_marked, leftovers, remove_marked
 from storbench.pipeline.failures import failure
 from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import NullReporter, Reporter
+from storbench.pipeline.rounds import Rounds, after_round, precondition
 from storbench.pipeline.spec import RunSpec, make_plan
 from storbench.result import parse_fio_json
 from storbench.result.fio_json import parse_per_host
 from storbench.result.fio_logs import read_series
+from storbench.result.model import TestResult
 from storbench.result.record import Invocation, Run
 from storbench.store import Store
 from storbench.target.base import Deadline, Target
 from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.sizes import parse_size
 
 PROBE_IDLE_S = 3.0
 WORKDIR_WAIT_S = 5.0  # to remove storbench's own work directory (on local disk)
@@ -129,6 +132,8 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 storbench_version=__version__, fio_version=environment.get("fio_version"),
                 label=spec.label, tags=spec.tags)
             loop = _Loop(target, planned, store, run_id, rep, guard, environment, clock)
+            loop.rounds = Rounds(spec.max_rounds, parse_size(spec.precondition_size or "")
+                                 ) if spec.precondition else None
             try:
                 failure: BaseException | None = None
                 try:
@@ -252,6 +257,8 @@ class _Loop:
         self.environment = environment
         self.probe: MetadataProbe | None = None
         self.clock = clock
+        self.rounds: Rounds | None = None
+        self.stored: list[TestResult] = []  # the last invocation's results
 
     def prepare(self, fio: FioBinary | None) -> None:
         with self.clock.phase("prepare"):
@@ -279,9 +286,13 @@ class _Loop:
                 self.guard.sleep(PROBE_IDLE_S)
                 self.probe.stop()
         ordinal = 0
+        if self.rounds is not None:
+            precondition(self, executor)
         steps = self.planned.steps
         for n, step in enumerate(steps):
             self.guard.check()
+            if self.rounds is not None and self.rounds.done(step.test.name):
+                continue  # steady: no more rounds of this test
             keep = {f for s in steps[n:] for f in s.test.jobfile.named_files()}
             self.target.before_test(step.test, keep)
             self.rep.test_started(step.index, step.test)
@@ -307,6 +318,8 @@ class _Loop:
                               " not respond) and was left running")
             self.guard.check()  # an interrupted test's partial numbers are not stored
             ordinal = self._store(step, execution, ordinal, deadline, timed)
+            if self.rounds is not None:
+                after_round(self, step.test.name, step.repeat)
 
     def _store(self, step: Step, execution: Execution, ordinal: int,
                deadline: Deadline | None, timed: dict[str, Any]) -> int:
@@ -326,6 +339,7 @@ class _Loop:
             for r in parsed
         ]
         io_phase(timed, results)
+        self.stored = results
         if execution.log_dir is not None:
             for log in execution.log_dir.glob(f"sb{step.index:03d}*.log"):
                 log.unlink()
@@ -378,9 +392,14 @@ def _finish(store: Store, run_id: int, loop: _Loop, baseline: Run | None,
     stored = store.get_run(run_id)
     found = [w for name, results in stored.results_by_test().items()
              for w in warnings.across_repeats(name, results)]
+    rounds = loop.rounds.record() if loop.rounds is not None else {}
+    if loop.rounds is not None:  # judged on the window's rounds only
+        found = loop.rounds.warnings()
+        stored = replace(stored, data={**stored.data, **rounds})
     verdicts = evaluate(stored, unresolvable="fail")
     changes = regressions(stored, baseline, spec.max_regression) if baseline is not None else []
-    store.finish_run(run_id, "completed", data={**loop.probe_summary(), **loop.clock.record()},
+    store.finish_run(run_id, "completed", data={**loop.probe_summary(), **loop.clock.record(),
+                                                **rounds},
                      warnings=found,
                      verdicts=verdicts, regressions=changes)
 

@@ -42,6 +42,10 @@ class RunSpec:
     max_regression: float = 0.10  # with baseline: how much worse a figure may get
     timeout_s: float | None = None  # the whole run's time limit (None: from each test)
     allow_exec: bool = False  # job files may run commands (exec_prerun=, ioengine=exec)
+    precondition: bool = False  # block devices: write it first, then rounds until steady
+    precondition_size: str | None = None  # cap on what preconditioning writes
+    round_s: float = 60.0  # with precondition: each round's length
+    max_rounds: int = 25
 
     def check(self) -> None:
         """ConfigError for what cannot work, before anything runs."""
@@ -68,6 +72,17 @@ class RunSpec:
         if self.max_regression < 0:
             raise ConfigError(f"--max-regression must not be negative, not"
                               f" {100 * self.max_regression:g}%")
+        if self.precondition:
+            if self.repeat > 1 or self.until_steady is not None:
+                raise ConfigError("--precondition runs each test in rounds until steady"
+                                  " state: it replaces --repeat and --until-steady")
+            if self.round_s <= 0 or not 5 <= self.max_rounds <= 100:
+                raise ConfigError("--round must be positive and --max-rounds 5 to 100")
+            if self.precondition_size is not None and not parse_size(self.precondition_size):
+                raise ConfigError(f"--precondition-size {self.precondition_size!r} is not a"
+                                  " size (e.g. 64g)")
+        elif self.precondition_size is not None:
+            raise ConfigError("--precondition-size applies to --precondition")
 
     def settings(self, suite_name: str) -> dict[str, Any]:
         """What the run was asked to do, stored with it (verdicts are judged from it)."""
@@ -86,6 +101,8 @@ class RunSpec:
                if self.baseline is not None else {}),
             **({"timeout_s": self.timeout_s} if self.timeout_s is not None else {}),
             **({"allow_exec": True} if self.allow_exec else {}),
+            **({"precondition": {"size": self.precondition_size, "round_s": self.round_s,
+                                 "max_rounds": self.max_rounds}} if self.precondition else {}),
         }
 
 
@@ -112,6 +129,10 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
         tests = [replace(t, jobfile=t.jobfile.with_steady_state(
                      spec.until_steady, spec.steady_window_s, limit),
                      expected_s=None) for t in tests]
+    if spec.precondition:  # rounds of round_s each, as many as it takes (rounds.py)
+        tests = [replace(t, jobfile=t.jobfile.as_round(spec.round_s), expected_s=spec.round_s)
+                 for t in tests]
+        return replace(plan, tests=tests, repeat=spec.max_rounds)
     return replace(plan, tests=tests, repeat=spec.repeat)
 
 

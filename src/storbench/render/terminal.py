@@ -104,6 +104,15 @@ def print_run(console: Console, run: Run) -> None:
     for left in run.data.get("import_left_out", []):
         console.print(f"[yellow]left out[/yellow] lines {left['lines'][0]}–{left['lines'][1]}"
                       f" of {escape(run.target)}: {escape(left['why'])}", soft_wrap=True)
+    rounds = run.data.get("steady_rounds") or {}
+    for test, r in rounds.items():
+        where = (f"steady state reached in round {r['reached_round']}" if r.get("reached_round")
+                 else f"steady state NOT reached in {len(r['values'])} rounds")
+        figures = " ".join(f"{v:,.0f}" for v in r["values"])
+        console.print(f"{escape(test)}: {where} ({escape(r['criterion'])}); each round's"
+                      f" {'bandwidth [B/s]' if 'seq' in test else 'figure'}: {figures};"
+                      f" the figures above are those of rounds {r['window'][0] + 1}–"
+                      f"{r['window'][-1] + 1}", soft_wrap=True)
     probe = run.data.get("metadata_probe")
     if probe:
         console.print(rich_table(probe_table(probe),

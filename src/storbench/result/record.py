@@ -127,11 +127,16 @@ class Run:
     data: dict[str, Any] = field(default_factory=dict)  # e.g. "metadata_probe"
 
     def results_by_test(self) -> dict[str, list[TestResult]]:
-        """Each test's results, one per repeat, in the order the tests first ran."""
+        """Each test's results, one per repeat, in the order the tests first ran. A test
+        run in rounds until steady state (``run --precondition``) gives its window's."""
+        window = {name: set(entry.get("window") or [])
+                  for entry in (self.data.get("steady_rounds") or {}).values()
+                  for name in entry.get("results") or []}
         out: dict[str, list[TestResult]] = {}
         for t in self.tests:
-            if not t.host:
-                out.setdefault(t.result.name, []).append(t.result)
+            if t.host or (t.result.name in window and t.repeat not in window[t.result.name]):
+                continue
+            out.setdefault(t.result.name, []).append(t.result)
         return out
 
     def results_by_host(self) -> dict[str, dict[str, list[TestResult]]]:

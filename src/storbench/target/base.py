@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from storbench.execute.base import Executor, FioJob
 from storbench.execute.fio import FioBinary
@@ -52,6 +52,16 @@ def default_deadline(test: PlannedTest) -> Deadline:
         run, why = UNKNOWN_S, "an hour: its options say neither runtime nor size"
     return Deadline(run + layout + MARGIN_S,
                     f"{why}, laying out its files at 16 MiB/s, and {MARGIN_S:.0f} s")
+
+
+@runtime_checkable
+class Preconditionable(Protocol):
+    """A target that can be written whole before its tests (``run --precondition``)."""
+
+    def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
+        """The fio job that writes it sequentially in 128 KiB blocks, twice (or up to
+        ``cap_bytes``)."""
+        ...
 
 
 class Target(Protocol):

@@ -48,6 +48,7 @@ class BlockTarget:
     path: Path
     destructive: str | None = None  # the device named again by --destructive
     size_given: bool = False  # --size: else each test covers the whole device
+    precondition: bool = False  # --precondition: the device is written first
     kind = "block device"
     worker_noun = "job"
     needs_local_fio = True
@@ -90,7 +91,7 @@ class BlockTarget:
         return Path(self.device)
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
-        self.writers = writes(plan)
+        self.writers = writes(plan) + (["--precondition"] if self.precondition else [])
         found = self._judge(self.writers)
         size = int(device_facts(found.name).get("size_bytes") or 0)
         if not size:
@@ -164,6 +165,14 @@ class BlockTarget:
         verb = "Reading (fio --readonly)" if self.read_only else "WRITING to"
         note(f"{verb} {found.device} ({what or found.name}, {size}{backing});"
              f" found on it: {on_it}")
+
+    def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
+        size = self.size_bytes or int(device_facts(inspect(str(self.path)).name).get(
+            "size_bytes") or 0)
+        total = min(2 * size, cap_bytes) if cap_bytes else 2 * size
+        text = (f"[precondition]\nrw=write\nbs=128k\nioengine=libaio\niodepth=32\ndirect=1\n"
+                f"filename={self.device}\nsize={size}\nio_size={total}\n")
+        return [FioJob("", "precondition.fio", text)]
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None

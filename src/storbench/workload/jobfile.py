@@ -158,6 +158,18 @@ class JobFile:
             sections.append(section)
         return JobFile(tuple(sections))
 
+    def as_round(self, seconds: float) -> JobFile:
+        """Each job time based for ``seconds``, no ramp: one round of a steady-state
+        test (the rounds before steady state are the ramp)."""
+        sections = []
+        for section in self.sections:
+            section = section.without("ramp_time")
+            if not section.is_global:
+                section = section.with_option("time_based", None).with_option(
+                    "runtime", f"{seconds:g}")
+            sections.append(section)
+        return JobFile(tuple(sections))
+
     def for_host(self, prefix: str, host_label: str, *, shared: bool) -> JobFile:
         """This (prepared) job file for one of several fio servers sharing a directory.
 
