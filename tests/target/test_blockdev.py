@@ -233,6 +233,10 @@ def test_precondition_then_rounds_until_steady(tmp_path, store_path):
     assert row["values"][cols.index("read.iops")] == pytest.approx(3000, rel=0.03)
     shown = " ".join(run_cli("show", "last", db=store_path).stdout.split())
     assert "steady state reached in round 5" in shown
+    report = tmp_path / "r.html"
+    assert run_cli("report", "last", "-o", str(report), db=store_path).returncode == 0
+    assert 'id="rounds-' in report.read_text() and "per round, steady in round 5" in (
+        report.read_text())
 
 
 @needs_fio

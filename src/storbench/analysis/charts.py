@@ -102,9 +102,24 @@ def build(comp: Comparison) -> list[Chart]:
             charts.append(Chart(
                 _slug("timeline", test, direction, kind), f"{test} {direction} {label} over time",
                 "line", kind, x_label="time [s]", lines=lines))
-    charts += run_timelines(comp)
+    charts += run_timelines(comp) + rounds_charts(comp)
     return [c if c.kind == "bar" else replace(c, lines=[ln for ln in c.lines if any(
         y is not None for y in ln.ys)]) for c in charts if not c.empty]
+
+
+def rounds_charts(comp: Comparison) -> list[Chart]:
+    """Runs preconditioned and run in rounds: each test's figure per round."""
+    out = []
+    for run in comp.runs:
+        for test, r in (run.data.get("steady_rounds") or {}).items():
+            kind: Kind = "bw" if r.get("kind") == "bw" else "iops"
+            reached = (f", steady in round {r['reached_round']}" if r.get("reached_round")
+                       else ", not steady")
+            out.append(Chart(_slug("rounds", _name(run), test),
+                             f"{_name(run)}: {test} per round{reached}", "line", kind,
+                             x_label="round", lines=[Line(test, [float(i + 1) for i in range(
+                                 len(r["values"]))], [float(v) for v in r["values"]])]))
+    return out
 
 
 def run_timelines(comp: Comparison) -> list[Chart]:

@@ -64,6 +64,7 @@ class Rounds:
     repeats: dict[str, list[int]] = field(default_factory=dict)  # the repeat of each round
     names: dict[str, list[str]] = field(default_factory=dict)  # the results it stores
     reached: dict[str, int] = field(default_factory=dict)  # test -> round (1-based)
+    kinds: dict[str, str] = field(default_factory=dict)  # test -> "iops" or "bw"
 
     def done(self, test: str) -> bool:
         return test in self.reached
@@ -77,6 +78,8 @@ class Rounds:
         self.repeats.setdefault(test, []).append(repeat)
         names = self.names.setdefault(test, [])
         names += [r.name for r in results if r.name not in names]
+        self.kinds[test] = "bw" if any(r.options.get("rw", r.options.get(
+            "readwrite", "read")) in SEQUENTIAL for r in results) else "iops"
         if steady(self.values[test]):
             self.reached[test] = len(self.values[test])
             return self.reached[test]
@@ -88,6 +91,7 @@ class Rounds:
         out = {}
         for test, values in self.values.items():
             out[test] = {"values": values, "results": self.names.get(test, []),
+                         "kind": self.kinds.get(test, "iops"),
                          "reached_round": self.reached.get(test),
                          "window": self.repeats[test][-WINDOW:],
                          "criterion": f"last {WINDOW} rounds: range <= {MAX_RANGE:.0%} of the"
