@@ -39,6 +39,19 @@ def test_units_one_per_column():
     assert units.Unit("x", 1).fmt(None) == ""
 
 
+def test_nothing_shows_as_zero_that_is_not():
+    """A figure far below its column's unit is shown in its own, never "0.00"; nor a
+    ratio ("0.0022×", not "0.00×")."""
+    from storbench.analysis.stats import times
+
+    ms = units.choose("latency", [4_200_000, 18_000_000, 322])
+    assert ms.name == "ms" and ms.fmt(322) == "322 ns" and ms.fmt(4_200_000) == "4.20"
+    gib = units.choose("bw", [3 * 2**30, 4 * 2**30])
+    assert gib.fmt(2048) == "2.00 KiB/s"
+    assert [times(x) for x in (0.0022, 0.014, 1.5, 13043.5, 0.0)] == [
+        "0.0022", "0.01", "1.50", "13,044", "0.00"]
+
+
 def test_terminal_summary_keeps_units_and_labels_literal(two_runs):
     text = render_console(terminal.print_run, two_runs[0])
     assert "[red]gp3[/red] <b>" in text  # markup in a label is shown, not interpreted
