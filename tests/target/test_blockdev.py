@@ -277,3 +277,24 @@ def test_rounds_that_never_settle_say_so(tmp_path, store_path):
     assert rounds["window"] == [1, 2, 3, 4, 5]  # the figures: the last 5 rounds
     warned = [w for w in run["warnings"] if w["kind"] == "not-steady"]
     assert warned and "was not reached in 6 rounds" in warned[0]["message"]
+
+
+@needs_fio
+def test_the_read_half_of_a_suite(loop, store_path):
+    """--reads-only: dbench's read tests on a device holding a file system, fio
+    --readonly, the write tests left out and said so; not a byte written."""
+    mkfs(loop.dev)
+    before = loop.digest()
+    refused = run_cli("run", loop.dev, "--suite", "dbench", "--size", "16m", "--runtime", "1",
+                      db=store_path)
+    assert refused.returncode == 1 and "--reads-only" in refused.stderr
+    proc = run_cli("run", loop.dev, "--suite", "dbench", "--size", "16m", "--runtime", "1",
+                   "--reads-only", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    said = proc.stdout + proc.stderr
+    assert "Left out (--reads-only): write_iops, write_bw, write_latency, write_seq, rw_mix" in said
+    run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    assert [t["name"] for t in run["tests"]] == ["read_iops", "read_bw", "read_latency",
+                                                  "read_seq"]
+    assert all("fio --readonly" in j for j in run["job_files"])
+    assert loop.digest() == before

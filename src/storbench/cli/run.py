@@ -91,6 +91,9 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " on it is destroyed. A device that is mounted or in use is refused"
                    " even so. Without it, a device is only read (read-only tests, fio"
                    " run with --readonly).")
+@click.option("--reads-only", is_flag=True,
+              help="Block devices: run only the tests that only read (the read half of"
+                   " dbench), with fio --readonly; no --destructive needed.")
 @click.option("--precondition", is_flag=True,
               help="Block devices, as the SNIA PTS does it: write the device twice"
                    " sequentially (128 KiB blocks), then run each test in rounds until"
@@ -123,7 +126,8 @@ def run(
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
     hosts_text: str | None, hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
     fio_path: str | None, as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
-    timeout_s: float | None, allow_exec: bool, destructive: str | None, precondition: bool,
+    timeout_s: float | None, allow_exec: bool, destructive: str | None, reads_only: bool,
+    precondition: bool,
     precondition_size: str | None, round_s: float, max_rounds: int, **kube_params: Any,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
@@ -171,7 +175,7 @@ def run(
     targets = choose_targets(TargetFlags(
         targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
         kube_params, probe_metadata, dry_run, timeout_s, destructive, size is not None,
-        precondition))
+        precondition, reads_only))
     if dry_run:
         _dry_run(spec, targets)
         return

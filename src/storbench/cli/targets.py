@@ -63,6 +63,7 @@ class TargetFlags:
     destructive: str | None = None
     size_given: bool = False
     precondition: bool = False
+    reads_only: bool = False
 
 
 def choose_targets(f: TargetFlags) -> list[Target]:
@@ -113,11 +114,11 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config)]
     if len({p.resolve() for p in f.given}) != len(f.given):
         raise ConfigError("a TARGET is given twice")
-    if f.precondition and len(devices) != len(f.given):
-        raise ConfigError("--precondition applies to block devices (a TARGET such as"
-                          " /dev/nvme1n1)")
-    return [BlockTarget(p, f.destructive, f.size_given, f.precondition) if p in devices
-            else DirectoryTarget(p) for p in f.given]
+    if (f.precondition or f.reads_only) and len(devices) != len(f.given):
+        raise ConfigError("--precondition and --reads-only apply to block devices (a TARGET"
+                          " such as /dev/nvme1n1)")
+    return [BlockTarget(p, f.destructive, f.size_given, f.precondition, f.reads_only)
+            if p in devices else DirectoryTarget(p) for p in f.given]
 
 
 def is_block_device(path: Path) -> bool:

@@ -36,14 +36,14 @@ from storbench.pipeline.failures import failure
 from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import NullReporter, Reporter
 from storbench.pipeline.rounds import Rounds, after_round, precondition
-from storbench.pipeline.spec import RunSpec, make_plan
+from storbench.pipeline.spec import RunSpec, check_baseline, make_plan
 from storbench.result import parse_fio_json
 from storbench.result.fio_json import parse_per_host
 from storbench.result.fio_logs import read_series
 from storbench.result.model import TestResult
 from storbench.result.record import Invocation, Run
 from storbench.store import Store
-from storbench.target.base import Deadline, Target
+from storbench.target.base import Deadline, Restricting, Target
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import parse_size
 
@@ -82,6 +82,8 @@ def plan_run(spec: RunSpec, target: Target) -> PlannedRun:
     spec.check()
     uid = secrets.token_hex(6)
     plan = make_plan(spec, target.scratch_path(uid))
+    if isinstance(target, Restricting):
+        plan = target.restrict(plan)
     steps = []
     for index, (_, repeat, test) in enumerate(plan.schedule()):
         jobfile, prefixes = test.jobfile, dict[str, str]()
@@ -102,7 +104,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
     clock = Phases()
     planned = plan_run(spec, target)
     baseline = _baseline(spec, store)
-    _check_baseline(baseline, planned.plan)
+    check_baseline(baseline, planned.plan)
     if spec.probe_metadata and target.probe_dir() is None and target.kind != "directory":
         raise ConfigError(f"--probe-metadata runs on this machine; it cannot run on a"
                           f" {target.kind} target")
@@ -228,18 +230,6 @@ def _baseline(spec: RunSpec, store: Store) -> Run | None:
     if spec.baseline is None:
         return None
     return store.get_run(store.resolve_baseline(spec.baseline))
-
-
-def _check_baseline(baseline: Run | None, plan: Plan) -> None:
-    if baseline is None:
-        return
-    # a suite's test is named like it; a job file's tests by its jobs' names
-    names = {t.name for t in plan.tests} | {s.name for t in plan.tests
-                                             for s in t.jobfile.jobs()}
-    if not set(baseline.results_by_test()) & names:
-        raise ConfigError(f"baseline #{baseline.id} ({baseline.name}) shares no test with this"
-                          f" run ({', '.join(sorted(names))}): choose a baseline of the same"
-                          " suite or job file")
 
 
 class _Loop:

@@ -10,6 +10,7 @@ from typing import Any
 
 from storbench.analysis.assertions import Assertion
 from storbench.errors import ConfigError
+from storbench.result.record import Run
 from storbench.workload import get_suite, parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest, expected_seconds
 from storbench.workload.sizes import parse_size
@@ -160,3 +161,15 @@ def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
         prepared = jf.prepared(scratch)
         tests.append(PlannedTest(t.name, t.description, prepared, expected_seconds(prepared)))
     return Plan(suite.name, tests)
+
+
+def check_baseline(baseline: Run | None, plan: Plan) -> None:
+    if baseline is None:
+        return
+    # a suite's test is named like it; a job file's tests by its jobs' names
+    names = {t.name for t in plan.tests} | {s.name for t in plan.tests
+                                             for s in t.jobfile.jobs()}
+    if not set(baseline.results_by_test()) & names:
+        raise ConfigError(f"baseline #{baseline.id} ({baseline.name}) shares no test with this"
+                          f" run ({', '.join(sorted(names))}): choose a baseline of the same"
+                          " suite or job file")

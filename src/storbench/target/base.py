@@ -64,6 +64,14 @@ class Preconditionable(Protocol):
         ...
 
 
+@runtime_checkable
+class Restricting(Protocol):
+    """A target that runs only part of a plan (a block device without --destructive:
+    the tests that only read)."""
+
+    def restrict(self, plan: Plan) -> Plan: ...
+
+
 class Target(Protocol):
     kind: str  # "directory", "hosts", "kubernetes": named in messages
     worker_noun: str  # what a worker is called in job texts and errors: "host", "pod"

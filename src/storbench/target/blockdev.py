@@ -10,7 +10,7 @@ stored and once more right before fio starts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ class BlockTarget:
     destructive: str | None = None  # the device named again by --destructive
     size_given: bool = False  # --size: else each test covers the whole device
     precondition: bool = False  # --precondition: the device is written first
+    reads_only: bool = False  # --reads-only: only the plan's tests that only read
     kind = "block device"
     worker_noun = "job"
     needs_local_fio = True
@@ -57,6 +58,7 @@ class BlockTarget:
     read_only: bool = field(default=True, init=False)
     writers: list[str] = field(default_factory=list, init=False)  # the tests that write
     size_bytes: int = field(default=0, init=False)
+    left_out: list[str] = field(default_factory=list, init=False)  # tests that would write
 
     @property
     def name(self) -> str:
@@ -82,10 +84,24 @@ class BlockTarget:
         verdict = decide(found, writes=bool(writes_to), destructive=self.destructive)
         if not verdict.allowed:
             tests = f" (tests that write: {', '.join(writes_to)})" if writes_to else ""
-            raise TargetError(verdict.reason + tests)
+            hint = "; or --reads-only for the tests that only read" if writes_to else ""
+            raise TargetError(verdict.reason + tests + hint)
         self.found = found
         self.read_only = not writes_to
         return found
+
+    def restrict(self, plan: Plan) -> Plan:
+        """With --reads-only, the tests that only read (the read half of dbench); the
+        others are left out, and said so before the run. A plan with nothing left is
+        kept whole: the guard refuses it, naming what is on the device."""
+        if not self.reads_only:
+            return plan
+        reading = [t for t in plan.tests if t.name not in writes(plan)]
+        self.left_out = [t.name for t in plan.tests if t not in reading]
+        if not reading or not self.left_out:
+            self.left_out = []
+            return plan
+        return replace(plan, tests=reading)
 
     def scratch_path(self, uid: str) -> Path:
         return Path(self.device)
@@ -162,6 +178,8 @@ class BlockTarget:
         backing = (f", backed by {facts['loop_backing_file']}"
                    if "loop_backing_file" in facts else "")
         on_it = ", ".join(found.signatures) or "nothing (blank)"
+        if self.left_out:
+            note(f"Left out (--reads-only): {', '.join(self.left_out)}: they write")
         verb = "Reading (fio --readonly)" if self.read_only else "WRITING to"
         note(f"{verb} {found.device} ({what or found.name}, {size}{backing});"
              f" found on it: {on_it}")
