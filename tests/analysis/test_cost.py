@@ -101,8 +101,11 @@ def test_pasted_blog_text_beside_own_run_reference_and_price(tmpfs, store_path):
     assert published["usd_per_month"] == pytest.approx(0.30 * gb)
     ram = rows["ram"]
     assert ram["provisioned_iops"] == 16000  # achieved far more: gp3's maximum is priced
-    assert ram["provisioned_mbps"] == 1000  # and its bandwidth: gp3's maximum too
-    assert ram["usd_per_month"] == pytest.approx(0.08 * gb + 0.005 * 13000 + 0.04 * 875)
+    # and its bandwidth (read + write), up to gp3's maximum of 1000 MB/s
+    mbps = min(1000.0, ram["best_bw_bytes_per_s"] / 1e6)
+    assert ram["provisioned_mbps"] == pytest.approx(mbps)
+    assert ram["usd_per_month"] == pytest.approx(
+        0.08 * gb + 0.005 * 13000 + 0.04 * max(0.0, mbps - 125))
 
 
 def test_cost_needs_capacity(store_path):
