@@ -156,11 +156,14 @@ def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:
 
 
 def _flat_rate(r: TestResult) -> float | None:
-    """The per-second write rate when it barely moved (CV under 5%): a cap's signature."""
+    """The per-second write rate when it barely moved: four in five whole seconds (the
+    first and last are partial) within 5% of their median, a cap's signature."""
     s = r.series.get("write")
     if s is None or len(s.iops) < 5:
         return None
-    mean = statistics.fmean(s.iops)
-    if mean <= 0 or statistics.pstdev(s.iops) / mean >= 0.05:
+    inner = list(s.iops[1:-1])
+    mid = statistics.median(inner)
+    if mid <= 0:
         return None
-    return mean
+    near = sum(1 for v in inner if abs(v - mid) <= 0.05 * mid)
+    return mid if near >= 0.8 * len(inner) else None
