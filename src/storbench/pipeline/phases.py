@@ -16,6 +16,7 @@ from typing import Any
 
 from storbench.analysis.warnings import io_seconds
 from storbench.result.model import TestResult
+from storbench.workload.plan import seconds
 
 
 class Phases:
@@ -65,30 +66,14 @@ def io_phase(timed: dict[str, Any], results: list[TestResult]) -> None:
     io = max((s for r in results if (s := io_seconds(r)) is not None), default=None)
     if io is None or "end_s" not in timed:
         return
-    ramp = max((_seconds(r.options.get("ramp_time")) for r in results), default=0.0)
+    ramp = max((seconds(r.options.get("ramp_time") or "0") or 0.0 for r in results),
+               default=0.0)
     wall = float(timed["end_s"]) - float(timed["start_s"])
     timed["results"] = [r.name for r in results]  # the tests this invocation measured
     timed["io_s"] = round(io, 3)
     timed["io_start_s"] = round(float(timed["end_s"]) - io, 3)
     timed["ramp_s"] = ramp
     timed["setup_s"] = round(max(0.0, wall - io - ramp), 3)
-
-
-def _seconds(text: str | None) -> float:
-    """fio's time values: 2, 2s, 500ms, 1m (plain numbers are seconds)."""
-    if not text:
-        return 0.0
-    t = text.strip().lower()
-    for suffix, factor in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if t.endswith(suffix):
-            try:
-                return float(t[: -len(suffix)]) * factor
-            except ValueError:
-                return 0.0
-    try:
-        return float(t)
-    except ValueError:
-        return 0.0
 
 
 def _cpu_times() -> list[int] | None:

@@ -23,12 +23,12 @@ from storbench.errors import ConfigError, FioError
 from storbench.result.model import TestResult
 from storbench.result.record import Invocation, Warning
 from storbench.target.base import Preconditionable
+from storbench.workload.jobfile import SEQUENTIAL
 from storbench.workload.sizes import format_bytes_iec, parse_size
 
 WINDOW = 5
 MAX_RANGE = 0.20  # of the window's mean
 MAX_SLOPE = 0.10  # the fitted line's rise across the window, of the mean
-SEQUENTIAL = ("read", "write", "rw", "readwrite", "trim", "trimwrite")
 
 
 def tracking(results: list[TestResult]) -> float | None:

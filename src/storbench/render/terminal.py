@@ -110,7 +110,7 @@ def print_run(console: Console, run: Run) -> None:
                  else f"steady state NOT reached in {len(r['values'])} rounds")
         figures = " ".join(f"{v:,.0f}" for v in r["values"])
         console.print(f"{escape(test)}: {where} ({escape(r['criterion'])}); each round's"
-                      f" {'bandwidth [B/s]' if 'seq' in test else 'figure'}: {figures};"
+                      f" {'bandwidth [B/s]' if r.get('kind') == 'bw' else 'IOPS'}: {figures};"
                       f" the figures above are those of rounds {r['window'][0] + 1}–"
                       f"{r['window'][-1] + 1}", soft_wrap=True)
     probe = run.data.get("metadata_probe")

@@ -29,16 +29,14 @@ FILE_OPTIONS = ("directory", "filename", "filename_format", "nrfiles", "opendir"
 ALIGN = 2**20  # each job's share of the device starts on a MiB
 
 
+def only_reads(jobfile: JobFile) -> bool:
+    """Every job of it only reads (read/randread): nothing written, nothing trimmed."""
+    return all(o.get("rw", o.get("readwrite", "read")) in READS for _, o in jobfile.effective())
+
+
 def writes(plan: Plan) -> list[str]:
-    """The tests whose jobs write or trim (anything but read/randread)."""
-    out = []
-    for test in plan.tests:
-        for _, options in test.jobfile.effective():
-            rw = options.get("rw", options.get("readwrite", "read"))
-            if rw not in READS:
-                out.append(test.name)
-                break
-    return out
+    """The tests whose jobs write or trim."""
+    return [t.name for t in plan.tests if not only_reads(t.jobfile)]
 
 
 @dataclass
@@ -90,6 +88,11 @@ class BlockTarget:
         self.read_only = not writes_to
         return found
 
+    def device_size(self) -> int:
+        """The device's size in bytes (0: none, e.g. a loop device with no file)."""
+        found = self.found or inspect(str(self.path))
+        return int(device_facts(found.name).get("size_bytes") or 0) if found.is_block else 0
+
     def restrict(self, plan: Plan) -> Plan:
         """With --reads-only, the tests that only read (the read half of dbench); the
         others are left out, and said so before the run. A plan with nothing left is
@@ -108,8 +111,8 @@ class BlockTarget:
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.writers = writes(plan) + (["--precondition"] if self.precondition else [])
-        found = self._judge(self.writers)
-        size = int(device_facts(found.name).get("size_bytes") or 0)
+        self._judge(self.writers)
+        size = self.device_size()
         if not size:
             raise TargetError(f"{self.path}: the device has no size (an empty loop device?)")
         if self.size_given:
@@ -126,21 +129,18 @@ class BlockTarget:
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         """fio is told --readonly for a job file that only reads: it then refuses to
         write, whatever the options say."""
-        reads_only = all(o.get("rw", o.get("readwrite", "read")) in READS
-                         for _, o in jobfile.effective())
         text = self.on_device(jobfile).render()
-        if reads_only:
+        if only_reads(jobfile):
             text = f"; run as: fio --readonly (only reads: fio refuses any write)\n{text}"
-        return [FioJob("", f"t{index:03d}.fio", text, ("--readonly",) if reads_only else ())]
+        return [FioJob("", f"t{index:03d}.fio", text,
+                       ("--readonly",) if only_reads(jobfile) else ())]
 
     def on_device(self, jobfile: JobFile) -> JobFile:
         """The job file pointed at the device: its file options replaced by filename=
         the device, direct I/O, each job's size the device (split among the jobs of a
         test that has them work side by side with offset_increment)."""
         effective = dict(jobfile.effective())
-        if not self.size_bytes:
-            self.size_bytes = int(device_facts(inspect(str(self.path)).name).get(
-                "size_bytes") or 0)
+        self.size_bytes = self.size_bytes or self.device_size()
         sections: list[Section] = []
         for section in jobfile.sections:
             section = section.without(*FILE_OPTIONS)
@@ -185,8 +185,7 @@ class BlockTarget:
              f" found on it: {on_it}")
 
     def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
-        size = self.size_bytes or int(device_facts(inspect(str(self.path)).name).get(
-            "size_bytes") or 0)
+        size = self.size_bytes or self.device_size()
         total = min(2 * size, cap_bytes) if cap_bytes else 2 * size
         text = (f"[precondition]\nrw=write\nbs=128k\nioengine=libaio\niodepth=32\ndirect=1\n"
                 f"filename={self.device}\nsize={size}\nio_size={total}\n")
