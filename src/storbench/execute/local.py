@@ -25,7 +25,7 @@ from storbench.execute.proctree import descendants, kill_tree
 from storbench.execute.signals import SignalGuard
 
 KILL_AFTER_S = 1.0  # after forwarding a signal, SIGKILL fio if it has not exited by then
-GIVE_UP_S = 2.0  # after SIGKILL: fio stuck in the kernel (a dead file system) is left
+GIVE_UP_S = 1.0  # after SIGKILL: fio stuck in the kernel (a dead file system) is left
 
 _DISCONNECTED = re.compile(r"host=(\S+) disconnected")
 

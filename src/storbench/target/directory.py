@@ -27,6 +27,7 @@ from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
 
 REMOVE_WAIT_S = 10.0  # for the scratch directory to go (it goes on in the background)
+HURRY_REMOVE_S = 0.5  # the same after a signal: storbench ends within 5 s of one
 BETWEEN_TESTS_S = 60.0  # to remove a test's files and see what is free
 
 
@@ -108,15 +109,15 @@ class DirectoryTarget:
         return default_deadline(test)
 
     def cleanup(self, hurry: bool = False) -> None:
-        """Remove the scratch directory; within 1 s in a ``hurry`` (after a signal, or
+        """Remove the scratch directory; within HURRY_REMOVE_S in a ``hurry`` (after a signal, or
         when the target stopped responding), else REMOVE_WAIT_S. What a file system
         that does not respond keeps is left for the next run (which removes it), and
         said so."""
         if self.scratch is None:
             return
-        wait = 1.0 if hurry else REMOVE_WAIT_S
+        wait = HURRY_REMOVE_S if hurry else REMOVE_WAIT_S
         if not remove_marked(self.scratch, wait):
-            raise TargetError(f"could not remove {str(self.scratch)!r} within {wait:.0f} s: the"
+            raise TargetError(f"could not remove {str(self.scratch)!r} within {wait:g} s: the"
                               " file system does not respond; the next run on this target"
                               " removes it")
 
