@@ -10,7 +10,9 @@ from pathlib import Path
 
 import click
 
-from storbench.cli import cli
+from storbench.cli import cli, load_all
+
+load_all()
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "cli-reference.md"
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from storbench.cli import cli
+from storbench.cli import cli, load_all
+
+load_all()
 
 ROOT = Path(__file__).resolve().parent.parent
 

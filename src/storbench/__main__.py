@@ -26,6 +26,9 @@ def main() -> None:
     try:
         try:
             from storbench.cli import main as cli_main
+            from storbench.cli import preload
+
+            preload(sys.argv[1:])
         finally:
             # a signal that comes in from here on is handled by the handler put back:
             # it raises KeyboardInterrupt, caught below until the CLI catches its own

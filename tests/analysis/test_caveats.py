@@ -83,7 +83,7 @@ def test_terminal_tables_are_never_cut(tmpfs, tmp_path, store_path):
     one block per run, every figure on its own line."""
     from rich.console import Console
 
-    from storbench.cli.history import _comparison
+    from storbench.cli.compare import comparison as _comparison
     from storbench.render.terminal import print_comparison
     from storbench.store import Store
 

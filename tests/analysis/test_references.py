@@ -84,7 +84,7 @@ def test_study_4_clat_mean_reaches_its_column(tmpfs, store_path):
     assert "631" in table and "1,145" in table
     # and in the charts: the published clat mean is a bar beside one's own
     from storbench.analysis import charts
-    from storbench.cli.history import _comparison
+    from storbench.cli.compare import comparison as _comparison
     from storbench.store import Store
 
     comp = _comparison(Store(store_path), ("last",), None, "ebs", None)

@@ -10,7 +10,8 @@ import pytest
 from rich.console import Console
 
 from storbench.analysis.compare import compare
-from storbench.render import FORMATS, terminal, units
+from storbench.render import terminal, units
+from storbench.render.formats import FORMATS
 from storbench.render.table import comparison_table
 from tests.conftest import FIO, needs_fio
 from tests.store.test_sqlite import add_run

@@ -146,7 +146,7 @@ def test_report_bad_input(three_runs: Path, tmp_path: Path) -> None:
 def test_one_unit_per_figure_in_table_and_chart(three_runs: Path) -> None:
     """A figure's unit in the comparison table is the unit of its chart's axis."""
     from storbench.analysis import charts
-    from storbench.cli.history import _comparison
+    from storbench.cli.compare import comparison as _comparison
     from storbench.render import units
     from storbench.render.table import comparison_table
     from storbench.store import Store

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from storbench.analysis.compare import Comparison
 from storbench.analysis.metrics import Kind
 from storbench.result.model import Latency, Series, TestResult
 from storbench.result.record import Run
+
+if TYPE_CHECKING:
+    from storbench.analysis.compare import Comparison
 
 ChartKind = Literal["bar", "line", "percentile"]
 CURVE = (50.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99)

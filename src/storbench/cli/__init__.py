@@ -1,7 +1,9 @@
 """The command layer: flags -> one library call -> a renderer. No fio, SQL or formatting here.
 
-Commands live in cli/run.py (run, check) and cli/history.py (list, show, compare,
-export, rm, suites); importing them registers them on the group.
+Commands live in cli/run.py (run, check, agent), cli/history.py (list, show, rm),
+cli/compare.py (compare, export), cli/importing.py, cli/catalog.py (suites, reference,
+cost), cli/report.py and cli/k8s.py; importing one registers its commands on the
+group, and `cli` imports only the module of the command that runs (common.COMMANDS).
 """
 
 from __future__ import annotations
@@ -10,11 +12,18 @@ import sys
 
 import click
 
-from storbench.cli import history, k8s, report, run  # noqa: F401  (registers the commands)
-from storbench.cli.common import cli, err
+from storbench.cli.common import cli, err, load_all, load_command
 from storbench.errors import StorbenchError
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "load_all", "main", "preload"]
+
+
+def preload(argv: list[str]) -> None:
+    """Import the module of the command ``argv`` names (its first word that is not an
+    option), so that it loads while ``__main__`` still holds Ctrl-C back."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is not None:
+        load_command(word)
 
 
 def main(argv: list[str] | None = None) -> None:

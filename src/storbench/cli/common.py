@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import sqlite3
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 
-from storbench import __version__
-from storbench.analysis.verdicts import with_verdicts
 from storbench.errors import EXIT_CODES_HELP, ConfigError, StoreError
 from storbench.render.json import finite
-from storbench.result.record import Run
-from storbench.store import Store, default_db_path
+
+if TYPE_CHECKING:  # `storbench --help` needs no store
+    from storbench.result.record import Run
+    from storbench.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +43,8 @@ def db_option(f: F) -> F:
                   help="Results database (default: $XDG_DATA_HOME/storbench/results.db).")
     @functools.wraps(f)
     def wrapper(*args: Any, db: str | None, **kwargs: Any) -> Any:
+        from storbench.store import Store, default_db_path
+
         store = Store(db or default_db_path())
         try:
             return f(*args, store=store, **kwargs)
@@ -55,7 +58,12 @@ def db_option(f: F) -> F:
 
 def load_run(store: Store, run_id: int) -> Run:
     """A stored run with its verdicts (judged now only if it predates stored verdicts)."""
-    return with_verdicts(store.get_run(run_id))
+    run = store.get_run(run_id)
+    if run.verdicts is not None or run.status != "completed":
+        return run  # the common case: no need to load the assertions' machinery
+    from storbench.analysis.verdicts import with_verdicts
+
+    return with_verdicts(run)
 
 
 def database_error(path: str, exc: sqlite3.DatabaseError) -> StoreError:
@@ -89,11 +97,76 @@ def print_json(doc: Any) -> None:
     click.echo(json.dumps(finite(doc), indent=2, allow_nan=False))
 
 
+# Each command's module and its line in `storbench --help`: a command's module is
+# imported only when it runs, so that `list` does not pay for what `run` or `report`
+# need (tests/cli/test_startup.py checks these lines against the commands' own help).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "agent": ("run", "Serve this host to `storbench run --hosts`: runs `fio --server` in the"
+                     " foreground."),
+    "check": ("run", "Check a stored run against assertions and/or a baseline; exit 3 if one"
+                     " fails."),
+    "compare": ("compare", "Compare runs side by side: one row per run, one column per"
+                           " metric."),
+    "cost": ("catalog", "Price sheets for `compare --cost` (dated, with their source)."),
+    "export": ("compare", "Export runs as Markdown or wiki tables, CSV or JSON (the full"
+                          " model, base units)."),
+    "import": ("importing", "Import fio's output from elsewhere as runs: JSON, json+, terse"
+                            " or normal text."),
+    "k8s": ("k8s", "Kubernetes: list StorageClasses, remove what crashed runs left."),
+    "list": ("history", "List stored runs, newest first."),
+    "reference": ("catalog", "Published reference figures (the studies storbench was built"
+                             " from)."),
+    "report": ("report", "Write an HTML report of 1 to 20 runs: charts, verdicts, warnings,"
+                         " environments."),
+    "rm": ("history", "Delete stored runs (results, environment and fio output)."),
+    "run": ("run", "Run a suite (or a fio job file) on the directory TARGET and store the"
+                   " results."),
+    "show": ("history", "Show one run: results, verdicts and the environment it ran in."),
+    "suites": ("catalog", "List the built-in suites, or show one suite's tests and fio job"
+                          " files."),
+}
+
+
+def load_command(name: str) -> None:
+    """Import the module that defines command ``name`` (it registers itself)."""
+    if name in COMMANDS:
+        importlib.import_module(f"storbench.cli.{COMMANDS[name][0]}")
+
+
+def load_all() -> None:
+    for name in COMMANDS:
+        load_command(name)
+
+
+class LazyGroup(click.Group):
+    """The top-level group: commands are listed from COMMANDS and loaded when used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            load_command(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            # not loaded: a stand-in with the line from COMMANDS, shortened the same way
+            cmd = self.commands.get(name) or click.Command(name, help=COMMANDS[name][1])
+            rows.append((name, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
 @click.group(
+    cls=LazyGroup,
     epilog=EXIT_CODES_HELP,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(__version__, prog_name="storbench")
+@click.version_option(package_name="storbench", prog_name="storbench")  # read when asked
 @click.option("--debug", is_flag=True, envvar="STORBENCH_DEBUG",
               help="Show tracebacks instead of one-line errors.")
 @click.pass_context

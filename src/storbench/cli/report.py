@@ -8,8 +8,8 @@ import click
 
 from storbench.analysis import charts as chart_data
 from storbench.cli.common import cli, db_option, err
+from storbench.cli.compare import comparison, reference_options
 from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
-from storbench.cli.history import _comparison, reference_options
 from storbench.errors import ConfigError
 from storbench.render import png, report
 from storbench.store import Store
@@ -51,7 +51,7 @@ def report_cmd(store: Store, run_refs: tuple[str, ...], output: Path, png_dir: P
     if len(run_refs) > MAX_RUNS:
         raise ConfigError(f"a report holds at most {MAX_RUNS} runs, not {len(run_refs)}")
     check_cost_flags(costs, capacity, provisioned_iops + provisioned_mbps)
-    comp = _comparison(store, run_refs, baseline, reference, reference_file)
+    comp = comparison(store, run_refs, baseline, reference, reference_file)
     priced = priced_runs(comp, costs, capacity, provisioned_iops, provisioned_mbps)
     charts = chart_data.build(comp)
     html = report.render(comp, charts, title=title, priced=priced)

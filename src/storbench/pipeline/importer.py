@@ -4,7 +4,8 @@ fio's JSON and json+ from any fio >= 2.x, local or client/server (``client_stats
 terse (version 3); normal text output of fio 2.x and 3.x, also pasted inside other
 text (result/fio_text.py). A file holding several forms is read from its JSON, the
 most complete. Every file is parsed before anything is stored: a bad file stores
-nothing.
+nothing. fio's averaged per-second logs beside a JSON file (the layout bench-fio
+writes) become the tests' timelines (result/fio_logs.py).
 """
 
 from __future__ import annotations
@@ -13,17 +14,27 @@ import json
 import math
 import secrets
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from storbench import __version__
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError
-from storbench.result import TestResult, fio_text, parse_fio_json
+from storbench.result import TestResult, fio_logs, fio_text, parse_fio_json
 from storbench.result.documents import Document, Part, parse_document
 from storbench.result.fio_json import parse_per_host, results_of
 from storbench.result.record import Invocation
 from storbench.store import Store
 from storbench.workload import get_suite
+
+LABEL_FROM = ("filename", "dirname", "jobname")
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str  # how errors name it: the path given, or <stdin>
+    text: str
+    path: Path | None = None  # the file it was read from: logs beside it are read too
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,8 @@ class Parsed:
     # a text document with several fio runs: each run's tests and where they came from
     parts: list[Part] = field(default_factory=list)
     left_out: list[dict[str, Any]] = field(default_factory=list)
+    path: Path | None = None
+    absent: list[str] = field(default_factory=list)  # beyond what the form never holds
 
     def sources(self) -> list[dict[str, Any]]:
         """For every test, the lines of the document it came from."""
@@ -44,16 +57,59 @@ class Parsed:
                  "named_from": p.named_from} for p in self.parts for r in p.results]
 
 
-def parse_source(source: str, text: str) -> Parsed:
+def looks_like_fio_output(text: str) -> bool:
+    """Whether ``text`` may hold fio's output (a file in a folder that does not is
+    skipped; a file named on its own is read and refused with a reason)."""
+    if "{" in text and ('"jobs"' in text or '"client_stats"' in text):
+        return True
+    return fio_text.looks_like_terse(text) or fio_text.looks_like_text(text)
+
+
+def parse_source(source: str, text: str, path: Path | None = None) -> Parsed:
     """fio's output in ``text`` (named ``source`` in errors), or ConfigError; figures
-    fio cannot have written are refused (plausible())."""
+    fio cannot have written are refused (plausible()). With the ``path`` of a JSON
+    file, fio's averaged logs beside it become its tests' series."""
     parsed = _parse_any(source, text)
     for r in [*parsed.results, *(r for rs in parsed.per_host.values() for r in rs)]:
         problem = implausible(r)
         if problem:
             raise ConfigError(f"{source}: job {r.name!r}: {problem}: this is not fio's output"
                               " as fio writes it; nothing was imported")
-    return parsed
+    absent = [] if parsed.kind != "json" else [
+        f"latency percentiles of {r.name} ({r.jobs} jobs): plain JSON has no histogram bins"
+        " to merge them from; use --output-format=json+ or group_reporting"
+        for r in parsed.results if r.jobs > 1 and _without_percentiles(r)]
+    parsed = replace(parsed, path=path, absent=absent)
+    return with_logs(parsed) if path is not None and parsed.kind == "json" else parsed
+
+
+def _without_percentiles(r: TestResult) -> bool:
+    return any(d.clat is not None and d.clat.samples > 0 and not d.clat.percentiles_ns
+               for _, d in r.directions())
+
+
+def with_logs(p: Parsed) -> Parsed:
+    """Each test's series from fio's logs in the JSON file's directory: under the
+    prefix its options named (write_iops_log=...), else bench-fio's names."""
+    path = p.path
+    assert path is not None
+    directory = path.parent
+    results = []
+    for r in p.results:
+        prefix = fio_logs.logged_prefix(r.options)
+        if prefix is None or not fio_logs.has_logs(directory, prefix):
+            guess = fio_logs.bench_fio_prefix(path) if len(p.results) == 1 else None
+            prefix = guess if guess and fio_logs.has_logs(directory, guess) else None
+        interval = fio_logs.interval_of(r.options)
+        if prefix is None:
+            results.append(r)
+        elif interval is None:
+            results.append(r)
+            p = replace(p, absent=[*p.absent, f"timeline of {r.name}: its logs hold every"
+                                   " I/O (no log_avg_msec); only averaged logs are read"])
+        else:
+            results.append(replace(r, series=fio_logs.read_series(directory, prefix, interval)))
+    return replace(p, results=results)
 
 
 # Beyond any storage a fio job measures: refused rather than stored.
@@ -200,16 +256,30 @@ def split_runs(p: Parsed) -> list[Parsed]:
             for part in p.parts]
 
 
+def run_label(p: Parsed, label: str | None, label_from: str | None) -> str | None:
+    """``label``, or (--label-from) the file's name, its folder's name or its first
+    job's name, after ``label`` if both are given."""
+    if label_from is None:
+        return label
+    where = Path(p.source.split(" (", 1)[0])
+    own = {"filename": where.stem, "dirname": where.resolve().parent.name,
+           "jobname": p.results[0].name if p.results else where.stem}[label_from]
+    return f"{label}-{own}" if label else own
+
+
 def import_runs(
-    store: Store, sources: list[tuple[str, str]], *, label: str | None = None,
+    store: Store, sources: list[Source], *, label: str | None = None,
     tags: dict[str, str] | None = None, as_suite: str | None = None, split: str = "tests",
+    label_from: str | None = None,
 ) -> list[int]:
-    """Store each (name, text) as a run with origin "imported"; returns the run ids.
+    """Store each source as a run with origin "imported"; returns the run ids.
 
     A text document with several fio runs gives one run whose tests are those runs
     (``split="tests"``), or one run each (``split="runs"``; also with ``as_suite``,
-    where each becomes the suite's test)."""
-    parsed = [parse_source(name, text) for name, text in sources]  # all, before storing
+    where each becomes the suite's test). ``label_from`` labels each run by its file
+    (run_label())."""
+    # all, before storing
+    parsed = [parse_source(s.name, s.text, s.path) for s in sources]
     if split == "runs" or as_suite is not None:
         parsed = [one for p in parsed for one in split_runs(p)]
     suite = "imported"
@@ -219,14 +289,15 @@ def import_runs(
     ids = []
     for p in parsed:
         part = p.parts[0] if len(p.parts) == 1 else None
-        run_label = (f"{label}-{part.name}" if label else part.name) if (
-            part is not None and len(parsed) > 1 and part.name) else label
+        base = run_label(p, label, label_from)
+        named = (f"{base}-{part.name}" if base else part.name) if (
+            part is not None and len(parsed) > 1 and part.name) else base
         run_id = store.begin_run(
             uid=secrets.token_hex(6), suite=suite, target=p.source,
             environment={"imported_from": p.source, "fio_version": p.fio_version,
-                         "imported_format": p.kind, "absent": ABSENT[p.kind]},
+                         "imported_format": p.kind, "absent": [*ABSENT[p.kind], *p.absent]},
             settings={"suite": suite, "imported_as": as_suite}, storbench_version=__version__,
-            fio_version=p.fio_version or None, label=run_label, tags=tags, origin="imported")
+            fio_version=p.fio_version or None, label=named, tags=tags, origin="imported")
         parts: list[Part | None] = [*p.parts] or [None]
         ordinal = 0
         for index, part in enumerate(parts):

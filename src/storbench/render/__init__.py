@@ -1,14 +1,3 @@
-"""Render analysis results as text. ``FORMATS`` is the only registry of export formats."""
-
-from collections.abc import Callable
-
-from storbench.analysis.compare import Comparison
-from storbench.render import csv, json, layouts, markdown
-
-FORMATS: dict[str, Callable[[Comparison], str]] = {
-    "md": markdown.render,
-    "csv": csv.render,
-    "json": json.render,
-    "wiki": layouts.render_markdown,  # one Markdown table per metric (--layout: others)
-    "html-table": layouts.render_html,  # the same, as HTML tables
-}
+"""Render analysis results as text, tables, charts and pages. Importing the package
+loads nothing: each command imports the renderers it uses (render/formats.py holds
+the registry of export formats)."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from storbench.analysis.compare import Comparison
-from storbench.analysis.cost import Priced
 from storbench.result.record import Run, Verdict
+
+if TYPE_CHECKING:  # types only: `show` and `list` need not load the comparison
+    from storbench.analysis.compare import Comparison
+    from storbench.analysis.cost import Priced
 
 SCHEMA = "storbench.export/1"
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from storbench.analysis.compare import Comparison
-from storbench.analysis.cost import Priced
 from storbench.analysis.stats import times
-from storbench.analysis.summary import SummaryRow
+
+if TYPE_CHECKING:  # types only: a run's own tables need not load the comparison
+    from storbench.analysis.compare import Comparison
+    from storbench.analysis.cost import Priced
+    from storbench.analysis.summary import SummaryRow
 from storbench.render import units
 from storbench.workload.sizes import format_bytes_iec
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -10,8 +10,6 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from storbench.analysis.compare import Comparison, sentences
-from storbench.analysis.cost import Priced
 from storbench.analysis.summary import HostSpread, host_spread, summarize
 from storbench.render import units
 from storbench.render.table import (
@@ -25,6 +23,10 @@ from storbench.render.table import (
 from storbench.result.record import Regression, Run, Verdict, Warning
 from storbench.workload.sizes import format_bytes_iec
 from storbench.workload.suites import ALWAYS_ADDED, Suite
+
+if TYPE_CHECKING:  # types only: `list` and `show` need not load the comparison
+    from storbench.analysis.compare import Comparison
+    from storbench.analysis.cost import Priced
 
 
 def rich_table(t: Table, title: str | None = None) -> RichTable:
@@ -243,6 +245,8 @@ def print_blocks(console: Console, t: Table, key_columns: int = 3) -> None:
 
 
 def print_comparison(console: Console, comp: Comparison) -> None:
+    from storbench.analysis.compare import sentences
+
     table = comparison_table(comp, sep="\n")
     if fits(console, table):
         console.print(rich_table(table))

@@ -6,9 +6,12 @@ import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from storbench.analysis.charts import Chart
 from storbench.analysis.metrics import Kind
+
+if TYPE_CHECKING:  # a type only: the terminal's units need not load the charts
+    from storbench.analysis.charts import Chart
 
 _LATENCY = (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9))
 _BW = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))

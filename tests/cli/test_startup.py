@@ -1,0 +1,65 @@
+"""Start-up: each command loads its own module and what it needs, nothing more (how
+fast that is, bench/startup.py measures)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from storbench.cli import cli, load_all
+from storbench.cli.common import COMMANDS
+
+
+def loaded_after(argv: list[str], store_path) -> set[str]:
+    """The storbench and third-party top-level modules loaded by running ``argv``."""
+    code = ("import sys, atexit\n"
+            "atexit.register(lambda: print(sorted(m for m in sys.modules"
+            " if m.startswith('storbench.') or '.' not in m), file=sys.stderr))\n"
+            "sys.argv = ['storbench', *sys.argv[1:]]\n"
+            "from storbench.__main__ import main\nmain()\n")
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          env={"STORBENCH_DB": str(store_path), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    return set(eval(proc.stderr.strip().splitlines()[-1]))
+
+
+def test_help_lines_of_unloaded_commands_are_the_commands_own():
+    """`storbench --help` lists commands without loading them, from common.COMMANDS:
+    each line there must be the command's own first sentence, from the module named."""
+    load_all()
+    for name, (module, line) in COMMANDS.items():
+        cmd = cli.commands[name]
+        assert cmd.callback is not None
+        assert cmd.callback.__module__ == f"storbench.cli.{module}", name
+        assert line == cmd.get_short_help_str(1000), name
+    assert set(cli.commands) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("argv, unwanted", [
+    (["--help"], {"storbench.cli.history", "storbench.cli.run", "storbench.store",
+                  "storbench.render.terminal"}),
+    (["list"], {"storbench.cli.run", "storbench.cli.compare", "storbench.analysis.compare",
+                "storbench.analysis.references", "storbench.pipeline.loop",
+                "storbench.execute.local", "yaml", "kubernetes", "matplotlib"}),
+    (["compare", "1"], {"storbench.cli.run", "storbench.pipeline.loop", "yaml", "kubernetes",
+                        "matplotlib", "storbench.execute.local"}),
+])
+def test_a_command_loads_only_what_it_needs(argv, unwanted, store_path, fio_json_text, tmp_path):
+    src = tmp_path / "run.json"
+    src.write_text(fio_json_text)
+    load = subprocess.run([sys.executable, "-m", "storbench", "import", str(src)],
+                          env={"STORBENCH_DB": str(store_path), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True)
+    assert load.returncode == 0, load.stderr
+    loaded = loaded_after(argv, store_path)
+    assert "click" in loaded and "storbench.cli.common" in loaded  # the probe works
+    assert loaded & unwanted == set()
+
+
+def test_an_unknown_command_says_so():
+    runner = CliRunner()
+    result = runner.invoke(cli, ["lsit"])
+    assert result.exit_code == 2 and "No such command 'lsit'" in result.output
