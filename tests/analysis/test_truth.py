@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import subprocess
 import threading
 import time
@@ -31,10 +32,18 @@ def test_throttled_volume_reads_back_its_caps(throttled, store_path):
     assert tests["randread"]["read"]["iops"] == pytest.approx(3000, rel=0.03)
     assert tests["randwrite"]["write"]["iops"] == pytest.approx(3000, rel=0.03)
     assert tests["seqread"]["read"]["bw_bytes_per_s"] == pytest.approx(125 * 2**20, rel=0.03)
-    # per-second series agree with the cap too
+    # per-second series agree with the cap too: what a token bucket guarantees is the
+    # median and most seconds (a busy machine may delay one second's completions)
     series = tests["randread"]["series"]["read"]
     assert len(series["iops"]) >= 4
-    assert all(v == pytest.approx(3000, rel=0.05) for v in series["iops"][1:])
+    assert mostly_within(series["iops"][1:], 3000, rel=0.05)
+
+
+def mostly_within(values: list[float], expected: float, rel: float, share: float = 0.75) -> bool:
+    """The median, and at least ``share`` of the values, within ``rel`` of ``expected``."""
+    near = [v for v in values if v == pytest.approx(expected, rel=rel)]
+    return statistics.median(values) == pytest.approx(expected, rel=rel) and (
+        len(near) >= share * len(values))
 
 
 def job(tmp_path: Path, text: str, name: str = "job.fio") -> Path:

@@ -114,9 +114,87 @@ def test_png_charts(three_runs: Path, tmp_path: Path) -> None:
     assert len(files) == html.count('<svg class="chart"')
     for f in files:
         img = image.imread(str(f))
-        assert img.shape[:2] == (330, 760), f
+        # 760 x 330, and taller by a legend of keys where run names do not fit the axis
+        assert img.shape[1] == 760 and img.shape[0] >= 330, f
         ink = (img[:, :, :3].mean(axis=2) < 0.9).mean()  # share of non-white pixels
         assert ink > 0.01, f  # not blank
+        assert_nothing_cut(img, f)
+
+
+def assert_nothing_cut(img, name) -> None:
+    """No label runs off the image: its outermost 2 pixels are white all round."""
+    gray = img[:, :, :3].mean(axis=2)
+    border = [gray[:2, :], gray[-2:, :], gray[:, :2], gray[:, -2:]]
+    assert all((b > 0.97).all() for b in border), name
+
+
+LONG_LABELS = [f"gp3-us-east-1{'abc'[i % 3]}-volume-{i:02d}" for i in range(20)]
+
+
+@pytest.fixture(scope="module")
+def twenty_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20 runs with long labels: recorded real fio json+ output, imported 20 times."""
+    db = tmp_path_factory.mktemp("twenty") / "results.db"
+    recorded = Path(__file__).resolve().parents[1] / "data" / "fio" / "randread.json"
+    for label in LONG_LABELS:
+        proc = run_cli("import", str(recorded), "--label", label, db=db)
+        assert proc.returncode == 0, proc.stderr
+    return db
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_twenty_runs_axis_labels_neither_overlap_nor_are_cut(twenty_runs: Path,
+                                                             tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    proc = run_cli("report", *[str(i) for i in range(1, 21)], "-o", str(out), db=twenty_runs)
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert all(label in html for label in LONG_LABELS)  # each name in a legend
+    browser = Browser()
+    try:
+        browser.open(out.as_uri())
+        problems = browser.evaluate("""JSON.stringify(Array.from(
+            document.querySelectorAll('svg.chart')).flatMap(function (svg) {
+              var box = svg.getBoundingClientRect(), out = [];
+              var texts = Array.from(svg.querySelectorAll('text')).map(t =>
+                  [t.textContent, t.getBoundingClientRect()]).filter(t => t[1].width > 0);
+              texts.forEach(function (a, i) {
+                var r = a[1];
+                if (r.left < box.left - 0.5 || r.right > box.right + 0.5 ||
+                    r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
+                  out.push(svg.id + ': cut: ' + a[0]);
+                texts.slice(i + 1).forEach(function (b) {
+                  var q = b[1];
+                  if (r.left < q.right - 0.5 && q.left < r.right - 0.5 &&
+                      r.top < q.bottom - 0.5 && q.top < r.bottom - 0.5)
+                    out.push(svg.id + ': ' + a[0] + ' overlaps ' + b[0]);
+                });
+              });
+              return out; }))""")
+        assert problems == "[]", problems
+        checked = browser.evaluate("document.querySelectorAll('svg.chart text').length")
+        assert checked > 100
+        keys = browser.evaluate("document.querySelectorAll('.legend.keys span').length")
+        assert keys >= 20 * 2  # a key and its swatch per run, per bar chart
+        assert browser.errors() == []
+    finally:
+        browser.close()
+
+
+def test_twenty_runs_as_png_keep_their_labels_whole(twenty_runs: Path, tmp_path: Path) -> None:
+    from matplotlib import image
+
+    pngs = tmp_path / "png"
+    proc = run_cli("report", *[str(i) for i in range(1, 21)], "-o", str(tmp_path / "r.html"),
+                   "--png", str(pngs), db=twenty_runs)
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(pngs.glob("*.png"))
+    assert any(f.name.startswith("bar-") for f in files)
+    for f in files:
+        img = image.imread(str(f))
+        assert_nothing_cut(img, f)
+        if f.name.startswith("bar-"):
+            assert img.shape[0] > 330  # the legend of keys below the bars
 
 
 def test_wiki_tables_one_per_metric(three_runs: Path) -> None:
@@ -170,3 +248,48 @@ def test_one_unit_per_figure_in_table_and_chart(three_runs: Path) -> None:
                 shown.y_label == f"latency [{unit_in_header[title]}]"), (chart.id, title)
             checked += 1
     assert checked >= 3
+
+
+def test_a_queue_depth_sweep_charts_iops_and_latency_and_histograms(tmp_path: Path,
+                                                                     tmpfs: Path) -> None:
+    """bench-fio's sweep (queue depth x numjobs, json+), imported: IOPS and p99 against
+    queue depth and against numjobs, and each run's latency histogram from its bins."""
+    from storbench.analysis import charts
+    from storbench.cli.compare import comparison
+    from storbench.store import Store
+    from tests.pipeline.test_import_folders import bench_fio
+
+    top = tmp_path / "sweep"
+    for qd in (1, 4, 16):
+        for jobs in (1, 2):
+            bench_fio(top, tmpfs, "randread", qd, jobs, runtime=1, fmt="json+")
+    db = tmp_path / "results.db"
+    assert run_cli("import", str(top), "--label-from", "filename", db=db).returncode == 0
+    store = Store(db)
+    runs = [store.get_run(i) for i in range(1, 7)]
+    comp = comparison(store, tuple(str(i) for i in range(1, 7)), None)
+    built = {c.id: c for c in charts.build(comp)}
+    iops = built["sweep-randread-4k-read-queue-iops"]
+    assert iops.x_ticks == [1.0, 4.0, 16.0] and iops.log_x
+    assert [ln.name for ln in iops.lines] == ["numjobs 1", "numjobs 2"]
+    for run in runs:  # each point is its run's own figure
+        r = run.tests[0].result
+        qd, jobs = int(r.options["iodepth"]), int(r.options["numjobs"])
+        assert r.read is not None
+        assert iops.lines[jobs - 1].ys[[1, 4, 16].index(qd)] == r.read.iops
+    p99 = built["sweep-randread-4k-read-queue-latency"]
+    assert p99.log_y and all(y is not None and y > 0 for ln in p99.lines for y in ln.ys)
+    by_jobs = built["sweep-randread-4k-read-numjobs-iops"]
+    assert by_jobs.x_ticks == [1.0, 2.0] and len(by_jobs.lines) == 3
+    hist = built["histogram-iotest-read"]
+    assert len(hist.lines) == 6 and hist.log_x and hist.x_kind == "latency"
+    for ln in hist.lines:
+        assert sum(y or 0 for y in ln.ys) == pytest.approx(100.0)
+    out = tmp_path / "r.html"
+    proc = run_cli("report", *[str(i) for i in range(1, 7)], "-o", str(out), "--png",
+                   str(tmp_path / "png"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert 'id="sweep-randread-4k-read-queue-iops"' in html and 'id="histogram-iotest-read"' in html
+    assert (tmp_path / "png" / "sweep-randread-4k-read-queue-iops.png").exists()
+    assert (tmp_path / "png" / "histogram-iotest-read.png").exists()

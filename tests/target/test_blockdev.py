@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import statistics
 import struct
 import subprocess
 from collections.abc import Iterator
@@ -222,7 +223,9 @@ def test_precondition_then_rounds_until_steady(tmp_path, store_path):
     run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
     rounds = run["data"]["steady_rounds"]["reads.fio"]
     assert rounds["reached_round"] == 5 and rounds["window"] == [0, 1, 2, 3, 4]
-    assert all(v == pytest.approx(3000, rel=0.03) for v in rounds["values"])
+    # the rounds' median is the cap; each round (1 s) within the criterion's ±10%
+    assert statistics.median(rounds["values"]) == pytest.approx(3000, rel=0.03)
+    assert all(v == pytest.approx(3000, rel=0.10) for v in rounds["values"])
     assert any("[precondition]" in j and f"io_size={512 * 2**20}" in j
                for j in run["job_files"])
     assert "precondition" in [p["name"] for p in run["data"]["phases"]]

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from storbench.analysis import rates
+from storbench.analysis import curve, rates
 from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
 from storbench.analysis.warnings import RAM_FILESYSTEMS
@@ -112,6 +112,14 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
         return Verdict(assertion.text, m.key if m else None, m.kind if m else None, measured,
                        limit, passed, note, source)
 
+    if assertion.test == "curve" and "curve" in run.data:
+        key, _, figure = assertion.path.rpartition(".")
+        if assertion.unit not in COUNT_UNITS:
+            raise ConfigError(f"assertion {assertion.text!r}: a curve's answers are IOPS;"
+                              f" use no unit, k or M, not {assertion.unit}")
+        return curve.check(run, assertion.text, key or figure, figure if key else "iops",
+                           OPS[assertion.op], assertion.number * COUNT_UNITS[assertion.unit],
+                           source)
     results = run.results_by_test().get(assertion.test)
     if not results:
         names = ", ".join(run.results_by_test()) or "none"

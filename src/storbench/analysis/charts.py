@@ -20,7 +20,16 @@ if TYPE_CHECKING:
     from storbench.analysis.compare import Comparison
 
 ChartKind = Literal["bar", "line", "percentile"]
+YKind = Kind | Literal["share"]  # share: percent of all I/Os (a histogram)
 CURVE = (50.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99)
+LOG_SPAN = 10.0  # latency bars whose values span more than this: a log scale
+HISTOGRAM_STEPS = 10  # buckets per decade of latency
+# Options that do not make two tests different workloads (where fio put files and
+# logs, names): tests that differ only in iodepth or numjobs beyond these are a sweep.
+NOT_THE_WORKLOAD = {"name", "filename", "directory", "filename_format", "description",
+                    "write_bw_log", "write_iops_log", "write_lat_log", "write_hist_log",
+                    "log_avg_msec", "log_hist_msec", "group_reporting", "output",
+                    "output-format", "iodepth", "numjobs", "stonewall", "new_group"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,7 @@ class Line:
     name: str  # the run's label: the legend entry
     xs: list[float]
     ys: list[float | None]
+    marked: list[bool] = field(default_factory=list)  # points drawn hollow (saturated)
 
 
 @dataclass(frozen=True)
@@ -35,7 +45,7 @@ class Chart:
     id: str  # stable, file-name safe: "bar-randread-read-iops"
     title: str
     kind: ChartKind
-    y_kind: Kind  # what the values are: iops, bw or latency (base units)
+    y_kind: YKind  # what the values are: iops, bw, latency (base units) or share (%)
     x_label: str = ""
     y_label: str = ""  # set with the display unit by render/units.for_display
     names: list[str] = field(default_factory=list)  # bar: one bar per run
@@ -45,8 +55,12 @@ class Chart:
     bar_label: str = ""
     lines: list[Line] = field(default_factory=list)  # line / percentile charts
     log_y: bool = False
-    section: str = ""  # "run-timeline": the metadata probe and the I/O on one clock
+    section: str = ""  # run-timeline (probe and I/O on one clock), histogram, sweep
     x_range: tuple[float, float] | None = None  # shared by charts drawn beside each other
+    log_x: bool = False
+    x_kind: Kind | None = None  # xs are latency (base units): scaled like the values
+    x_ticks: list[float] = field(default_factory=list)  # label exactly these xs
+    rules: list[tuple[float, str]] = field(default_factory=list)  # y lines: objectives
 
     @property
     def empty(self) -> bool:
@@ -71,6 +85,8 @@ def _clean(v: float | None) -> float | None:
 def build(comp: Comparison) -> list[Chart]:
     """Bars per IOPS/bandwidth column; p50 bars with p99 marked per test and direction;
     percentile curves; IOPS and bandwidth timelines where runs have series."""
+    if comp.runs and all(r.data.get("curve") for r in comp.runs):
+        return curve_charts(comp)  # a curve's steps are not tests to chart one by one
     names = [_name(r) for r in comp.runs]
     charts: list[Chart] = []
     for j, col in enumerate(comp.columns):
@@ -83,10 +99,11 @@ def build(comp: Comparison) -> list[Chart]:
         lats = [_latency(run, test, direction) for run in comp.runs]
         p50 = [lat.percentile(50.0) if lat else None for lat in lats]
         p99 = [lat.percentile(99.0) if lat else None for lat in lats]
+        shown = [v for v in (*p50, *p99) if v is not None and v > 0]
         charts.append(Chart(
             _slug("latency", test, direction), f"{test} {direction} completion latency",
             "bar", "latency", names=names, values=p50, marks=p99, bar_label="p50",
-            mark_label="p99"))
+            mark_label="p99", log_y=bool(shown) and max(shown) > LOG_SPAN * min(shown)))
         curves = [Line(n, list(CURVE), [lat.percentile(p) if lat else None for p in CURVE])
                   for n, lat in zip(names, lats, strict=True)]
         charts.append(Chart(
@@ -104,9 +121,112 @@ def build(comp: Comparison) -> list[Chart]:
             charts.append(Chart(
                 _slug("timeline", test, direction, kind), f"{test} {direction} {label} over time",
                 "line", kind, x_label="time [s]", lines=lines))
-    charts += run_timelines(comp) + rounds_charts(comp)
+    charts += (curve_charts(comp) + histograms(comp) + sweeps(comp) + run_timelines(comp)
+               + rounds_charts(comp))
     return [c if c.kind == "bar" else replace(c, lines=[ln for ln in c.lines if any(
         y is not None for y in ln.ys)]) for c in charts if not c.empty]
+
+
+def curve_charts(comp: Comparison) -> list[Chart]:
+    """IOPS-latency curves (storbench curve): per workload, latency (log) against the
+    achieved rate, a line per percentile and run, saturated steps hollow, the
+    objectives as horizontal lines."""
+    by_workload: dict[str, list[Line]] = {}
+    rules: dict[str, dict[float, str]] = {}
+    for run in comp.runs:
+        c = run.data.get("curve")
+        if not c:
+            continue
+        steps = c.get("steps", [])
+        for p in ("50", "99", "99.9"):
+            by_workload.setdefault(c["workload"], []).append(Line(
+                f"{_name(run)} p{p}", [float(s["achieved_iops"]) for s in steps],
+                [s["percentiles_ns"].get(p) for s in steps],
+                [bool(s["saturated"]) for s in steps]))
+        for a in c.get("answers", []):
+            rules.setdefault(c["workload"], {})[float(a["limit_ns"])] = a["objective"]
+    return [Chart(_slug("curve", w), f"{w}: latency against the achieved rate", "line",
+                  "latency", x_label="achieved IOPS", lines=lines, log_y=True,
+                  rules=sorted(rules.get(w, {}).items()), section="curve")
+            for w, lines in by_workload.items()]
+
+
+def histograms(comp: Comparison) -> list[Chart]:
+    """Per test and direction, each run's completion latency as a histogram from
+    fio's json+ bins: the share of I/Os per tenth of a decade."""
+    out = []
+    for test, direction in _latency_keys(comp):
+        lines = []
+        for run in comp.runs:
+            lat = _latency(run, test, direction)
+            if lat is not None and lat.bins:
+                lines.append(Line(_name(run), *_histogram(lat.bins)))
+        if lines:
+            out.append(Chart(_slug("histogram", test, direction),
+                             f"{test} {direction} latency histogram", "line", "share",
+                             lines=lines, log_x=True, x_kind="latency", section="histogram"))
+    return out
+
+
+def _histogram(bins: dict[int, int]) -> tuple[list[float], list[float | None]]:
+    total = sum(bins.values())
+    buckets: dict[int, int] = {}
+    for ns, count in bins.items():
+        b = math.floor(math.log10(max(ns, 1)) * HISTOGRAM_STEPS)
+        buckets[b] = buckets.get(b, 0) + count
+    span = range(min(buckets), max(buckets) + 1)
+    return ([10 ** ((b + 0.5) / HISTOGRAM_STEPS) for b in span],
+            [100.0 * buckets.get(b, 0) / total for b in span])
+
+
+def sweeps(comp: Comparison) -> list[Chart]:
+    """IOPS and p99 latency against queue depth, and against numjobs, from the
+    compared tests that differ only in those (a sweep such as bench-fio's)."""
+    groups: dict[tuple[str, ...], dict[tuple[int, int], tuple[float, float | None]]] = {}
+    for run in comp.runs:
+        for results in run.results_by_test().values():
+            r = results[0]
+            options = {k: v for k, v in r.options.items() if k not in NOT_THE_WORKLOAD}
+            qd, jobs = _count(r.options.get("iodepth")), _count(r.options.get("numjobs"))
+            for direction, d in r.directions():
+                key = (direction, *sorted(f"{k}={v}" for k, v in options.items()))
+                p99 = d.clat.percentile(99.0) if d.clat is not None else None
+                groups.setdefault(key, {}).setdefault((qd, jobs), (d.iops, p99))
+    out = []
+    for key, points in groups.items():
+        direction, opts = key[0], dict(o.split("=", 1) for o in key[1:])
+        what = " ".join(x for x in (opts.get("rw") or opts.get("readwrite"), opts.get("bs")
+                                    or opts.get("blocksize"), direction) if x)
+        for axis, other, label in ((0, 1, "queue depth (iodepth)"), (1, 0, "numjobs")):
+            xs = sorted({p[axis] for p in points})
+            series = sorted({p[other] for p in points})
+            if len(xs) < 2:
+                continue
+            name = "numjobs" if axis == 0 else "iodepth"
+            figures: tuple[tuple[int, Kind, str], ...] = ((0, "iops", "IOPS"),
+                                                          (1, "latency", "p99 latency"))
+            for y, kind, title in figures:
+                lines = [Line(f"{name} {v}", [float(x) for x in xs],
+                              [_at(points, x, v, axis, y) for x in xs]) for v in series]
+                out.append(Chart(_slug("sweep", what, label.split()[0], kind),
+                                 f"{what}: {title} against {label}", "line", kind,
+                                 x_label=label, lines=lines, log_x=True,
+                                 x_ticks=[float(x) for x in xs], log_y=kind == "latency",
+                                 section="sweep"))
+    return out
+
+
+def _count(text: str | None) -> int:
+    try:
+        return max(1, int(text or "1"))
+    except ValueError:
+        return 1
+
+
+def _at(points: dict[tuple[int, int], tuple[float, float | None]], x: int, v: int,
+        axis: int, y: int) -> float | None:
+    point = points.get((x, v) if axis == 0 else (v, x))
+    return None if point is None else point[y]
 
 
 def rounds_charts(comp: Comparison) -> list[Chart]:

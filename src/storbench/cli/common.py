@@ -107,6 +107,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                      " fails."),
     "compare": ("compare", "Compare runs side by side: one row per run, one column per"
                            " metric."),
+    "curve": ("curve", "Measure an IOPS-latency curve: the highest rate that meets a latency"
+                       " objective."),
     "cost": ("catalog", "Price sheets for `compare --cost` (dated, with their source)."),
     "export": ("compare", "Export runs as Markdown or wiki tables, CSV or JSON (the full"
                           " model, base units)."),

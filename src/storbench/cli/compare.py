@@ -94,13 +94,17 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
     priced = priced_runs(comp, costs, capacity, provisioned_iops, provisioned_mbps)
     if as_json:
         doc = json.loads(FORMATS["json"](comp))
+        if any(r.data.get("curve") for r in comp.runs):
+            doc["curves"] = [{"id": r.id, "label": r.label, **r.data["curve"]}
+                             for r in comp.runs if r.data.get("curve")]
         if priced:
             doc["cost"] = [cost_dict(comp, p) for p in priced]
         print_json(doc)
         return
     terminal.print_comparison(out, comp)
     measured = [r for r in comp.runs if r.origin != "published"]
-    if comp.baseline is None and len(measured) > 1:
+    curves_only = all(r.data.get("curve") for r in comp.runs)
+    if comp.baseline is None and len(measured) > 1 and not curves_only:
         # hyperfine-style words even without --baseline: relative to the first run
         words = sentences(build_comparison(comp.runs, comp.runs.index(measured[0])))
         if words:

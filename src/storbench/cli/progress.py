@@ -57,7 +57,10 @@ class ConsoleReporter:
     def test_started(self, index: int, test: PlannedTest) -> None:
         expected = f", ~{test.expected_s:.0f} s" if test.expected_s else ""
         if self.bars is not None:
-            self.bars.update(self.tasks[index], live=f"{test.description}{expected}")
+            while index >= len(self.tasks):  # steps chosen as the run goes (a curve)
+                self.tasks.append(self.bars.add_task(test.name, total=100, eta="", live=""))
+            self.bars.update(self.tasks[index], description=test.name,
+                             live=f"{test.description}{expected}")
         else:
             self._started[index] = time.monotonic()
             self.console.print(f"[{index + 1}] {test.name}: {test.description}{expected}",

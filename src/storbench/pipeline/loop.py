@@ -27,16 +27,18 @@ from storbench.analysis import warnings
 from storbench.analysis.regression import regressions
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError, TargetHung
-from storbench.execute import Execution, FioBinary, FioJob, SignalGuard, find_fio
+from storbench.execute import Execution, FioBinary, SignalGuard, find_fio
 from storbench.execute.base import Executor
 from storbench.execute.local import FioProcess
 from storbench.execute.probe import MetadataProbe, is_network_fs
 from storbench.execute.workdir import create_marked, leftovers, remove_marked
+from storbench.pipeline.curve import Curve
 from storbench.pipeline.failures import failure
 from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import NullReporter, Reporter
 from storbench.pipeline.rounds import Rounds, after_round, precondition
 from storbench.pipeline.spec import RunSpec, check_baseline, make_plan
+from storbench.pipeline.steps import PlannedRun, Step, make_step
 from storbench.result import parse_fio_json
 from storbench.result.fio_json import parse_per_host
 from storbench.result.fio_logs import read_series
@@ -44,29 +46,10 @@ from storbench.result.model import TestResult
 from storbench.result.record import Invocation, Run
 from storbench.store import Store
 from storbench.target.base import Deadline, Restricting, Target
-from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import parse_size
 
 PROBE_IDLE_S = 3.0
 WORKDIR_WAIT_S = 5.0  # to remove storbench's own work directory (on local disk)
-
-
-@dataclass(frozen=True)
-class Step:
-    """One scheduled fio invocation: a test's repeat, its job file for each worker."""
-
-    index: int
-    repeat: int
-    test: PlannedTest
-    jobs: list[FioJob]
-    log_prefixes: dict[str, str]  # job name -> its per-second log prefix ({}: no logs)
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    uid: str
-    plan: Plan
-    steps: list[Step]
 
 
 @dataclass(frozen=True)
@@ -84,13 +67,10 @@ def plan_run(spec: RunSpec, target: Target) -> PlannedRun:
     plan = make_plan(spec, target.scratch_path(uid))
     if isinstance(target, Restricting):
         plan = target.restrict(plan)
-    steps = []
-    for index, (_, repeat, test) in enumerate(plan.schedule()):
-        jobfile, prefixes = test.jobfile, dict[str, str]()
-        if target.series_logs:
-            jobfile, prefixes = jobfile.with_series_logs(f"sb{index:03d}")
-        steps.append(Step(index, repeat, test, target.job_files(jobfile, index, uid), prefixes))
-    return PlannedRun(uid, plan, steps)
+    if spec.curve is not None:  # its steps are made as it goes (pipeline/curve.py)
+        return PlannedRun(uid, plan, [])
+    return PlannedRun(uid, plan, [make_step(target, uid, index, repeat, test)
+                                  for index, (_, repeat, test) in enumerate(plan.schedule())])
 
 
 def run_on(target: Target, spec: RunSpec, store: Store,
@@ -136,6 +116,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
             loop = _Loop(target, planned, store, run_id, rep, guard, environment, clock)
             loop.rounds = Rounds(spec.max_rounds, parse_size(spec.precondition_size or "")
                                  ) if spec.precondition else None
+            loop.curve = Curve(spec.curve, planned.plan.tests[0]) if spec.curve else None
             try:
                 failure: BaseException | None = None
                 try:
@@ -249,6 +230,10 @@ class _Loop:
         self.clock = clock
         self.rounds: Rounds | None = None
         self.stored: list[TestResult] = []  # the last invocation's results
+        self.ordinal = 0  # of the next result stored
+        self.ends: float | None = None  # monotonic time the run's --timeout ends
+        self.timeout_s: float | None = None
+        self.curve: Curve | None = None
 
     def prepare(self, fio: FioBinary | None) -> None:
         with self.clock.phase("prepare"):
@@ -275,7 +260,10 @@ class _Loop:
                 self.probe.start("idle")
                 self.guard.sleep(PROBE_IDLE_S)
                 self.probe.stop()
-        ordinal = 0
+        self.ends, self.timeout_s = ends, timeout_s
+        if self.curve is not None:  # steps chosen as it goes, from what they measure
+            self.curve.measure(self, executor)
+            return
         if self.rounds is not None:
             precondition(self, executor)
         steps = self.planned.steps
@@ -283,33 +271,39 @@ class _Loop:
             self.guard.check()
             if self.rounds is not None and self.rounds.done(step.test.name):
                 continue  # steady: no more rounds of this test
-            keep = {f for s in steps[n:] for f in s.test.jobfile.named_files()}
-            self.target.before_test(step.test, keep)
-            self.rep.test_started(step.index, step.test)
-            deadline = self.target.deadline(step.test)
-            if ends is not None:
-                left = max(1.0, ends - time.monotonic())
-                if deadline is None or left < deadline.seconds:
-                    deadline = Deadline(left, f"what is left of --timeout {timeout_s:g} s")
-            if self.probe is not None:
-                self.probe.start("load")
-            with self.clock.phase(step.test.name, test=step.test.name,
-                                  repeat=step.repeat) as timed:
-                try:
-                    execution = executor.run(
-                        step.jobs, functools.partial(self.rep.progress, step.index),
-                        deadline.seconds if deadline is not None else None)
-                finally:
-                    if self.probe is not None:
-                        self.probe.stop()
-            if execution.stuck and self.guard.signum is not None:
-                self.rep.note(f"fio (PID {', '.join(map(str, execution.stuck))}) did not end"
-                              " when killed: it is stuck in the kernel (a file system that does"
-                              " not respond) and was left running")
-            self.guard.check()  # an interrupted test's partial numbers are not stored
-            ordinal = self._store(step, execution, ordinal, deadline, timed)
+            self.run_step(executor, step, {f for s in steps[n:]
+                                           for f in s.test.jobfile.named_files()})
             if self.rounds is not None:
                 after_round(self, step.test.name, step.repeat)
+
+    def run_step(self, executor: Executor, step: Step, keep: set[str]) -> list[TestResult]:
+        """Run one step, store what it measured (``keep``: files later steps use); its
+        results, or an exception for fio's failure or a signal."""
+        self.target.before_test(step.test, keep)
+        self.rep.test_started(step.index, step.test)
+        deadline = self.target.deadline(step.test)
+        if self.ends is not None:
+            left = max(1.0, self.ends - time.monotonic())
+            if deadline is None or left < deadline.seconds:
+                deadline = Deadline(left, f"what is left of --timeout {self.timeout_s:g} s")
+        if self.probe is not None:
+            self.probe.start("load")
+        with self.clock.phase(step.test.name, test=step.test.name,
+                              repeat=step.repeat) as timed:
+            try:
+                execution = executor.run(
+                    step.jobs, functools.partial(self.rep.progress, step.index),
+                    deadline.seconds if deadline is not None else None)
+            finally:
+                if self.probe is not None:
+                    self.probe.stop()
+        if execution.stuck and self.guard.signum is not None:
+            self.rep.note(f"fio (PID {', '.join(map(str, execution.stuck))}) did not end"
+                          " when killed: it is stuck in the kernel (a file system that does"
+                          " not respond) and was left running")
+        self.guard.check()  # an interrupted test's partial numbers are not stored
+        self.ordinal = self._store(step, execution, self.ordinal, deadline, timed)
+        return self.stored
 
     def _store(self, step: Step, execution: Execution, ordinal: int,
                deadline: Deadline | None, timed: dict[str, Any]) -> int:
@@ -385,7 +379,9 @@ def _finish(store: Store, run_id: int, loop: _Loop, baseline: Run | None,
     rounds = loop.rounds.record() if loop.rounds is not None else {}
     if loop.rounds is not None:  # judged on the window's rounds only
         found = loop.rounds.warnings()
-        stored = replace(stored, data={**stored.data, **rounds})
+    if loop.curve is not None:  # its steps are no repeats of one test
+        found, rounds = [], loop.curve.record()
+    stored = replace(stored, data={**stored.data, **rounds})
     verdicts = evaluate(stored, unresolvable="fail")
     changes = regressions(stored, baseline, spec.max_regression) if baseline is not None else []
     store.finish_run(run_id, "completed", data={**loop.probe_summary(), **loop.clock.record(),

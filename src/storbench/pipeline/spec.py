@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from storbench.analysis.assertions import Assertion
+from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.workload import get_suite, parse_jobfile
@@ -18,6 +19,27 @@ from storbench.workload.sizes import parse_size
 DEFAULT_STEADY_MAX_S = 120.0
 MAX_REPEAT = 1000
 STEADY_CRITERION = re.compile(r"^(iops|bw)(_slope)?:\d+(\.\d+)?%?$")
+
+
+@dataclass(frozen=True)
+class CurveSpec:
+    """``storbench curve``: one test, measured closed loop then at fixed rates."""
+
+    test: str | None = None  # the suite's test (None: a job file's only job)
+    objectives: tuple[str, ...] = ()  # p99<=2ms, ...
+    step_s: float = 5.0  # each step's runtime (plus a 1 s ramp)
+    steps: int | None = None  # open-loop steps; None: adaptive
+    max_depth: int = 256
+
+    def check(self) -> None:
+        for text in self.objectives:
+            Objective.parse(text)
+        if self.step_s < 1:
+            raise ConfigError(f"--step-time must be at least 1 s, not {self.step_s:g}")
+        if self.steps is not None and not 3 <= self.steps <= 50:
+            raise ConfigError(f"--steps must be 3 to 50 (or adaptive), not {self.steps}")
+        if not 1 <= self.max_depth <= 4096:
+            raise ConfigError(f"--max-depth must be 1 to 4096, not {self.max_depth}")
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,7 @@ class RunSpec:
     precondition_size: str | None = None  # cap on what preconditioning writes
     round_s: float = 60.0  # with precondition: each round's length
     max_rounds: int = 25
+    curve: CurveSpec | None = None  # storbench curve
 
     def check(self) -> None:
         """ConfigError for what cannot work, before anything runs."""
@@ -84,6 +107,8 @@ class RunSpec:
                                   " size (e.g. 64g)")
         elif self.precondition_size is not None:
             raise ConfigError("--precondition-size applies to --precondition")
+        if self.curve is not None:
+            self.curve.check()
 
     def settings(self, suite_name: str) -> dict[str, Any]:
         """What the run was asked to do, stored with it (verdicts are judged from it)."""
@@ -104,6 +129,9 @@ class RunSpec:
             **({"allow_exec": True} if self.allow_exec else {}),
             **({"precondition": {"size": self.precondition_size, "round_s": self.round_s,
                                  "max_rounds": self.max_rounds}} if self.precondition else {}),
+            **({"curve": {"test": self.curve.test, "objectives": list(self.curve.objectives),
+                          "step_s": self.curve.step_s, "steps": self.curve.steps,
+                          "max_depth": self.curve.max_depth}} if self.curve else {}),
         }
 
 
@@ -125,6 +153,8 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
         raise ConfigError(f"--steady-window must be positive, not {spec.steady_window_s}")
     plan = _plan_tests(spec, scratch)
     tests = plan.tests
+    if spec.curve is not None:
+        return replace(plan, tests=[_curve_test(tests, spec.curve.test, plan.suite_name)])
     if spec.until_steady is not None:
         limit = spec.runtime or DEFAULT_STEADY_MAX_S
         tests = [replace(t, jobfile=t.jobfile.with_steady_state(
@@ -135,6 +165,24 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
                  for t in tests]
         return replace(plan, tests=tests, repeat=spec.max_rounds)
     return replace(plan, tests=tests, repeat=spec.repeat)
+
+
+def _curve_test(tests: list[PlannedTest], name: str | None, suite: str) -> PlannedTest:
+    """The one test a curve measures; it must have exactly one job."""
+    if name is not None:
+        found = [t for t in tests if t.name == name]
+        if not found:
+            raise ConfigError(f"--workload {suite}:{name}: suite {suite} has no test {name!r};"
+                              f" its tests: {', '.join(t.name for t in tests)}")
+        tests = found
+    if len(tests) != 1:
+        raise ConfigError(f"--workload {suite}: a curve measures one test; name it, e.g."
+                          f" {suite}:{tests[0].name}")
+    jobs = tests[0].jobfile.jobs()
+    if len(jobs) != 1:
+        raise ConfigError(f"--workload: a curve measures one fio job, and {tests[0].name} has"
+                          f" {len(jobs)} ({', '.join(j.name for j in jobs)})")
+    return tests[0]
 
 
 def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:

@@ -18,6 +18,7 @@ from storbench.render.table import (
     Table,
     comparison_table,
     cost_table,
+    curves_table,
     probe_comparison_table,
 )
 from storbench.render.terminal import distinct_warnings, environment_rows, verdict_told
@@ -39,7 +40,9 @@ svg.chart { width: 100%; height: auto; display: block; }
 svg .title { font-size: 14px; font-weight: 600; } svg .tick { font-size: 11px; fill: #444; }
 svg .label { font-size: 12px; fill: #333; } svg .axis { stroke: #333; }
 svg .grid { stroke: #e5e5e5; } svg .line { fill: none; stroke-width: 1.8; }
-svg .mark { stroke: #111; stroke-width: 3; } svg .bar:hover, svg circle:hover { opacity: .75; }
+svg .mark { stroke: #111; stroke-width: 3; }
+svg .rule { stroke: #b00; stroke-dasharray: 6 4; }
+svg .bar:hover, svg circle:hover { opacity: .75; }
 .legend { display: flex; flex-wrap: wrap; gap: .3rem .8rem; font-size: .85rem; }
 .legend button { border: 1px solid #ccc; background: #fff; cursor: pointer; padding: .1rem .4rem;
 font: inherit; } .legend button.off { opacity: .4; text-decoration: line-through; }
@@ -95,7 +98,8 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
         f"<h1>{escape(title)}</h1>",
         f'<p class="muted">{len(runs)} run(s) · made {now} by storbench {__version__}</p>',
         "<h2>Runs</h2>", _runs_table(runs),
-        "<h2>Comparison</h2>", _table(comparison_table(comp, sep=" ")),
+        "<h2>Comparison</h2>", _table(curves_table(runs) if runs and all(
+            r.data.get("curve") for r in runs) else comparison_table(comp, sep=" ")),
     ]
     probes = probe_comparison_table(comp)
     if probes is not None:
@@ -113,6 +117,9 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
         parts.append("<h2>Charts</h2>")
         for section, kinds in (("Throughput and latency", ("bar",)),
                                ("Latency percentiles", ("percentile",)),
+                               ("IOPS-latency curves", ("curve",)),
+                               ("Latency histograms", ("histogram",)),
+                               ("Against queue depth and numjobs", ("sweep",)),
                                ("Over time", ("line",)),
                                ("Metadata latency under load", ("run-timeline",))):
             chosen = [c for c in charts if (c.section or c.kind) in kinds]
@@ -128,7 +135,13 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
 
 def _figure(c: Chart) -> str:
     legend = ""
-    if c.kind != "bar":
+    keys = svg.bar_keys(c.names) if c.kind == "bar" else None
+    if keys:  # the axis says 1..n: which run each is
+        legend = '<div class="legend keys">' + "".join(
+            f'<span><span class="swatch" style="background:{svg.color(i)}"></span>'
+            f"{escape(k)}: {escape(n)}</span>" for i, (k, n) in enumerate(zip(
+                keys, c.names, strict=True))) + "</div>"
+    elif c.kind != "bar":
         legend = '<div class="legend">' + "".join(
             f'<button type="button" data-chart="{escape(c.id)}" data-series="{i}">'
             f'<span class="swatch" style="background:{svg.color(i)}"></span>'

@@ -16,6 +16,17 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
            "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363")
 MAX_POINTS = 600  # per line: longer series are thinned (min and max of each bucket kept)
+CHAR_W = 6.6  # px per character of an 11 px tick label, at the widest (digits, capitals)
+MIN_BAR_PX = 2.0  # a bar lower than this is drawn this high, and its value written on it
+
+
+def bar_keys(names: list[str]) -> list[str] | None:
+    """When the run names do not fit under their bars (many runs, long labels): short
+    keys 1..n for the axis, the names going to a legend. None: the names fit."""
+    slot = (W - LEFT - RIGHT) / max(len(names), 1)
+    if all(len(n) * CHAR_W <= slot - 6 for n in names):
+        return None
+    return [str(i + 1) for i in range(len(names))]
 
 
 def color(i: int) -> str:
@@ -71,23 +82,38 @@ def _frame(y_ticks: list[tuple[float, str]], y_label: str, x_label: str) -> list
     return out
 
 
+def _log_range(values: list[float]) -> tuple[float, float]:
+    lo = 10 ** math.floor(math.log10(min(values))) if values else 1.0
+    hi = 10 ** math.ceil(math.log10(max(values))) if values else 10.0
+    return lo, (hi if hi > lo else lo * 10)
+
+
 def _bars(c: Chart) -> str:
-    top = max([v for v in (*c.values, *c.marks) if v is not None] or [1.0])
-    ticks = _ticks(0, top)
-    hi = ticks[-1] if ticks else top
+    shown = [v for v in (*c.values, *c.marks) if v is not None]
     plot_h = H - TOP - BOTTOM
+    if c.log_y:  # values spanning more than 10x: decades, every bar above the floor
+        lo, hi = _log_range([v for v in shown if v > 0])
+        ticks = [lo * 10**i for i in range(round(math.log10(hi / lo)) + 1)]
 
-    def y(v: float) -> float:
-        return H - BOTTOM - v / hi * plot_h
+        def y(v: float) -> float:
+            return H - BOTTOM - math.log10(max(v, lo) / lo) / math.log10(hi / lo) * plot_h
+    else:
+        ticks = _ticks(0, max(shown or [1.0]))
+        top = ticks[-1] if ticks else 1.0
 
-    out = _frame([(y(t), _fmt(t)) for t in ticks], c.y_label, "")
+        def y(v: float) -> float:
+            return H - BOTTOM - v / top * plot_h
+
+    out = _frame([(y(t), _fmt(t)) for t in ticks], c.y_label + (" (log scale)" if c.log_y
+                                                                  else ""), "")
     n = len(c.names)
     slot = (W - LEFT - RIGHT) / max(n, 1)
     bar = min(60.0, slot * 0.6)
+    keys = bar_keys(c.names)
     for i, name in enumerate(c.names):
         cx = LEFT + slot * (i + 0.5)
         v = c.values[i] if i < len(c.values) else None
-        label = name if len(name) <= 14 else name[:13] + "…"
+        label = keys[i] if keys else name
         out.append(f'<text class="tick" x="{cx:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">'
                    f"{escape(label)}</text>")
         if v is None:
@@ -95,9 +121,14 @@ def _bars(c: Chart) -> str:
                        ' text-anchor="middle">n/a</text>')
             continue
         tip = f"{name}: {c.bar_label + ' ' if c.bar_label else ''}{_fmt(v)} {c.y_label}"
-        out.append(f'<rect class="bar" x="{cx - bar / 2:.1f}" y="{y(v):.1f}" width="{bar:.1f}"'
-                   f' height="{max(0.5, H - BOTTOM - y(v)):.1f}" fill="{color(i)}"'
+        height = H - BOTTOM - y(v)
+        drawn = max(height, MIN_BAR_PX)
+        out.append(f'<rect class="bar" x="{cx - bar / 2:.1f}" y="{H - BOTTOM - drawn:.1f}"'
+                   f' width="{bar:.1f}" height="{drawn:.1f}" fill="{color(i)}"'
                    f' data-tip="{escape(tip)}"><title>{escape(tip)}</title></rect>')
+        if height < MIN_BAR_PX:  # too low to see: its value written above it
+            out.append(f'<text class="tick low" x="{cx:.1f}" y="{H - BOTTOM - 6}"'
+                       f' text-anchor="middle">{escape(_fmt(v))}</text>')
         m = c.marks[i] if i < len(c.marks) else None
         if m is not None:
             mtip = f"{name}: {c.mark_label} {_fmt(m)} {c.y_label}"
@@ -108,6 +139,15 @@ def _bars(c: Chart) -> str:
         out.append(f'<text class="tick" x="{W - RIGHT}" y="{TOP - 4}" text-anchor="end">'
                    f"bar: {escape(c.bar_label)}, line: {escape(c.mark_label)}</text>")
     return "".join(out)
+
+
+def _decades(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks from ``lo`` to ``hi`` on a log axis (1, 2, 5 each decade; only the
+    decades when there are many)."""
+    first = math.floor(math.log10(lo))
+    steps = (1.0,) if math.log10(hi / lo) > 3 else (1.0, 2.0, 5.0)
+    return [m * 10.0**e for e in range(first, math.ceil(math.log10(hi)) + 1) for m in steps
+            if lo <= m * 10.0**e <= hi]
 
 
 def _thin(xs: list[float], ys: list[float | None]) -> list[tuple[float, float]]:
@@ -130,17 +170,20 @@ def _px(p: float) -> float:
 
 def _lines(c: Chart) -> str:
     pct = c.kind == "percentile"
-    lines = [(ln.name, _thin([_px(x) for x in ln.xs] if pct else ln.xs, ln.ys))
-             for ln in c.lines]
+
+    def at(x: float) -> float:
+        """A value's position on the x axis: nines, a log scale, or itself."""
+        return _px(x) if pct else math.log10(x) if c.log_x and x > 0 else x
+
+    lines = [(ln.name, _thin([at(x) for x in ln.xs], ln.ys)) for ln in c.lines]
     xs = [x for _, pts in lines for x, _ in pts]
     ys = [y for _, pts in lines for _, y in pts if not (c.log_y and y <= 0)]
+    ys += [v for v, _ in c.rules if not (c.log_y and v <= 0)]  # objectives in view
     x_lo, x_hi = c.x_range or ((min(xs), max(xs)) if xs else (0.0, 1.0))
     if x_hi <= x_lo:
         x_hi = x_lo + 1
     if c.log_y:
-        lo = 10 ** math.floor(math.log10(min(ys))) if ys else 1.0
-        hi = 10 ** math.ceil(math.log10(max(ys))) if ys else 10.0
-        hi = hi if hi > lo else lo * 10
+        lo, hi = _log_range(ys)
         y_ticks = [lo * 10**i for i in range(round(math.log10(hi / lo)) + 1)]
 
         def fy(v: float) -> float:
@@ -161,24 +204,44 @@ def _lines(c: Chart) -> str:
         return H - BOTTOM - fy(v) * plot_h
 
     out = _frame([(py(t), _fmt(t)) for t in y_ticks], c.y_label, c.x_label)
-    x_ticks = [(_px(p), f"p{p:g}") for p in CURVE] if pct else [
-        (t, _fmt(t)) for t in _ticks(x_lo, x_hi)]
+    if pct:
+        x_ticks = [(_px(p), f"p{p:g}") for p in CURVE]
+    elif c.x_ticks:
+        x_ticks = [(at(t), _fmt(t)) for t in c.x_ticks]
+    elif c.log_x:
+        x_ticks = [(math.log10(t), _fmt(t)) for t in _decades(10 ** x_lo, 10 ** x_hi)]
+    else:
+        x_ticks = [(t, _fmt(t)) for t in _ticks(x_lo, x_hi)]
     for x, text in x_ticks:
         if x_lo - 1e-9 <= x <= x_hi + 1e-9:
             out.append(f'<text class="tick" x="{px(x):.1f}" y="{H - BOTTOM + 16}"'
                        f' text-anchor="middle">{escape(text)}</text>')
+    for v, text in c.rules:  # an objective: a dashed line across, named at its left
+        out.append(f'<line class="rule" x1="{LEFT}" y1="{py(v):.1f}" x2="{W - RIGHT}"'
+                   f' y2="{py(v):.1f}"/><text class="tick" x="{LEFT + 4}" y="{py(v) - 4:.1f}">'
+                   f"{escape(text)}</text>")
     for i, (name, pts) in enumerate(lines):
         if not pts:
             continue
+        ln = c.lines[i]
+        hollow = {(at(x), y) for x, y, m in zip(ln.xs, ln.ys, ln.marked, strict=False)
+                  if m and y is not None}
         d = " ".join(f"{'M' if k == 0 else 'L'}{px(x):.1f},{py(y):.1f}"
                      for k, (x, y) in enumerate(pts))
         out.append(f'<g class="series" data-series="{i}"><path class="line" d="{d}"'
                    f' stroke="{color(i)}"/>')
         if pct or len(pts) <= 60:
             for x, y in pts:
-                at = f"p{100 - 100 * 10 ** -x:.4g}" if pct else f"{x:g} s"
-                tip = f"{name}: {at}: {_fmt(y)} {c.y_label}"
-                out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color(i)}"'
-                           f' data-tip="{escape(tip)}"><title>{escape(tip)}</title></circle>')
+                where = f"p{100 - 100 * 10 ** -x:.4g}" if pct else (
+                    f"{_fmt(10 ** x)}" if c.log_x else f"{x:g} s" if "time" in c.x_label
+                    else f"{_fmt(x)} {c.x_label.split()[-1]}")
+                tip = f"{name}: {where}: {_fmt(y)} {c.y_label}"
+                fill = ('fill="#fff" stroke-width="1.5"' if (x, y) in hollow
+                        else f'fill="{color(i)}"')
+                if (x, y) in hollow:
+                    tip += " (saturated: fell behind its rate)"
+                out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" {fill}'
+                           f' stroke="{color(i)}" data-tip="{escape(tip)}"><title>'
+                           f"{escape(tip)}</title></circle>")
         out.append("</g>")
     return "".join(out)

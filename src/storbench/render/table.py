@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from storbench.analysis.stats import times
 
@@ -139,3 +139,46 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
     notes += [f"{sheet.name}: {sheet.title or sheet.name}, {sheet.date}; {sheet.source}"
               for sheet in {p.sheet.name: p.sheet for p in priced}.values()]
     return title, Table(headers, rows, [False, False, False] + [True] * 5), notes
+
+
+CURVE_PERCENTILES = ("50", "90", "99", "99.9")
+
+
+def curve_table(curve: dict[str, Any]) -> Table:
+    """A curve's steps: closed loop first, then each fixed rate, its percentiles and
+    whether fio kept the rate."""
+    steps = [*curve.get("closed_loop", []), *curve.get("steps", [])]
+    unit = units.choose("latency", [v for s in steps for v in s["percentiles_ns"].values()])
+    headers = ["step", "requested IOPS", "achieved IOPS",
+               *(f"p{p} [{unit.name}]" for p in CURVE_PERCENTILES), "kept the rate"]
+    rows = []
+    for s in steps:
+        requested = s["requested_iops"]
+        kept = "" if requested is None else "no: saturated" if s["saturated"] else "yes"
+        rows.append([s["test"], "closed loop" if requested is None else units.IOPS.fmt(requested),
+                     units.IOPS.fmt(s["achieved_iops"]),
+                     *(unit.fmt(s["percentiles_ns"].get(p)) for p in CURVE_PERCENTILES), kept])
+    return Table(headers, rows, [False, True, True, *([True] * len(CURVE_PERCENTILES)), False])
+
+
+def curves_table(runs: list[Any]) -> Table:
+    """Curves side by side: a row per run, its maximum, knee, floor and answers."""
+    curves = [(r, r.data["curve"]) for r in runs if r.data.get("curve")]
+    objectives = list(dict.fromkeys(a["objective"] for _, c in curves for a in c["answers"]))
+    floors = [c["floor_ns"].get("99") for _, c in curves if c.get("floor_ns")]
+    unit = units.choose("latency", floors)
+    headers = ["run", "label", "workload", "max IOPS", "knee IOPS", f"p99 floor [{unit.name}]",
+               *(f"IOPS at {o}" for o in objectives)]
+    rows = []
+    for run, c in curves:
+        found = {a["objective"]: a for a in c["answers"]}
+        cells = []
+        for o in objectives:
+            a = found.get(o)
+            cells.append("" if a is None else "never met" if a["never_met"]
+                         else units.IOPS.fmt(a["iops"]))
+        rows.append([f"#{run.id}", run.label or "", c["workload"], units.IOPS.fmt(c["max_iops"]),
+                     units.IOPS.fmt(c.get("knee_iops")),
+                     unit.fmt((c.get("floor_ns") or {}).get("99")), *cells])
+    return Table(headers, rows, [False, False, False, True, True, True,
+                                 *([True] * len(objectives))])

@@ -17,6 +17,8 @@ from storbench.render.table import (
     Table,
     comparison_table,
     cost_table,
+    curve_table,
+    curves_table,
     probe_comparison_table,
     summary_table,
 )
@@ -75,8 +77,10 @@ def print_run(console: Console, run: Run) -> None:
         f" target={escape(run.target)} status={run.status} {run.created_at}"
         + (f" tags: {escape(tags)}" if tags else "")
     )
-    rows = summarize(run)
-    if run.repeats > 1:
+    rows = [] if "curve" in run.data else summarize(run)
+    if "curve" in run.data:
+        print_curve(console, run.data["curve"])
+    if run.repeats > 1 and rows:
         console.print(f"{run.repeats} repeats per test: medians, IOPS ± 95% confidence interval")
     if rows:
         console.print(rich_table(summary_table(rows)))
@@ -84,10 +88,14 @@ def print_run(console: Console, run: Run) -> None:
         console.print(outcome_line(v))
     for c in run.regressions:
         console.print(change_line(c))
-    for w, count in distinct_warnings(run):
+    for w, count, tests in grouped_warnings(run):
         per_repeat = run.repeats > 1 and "repeats" not in w.details
         times = f" (in {count} of {run.repeats} repeats)" if per_repeat else ""
-        console.print(f"[yellow]warning ({w.kind}):[/yellow] {escape(w.message)}{times}",
+        text = w.message
+        if len(tests) > 2:  # one line for the same warning on many tests (a curve's steps)
+            named = ", ".join(tests[:4]) + (", …" if len(tests) > 4 else "")
+            text = f"{len(tests)} tests ({named}): {text.removeprefix(f'{w.test}: ')}"
+        console.print(f"[yellow]warning ({w.kind}):[/yellow] {escape(text)}{times}",
                       soft_wrap=True)
     for spread in host_spread(run):
         console.print(rich_table(host_table(spread), f"{spread.test}: per host"))
@@ -121,6 +129,42 @@ def print_run(console: Console, run: Run) -> None:
                                  "Metadata latency beside the load (every 0.5 s)"))
     if run.error:
         console.print(f"[red]error:[/red] {escape(run.error)}")
+
+
+def print_curve(console: Console, curve: dict[str, Any]) -> None:
+    """A curve's steps and its answers."""
+    from storbench.analysis.curve import describe
+
+    console.print(rich_table(curve_table(curve), f"IOPS-latency curve of {curve['workload']}"))
+    if curve.get("max_iops") is not None:
+        console.print(f"closed loop: at most {units.figure('iops', curve['max_iops'])}"
+                      f" ({escape(str(curve['max_at']))})")
+    for answer in curve.get("answers", []):
+        console.print(escape(describe(answer, units.latency)), soft_wrap=True)
+    floor = curve.get("floor_ns") or {}
+    if floor:
+        console.print(f"latency floor at the lowest rate: p50 {units.latency(floor.get('50'))},"
+                      f" p99 {units.latency(floor.get('99'))}")
+    if curve.get("knee_iops") is not None:
+        console.print(f"knee: {units.figure('iops', curve['knee_iops'])} (beyond it p99 is"
+                      " more than twice its low-load value)")
+    if curve.get("cpu_bound"):
+        console.print(f"[yellow]warning (cpu_bound):[/yellow] fio used"
+                      f" {curve['max_cpu_percent']:.0f}% of a core: the CPU, not the storage,"
+                      " may be what limits this curve", soft_wrap=True)
+
+
+def grouped_warnings(run: Run) -> list[tuple[Warning, int, list[str]]]:
+    """distinct_warnings(), those that say the same of several tests once, with the
+    tests' names."""
+    groups: dict[tuple[str, str], tuple[Warning, int, list[str]]] = {}
+    for w, count in distinct_warnings(run):
+        key = (w.kind, w.message.removeprefix(f"{w.test}: "))
+        if key in groups:
+            groups[key][2].append(w.test)
+        else:
+            groups[key] = (w, count, [w.test])
+    return list(groups.values())
 
 
 def distinct_warnings(run: Run) -> list[tuple[Warning, int]]:
@@ -247,6 +291,10 @@ def print_blocks(console: Console, t: Table, key_columns: int = 3) -> None:
 def print_comparison(console: Console, comp: Comparison) -> None:
     from storbench.analysis.compare import sentences
 
+    if any(r.data.get("curve") for r in comp.runs):
+        console.print(rich_table(curves_table(comp.runs), "IOPS-latency curves"))
+        if all(r.data.get("curve") for r in comp.runs):
+            return  # their steps are no tests to compare figure by figure
     table = comparison_table(comp, sep="\n")
     if fits(console, table):
         console.print(rich_table(table))

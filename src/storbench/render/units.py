@@ -42,6 +42,7 @@ class Unit:
 
 
 IOPS = Unit("IOPS", 1.0)
+SHARE = Unit("% of I/Os", 1.0)
 
 
 def choose(kind: Kind | str, values: Iterable[float | None], *, by_largest: bool = False) -> Unit:
@@ -50,6 +51,8 @@ def choose(kind: Kind | str, values: Iterable[float | None], *, by_largest: bool
     present = [abs(v) for v in values if v is not None and not math.isnan(v)]
     if kind == "iops":
         return IOPS
+    if kind == "share":
+        return SHARE
     scale = _LATENCY if kind == "latency" else _BW
     if not present:
         return Unit(*scale[1 if kind == "latency" else 2])
@@ -101,5 +104,13 @@ def for_display(chart: Chart) -> Chart:
         return [None if v is None or not math.isfinite(v) else v / unit.divisor for v in vs]
 
     label = f"latency [{unit.name}]" if chart.y_kind == "latency" else unit.name
-    return replace(chart, y_label=label, values=scale(chart.values), marks=scale(chart.marks),
-                   lines=[replace(ln, ys=scale(ln.ys)) for ln in chart.lines])
+    chart = replace(chart, y_label=label, values=scale(chart.values), marks=scale(chart.marks),
+                    lines=[replace(ln, ys=scale(ln.ys)) for ln in chart.lines],
+                    rules=[(v / unit.divisor, text) for v, text in chart.rules])
+    if chart.x_kind is None:
+        return chart
+    x_unit = choose(chart.x_kind, [x for ln in chart.lines for x in ln.xs], by_largest=False)
+    return replace(chart, x_label=f"latency [{x_unit.name}]" if chart.x_kind == "latency"
+                   else x_unit.name, x_ticks=[x / x_unit.divisor for x in chart.x_ticks],
+                   lines=[replace(ln, xs=[x / x_unit.divisor for x in ln.xs])
+                          for ln in chart.lines])

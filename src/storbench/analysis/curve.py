@@ -1,0 +1,164 @@
+"""IOPS-latency curves (``storbench curve``): the steps' figures, and the answers a
+platform team plans capacity with.
+
+A curve run holds two kinds of steps. Closed loop (``qd1``, ``qd2``, … or ``jobs1``,
+``jobs2`` … for a synchronous engine): as fast as the storage allows, depth doubled
+until IOPS stop rising by more than 5%; the highest is the maximum. Open loop
+(``rate-N``): fio issues N IOPS with Poisson arrivals (``rate_iops``,
+``rate_process=poisson``). A step that fell behind (achieved < 95% of the requested
+rate) is saturated: its latency is that of a queue that grew, and it never counts as
+meeting an objective.
+
+Per objective (``p99<=2ms``): the highest achieved rate of a step that met it, and the
+next step that did not ("max 2,870 IOPS at p99 <= 2 ms"); when even the lowest step
+misses it, "never met" with the latency floor. The knee: the highest rate before p99
+rises past twice its low-load value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from storbench.errors import ConfigError
+from storbench.result.merge import merge_latency
+from storbench.result.model import Latency, TestResult
+from storbench.result.record import Run, Verdict
+
+SATURATED = 0.95  # achieved below this share of the requested rate
+RISING = 0.05  # closed loop: deeper queues until IOPS rise by less than this
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+KNEE = 2.0  # p99 this many times its low-load value: the curve has bent
+CPU_BOUND = 95.0  # fio's own CPU (usr + sys) at this % of a core: the CPU limits
+_OBJECTIVE = re.compile(r"^\s*p(?P<p>\d+(?:\.\d+)?)\s*(?P<op><=|<)\s*(?P<n>\d+(?:\.\d+)?)\s*"
+                        r"(?P<unit>ns|us|µs|ms|s)\s*$")
+_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A latency objective: ``percentile`` at most ``limit_ns`` (``p99<=2ms``)."""
+
+    text: str
+    percentile: float
+    limit_ns: float
+
+    @classmethod
+    def parse(cls, text: str) -> Objective:
+        m = _OBJECTIVE.match(text)
+        if m is None or not 0 < float(m["p"]) < 100 or float(m["n"]) <= 0:
+            raise ConfigError(f"--slo {text!r}: write a percentile and a limit, e.g."
+                              " 'p99<=2ms', 'p99.9<=500us', 'p50<=1ms'")
+        return cls(text.replace(" ", ""), float(m["p"]), float(m["n"]) * _UNITS[m["unit"]])
+
+    @property
+    def key(self) -> str:
+        """How assertions name it: p99<=2ms -> p99_2ms, p99.9<=0.5ms -> p99_9_0_5ms."""
+        return re.sub(r"[^0-9a-zµ]+", "_", self.text.split("<")[0] + "_"
+                      + self.text.split("=")[-1].split("<")[-1]).strip("_")
+
+
+def latency(results: list[TestResult]) -> Latency | None:
+    """The step's completion latency, all jobs and directions merged from the bins."""
+    parts = [d.clat for r in results for _, d in r.directions() if d.clat is not None]
+    return merge_latency(parts) if parts else None
+
+
+def step_record(name: str, requested: float | None, results: list[TestResult],
+                depth: int, jobs: int) -> dict[str, Any]:
+    """One step as stored: its rates, percentiles, and whether fio kept the rate."""
+    achieved = sum(d.iops for r in results for _, d in r.directions())
+    lat = latency(results)
+    cpu = sum(r.usr_cpu_percent + r.sys_cpu_percent for r in results) / max(jobs, 1)
+    return {
+        "test": name, "requested_iops": requested, "achieved_iops": achieved,
+        "iodepth": depth, "numjobs": jobs,
+        "saturated": requested is not None and achieved < SATURATED * requested,
+        "percentiles_ns": {f"{p:g}": (lat.percentile(p) if lat else None)
+                           for p in PERCENTILES},
+        "cpu_percent": round(cpu, 1),
+    }
+
+
+def answers(steps: list[dict[str, Any]], objectives: list[Objective]) -> list[dict[str, Any]]:
+    """Per objective, the highest rate that met it and the next step that did not."""
+    opened = sorted((s for s in steps if s["requested_iops"] is not None),
+                    key=lambda s: s["requested_iops"])
+    out = []
+    for o in objectives:
+        def value(s: dict[str, Any], o: Objective = o) -> float | None:
+            v = s["percentiles_ns"].get(f"{o.percentile:g}")
+            return None if v is None else float(v)
+
+        met = [s for s in opened if not s["saturated"] and (v := value(s)) is not None
+               and v <= o.limit_ns]
+        best = max(met, key=lambda s: s["achieved_iops"]) if met else None
+        above = [s for s in opened if best is None or s["requested_iops"] > best[
+            "requested_iops"]]
+        failed = next((s for s in above if s["saturated"] or (value(s) or 0) > o.limit_ns),
+                      None)
+        floor = value(opened[0]) if opened else None
+        out.append({
+            "objective": o.text, "key": o.key, "percentile": o.percentile,
+            "limit_ns": o.limit_ns, "iops": best["achieved_iops"] if best else None,
+            "step": best["test"] if best else None,
+            "next_failed": None if failed is None else {
+                "step": failed["test"], "achieved_iops": failed["achieved_iops"],
+                "latency_ns": value(failed), "saturated": failed["saturated"]},
+            "never_met": best is None, "floor_ns": floor,
+        })
+    return out
+
+
+def knee(steps: list[dict[str, Any]]) -> float | None:
+    """The highest achieved rate before p99 passed KNEE times its low-load value."""
+    opened = sorted((s for s in steps if s["requested_iops"] is not None
+                     and s["percentiles_ns"].get("99") is not None),
+                    key=lambda s: s["requested_iops"])
+    if not opened:
+        return None
+    floor = float(opened[0]["percentiles_ns"]["99"])
+    before = None
+    for s in opened:
+        if s["saturated"] or float(s["percentiles_ns"]["99"]) > KNEE * floor:
+            break
+        before = s["achieved_iops"]
+    return before
+
+
+def describe(answer: dict[str, Any], fmt_latency: Any) -> str:
+    """'max 2,870 IOPS at p99<=2ms (rate-3100 missed it: 4.1 ms)' or 'never met'."""
+    if answer["never_met"]:
+        floor = answer["floor_ns"]
+        return (f"{answer['objective']}: never met, the floor at the lowest load is"
+                f" {fmt_latency(floor) if floor is not None else 'unknown'}")
+    text = f"max {answer['iops']:,.0f} IOPS at {answer['objective']}"
+    nxt = answer["next_failed"]
+    if nxt is not None:
+        why = ("fell behind its rate" if nxt["saturated"] else
+               f"{fmt_latency(nxt['latency_ns'])}")
+        text += f" (next step {nxt['achieved_iops']:,.0f} IOPS: {why})"
+    return text
+
+
+def check(run: Run, text: str, key: str, figure: str, op: Any, limit: float,
+          source: str) -> Verdict:
+    """An assertion on a curve's answer: curve.p99_2ms.iops, curve.max.iops,
+    curve.knee.iops."""
+    curve = run.data.get("curve")
+    if not curve:
+        return Verdict(text, None, None, None, limit, False,
+                       f"run #{run.id} is not a curve (storbench curve)", source)
+    if figure != "iops":
+        raise ConfigError(f"assertion {text!r}: a curve's answers are rates: use"
+                          f" curve.{key}.iops")
+    found = {a["key"]: a["iops"] for a in curve.get("answers", [])}
+    found |= {"max": curve.get("max_iops"), "knee": curve.get("knee_iops")}
+    if key not in found:
+        raise ConfigError(f"assertion {text!r}: the curve has no {key!r}; it has:"
+                          f" {', '.join(found)}")
+    measured = found[key]
+    note = "" if measured is not None else "never met"
+    return Verdict(text, f"curve.{key}.iops", "iops", measured, limit,
+                   measured is not None and bool(op(measured, limit)), note, source)

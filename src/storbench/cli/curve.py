@@ -1,0 +1,142 @@
+"""`storbench curve`: how much load before the latency breaks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from storbench.analysis.compare import compare as build_comparison
+from storbench.cli.common import (
+    assert_options,
+    cli,
+    db_option,
+    err,
+    json_option,
+    out,
+    parse_tags,
+    print_json,
+)
+from storbench.cli.progress import ConsoleReporter
+from storbench.cli.targets import TargetFlags, choose_targets, host_options
+from storbench.errors import ConfigError, Interrupted, ThresholdExceeded
+from storbench.pipeline.loop import TargetOutcome, run_all
+from storbench.pipeline.spec import CurveSpec, RunSpec
+from storbench.render import terminal
+from storbench.render.json import run_dict
+from storbench.store import Store
+from storbench.target.base import Target
+
+
+def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None:
+    if value == "adaptive":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: a number of steps (3 to 50) or adaptive",
+                                 ctx, param) from None
+
+
+@cli.command()
+@click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--workload", "-w", default="quick:randread", show_default=True,
+              metavar="SUITE:TEST|JOBFILE",
+              help="What to load the target with: a suite's test, or a job file with one job.")
+@click.option("--slo", "objectives", multiple=True, metavar="pNN<=LIMIT",
+              help="A latency objective, e.g. 'p99<=2ms' (repeatable): the answer is the"
+                   " highest rate that met it.")
+@click.option("--steps", default="adaptive", show_default=True, callback=_steps,
+              metavar="N|adaptive",
+              help="Open-loop steps: N evenly from 10% to 110% of the closed-loop maximum,"
+                   " or adaptive (9 steps, then up to 3 more where latency bends).")
+@click.option("--step-time", "step_s", type=float, default=5.0, show_default=True,
+              metavar="SECONDS", help="Each step's runtime (after a 1 s ramp).")
+@click.option("--max-depth", type=int, default=256, show_default=True,
+              help="Closed loop: the deepest queue (or most jobs) tried.")
+@click.option("--size", metavar="SIZE", help="File (or device) size fio works on.")
+@click.option("--label", "-l", help="Name of this run in tables.")
+@click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
+              help="Attach a tag (repeatable).")
+@host_options
+@click.option("--destructive", metavar="DEVICE",
+              help="Allow writing to the block device TARGET, named again here.")
+@click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
+              help="Time limit for the whole curve (of each target).")
+@assert_options
+@click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
+              help="fio binary to run (default: fio on PATH).")
+@json_option
+@db_option
+def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
+          objectives: tuple[str, ...], steps: int | None, step_s: float, max_depth: int,
+          size: str | None, label: str | None, tags: tuple[str, ...], hosts_text: str | None,
+          hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
+          destructive: str | None, timeout_s: float | None, assertions: tuple[str, ...],
+          baseline: str | None, max_regression: str, fio_path: str | None,
+          as_json: bool) -> None:
+    """Measure an IOPS-latency curve: the highest rate that meets a latency objective.
+
+    First closed loop: the workload at queue depth 1, 2, 4, ... (more jobs for a
+    synchronous engine) until IOPS rise by less than 5%: the maximum. Then open loop,
+    as real traffic arrives: fixed rates (fio rate_iops, Poisson arrivals) from 10% to
+    110% of that maximum, each with p50/p90/p99/p99.9 from fio's histogram bins. A step
+    that fell behind its rate (achieved < 95%) is saturated and never counts as meeting
+    an objective. The answer per --slo: "max N IOPS at p99<=2ms", the next step that
+    missed it, the knee (where p99 doubles) and the latency floor at low load. Stored
+    as a run (its steps are its tests); exits 3 when an --assert fails.
+
+    \b
+    Example:
+      storbench curve /mnt/data --slo "p99<=2ms"
+      storbench curve /mnt/data --workload quick:randwrite --slo "p99.9<=10ms" \\
+          --assert "curve.p99_9_10ms.iops >= 2000"
+      storbench curve /dev/nvme1n1 --workload quick:randread --slo "p99<=500us"
+      storbench curve /mnt/a /mnt/b --slo "p99<=5ms"     # two targets, then compared
+    """
+    if baseline is not None:
+        raise ConfigError("--baseline applies to `run`; a curve is judged by --assert"
+                          " (e.g. curve.p99_2ms.iops >= 2500)")
+    suite, test, job_file = _workload(workload)
+    spec = RunSpec(suite=suite, job_file=job_file, size=size, label=label,
+                   tags=parse_tags(tags), fio=fio_path, assertions=assertions,
+                   timeout_s=timeout_s, probe_metadata=False,
+                   curve=CurveSpec(test, objectives, step_s, steps, max_depth))
+    spec.check()
+    targets = choose_targets(TargetFlags(
+        targets_given, hosts_text, hosts_file, shared_file, ssh_config, (), {}, False, False,
+        timeout_s, destructive, size is not None, False, False))
+    reporters: list[ConsoleReporter] = []
+
+    def reporter_for(target: Target) -> ConsoleReporter:
+        reporters.append(ConsoleReporter(err))
+        return reporters[-1]
+
+    def on_done(done: TargetOutcome) -> None:
+        reporters[-1].close()
+        if done.outcome is not None and not as_json:
+            terminal.print_run(out, done.outcome.run)
+
+    outcomes = run_all(targets, spec, store, reporter_for, on_done)
+    runs = [o.outcome.run for o in outcomes if o.outcome is not None and o.error is None]
+    if as_json:
+        print_json([run_dict(r) for r in runs] if len(targets) > 1 else (
+            run_dict(runs[0]) if runs else None))
+    elif len(runs) > 1:
+        out.print()
+        terminal.print_comparison(out, build_comparison(runs, None))
+    errors = [o.error for o in outcomes if o.error is not None]
+    if errors:
+        raise next((e for e in errors if isinstance(e, Interrupted)), errors[0])
+    failed = [text for r in runs for text in r.failed_checks]
+    if failed:
+        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
+
+
+def _workload(text: str) -> tuple[str, str | None, Path | None]:
+    """SUITE:TEST, SUITE (its only test), or a job file."""
+    path = Path(text)
+    if path.suffix == ".fio" or path.is_file():
+        return "quick", None, path
+    suite, _, test = text.partition(":")
+    return suite, test or None, None

@@ -1,0 +1,165 @@
+"""Measuring an IOPS-latency curve on any target, through the run loop's own steps.
+
+First closed loop: the test's job at iodepth 1, 2, 4, … (numjobs for a synchronous
+engine) until IOPS rise by less than 5%; the highest is the maximum. Then open loop:
+fio issues fixed rates (``rate_iops``, ``rate_process=poisson``) from ~10% to ~110% of
+that maximum, at the depth that reached it (so that a Poisson burst finds room), and
+then, where latency bends or an objective stops being met, steps halfway between
+(adaptive), or ``--steps`` evenly spread. Every step is a test of the run (``qd4``,
+``rate-2700``); analysis/curve.py turns them into the answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from storbench.analysis import curve as answers
+from storbench.analysis.curve import Objective
+from storbench.errors import ConfigError
+from storbench.pipeline.spec import CurveSpec
+from storbench.pipeline.steps import make_step
+from storbench.result.model import TestResult
+from storbench.workload.jobfile import JobFile, Section
+from storbench.workload.plan import PlannedTest
+
+SYNC_ENGINES = {"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"}
+COARSE = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)  # of the closed-loop maximum
+REFINE = 3  # adaptive: at most this many steps placed halfway where the curve bends
+RAMP_S = 1
+
+
+@dataclass
+class Curve:
+    spec: CurveSpec
+    test: PlannedTest
+    objectives: list[Objective] = field(default_factory=list)
+    closed: list[dict[str, Any]] = field(default_factory=list)
+    opened: list[dict[str, Any]] = field(default_factory=list)
+    index: int = 0
+
+    def __post_init__(self) -> None:
+        self.objectives = [Objective.parse(t) for t in self.spec.objectives]
+        job = self.test.jobfile.jobs()[0]
+        opts = dict(self.test.jobfile.effective())[job.name]
+        self.sync_engine = opts.get("ioengine", "psync") in SYNC_ENGINES
+        self.depth = int(opts.get("iodepth", "1") or 1)
+        self.jobs = int(opts.get("numjobs", "1") or 1)
+        rw = opts.get("rw", opts.get("readwrite", "read"))
+        self.mixed = rw in ("rw", "readwrite", "randrw")
+        self.read_share = float(opts.get("rwmixread", "50")) / 100 if self.mixed else 1.0
+
+    # --- measuring -------------------------------------------------------------------
+    def measure(self, loop: Any, executor: Any) -> None:
+        """Run the steps through ``loop`` (the run loop): closed loop, then open."""
+        depth, best = 1, 0.0
+        while depth <= self.spec.max_depth:
+            jobs, qd = (depth, 1) if self.sync_engine else (self.jobs, depth)
+            name = f"jobs{jobs}" if self.sync_engine else f"qd{qd}"
+            iops = self._step(loop, executor, name, None, qd, jobs)["achieved_iops"]
+            if iops <= best * (1 + answers.RISING):
+                break
+            best = max(best, iops)
+            depth *= 2
+        top = max(self.closed, key=lambda s: s["achieved_iops"])
+        if top["achieved_iops"] <= 0:
+            raise ConfigError(f"{self.test.name}: fio did no I/O closed loop; no curve")
+        loop.rep.note(f"Closed loop: at most {top['achieved_iops']:,.0f} IOPS ({top['test']});"
+                      " now at fixed rates up to 110% of it")
+        shares = COARSE if self.spec.steps is None else [
+            0.1 + i * 1.0 / (self.spec.steps - 1) for i in range(self.spec.steps)]
+        for share in shares:
+            self._rate(loop, executor, share * top["achieved_iops"], top)
+        if self.spec.steps is None:
+            for _ in range(REFINE):
+                rate = self._where_it_bends()
+                if rate is None:
+                    break
+                self._rate(loop, executor, rate, top)
+
+    def _rate(self, loop: Any, executor: Any, rate: float, top: dict[str, Any]) -> None:
+        rate = max(1.0, round(rate))
+        if any(s["requested_iops"] == rate for s in self.opened):
+            return
+        self._step(loop, executor, f"rate-{rate:.0f}", rate, top["iodepth"], top["numjobs"])
+
+    def _where_it_bends(self) -> float | None:
+        """Halfway between two neighbouring rates where an objective (or the knee) turns
+        from met to missed, when they are more than 5% apart."""
+        steps = sorted(self.opened, key=lambda s: s["requested_iops"])
+        limits = [(f"{o.percentile:g}", o.limit_ns) for o in self.objectives] or [
+            ("99", answers.KNEE * float(steps[0]["percentiles_ns"]["99"] or 0))]
+        for pct, limit in limits:
+            for a, b in itertools.pairwise(steps):
+                def ok(s: dict[str, Any], pct: str = pct, limit: float = limit) -> bool:
+                    v = s["percentiles_ns"].get(pct)
+                    return not s["saturated"] and v is not None and v <= limit
+                if ok(a) and not ok(b) and b["requested_iops"] > 1.05 * a["requested_iops"]:
+                    return (float(a["requested_iops"]) + float(b["requested_iops"])) / 2
+        return None
+
+    def _step(self, loop: Any, executor: Any, name: str, rate: float | None, depth: int,
+              jobs: int) -> dict[str, Any]:
+        test = self._variant(name, rate, depth, jobs)
+        step = make_step(loop.target, loop.planned.uid, self.index, 0, test)
+        self.index += 1
+        results: list[TestResult] = loop.run_step(executor, step, test.jobfile.named_files())
+        record = answers.step_record(name, rate, results, depth, jobs)
+        (self.closed if rate is None else self.opened).append(record)
+        return record
+
+    def _variant(self, name: str, rate: float | None, depth: int, jobs: int) -> PlannedTest:
+        """The test's job renamed ``name``, time based for the step, at this depth and
+        job count, and at ``rate`` IOPS in total (open loop) or as fast as it goes."""
+        runtime = f"{self.spec.step_s:g}"
+        sections = []
+        for s in self.test.jobfile.sections:
+            if not s.is_global:
+                s = _with_file(s, self.test.jobfile)
+                s = replace(s, name=name).without("ramp_time", "rate", "rate_iops",
+                                                  "rate_process", "runtime", "size_based")
+                options: list[tuple[str, str | None]] = [
+                    ("time_based", None), ("runtime", runtime), ("ramp_time", f"{RAMP_S}"),
+                    ("iodepth", str(depth)), ("numjobs", str(jobs))]
+                if rate is not None:
+                    per_job = rate / jobs
+                    read, write = per_job * self.read_share, per_job * (1 - self.read_share)
+                    rated = (f"{read:.0f},{write:.0f}" if self.mixed else f"{per_job:.0f}")
+                    options += [("rate_iops", rated), ("rate_process", "poisson")]
+                for key, value in options:
+                    s = s.with_option(key, value)
+            sections.append(s)
+        what = (f"{rate:,.0f} IOPS, Poisson arrivals" if rate is not None else
+                f"closed loop, iodepth {depth}, numjobs {jobs}")
+        return PlannedTest(name, what, JobFile(tuple(sections)),
+                           self.spec.step_s + RAMP_S)
+
+    # --- the record --------------------------------------------------------------------
+    def record(self) -> dict[str, Any]:
+        steps = [*self.closed, *self.opened]
+        top = max(self.closed, key=lambda s: s["achieved_iops"]) if self.closed else None
+        found = answers.answers(steps, self.objectives)
+        cpu = max((s["cpu_percent"] for s in steps), default=0.0)
+        opened = sorted(self.opened, key=lambda s: s["requested_iops"])
+        return {"curve": {
+            "workload": self.test.name,
+            "engine": "sync" if self.sync_engine else "async",
+            "closed_loop": self.closed, "steps": opened,
+            "max_iops": top["achieved_iops"] if top else None,
+            "max_at": top["test"] if top else None,
+            "knee_iops": answers.knee(steps),
+            "floor_ns": opened[0]["percentiles_ns"] if opened else None,
+            "answers": found,
+            "cpu_bound": cpu >= answers.CPU_BOUND,
+            "max_cpu_percent": cpu,
+        }}
+
+
+def _with_file(section: Section, jobfile: JobFile) -> Section:
+    """Every step works on one file: the job's own ``filename``, else the one fio
+    would name after the job (steps are renamed, which would lay out a file each)."""
+    if section.get("filename") is not None or any(
+            s.is_global and s.get("filename") is not None for s in jobfile.sections):
+        return section
+    return section.with_option("filename", f"{section.name}.curve")

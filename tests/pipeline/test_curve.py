@@ -1,0 +1,138 @@
+"""storbench curve on real targets with a known truth: a volume capped at 3000 IOPS
+(cgroup v1 blkio, for real), and tmpfs, where the CPU is the limit."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from storbench.analysis.curve import Objective, answers, knee
+from storbench.errors import ConfigError
+from tests.conftest import needs_fio, run_cli, run_cli_wrapped
+
+
+def shown(store_path, ref="last"):
+    return json.loads(run_cli("show", ref, "--json", db=store_path).stdout)
+
+
+@needs_fio
+@pytest.mark.integration
+def test_a_capped_volume_gives_its_cap_as_the_answer(throttled, store_path):
+    start = time.monotonic()
+    proc = run_cli_wrapped(throttled.wrap, "curve", str(throttled.mnt), "--workload",
+                           "quick:randread", "--size", "256m", "--slo", "p99<=50ms",
+                           "--slo", "p99<=10us", "--step-time", "3",
+                           "--assert", "curve.p99_50ms.iops >= 2700", "--label", "capped",
+                           db=store_path)
+    took = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    assert took < 180  # the whole curve in under 3 minutes
+    curve = shown(store_path)["data"]["curve"]
+    # closed loop: the cap, within 3%
+    assert curve["max_iops"] == pytest.approx(3000, rel=0.03)
+    assert curve["closed_loop"][0]["test"] == "qd1"
+    steps = curve["steps"]
+    assert len(steps) >= 9 and all(s["requested_iops"] for s in steps)
+    # steps at up to ~95% of the cap keep their rate; those beyond it cannot
+    for s in steps:
+        if s["requested_iops"] <= 0.9 * 3000:
+            assert not s["saturated"], s
+        if s["requested_iops"] >= 1.08 * 3000:
+            assert s["saturated"], s
+    generous, impossible = curve["answers"]
+    assert generous["objective"] == "p99<=50ms" and generous["key"] == "p99_50ms"
+    assert generous["iops"] == pytest.approx(3000, rel=0.05)
+    assert generous["next_failed"] is not None and generous["next_failed"]["saturated"]
+    assert impossible["never_met"] and impossible["iops"] is None
+    assert impossible["floor_ns"] > 10_000  # the floor is what said "never"
+    run = shown(store_path)
+    assert [v["passed"] for v in run["verdicts"]] == [True]
+    text = " ".join(run_cli("show", "last", db=store_path).stdout.split())
+    assert "max 3," in text and "IOPS at p99<=50ms" in text
+    assert "p99<=10us: never met, the floor at the lowest load is" in text
+    assert "closed loop: at most" in text and "kept the rate" in text
+    # the report draws it: latency against the achieved rate, the objectives as lines
+    html = tmp_html = store_path.parent / "curve.html"
+    assert run_cli("report", "last", "-o", str(tmp_html), db=store_path).returncode == 0
+    html_text = html.read_text()
+    assert 'id="curve-randread"' in html_text and 'class="rule"' in html_text
+
+
+@needs_fio
+@pytest.mark.integration
+def test_on_tmpfs_the_cpu_is_the_limit_and_is_said(tmpfs, store_path):
+    proc = run_cli("curve", str(tmpfs), "--workload", "quick:randread", "--size", "64m",
+                   "--step-time", "1", "--steps", "4", "--slo", "p99<=1ms", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    curve = shown(store_path)["data"]["curve"]
+    assert curve["cpu_bound"] and curve["max_cpu_percent"] >= 95
+    assert len(curve["steps"]) == 4
+    assert "the CPU, not the storage" in proc.stdout
+
+
+def test_bad_curve_flags_are_one_clear_error(tmp_path, store_path):
+    for args, needle in ((["--slo", "99<=2ms"], "write a percentile and a limit"),
+                         (["--workload", "quick:nope"], "suite quick has no test 'nope'"),
+                         (["--workload", "quick"], "a curve measures one test"),
+                         (["--steps", "2"], "--steps must be 3 to 50"),
+                         (["--step-time", "0.5"], "--step-time must be at least 1 s")):
+        proc = run_cli("curve", str(tmp_path), *args, db=store_path)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert needle in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+
+
+def step(name, requested, achieved, p99, saturated=False):
+    return {"test": name, "requested_iops": requested, "achieved_iops": achieved,
+            "saturated": saturated, "percentiles_ns": {"50": p99 / 2, "99": p99}}
+
+
+def test_answers_skip_saturated_steps_and_name_the_next_that_failed():
+    """The answer logic on stated steps (the tests above run it on measured ones)."""
+    steps = [step("r100", 100, 100, 1e6), step("r200", 200, 199, 1.5e6),
+             step("r300", 300, 298, 2.5e6), step("r400", 400, 320, 1e6, saturated=True)]
+    (a,) = answers(steps, [Objective.parse("p99<=2ms")])
+    assert a["iops"] == 199 and a["next_failed"]["step"] == "r300"
+    (b,) = answers(steps, [Objective.parse("p99<=5ms")])  # r400 met it but fell behind
+    assert b["iops"] == 298 and b["next_failed"]["saturated"]
+    assert knee(steps) == 199  # r300's p99 is 2.5x the floor
+    assert Objective.parse("p99.9 <= 500us").key == "p99_9_500us"
+    with pytest.raises(ConfigError):
+        Objective.parse("p100<=1ms")
+
+
+@needs_fio
+@pytest.mark.integration
+def test_a_curve_over_several_hosts_and_on_a_block_device(fio_servers, tmpfs, tmp_path,
+                                                          store_path):
+    """The same loop on the other targets: fio servers (--hosts), and a blank loop
+    device read without --destructive (fio --readonly), its contents untouched."""
+    from tests.conftest import IS_ROOT
+    from tests.target.test_blockdev import Loop
+
+    servers = fio_servers(2)
+    proc = run_cli("curve", str(tmpfs), "--hosts", servers.hosts, "--size", "16m",
+                   "--step-time", "1", "--steps", "3", "--max-depth", "4",
+                   "--slo", "p99<=1s", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = shown(store_path)
+    curve = run["data"]["curve"]
+    assert len(curve["steps"]) == 3 and curve["max_iops"] > 0
+    assert {h["host"] for h in run["per_host"]} == set(servers.hosts.split(","))
+    assert curve["answers"][0]["iops"] is not None  # a generous objective is met
+    if not IS_ROOT:
+        return
+    dev = Loop(tmp_path)
+    try:
+        before = dev.digest()
+        proc = run_cli("curve", dev.dev, "--step-time", "1", "--steps", "3", "--max-depth",
+                       "2", db=store_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "Reading (fio --readonly)" in proc.stderr + proc.stdout
+        assert shown(store_path)["data"]["curve"]["max_iops"] > 0
+        assert dev.digest() == before
+        writes = run_cli("curve", dev.dev, "--workload", "quick:randwrite", db=store_path)
+        assert writes.returncode == 1 and "--destructive" in writes.stderr
+    finally:
+        dev.close()
