@@ -17,6 +17,7 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363")
 MAX_POINTS = 600  # per line: longer series are thinned (min and max of each bucket kept)
 CHAR_W = 6.6  # px per character of an 11 px tick label, at the widest (digits, capitals)
+EDGE_PX = 16.0  # an x label closer than this to an end of the axis is anchored there
 MIN_BAR_PX = 2.0  # a bar lower than this is drawn this high, and its value written on it
 
 
@@ -214,8 +215,13 @@ def _lines(c: Chart) -> str:
         x_ticks = [(t, _fmt(t)) for t in _ticks(x_lo, x_hi)]
     for x, text in x_ticks:
         if x_lo - 1e-9 <= x <= x_hi + 1e-9:
-            out.append(f'<text class="tick" x="{px(x):.1f}" y="{H - BOTTOM + 16}"'
-                       f' text-anchor="middle">{escape(text)}</text>')
+            # at the ends, the label starts (ends) at its tick: clear of the y axis'
+            # labels, and not cut at the right edge
+            at_x = px(x)
+            anchor = ("start" if at_x - LEFT < EDGE_PX else "end" if W - RIGHT - at_x < EDGE_PX
+                      else "middle")
+            out.append(f'<text class="tick" x="{at_x:.1f}" y="{H - BOTTOM + 16}"'
+                       f' text-anchor="{anchor}">{escape(text)}</text>')
     for v, text in c.rules:  # an objective: a dashed line across, named at its left
         out.append(f'<line class="rule" x1="{LEFT}" y1="{py(v):.1f}" x2="{W - RIGHT}"'
                    f' y2="{py(v):.1f}"/><text class="tick" x="{LEFT + 4}" y="{py(v) - 4:.1f}">'
