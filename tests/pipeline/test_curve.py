@@ -45,14 +45,14 @@ def test_a_capped_volume_gives_its_cap_as_the_answer(throttled, store_path):
     generous, impossible = curve["answers"]
     assert generous["objective"] == "p99<=50ms" and generous["key"] == "p99_50ms"
     assert generous["iops"] == pytest.approx(3000, rel=0.05)
-    assert generous["next_failed"] is not None and generous["next_failed"]["saturated"]
+    missed = generous["next_failed"]  # beyond the cap: behind its rate, or a queue grew
+    assert missed is not None and (missed["saturated"] or missed["latency_ns"] > 50e6)
     assert impossible["never_met"] and impossible["iops"] is None
     assert impossible["floor_ns"] > 10_000  # the floor is what said "never"
     run = shown(store_path)
     assert [v["passed"] for v in run["verdicts"]] == [True]
     text = " ".join(run_cli("show", "last", db=store_path).stdout.split())
-    assert re.search(r"max [23],\d{3} IOPS at p99<=50ms \(next step [\d,]+ IOPS: fell behind",
-                     text), text
+    assert re.search(r"max [23],\d{3} IOPS at p99<=50ms \(next step [\d,]+ IOPS: ", text), text
     assert "p99<=10us: never met, the floor at the lowest load is" in text
     assert "closed loop: at most" in text and "kept the rate" in text
     # the report draws it: latency against the achieved rate, the objectives as lines

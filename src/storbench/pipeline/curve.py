@@ -3,7 +3,7 @@
 First closed loop: the test's job at iodepth 1, 2, 4, … (numjobs for a synchronous
 engine) until IOPS rise by less than 5%; the highest is the maximum. Then open loop:
 fio issues fixed rates (``rate_iops``, ``rate_process=poisson``) from ~10% to ~110% of
-that maximum, at the depth that reached it (so that a Poisson burst finds room), and
+that maximum, with a queue at least 32 deep (so that a Poisson burst finds room), and
 then, where latency bends or an objective stops being met, steps halfway between
 (adaptive), or ``--steps`` evenly spread. Every step is a test of the run (``qd4``,
 ``rate-2700``); analysis/curve.py turns them into the answers.
@@ -28,6 +28,7 @@ SYNC_ENGINES = {"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"}
 COARSE = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)  # of the closed-loop maximum
 REFINE = 3  # adaptive: at most this many steps placed halfway where the curve bends
 RAMP_S = 1
+OPEN_DEPTH = 32  # open loop: at least this deep a queue (capped by --max-depth)
 
 
 @dataclass
@@ -82,7 +83,11 @@ class Curve:
         rate = max(1.0, round(rate))
         if any(s["requested_iops"] == rate for s in self.opened):
             return
-        self._step(loop, executor, f"rate-{rate:.0f}", rate, top["iodepth"], top["numjobs"])
+        # room for a burst of Poisson arrivals: the depth bounds what is outstanding, it
+        # adds no load (at the closed-loop depth, qd1 say, fio falls behind its schedule)
+        depth = top["iodepth"] if self.sync_engine else min(
+            self.spec.max_depth, max(OPEN_DEPTH, 2 * top["iodepth"]))
+        self._step(loop, executor, f"rate-{rate:.0f}", rate, depth, top["numjobs"])
 
     def _where_it_bends(self) -> float | None:
         """Halfway between two neighbouring rates where an objective (or the knee) turns
