@@ -256,6 +256,8 @@ def iodepth_shortfall(r: TestResult) -> Warning | None:
     requested = parse_count(r.options.get("iodepth"))
     if requested < 4 or not r.iodepth_percent:
         return None
+    if r.options.get("rate_iops") or r.options.get("rate"):
+        return None  # a rate, not the queue, sets the load: the depth is only room
     achieved = sum(_DEPTH_BUCKETS.get(k, 0) * v for k, v in r.iodepth_percent.items()) / max(
         sum(r.iodepth_percent.values()), 1e-9)
     engine = r.options.get("ioengine", "psync")
