@@ -1,8 +1,9 @@
 """How long does storbench take to answer? The commands people type many times a day.
 
-Times `--help`, `list`, `show`, `compare` (and `import` of one file) end to end as a
-user runs them, the median of N runs each, beside `python -c pass` (the floor: the
-interpreter alone) and `import storbench.cli`. The store holds runs imported from
+Times `--help`, `list`, `show`, `compare` (and `import` of one file) end to end as
+a user runs them, the median of N runs each, beside `python -c pass` (the floor: the
+interpreter alone) and `import storbench.cli`, and the import of click and rich alone (what any CLI built on
+them pays) as a reference measured in the same run. The store holds runs imported from
 recorded real fio output (tests/data/fio). Goal: each command within 200 ms.
 
     .venv/bin/python bench/startup.py [--runs 20]
@@ -56,6 +57,9 @@ def main() -> None:
                            check=True, capture_output=True)
         floor = timed([py, "-c", "pass"], env, args.runs)
         rows = [("python -c pass (floor)", floor, False)]
+        # what any CLI built on click and rich pays before its own code
+        rows.append(("import click, rich (ref.)", timed(
+            [py, "-c", "import click, rich.console, rich.table"], env, args.runs), False))
         rows.append(("import storbench.cli", timed([py, "-c", "import storbench.cli"], env,
                                                    args.runs), False))
         for name, argv in (("storbench --help", ["--help"]), ("storbench list", ["list"]),

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from storbench.errors import StorbenchError
 from storbench.pipeline.importer import parse_source
-from storbench.workload import parse_jobfile
 from storbench.workload.guard import OPTIONS
+from storbench.workload.jobfile import parse_jobfile
 
 DATA = Path(__file__).resolve().parent / "data" / "fio"
 FUZZ = settings(max_examples=int(os.environ.get("STORBENCH_FUZZ_EXAMPLES", "150")),

@@ -102,7 +102,7 @@ def test_each_suite_shortened(suite, args, tmpfs, store_path):
     assert proc.returncode == 0, proc.stderr
     run = show_json(store_path)
     assert run["suite"] == suite and run["status"] == "completed"
-    from storbench.workload import get_suite
+    from storbench.workload.suites import get_suite
 
     assert [t["name"] for t in run["tests"]] == [t.name for t in get_suite(suite).tests]
     if suite == "app-mixed":

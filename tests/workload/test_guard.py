@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from storbench.errors import ConfigError
-from storbench.workload import parse_jobfile
 from storbench.workload.guard import OPTIONS, Risk
+from storbench.workload.jobfile import parse_jobfile
 from tests.cli.test_cli import assert_one_line_error, scratch_dirs
 from tests.conftest import FIO, needs_fio, run_cli
 

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 from storbench.errors import ConfigError
-from storbench.workload import parse_jobfile, parse_size
-from storbench.workload.sizes import fio_size
+from storbench.workload.jobfile import parse_jobfile
+from storbench.workload.sizes import fio_size, parse_size
 
 JOB = """
 ; a comment

@@ -3,7 +3,7 @@ import subprocess
 import pytest
 
 from storbench.errors import ConfigError
-from storbench.workload import SUITES, get_suite
+from storbench.workload.suites import SUITES, get_suite
 from tests.conftest import FIO, needs_fio
 
 

@@ -11,7 +11,7 @@ from storbench.analysis import references
 from storbench.analysis.cost import builtin_sheets, load_sheets
 from storbench.cli.common import cli, json_option, out, print_json
 from storbench.render import terminal
-from storbench.workload import SUITES, get_suite
+from storbench.workload.suites import SUITES, get_suite
 
 
 @cli.command()

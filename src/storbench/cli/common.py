@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 
 from storbench.errors import EXIT_CODES_HELP, ConfigError, StoreError
-from storbench.render.json import finite
+from storbench.render.strict import finite
 
 if TYPE_CHECKING:  # `storbench --help` needs no store
     from storbench.result.record import Run

@@ -25,7 +25,7 @@ from storbench.result.documents import Document, Part, parse_document
 from storbench.result.fio_json import parse_per_host, results_of
 from storbench.result.record import Invocation
 from storbench.store import Store
-from storbench.workload import get_suite
+from storbench.workload.suites import get_suite
 
 LABEL_FROM = ("filename", "dirname", "jobname")
 

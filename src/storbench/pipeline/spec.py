@@ -12,9 +12,10 @@ from storbench.analysis.assertions import Assertion
 from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
 from storbench.result.record import Run
-from storbench.workload import get_suite, parse_jobfile
+from storbench.workload.jobfile import parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest, expected_seconds
 from storbench.workload.sizes import parse_size
+from storbench.workload.suites import get_suite
 
 DEFAULT_STEADY_MAX_S = 120.0
 MAX_REPEAT = 1000

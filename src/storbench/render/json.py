@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import TYPE_CHECKING, Any
 
+from storbench.render.strict import finite
 from storbench.result.record import Run, Verdict
 
 if TYPE_CHECKING:  # types only: `show` and `list` need not load the comparison
@@ -80,18 +80,6 @@ def render(comp: Comparison) -> str:
         },
     }
     return json.dumps(finite(doc), indent=2, allow_nan=False) + "\n"
-
-
-def finite(o: Any) -> Any:
-    """NaN (a figure a published reference does not give) and ±Infinity become null:
-    strict JSON that every parser reads."""
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, dict):
-        return {k: finite(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [finite(v) for v in o]
-    return o
 
 
 

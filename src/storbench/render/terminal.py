@@ -24,11 +24,11 @@ from storbench.render.table import (
 )
 from storbench.result.record import Regression, Run, Verdict, Warning
 from storbench.workload.sizes import format_bytes_iec
-from storbench.workload.suites import ALWAYS_ADDED, Suite
 
-if TYPE_CHECKING:  # types only: `list` and `show` need not load the comparison
+if TYPE_CHECKING:  # types only: `list` and `show` need not load the comparison (or suites)
     from storbench.analysis.compare import Comparison
     from storbench.analysis.cost import Priced
+    from storbench.workload.suites import Suite
 
 
 def rich_table(t: Table, title: str | None = None) -> RichTable:
@@ -323,6 +323,8 @@ def print_run_list(console: Console, runs: list[Run]) -> None:
 
 
 def print_suites(console: Console, suites: list[Suite], *, detailed: bool) -> None:
+    from storbench.workload.suites import ALWAYS_ADDED
+
     if not detailed:
         t = RichTable(header_style="bold")
         for col in ("suite", "tests", "description"):

@@ -1,17 +1,3 @@
-"""What I/O to do: fio jobs, job files and the built-in suites."""
-
-from storbench.workload.jobfile import JobFile, Section, parse_jobfile
-from storbench.workload.sizes import format_bytes_iec, parse_size
-from storbench.workload.suites import SUITES, Suite, TestSpec, get_suite
-
-__all__ = [
-    "SUITES",
-    "JobFile",
-    "Section",
-    "Suite",
-    "TestSpec",
-    "format_bytes_iec",
-    "get_suite",
-    "parse_jobfile",
-    "parse_size",
-]
+"""What I/O to do: fio jobs and job files (jobfile), sizes, and the built-in suites
+(suites). Import what you need from those modules: this package loads nothing, so
+that importing workload.sizes (as the analysis does) does not build every suite."""
