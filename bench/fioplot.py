@@ -12,7 +12,7 @@ Goal: storbench in at least 10x less time.
 fio-plot is installed into a benchmark-only environment (a venv under
 ~/.cache/storbench-bench, made with uv from PyPI), never into storbench's.
 
-    .venv/bin/python bench/fioplot.py [--dir /var/tmp] [--runtime 2]
+    .venv/bin/python bench/fioplot.py [--dir /var/tmp] [--runtime 4]
 """
 
 from __future__ import annotations
@@ -40,12 +40,17 @@ def fio_plot() -> Path:
     if not exe.exists():
         print(f"installing fio-plot into {ENV} (benchmark only)", file=sys.stderr)
         subprocess.run(["uv", "venv", "--quiet", str(ENV)], check=True)
-        subprocess.run(["uv", "pip", "install", "--quiet", "--python", str(ENV / "bin" / "python"),
-                        "fio-plot"], check=True)
+        subprocess.run(["uv", "pip", "install", "--quiet", "--python",
+                        str(ENV / "bin" / "python"), "fio-plot"], check=True)
     return exe
 
 
+# as on a user's machine: Python's byte-code cache written and used (both tools)
+BASE_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(argv: list[str], **kw: object) -> float:
+    kw.setdefault("env", BASE_ENV)
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
     took = time.perf_counter() - start
@@ -58,7 +63,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default="/var/tmp", help="where fio's files go (direct I/O)")
-    ap.add_argument("--runtime", type=int, default=2)
+    ap.add_argument("--runtime", type=int, default=4,
+                    help="seconds per fio run (fio-plot's line charts need 4)")
     args = ap.parse_args()
     exe = fio_plot()
     with tempfile.TemporaryDirectory(prefix="sb-fioplot-", dir=args.dir) as tmp:
@@ -88,7 +94,7 @@ def main() -> None:
         fio_plot_s = sum(timed(argv, cwd=out) for argv in per_mode)
         theirs = len(list(out.glob("*.png")))
         # storbench: the same folder, one import and one report
-        env = {**os.environ, "STORBENCH_DB": str(Path(tmp) / "results.db")}
+        env = {**BASE_ENV, "STORBENCH_DB": str(Path(tmp) / "results.db")}
         storbench = [sys.executable, "-m", "storbench"]
         import_s = timed([*storbench, "import", str(top), "--label-from", "filename"], env=env)
         pngs = Path(tmp) / "storbench-charts"

@@ -2,9 +2,10 @@
 
 Times `--help`, `list`, `show`, `compare` (and `import` of one file) end to end as
 a user runs them, the median of N runs each, beside `python -c pass` (the floor: the
-interpreter alone) and `import storbench.cli`, and the import of click and rich alone (what any CLI built on
-them pays) as a reference measured in the same run. The store holds runs imported from
-recorded real fio output (tests/data/fio). Goal: each command within 200 ms.
+interpreter alone) and `import storbench.cli`, and the import of click and rich
+alone (what any CLI built on them pays) as a reference measured in the same run.
+The store holds runs imported from recorded real fio output (tests/data/fio). Goal:
+each command within 200 ms.
 
     .venv/bin/python bench/startup.py [--runs 20]
 

@@ -62,6 +62,5 @@ def report_cmd(store: Store, run_refs: tuple[str, ...], output: Path, png_dir: P
     err.print(f"Wrote {output} ({len(html.encode()) / 1024:,.0f} KiB, {len(charts)} charts)",
               markup=False)
     if png_dir is not None:
-        for c in charts:
-            png.write(c, png_dir)
+        png.write_all(charts, png_dir)
         err.print(f"Wrote {len(charts)} PNG charts to {png_dir}", markup=False)

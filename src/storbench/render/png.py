@@ -4,6 +4,8 @@ tickets and chat. 760 x 330 pixels each, like the report's SVG viewBox."""
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,30 @@ WIDTH_PX, HEIGHT_PX, DPI = 760, 330, 100
 IN_AXES_LEGEND = 4  # lines: more than this, and the legend goes below the chart
 
 
-def write(chart: Chart, directory: Path) -> Path:
+def write_all(charts: list[Chart], directory: Path) -> list[Path]:
+    """Every chart as a PNG file, drawn on all CPU cores (matplotlib draws on one:
+    ~0.4 s a chart), in their order."""
+    _load()
+    workers = min(len(charts) // 2, os.cpu_count() or 1)
+    if workers < 2:
+        return [write(c, directory) for c in charts]
+    directory.mkdir(parents=True, exist_ok=True)
+    # forked after matplotlib is loaded: each worker starts drawing at once
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return pool.starmap(write, [(c, directory) for c in charts])
+
+
+def _load() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+
+    return plt
+
+
+def write(chart: Chart, directory: Path) -> Path:
+    plt = _load()
 
     chart = units.for_display(chart)
     fig, ax = plt.subplots(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI)
