@@ -138,3 +138,18 @@ def test_a_curve_over_several_hosts_and_on_a_block_device(fio_servers, tmpfs, tm
         assert writes.returncode == 1 and "--destructive" in writes.stderr
     finally:
         dev.close()
+
+
+@needs_fio
+@pytest.mark.integration
+def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpfs, store_path):
+    """etcd's job (sync writes + fdatasync): closed loop with numjobs 1, 2, 4 …, not a
+    queue; the suite's fdatasync verdict is not applied to a curve's steps."""
+    proc = run_cli("curve", str(tmpfs), "--workload", "etcd", "--step-time", "1", "--steps",
+                   "3", "--max-depth", "4", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = shown(store_path)
+    curve = run["data"]["curve"]
+    assert curve["engine"] == "sync" and curve["closed_loop"][0]["test"] == "jobs1"
+    assert all(s["iodepth"] == 1 for s in curve["closed_loop"])
+    assert run["verdicts"] == []
