@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,6 +18,7 @@ from storbench.cli.common import (
     parse_tags,
     print_json,
 )
+from storbench.cli.k8s import kube_options
 from storbench.cli.progress import ConsoleReporter
 from storbench.cli.targets import TargetFlags, choose_targets, host_options
 from storbench.errors import ConfigError, Interrupted, ThresholdExceeded
@@ -63,6 +65,7 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
               help="Allow writing to the block device TARGET, named again here.")
 @click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
               help="Time limit for the whole curve (of each target).")
+@kube_options
 @assert_options
 @click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
               help="fio binary to run (default: fio on PATH).")
@@ -74,7 +77,8 @@ def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
           hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
           destructive: str | None, timeout_s: float | None, assertions: tuple[str, ...],
           baseline: str | None, max_regression: str, fio_path: str | None,
-          as_json: bool) -> None:
+          as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
+          **kube_params: Any) -> None:
     """Measure an IOPS-latency curve: the highest rate that meets a latency objective.
 
     First closed loop: the workload at queue depth 1, 2, 4, ... (more jobs for a
@@ -93,7 +97,11 @@ def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
           --assert "curve.p99_9_10ms.iops >= 2000"
       storbench curve /dev/nvme1n1 --workload quick:randread --slo "p99<=500us"
       storbench curve /mnt/a /mnt/b --slo "p99<=5ms"     # two targets, then compared
+      storbench curve --storage-class gp3 --slo "p99<=10ms"
     """
+    if dry_run:
+        raise ConfigError("--dry-run applies to `run`: a curve's steps are chosen as it"
+                          " measures")
     if baseline is not None:
         raise ConfigError("--baseline applies to `run`; a curve is judged by --assert"
                           " (e.g. curve.p99_2ms.iops >= 2500)")
@@ -104,8 +112,8 @@ def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
                    curve=CurveSpec(test, objectives, step_s, steps, max_depth))
     spec.check()
     targets = choose_targets(TargetFlags(
-        targets_given, hosts_text, hosts_file, shared_file, ssh_config, (), {}, False, False,
-        timeout_s, destructive, size is not None, False, False))
+        targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
+        kube_params, False, False, timeout_s, destructive, size is not None, False, False))
     reporters: list[ConsoleReporter] = []
 
     def reporter_for(target: Target) -> ConsoleReporter:

@@ -175,7 +175,9 @@ class PodExecutor:
     """
 
     def __init__(self, kube: Kube, namespace: str, guard: SignalGuard, jobs_dir: str,
-                 work_dir: str, memory_limit: str | None, logs: Path) -> None:
+                 work_dir: str, memory_limit: str | None, logs: Path,
+                 shipped: set[str] | None = None) -> None:
+        self.shipped = shipped  # the ConfigMap's keys (None: every job is there)
         self.kube = kube
         self.namespace = namespace
         self.guard = guard
@@ -214,14 +216,20 @@ class PodExecutor:
         failed = threading.Event()
 
         def one(i: int, job: FioJob) -> ExecResult:
+            # a job made after the ConfigMap (a curve's next step) is written in the pod
+            # first, from an argument (no shell quoting of its text)
+            inline = self.shipped is not None and job.key not in self.shipped
+            path = f"{self.work_dir if inline else self.jobs_dir}/{job.key}"
             argv = ["fio", "--output-format=json+",
                     f"--output={self.work_dir}/{Path(job.key).stem}.json",
-                    "--eta=always", "--eta-newline=1", f"{self.jobs_dir}/{job.key}"]
+                    "--eta=always", "--eta-newline=1", path]
+            write = f'printf "%s" "$1" > {path} && ' if inline else ""
             progress = (status_feeder(on_progress) if i == 0 and on_progress is not None
                         else None)
             res = self.kube.exec(
                 self.namespace, job.worker,
-                ["sh", "-c", f"cd {self.work_dir} && exec " + " ".join(argv)],
+                ["sh", "-c", f"{write}cd {self.work_dir} && exec " + " ".join(argv), "sh",
+                 job.text],
                 on_stdout=progress, deadline_s=deadline_s,
                 should_stop=lambda: self.guard.signum is not None or failed.is_set())
             if res.returncode != 0 and not res.timed_out:

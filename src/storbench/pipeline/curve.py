@@ -120,6 +120,7 @@ class Curve:
         runtime = f"{self.spec.step_s:g}"
         sections = []
         for s in self.test.jobfile.sections:
+            s = s.without("rate", "rate_iops", "rate_process")  # the curve sets the rate
             if not s.is_global:
                 s = _with_file(s, self.test.jobfile)
                 s = replace(s, name=name).without("ramp_time", "rate", "rate_iops",

@@ -32,6 +32,11 @@ class CurveSpec:
     steps: int | None = None  # open-loop steps; None: adaptive
     max_depth: int = 256
 
+    @property
+    def most_steps(self) -> int:
+        """How many steps it may take: doubling up to max_depth, then the open loop."""
+        return self.max_depth.bit_length() + 1 + (self.steps or 12)
+
     def check(self) -> None:
         for text in self.objectives:
             Objective.parse(text)
@@ -154,8 +159,10 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
         raise ConfigError(f"--steady-window must be positive, not {spec.steady_window_s}")
     plan = _plan_tests(spec, scratch)
     tests = plan.tests
-    if spec.curve is not None:
-        return replace(plan, tests=[_curve_test(tests, spec.curve.test, plan.suite_name)])
+    if spec.curve is not None:  # scheduled as often as it may run: time budgets
+        test = replace(_curve_test(tests, spec.curve.test, plan.suite_name),
+                       expected_s=spec.curve.step_s + 1)
+        return replace(plan, tests=[test], repeat=spec.curve.most_steps)
     if spec.until_steady is not None:
         limit = spec.runtime or DEFAULT_STEADY_MAX_S
         tests = [replace(t, jobfile=t.jobfile.with_steady_state(

@@ -87,6 +87,21 @@ def test_throttled_class_measures_the_known_truth(kube, namespace, k8s_env, stor
     assert leftovers(kube, namespace) == []
 
 
+def test_a_curve_on_the_throttled_class(kube, namespace, k8s_env, store_path):
+    """storbench curve --storage-class: each step's job file, made as the curve goes,
+    is written into the pod; the closed-loop maximum is the class's cap."""
+    proc = run_cli("curve", "--storage-class", "throttled-3000iops", "-n", namespace,
+                   "--workload", "quick:randwrite", "--size", "128m", "--step-time", "3",
+                   "--steps", "4", "--max-depth", "8", "--slo", "p99<=100ms",
+                   db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    curve = show_json(store_path)["data"]["curve"]
+    assert curve["max_iops"] == pytest.approx(3000, rel=0.05)
+    assert len(curve["steps"]) == 4 and curve["answers"][0]["iops"] is not None
+    assert curve["answers"][0]["iops"] == pytest.approx(3000, rel=0.1)
+    assert leftovers(kube, namespace) == []
+
+
 def test_class_that_does_not_exist(kube, namespace, k8s_env, store_path):
     proc = run_cli("run", "--storage-class", "no-such-class", "-n", namespace,
                    db=store_path, env=k8s_env)

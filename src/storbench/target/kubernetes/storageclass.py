@@ -223,8 +223,9 @@ class KubeTarget:
                                      environment, str(kp.scratch))
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
+        shipped = set(self.layout.jobs) if self.layout is not None else None
         return PodExecutor(self._kube(), self.namespace, guard, JOBS_DIR, WORK_DIR,
-                           dict(self.o.limits).get("memory"), workdir / "pod-logs")
+                           dict(self.o.limits).get("memory"), workdir / "pod-logs", shipped)
 
     def probe_dir(self) -> Path | None:
         return None
