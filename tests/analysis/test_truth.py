@@ -39,11 +39,12 @@ def test_throttled_volume_reads_back_its_caps(throttled, store_path):
     assert mostly_within(series["iops"][1:], 3000, rel=0.05)
 
 
-def mostly_within(values: list[float], expected: float, rel: float, share: float = 0.75) -> bool:
-    """The median, and at least ``share`` of the values, within ``rel`` of ``expected``."""
+def mostly_within(values: list[float], expected: float, rel: float) -> bool:
+    """The median, and all values but one in four (at least one), within ``rel`` of
+    ``expected``."""
     near = [v for v in values if v == pytest.approx(expected, rel=rel)]
     return statistics.median(values) == pytest.approx(expected, rel=rel) and (
-        len(near) >= share * len(values))
+        len(near) >= len(values) - max(1, len(values) // 4))
 
 
 def job(tmp_path: Path, text: str, name: str = "job.fio") -> Path:
