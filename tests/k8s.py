@@ -16,8 +16,9 @@ from storbench.execute.kubernetes import Kube
 from storbench.target.kubernetes import SELECTOR
 
 REPO = Path(__file__).resolve().parents[1]
-# The team's test-bed: $STORBENCH_K8S_TESTBED, else ../shared beside the repository.
-_CANDIDATES = [REPO.parent / "shared/testbed/k8s", Path("/work/shared/testbed/k8s")]
+# The team's test-bed: $STORBENCH_K8S_TESTBED, else shared/testbed/k8s beside the
+# repository or beside one of its parent directories (../shared, ../../shared, ...).
+_CANDIDATES = [d / "shared/testbed/k8s" for d in REPO.parents]
 TESTBED = Path(os.environ.get("STORBENCH_K8S_TESTBED")
                or next((c for c in _CANDIDATES if c.exists()), _CANDIDATES[0]))
 IMAGE = "localhost/fio:3.33"  # the test-bed's image: Debian 12's fio 3.33 and busybox
