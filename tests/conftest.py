@@ -131,7 +131,8 @@ def sshfs_server() -> Iterator[object]:
 
 @pytest.fixture
 def cached_loop_dir() -> Iterator[Path]:
-    """ext4 on a loop device over a tmpfs file, buffered: a cache in front of a 'disk'."""
+    """ext4 on a RAM block device (zram, else a buffered loop over tmpfs): a cache in
+    front of a "disk"."""
     from tests.testbed import cached_loop, missing_for_throttled
 
     _skip_unless("cached loop device", missing_for_throttled())

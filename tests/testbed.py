@@ -7,8 +7,11 @@ tears down fully (mounts, loop devices, cgroups, servers), also when the body fa
 - Throttled: ext4 on a loop device (direct I/O to an image on the disk), capped by
   a cgroup v1 blkio throttle ("gp3-like": e.g. 3000 IOPS, 125 MiB/s). Processes run
   through ``wrap(argv)`` join the cgroup before exec; limits can change mid-run.
-- cached_loop(): ext4 on a loop device whose image lives in tmpfs, without direct
-  I/O: a page cache in front of a "disk" (a cache that lies, for warnings).
+- cached_loop(): ext4 on a RAM block device (a zram device of its own when the kernel
+  has zram, else a loop device over a tmpfs image without direct I/O): direct reads
+  answered from memory, a cache in front of a "disk" (a cache that lies, for warnings).
+  The loop fallback's reads take ~20 µs on a slow machine, the warning's very limit;
+  zram's take ~4 µs.
 - DelayedSSHFS: an "EFS-like" network file system: sshfs to a private sshd on
   127.0.0.1 through toxiproxy adding latency each way; also mountable directly.
 """
@@ -158,9 +161,17 @@ class Throttled(_Target):
             time.sleep(0.1)
 
 
+ZRAM = Path("/sys/class/zram-control")
+
+
 @contextlib.contextmanager
 def cached_loop() -> Iterator[Path]:
-    """ext4 on a loop device backed by a file in tmpfs, buffered: a cache in front."""
+    """ext4 on a RAM block device: zram when the kernel has it, else a loop device
+    backed by a file in tmpfs, buffered. Either way, a cache in front."""
+    if (ZRAM / "hot_add").exists():
+        with _zram_ext4("512M") as mnt:
+            yield mnt
+        return
     with tmpfs("600m") as ram, tempfile.TemporaryDirectory(prefix="sb-cached-") as d:
         img, mnt = ram / "disk.img", Path(d) / "mnt"
         mnt.mkdir()
@@ -175,6 +186,27 @@ def cached_loop() -> Iterator[Path]:
                 subprocess.run(["umount", "-l", str(mnt)], check=False)
         finally:
             subprocess.run(["losetup", "-d", dev], check=False)
+
+
+@contextlib.contextmanager
+def _zram_ext4(size: str) -> Iterator[Path]:
+    """A zram device of our own (hot_add), ext4 on it, mounted; removed afterwards."""
+    n = (ZRAM / "hot_add").read_text().strip()
+    block = Path(f"/sys/block/zram{n}")
+    try:
+        (block / "disksize").write_text(size)
+        with tempfile.TemporaryDirectory(prefix="sb-zram-") as d:
+            sh("mkfs.ext4", "-q", "-E", "nodiscard", f"/dev/zram{n}")
+            sh("mount", f"/dev/zram{n}", d)
+            try:
+                yield Path(d)
+            finally:
+                subprocess.run(["umount", "-l", d], check=False)
+    finally:
+        with contextlib.suppress(OSError):
+            (block / "reset").write_text("1")
+        with contextlib.suppress(OSError):
+            (ZRAM / "hot_remove").write_text(n)
 
 
 def free_port() -> int:
