@@ -7,27 +7,19 @@ from typing import Any
 
 import click
 
-from storbench.analysis.compare import compare as build_comparison
 from storbench.cli.common import (
     assert_options,
     cli,
     db_option,
-    err,
     json_option,
-    out,
     parse_tags,
-    print_json,
 )
 from storbench.cli.k8s import kube_options
-from storbench.cli.progress import ConsoleReporter
+from storbench.cli.measuring import measure_and_report, push_option
 from storbench.cli.targets import TargetFlags, choose_targets, host_options
-from storbench.errors import ConfigError, Interrupted, ThresholdExceeded
-from storbench.pipeline.loop import TargetOutcome, run_all
+from storbench.errors import ConfigError
 from storbench.pipeline.spec import CurveSpec, RunSpec
-from storbench.render import terminal
-from storbench.render.json import run_dict
 from storbench.store import Store
-from storbench.target.base import Target
 
 
 def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None:
@@ -69,6 +61,7 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
 @assert_options
 @click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
               help="fio binary to run (default: fio on PATH).")
+@push_option
 @json_option
 @db_option
 def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
@@ -78,7 +71,7 @@ def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
           destructive: str | None, timeout_s: float | None, assertions: tuple[str, ...],
           baseline: str | None, max_regression: str, fio_path: str | None,
           as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
-          **kube_params: Any) -> None:
+          push_to: str | None, **kube_params: Any) -> None:
     """Measure an IOPS-latency curve: the highest rate that meets a latency objective.
 
     First closed loop: the workload at queue depth 1, 2, 4, ... (more jobs for a
@@ -114,31 +107,7 @@ def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
     targets = choose_targets(TargetFlags(
         targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
         kube_params, False, False, timeout_s, destructive, size is not None, False, False))
-    reporters: list[ConsoleReporter] = []
-
-    def reporter_for(target: Target) -> ConsoleReporter:
-        reporters.append(ConsoleReporter(err))
-        return reporters[-1]
-
-    def on_done(done: TargetOutcome) -> None:
-        reporters[-1].close()
-        if done.outcome is not None and not as_json:
-            terminal.print_run(out, done.outcome.run)
-
-    outcomes = run_all(targets, spec, store, reporter_for, on_done)
-    runs = [o.outcome.run for o in outcomes if o.outcome is not None and o.error is None]
-    if as_json:
-        print_json([run_dict(r) for r in runs] if len(targets) > 1 else (
-            run_dict(runs[0]) if runs else None))
-    elif len(runs) > 1:
-        out.print()
-        terminal.print_comparison(out, build_comparison(runs, None))
-    errors = [o.error for o in outcomes if o.error is not None]
-    if errors:
-        raise next((e for e in errors if isinstance(e, Interrupted)), errors[0])
-    failed = [text for r in runs for text in r.failed_checks]
-    if failed:
-        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
+    measure_and_report(targets, spec, store, as_json=as_json, push_to=push_to)
 
 
 def _workload(text: str) -> tuple[str, str | None, Path | None]:

@@ -12,7 +12,6 @@ import click
 
 from storbench.analysis.assertions import Assertion
 from storbench.analysis.assertions import check as check_assertion
-from storbench.analysis.compare import compare as build_comparison
 from storbench.analysis.regression import regressions
 from storbench.cli.common import (
     assert_options,
@@ -26,14 +25,14 @@ from storbench.cli.common import (
     print_json,
 )
 from storbench.cli.k8s import kube_options
-from storbench.cli.progress import ConsoleReporter
+from storbench.cli.measuring import measure_and_report, push_option
 from storbench.cli.targets import TargetFlags, choose_targets, host_options
-from storbench.errors import ConfigError, Interrupted, StorbenchError, ThresholdExceeded
+from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
 from storbench.execute import find_fio
-from storbench.pipeline.loop import TargetOutcome, plan_run, run_all
+from storbench.pipeline.loop import plan_run
 from storbench.pipeline.spec import STEADY_CRITERION, RunSpec
 from storbench.render import terminal
-from storbench.render.json import outcome_dict, run_dict
+from storbench.render.json import outcome_dict
 from storbench.store import Store
 from storbench.target.base import Target
 from storbench.target.hosts import DEFAULT_PORT
@@ -116,6 +115,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @assert_options
 @click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
               help="fio binary to run (default: fio on PATH).")
+@push_option
 @json_option
 @db_option
 def run(
@@ -128,7 +128,8 @@ def run(
     fio_path: str | None, as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
     timeout_s: float | None, allow_exec: bool, destructive: str | None, reads_only: bool,
     precondition: bool,
-    precondition_size: str | None, round_s: float, max_rounds: int, **kube_params: Any,
+    precondition_size: str | None, round_s: float, max_rounds: int, push_to: str | None,
+    **kube_params: Any,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
 
@@ -161,6 +162,7 @@ def run(
       storbench run --storage-class gp3 --storage-class efs-sc --suite quick
       storbench run --storage-class fast --namespace bench --capacity 100Gi --dry-run
       storbench run /dev/nvme1n1 --suite quick --destructive /dev/nvme1n1
+      storbench run /mnt/data --push http://pushgateway:9091
     """
     limit = _parse_percent(max_regression)
     spec = RunSpec(suite=suite, job_file=job_file, size=size, runtime=runtime, label=label,
@@ -179,36 +181,7 @@ def run(
     if dry_run:
         _dry_run(spec, targets)
         return
-    reporters: list[ConsoleReporter] = []
-
-    def reporter_for(target: Target) -> ConsoleReporter:
-        reporters.append(ConsoleReporter(err))
-        return reporters[-1]
-
-    def on_done(done: TargetOutcome) -> None:
-        reporters[-1].close()
-        if done.outcome is not None and not as_json:
-            terminal.print_run(out, done.outcome.run)
-        if done.error is not None and len(targets) > 1 and not isinstance(done.error,
-                                                                          Interrupted):
-            err.print(f"storbench: {done.target.name}: {done.error}", markup=False)
-
-    outcomes = run_all(targets, spec, store, reporter_for, on_done)
-    runs = [o.outcome.run for o in outcomes if o.outcome is not None and o.error is None]
-    if as_json:
-        if len(targets) == 1 and runs:
-            print_json(run_dict(runs[0]))
-        elif len(targets) > 1:
-            print_json([run_dict(r) for r in runs])
-    elif len(runs) > 1:
-        out.print()
-        terminal.print_comparison(out, build_comparison(runs, None))
-    errors = [o.error for o in outcomes if o.error is not None]
-    if errors:
-        raise next((e for e in errors if isinstance(e, Interrupted)), errors[0])
-    failed = [text for r in runs for text in r.failed_checks]
-    if failed:
-        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
+    measure_and_report(targets, spec, store, as_json=as_json, push_to=push_to)
 
 
 def _dry_run(spec: RunSpec, targets: list[Target]) -> None:
