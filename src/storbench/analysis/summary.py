@@ -37,8 +37,13 @@ _LAT_FIELDS = (("mean_ns", "mean"), ("p50_ns", "p50"), ("p99_ns", "p99"),
 
 
 def summarize(run: Run) -> list[SummaryRow]:
+    return summarize_tests(run.results_by_test())
+
+
+def summarize_tests(by_test: dict[str, list[TestResult]]) -> list[SummaryRow]:
+    """The rows of tests given as {test: results, one per repeat} (a run's, a host's)."""
     rows: list[SummaryRow] = []
-    for name, results in run.results_by_test().items():
+    for name, results in by_test.items():
         if any(r.error for r in results):
             rows.append(SummaryRow(name, "-", len(results), True, *([None] * 8)))
             continue

@@ -136,9 +136,14 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
 def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None,
            columns: str | None, baseline: str | None, output: Path | None,
            reference: str | None, reference_file: Path | None) -> None:
-    """Export runs as Markdown or wiki tables, CSV or JSON (the full model, base units).
+    """Export runs as Markdown or wiki tables, CSV or JSON (the full model, base units),
+    or as time series: OpenMetrics, InfluxDB line protocol, NDJSON.
 
     Each run's caveats (its warnings, in a few words) and verdicts go beside its figures.
+    The time-series formats write one sample per run, test, direction, host and figure
+    (base units, the unit in the name), at the run's end: storbench_iops,
+    storbench_bandwidth_bytes_per_second, storbench_latency_seconds{quantile="0.99"}, ...
+    (docs/teams.md: backfilling Prometheus, loading InfluxDB or OpenSearch).
 
     \b
     Example:
@@ -147,6 +152,8 @@ def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None
       storbench export 14 -R nvme-vdo,vsan --layout rows \\
           --columns etcd.write.iops,etcd.sync.lat_p99                # study 3's wiki rows
       storbench export 12 --format json -o run12.json
+      storbench export 12 13 --format openmetrics -o runs.om
+      promtool tsdb create-blocks-from openmetrics runs.om /var/lib/prometheus/metrics2
     """
     comp = comparison(store, run_refs, baseline, reference, reference_file)
     if columns:

@@ -3,7 +3,7 @@
 from collections.abc import Callable
 
 from storbench.analysis.compare import Comparison
-from storbench.render import csv, json, layouts, markdown
+from storbench.render import csv, influx, json, layouts, markdown, ndjson, openmetrics
 
 FORMATS: dict[str, Callable[[Comparison], str]] = {
     "md": markdown.render,
@@ -11,4 +11,7 @@ FORMATS: dict[str, Callable[[Comparison], str]] = {
     "json": json.render,
     "wiki": layouts.render_markdown,  # one Markdown table per metric (--layout: others)
     "html-table": layouts.render_html,  # the same, as HTML tables
+    "openmetrics": openmetrics.render,  # Prometheus: samples at each run's end
+    "influx": influx.render,  # InfluxDB line protocol
+    "ndjson": ndjson.render,  # one record per figure, for OpenSearch/Elasticsearch
 }

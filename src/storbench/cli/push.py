@@ -1,0 +1,95 @@
+"""`storbench push`: runs' figures to a Prometheus Pushgateway (also `run --push`)."""
+
+from __future__ import annotations
+
+import base64
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+
+import click
+
+from storbench.cli.common import cli, db_option, err, load_run
+from storbench.errors import ConfigError, StorbenchError
+from storbench.render import openmetrics
+from storbench.result.record import Run
+from storbench.store import Store
+
+TIMEOUT_S = 10.0
+
+
+class PushError(StorbenchError):
+    """The Pushgateway refused the metrics or could not be reached."""
+
+
+def _segment(name: str, value: str) -> str:
+    """A grouping-key part of the URL; values with '/' (or empty) go base64url-encoded,
+    as the Pushgateway's API says."""
+    if value and "/" not in value:
+        return f"{name}/{urllib.parse.quote(value, safe='')}"
+    encoded = base64.urlsafe_b64encode(value.encode()).decode() or "="
+    return f"{name}@base64/{encoded}"
+
+
+def group_url(gateway: str, instance: str) -> str:
+    """The group job="storbench", instance=INSTANCE at the Pushgateway ``gateway``."""
+    parsed = urllib.parse.urlparse(gateway)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(f"--pushgateway {gateway!r}: give its URL, e.g."
+                          " http://pushgateway:9091")
+    return (f"{gateway.rstrip('/')}/metrics/{_segment('job', 'storbench')}/"
+            f"{_segment('instance', instance)}")
+
+
+def push_runs(gateway: str, runs: Sequence[Run]) -> list[str]:
+    """PUT each target's runs as its group (job="storbench", instance=target): the
+    group then holds exactly these runs' figures. Returns the groups' URLs."""
+    by_target: dict[str, list[Run]] = {}
+    for run in runs:
+        by_target.setdefault(run.target, []).append(run)
+    urls = []
+    for target, group in by_target.items():
+        url = group_url(gateway, target)
+        body = openmetrics.text(group, openmetrics=False).encode()
+        request = urllib.request.Request(url, data=body, method="PUT",
+                                         headers={"Content-Type": openmetrics.CONTENT_TYPE})
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S):
+                pass
+        except urllib.error.HTTPError as exc:
+            said = exc.read().decode(errors="replace").strip()
+            raise PushError(f"the Pushgateway at {gateway} refused the metrics of"
+                            f" {target}: HTTP {exc.code} {said}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise PushError(f"cannot reach the Pushgateway at {gateway}: {reason}") from None
+        urls.append(url)
+    return urls
+
+
+@cli.command()
+@click.argument("run_refs", nargs=-1, required=True, metavar="RUN...")
+@click.option("--pushgateway", "gateway", required=True, metavar="URL",
+              envvar="STORBENCH_PUSHGATEWAY", show_envvar=True,
+              help="The Pushgateway's URL, e.g. http://pushgateway:9091.")
+@db_option
+def push(store: Store, run_refs: tuple[str, ...], gateway: str) -> None:
+    """Push runs' figures to a Prometheus Pushgateway, grouped as job="storbench",
+    instance=TARGET.
+
+    The metrics are those of `export --format openmetrics` without timestamps (a
+    Pushgateway refuses them): storbench_iops, storbench_bandwidth_bytes_per_second,
+    storbench_latency_seconds{quantile="0.99"}, ... labelled with the run's uid, label,
+    suite, test, direction, target and storage class. Each push replaces its target's
+    group: Prometheus scrapes the latest runs. For a history, backfill from
+    `export --format openmetrics` (docs/teams.md).
+
+    \b
+    Example:
+      storbench push last --pushgateway http://pushgateway:9091
+      storbench run /mnt/data --push http://pushgateway:9091    # when the run ends
+    """
+    runs = [load_run(store, store.resolve(r)) for r in run_refs]
+    for url in push_runs(gateway, runs):
+        err.print(f"Pushed to {url}", markup=False)
