@@ -129,6 +129,33 @@ def sshfs_server() -> Iterator[object]:
         yield s
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A real PostgreSQL server for the session (tests/services.py); its URL."""
+    from tests import services
+
+    reason = services.missing(("postgresql", services.postgres_bin() and "found"))
+    if reason and os.environ.get("STORBENCH_REQUIRE_SERVICES") != "1":
+        pytest.skip(reason)
+    with services.postgresql() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_db(postgres_server: str) -> Iterator[str]:
+    """A fresh database on the session's PostgreSQL server, dropped afterwards."""
+    import secrets
+
+    import psycopg
+
+    name = f"t_{secrets.token_hex(4)}"
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield postgres_server.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.fixture
 def cached_loop_dir() -> Iterator[Path]:
     """ext4 on a RAM block device (zram, else a buffered loop over tmpfs): a cache in

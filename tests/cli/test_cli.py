@@ -21,6 +21,15 @@ pytestmark = [needs_fio, pytest.mark.integration]
 SHORT = ("--size", "16m", "--runtime", "1")
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_path(request, tmp_path):
+    """Every test here runs against both stores: a SQLite file and a fresh database
+    on a real PostgreSQL server (tests/services.py)."""
+    if request.param == "sqlite":
+        return tmp_path / "results.db"
+    return request.getfixturevalue("postgres_db")
+
+
 def scratch_dirs(target: Path) -> list[Path]:
     return [p for p in target.iterdir() if p.name.startswith("storbench-")]
 
@@ -128,7 +137,7 @@ def test_job_file(tmpfs, tmp_path, store_path):
     assert "reader read IOPS" in md and "writer write IOPS" in md
 
 
-def test_list_compare_export_rm(tmpfs, store_path):
+def test_list_compare_export_rm(tmpfs, store_path, tmp_path):
     for label in ("first", "second"):
         proc = run_cli("run", str(tmpfs), *SHORT, "--label", label, db=store_path)
         assert proc.returncode == 0, proc.stderr
@@ -163,9 +172,19 @@ def test_list_compare_export_rm(tmpfs, store_path):
     assert any("[µs]" in h or "[ms]" in h for h in rows[0])
     float(rows[1][rows[0].index("randread read IOPS")])
 
-    out = Path(store_path.parent / "e.json")
+    out = tmp_path / "e.json"
     proc = run_cli("export", str(a), "--format", "json", "-o", str(out), db=store_path)
     assert json.loads(out.read_text())["schema"] == "storbench.export/1"
+
+    checked = run_cli("check", str(b), "--baseline", str(a), "--max-regression", "99%",
+                      "--assert", "randread.iops > 1", db=store_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    failing = run_cli("check", str(b), "--assert", "randread.iops < 1", db=store_path)
+    assert failing.returncode == 3
+    html = tmp_path / "r.html"
+    proc = run_cli("report", str(a), str(b), "-o", str(html), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "first" in html.read_text() and "second" in html.read_text()
 
     assert run_cli("rm", str(a), db=store_path).returncode == 0
     proc = run_cli("show", str(a), db=store_path)

@@ -1,4 +1,6 @@
-"""The SQLite store: every run with its environment, results and fio's raw JSON.
+"""The store: every run with its environment, results and fio's raw JSON, in an
+embedded SQLite file or a team's PostgreSQL database (``--db postgresql://…``, the
+dialect seam in store/postgres.py: the SQL here is written once for both).
 
 Schema changes are an ordered list of migrations, each applied in a transaction
 with the row that records it. Results are immutable (triggers refuse updates);
@@ -29,6 +31,7 @@ from storbench.result.record import (
     Warning,
 )
 from storbench.store.migrations import MIGRATIONS, REBUILDS
+from storbench.store.postgres import is_url
 from storbench.store.processes import crash_note, this_process, vanished
 
 
@@ -40,7 +43,7 @@ def default_db_path() -> Path:
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def _insert_warnings(db: sqlite3.Connection, run_id: int, warnings: Sequence[Warning]) -> None:
+def insert_warnings(db: Any, run_id: int, warnings: Sequence[Warning]) -> None:
     db.executemany(
         "INSERT INTO warnings (run_id, test, kind, message, details) VALUES (?, ?, ?, ?, ?)",
         [(run_id, w.test, w.kind, w.message, json.dumps(w.details)) for w in warnings])
@@ -54,8 +57,15 @@ def now_iso() -> str:
 
 
 class Store:
+    db: Any  # sqlite3.Connection, or postgres.Connection (the same calls)
+
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        self.errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
+        if isinstance(path, str) and is_url(path):
+            self._open_postgres(path)
+            return
+        self.postgres = False
         if self.path != ":memory:":
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -74,12 +84,27 @@ class Store:
             raise StoreError(f"cannot open the results database {self.path!r}: {exc};"
                              " pass --db another file") from exc
 
+    def _open_postgres(self, url: str) -> None:
+        import psycopg
+
+        from storbench.store import postgres
+
+        self.path = postgres.shown(url)
+        self.postgres = True
+        self.errors = (psycopg.Error,)
+        try:
+            self.db = postgres.Connection(url)
+            postgres.migrate(self.db, MIGRATIONS, now_iso(), self.path)
+            self._mark_crashed()
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot use the results database {self.path}: {exc}") from exc
+
     def close(self) -> None:
         self.db.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
+    def _tx(self) -> Iterator[Any]:
+        self.db.execute("BEGIN" if self.postgres else "BEGIN IMMEDIATE")
         try:
             yield self.db
         except BaseException:
@@ -157,12 +182,12 @@ class Store:
                 "INSERT INTO runs (uid, created_at, status, origin, label, suite, target,"
                 " environment, settings, storbench_version, fio_version, host, pid,"
                 " pid_start, boot_id) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?)",
+                " ?, ?) RETURNING id",
                 (uid, now_iso(), origin, label, suite, target, json.dumps(environment),
                  json.dumps(settings), storbench_version, fio_version, me.host, me.pid,
                  me.start, me.boot_id),
             )
-            run_id = int(cur.lastrowid or 0)
+            run_id = int(cur.fetchone()[0])
             db.executemany(
                 "INSERT INTO run_tags VALUES (?, ?, ?)",
                 [(run_id, k, v) for k, v in (tags or {}).items()],
@@ -183,19 +208,20 @@ class Store:
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO invocations (run_id, ordinal, job_text, raw_json, returncode,"
-                " stderr, wall_s) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " stderr, wall_s) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (run_id, invocation.ordinal, invocation.job_text, invocation.raw_json,
                  invocation.returncode, invocation.stderr, invocation.wall_s),
             )
+            invocation_id = cur.fetchone()[0]
             db.executemany(
                 "INSERT INTO results (run_id, invocation_id, ordinal, test, result, repeat,"
                 " host) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, cur.lastrowid, ordinal, r.name, json.dumps(r.to_dict()), repeat, "")
+                [(run_id, invocation_id, ordinal, r.name, json.dumps(r.to_dict()), repeat, "")
                  for ordinal, r in results]
-                + [(run_id, cur.lastrowid, ordinal, r.name, json.dumps(r.to_dict()), repeat,
+                + [(run_id, invocation_id, ordinal, r.name, json.dumps(r.to_dict()), repeat,
                     host) for ordinal, host, r in per_host],
             )
-            _insert_warnings(db, run_id, warnings)
+            insert_warnings(db, run_id, warnings)
 
     def update_environment(self, run_id: int, environment: dict[str, Any],
                            fio_version: str | None) -> None:
@@ -216,7 +242,7 @@ class Store:
         if status not in STATUSES[1:]:
             raise ValueError(status)
         with self._tx() as db:
-            _insert_warnings(db, run_id, warnings)
+            insert_warnings(db, run_id, warnings)
             db.executemany("INSERT INTO run_data VALUES (?, ?, ?)",
                            [(run_id, k, json.dumps(v)) for k, v in (data or {}).items()])
             db.executemany(
@@ -276,7 +302,7 @@ class Store:
                              " `storbench list` shows the stored runs")
         return self._run(row, with_results)
 
-    def _run(self, row: sqlite3.Row, with_results: bool) -> Run:
+    def _run(self, row: Any, with_results: bool) -> Run:
         tags = {
             r["key"]: r["value"]
             for r in self.db.execute("SELECT key, value FROM run_tags WHERE run_id = ?"
@@ -337,7 +363,7 @@ class Store:
         tags: dict[str, str] | None = None,
         limit: int | None = None,
     ) -> list[Run]:
-        sql = "SELECT * FROM runs WHERE 1"
+        sql = "SELECT * FROM runs WHERE 1 = 1"
         params: list[Any] = []
         if label is not None:
             sql += " AND label = ?"

@@ -1,0 +1,75 @@
+"""`storbench db`: the results database itself (copy history between stores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from storbench.cli.common import cli, database_error, err, out
+from storbench.errors import ConfigError
+from storbench.store import Store
+from storbench.store.postgres import is_url
+
+
+@cli.group()
+def db() -> None:
+    """The results database: copy history between SQLite files and PostgreSQL.
+
+    Every command takes --db (or STORBENCH_DB): a SQLite file, or a team's PostgreSQL
+    as postgresql://user@host/dbname (docs/teams.md).
+
+    \b
+    Example:
+      storbench db copy results.db postgresql://bench@db.example.com/storbench
+    """
+
+
+def _open(where: str, *, must_exist: bool) -> Store:
+    if must_exist and not is_url(where) and not Path(where).is_file():
+        raise ConfigError(f"{where}: no such database file")
+    return Store(where)
+
+
+@db.command("copy")
+@click.argument("src", metavar="SRC")
+@click.argument("dst", metavar="DST")
+def copy(src: str, dst: str) -> None:
+    """Copy every finished run of SRC into DST: SQLite files or postgresql:// URLs.
+
+    A run is known by its uid: one that DST already holds is not copied again, so a
+    copy can be repeated (and interrupted). Copied runs keep their times, status,
+    results, fio output, warnings and verdicts, and get DST's next ids. A run still
+    running in SRC is not copied.
+
+    \b
+    Example:
+      storbench db copy ~/.local/share/storbench/results.db postgresql://bench@db/storbench
+      storbench db copy ci-runner-7.db "$STORBENCH_DB"
+      storbench db copy postgresql://bench@db/storbench laptop.db     # and back
+    """
+    from storbench.store.copy import copy_runs
+
+    source = _open(src, must_exist=True)
+    try:
+        target = _open(dst, must_exist=False)
+        try:
+            def progress(i: int, n: int) -> None:
+                if i == n or i % 50 == 0:
+                    err.print(f"  {i}/{n} runs looked at", markup=False)
+
+            try:
+                done = copy_runs(source, target, progress)
+            except (*source.errors, *target.errors) as exc:
+                raise database_error(f"{source.path} -> {target.path}", exc) from None
+        finally:
+            target.close()
+    finally:
+        source.close()
+    out.print(f"Copied {len(done.copied)} run(s) from {source.path} to {target.path};"
+              f" {len(done.already)} were there already.", markup=False)
+    for uid, old, new in done.copied:
+        out.print(f"  #{old} -> #{new} ({uid})", markup=False)
+    if done.running:
+        out.print(f"Not copied, still running: {', '.join(f'#{i}' for _, i in done.running)}",
+                  markup=False)

@@ -1,0 +1,228 @@
+"""PostgreSQL as a team's shared store (``--db postgresql://user@host/dbname``): the
+dialect seam under store/sqlite.py's Store.
+
+The Store's SQL is written once, with ``?`` placeholders; this connection turns them
+into psycopg's and gives rows that index by position and by name, as sqlite3.Row does.
+JSON columns are ``jsonb`` (queryable in SQL) but read back as the text they hold, so
+that the Store decodes them as it does SQLite's; fio's raw output is ``text``: jsonb
+would reorder its keys and drop the duplicates fio writes, and it is kept verbatim.
+
+Migrations: the same named list as SQLite. PostgreSQL support began at 0006, so
+0001_initial creates that schema here and 0002..0006 have nothing left to do; every
+later migration is written for both. Migrating holds an advisory lock: many machines
+starting at once migrate once.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+SCHEMES = ("postgresql://", "postgres://")
+_LOCK = 7_202_611  # pg_advisory_xact_lock key: storbench's migrations
+
+
+def is_url(target: str) -> bool:
+    return target.startswith(SCHEMES)
+
+
+def shown(url: str) -> str:
+    """The URL without its password, for messages."""
+    p = urllib.parse.urlsplit(url)
+    if p.password is None:
+        return url
+    netloc = f"{p.username}:***@{p.hostname}" + (f":{p.port}" if p.port else "")
+    return urllib.parse.urlunsplit(p._replace(netloc=netloc))
+
+
+class Row(tuple[Any, ...]):
+    """A row indexable by position and by column name (and ``dict(row)``)."""
+
+    _names: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], names: dict[str, int]) -> Row:
+        row = super().__new__(cls, values)
+        row._names = names
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._names[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _rows(cursor: Any) -> Any:
+    names = {c.name: i for i, c in enumerate(cursor.description or ())}
+    return lambda values: Row(values, names)
+
+
+class _Cursor:
+    def __init__(self, cursor: Any) -> None:
+        self.cursor = cursor
+
+    def fetchone(self) -> Any:
+        return self.cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return list(self.cursor.fetchall())
+
+    def __iter__(self) -> Any:
+        return iter(self.cursor.fetchall() if self.cursor.description else ())
+
+
+def _sql(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class Connection:
+    """The part of sqlite3.Connection the Store uses, over psycopg (autocommit: the
+    Store opens its own transactions)."""
+
+    in_transaction = False
+
+    def __init__(self, url: str) -> None:
+        import psycopg  # only a PostgreSQL store pays for it
+        from psycopg.types.string import TextLoader
+
+        self.conn = psycopg.connect(url, autocommit=True, row_factory=_rows,
+                                    connect_timeout=10, application_name="storbench")
+        self.conn.adapters.register_loader("jsonb", TextLoader)
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> _Cursor:
+        if params is None:  # a script: no placeholders ('%' in a function body is kept)
+            return _Cursor(self.conn.execute(sql.encode()))
+        return _Cursor(self.conn.execute(_sql(sql), tuple(params)))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        rows = [tuple(r) for r in rows]
+        if rows:
+            with self.conn.cursor() as cur:
+                cur.executemany(_sql(sql), rows)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def migrate(db: Connection, migrations: list[tuple[str, str]], now: str,
+            where: str) -> None:
+    """Apply what is missing, all in one transaction under the migration lock."""
+    from storbench.errors import StoreError
+
+    db.execute("BEGIN")
+    try:
+        db.execute(f"SELECT pg_advisory_xact_lock({_LOCK})")
+        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations"
+                   " (name TEXT PRIMARY KEY, applied_at TEXT)")
+        done = {r[0] for r in db.execute("SELECT name FROM schema_migrations", ())}
+        unknown = done - {name for name, _ in migrations}
+        if unknown:
+            raise StoreError(f"the database {where!r} was written by a newer storbench"
+                             f" (migrations {sorted(unknown)}); upgrade storbench")
+        for name, _ in migrations:
+            if name in done:
+                continue
+            script = SCRIPTS.get(name)
+            if script:
+                db.execute(script)
+            db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (name, now))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+_IMMUTABLE = {"results": "results are immutable", "invocations": "fio output is immutable",
+              "warnings": "warnings are immutable", "run_data": "run data is immutable",
+              "verdicts": "verdicts are immutable"}
+
+_SCHEMA = """
+CREATE TABLE runs (
+    id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    uid TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL
+        CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'crashed')),
+    origin TEXT NOT NULL DEFAULT 'measured',
+    label TEXT,
+    suite TEXT NOT NULL,
+    target TEXT NOT NULL,
+    error TEXT,
+    environment JSONB NOT NULL,
+    settings JSONB NOT NULL,
+    storbench_version TEXT NOT NULL,
+    fio_version TEXT,
+    judged BOOLEAN NOT NULL DEFAULT FALSE,
+    host TEXT,
+    pid INTEGER,
+    pid_start TEXT,
+    boot_id TEXT
+);
+CREATE INDEX runs_running ON runs(status) WHERE status = 'running';
+CREATE INDEX runs_label ON runs(label);
+CREATE TABLE run_tags (
+    run_id BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE TABLE invocations (
+    id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    run_id BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    job_text TEXT NOT NULL,
+    raw_json TEXT NOT NULL,
+    returncode INTEGER,
+    stderr TEXT NOT NULL,
+    wall_s DOUBLE PRECISION,
+    UNIQUE (run_id, ordinal)
+);
+CREATE TABLE results (
+    id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    run_id BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    invocation_id BIGINT NOT NULL REFERENCES invocations(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    test TEXT NOT NULL,
+    result JSONB NOT NULL,
+    repeat INTEGER NOT NULL DEFAULT 0,
+    host TEXT NOT NULL DEFAULT '',
+    UNIQUE (run_id, ordinal)
+);
+CREATE INDEX results_invocation ON results(invocation_id);
+CREATE TABLE warnings (
+    id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    run_id BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    test TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    details JSONB NOT NULL
+);
+CREATE INDEX warnings_run ON warnings(run_id);
+CREATE TABLE run_data (
+    run_id BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value JSONB NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE TABLE verdicts (
+    id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    run_id BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('verdict', 'regression')),
+    passed BOOLEAN NOT NULL,
+    record JSONB NOT NULL
+);
+CREATE INDEX verdicts_run ON verdicts(run_id);
+CREATE FUNCTION storbench_refuse() RETURNS trigger LANGUAGE plpgsql AS
+    $$ BEGIN RAISE EXCEPTION '%', TG_ARGV[0]; END $$;
+CREATE TRIGGER runs_final BEFORE UPDATE ON runs FOR EACH ROW
+    WHEN (OLD.status <> 'running') EXECUTE FUNCTION storbench_refuse('a finished run is immutable');
+""" + "".join(
+    f"CREATE TRIGGER {table}_immutable BEFORE UPDATE ON {table} FOR EACH ROW"
+    f" EXECUTE FUNCTION storbench_refuse('{why}');\n" for table, why in _IMMUTABLE.items())
+
+# Per migration name, what it does on PostgreSQL (absent: nothing left to do).
+SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA}
