@@ -40,7 +40,9 @@ def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
 def db_option(f: F) -> F:
     @click.option("--db", "db", type=click.Path(dir_okay=False), envvar="STORBENCH_DB",
                   default=None, show_envvar=True,
-                  help="Results database (default: $XDG_DATA_HOME/storbench/results.db).")
+                  help="Results database: a SQLite file (default:"
+                       " $XDG_DATA_HOME/storbench/results.db) or a team's PostgreSQL,"
+                       " postgresql://user@host/dbname.")
     @functools.wraps(f)
     def wrapper(*args: Any, db: str | None, **kwargs: Any) -> Any:
         from storbench.store import Store, default_db_path
@@ -48,7 +50,7 @@ def db_option(f: F) -> F:
         store = Store(db or default_db_path())
         try:
             return f(*args, store=store, **kwargs)
-        except sqlite3.DatabaseError as exc:
+        except store.errors as exc:
             raise database_error(store.path, exc) from None
         finally:
             store.close()
@@ -66,10 +68,12 @@ def load_run(store: Store, run_id: int) -> Run:
     return with_verdicts(run)
 
 
-def database_error(path: str, exc: sqlite3.DatabaseError) -> StoreError:
+def database_error(path: str, exc: Exception) -> StoreError:
     """A database error in our words: a damaged file says how to save what is readable."""
-    said = str(exc)
-    if type(exc) is sqlite3.DatabaseError or "malformed" in said or "not a database" in said:
+    said = str(exc).strip()
+    if isinstance(exc, sqlite3.DatabaseError) and (
+            type(exc) is sqlite3.DatabaseError or "malformed" in said
+            or "not a database" in said):
         return StoreError(
             f"the results database {path!r} is damaged ({said}); recover what is readable"
             f" with: sqlite3 {path!r} .recover | sqlite3 recovered.db, then pass --db"
@@ -110,12 +114,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "curve": ("curve", "Measure an IOPS-latency curve: the highest rate that meets a latency"
                        " objective."),
     "cost": ("catalog", "Price sheets for `compare --cost` (dated, with their source)."),
+    "db": ("db", "The results database: copy history between SQLite files and PostgreSQL."),
     "export": ("compare", "Export runs as Markdown or wiki tables, CSV or JSON (the full"
-                          " model, base units)."),
+                          " model, base units), or as time series: OpenMetrics, InfluxDB"
+                          " line protocol, NDJSON."),
     "import": ("importing", "Import fio's output from elsewhere as runs: JSON, json+, terse"
                             " or normal text."),
-    "k8s": ("k8s", "Kubernetes: list StorageClasses, remove what crashed runs left."),
+    "k8s": ("k8s", "Kubernetes: list StorageClasses, time their volumes' lifecycle,"
+                   " remove what crashed runs left."),
     "list": ("history", "List stored runs, newest first."),
+    "push": ("push", "Push runs' figures to a Prometheus Pushgateway, grouped as"
+                     ' job="storbench", instance=TARGET.'),
     "reference": ("catalog", "Published reference figures (the studies storbench was built"
                              " from)."),
     "report": ("report", "Write an HTML report of 1 to 20 runs: charts, verdicts, warnings,"
