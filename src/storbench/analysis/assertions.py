@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from storbench.analysis import curve, rates
+from storbench.analysis import curve, lifecycle, rates
 from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
 from storbench.analysis.warnings import RAM_FILESYSTEMS
@@ -120,6 +120,12 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
         return curve.check(run, assertion.text, key or figure, figure if key else "iops",
                            OPS[assertion.op], assertion.number * COUNT_UNITS[assertion.unit],
                            source)
+    if assertion.test == "lifecycle" and "lifecycle" in run.data:
+        if assertion.unit not in TIME_UNITS:
+            raise ConfigError(f"assertion {assertion.text!r}: lifecycle phases are times;"
+                              f" use {', '.join(TIME_UNITS)}, e.g. 'lifecycle.bind.p90 < 30s'")
+        return lifecycle.check(run, assertion.text, assertion.path, OPS[assertion.op],
+                               assertion.number * TIME_UNITS[assertion.unit] / 1e9, source)
     results = run.results_by_test().get(assertion.test)
     if not results:
         names = ", ".join(run.results_by_test()) or "none"

@@ -1,4 +1,4 @@
-"""`storbench k8s classes|cleanup`, and the Kubernetes options of `storbench run`."""
+"""`storbench k8s classes|lifecycle|cleanup`, and the Kubernetes options of `storbench run`."""
 
 from __future__ import annotations
 
@@ -116,13 +116,15 @@ def manifests_yaml(manifests: list[dict[str, Any]]) -> str:
 
 @cli.group()
 def k8s() -> None:
-    """Kubernetes: list StorageClasses, remove what crashed runs left.
+    """Kubernetes: list StorageClasses, time their volumes' lifecycle, remove what
+    crashed runs left.
 
     Benchmarks run with `storbench run --storage-class CLASS`.
 
     \b
     Example:
       storbench k8s classes
+      storbench k8s lifecycle --storage-class fast --volumes 10
       storbench k8s cleanup --older-than 1h
     """
 
@@ -237,3 +239,6 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
             err.print(f"nothing to clean up in {where}", markup=False)
     if problems:
         raise KubeError("cleaning up: " + "; ".join(problems))
+
+
+from storbench.cli import lifecycle as _lifecycle  # noqa: E402, F401  (`k8s lifecycle`)

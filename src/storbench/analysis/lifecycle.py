@@ -1,0 +1,61 @@
+"""A StorageClass's lifecycle times (`storbench k8s lifecycle`): per volume, how long
+each phase took; per class, their p50, p90 and maximum; and assertions on them
+(``lifecycle.bind.p90 < 30s``).
+
+Phases (seconds, as storbench saw them by polling the API every 0.1 s):
+
+- ``bind``: PVC created -> Bound (WaitForFirstConsumer: from the scheduler choosing a
+  node for the pod, the PVC's selected-node annotation);
+- ``running``: pod created -> Running with the volume mounted (attach and mount);
+- ``first_write``: the first durable 4 KiB write in the running pod (fio: one write
+  and its fsync, fio's own latencies);
+- ``delete``: PVC deleted -> its PersistentVolume gone (reclaim policy Delete).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from storbench.errors import ConfigError
+from storbench.result.record import Run, Verdict
+
+PHASES = {"bind": "PVC created → Bound", "running": "pod created → Running (attach, mount)",
+          "first_write": "first durable 4 KiB write", "delete": "PVC deleted → PV gone"}
+STATS = ("p50", "p90", "max")
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def summary(volumes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per phase: p50, p90, max over the volumes that got that far, and how many."""
+    out: dict[str, dict[str, Any]] = {}
+    for phase in PHASES:
+        values = [float(v[phase]) for v in volumes if v.get(phase) is not None]
+        out[phase] = {"n": len(values), "of": len(volumes), **(
+            {"p50": percentile(values, 50), "p90": percentile(values, 90),
+             "max": max(values)} if values else {s: None for s in STATS})}
+    return out
+
+
+def check(run: Run, text: str, path: str, op: Any, limit_s: float, source: str) -> Verdict:
+    """``lifecycle.PHASE.STAT OP LIMIT``: e.g. lifecycle.bind.p90 < 30s."""
+    life = run.data.get("lifecycle")
+    if not life:
+        return Verdict(text, None, None, None, limit_s, False,
+                       f"run #{run.id} is not a lifecycle run (storbench k8s lifecycle)",
+                       source)
+    phase, _, stat = path.partition(".")
+    if phase not in PHASES or stat not in STATS:
+        raise ConfigError(f"assertion {text!r}: write lifecycle.PHASE.STAT with PHASE one of"
+                          f" {', '.join(PHASES)} and STAT one of {', '.join(STATS)}")
+    measured = life["summary"][phase][stat]
+    note = "" if measured is not None else f"no volume reached {phase}"
+    return Verdict(text, f"lifecycle.{phase}.{stat}", "seconds", measured, limit_s,
+                   measured is not None and bool(op(measured, limit_s)), note, source)

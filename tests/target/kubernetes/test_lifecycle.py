@@ -1,0 +1,106 @@
+"""`storbench k8s lifecycle` on the real single-node Kubernetes of the test-bed: real
+PVCs provisioned and bound in both binding modes, pods running, fio's first write,
+PVs deleted; nothing left, also after Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from storbench.analysis.lifecycle import percentile, summary
+from tests.cli.test_cli import show_json
+from tests.conftest import STORBENCH, run_cli
+from tests.k8s import leftovers, managed_pods
+
+pytestmark = pytest.mark.integration
+
+
+def test_two_classes_timed_stored_and_gated(kube, namespace, k8s_env, store_path):
+    proc = run_cli("k8s", "lifecycle", "--storage-class", "local-hostpath",
+                   "--storage-class", "local-hostpath-immediate", "--volumes", "3",
+                   "--parallel", "2", "-n", namespace, "--assert", "lifecycle.bind.p90 < 60s",
+                   db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert leftovers(kube, namespace) == []
+    assert proc.stdout.count("Lifecycle of") == 2
+    assert "Lifecycle of local-hostpath (WaitForFirstConsumer)" in proc.stdout
+    assert "PVC created → Bound" in proc.stdout and "PASS" in proc.stdout
+    for ref, mode in (("1", "WaitForFirstConsumer"), ("2", "Immediate")):
+        run = show_json(store_path, ref)
+        assert run["status"] == "completed" and run["suite"] == "k8s-lifecycle"
+        assert run["environment"]["target"]["binding_mode"] == mode
+        life = run["data"]["lifecycle"]
+        assert len(life["volumes"]) == 3
+        for v in life["volumes"]:
+            t = v["timeline"]
+            assert v["error"] is None
+            # each phase is a real interval, in the order it happens
+            assert 0 <= t["pvc_created"] <= t["pod_created"] <= t["running"]
+            assert t["bound"] <= t["running"] <= t["first_write_done"] <= t["pvc_deleted"]
+            assert t["pvc_deleted"] <= t["pv_gone"]
+            assert v["bind"] >= 0 and v["running"] > 0 and v["delete"] >= 0
+            assert 0 < v["first_write"] < 5  # fio's write + fsync on the node's disk
+            if mode == "WaitForFirstConsumer":
+                assert t["node_selected"] >= t["pod_created"]
+        s = life["summary"]
+        assert s["bind"]["n"] == 3 and s["bind"]["p50"] <= s["bind"]["p90"] <= s["bind"]["max"]
+        assert s["running"]["max"] == max(v["running"] for v in life["volumes"])
+        assert "resize" in life["not_measured"] and "snapshot" in life["not_measured"]
+        assert [v["passed"] for v in run["verdicts"]] == [True]
+    failing = run_cli("check", "1", "--assert", "lifecycle.running.max < 1ms", db=store_path)
+    assert failing.returncode == 3 and "lifecycle.running.max" in failing.stdout
+
+
+def test_a_class_that_never_binds_fails_and_says_why(kube, namespace, k8s_env, store_path):
+    """A PVC of a class with no provisioner stays Pending: the run fails at the timeout
+    quoting the claim's events, and nothing is left."""
+    from kubernetes import client
+
+    storage = client.StorageV1Api(kube.core.api_client)
+    name = f"sbt-nobody-{namespace[4:]}"
+    storage.create_storage_class({"metadata": {"name": name}, "provisioner": "example.com/none",
+                                  "volumeBindingMode": "Immediate"})
+    try:
+        proc = run_cli("k8s", "lifecycle", "--storage-class", name, "--volumes", "1",
+                       "--timeout", "5", "-n", namespace, db=store_path, env=k8s_env)
+    finally:
+        storage.delete_storage_class(name)
+    assert proc.returncode == 1
+    assert "not bound after 5 s" in proc.stderr
+    assert leftovers(kube, namespace) == []
+    run = show_json(store_path)
+    assert run["status"] == "failed" and "not bound" in run["error"]
+    assert run["data"]["lifecycle"]["summary"]["bind"]["n"] == 0
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130)])
+def test_ctrl_c_leaves_nothing(kube, namespace, k8s_env, store_path, sig, code):
+    proc = subprocess.Popen(
+        [*STORBENCH, "k8s", "lifecycle", "--storage-class", "local-hostpath", "--volumes",
+         "4", "--parallel", "1", "-n", namespace],
+        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not managed_pods(kube, namespace) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, stderr
+    assert leftovers(kube, namespace) == []
+    assert show_json(store_path)["status"] == "interrupted"
+
+
+def test_percentiles_interpolate_between_ranks():
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 90) == pytest.approx(4.6)
+    assert percentile([7.0], 50) == 7.0
+    s = summary([{"bind": 1.0, "running": None}, {"bind": 3.0}])
+    assert s["bind"] == {"n": 2, "of": 2, "p50": 2.0, "p90": 2.8, "max": 3.0}
+    assert s["running"]["n"] == 0 and s["running"]["p90"] is None
