@@ -120,12 +120,14 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
         return curve.check(run, assertion.text, key or figure, figure if key else "iops",
                            OPS[assertion.op], assertion.number * COUNT_UNITS[assertion.unit],
                            source)
-    if assertion.test == "lifecycle" and "lifecycle" in run.data:
+    if assertion.test in ("lifecycle", "failover") and assertion.test in run.data:
         if assertion.unit not in TIME_UNITS:
-            raise ConfigError(f"assertion {assertion.text!r}: lifecycle phases are times;"
-                              f" use {', '.join(TIME_UNITS)}, e.g. 'lifecycle.bind.p90 < 30s'")
-        return lifecycle.check(run, assertion.text, assertion.path, OPS[assertion.op],
-                               assertion.number * TIME_UNITS[assertion.unit] / 1e9, source)
+            raise ConfigError(f"assertion {assertion.text!r}: {assertion.test} figures are"
+                              f" times; use {', '.join(TIME_UNITS)}, e.g."
+                              " 'lifecycle.bind.p90 < 30s', 'failover.pause < 60s'")
+        judge = lifecycle.check if assertion.test == "lifecycle" else lifecycle.check_failover
+        return judge(run, assertion.text, assertion.path, OPS[assertion.op],
+                     assertion.number * TIME_UNITS[assertion.unit] / 1e9, source)
     results = run.results_by_test().get(assertion.test)
     if not results:
         names = ", ".join(run.results_by_test()) or "none"

@@ -59,3 +59,22 @@ def check(run: Run, text: str, path: str, op: Any, limit_s: float, source: str) 
     note = "" if measured is not None else f"no volume reached {phase}"
     return Verdict(text, f"lifecycle.{phase}.{stat}", "seconds", measured, limit_s,
                    measured is not None and bool(op(measured, limit_s)), note, source)
+
+
+FAILOVER_FIGURES = ("pause", "last_write_to_old_gone", "old_gone_to_new_running",
+                    "new_running_to_first_write")
+
+
+def check_failover(run: Run, text: str, path: str, op: Any, limit_s: float,
+                   source: str) -> Verdict:
+    """``failover.pause < 30s`` (or one of its parts, e.g. failover.old_gone_to_new_running)."""
+    found = run.data.get("failover")
+    if not found:
+        return Verdict(text, None, None, None, limit_s, False,
+                       f"run #{run.id} is not a failover run (storbench k8s failover)", source)
+    if path not in FAILOVER_FIGURES:
+        raise ConfigError(f"assertion {text!r}: write failover.FIGURE with FIGURE one of"
+                          f" {', '.join(FAILOVER_FIGURES)}")
+    measured = found["pause_s"] if path == "pause" else found["parts"][f"{path}_s"]
+    return Verdict(text, f"failover.{path}", "seconds", measured, limit_s,
+                   bool(op(measured, limit_s)), "", source)

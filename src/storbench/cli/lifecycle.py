@@ -3,7 +3,8 @@ take a first write and go away."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -21,6 +22,56 @@ from storbench.errors import ConfigError, Interrupted, StorbenchError, Threshold
 from storbench.store import Store
 from storbench.target.kubernetes.manifests import DEFAULT_IMAGE, IMAGE_ENV, quantity
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _cluster_options(f: F) -> F:
+    """What lifecycle and failover share: the volume, the cluster, the run's names."""
+    opts = [
+        click.option("--capacity", default="1Gi", show_default=True, metavar="QUANTITY",
+                     help="Each PVC's size."),
+        click.option("--namespace", "-n", metavar="NS",
+                     help="Namespace (default: the context's, else default)."),
+        click.option("--context", "kube_context", metavar="CTX",
+                     help="kubeconfig context (default: the current one)."),
+        click.option("--kubeconfig", metavar="FILE", envvar="KUBECONFIG",
+                     help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."),
+        click.option("--image", envvar=IMAGE_ENV, show_envvar=True, default=DEFAULT_IMAGE,
+                     show_default=True, help="Runner image: fio and a POSIX sh."),
+        click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
+                     metavar="SECONDS", help="Per pod: the time to bind its volume and run."),
+        click.option("--label", "-l", help="Name of the runs in tables."),
+        click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
+                     help="Attach a tag (repeatable)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return db_option(json_option(assert_options(f)))
+
+
+def _options(name: str, capacity: str, namespace: str | None, kube_context: str | None,
+             kubeconfig: str | None, image: str, timeout_s: float) -> Any:
+    from storbench.cli.k8s import build_options
+
+    params: dict[str, Any] = {
+        "namespace": namespace, "kube_context": kube_context, "kubeconfig": kubeconfig,
+        "capacity": capacity, "access_mode": "RWO", "volume_mode": "Filesystem",
+        "node_selector": (), "image": image, "clients": 1, "requests": (), "limits": ()}
+    return build_options(name, params, timeout_s)
+
+
+def _check_assertions(assertions: tuple[str, ...], baseline: str | None, kind: str,
+                      example: str) -> None:
+    from storbench.analysis.assertions import Assertion
+
+    if baseline is not None:
+        raise ConfigError(f"--baseline: {kind} runs have no headline figures to compare;"
+                          f" use --assert '{example}'")
+    for text in assertions:
+        if Assertion.parse(text).test != kind:
+            raise ConfigError(f"--assert {text!r}: a {kind} run's figures are {kind}.…,"
+                              f" e.g. '{example}'")
+
 
 @k8s.command()
 @click.option("--storage-class", "storage_classes", multiple=True, required=True,
@@ -29,24 +80,7 @@ from storbench.target.kubernetes.manifests import DEFAULT_IMAGE, IMAGE_ENV, quan
               metavar="N", help="Volumes (a PVC and a pod each) per class.")
 @click.option("--parallel", type=click.IntRange(1, 100), default=None, metavar="P",
               help="Volumes created at once (default: all of them).")
-@click.option("--capacity", default="1Gi", show_default=True, metavar="QUANTITY",
-              help="Each PVC's size.")
-@click.option("--namespace", "-n", metavar="NS",
-              help="Namespace (default: the context's, else default).")
-@click.option("--context", "kube_context", metavar="CTX",
-              help="kubeconfig context (default: the current one).")
-@click.option("--kubeconfig", metavar="FILE", envvar="KUBECONFIG",
-              help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).")
-@click.option("--image", envvar=IMAGE_ENV, show_envvar=True, default=DEFAULT_IMAGE,
-              show_default=True, help="Runner image: fio and a POSIX sh.")
-@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
-              metavar="SECONDS", help="Per volume: the time to bind and run.")
-@click.option("--label", "-l", help="Name of the runs in tables.")
-@click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
-              help="Attach a tag (repeatable).")
-@assert_options
-@json_option
-@db_option
+@_cluster_options
 def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
               parallel: int | None, capacity: str, namespace: str | None,
               kube_context: str | None, kubeconfig: str | None, image: str,
@@ -71,28 +105,17 @@ def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
       storbench k8s lifecycle --storage-class fast --assert "lifecycle.bind.p90 < 30s"
     """
     from storbench import __version__
-    from storbench.analysis.assertions import Assertion
-    from storbench.cli.k8s import build_options
     from storbench.pipeline.lifecycle import LifecycleSpec, run_class
     from storbench.render.json import run_dict
     from storbench.render.terminal import print_run
 
-    if baseline is not None:
-        raise ConfigError("--baseline: lifecycle runs have no headline figures to compare;"
-                          " use --assert 'lifecycle.bind.p90 < 30s'")
-    for text in assertions:
-        if Assertion.parse(text).test != "lifecycle":
-            raise ConfigError(f"--assert {text!r}: a lifecycle run's figures are"
-                              " lifecycle.PHASE.STAT, e.g. 'lifecycle.bind.p90 < 30s'")
+    _check_assertions(assertions, baseline, "lifecycle", "lifecycle.bind.p90 < 30s")
     spec = LifecycleSpec(volumes, parallel or volumes, quantity(capacity, "--capacity"),
                          timeout_s, label, parse_tags(tags), assertions)
-    params: dict[str, Any] = {
-        "namespace": namespace, "kube_context": kube_context, "kubeconfig": kubeconfig,
-        "capacity": spec.capacity, "access_mode": "RWO", "volume_mode": "Filesystem",
-        "node_selector": (), "image": image, "clients": 1, "requests": (), "limits": ()}
     runs, errors = [], []
     for name in storage_classes:
-        o = build_options(name, params, timeout_s)
+        o = _options(name, spec.capacity, namespace, kube_context, kubeconfig, image,
+                     timeout_s)
         try:
             run = run_class(store, o, spec, __version__,
                             lambda text: err.print(f"  {text}", markup=False))
@@ -115,5 +138,57 @@ def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
         raise StorbenchError(errors[0] if errors else
                              f"run #{failed_runs[0].id}: {failed_runs[0].error}")
     failed = [text for r in runs for text in r.failed_checks]
+    if failed:
+        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
+
+
+@k8s.command()
+@click.option("--storage-class", "storage_class", required=True, metavar="CLASS",
+              help="The class whose volume fails over.")
+@click.option("--rate", type=click.IntRange(1, 100_000), default=100, show_default=True,
+              metavar="WRITES/S", help="Synchronous 4 KiB writes per second before the pause.")
+@click.option("--before", "before_s", type=click.FloatRange(1, 3600), default=10.0,
+              show_default=True, metavar="SECONDS", help="Writing before the pod is deleted.")
+@_cluster_options
+def failover(store: Store, storage_class: str, rate: int, before_s: float, capacity: str,
+             namespace: str | None, kube_context: str | None, kubeconfig: str | None,
+             image: str, timeout_s: float, label: str | None, tags: tuple[str, ...],
+             assertions: tuple[str, ...], baseline: str | None, max_regression: str,
+             as_json: bool) -> None:
+    """Measure the I/O pause when a pod with a volume dies and another takes it over.
+
+    fio writes --rate synchronous 4 KiB writes per second (each acknowledged means
+    durable, each with a checksum) in a pod; the pod is deleted without a grace
+    period; once it is gone a new pod mounts the same PVC and writes. Reported: the
+    pause (the last write acknowledged before -> the first after), its parts (old pod
+    gone, new pod running, first write), and whether every write acknowledged before
+    the pause reads back intact. Stored as a run (suite k8s-failover); --assert gates
+    on it, e.g. 'failover.pause < 60s'. Everything is deleted at the end, on errors and
+    on Ctrl-C.
+
+    \b
+    Example:
+      storbench k8s failover --storage-class gp3 --rate 200
+      storbench k8s failover --storage-class fast --assert "failover.pause < 60s"
+    """
+    from storbench import __version__
+    from storbench.pipeline.lifecycle import LifecycleSpec, run_failover
+    from storbench.render.json import run_dict
+    from storbench.render.terminal import print_run
+
+    _check_assertions(assertions, baseline, "failover", "failover.pause < 60s")
+    spec = LifecycleSpec(1, 1, quantity(capacity, "--capacity"), timeout_s, label,
+                         parse_tags(tags), assertions)
+    o = _options(storage_class, spec.capacity, namespace, kube_context, kubeconfig, image,
+                 timeout_s)
+    run = run_failover(store, o, spec, rate, before_s, __version__,
+                       lambda text: err.print(f"  {text}", markup=False))
+    if as_json:
+        print_json(run_dict(run))
+    else:
+        print_run(out, run)
+    if run.status != "completed":
+        raise StorbenchError(f"run #{run.id}: {run.error}")
+    failed = run.failed_checks
     if failed:
         raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")

@@ -233,8 +233,11 @@ class Kube:
         with self.call(f"creating {kind} {ns}/{manifest['metadata']['name']}"):
             return creators[kind](ns, manifest, **extra)
 
-    def delete(self, kind: str, name: str, namespace: str) -> bool:
-        """Delete at once (no grace period); False when it was already gone."""
+    def delete(self, kind: str, name: str, namespace: str, grace_s: int = 0) -> bool:
+        """Delete (at once: no grace period, by default); False when it was already gone.
+
+        With grace period 0 a pod's object goes at once while its containers may still
+        run; with one, the object stays until the kubelet has stopped them."""
         deleters: dict[str, Callable[..., Any]] = {
             "Pod": self.core.delete_namespaced_pod,
             "PersistentVolumeClaim": self.core.delete_namespaced_persistent_volume_claim,
@@ -242,7 +245,7 @@ class Kube:
         }
         try:
             with self.call(f"deleting {kind} {namespace}/{name}"):
-                deleters[kind](name, namespace, grace_period_seconds=0,
+                deleters[kind](name, namespace, grace_period_seconds=grace_s,
                                propagation_policy="Background")
         except KubeError as exc:
             if "not found" in str(exc).lower():
@@ -250,8 +253,8 @@ class Kube:
             raise
         return True
 
-    def delete_and_wait(self, objects: list[tuple[str, str, str]], wait_s: float
-                        ) -> tuple[list[str], list[str]]:
+    def delete_and_wait(self, objects: list[tuple[str, str, str]], wait_s: float,
+                        grace_s: int = 0) -> tuple[list[str], list[str]]:
         """Delete (kind, namespace, name) objects in this order, then wait until they and
         the PersistentVolumes bound to the PVCs among them are gone (reclaim policy
         Delete). Returns (what is still there, or could not be deleted, as "Kind
@@ -265,7 +268,7 @@ class Kube:
         problems = []
         for kind, ns, name in objects:
             try:
-                self.delete(kind, name, ns)
+                self.delete(kind, name, ns, grace_s)
             except KubeError as exc:
                 problems.append(str(exc))
         deadline = time.monotonic() + wait_s

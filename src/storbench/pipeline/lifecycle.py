@@ -1,4 +1,4 @@
-"""`storbench k8s lifecycle`, class after class: each a run stored like any other
+"""`storbench k8s lifecycle` and `k8s failover`, class after class: each a run stored like any other
 (suite ``k8s-lifecycle``, the class's facts as its environment, the volumes' phases
 and their percentiles as its data), judged by its assertions, its objects deleted
 whatever happens."""
@@ -18,10 +18,12 @@ from storbench.execute.signals import SignalGuard
 from storbench.result.record import Run
 from storbench.store import Store
 from storbench.target.kubernetes.facts import class_facts
+from storbench.target.kubernetes.failover import Failover
 from storbench.target.kubernetes.lifecycle import Lifecycle
 from storbench.target.kubernetes.manifests import KubeOptions
 
 SUITE = "k8s-lifecycle"
+FAILOVER = "k8s-failover"
 
 
 @dataclass(frozen=True)
@@ -91,3 +93,46 @@ def not_measured(sc: Any) -> dict[str, str]:
     return {"resize": resize,
             "snapshot": "not measured by this version of storbench (needs a"
                         " VolumeSnapshotClass for the class's CSI driver)"}
+
+
+def run_failover(store: Store, o: KubeOptions, spec: LifecycleSpec, rate: int,
+                 before_s: float, storbench_version: str, note: Callable[[str], None]) -> Run:
+    """One failover on one class, stored as a run (suite k8s-failover)."""
+    kube = Kube(o.kubeconfig, o.context)
+    sc = kube.storage_class(o.storage_class)
+    namespace = o.namespace or kube.namespace
+    uid = secrets.token_hex(6)
+    settings = {"kubernetes": o.describe(), "rate_iops": rate, "before_s": before_s,
+                "timeout_s": spec.timeout_s, "assertions": list(spec.assertions)}
+    run_id = store.begin_run(
+        uid=uid, suite=FAILOVER, target=f"storageclass/{o.storage_class}",
+        environment=class_facts(kube, sc, o, namespace, spec.capacity), settings=settings,
+        storbench_version=storbench_version, fio_version=None, label=spec.label,
+        tags=spec.tags)
+    note(f"StorageClass {o.storage_class} ({sc.provisioner}): a PVC of {spec.capacity} in"
+         f" namespace {namespace}, two pods one after the other")
+    fo = Failover(kube, o, uid, namespace, spec.capacity, spec.timeout_s, SignalGuard(), note)
+    found: dict[str, Any] = {}
+    error: StorbenchError | None = None
+    with fo.guard:
+        try:
+            found = fo.measure(rate, before_s)
+        except StorbenchError as exc:
+            error = exc
+        finally:
+            left = fo.cleanup()
+    data = {"failover": found} if found else {}
+    if error is None and left:
+        error = StorbenchError("cleaning up: " + "; ".join(left))
+    if error is None and found and not found["intact"]:
+        error = StorbenchError(f"acknowledged writes did not read back intact:"
+                               f" {found['verify_message']}")
+    if error is not None:
+        store.finish_run(run_id, "interrupted" if isinstance(error, Interrupted) else "failed",
+                         str(error), data=data)
+        if isinstance(error, Interrupted) or not found:
+            raise error
+        return store.get_run(run_id)
+    judged = evaluate(replace(store.get_run(run_id), data=data), unresolvable="fail")
+    store.finish_run(run_id, "completed", data=data, verdicts=judged)
+    return store.get_run(run_id)

@@ -28,3 +28,20 @@ def lifecycle_table(life: dict[str, Any]) -> Table:
         rows.append([phase, "", "", "", why])
     return Table(["phase", *(f"{s} [{unit.name}]" for s in STATS), "volumes"], rows,
                  [False, True, True, True, False])
+
+
+def failover_table(found: dict[str, Any]) -> Table:
+    """The pause and its parts, and whether the acknowledged writes came back."""
+    parts = found["parts"]
+    rows = [["pause: last acknowledged write → first write after",
+             f"{found['pause_s']:.2f} s"],
+            ["  last write → old pod gone (its containers stopped)",
+             f"{parts['last_write_to_old_gone_s']:.2f} s"],
+            ["  old pod gone → new pod running (schedule, attach, mount)",
+             f"{parts['old_gone_to_new_running_s']:.2f} s"],
+            ["  new pod running → first write", f"{parts['new_running_to_first_write_s']:.2f} s"],
+            ["pod deleted → old pod gone", f"{found['delete_to_old_gone_s']:.2f} s"],
+            ["acknowledged writes before the pause", f"{found['acknowledged_writes']:,}"],
+            ["read back intact", "all (0 acknowledged writes lost)" if found["intact"]
+             else f"NO: {found['verify_message']}"]]
+    return Table(["", f"(±{found['status_interval_s']:g} s)"], rows, [False, True])

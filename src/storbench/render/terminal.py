@@ -77,7 +77,7 @@ def print_run(console: Console, run: Run) -> None:
         f" target={escape(run.target)} status={run.status} {run.created_at}"
         + (f" tags: {escape(tags)}" if tags else "")
     )
-    rows = [] if "curve" in run.data or "lifecycle" in run.data else summarize(run)
+    rows = [] if run.data.keys() & {"curve", "lifecycle", "failover"} else summarize(run)
     if "curve" in run.data:
         print_curve(console, run.data["curve"])
     if "lifecycle" in run.data:
@@ -86,6 +86,11 @@ def print_run(console: Console, run: Run) -> None:
         console.print(rich_table(lifecycle_table(run.data["lifecycle"]),
                                  f"Lifecycle of {run.target.split('/')[-1]}"
                                  f" ({run.data['lifecycle']['binding_mode']})"))
+    if "failover" in run.data:
+        from storbench.render.lifecycle import failover_table
+
+        console.print(rich_table(failover_table(run.data["failover"]),
+                                 f"Failover on {run.target.split('/')[-1]}"))
     if run.repeats > 1 and rows:
         console.print(f"{run.repeats} repeats per test: medians, IOPS ± 95% confidence interval")
     if rows:

@@ -104,3 +104,24 @@ def test_percentiles_interpolate_between_ranks():
     s = summary([{"bind": 1.0, "running": None}, {"bind": 3.0}])
     assert s["bind"] == {"n": 2, "of": 2, "p50": 2.0, "p90": 2.8, "max": 3.0}
     assert s["running"]["n"] == 0 and s["running"]["p90"] is None
+
+
+def test_a_failover_pause_is_measured_and_no_acknowledged_write_is_lost(kube, namespace,
+                                                                         k8s_env, store_path):
+    proc = run_cli("k8s", "failover", "--storage-class", "local-hostpath", "--rate", "50",
+                   "--before", "3", "-n", namespace, "--assert", "failover.pause < 120s",
+                   db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "0 acknowledged writes lost" in proc.stdout
+    assert leftovers(kube, namespace) == []
+    run = show_json(store_path)
+    found = run["data"]["failover"]
+    assert run["status"] == "completed" and run["suite"] == "k8s-failover"
+    assert found["intact"] and found["acknowledged_writes"] >= 50  # ~150 in 3 s at 50/s
+    # the parts add up to the pause; the old pod's containers stop before the new runs
+    assert sum(found["parts"].values()) == pytest.approx(found["pause_s"], abs=0.01)
+    assert all(v >= 0 for v in found["parts"].values())
+    assert found["delete_to_old_gone_s"] > 0 and found["pause_s"] > 0
+    assert [v["passed"] for v in run["verdicts"]] == [True]
+    failing = run_cli("check", "last", "--assert", "failover.pause < 1ms", db=store_path)
+    assert failing.returncode == 3

@@ -103,7 +103,8 @@ class Lifecycle:
         self.guard.check()
         self._create(pvc_manifest(self.uid, self.namespace, self.o, self.capacity, name))
         created = at("pvc_created")
-        self._create(_pod(self.uid, self.namespace, self.o, name, int(self.timeout_s) + 120))
+        self._create(pod_for(self.uid, self.namespace, self.o, name, name,
+                             int(self.timeout_s) + 120))
         pod_created = at("pod_created")
         selected = None if self.wait_for_consumer else created
         bound = running = None
@@ -176,10 +177,10 @@ class Lifecycle:
             record["delete"] = round(gone - start, 3)
 
 
-def _pod(uid: str, namespace: str, o: KubeOptions, name: str, deadline_s: int
-         ) -> dict[str, Any]:
-    """The benchmark pod, without the job files' ConfigMap (it runs one fio command)."""
-    manifest = pod_manifest(uid, namespace, o, deadline_s, name, name)
+def pod_for(uid: str, namespace: str, o: KubeOptions, name: str, claim: str,
+            deadline_s: int) -> dict[str, Any]:
+    """The benchmark pod, without the job files' ConfigMap (it runs fio commands)."""
+    manifest = pod_manifest(uid, namespace, o, deadline_s, name, claim)
     spec = manifest["spec"]
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "jobs"]
     container = spec["containers"][0]
