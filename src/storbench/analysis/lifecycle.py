@@ -20,7 +20,8 @@ from typing import Any
 from storbench.errors import ConfigError
 from storbench.result.record import Run, Verdict
 
-PHASES = {"bind": "PVC created → Bound", "running": "pod created → Running (attach, mount)",
+PHASES = {"bind": "PVC created (WaitForFirstConsumer: node chosen) → Bound",
+          "running": "pod created → Running (attach, mount)",
           "first_write": "first durable 4 KiB write", "delete": "PVC deleted → PV gone"}
 STATS = ("p50", "p90", "max")
 

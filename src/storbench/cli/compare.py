@@ -97,13 +97,17 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
         if any(r.data.get("curve") for r in comp.runs):
             doc["curves"] = [{"id": r.id, "label": r.label, **r.data["curve"]}
                              for r in comp.runs if r.data.get("curve")]
+        for kind in ("lifecycle", "failover"):
+            if any(r.data.get(kind) for r in comp.runs):
+                doc[kind] = [{"id": r.id, "label": r.label, "target": r.target,
+                              **r.data[kind]} for r in comp.runs if r.data.get(kind)]
         if priced:
             doc["cost"] = [cost_dict(comp, p) for p in priced]
         print_json(doc)
         return
     terminal.print_comparison(out, comp)
     measured = [r for r in comp.runs if r.origin != "published"]
-    curves_only = all(r.data.get("curve") for r in comp.runs)
+    curves_only = all(r.data.keys() & {"curve", "lifecycle", "failover"} for r in comp.runs)
     if comp.baseline is None and len(measured) > 1 and not curves_only:
         # hyperfine-style words even without --baseline: relative to the first run
         words = sentences(build_comparison(comp.runs, comp.runs.index(measured[0])))

@@ -13,21 +13,16 @@ from storbench.render.table import Table
 
 def lifecycle_table(life: dict[str, Any]) -> Table:
     summary = life["summary"]
-    values = [summary[p][s] for p in PHASES for s in STATS]
-    unit = units.choose("latency", [v * 1e9 for v in values if v is not None])
     rows = []
     for phase, what in PHASES.items():
         row = summary[phase]
-        figures = [unit.fmt(row[s] * 1e9 if row[s] is not None else None) or "n/a"
-                   for s in STATS]
         why = next((v.get("delete_note") for v in life["volumes"]
                     if phase == "delete" and v.get("delete_note")), "")
-        rows.append([what, *figures, f"{row['n']} of {row['of']}" + (f" ({why})" if why
-                                                                     else "")])
+        rows.append([what, *(_s(row[s]) for s in STATS),
+                     f"{row['n']} of {row['of']}" + (f" ({why})" if why else "")])
     for phase, why in (life.get("not_measured") or {}).items():
         rows.append([phase, "", "", "", why])
-    return Table(["phase", *(f"{s} [{unit.name}]" for s in STATS), "volumes"], rows,
-                 [False, True, True, True, False])
+    return Table(["phase", *STATS, "volumes"], rows, [False, True, True, True, False])
 
 
 def failover_table(found: dict[str, Any]) -> Table:
@@ -45,3 +40,85 @@ def failover_table(found: dict[str, Any]) -> Table:
             ["read back intact", "all (0 acknowledged writes lost)" if found["intact"]
              else f"NO: {found['verify_message']}"]]
     return Table(["", f"(±{found['status_interval_s']:g} s)"], rows, [False, True])
+
+
+KUBE_LIFE = ("lifecycle", "failover")
+
+
+def is_kube_life(run: Any) -> bool:
+    return any(run.data.get(k) for k in KUBE_LIFE)
+
+
+def _s(value: float | None) -> str:
+    """Seconds in the unit that suits them: 40.0 µs, 112 ms, 2.88 s."""
+    return "n/a" if value is None else units.latency(value * 1e9)
+
+
+def classes_table(runs: list[Any]) -> Table:
+    """Lifecycle and failover runs side by side: a row per run, seconds throughout."""
+    headers = ["run", "label", "class", "binding", "bind p50", "bind p90", "running p50",
+               "running p90", "first write p50", "delete p90", "failover pause",
+               "writes lost"]
+    rows = []
+    for r in runs:
+        if not is_kube_life(r):
+            continue
+        life, fo = r.data.get("lifecycle") or {}, r.data.get("failover") or {}
+        s = life.get("summary") or {}
+
+        def stat(phase: str, which: str, s: dict[str, Any] = s) -> str:
+            return _s((s.get(phase) or {}).get(which)) if s else ""
+
+        rows.append([f"#{r.id}", r.label or "", r.target.split("/")[-1],
+                     (r.environment.get("target") or {}).get("binding_mode", ""),
+                     stat("bind", "p50"), stat("bind", "p90"), stat("running", "p50"),
+                     stat("running", "p90"), stat("first_write", "p50"), stat("delete", "p90"),
+                     _s(fo["pause_s"]) if fo else "",
+                     ("0" if fo["intact"] else "YES") if fo else ""])
+    return Table(headers, rows, [False, False, False, False, *([True] * 7), False])
+
+
+_COLOURS = {"bind": "#4e79a7", "running": "#f28e2b", "first_write": "#59a14f",
+            "delete": "#9c755f"}
+_SEGMENTS = (("bind", "pvc_created", "bound"), ("running", "pod_created", "running"),
+             ("first_write", "running", "first_write_done"),
+             ("delete", "pvc_deleted", "pv_gone"))
+TIMELINE_LEGEND = {"bind": "PVC created → Bound", "running": "pod created → Running",
+                   "first_write": "Running → first write done (exec and fio)",
+                   "delete": "PVC deleted → PV gone"}
+
+
+def timeline_svg(life: dict[str, Any]) -> str:
+    """A row per volume: PVC created → bound, pod created → running, the first write,
+    PVC deleted → PV gone, on one time axis (seconds from the volume's start)."""
+    from html import escape
+
+    volumes = [v for v in life.get("volumes", []) if v.get("timeline")]
+    if not volumes:
+        return ""
+    end = max(max(v["timeline"].values()) for v in volumes) or 1.0
+    width, left, row = 640, 40, 18
+    height = row * len(volumes) + 28
+    scale = (width - left - 10) / end
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
+             f' role="img" aria-label="volume timelines">']
+    for i, v in enumerate(volumes):
+        y = 10 + i * row
+        t = v["timeline"]
+        short = v["volume"].rsplit("-", 1)[-1]  # v0, v1, ...
+        parts.append(f'<text x="0" y="{y + 11}" font-size="11">{escape(short)}</text>')
+        for phase, start, stop in _SEGMENTS:
+            if start in t and stop in t:
+                x0, x1 = left + t[start] * scale, left + t[stop] * scale
+                parts.append(
+                    f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 1):.1f}" height="12"'
+                    f' fill="{_COLOURS[phase]}"><title>{escape(TIMELINE_LEGEND[phase])}:'
+                    f' {t[stop] - t[start]:.2f} s</title></rect>')
+    axis = 20 + row * len(volumes)
+    parts.append(f'<text x="{left}" y="{axis}" font-size="11">0 s</text>'
+                 f'<text x="{width - 10}" y="{axis}" font-size="11" text-anchor="end">'
+                 f'{end:.1f} s</text>')
+    parts.append("</svg>")
+    legend = " · ".join(f'<span style="color:{_COLOURS[p]}">■</span> {escape(text)}'
+                        for p, text in TIMELINE_LEGEND.items())
+    return "".join(parts) + f'<div class="muted">{legend}</div>'

@@ -13,6 +13,13 @@ from storbench.analysis.charts import Chart
 from storbench.analysis.compare import Comparison, sentences
 from storbench.analysis.cost import Priced
 from storbench.render import svg
+from storbench.render.lifecycle import (
+    classes_table,
+    failover_table,
+    is_kube_life,
+    lifecycle_table,
+    timeline_svg,
+)
 from storbench.render.table import (
     PROBE_TITLE,
     Table,
@@ -99,7 +106,8 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
         f'<p class="muted">{len(runs)} run(s) · made {now} by storbench {__version__}</p>',
         "<h2>Runs</h2>", _runs_table(runs),
         "<h2>Comparison</h2>", _table(curves_table(runs) if runs and all(
-            r.data.get("curve") for r in runs) else comparison_table(comp, sep=" ")),
+            r.data.get("curve") for r in runs) else classes_table(runs) if runs and all(
+            is_kube_life(r) for r in runs) else comparison_table(comp, sep=" ")),
     ]
     probes = probe_comparison_table(comp)
     if probes is not None:
@@ -193,6 +201,12 @@ def _run_details(run: Run) -> str:
         f"<details><summary>fio job file {i.ordinal + 1}</summary>"
         f"<pre>{escape(i.job_text)}</pre></details>"
         for i in run.invocations if i.job_text)
+    life = ""
+    if run.data.get("lifecycle"):
+        life = (_table(lifecycle_table(run.data["lifecycle"]))
+                + f'<div class="timeline">{timeline_svg(run.data["lifecycle"])}</div>')
+    if run.data.get("failover"):
+        life += _table(failover_table(run.data["failover"]))
     return (f"<h3>{escape(name)} <span class=\"muted\">{escape(run.suite)} on"
-            f" {escape(run.target)}</span></h3>"
+            f" {escape(run.target)}</span></h3>" + life
             + _table(Table(["environment", "value"], env_rows, [False, False])) + jobs)

@@ -301,7 +301,12 @@ def print_blocks(console: Console, t: Table, key_columns: int = 3) -> None:
 
 def print_comparison(console: Console, comp: Comparison) -> None:
     from storbench.analysis.compare import sentences
+    from storbench.render.lifecycle import classes_table, is_kube_life
 
+    if any(is_kube_life(r) for r in comp.runs):
+        console.print(rich_table(classes_table(comp.runs), "Kubernetes volume lifecycle"))
+        if all(is_kube_life(r) for r in comp.runs):
+            return  # no tests to compare figure by figure
     if any(r.data.get("curve") for r in comp.runs):
         console.print(rich_table(curves_table(comp.runs), "IOPS-latency curves"))
         if all(r.data.get("curve") for r in comp.runs):

@@ -28,7 +28,7 @@ def test_two_classes_timed_stored_and_gated(kube, namespace, k8s_env, store_path
     assert leftovers(kube, namespace) == []
     assert proc.stdout.count("Lifecycle of") == 2
     assert "Lifecycle of local-hostpath (WaitForFirstConsumer)" in proc.stdout
-    assert "PVC created → Bound" in proc.stdout and "PASS" in proc.stdout
+    assert "→ Bound" in proc.stdout and "PASS" in proc.stdout
     for ref, mode in (("1", "WaitForFirstConsumer"), ("2", "Immediate")):
         run = show_json(store_path, ref)
         assert run["status"] == "completed" and run["suite"] == "k8s-lifecycle"
@@ -53,6 +53,15 @@ def test_two_classes_timed_stored_and_gated(kube, namespace, k8s_env, store_path
         assert [v["passed"] for v in run["verdicts"]] == [True]
     failing = run_cli("check", "1", "--assert", "lifecycle.running.max < 1ms", db=store_path)
     assert failing.returncode == 3 and "lifecycle.running.max" in failing.stdout
+    # side by side, and in the report with a timeline per volume
+    compared = run_cli("compare", "1", "2", db=store_path)
+    assert "Kubernetes volume lifecycle" in compared.stdout
+    assert "local-hostpath-immediate" in compared.stdout and "Immediate" in compared.stdout
+    html = store_path.parent / "life.html"
+    assert run_cli("report", "1", "2", "-o", str(html), db=store_path).returncode == 0
+    text = html.read_text()
+    assert text.count("<rect") == 2 * 3 * 4  # runs x volumes x phases
+    assert "Running → first write done" in text
 
 
 def test_a_class_that_never_binds_fails_and_says_why(kube, namespace, k8s_env, store_path):
