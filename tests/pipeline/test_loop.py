@@ -256,3 +256,24 @@ def test_a_signal_while_the_run_is_finished_leaves_status_and_exit_code_agreeing
     outcome = run(LateSignal(tmp_path, ReplayExecutor([RANDREAD])), job_spec(tmp_path), store)
     assert outcome.run.status == "interrupted"
     assert isinstance(outcome.error, Interrupted) and outcome.error.exit_code == 130
+
+
+def test_a_marker_being_written_is_never_taken_for_a_crashed_run(tmp_path):
+    """Runs starting at the same moment: one finds the other's work directory with its
+    marker not yet readable. It must leave it alone (removing it failed a concurrent
+    run: "No such file or directory: .../002-check.fio"); only an old unreadable marker
+    is a crashed run's."""
+    from storbench.execute.workdir import MARKER, create_marked, leftovers
+
+    live = create_marked(tmp_path / "storbench-fio-live", "live")
+    assert leftovers(tmp_path) == []  # its PID (ours) is alive
+    assert sorted(p.name for p in live.iterdir()) == [MARKER]  # nothing written aside left
+    fresh = tmp_path / "storbench-fio-fresh"
+    fresh.mkdir()
+    (fresh / MARKER).write_text("")  # mid-write, as a concurrent run would be seen
+    assert leftovers(tmp_path) == []
+    old = tmp_path / "storbench-fio-old"
+    old.mkdir()
+    (old / MARKER).write_text("{")
+    os.utime(old / MARKER, (1, 1))
+    assert [lo.path for lo in leftovers(tmp_path)] == [old]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 MARKER = ".storbench-scratch"
 PREFIX = "storbench-"
+UNREADABLE_GRACE_S = 60.0  # a marker that cannot be read is left alone this long
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,19 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def _younger_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < seconds
+    except OSError:
+        return True  # gone meanwhile: nothing to remove
+
+
 def create_marked(path: Path, run_uid: str) -> Path:
-    """mkdir ``path`` with storbench's marker in it (OSError as mkdir raises it)."""
+    """mkdir ``path`` with storbench's marker in it (OSError as mkdir raises it).
+
+    The marker appears whole or not at all (written aside, then renamed): a run
+    starting at the same moment never reads a half-written one.
+    """
     path.mkdir()
     marker = {
         "run_uid": run_uid,
@@ -50,7 +62,9 @@ def create_marked(path: Path, run_uid: str) -> Path:
         "hostname": socket.gethostname(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    (path / MARKER).write_text(json.dumps(marker) + "\n")
+    aside = path / f"{MARKER}.new"
+    aside.write_text(json.dumps(marker) + "\n")
+    os.replace(aside, path / MARKER)
     return path
 
 
@@ -68,6 +82,8 @@ def leftovers(parent: Path) -> list[Leftover]:
         try:
             info = json.loads(marker.read_text())
         except (OSError, ValueError):
+            if _younger_than(marker, UNREADABLE_GRACE_S):
+                continue  # being written (by an older storbench) or not ours to judge yet
             info = {}
         same_host = info.get("hostname") == socket.gethostname()
         pid = info.get("pid")
