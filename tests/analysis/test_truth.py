@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -33,18 +34,19 @@ def test_throttled_volume_reads_back_its_caps(throttled, store_path):
     assert tests["randwrite"]["write"]["iops"] == pytest.approx(3000, rel=0.03)
     assert tests["seqread"]["read"]["bw_bytes_per_s"] == pytest.approx(125 * 2**20, rel=0.03)
     # per-second series agree with the cap too: what a token bucket guarantees is the
-    # median and most seconds (a busy machine may delay one second's completions)
+    # median and every two seconds together (a busy machine may move some of one
+    # second's completions into the next: 2954, 2826, 3166 in CI)
     series = tests["randread"]["series"]["read"]
     assert len(series["iops"]) >= 4
-    assert mostly_within(series["iops"][1:], 3000, rel=0.05)
+    assert pairs_within(series["iops"][1:], 3000, rel=0.05)
 
 
-def mostly_within(values: list[float], expected: float, rel: float) -> bool:
-    """The median, and all values but one in four (at least one), within ``rel`` of
-    ``expected``."""
-    near = [v for v in values if v == pytest.approx(expected, rel=rel)]
-    return statistics.median(values) == pytest.approx(expected, rel=rel) and (
-        len(near) >= len(values) - max(1, len(values) // 4))
+def pairs_within(values: list[float], expected: float, rel: float) -> bool:
+    """The median, and the sum of every two adjacent values, within ``rel`` of
+    ``expected`` (per value)."""
+    pairs = [a + b for a, b in itertools.pairwise(values)]
+    return statistics.median(values) == pytest.approx(expected, rel=rel) and all(
+        p == pytest.approx(2 * expected, rel=rel) for p in pairs)
 
 
 def job(tmp_path: Path, text: str, name: str = "job.fio") -> Path:

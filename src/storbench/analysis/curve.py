@@ -6,8 +6,8 @@ A curve run holds two kinds of steps. Closed loop (``qd1``, ``qd2``, … or ``jo
 until IOPS stop rising by more than 5%; the highest is the maximum. Open loop
 (``rate-N``): fio issues N IOPS with Poisson arrivals (``rate_iops``,
 ``rate_process=poisson``). A step that fell behind (achieved < 95% of the requested
-rate) is saturated: its latency is that of a queue that grew, and it never counts as
-meeting an objective.
+rate, and short by more than Poisson chance: analysis/rates.py) is saturated: its
+latency is that of a queue that grew, and it never counts as meeting an objective.
 
 Per objective (``p99<=2ms``): the highest achieved rate of a step that met it, and the
 next step that did not ("max 2,870 IOPS at p99 <= 2 ms"); when even the lowest step
@@ -21,12 +21,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from storbench.analysis import rates
 from storbench.errors import ConfigError
 from storbench.result.merge import merge_latency
 from storbench.result.model import Latency, TestResult
 from storbench.result.record import Run, Verdict
 
-SATURATED = 0.95  # achieved below this share of the requested rate
 RISING = 0.05  # closed loop: deeper queues until IOPS rise by less than this
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 KNEE = 2.0  # p99 this many times its low-load value: the curve has bent
@@ -69,12 +69,14 @@ def step_record(name: str, requested: float | None, results: list[TestResult],
                 depth: int, jobs: int) -> dict[str, Any]:
     """One step as stored: its rates, percentiles, and whether fio kept the rate."""
     achieved = sum(d.iops for r in results for _, d in r.directions())
+    seconds = max((d.runtime_ms for r in results for _, d in r.directions()), default=0) / 1000
     lat = latency(results)
     cpu = sum(r.usr_cpu_percent + r.sys_cpu_percent for r in results) / max(jobs, 1)
     return {
         "test": name, "requested_iops": requested, "achieved_iops": achieved,
         "iodepth": depth, "numjobs": jobs,
-        "saturated": requested is not None and achieved < SATURATED * requested,
+        "saturated": requested is not None and not rates.kept(
+            requested, achieved, requested * seconds, poisson=True),
         "percentiles_ns": {f"{p:g}": (lat.percentile(p) if lat else None)
                            for p in PERCENTILES},
         "cpu_percent": round(cpu, 1),
