@@ -319,6 +319,15 @@ def alive(pids: list[int]) -> list[int]:
     return out
 
 
+def _state(pid: int) -> str:
+    """A process as /proc tells it (state, parent, what it waits in), for a failure."""
+    try:
+        return (f"{Path(f'/proc/{pid}/stat').read_text().strip()[:120]}"
+                f" wchan={Path(f'/proc/{pid}/wchan').read_text()}")
+    except OSError as exc:
+        return f"{pid}: {exc}"
+
+
 def start_long_run(target: Path, db: Path) -> tuple[subprocess.Popen[str], list[int]]:
     """storbench running a 30 s test on ``target``, and its fio processes (main + workers)."""
     env = {**os.environ, "STORBENCH_DB": str(db)}
@@ -358,7 +367,8 @@ def test_crash_leftovers_removed_by_next_run(tmpfs, store_path):
     deadline = time.monotonic() + 10
     while alive(fio_pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert alive(fio_pids) == []  # fio and its job processes die with storbench
+    # fio and its job processes die with storbench
+    assert alive(fio_pids) == [], [_state(p) for p in alive(fio_pids)]
     left = scratch_dirs(tmpfs)
     assert len(left) == 1
     # something that is not storbench's must survive

@@ -34,13 +34,35 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def _send(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def freeze(pid: int, rounds: int = 20) -> list[int]:
+    """SIGSTOP ``pid`` and every process below it, walking the tree again until no
+    new one appears (a stopped process forks no more): the whole tree, stopped."""
+    _send(pid, signal.SIGSTOP)
+    stopped: list[int] = []
+    for _ in range(rounds):
+        new = [p for p in descendants(pid) if p not in stopped]
+        if not new:
+            break
+        for p in new:
+            _send(p, signal.SIGSTOP)
+        stopped += new
+    return stopped
+
+
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Send ``sig`` to ``pid`` and every process below it (children first)."""
-    for p in [*reversed(descendants(pid)), pid]:
-        try:
-            os.kill(p, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+    """Send ``sig`` to ``pid`` and every process below it (children first). For
+    SIGKILL the tree is frozen first, so that no job process fio starts meanwhile
+    escapes (it would leave the tree once fio is gone)."""
+    below = freeze(pid) if sig == signal.SIGKILL else []
+    for p in [*reversed(dict.fromkeys([*below, *descendants(pid)])), pid]:
+        _send(p, sig)
 
 
 def watchdog_main() -> None:  # pragma: no cover - runs as its own process
