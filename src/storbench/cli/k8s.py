@@ -19,6 +19,7 @@ from storbench.target.kubernetes.manifests import (
     KubeOptions,
     access_mode,
     parse_pairs,
+    volume_mode,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,8 +45,11 @@ def kube_options(f: F) -> F:
         click.option("--access-mode", default="RWO", show_default=True,
                      metavar="RWO|RWX|RWOP", help="The PVC's access mode."),
         click.option("--volume-mode", default="Filesystem", show_default=True,
-                     metavar="Filesystem", help="The PVC's volume mode (Filesystem only, for"
-                                                " now)."),
+                     metavar="Filesystem|Block",
+                     help="The PVC's volume mode. Block: fio on the raw volume (the pod"
+                          " gets it as a device, runs as root with every capability"
+                          " dropped; a volume holding a file system or partition table is"
+                          " refused for writing)."),
         click.option("--node-selector", multiple=True, metavar="KEY=VALUE",
                      help="Run the pod on nodes with this label (repeatable)."),
         click.option("--image", envvar=IMAGE_ENV, show_envvar=True, default=DEFAULT_IMAGE,
@@ -75,7 +79,7 @@ def build_options(storage_class: str, params: dict[str, Any],
         storage_class=storage_class, namespace=params["namespace"],
         context=params["kube_context"], kubeconfig=params["kubeconfig"],
         capacity=params["capacity"], access_mode=access_mode(params["access_mode"]),
-        volume_mode=params["volume_mode"],
+        volume_mode=volume_mode(params["volume_mode"]),
         node_selector=parse_pairs(params["node_selector"], "--node-selector"),
         image=params["image"], timeout_s=timeout_s, clients=params["clients"],
         **_resources(params["requests"], params["limits"]),

@@ -98,8 +98,8 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         from storbench.cli.k8s import build_options
         from storbench.target.kubernetes.storageclass import KubeTarget
 
-        return [KubeTarget(build_options(c, f.kube_params, f.timeout_s), f.shared_file)
-                for c in f.storage_classes]
+        return [KubeTarget(build_options(c, f.kube_params, f.timeout_s), f.shared_file,
+                           f.size_given) for c in f.storage_classes]
     if not f.given:
         raise ConfigError("give a directory TARGET (or --storage-class CLASS); see"
                           " `storbench run --help`")

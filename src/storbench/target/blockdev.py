@@ -136,28 +136,8 @@ class BlockTarget:
                        ("--readonly",) if only_reads(jobfile) else ())]
 
     def on_device(self, jobfile: JobFile) -> JobFile:
-        """The job file pointed at the device: its file options replaced by filename=
-        the device, direct I/O, each job's size the device (split among the jobs of a
-        test that has them work side by side with offset_increment)."""
-        effective = dict(jobfile.effective())
         self.size_bytes = self.size_bytes or self.device_size()
-        sections: list[Section] = []
-        for section in jobfile.sections:
-            section = section.without(*FILE_OPTIONS)
-            if not section.is_global:
-                section = section.with_option("filename", self.device).with_option("direct", "1")
-                options = effective.get(section.name, {})
-                if not self.size_given:
-                    numjobs = max(1, parse_count(options.get("numjobs")))
-                    if options.get("offset_increment"):
-                        share = self.size_bytes // numjobs // ALIGN * ALIGN
-                        section = section.with_option("size", str(share)).with_option(
-                            "offset_increment", str(share))
-                    else:
-                        section = section.with_option("size", str(self.size_bytes))
-            if section.options or not section.is_global:
-                sections.append(section)
-        return JobFile(tuple(sections))
+        return on_device(jobfile, self.device, None if self.size_given else self.size_bytes)
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         found = self.found or inspect(str(self.path))
@@ -212,6 +192,31 @@ class BlockTarget:
 
     def remove_leftover(self, leftover: Leftover) -> None:
         pass
+
+
+def on_device(jobfile: JobFile, device: str, size_bytes: int | None) -> JobFile:
+    """The job file pointed at ``device``: its file options replaced by filename= the
+    device, direct I/O, and with ``size_bytes`` (None: the sizes it has, from --size),
+    each job's size the device (split among the jobs of a test that has them work side
+    by side with offset_increment)."""
+    effective = dict(jobfile.effective())
+    sections: list[Section] = []
+    for section in jobfile.sections:
+        section = section.without(*FILE_OPTIONS)
+        if not section.is_global:
+            section = section.with_option("filename", device).with_option("direct", "1")
+            options = effective.get(section.name, {})
+            if size_bytes is not None:
+                numjobs = max(1, parse_count(options.get("numjobs")))
+                if options.get("offset_increment"):
+                    share = size_bytes // numjobs // ALIGN * ALIGN
+                    section = section.with_option("size", str(share)).with_option(
+                        "offset_increment", str(share))
+                else:
+                    section = section.with_option("size", str(size_bytes))
+        if section.options or not section.is_global:
+            sections.append(section)
+    return JobFile(tuple(sections))
 
 
 def _reach(options: dict[str, str]) -> int | None:

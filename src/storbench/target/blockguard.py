@@ -71,7 +71,7 @@ def inspect(given: str) -> Findings:
         holders=[_holder_name(h) for n in [name, *_partitions(name)] for h in _holders(n)],
         busy=busy if (busy := _exclusive_open(device)).startswith("the kernel") else "",
         unopenable=busy if busy and not busy.startswith("the kernel") else "",
-        signatures=_signatures(device),
+        signatures=signatures(device),
         partitions=_partitions(name))
 
 
@@ -197,7 +197,7 @@ def _exclusive_open(device: str) -> str:
     return ""
 
 
-def _signatures(device: str) -> list[str]:
+def signatures(device: str) -> list[str]:
     """What blkid's low-level probe finds: file systems, partition tables, RAID, LVM and
     ZFS members, swap."""
     try:

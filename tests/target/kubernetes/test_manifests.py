@@ -46,7 +46,9 @@ def test_capacity_follows_the_suite():
 @pytest.mark.parametrize("options, message", [
     ({"storage_class": "Bad_Name"}, "not a valid StorageClass"),
     ({"capacity": "lots"}, "not a Kubernetes quantity"),
-    ({"volume_mode": "Block"}, "Block is not supported"),
+    ({"volume_mode": "raw"}, "choose Filesystem or Block"),
+    ({"volume_mode": "Block", "access_mode": "ReadWriteMany", "clients": 2},
+     "write over each other"),
     ({"limits": (("gpu", "1"),)}, "choose cpu, memory"),
     ({"node_selector": (("bad key!", "x"),)}, "not a label key"),
     ({"timeout_s": 0.0}, "--timeout must be positive"),

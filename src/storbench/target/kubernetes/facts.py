@@ -3,17 +3,24 @@ the volume, node and pod's fio once the pods run."""
 
 from __future__ import annotations
 
+import base64
 import re
+import tempfile
+from collections.abc import Callable
 from typing import Any
 
+from storbench.errors import TargetError
 from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
+from storbench.target.blockguard import signatures
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
+    DEVICE_PATH,
     KubeOptions,
     int_or_none,
     quantity_bytes,
 )
+from storbench.workload.sizes import format_bytes_iec
 
 
 def class_facts(kube: Kube, sc: Any, o: KubeOptions, namespace: str,
@@ -53,9 +60,9 @@ def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOp
     mounts = ""
     for pod in pods:
         name = pod.metadata.name
+        mkdir = f"mkdir -p {scratch} && " if scratch else ""
         res = kube.exec(namespace, name, [
-            "sh", "-c", f"fio --version && mkdir -p {scratch} && cat /proc/mounts"],
-            deadline_s=60)
+            "sh", "-c", f"fio --version && {mkdir}cat /proc/mounts"], deadline_s=60)
         if res.returncode != 0 or res.timed_out:
             raise KubeError(f"the image {o.image} cannot run fio in pod {namespace}/{name}"
                             f" (exit code {res.returncode}): {(res.stderr or res.stdout).strip()}")
@@ -101,3 +108,68 @@ def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOp
         facts["ram_bytes"] = min(limit, facts.get("ram_bytes") or limit)
     return {**env, **facts, "target": target, "kubernetes": k8s,
             "fio_version": versions.pop()}
+
+
+GUARD_BYTES = 2**20  # from each end of a Block volume, probed by blkid -p on this machine
+
+
+def volume_guard(kube: Kube, namespace: str, pods: list[tuple[str, str]], writers: list[str],
+                 note: Callable[[str], None]) -> dict[str, Any]:
+    """Each Block volume's size, and what its first and last MiB hold (blkid -p on a
+    copy, on this machine: the image needs only sh, blockdev, dd and base64). A volume
+    holding a file system, partition table or other signature is refused before fio
+    writes to it."""
+    facts: dict[str, Any] = {"device": DEVICE_PATH}
+    for pod, claim in _one_per_claim(pods):
+        try:
+            size = int(_read(kube, namespace, pod, f"blockdev --getsize64 {DEVICE_PATH}"))
+            sectors = min(GUARD_BYTES, size) // 512
+            head, tail = (base64.b64decode(_read(
+                kube, namespace, pod, f"dd if={DEVICE_PATH} bs=512 count={sectors}"
+                                      f" skip={skip} 2>/dev/null | base64"))
+                for skip in (0, size // 512 - sectors))
+        except ValueError as exc:  # binascii.Error is one
+            raise KubeError(f"reading the Block volume {DEVICE_PATH} in pod"
+                            f" {namespace}/{pod}: unexpected output ({exc})") from None
+        if not size:
+            raise TargetError(f"the Block volume of PVC {namespace}/{claim} has no size")
+        # a sparse copy the volume's size, its first and last MiB in place: what blkid
+        # finds by the start (file systems, LVM, MBR, GPT) or the end (md, ZFS labels)
+        with tempfile.NamedTemporaryFile(prefix="storbench-volume-") as copy:
+            copy.truncate(size)
+            copy.write(head)
+            copy.seek(size - len(tail))
+            copy.write(tail)
+            copy.flush()
+            found = signatures(copy.name)
+        on_it = ", ".join(found) or "nothing (blank)"
+        if found and writers:
+            raise TargetError(
+                f"the Block volume of PVC {namespace}/{claim} holds {on_it} (blkid -p on its"
+                f" first and last MiB): storbench writes only to blank volumes, and wrote"
+                f" nothing (tests that write: {', '.join(writers)})")
+        verb = "WRITING to" if writers else "Reading (fio --readonly)"
+        note(f"{verb} Block volume {claim} ({format_bytes_iec(size)}, {DEVICE_PATH} in pod"
+             f" {pod}); found on it: {on_it}")
+        facts.update(size_bytes=size, found_on_it=found or ["nothing (blank)"],
+                     access="read and write" if writers else "read only")
+    return facts
+
+
+def _read(kube: Kube, namespace: str, pod: str, script: str) -> str:
+    """What ``script`` prints in the pod; KubeError naming it if it fails."""
+    res = kube.exec(namespace, pod, ["sh", "-c", f"set -o pipefail 2>/dev/null; {script}"],
+                    deadline_s=120)
+    if res.returncode != 0 or res.timed_out:
+        raise KubeError(f"reading the Block volume {DEVICE_PATH} in pod {namespace}/{pod}"
+                        f" failed (`{script}`: {res.stderr.strip() or res.returncode}); the"
+                        " image needs sh, blockdev, dd and base64")
+    return res.stdout
+
+
+def _one_per_claim(pods: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(pod, claim) for the first pod of each claim."""
+    first: dict[str, str] = {}
+    for pod, claim in pods:
+        first.setdefault(claim, pod)
+    return [(pod, claim) for claim, pod in first.items()]

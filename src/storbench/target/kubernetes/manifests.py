@@ -25,7 +25,9 @@ CLASS_LABEL = "storbench.io/storage-class"
 DEFAULT_IMAGE = "ghcr.io/storbench/fio:3.33-1"
 IMAGE_ENV = "STORBENCH_IMAGE"
 
-DATA_DIR = "/data"  # the PVC
+DATA_DIR = "/data"  # the PVC (volume mode Filesystem)
+DEVICE_PATH = "/dev/storbench"  # the PVC (volume mode Block)
+VOLUME_MODES = ("Filesystem", "Block")
 JOBS_DIR = "/storbench/jobs"  # the ConfigMap
 WORK_DIR = "/tmp"  # an emptyDir: fio's output and per-second logs
 RUN_AS = 1000
@@ -65,9 +67,11 @@ class KubeOptions:
         if self.access_mode not in ACCESS_MODES.values():
             raise ConfigError(f"--access-mode {self.access_mode!r}: choose one of"
                               f" {', '.join(ACCESS_MODES)}")
-        if self.volume_mode != "Filesystem":
-            raise ConfigError("--volume-mode Block is not supported yet: storbench runs fio on"
-                              " a file system on the volume (--volume-mode Filesystem)")
+        if self.volume_mode not in VOLUME_MODES:
+            raise ConfigError(f"--volume-mode {self.volume_mode!r}: choose Filesystem or Block")
+        if self.block and self.clients > 1 and self.shared_volume:
+            raise ConfigError("--volume-mode Block with a shared access mode: the pods would"
+                              " write over each other's blocks; use RWO (a volume per pod)")
         if self.capacity is not None:
             quantity(self.capacity, "--capacity")
         for key, value in (*self.requests, *self.limits):
@@ -83,6 +87,10 @@ class KubeOptions:
             raise ConfigError(f"--clients must be 1 to 256, not {self.clients}")
 
     @property
+    def block(self) -> bool:
+        return self.volume_mode == "Block"
+
+    @property
     def shared_volume(self) -> bool:
         """Do all client pods mount one volume (RWX/ROX), or each its own?"""
         return self.access_mode in ("ReadWriteMany", "ReadOnlyMany")
@@ -96,6 +104,14 @@ class KubeOptions:
             "requests": dict(self.requests), "limits": dict(self.limits),
             "timeout_s": self.timeout_s, "clients": self.clients,
         }
+
+
+def volume_mode(text: str) -> str:
+    """block / Block -> Block."""
+    for mode in VOLUME_MODES:
+        if text.lower() == mode.lower():
+            return mode
+    raise ConfigError(f"--volume-mode {text!r}: choose Filesystem or Block")
 
 
 def access_mode(text: str) -> str:
@@ -235,7 +251,7 @@ def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int,
                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
             },
             "volumeMounts": [
-                {"name": "data", "mountPath": DATA_DIR},
+                *([] if o.block else [{"name": "data", "mountPath": DATA_DIR}]),
                 {"name": "jobs", "mountPath": JOBS_DIR, "readOnly": True},
                 {"name": "work", "mountPath": WORK_DIR},
             ],
@@ -246,6 +262,14 @@ def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int,
             {"name": "work", "emptyDir": {}},
         ],
     }
+    if o.block:
+        # the device node in the container carries the node's owner and mode (root,
+        # 0600 or 0660): only its owner opens it. Root in the container, every
+        # capability still dropped, no privilege escalation, no other device.
+        spec["containers"][0]["volumeDevices"] = [{"name": "data", "devicePath": DEVICE_PATH}]
+        spec["securityContext"].update(runAsNonRoot=False, runAsUser=0, runAsGroup=0)
+        for key in ("fsGroup", "fsGroupChangePolicy"):
+            del spec["securityContext"][key]
     if o.node_selector:
         spec["nodeSelector"] = dict(o.node_selector)
     if o.clients > 1:  # spread the clients over the nodes, where there are several

@@ -29,9 +29,11 @@ from storbench.execute.kubepods import PodExecutor, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
 from storbench.target.base import Deadline, Leftover
-from storbench.target.kubernetes.facts import class_facts, pod_facts
+from storbench.target.blockdev import on_device, only_reads, writes
+from storbench.target.kubernetes.facts import class_facts, pod_facts, volume_guard
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
+    DEVICE_PATH,
     JOBS_DIR,
     WORK_DIR,
     KubeOptions,
@@ -76,9 +78,11 @@ class KubeTarget:
     worker_noun = "pod"
     needs_local_fio = False  # the pods' fio runs the I/O; a local one checks job files
 
-    def __init__(self, options: KubeOptions, shared_file: bool = False) -> None:
+    def __init__(self, options: KubeOptions, shared_file: bool = False,
+                 size_given: bool = False) -> None:
         self.o = options
         self.shared_file = shared_file
+        self.size_given = size_given  # --size: else a Block volume's tests cover --capacity
         self.series_logs = options.clients == 1  # several pods: no per-second series
         self.kube: Kube | None = None
         self.sc: Any = None
@@ -140,8 +144,11 @@ class KubeTarget:
         return KubePlan(uid, namespace, plan, pods, jobs, capacity, budget, manifests)
 
     def capacity(self, plan: Plan) -> str:
-        """The PVC's size: --capacity, else what the suite writes + 25 %."""
+        """The PVC's size: --capacity, else what the suite writes + 25 %. (A Block
+        volume of a given --capacity and no --size: the tests cover the volume.)"""
         o = self.o
+        if o.block and o.capacity and not self.size_given:
+            return o.capacity
         per_client = max((t.jobfile.estimated_bytes() or 0) for t in plan.tests)
         shared = o.clients > 1 and o.shared_volume
         needed = per_client * (o.clients if shared and not self.shared_file else 1)
@@ -161,7 +168,7 @@ class KubeTarget:
         self.sc = self.kube.storage_class(self.o.storage_class)
 
     def scratch_path(self, uid: str) -> Path:
-        return Path(DATA_DIR) / f"storbench-{uid}"
+        return Path(DEVICE_PATH) if self.o.block else Path(DATA_DIR) / f"storbench-{uid}"
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.check_options()
@@ -187,6 +194,12 @@ class KubeTarget:
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         pods = pod_names(uid, self.o.clients)
+        if self.o.block:  # each pod its own volume (RWO): the same job file for all
+            size = None if self.size_given else quantity_bytes(self.o.capacity)
+            text = on_device(jobfile, DEVICE_PATH, size).render()
+            args = ("--readonly",) if only_reads(jobfile) else ()
+            return [FioJob(pod, f"t{index:03d}.fio" if len(pods) == 1 else
+                           f"t{index:03d}-p{i}.fio", text, args) for i, pod in enumerate(pods)]
         if len(pods) == 1:
             return [FioJob(pods[0], f"t{index:03d}.fio", jobfile.render())]
         return [FioJob(pod, f"t{index:03d}-p{i}.fio",
@@ -220,7 +233,10 @@ class KubeTarget:
                                    else min(START_S, kp.budget_s))
         running = wait_running(kube, kp.namespace, kp.pods, guard, note, ready_by)
         self.environment = pod_facts(kube, kp.namespace, running, kp.pods[0][1], self.o,
-                                     environment, str(kp.scratch))
+                                     environment, "" if self.o.block else str(kp.scratch))
+        if self.o.block:
+            self.environment["target"].update(
+                volume_guard(kube, kp.namespace, kp.pods, writes(self.plan), note))
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         shipped = set(self.layout.jobs) if self.layout is not None else None
@@ -232,7 +248,7 @@ class KubeTarget:
 
     def before_test(self, test: PlannedTest, keep: set[str]) -> None:
         """Between tests: the previous test's files go, those a later test names stay."""
-        if self.first_test:
+        if self.first_test or self.o.block:
             self.first_test = False
             return
         assert self.layout is not None

@@ -1,0 +1,148 @@
+"""`storbench run --storage-class … --volume-mode Block` on the real test-bed cluster.
+
+The test-bed's provisioner makes Filesystem volumes only, so each test makes a loop
+device of its own, a static `local` PersistentVolume with `volumeMode: Block` on it,
+and a StorageClass with `kubernetes.io/no-provisioner` and `WaitForFirstConsumer`
+that binds the two; all deleted afterwards. Never another device.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from storbench.execute.kubernetes import Kube
+from tests.cli.test_cli import assert_one_line_error, show_json
+from tests.conftest import needs_root, run_cli
+from tests.k8s import leftovers
+from tests.target.test_blockdev import Loop, mkfs
+
+pytestmark = [pytest.mark.integration, needs_root]
+
+SIZE = 256 * 2**20
+BLOCK = ("--volume-mode", "Block", "--capacity", "256Mi")
+READS = "[reads]\nrw=randread\nbs=4k\niodepth=8\nioengine=libaio\ntime_based\nruntime=1\n"
+
+
+@dataclass
+class BlockClass:
+    """A no-provisioner class and a Block PV on a loop device of the test's own."""
+
+    kube: Kube
+    name: str
+    loop: Loop
+
+    def offer(self) -> None:
+        """(Re)create the PV: after a claim let it go (Retain), it binds no other."""
+        self.withdraw()
+        self.kube.core.create_persistent_volume({
+            "metadata": {"name": self.name},
+            "spec": {
+                "capacity": {"storage": "256Mi"}, "volumeMode": "Block",
+                "accessModes": ["ReadWriteOnce"], "storageClassName": self.name,
+                "persistentVolumeReclaimPolicy": "Retain",
+                "local": {"path": self.loop.dev},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In",
+                     "values": ["localhost"]}]}]}},
+            }})
+
+    def withdraw(self) -> None:
+        if self.kube.read_pv(self.name) is not None:
+            self.kube.core.delete_persistent_volume(self.name)
+            while self.kube.read_pv(self.name) is not None:
+                time.sleep(0.2)
+
+    def blank(self) -> bool:
+        with Path(self.loop.dev).open("rb") as f:
+            return not any(f.read(SIZE))
+
+
+@pytest.fixture
+def block_class(kube: Kube, tmp_path: Path) -> Iterator[BlockClass]:
+    name = f"sbt-block-{secrets.token_hex(3)}"
+    loop = Loop(tmp_path, size=SIZE)
+    kube.storage.create_storage_class({
+        "metadata": {"name": name}, "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer"})
+    bc = BlockClass(kube, name, loop)
+    try:
+        bc.offer()
+        yield bc
+    finally:
+        bc.withdraw()
+        kube.storage.delete_storage_class(name)
+        loop.close()
+
+
+def left(kube: Kube, namespace: str, bc: BlockClass) -> list[str]:
+    """What storbench left: the static PV stays by its own policy (Retain)."""
+    return [x for x in leftovers(kube, namespace) if x != f"PersistentVolume {bc.name}"]
+
+
+def test_a_blank_block_volume_is_measured_raw_and_nothing_is_left(
+        kube, namespace, k8s_env, store_path, block_class):
+    """No --size: each test covers the volume (--capacity); the device node in the pod is
+    the loop device: it holds what fio wrote afterwards."""
+    assert block_class.blank()
+    proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--suite", "quick",
+                   "--runtime", "1", "-n", namespace, db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "WRITING to Block volume" in proc.stderr
+    assert "found on it: nothing (blank)" in proc.stderr
+    assert left(kube, namespace, block_class) == []
+    run = show_json(store_path)
+    target = run["environment"]["target"]
+    assert target["volume_mode"] == "Block" and target["size_bytes"] == SIZE
+    assert target["found_on_it"] == ["nothing (blank)"]
+    assert all("filename=/dev/storbench" in j and f"size={SIZE}" in j
+               for j in run["job_files"])
+    tests = {t["name"]: t for t in run["tests"]}
+    assert tests["randread"]["read"]["iops"] > 0 and tests["randwrite"]["write"]["iops"] > 0
+    assert not block_class.blank()  # fio wrote to this very device
+
+
+def test_a_block_volume_holding_a_file_system_is_refused_for_writing(
+        kube, namespace, k8s_env, store_path, block_class, tmp_path):
+    """One line naming what is on it; the device unchanged. Reading needs no more:
+    fio --readonly."""
+    mkfs(block_class.loop.dev)
+    before = block_class.loop.digest()
+    proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--suite", "quick",
+                   "--runtime", "1", "-n", namespace, db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 1, "holds ext4 file system", "wrote nothing",
+                          "tests that write: randwrite")
+    assert block_class.loop.digest() == before
+    assert left(kube, namespace, block_class) == []
+    block_class.offer()
+    job = tmp_path / "reads.fio"
+    job.write_text(READS)
+    proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--job", str(job),
+                   "-n", namespace, db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Reading (fio --readonly) Block volume" in proc.stderr
+    assert "found on it: ext4 file system" in proc.stderr
+    run = show_json(store_path)
+    assert run["tests"][0]["read"]["iops"] > 0
+    assert run["environment"]["target"]["access"] == "read only"
+    assert block_class.loop.digest() == before
+    assert left(kube, namespace, block_class) == []
+
+
+def test_block_in_the_dry_run_and_the_modes_it_refuses(store_path, k8s_env):
+    proc = run_cli("run", "--storage-class", "local-hostpath", *BLOCK, "--suite", "quick",
+                   "--dry-run", db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "devicePath: /dev/storbench" in proc.stdout and "mountPath: /data" not in proc.stdout
+    proc = run_cli("run", "--storage-class", "local-hostpath", "--volume-mode", "Block",
+                   "--access-mode", "RWX", "--clients", "2", "--suite", "quick", "--dry-run",
+                   db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 2, "write over each other")
+    proc = run_cli("run", "--storage-class", "local-hostpath", "--volume-mode", "raw",
+                   "--suite", "quick", "--dry-run", db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 2, "choose Filesystem or Block")
