@@ -327,11 +327,15 @@ class SshHosts(_Target):
     """``n`` "hosts": sshd instances on 127.0.0.(20+i), each in a private mount namespace
     in which its own tmpfs is mounted at ``target`` (the same path, different storage,
     as on real hosts). ``config`` is an ssh client configuration that reaches them
-    (key, known_hosts with their host keys, strict checking)."""
+    (key, known_hosts with their host keys, strict checking). With ``devices`` (one
+    block device per host), host i also sees device i at ``device_path`` (/dev/sbtest-…,
+    bind-mounted in its namespace): one device name, a different disk on each host."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, devices: list[str] | None = None) -> None:
         super().__init__()
         self.n = n
+        self.devices = devices
+        self.device_path = Path(f"/dev/sbtest-{os.getpid()}-{id(self) % 10**6}")
         self.sshd: list[subprocess.Popen[bytes]] = []
 
     def _start(self) -> None:
@@ -343,7 +347,12 @@ class SshHosts(_Target):
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
         (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
         known, self.addresses = [], []
+        if self.devices:
+            self.device_path.touch()
+            self._stack.callback(self.device_path.unlink, missing_ok=True)
         for i in range(self.n):
+            bind = (f"mount --bind {self.devices[i]} {self.device_path} && "
+                    if self.devices else "")
             address, port = f"127.0.0.{20 + i}", free_port()
             hk = d / f"host_key_{i}"
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hk))
@@ -356,7 +365,7 @@ class SshHosts(_Target):
             proc = subprocess.Popen(
                 ["unshare", "-m", "--propagation", "private", "sh", "-c",
                  "mount -t tmpfs tmpfs /run && mkdir -p /run/sshd && "
-                 f"mount -t tmpfs -o size=256m sbhost{i} {self.target} && "
+                 f"mount -t tmpfs -o size=256m sbhost{i} {self.target} && {bind}"
                  f"exec /usr/sbin/sshd -D -e -f {d}/sshd_{i}"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             self.sshd.append(proc)

@@ -81,13 +81,17 @@ def choose_targets(f: TargetFlags) -> list[Target]:
     if f.ssh_config and not any(h.ssh for h in hosts):
         raise ConfigError("--ssh-config applies to ssh:// hosts (--hosts ssh://HOST)")
     devices = [p for p in f.given if is_block_device(p)]
-    if f.destructive is not None and not any(
+    remote_device = bool(hosts) and len(f.given) == 1 and str(f.given[0]).startswith("/dev/")
+    if remote_device and f.destructive is not None and f.destructive != str(f.given[0]):
+        raise ConfigError(f"--destructive {f.destructive}: name the TARGET device again,"
+                          f" as given ({f.given[0]})")
+    if f.destructive is not None and not remote_device and not any(
             os.path.realpath(f.destructive) == os.path.realpath(p) for p in devices):
         raise ConfigError(f"--destructive {f.destructive}: it must name a block device given"
                           " as TARGET (the same device, named again)")
-    if devices and (hosts or f.storage_classes):
-        raise ConfigError("block devices are measured on this machine only, for now: not"
-                          " with --hosts or --storage-class")
+    if devices and f.storage_classes:
+        raise ConfigError("a block device TARGET and --storage-class cannot be combined"
+                          " (--volume-mode Block measures a raw volume of the class)")
     if f.storage_classes:
         if f.given:
             raise ConfigError("give a directory TARGET or --storage-class, not both")
@@ -111,7 +115,15 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         if f.probe_metadata:
             raise ConfigError("--probe-metadata runs on this machine; it cannot run on a"
                               " hosts target")
-        return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config)]
+        if f.precondition or f.reads_only:
+            raise ConfigError("--precondition and --reads-only apply to a block device on"
+                              " this machine, for now: not with --hosts")
+        if remote_device and f.shared_file:
+            raise ConfigError("--shared-file applies to a file system shared by the hosts,"
+                              " not to a block device")
+        return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config,
+                            device=remote_device, destructive=f.destructive,
+                            size_given=f.size_given)]
     if len({p.resolve() for p in f.given}) != len(f.given):
         raise ConfigError("a TARGET is given twice")
     if (f.precondition or f.reads_only) and len(devices) != len(f.given):

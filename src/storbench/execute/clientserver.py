@@ -57,7 +57,7 @@ class ClientServerExecutor:
         args: list[str] = []
         for job in jobs:
             path = self.process.write(job.text, job.key)
-            args += [client_arg(self.servers[job.worker]), str(path)]
+            args += [client_arg(self.servers[job.worker]), *job.fio_args, str(path)]
         # No --output: in client mode fio reports a lost server in its normal output,
         # which must be read live; the JSON follows on stdout at the end.
         execution = self.process.run(args, None, on_progress, deadline_s=deadline_s,

@@ -137,16 +137,39 @@ def open_tunnels(hosts: list[SshHost], config: str | None) -> list[Tunnel]:
     return [t for t in tunnels if t is not None]
 
 
+def ssh_argv(host: SshHost, config: str | None, *options: str) -> list[str]:
+    """The ssh command line that reaches ``host`` (the remote command follows)."""
+    return ["ssh", *(["-F", config] if config else []),
+            *(["-p", str(host.port)] if host.port else []), "-o", "BatchMode=yes", *options,
+            f"{host.user}@{host.host}" if host.user else host.host]
+
+
+def run_remote(host: SshHost, config: str | None, command: str, stdin: str,
+               timeout_s: float = CONNECT_S) -> str:
+    """Run ``command`` on the host with ``stdin``; its stdout, or TargetError with its
+    own words (or ssh's)."""
+    try:
+        proc = subprocess.run([*ssh_argv(host, config), command], input=stdin, text=True,
+                              capture_output=True, timeout=timeout_s)
+    except OSError as exc:
+        raise TargetError(f"{host.key}: cannot run ssh: {exc.strerror} (install"
+                          " openssh-client)") from None
+    except subprocess.TimeoutExpired:
+        raise TargetError(f"{host.key}: no answer within {timeout_s:.0f} s") from None
+    if proc.returncode != 0:
+        said = proc.stderr.strip().splitlines()
+        raise TargetError(f"{host.key}: `{command.split()[0]}` failed (exit status"
+                          f" {proc.returncode}): {said[-1] if said else 'no message'}")
+    return proc.stdout
+
+
 def _open(host: SshHost, address: str, config: str | None) -> Tunnel:
     for _ in range(TRIES):
         remote = random.randint(20000, 60999)
         tunnel = Tunnel(host, (address, _free_port(address)))
-        argv = ["ssh", *(["-F", config] if config else []),
-                *(["-p", str(host.port)] if host.port else []),
-                "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
-                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
-                "-L", f"{address}:{tunnel.local[1]}:127.0.0.1:{remote}",
-                f"{host.user}@{host.host}" if host.user else host.host,
+        argv = [*ssh_argv(host, config, "-o", "ExitOnForwardFailure=yes",
+                          "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+                          "-L", f"{address}:{tunnel.local[1]}:127.0.0.1:{remote}"),
                 "sh -c " + shlex.quote(REMOTE) + f" sh {remote}"]
         try:
             tunnel.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

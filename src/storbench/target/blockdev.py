@@ -129,11 +129,10 @@ class BlockTarget:
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         """fio is told --readonly for a job file that only reads: it then refuses to
         write, whatever the options say."""
-        text = self.on_device(jobfile).render()
-        if only_reads(jobfile):
-            text = f"; run as: fio --readonly (only reads: fio refuses any write)\n{text}"
-        return [FioJob("", f"t{index:03d}.fio", text,
-                       ("--readonly",) if only_reads(jobfile) else ())]
+        self.size_bytes = self.size_bytes or self.device_size()
+        text, args = device_job(jobfile, self.device,
+                                None if self.size_given else self.size_bytes)
+        return [FioJob("", f"t{index:03d}.fio", text, args)]
 
     def on_device(self, jobfile: JobFile) -> JobFile:
         self.size_bytes = self.size_bytes or self.device_size()
@@ -192,6 +191,17 @@ class BlockTarget:
 
     def remove_leftover(self, leftover: Leftover) -> None:
         pass
+
+
+def device_job(jobfile: JobFile, device: str, size_bytes: int | None
+               ) -> tuple[str, tuple[str, ...]]:
+    """The job file's text on ``device`` (on_device), and fio's options for it:
+    --readonly for one that only reads (said in the text, which is stored)."""
+    text = on_device(jobfile, device, size_bytes).render()
+    if only_reads(jobfile):
+        return (f"; run as: fio --readonly (only reads: fio refuses any write)\n{text}",
+                ("--readonly",))
+    return text, ()
 
 
 def on_device(jobfile: JobFile, device: str, size_bytes: int | None) -> JobFile:

@@ -262,3 +262,22 @@ def device_facts(name: str) -> dict[str, Any]:
     if name != disk.name:
         facts["partition_of"] = disk.name
     return facts
+
+
+def report(given: str, writes: bool, destructive: str | None) -> dict[str, Any]:
+    """The guard's findings, decision and the device's facts, as JSON-ready data: what a
+    host reached over SSH sends back (this module runs there as ``python3 -``)."""
+    from dataclasses import asdict
+
+    found = inspect(given)
+    verdict = decide(found, writes=writes, destructive=destructive)
+    return {"findings": asdict(found), "decision": asdict(verdict),
+            "facts": device_facts(found.name) if found.is_block else {}}
+
+
+if __name__ == "__main__":  # python3 - DEVICE WRITES(0|1) [DESTRUCTIVE] < this file
+    import json
+    import sys
+
+    print(json.dumps(report(sys.argv[1], sys.argv[2] == "1",
+                            sys.argv[3] if len(sys.argv) > 3 else None)))

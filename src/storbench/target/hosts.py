@@ -24,14 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storbench.errors import ConfigError
+from storbench.errors import ConfigError, TargetError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, probe
 from storbench.execute.ssh import SshHost, Tunnel, open_tunnels, parse_ssh
 from storbench.target.base import Deadline, Leftover, default_deadline
+from storbench.target.blockdev import device_job, writes
 from storbench.target.environment import host_facts
+from storbench.target.remoteguard import judge_all
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.sizes import format_bytes_iec
 
 DEFAULT_PORT = 8765
 _HOST = re.compile(r"^\s*(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<name>[A-Za-z0-9._-]+))"
@@ -93,12 +96,17 @@ class HostsTarget:
     hosts: list[Host]
     shared_file: bool = False  # every host works on one file (a shared file system)
     ssh_config: str | None = None  # ssh -F FILE for hosts reached over SSH
+    device: bool = False  # ``path`` is a block device on each host (/dev/...)
+    destructive: str | None = None  # the device named again: writing to it is allowed
+    size_given: bool = False  # --size: else each test covers each host's device
     kind = "hosts"
     worker_noun = "host"
     needs_local_fio = True  # fio's client runs here
     series_logs = False
     versions: dict[str, str] = field(default_factory=dict, init=False)
     tunnels: dict[str, Tunnel] = field(default_factory=dict, init=False)
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)  # guard's
+    writers: list[str] = field(default_factory=list, init=False)  # the tests that write
 
     @property
     def name(self) -> str:
@@ -112,15 +120,29 @@ class HostsTarget:
         return {"hosts": [h.key for h in self.hosts], "shared_file": self.shared_file}
 
     def preflight(self) -> None:
-        pass
+        """A block device: every host must be reached over SSH (the guard runs there),
+        and none may have it in use."""
+        if self.device:
+            if any(h.ssh is None for h in self.hosts):
+                raise ConfigError(f"{self.path} on --hosts: a block device needs every host"
+                                  " reached over SSH (ssh://HOST): storbench checks the"
+                                  " device on each host before fio touches it")
+            self._judge(writes=False)
+
+    def _judge(self, writes: bool) -> None:
+        self.reports = judge_all([h.ssh for h in self.hosts if h.ssh is not None],
+                                 self.ssh_config, str(self.path), writes, self.destructive)
 
     def scratch_path(self, uid: str) -> Path:
         return self.path  # files are named storbench-<uid>-... in it (job_files)
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         """Start the SSH hosts' servers; ask every server its fio version. Nothing runs
-        anywhere before every host answered."""
+        anywhere before every host answered (and, for a block device, allowed it)."""
         assert fio is not None
+        if self.device:
+            self.writers = writes(plan)
+            self._judge(writes=bool(self.writers))
         ssh = [h for h in self.hosts if h.ssh is not None]
         if ssh:
             opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config)
@@ -145,6 +167,10 @@ class HostsTarget:
         pass
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
+        if self.device:  # fio told --readonly for a job file that only reads
+            return [FioJob(h.key, f"t{index:03d}-h{i}.fio", *device_job(
+                jobfile, str(self.path), None if self.size_given else self._size(h)))
+                for i, h in enumerate(self.hosts)]
         return [FioJob(h.key, f"t{index:03d}-h{i}.fio",
                        jobfile.for_host(f"storbench-{uid}", f"h{i}",
                                         shared=self.shared_file).render())
@@ -159,6 +185,12 @@ class HostsTarget:
                 entry.update(via="ssh", **self.tunnels[h.key].facts)
             elif h.is_this_machine():
                 entry.update(this_machine=True, ram_bytes=here["ram_bytes"])
+            if h.key in self.reports:
+                report = self.reports[h.key]
+                entry["device"] = {**report["facts"], "device": report["findings"]["device"],
+                                   "found_on_it": report["findings"]["signatures"]
+                                   or ["nothing (blank)"],
+                                   "access": "read and write" if self.writers else "read only"}
             hosts.append(entry)
         rams = [e.get("ram_bytes") for e in hosts]
         known = [r for r in rams if isinstance(r, int)]
@@ -167,14 +199,32 @@ class HostsTarget:
             # the page cache that could answer is the smallest host's; unknown if any is
             "ram_bytes": min(known) if known and len(known) == len(rams) else None,
             "target": {"kind": self.kind, "path": str(self.path), "on_hosts": True,
-                       "shared_file": self.shared_file},
+                       "shared_file": self.shared_file, "block_device": self.device},
             "hosts": hosts,
             **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {}),
         }
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
                 note: Callable[[str], None]) -> None:
-        pass
+        """A block device: the guard once more on every host, right before fio; then
+        each host's device, said."""
+        if not self.device:
+            return
+        self._judge(writes=bool(self.writers))
+        verb = "WRITING to" if self.writers else "Reading (fio --readonly)"
+        for key, report in self.reports.items():
+            facts, found = report["facts"], report["findings"]
+            what = ", ".join(str(facts[k]) for k in ("model", "serial") if k in facts)
+            on_it = ", ".join(found["signatures"]) or "nothing (blank)"
+            note(f"{key}: {verb} {found['device']} ({what or found['name']},"
+                 f" {format_bytes_iec(int(facts.get('size_bytes') or 0))}); found on it:"
+                 f" {on_it}")
+
+    def _size(self, host: Host) -> int:
+        size = int(self.reports.get(host.key, {}).get("facts", {}).get("size_bytes") or 0)
+        if not size:
+            raise TargetError(f"{host.key}: {self.path} has no size (an empty loop device?)")
+        return size
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None

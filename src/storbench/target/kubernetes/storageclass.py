@@ -29,7 +29,7 @@ from storbench.execute.kubepods import PodExecutor, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
 from storbench.target.base import Deadline, Leftover
-from storbench.target.blockdev import on_device, only_reads, writes
+from storbench.target.blockdev import device_job, writes
 from storbench.target.kubernetes.facts import class_facts, pod_facts, volume_guard
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
@@ -196,8 +196,7 @@ class KubeTarget:
         pods = pod_names(uid, self.o.clients)
         if self.o.block:  # each pod its own volume (RWO): the same job file for all
             size = None if self.size_given else quantity_bytes(self.o.capacity)
-            text = on_device(jobfile, DEVICE_PATH, size).render()
-            args = ("--readonly",) if only_reads(jobfile) else ()
+            text, args = device_job(jobfile, DEVICE_PATH, size)
             return [FioJob(pod, f"t{index:03d}.fio" if len(pods) == 1 else
                            f"t{index:03d}-p{i}.fio", text, args) for i, pod in enumerate(pods)]
         if len(pods) == 1:

@@ -1,0 +1,121 @@
+"""A block device on hosts reached over SSH (`run /dev/X --hosts ssh://…`): two sshd
+"hosts", each in its own mount namespace where one device name is a different loop
+device (64 and 96 MiB) of the test's own. The guard runs on each host, by the same
+code as for a local device; a host that refuses stops the run before any fio starts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import assert_one_line_error
+from tests.conftest import needs_fio, run_cli
+from tests.target.test_blockdev import Loop, mkfs
+from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+MIB = 2**20
+SIZES = (64 * MIB, 96 * MIB)
+READS = "[reads]\nrw=randread\nbs=4k\niodepth=8\nioengine=libaio\ntime_based\nruntime=1\n"
+
+
+class Disks:
+    def __init__(self, tmp: Path) -> None:
+        self.loops = []
+        for i, size in enumerate(SIZES):
+            (tmp / f"disk{i}").mkdir()
+            self.loops.append(Loop(tmp / f"disk{i}", size=size))
+        self.hosts = SshHosts(2, devices=[lo.dev for lo in self.loops])
+
+    def run(self, *args: str, db: Path):
+        return run_cli("run", str(self.hosts.device_path), "--hosts", self.hosts.hosts,
+                       "--ssh-config", str(self.hosts.config), *args, db=db)
+
+    def blank(self, i: int) -> bool:
+        return not any(Path(self.loops[i].dev).read_bytes())
+
+
+@pytest.fixture
+def disks(tmp_path: Path) -> Iterator[Disks]:
+    reason = missing_for_sshfs()  # root, sshd, unshare
+    if reason:
+        pytest.skip(f"ssh hosts: {reason}")
+    d = Disks(tmp_path)
+    try:
+        with d.hosts:
+            yield d
+    finally:
+        for lo in d.loops:
+            lo.close()
+
+
+def show(db: Path) -> dict:
+    return json.loads(run_cli("show", "last", "--json", db=db).stdout)
+
+
+def test_each_host_writes_its_own_device_whole_when_named_again(disks, store_path):
+    before = fio_servers_on_loopback()
+    path = str(disks.hosts.device_path)
+    proc = disks.run("--suite", "quick", "--runtime", "1", "--destructive", path, db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count(f"WRITING to {path}") == 2, proc.stderr
+    assert "found on it: nothing (blank)" in proc.stderr
+    run = show(store_path)
+    hosts = run["environment"]["hosts"]
+    assert [h["device"]["size_bytes"] for h in hosts] == list(SIZES)
+    assert all(h["device"]["name"].startswith("loop") for h in hosts)
+    # each host's job file covers its own device
+    assert any(f"size={SIZES[0]}" in j for j in run["job_files"])
+    assert any(f"size={SIZES[1]}" in j for j in run["job_files"])
+    randwrite = next(t for t in run["tests"] if t["name"] == "randwrite")
+    assert randwrite["write"]["iops"] > 0
+    assert not disks.blank(0) and not disks.blank(1)  # both hosts' disks were written
+    assert fio_servers_on_loopback() == before
+
+
+def test_a_host_whose_device_holds_a_file_system_refuses_the_run(disks, store_path,
+                                                                   tmp_path):
+    mkfs(disks.loops[1].dev)
+    digests = [lo.digest() for lo in disks.loops]
+    proc = disks.run("--suite", "quick", "--runtime", "1", db=store_path)
+    # writing needs the device named again on every host; host 1 also says what it holds
+    assert_one_line_error(proc, 1, "2 of 2 host(s) refuse",
+                          f"{disks.hosts.hosts.split(',')[1]}: writing to",
+                          "holds: ext4 file system", "--destructive")
+    assert [lo.digest() for lo in disks.loops] == digests
+    # reading needs no flag: fio --readonly on every host
+    job = tmp_path / "reads.fio"
+    job.write_text(READS)
+    proc = disks.run("--job", str(job), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("Reading (fio --readonly)") == 2
+    assert "found on it: ext4 file system" in proc.stderr
+    assert "--readonly" in show(store_path)["job_files"][0]
+    assert [lo.digest() for lo in disks.loops] == digests
+
+
+def test_a_device_in_use_on_a_host_is_refused_even_when_named_again(disks, store_path,
+                                                                      tmp_path):
+    """Mounted here, after the hosts' namespaces were made: their mount tables do not
+    show it, the kernel's exclusive open does."""
+    mkfs(disks.loops[0].dev)
+    disks.loops[0].mount(disks.loops[0].dev, tmp_path / "mnt")
+    path = str(disks.hosts.device_path)
+    proc = disks.run("--suite", "quick", "--runtime", "1", "--destructive", path,
+                     db=store_path)
+    assert_one_line_error(proc, 1, "1 of 2 host(s) refuse", "in use, storbench never"
+                          " touches it", "Nothing was started")
+    assert disks.blank(1)  # the other host's device was not touched either
+
+
+def test_a_device_on_hosts_needs_ssh(store_path):
+    proc = run_cli("run", "/dev/sbtest-none", "--hosts", "127.0.0.1:8765", "--suite",
+                   "quick", db=store_path)
+    assert_one_line_error(proc, 2, "needs every host reached over SSH")
+    proc = run_cli("run", "/dev/sbtest-none", "--hosts", "ssh://127.0.0.1", "--suite",
+                   "quick", "--destructive", "/dev/other", db=store_path)
+    assert_one_line_error(proc, 2, "name the TARGET device again")
