@@ -167,3 +167,33 @@ def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpf
     assert curve["engine"] == "sync" and curve["closed_loop"][0]["test"] == "jobs1"
     assert all(s["iodepth"] == 1 for s in curve["closed_loop"])
     assert run["verdicts"] == []
+
+
+@needs_fio
+@pytest.mark.integration
+def test_a_network_floor_is_never_met_below_it_and_two_curves_are_overlaid(
+        sshfs_server, tmpfs, store_path, tmp_path):
+    """sshfs through a proxy adding 1 ms each way: every read costs a round trip, so
+    the lowest step's latency is >= 2 ms and an objective of 1 ms is "never met", with
+    that floor. The report then draws this curve and one on tmpfs in one chart."""
+    mnt = sshfs_server.mount(proxied=True)
+    common = ("--workload", "quick:randread", "--size", "16m", "--steps", "3",
+              "--step-time", "1", "--slo", "p99<=1ms")
+    proc = run_cli("curve", str(mnt), *common, "--label", "network", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    curve = shown(store_path)["data"]["curve"]
+    lowest = min((s for s in curve["steps"] if s["requested_iops"]),
+                 key=lambda s: s["requested_iops"])
+    assert lowest["percentiles_ns"]["50"] >= 2_000_000, lowest
+    (answer,) = curve["answers"]
+    assert answer["never_met"] and answer["floor_ns"] >= 2_000_000
+    text = " ".join(run_cli("show", "last", db=store_path).stdout.split())
+    assert "p99<=1ms: never met, the floor at the lowest load is" in text
+    proc = run_cli("curve", str(tmpfs), *common, "--label", "memory", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    html = tmp_path / "two.html"
+    proc = run_cli("report", "1", "2", "-o", str(html), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    chart = html.read_text().split('id="curve-randread"', 1)[1].split("</svg>", 1)[0]
+    for label in ("network", "memory"):
+        assert f"{label} p99" in chart, label
