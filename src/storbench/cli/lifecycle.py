@@ -149,8 +149,12 @@ def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
               metavar="WRITES/S", help="Synchronous 4 KiB writes per second before the pause.")
 @click.option("--before", "before_s", type=click.FloatRange(1, 3600), default=10.0,
               show_default=True, metavar="SECONDS", help="Writing before the pod is deleted.")
+@click.option("--evict", is_flag=True,
+              help="End the pod through the Eviction API, as a node drain does (a"
+                   " PodDisruptionBudget may refuse it), instead of deleting it.")
 @_cluster_options
-def failover(store: Store, storage_class: str, rate: int, before_s: float, capacity: str,
+def failover(store: Store, storage_class: str, rate: int, before_s: float, evict: bool,
+             capacity: str,
              namespace: str | None, kube_context: str | None, kubeconfig: str | None,
              image: str, timeout_s: float, label: str | None, tags: tuple[str, ...],
              assertions: tuple[str, ...], baseline: str | None, max_regression: str,
@@ -158,13 +162,13 @@ def failover(store: Store, storage_class: str, rate: int, before_s: float, capac
     """Measure the I/O pause when a pod with a volume dies and another takes it over.
 
     fio writes --rate synchronous 4 KiB writes per second (each acknowledged means
-    durable, each with a checksum) in a pod; the pod is deleted without a grace
-    period; once it is gone a new pod mounts the same PVC and writes. Reported: the
-    pause (the last write acknowledged before -> the first after), its parts (old pod
-    gone, new pod running, first write), and whether every write acknowledged before
-    the pause reads back intact. Stored as a run (suite k8s-failover); --assert gates
-    on it, e.g. 'failover.pause < 60s'. Everything is deleted at the end, on errors and
-    on Ctrl-C.
+    durable, each with a checksum) in a pod; the pod is deleted (or, with --evict,
+    evicted) with a 1 s grace period; once it is gone a new pod mounts the same PVC and
+    writes. Reported: the pause (the last write acknowledged before -> the first after),
+    its parts (old pod gone, new pod running, first write), and whether every write
+    acknowledged before the pause reads back intact. Stored as a run (suite
+    k8s-failover); --assert gates on it, e.g. 'failover.pause < 60s'. Everything is
+    deleted at the end, on errors and on Ctrl-C.
 
     \b
     Example:
@@ -182,7 +186,7 @@ def failover(store: Store, storage_class: str, rate: int, before_s: float, capac
     o = _options(storage_class, spec.capacity, namespace, kube_context, kubeconfig, image,
                  timeout_s)
     run = run_failover(store, o, spec, rate, before_s, __version__,
-                       lambda text: err.print(f"  {text}", markup=False))
+                       lambda text: err.print(f"  {text}", markup=False), evict)
     if as_json:
         print_json(run_dict(run))
     else:

@@ -233,11 +233,26 @@ class Kube:
         with self.call(f"creating {kind} {ns}/{manifest['metadata']['name']}"):
             return creators[kind](ns, manifest, **extra)
 
-    def delete(self, kind: str, name: str, namespace: str, grace_s: int = 0) -> bool:
+    def delete(self, kind: str, name: str, namespace: str, grace_s: int = 0,
+               evict: bool = False) -> bool:
         """Delete (at once: no grace period, by default); False when it was already gone.
 
         With grace period 0 a pod's object goes at once while its containers may still
-        run; with one, the object stays until the kubelet has stopped them."""
+        run; with one, the object stays until the kubelet has stopped them. ``evict``:
+        a pod through the Eviction API, as a node drain does (a PodDisruptionBudget
+        may refuse it: KubeError with the API server's words)."""
+        if evict and kind == "Pod":
+            body = client.V1Eviction(
+                metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+                delete_options=client.V1DeleteOptions(grace_period_seconds=grace_s))
+            try:
+                with self.call(f"evicting Pod {namespace}/{name}"):
+                    self.core.create_namespaced_pod_eviction(name, namespace, body)
+            except KubeError as exc:
+                if "not found" in str(exc).lower():
+                    return False
+                raise
+            return True
         deleters: dict[str, Callable[..., Any]] = {
             "Pod": self.core.delete_namespaced_pod,
             "PersistentVolumeClaim": self.core.delete_namespaced_persistent_volume_claim,
@@ -254,7 +269,7 @@ class Kube:
         return True
 
     def delete_and_wait(self, objects: list[tuple[str, str, str]], wait_s: float,
-                        grace_s: int = 0) -> tuple[list[str], list[str]]:
+                        grace_s: int = 0, evict: bool = False) -> tuple[list[str], list[str]]:
         """Delete (kind, namespace, name) objects in this order, then wait until they and
         the PersistentVolumes bound to the PVCs among them are gone (reclaim policy
         Delete). Returns (what is still there, or could not be deleted, as "Kind
@@ -268,7 +283,7 @@ class Kube:
         problems = []
         for kind, ns, name in objects:
             try:
-                self.delete(kind, name, ns, grace_s)
+                self.delete(kind, name, ns, grace_s, evict)
             except KubeError as exc:
                 problems.append(str(exc))
         deadline = time.monotonic() + wait_s

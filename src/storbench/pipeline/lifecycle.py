@@ -96,13 +96,15 @@ def not_measured(sc: Any) -> dict[str, str]:
 
 
 def run_failover(store: Store, o: KubeOptions, spec: LifecycleSpec, rate: int,
-                 before_s: float, storbench_version: str, note: Callable[[str], None]) -> Run:
+                 before_s: float, storbench_version: str, note: Callable[[str], None],
+                 evict: bool = False) -> Run:
     """One failover on one class, stored as a run (suite k8s-failover)."""
     kube = Kube(o.kubeconfig, o.context)
     sc = kube.storage_class(o.storage_class)
     namespace = o.namespace or kube.namespace
     uid = secrets.token_hex(6)
     settings = {"kubernetes": o.describe(), "rate_iops": rate, "before_s": before_s,
+                "evict": evict,
                 "timeout_s": spec.timeout_s, "assertions": list(spec.assertions)}
     run_id = store.begin_run(
         uid=uid, suite=FAILOVER, target=f"storageclass/{o.storage_class}",
@@ -111,7 +113,8 @@ def run_failover(store: Store, o: KubeOptions, spec: LifecycleSpec, rate: int,
         tags=spec.tags)
     note(f"StorageClass {o.storage_class} ({sc.provisioner}): a PVC of {spec.capacity} in"
          f" namespace {namespace}, two pods one after the other")
-    fo = Failover(kube, o, uid, namespace, spec.capacity, spec.timeout_s, SignalGuard(), note)
+    fo = Failover(kube, o, uid, namespace, spec.capacity, spec.timeout_s, SignalGuard(), note,
+                  evict)
     found: dict[str, Any] = {}
     error: StorbenchError | None = None
     with fo.guard:

@@ -35,7 +35,8 @@ def failover_table(found: dict[str, Any]) -> Table:
             ["  old pod gone → new pod running (schedule, attach, mount)",
              f"{parts['old_gone_to_new_running_s']:.2f} s"],
             ["  new pod running → first write", f"{parts['new_running_to_first_write_s']:.2f} s"],
-            ["pod deleted → old pod gone", f"{found['delete_to_old_gone_s']:.2f} s"],
+            [f"pod {'evicted' if found.get('ended_by') == 'eviction' else 'deleted'} → old"
+             " pod gone", f"{found['delete_to_old_gone_s']:.2f} s"],
             ["acknowledged writes before the pause", f"{found['acknowledged_writes']:,}"],
             ["read back intact", "all (0 acknowledged writes lost)" if found["intact"]
              else f"NO: {found['verify_message']}"]]

@@ -10,9 +10,10 @@ import subprocess
 import time
 
 import pytest
+from kubernetes import client
 
 from storbench.analysis.lifecycle import percentile, summary
-from tests.cli.test_cli import show_json
+from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, run_cli
 from tests.k8s import leftovers, managed_pods
 
@@ -134,3 +135,26 @@ def test_a_failover_pause_is_measured_and_no_acknowledged_write_is_lost(kube, na
     assert [v["passed"] for v in run["verdicts"]] == [True]
     failing = run_cli("check", "last", "--assert", "failover.pause < 1ms", db=store_path)
     assert failing.returncode == 3
+
+
+def test_a_failover_by_eviction_and_one_a_disruption_budget_refuses(kube, namespace,
+                                                                     k8s_env, store_path):
+    """--evict goes through the Eviction API as a drain does: it works like a delete;
+    with a PodDisruptionBudget that allows no disruption, the API server refuses it,
+    the run fails with its words, and nothing is left."""
+    proc = run_cli("k8s", "failover", "--storage-class", "local-hostpath", "--rate", "50",
+                   "--before", "2", "--evict", "-n", namespace, db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "evicting pod" in proc.stderr and "pod evicted → old pod gone" in proc.stdout
+    found = show_json(store_path)["data"]["failover"]
+    assert found["ended_by"] == "eviction" and found["intact"]
+    assert leftovers(kube, namespace) == []
+    client.PolicyV1Api(kube.core.api_client).create_namespaced_pod_disruption_budget(
+        namespace, {"metadata": {"name": "none"}, "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": {"app.kubernetes.io/managed-by": "storbench"}}}})
+    proc = run_cli("k8s", "failover", "--storage-class", "local-hostpath", "--rate", "50",
+                   "--before", "2", "--evict", "-n", namespace, db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 1, "evicting Pod", "disruption budget")
+    assert show_json(store_path)["status"] == "failed"
+    assert leftovers(kube, namespace) == []

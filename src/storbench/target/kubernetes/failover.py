@@ -1,9 +1,10 @@
-"""A failover pause, measured (`storbench k8s failover`): fio writes at a fixed rate in
-a pod, each write synchronous (O_SYNC: acknowledged means durable) with a checksum
-header; the pod is deleted (a 1 s grace period, which its idle main process does not
-use: the pod dies); a new pod mounts the same PVC once the kubelet has stopped the
-old one's containers (so the two never overlap) and writes again; then fio reads back
-every write acknowledged before the pause and checks it.
+"""A failover pause, measured (`storbench k8s failover`): fio writes at a fixed rate in a
+pod, each write synchronous (O_SYNC: acknowledged means durable) with a checksum header;
+the pod is deleted, or evicted through the Eviction API as a node drain does (a 1 s
+grace period, which its idle main process does not use: the pod dies); a new pod mounts
+the same PVC once the kubelet has stopped the old one's containers (so the two never
+overlap) and writes again; then fio reads back every write acknowledged before the pause
+and checks it.
 
 Times are storbench's clock: the last acknowledged write before is when fio's last
 status report (every STATUS_S) that counted a new write arrived; the first after is
@@ -79,6 +80,7 @@ class Failover:
     timeout_s: float
     guard: SignalGuard
     note: Callable[[str], None]
+    evict: bool = False  # the Eviction API (as a node drain), not a plain delete
     created: list[tuple[str, str, str]] = field(default_factory=list)
 
     def measure(self, rate: int, before_s: float) -> dict[str, Any]:
@@ -97,11 +99,12 @@ class Failover:
         if acks.last_at is None:
             raise KubeError(f"fio in pod {old} reported no write in {before_s:g} s")
         deleted = time.monotonic()
-        self.note(f"deleting pod {old} ({acks.writes} writes acknowledged)")
+        how = "evicting" if self.evict else "deleting"
+        self.note(f"{how} pod {old} ({acks.writes} writes acknowledged)")
         # a grace period: the pod's object stays until its containers are stopped (at
         # grace 0 it goes at once while fio may still write: the two pods would overlap)
         problems, _ = self.kube.delete_and_wait([("Pod", self.namespace, old)], DELETE_WAIT_S,
-                                                grace_s=1)
+                                                grace_s=1, evict=self.evict)
         if problems:
             raise KubeError("; ".join(problems))
         gone = time.monotonic()
@@ -124,6 +127,7 @@ class Failover:
         lost = check.returncode != 0 or check.timed_out
         return {
             "rate_iops": rate, "acknowledged_writes": writes,
+            "ended_by": "eviction" if self.evict else "deletion",
             "pause_s": round(first - last_at, 3),
             # the pause's parts add up to it; the dying pod may still write after the
             # delete request (its containers stop some time later)
