@@ -13,14 +13,13 @@ import pytest
 
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import needs_fio, run_cli
-from tests.target.test_blockdev import Loop, mkfs
+from tests.target.test_blockdev import READS, Loop, mkfs
 from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs
 
 pytestmark = [needs_fio, pytest.mark.integration]
 
 MIB = 2**20
 SIZES = (64 * MIB, 96 * MIB)
-READS = "[reads]\nrw=randread\nbs=4k\niodepth=8\nioengine=libaio\ntime_based\nruntime=1\n"
 
 
 class Disks:

@@ -241,27 +241,21 @@ class Kube:
         run; with one, the object stays until the kubelet has stopped them. ``evict``:
         a pod through the Eviction API, as a node drain does (a PodDisruptionBudget
         may refuse it: KubeError with the API server's words)."""
-        if evict and kind == "Pod":
-            body = client.V1Eviction(
-                metadata=client.V1ObjectMeta(name=name, namespace=namespace),
-                delete_options=client.V1DeleteOptions(grace_period_seconds=grace_s))
-            try:
-                with self.call(f"evicting Pod {namespace}/{name}"):
-                    self.core.create_namespaced_pod_eviction(name, namespace, body)
-            except KubeError as exc:
-                if "not found" in str(exc).lower():
-                    return False
-                raise
-            return True
         deleters: dict[str, Callable[..., Any]] = {
             "Pod": self.core.delete_namespaced_pod,
             "PersistentVolumeClaim": self.core.delete_namespaced_persistent_volume_claim,
             "ConfigMap": self.core.delete_namespaced_config_map,
         }
+        what = "evicting" if evict and kind == "Pod" else "deleting"
         try:
-            with self.call(f"deleting {kind} {namespace}/{name}"):
-                deleters[kind](name, namespace, grace_period_seconds=grace_s,
-                               propagation_policy="Background")
+            with self.call(f"{what} {kind} {namespace}/{name}"):
+                if what == "evicting":
+                    self.core.create_namespaced_pod_eviction(name, namespace, client.V1Eviction(
+                        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+                        delete_options=client.V1DeleteOptions(grace_period_seconds=grace_s)))
+                else:
+                    deleters[kind](name, namespace, grace_period_seconds=grace_s,
+                                   propagation_policy="Background")
         except KubeError as exc:
             if "not found" in str(exc).lower():
                 return False

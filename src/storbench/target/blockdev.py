@@ -134,34 +134,23 @@ class BlockTarget:
                                 None if self.size_given else self.size_bytes)
         return [FioJob("", f"t{index:03d}.fio", text, args)]
 
-    def on_device(self, jobfile: JobFile) -> JobFile:
-        self.size_bytes = self.size_bytes or self.device_size()
-        return on_device(jobfile, self.device, None if self.size_given else self.size_bytes)
-
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         found = self.found or inspect(str(self.path))
         facts = device_facts(found.name) if found.is_block else {}
         return {**host_facts(),
                 "target": {"kind": self.kind, "path": str(self.path), "device": found.device,
-                           **facts, "found_on_it": found.signatures or ["nothing (blank)"],
-                           "access": "read only" if self.read_only else "read and write"},
+                           **facts, "found_on_it": found_on_it(found.signatures),
+                           "access": access(not self.read_only)},
                 **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {})}
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
                 note: Callable[[str], None]) -> None:
         """The guard once more, right before fio; then the device's identity, said."""
         found = self._judge(self.writers)
-        facts = device_facts(found.name)
-        what = ", ".join(str(facts[k]) for k in ("model", "serial") if k in facts)
-        size = format_bytes_iec(int(facts.get("size_bytes") or 0))
-        backing = (f", backed by {facts['loop_backing_file']}"
-                   if "loop_backing_file" in facts else "")
-        on_it = ", ".join(found.signatures) or "nothing (blank)"
         if self.left_out:
             note(f"Left out (--reads-only): {', '.join(self.left_out)}: they write")
-        verb = "Reading (fio --readonly)" if self.read_only else "WRITING to"
-        note(f"{verb} {found.device} ({what or found.name}, {size}{backing});"
-             f" found on it: {on_it}")
+        note(identity(found.device, device_facts(found.name), found.signatures,
+                      writes=not self.read_only))
 
     def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
         size = self.size_bytes or self.device_size()
@@ -191,6 +180,31 @@ class BlockTarget:
 
     def remove_leftover(self, leftover: Leftover) -> None:
         pass
+
+
+def found_on_it(signatures: list[str]) -> list[str]:
+    """What was found on a device, as stored and said: its signatures, or blank."""
+    return list(signatures) or ["nothing (blank)"]
+
+
+def access(writes: bool) -> str:
+    return "read and write" if writes else "read only"
+
+
+def verb(writes: bool) -> str:
+    """How the line said before fio starts begins."""
+    return "WRITING to" if writes else "Reading (fio --readonly)"
+
+
+def identity(device: str, facts: dict[str, Any], signatures: list[str], writes: bool) -> str:
+    """The line said right before fio starts: the device about to be read or written,
+    what it is (model, serial, size, a loop device's file) and what is on it."""
+    what = ", ".join(str(facts[k]) for k in ("model", "serial") if k in facts)
+    size = format_bytes_iec(int(facts.get("size_bytes") or 0))
+    backing = (f", backed by {facts['loop_backing_file']}"
+               if "loop_backing_file" in facts else "")
+    return (f"{verb(writes)} {device} ({what or facts.get('name', device)}, {size}{backing});"
+            f" found on it: {', '.join(found_on_it(signatures))}")
 
 
 def device_job(jobfile: JobFile, device: str, size_bytes: int | None

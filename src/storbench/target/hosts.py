@@ -29,12 +29,11 @@ from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, probe
 from storbench.execute.ssh import SshHost, Tunnel, open_tunnels, parse_ssh
 from storbench.target.base import Deadline, Leftover, default_deadline
-from storbench.target.blockdev import device_job, writes
+from storbench.target.blockdev import access, device_job, found_on_it, identity, writes
 from storbench.target.environment import host_facts
 from storbench.target.remoteguard import judge_all
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
-from storbench.workload.sizes import format_bytes_iec
 
 DEFAULT_PORT = 8765
 _HOST = re.compile(r"^\s*(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<name>[A-Za-z0-9._-]+))"
@@ -188,9 +187,8 @@ class HostsTarget:
             if h.key in self.reports:
                 report = self.reports[h.key]
                 entry["device"] = {**report["facts"], "device": report["findings"]["device"],
-                                   "found_on_it": report["findings"]["signatures"]
-                                   or ["nothing (blank)"],
-                                   "access": "read and write" if self.writers else "read only"}
+                                   "found_on_it": found_on_it(report["findings"]["signatures"]),
+                                   "access": access(bool(self.writers))}
             hosts.append(entry)
         rams = [e.get("ram_bytes") for e in hosts]
         known = [r for r in rams if isinstance(r, int)]
@@ -211,14 +209,10 @@ class HostsTarget:
         if not self.device:
             return
         self._judge(writes=bool(self.writers))
-        verb = "WRITING to" if self.writers else "Reading (fio --readonly)"
         for key, report in self.reports.items():
-            facts, found = report["facts"], report["findings"]
-            what = ", ".join(str(facts[k]) for k in ("model", "serial") if k in facts)
-            on_it = ", ".join(found["signatures"]) or "nothing (blank)"
-            note(f"{key}: {verb} {found['device']} ({what or found['name']},"
-                 f" {format_bytes_iec(int(facts.get('size_bytes') or 0))}); found on it:"
-                 f" {on_it}")
+            found = report["findings"]
+            note(f"{key}: " + identity(found["device"], report["facts"], found["signatures"],
+                                       writes=bool(self.writers)))
 
     def _size(self, host: Host) -> int:
         size = int(self.reports.get(host.key, {}).get("facts", {}).get("size_bytes") or 0)

@@ -20,13 +20,12 @@ from storbench.execute.kubernetes import Kube
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import needs_root, run_cli
 from tests.k8s import leftovers
-from tests.target.test_blockdev import Loop, mkfs
+from tests.target.test_blockdev import READS, Loop, mkfs
 
 pytestmark = [pytest.mark.integration, needs_root]
 
 SIZE = 256 * 2**20
 BLOCK = ("--volume-mode", "Block", "--capacity", "256Mi")
-READS = "[reads]\nrw=randread\nbs=4k\niodepth=8\nioengine=libaio\ntime_based\nruntime=1\n"
 
 
 @dataclass
@@ -55,7 +54,9 @@ class BlockClass:
     def withdraw(self) -> None:
         if self.kube.read_pv(self.name) is not None:
             self.kube.core.delete_persistent_volume(self.name)
+            deadline = time.monotonic() + 60
             while self.kube.read_pv(self.name) is not None:
+                assert time.monotonic() < deadline, f"PV {self.name} still there after 60 s"
                 time.sleep(0.2)
 
     def blank(self) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 from storbench.errors import TargetError
 from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
+from storbench.target.blockdev import access, found_on_it, verb
 from storbench.target.blockguard import signatures
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
@@ -142,17 +143,16 @@ def volume_guard(kube: Kube, namespace: str, pods: list[tuple[str, str]], writer
             copy.write(tail)
             copy.flush()
             found = signatures(copy.name)
-        on_it = ", ".join(found) or "nothing (blank)"
+        on_it = ", ".join(found_on_it(found))
         if found and writers:
             raise TargetError(
                 f"the Block volume of PVC {namespace}/{claim} holds {on_it} (blkid -p on its"
                 f" first and last MiB): storbench writes only to blank volumes, and wrote"
                 f" nothing (tests that write: {', '.join(writers)})")
-        verb = "WRITING to" if writers else "Reading (fio --readonly)"
-        note(f"{verb} Block volume {claim} ({format_bytes_iec(size)}, {DEVICE_PATH} in pod"
-             f" {pod}); found on it: {on_it}")
-        facts.update(size_bytes=size, found_on_it=found or ["nothing (blank)"],
-                     access="read and write" if writers else "read only")
+        note(f"{verb(bool(writers))} Block volume {claim} ({format_bytes_iec(size)},"
+             f" {DEVICE_PATH} in pod {pod}); found on it: {on_it}")
+        facts.update(size_bytes=size, found_on_it=found_on_it(found),
+                     access=access(bool(writers)))
     return facts
 
 
