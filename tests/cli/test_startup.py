@@ -43,9 +43,9 @@ def test_help_lines_of_unloaded_commands_are_the_commands_own():
                   "storbench.render.terminal"}),
     (["list"], {"storbench.cli.run", "storbench.cli.compare", "storbench.analysis.compare",
                 "storbench.analysis.references", "storbench.pipeline.loop",
-                "storbench.execute.local", "yaml", "kubernetes", "matplotlib"}),
+                "storbench.execute.local", "yaml", "kubernetes", "resvg_py"}),
     (["compare", "1"], {"storbench.cli.run", "storbench.pipeline.loop", "yaml", "kubernetes",
-                        "matplotlib", "storbench.execute.local"}),
+                        "resvg_py", "storbench.execute.local"}),
 ])
 def test_a_command_loads_only_what_it_needs(argv, unwanted, store_path, fio_json_text, tmp_path):
     src = tmp_path / "run.json"

@@ -2,7 +2,7 @@
 for any backend.
 
 Built once from a Comparison (and the runs' series and latency percentiles); the
-HTML report draws them as inline SVG, ``--png`` with matplotlib: the same charts,
+HTML report draws them as inline SVG, ``--png`` the same SVG drawn by resvg: the same charts,
 both scaled into one display unit per chart by render/units.py.
 """
 

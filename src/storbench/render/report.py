@@ -44,11 +44,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; overflow-wrap: n
 .charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr));
 gap: 1rem; } figure { margin: 0; border: 1px solid #e3e3e3; padding: .3rem; }
 svg.chart { width: 100%; height: auto; display: block; }
-svg .title { font-size: 14px; font-weight: 600; } svg .tick { font-size: 11px; fill: #444; }
-svg .label { font-size: 12px; fill: #333; } svg .axis { stroke: #333; }
-svg .grid { stroke: #e5e5e5; } svg .line { fill: none; stroke-width: 1.8; }
-svg .mark { stroke: #111; stroke-width: 3; }
-svg .rule { stroke: #b00; stroke-dasharray: 6 4; }
+""" + svg.STYLE + """
 svg .bar:hover, svg circle:hover { opacity: .75; }
 .legend { display: flex; flex-wrap: wrap; gap: .3rem .8rem; font-size: .85rem; }
 .legend button { border: 1px solid #ccc; background: #fff; cursor: pointer; padding: .1rem .4rem;
@@ -142,18 +138,17 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
 
 
 def _figure(c: Chart) -> str:
+    entries = svg.legend(c)
     legend = ""
-    keys = svg.bar_keys(c.names) if c.kind == "bar" else None
-    if keys:  # the axis says 1..n: which run each is
+    if c.kind == "bar" and entries:  # the axis says 1..n: which run each is
         legend = '<div class="legend keys">' + "".join(
-            f'<span><span class="swatch" style="background:{svg.color(i)}"></span>'
-            f"{escape(k)}: {escape(n)}</span>" for i, (k, n) in enumerate(zip(
-                keys, c.names, strict=True))) + "</div>"
-    elif c.kind != "bar":
+            f'<span><span class="swatch" style="background:{colour}"></span>'
+            f"{escape(text)}</span>" for colour, text in entries) + "</div>"
+    elif entries:  # buttons: a click hides or shows the line
         legend = '<div class="legend">' + "".join(
             f'<button type="button" data-chart="{escape(c.id)}" data-series="{i}">'
-            f'<span class="swatch" style="background:{svg.color(i)}"></span>'
-            f"{escape(ln.name)}</button>" for i, ln in enumerate(c.lines)) + "</div>"
+            f'<span class="swatch" style="background:{colour}"></span>'
+            f"{escape(text)}</button>" for i, (colour, text) in enumerate(entries)) + "</div>"
     return f"<figure>{svg.render(c)}{legend}</figure>"
 
 

@@ -19,6 +19,13 @@ MAX_POINTS = 600  # per line: longer series are thinned (min and max of each buc
 CHAR_W = 6.6  # px per character of an 11 px tick label, at the widest (digits, capitals)
 EDGE_PX = 16.0  # an x label closer than this to an end of the axis is anchored there
 MIN_BAR_PX = 2.0  # a bar lower than this is drawn this high, and its value written on it
+# the charts' own style: the report's page and the PNG files (render/png.py) share it
+STYLE = """svg .title { font-size: 14px; font-weight: 600; }
+svg .tick { font-size: 11px; fill: #444; } svg .label { font-size: 12px; fill: #333; }
+svg .axis { stroke: #333; }
+svg .grid { stroke: #e5e5e5; } svg .line { fill: none; stroke-width: 1.8; }
+svg .mark { stroke: #111; stroke-width: 3; }
+svg .rule { stroke: #b00; stroke-dasharray: 6 4; }"""
 
 
 def bar_keys(names: list[str]) -> list[str] | None:
@@ -32,6 +39,16 @@ def bar_keys(names: list[str]) -> list[str] | None:
 
 def color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
+
+
+def legend(chart: Chart) -> list[tuple[str, str]]:
+    """What a chart's legend names, (colour, text) each: which run each key 1..n of a
+    bar chart is, or each line's name; empty when the bars carry the run names."""
+    if chart.kind == "bar":
+        keys = bar_keys(chart.names)
+        return [(color(i), f"{k}: {n}") for i, (k, n) in enumerate(
+            zip(keys, chart.names, strict=True))] if keys else []
+    return [(color(i), ln.name) for i, ln in enumerate(chart.lines)]
 
 
 def _fmt(v: float) -> str:
@@ -59,12 +76,18 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 
 
 def render(chart: Chart) -> str:
-    chart = units.for_display(chart)
-    body = _bars(chart) if chart.kind == "bar" else _lines(chart)
+    """The chart as an <svg> element, scaled to its place on a page."""
     return (f'<svg class="chart" id="{escape(chart.id)}" viewBox="0 0 {W} {H}" role="img"'
             f' xmlns="http://www.w3.org/2000/svg" aria-label="{escape(chart.title)}">'
-            f'<text class="title" x="{W / 2}" y="20" text-anchor="middle">'
-            f"{escape(chart.title)}</text>{body}</svg>")
+            f"{drawing(chart)}</svg>")
+
+
+def drawing(chart: Chart) -> str:
+    """What the chart draws, in a W x H pixel frame, as SVG elements (no <svg> around)."""
+    chart = units.for_display(chart)
+    body = _bars(chart) if chart.kind == "bar" else _lines(chart)
+    return (f'<text class="title" x="{W / 2}" y="20" text-anchor="middle">'
+            f"{escape(chart.title)}</text>{body}")
 
 
 def _frame(y_ticks: list[tuple[float, str]], y_label: str, x_label: str) -> list[str]:
