@@ -130,7 +130,7 @@ def test_a_database_damaged_in_the_middle(command, store_path, fio_json_text, tm
 
 
 @pytest.mark.parametrize("after", ["click", "rich.console", "storbench.result.record",
-                                   "storbench.cli.history", "storbench.render.terminal"])
+                                   "storbench.cli.history", "storbench.store.sqlite"])
 def test_sigint_during_start_up_is_one_line(after, store_path):
     """Ctrl-C while storbench is still importing its modules: the signal is sent as
     soon as Python reports (-v) that the module ``after`` was imported.

@@ -43,7 +43,9 @@ def test_help_lines_of_unloaded_commands_are_the_commands_own():
                   "storbench.render.terminal"}),
     (["list"], {"storbench.cli.run", "storbench.cli.compare", "storbench.analysis.compare",
                 "storbench.analysis.references", "storbench.pipeline.loop",
-                "storbench.execute.local", "yaml", "kubernetes", "resvg_py"}),
+                "storbench.execute.local", "yaml", "kubernetes", "resvg_py",
+                "storbench.analysis.summary", "storbench.result.model",
+                "storbench.result.fio_json"}),
     (["compare", "1"], {"storbench.cli.run", "storbench.pipeline.loop", "yaml", "kubernetes",
                         "resvg_py", "storbench.execute.local"}),
 ])

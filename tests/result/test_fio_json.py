@@ -7,8 +7,7 @@ import subprocess
 import pytest
 
 from storbench.errors import FioError
-from storbench.result import parse_fio_json
-from storbench.result.fio_json import load_fio_json
+from storbench.result.fio_json import load_fio_json, parse_fio_json
 from storbench.result.merge import FIO_PERCENTILES, percentiles_from_bins
 from tests.conftest import FIO, needs_fio
 
@@ -144,7 +143,7 @@ def test_other_fields(outputs):
 
 def test_round_trip_through_dict(outputs):
     r = parse_fio_json(outputs["fdatasync4", "json+"])[1][0]
-    from storbench.result import TestResult
+    from storbench.result.model import TestResult
 
     again = TestResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert again == r

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from storbench.errors import StoreError
-from storbench.result import parse_fio_json
+from storbench.result.fio_json import parse_fio_json
 from storbench.store import MIGRATIONS, Store
 from tests.conftest import STORBENCH, needs_fio, run_cli
 from tests.store.test_sqlite import add_run

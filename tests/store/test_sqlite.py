@@ -3,7 +3,7 @@ import sqlite3
 import pytest
 
 from storbench.errors import StoreError
-from storbench.result import parse_fio_json
+from storbench.result.fio_json import parse_fio_json
 from storbench.result.record import Invocation
 from storbench.store import MIGRATIONS, Store
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from storbench.analysis.metrics import metric
-from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError
 from storbench.result.model import Direction, Latency, SyncStats, TestResult
 from storbench.result.record import Run, StoredTest
@@ -193,6 +192,8 @@ def as_run(ref: Reference, index: int) -> Run:
               settings={}, storbench_version="", fio_version=None, tests=tests,
               verdicts=[])
     # judged by its suite's profile like a measured run (etcd: fdatasync p99 < 10 ms)
+    from storbench.analysis.verdicts import evaluate  # only for references shown as runs
+
     return replace(run, verdicts=evaluate(run, unresolvable="fail"))
 
 

@@ -9,16 +9,13 @@ from typing import Any
 
 import click
 
-from storbench.analysis import references
 from storbench.analysis.compare import Comparison, select, sentences
 from storbench.analysis.compare import compare as build_comparison
 from storbench.cli.common import cli, db_option, err, json_option, load_run, out, print_json
 from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
 from storbench.errors import ConfigError
-from storbench.render import layouts, terminal
-from storbench.render.formats import FORMATS
+from storbench.render.formats import FORMATS, LAYOUTS
 from storbench.render.json import cost_dict
-from storbench.render.layouts import LAYOUTS
 from storbench.store import Store
 
 
@@ -35,6 +32,8 @@ def comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
         base_index = ids.index(base_id)
     runs = [load_run(store, i) for i in ids]
     if reference or reference_file:
+        from storbench.analysis import references  # only here: it loads the verdicts
+
         extra = references.load_file(reference_file) if reference_file else []
         names = [n.strip() for n in (reference or "").split(",") if n.strip()]
         chosen = _select_references(names, runs, extra) if names else [
@@ -45,6 +44,8 @@ def comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
 
 def _select_references(names: list[str], runs: list[Any], extra: list[Any]) -> list[Any]:
     """The named references for the first compared run's suite that has them all."""
+    from storbench.analysis import references
+
     first_error: ConfigError | None = None
     for run in runs:
         try:
@@ -105,6 +106,8 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
             doc["cost"] = [cost_dict(comp, p) for p in priced]
         print_json(doc)
         return
+    from storbench.render import terminal
+
     terminal.print_comparison(out, comp)
     measured = [r for r in comp.runs if r.origin != "published"]
     curves_only = all(r.data.keys() & {"curve", "lifecycle", "failover"} for r in comp.runs)
@@ -165,6 +168,8 @@ def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None
     if layout is not None and fmt not in ("md", "wiki", "html-table"):
         raise ConfigError(f"--layout shapes md, wiki and html-table tables, not {fmt}")
     if layout is not None:
+        from storbench.render import layouts
+
         render = layouts.render_html if fmt == "html-table" else layouts.render_markdown
         text = render(comp, layout)
     else:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from storbench.analysis.compare import Comparison
-from storbench.analysis.cost import Priced, assign, parse_capacity, per_run, price
 from storbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from storbench.analysis.compare import Comparison
+    from storbench.analysis.cost import Priced
 
 
 def cost_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -46,6 +48,8 @@ def priced_runs(comp: Comparison, costs: tuple[str, ...], capacity: str | None,
     check_cost_flags(costs, capacity, provisioned_iops + provisioned_mbps)
     if not costs or capacity is None:
         return []
+    from storbench.analysis.cost import assign, parse_capacity, per_run, price
+
     return price(comp, assign(comp, list(costs)), parse_capacity(capacity),
                  provisioned_iops=per_run(comp, list(provisioned_iops), "--provisioned-iops"),
                  provisioned_mbps=per_run(comp, list(provisioned_mbps), "--provisioned-mbps"))

@@ -15,9 +15,7 @@ from storbench.cli.common import (
     parse_tags,
     print_json,
 )
-from storbench.render import terminal
 from storbench.render.json import run_dict
-from storbench.render.timeline import render_timeline
 from storbench.store import Store
 
 
@@ -47,7 +45,9 @@ def list_(store: Store, label: str | None, tags: tuple[str, ...], suite: str | N
     if not runs:
         err.print(f"No runs stored in {store.path} (match your filters).")
         return
-    terminal.print_run_list(out, runs)
+    from storbench.render.runlist import print_run_list
+
+    print_run_list(out, runs)
 
 
 @cli.command()
@@ -70,6 +70,9 @@ def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
       storbench show 12 --timeline
       storbench show last --json
     """
+    from storbench.render import terminal
+    from storbench.render.timeline import render_timeline
+
     r = load_run(store, store.resolve(run_ref))
     if as_json:
         print_json(run_dict(r, raw=raw))

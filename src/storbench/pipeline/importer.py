@@ -20,9 +20,10 @@ from typing import Any
 from storbench import __version__
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError
-from storbench.result import TestResult, fio_logs, fio_text, parse_fio_json
+from storbench.result import fio_logs, fio_text
 from storbench.result.documents import Document, Part, parse_document
-from storbench.result.fio_json import parse_per_host, results_of
+from storbench.result.fio_json import parse_fio_json, parse_per_host, results_of
+from storbench.result.model import TestResult
 from storbench.result.record import Invocation
 from storbench.store import Store
 from storbench.workload.suites import get_suite

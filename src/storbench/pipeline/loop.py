@@ -39,8 +39,7 @@ from storbench.pipeline.reporter import NullReporter, Reporter
 from storbench.pipeline.rounds import Rounds, after_round, precondition
 from storbench.pipeline.spec import RunSpec, check_baseline, make_plan
 from storbench.pipeline.steps import PlannedRun, Step, make_step
-from storbench.result import parse_fio_json
-from storbench.result.fio_json import parse_per_host
+from storbench.result.fio_json import parse_fio_json, parse_per_host
 from storbench.result.fio_logs import read_series
 from storbench.result.model import TestResult
 from storbench.result.record import Invocation, Run

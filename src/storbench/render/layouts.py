@@ -17,6 +17,7 @@ from html import escape
 
 from storbench.analysis.compare import Comparison, verdict_brief
 from storbench.render import units
+from storbench.render.formats import LAYOUTS
 from storbench.render.markdown import inert
 from storbench.render.markdown import table as md_table
 from storbench.render.table import (
@@ -27,7 +28,6 @@ from storbench.render.table import (
     probe_comparison_table,
 )
 
-LAYOUTS = ("wide", "per-metric", "read-write", "rows")
 Titled = tuple[str | None, Table]
 
 

@@ -327,17 +327,6 @@ def print_comparison(console: Console, comp: Comparison) -> None:
                       " IOPS and BW: higher is better, latency: lower is better.")
 
 
-def print_run_list(console: Console, runs: list[Run]) -> None:
-    t = RichTable(header_style="bold")
-    for col in ("run", "created (UTC)", "label", "suite", "status", "target", "tags"):
-        t.add_column(col)
-    for r in runs:
-        status = r.status if r.status == "completed" else f"[red]{r.status}[/red]"
-        t.add_row(f"#{r.id}", r.created_at, Text(r.label or ""), Text(r.suite), status,
-                  Text(r.target), Text(" ".join(f"{k}={v}" for k, v in r.tags.items())))
-    console.print(t)
-
-
 def print_suites(console: Console, suites: list[Suite], *, detailed: bool) -> None:
     from storbench.workload.suites import ALWAYS_ADDED
 

@@ -11,9 +11,10 @@ again.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from storbench.result.model import TestResult
+if TYPE_CHECKING:  # only named in annotations: `list` and `rm` never load the results
+    from storbench.result.model import TestResult
 
 STATUSES = ("running", "completed", "failed", "interrupted", "crashed")
 

@@ -7,7 +7,6 @@ a recycled PID has another) and the machine's boot id (a reboot ends every proce
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +39,7 @@ def this_process() -> Process:
     import os
 
     pid = os.getpid()
-    return Process(socket.gethostname(), pid, _start_time(pid), _boot_id())
+    return Process(os.uname().nodename, pid, _start_time(pid), _boot_id())
 
 
 def vanished(pid: int | None, start: str | None, boot_id: str | None, me: Process) -> bool:

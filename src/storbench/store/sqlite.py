@@ -17,10 +17,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storbench.errors import StoreError
-from storbench.result.model import TestResult
 from storbench.result.record import (
     STATUSES,
     Invocation,
@@ -33,6 +32,9 @@ from storbench.result.record import (
 from storbench.store.migrations import MIGRATIONS, REBUILDS
 from storbench.store.postgres import is_url
 from storbench.store.processes import crash_note, this_process, vanished
+
+if TYPE_CHECKING:
+    from storbench.result.model import TestResult
 
 
 def default_db_path() -> Path:
@@ -315,6 +317,8 @@ class Store:
         regressions: list[Regression] = []
         data: dict[str, Any] = {}
         if with_results:
+            from storbench.result.model import TestResult
+
             data = {r["key"]: json.loads(r["value"]) for r in self.db.execute(
                 "SELECT key, value FROM run_data WHERE run_id = ?", (row["id"],))}
             for r in self.db.execute(
