@@ -1,5 +1,5 @@
 """Charts (analysis/charts.py) as PNG files, for tickets and chat: the report's own SVG
-charts (render/svg.py), each with its legend below, drawn by resvg (~40 ms a chart).
+charts (render/svg.py), each with its legend below, drawn by resvg (50-70 ms a chart).
 760 pixels wide, 330 high plus the legend's rows."""
 
 from __future__ import annotations
