@@ -87,17 +87,26 @@ def test_a_class_that_never_binds_fails_and_says_why(kube, namespace, k8s_env, s
     assert run["data"]["lifecycle"]["summary"]["bind"]["n"] == 0
 
 
+@pytest.mark.parametrize("command", [
+    ["lifecycle", "--volumes", "4", "--parallel", "1"],
+    ["failover", "--rate", "50", "--before", "30"],  # Ctrl-C while fio writes in the pod
+], ids=["lifecycle", "failover"])
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130)])
-def test_ctrl_c_leaves_nothing(kube, namespace, k8s_env, store_path, sig, code):
+def test_ctrl_c_leaves_nothing(kube, namespace, k8s_env, store_path, command, sig, code):
     proc = subprocess.Popen(
-        [*STORBENCH, "k8s", "lifecycle", "--storage-class", "local-hostpath", "--volumes",
-         "4", "--parallel", "1", "-n", namespace],
+        [*STORBENCH, "k8s", *command, "--storage-class", "local-hostpath", "-n", namespace],
         env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not managed_pods(kube, namespace) and time.monotonic() < deadline:
             time.sleep(0.2)
+        if command[0] == "failover":  # the writer pod up and fio writing in it
+            while time.monotonic() < deadline and not any(
+                    p.status.phase == "Running" for p in managed_pods(kube, namespace)):
+                time.sleep(0.2)
+            time.sleep(2)
+            assert proc.poll() is None, proc.communicate()
         proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=150)
     finally:
