@@ -198,8 +198,11 @@ def verb(writes: bool) -> str:
 
 def identity(device: str, facts: dict[str, Any], signatures: list[str], writes: bool) -> str:
     """The line said right before fio starts: the device about to be read or written,
-    what it is (model, serial, size, a loop device's file) and what is on it."""
+    what it is (model, serial, an NVMe namespace's id, size, a loop device's file) and
+    what is on it."""
     what = ", ".join(str(facts[k]) for k in ("model", "serial") if k in facts)
+    if "nvme" in facts:  # a controller's serial is shared by all its namespaces
+        what += f", namespace {facts['nvme']['namespace_id']}"
     size = format_bytes_iec(int(facts.get("size_bytes") or 0))
     backing = (f", backed by {facts['loop_backing_file']}"
                if "loop_backing_file" in facts else "")

@@ -221,47 +221,130 @@ def signatures(device: str) -> list[str]:
     return found or ["a signature blkid could not name"]
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
 def device_facts(name: str) -> dict[str, Any]:
     """What the device is (sysfs): model, serial, firmware, size, sectors, rotational,
-    scheduler, queue depth, write cache, discard; a loop device's backing file."""
+    scheduler, queue depth, write cache, discard; a loop device's backing file; an
+    NVMe namespace's facts (nvme_facts)."""
     base = SYS_BLOCK / name
     disk = base.resolve().parent if (base / "partition").exists() else base.resolve()
-
-    def read(path: Path) -> str | None:
-        try:
-            return path.read_text().strip() or None
-        except OSError:
-            return None
-
     facts: dict[str, Any] = {"name": name}
     for key, rel in (("model", "device/model"), ("serial", "device/serial"),
                      ("wwid", "device/wwid"), ("firmware", "device/firmware_rev"),
                      ("vendor", "device/vendor")):
-        if (v := read(disk / rel)) is not None:
+        if (v := _read(disk / rel)) is not None:
             facts[key] = v
-    sectors = read(base / "size")
+    sectors = _read(base / "size")
     if sectors is not None:
         facts["size_bytes"] = int(sectors) * 512
     q = disk / "queue"
     for key, rel in (("logical_sector_bytes", "logical_block_size"),
                      ("physical_sector_bytes", "physical_block_size"),
                      ("nr_requests", "nr_requests")):
-        if (v := read(q / rel)) is not None and v.isdigit():
+        if (v := _read(q / rel)) is not None and v.isdigit():
             facts[key] = int(v)
-    if (v := read(q / "rotational")) is not None:
+    if (v := _read(q / "rotational")) is not None:
         facts["rotational"] = v == "1"
-    if (v := read(q / "scheduler")) is not None:
+    if (v := _read(q / "scheduler")) is not None:
         chosen = [w.strip("[]") for w in v.split() if w.startswith("[")]
         facts["scheduler"] = chosen[0] if chosen else v
-    if (v := read(q / "write_cache")) is not None:
+    if (v := _read(q / "write_cache")) is not None:
         facts["write_cache"] = v
-    if (v := read(q / "discard_max_bytes")) is not None and v.isdigit():
+    if (v := _read(q / "discard_max_bytes")) is not None and v.isdigit():
         facts["discard"] = int(v) > 0
-    if (v := read(disk / "loop" / "backing_file")) is not None:
+    if (v := _read(disk / "loop" / "backing_file")) is not None:
         facts["loop_backing_file"] = v
     if name != disk.name:
         facts["partition_of"] = disk.name
+    if (nsid := _read(disk / "nsid")) is not None:
+        facts["nvme"] = {"namespace_id": int(nsid), **nvme_facts(f"/dev/{disk.name}")}
     return facts
+
+
+def nvme_facts(namespace: str) -> dict[str, Any]:
+    """An NVMe namespace as nvme-cli reads it (Identify Namespace, Identify Controller,
+    the SMART / Health log): the LBA format in use and the others it could have, its
+    size, capacity and use, its preferred write sizes, the controller's NVMe version,
+    volatile write cache and namespaces, and its wear, spare, temperature and media
+    errors. Without nvme-cli, or when it fails, one fact says so with its message."""
+    import json
+    import shutil
+
+    nvme = shutil.which("nvme")
+    if nvme is None:
+        return {"nvme_cli": "not installed: namespace facts not read (apt install nvme-cli)"}
+    answers: list[dict[str, Any]] = []
+    for command in ("id-ns", "id-ctrl", "smart-log"):
+        try:
+            proc = subprocess.run([nvme, command, namespace, "--output-format=json"],
+                                  capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return {"nvme_cli": f"nvme {command} {namespace}: {e}"}
+        try:
+            answers.append(json.loads(proc.stdout) if proc.returncode == 0 else {})
+        except ValueError:
+            answers.append({})
+        if not answers[-1]:
+            said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+            return {"nvme_cli": f"nvme {command} {namespace} failed"
+                                f" ({said[-1] if said else f'exit status {proc.returncode}'})"}
+    try:
+        return _nvme_summary(*answers)
+    except (KeyError, IndexError, TypeError, ValueError) as e:  # another nvme-cli's JSON
+        return {"nvme_cli": f"nvme-cli's JSON for {namespace} not understood"
+                            f" ({type(e).__name__}: {e})"}
+
+
+def _nvme_summary(ns: dict[str, Any], ctrl: dict[str, Any], health: dict[str, Any]
+                  ) -> dict[str, Any]:
+    """The facts a benchmark needs from nvme-cli's JSON (id-ns, id-ctrl, smart-log)."""
+    def num(d: dict[str, Any], *keys: str) -> int | None:
+        for k in keys:
+            if k in d:
+                return int(d[k])
+        return None
+
+    formats = [(1 << int(f["ds"]), int(f["ms"]), int(f.get("rp", 0))) for f in ns["lbafs"]]
+    flbas = int(ns["flbas"])
+    data, meta, rp = formats[(flbas & 0xF) | ((flbas >> 5) & 0x3) << 4]
+    out: dict[str, Any] = {
+        "lba_data_bytes": data, "lba_metadata_bytes": meta,
+        "lba_relative_performance": ("best", "better", "good", "degraded")[rp & 3],
+        "lba_formats": ", ".join(f"{d}+{m}" if m else str(d) for d, m, _ in formats),
+        "namespace_bytes": int(ns["nsze"]) * data,
+        "capacity_bytes": int(ns["ncap"]) * data,
+        "utilization_bytes": int(ns["nuse"]) * data,
+        "thin_provisioned": bool(int(ns.get("nsfeat", 0)) & 1),
+    }
+    if int(ns.get("nsfeat", 0)) & 0x10:  # the optimal-performance fields are valid
+        out["preferred_write_granularity_bytes"] = (int(ns["npwg"]) + 1) * data
+        out["preferred_write_alignment_bytes"] = (int(ns["npwa"]) + 1) * data
+        out["optimal_write_bytes"] = (int(ns["nows"]) + 1) * data
+    ver = int(ctrl.get("ver", 0))
+    if ver:
+        out["nvme_version"] = f"{ver >> 16}.{(ver >> 8) & 0xFF}" + (
+            f".{ver & 0xFF}" if ver & 0xFF else "")
+    out["volatile_write_cache"] = bool(int(ctrl.get("vwc", 0)) & 1)
+    out["controller_namespaces"] = int(ctrl.get("nn", 0))
+    if (used := num(health, "percent_used", "percentage_used")) is not None:
+        out["percent_used"] = used
+    if (spare := num(health, "avail_spare", "available_spare")) is not None:
+        out["available_spare_percent"] = spare
+    if (warning := num(health, "critical_warning")) is not None:
+        out["critical_warning"] = warning
+    if (temp := num(health, "temperature")) is not None:
+        out["temperature_c"] = temp - 273 if temp > 200 else temp  # Kelvin in nvme-cli 2.x
+    if (errors := num(health, "media_errors")) is not None:
+        out["media_errors"] = errors
+    if (units := num(health, "data_units_written")) is not None:
+        out["written_bytes"] = units * 512_000  # units of 1000 512-byte blocks
+    return out
 
 
 def report(given: str, writes: bool, destructive: str | None) -> dict[str, Any]:
