@@ -4,7 +4,7 @@ This machine has no NVMe device and cannot load nvme-loop, so the tests boot Deb
 own kernel (unpacked by scripts/install-testbed into ``$STORBENCH_TEST_TOOLS/vm``) under
 QEMU's software emulation (this machine's KVM does not run it), with:
 
-- an initramfs of static busybox and the kernel's nvme, virtio and 9p modules;
+- an initramfs of static busybox and the kernel's nvme, virtio, 9p and ext4 modules;
 - this machine's ``/`` shared read-only over 9p as the guest's root, so the guest runs
   the very python, storbench, fio and nvme-cli the tests use here;
 - a folder of the test's shared read-write at the same path, for the script the guest
@@ -27,7 +27,8 @@ from tests.testbed import TOOLS
 
 VM = TOOLS / "vm"
 BUSYBOX = Path("/bin/busybox")
-MODULES = ("nvme", "9pnet_virtio", "9p", "virtio_pci")
+# the NVMe driver, the 9p shares, and ext4 (with its checksum) for a file system on a namespace
+MODULES = ("nvme", "9pnet_virtio", "9p", "virtio_pci", "crc32c_generic", "ext4")
 QEMU = "qemu-system-x86_64"
 
 INIT = r"""#!/bin/busybox sh

@@ -49,9 +49,14 @@ cd {shlex.quote(str(share))}
 # nvme-cli refused by the kernel: root without CAP_SYS_ADMIN, as in a container
 setpriv --bounding-set -sys_admin --inh-caps -sys_admin \\
   {sb} run /dev/nvme0n2 --job reads.fio > run4.txt 2>&1
+# a directory on a file system on namespace 1: the disk under it is that namespace
+mkfs.ext4 -q -F /dev/nvme0n1
+mkdir /tmp/fs && mount /dev/nvme0n1 /tmp/fs
+{sb} run /tmp/fs --job write.fio --size 8m > run5.txt 2>&1
+umount /tmp/fs
 # no nvme-cli: its program made unrunnable (bind-mounted over by /dev/null)
 mount --bind /dev/null "$(command -v nvme)"
-{sb} run /dev/nvme0n2 --job reads.fio > run5.txt 2>&1
+{sb} run /dev/nvme0n2 --job reads.fio > run6.txt 2>&1
 {sb} show 1 > show1.txt 2>&1
 cp /tmp/results.db results.db
 """
@@ -60,9 +65,10 @@ cp /tmp/results.db results.db
     said = {f.stem: f.read_text() for f in share.glob("*.txt")}
     assert rc == 0, (out, said)
     db = share / "results.db"
-    runs = [json.loads(run_cli("show", str(i), "--json", db=db).stdout) for i in range(1, 6)]
-    assert [r["status"] for r in runs] == ["completed"] * 5
-    first, before_write, second, refused, absent = (r["environment"]["target"] for r in runs)
+    runs = [json.loads(run_cli("show", str(i), "--json", db=db).stdout) for i in range(1, 7)]
+    assert [r["status"] for r in runs] == ["completed"] * 6
+    first, before_write, second, refused, on_fs, absent = (r["environment"]["target"]
+                                                           for r in runs)
 
     # what QEMU was told: the controller's serial, each namespace's size and LBA size
     assert first["model"] == "QEMU NVMe Ctrl" and first["serial"] == "SB-NVME-7"
@@ -86,6 +92,12 @@ cp /tmp/results.db results.db
     assert runs[1]["tests"][0]["write"]["io_bytes"] == 128 * MiB
     grew = second["nvme"]["written_bytes"] - before_write["nvme"]["written_bytes"]
     assert abs(grew - 128 * MiB) < 512_000
+
+    # a directory's disk is described as a block device TARGET is, NVMe facts included
+    assert on_fs["fs_type"] == "ext4" and on_fs["mount_source"] == "/dev/nvme0n1"
+    assert on_fs["block_device"]["serial"] == "SB-NVME-7"
+    assert on_fs["block_device"]["nvme"]["namespace_id"] == 1
+    assert on_fs["block_device"]["nvme"]["lba_data_bytes"] == 4096
 
     # nvme-cli failing, or not there, is said (with its error), and the run goes on
     assert refused["nvme"]["namespace_id"] == absent["nvme"]["namespace_id"] == 2

@@ -89,37 +89,14 @@ def mount_of(path: Path) -> Mount | None:
 
 
 def block_device_facts(dev: str) -> dict[str, Any]:
-    """Model, rotational flag and scheduler of the disk behind ``major:minor``, if any."""
+    """What the block device behind ``major:minor`` is, if any: the same facts as for a
+    block device TARGET (blockguard.device_facts; an NVMe namespace's among them)."""
+    from storbench.target.blockguard import device_facts
+
     sys_dev = Path("/sys/dev/block") / dev
     if not sys_dev.exists():
         return {}
-    node = sys_dev.resolve()
-    disk = node.parent if (node / "partition").exists() else node
-    facts: dict[str, Any] = {"device": disk.name if disk == node else f"{disk.name}/{node.name}"}
-    for key, rel in (
-        ("model", "device/model"),
-        ("rotational", "queue/rotational"),
-        ("scheduler", "queue/scheduler"),
-        ("size_bytes", "size"),
-    ):
-        try:
-            value = (disk / rel).read_text().strip()
-        except OSError:
-            continue
-        if key == "rotational":
-            facts[key] = value == "1"
-        elif key == "size_bytes":
-            facts[key] = int(value) * 512
-        elif key == "scheduler":
-            facts[key] = next((w[1:-1] for w in value.split() if w.startswith("[")), value)
-        else:
-            facts[key] = value
-    try:
-        backing = (disk / "loop" / "backing_file").read_text().strip()
-        facts["loop_backing_file"] = backing
-    except OSError:
-        pass
-    return facts
+    return device_facts(sys_dev.resolve().name)
 
 
 def path_facts(path: Path) -> dict[str, Any]:
