@@ -86,6 +86,11 @@ def test_a_blank_device_with_destructive(loop, store_path):
     assert [t["name"] for t in run["tests"]] == ["randread", "randwrite", "seqread", "seqwrite",
                                                   "synclat"]
     assert all(f"filename={loop.dev}" in j and "direct=1" in j for j in run["job_files"])
+    # blank and not written first: the reads may be of blocks never written
+    unwritten = [w for w in run["warnings"] if w["kind"] == "unwritten-reads"]
+    assert [w["test"] for w in unwritten] == ["randread", "seqread"], run["warnings"]
+    assert "--precondition" in unwritten[0]["message"]
+    assert unwritten[0]["details"]["devices"] == [loop.dev]
 
 
 @needs_fio
@@ -113,6 +118,7 @@ def test_reading_needs_no_flag_and_fio_cannot_write(loop, tmp_path, store_path):
     run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
     assert run["tests"][0]["read"]["iops"] > 0
     assert "fio --readonly" in run["job_files"][0]
+    assert "unwritten-reads" not in {w["kind"] for w in run["warnings"]}  # it holds ext4
     assert loop.digest() == before
 
 
@@ -229,6 +235,8 @@ def test_precondition_then_rounds_until_steady(tmp_path, store_path):
     assert any("[precondition]" in j and f"io_size={512 * 2**20}" in j
                for j in run["job_files"])
     assert "precondition" in [p["name"] for p in run["data"]["phases"]]
+    assert run["environment"]["target"]["preconditioned"] is True
+    assert "unwritten-reads" not in {w["kind"] for w in run["warnings"]}  # written first
     doc = json.loads(run_cli("compare", "last", "--json", db=store_path).stdout)
     cols = [c["metric"] for c in doc["comparison"]["columns"]]
     row = doc["comparison"]["rows"][0]

@@ -72,6 +72,10 @@ def test_each_host_writes_its_own_device_whole_when_named_again(disks, store_pat
     assert any(f"size={SIZES[1]}" in j for j in run["job_files"])
     randwrite = next(t for t in run["tests"] if t["name"] == "randwrite")
     assert randwrite["write"]["iops"] > 0
+    # both devices were blank and not preconditioned: their reads may be of nothing
+    unwritten = [w for w in run["warnings"] if w["kind"] == "unwritten-reads"]
+    assert [w["test"] for w in unwritten] == ["randread", "seqread"], run["warnings"]
+    assert unwritten[0]["details"]["devices"] == [path]
     assert not disks.blank(0) and not disks.blank(1)  # both hosts' disks were written
     assert fio_servers_on_loopback() == before
 

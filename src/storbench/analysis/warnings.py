@@ -37,6 +37,9 @@ class Kind(enum.StrEnum):
     RATE_NOT_REACHED = "rate-not-reached"
     SMALL_WORKING_SET = "small-working-set"
     DEVICE_NOT_REACHED = "device-not-reached"
+    UNWRITTEN_READS = "unwritten-reads"
+
+BLANK = ["nothing (blank)"]  # a block device's found_on_it when blkid found nothing
 
 
 def _flag(options: dict[str, str], key: str) -> bool:
@@ -117,6 +120,32 @@ def cache_in_front(r: TestResult, env: dict[str, Any]) -> Warning | None:
         {"read_clat_p30_ns": p30, "read_clat_p50_ns": p50, "limit_ns": CACHE_NS,
          "fs_type": fs},
     )
+
+
+def unwritten_reads(r: TestResult, env: dict[str, Any]) -> Warning | None:
+    """Reads from a block device that was blank when the run began (no signature on
+    it) and was not written first (--precondition): its blocks may never have been
+    written, and those a device answers without reading its media."""
+    if r.read is None or r.read.total_ios == 0:
+        return None
+    devices = [env.get("target") or {}, *((h.get("device") or {}) for h in env.get("hosts") or [])]
+    blank = sorted({_device_name(d) for d in devices
+                    if d.get("found_on_it") == BLANK and not d.get("preconditioned")})
+    if not blank:
+        return None
+    return Warning(
+        Kind.UNWRITTEN_READS, r.name,
+        f"{r.name}: read from {', '.join(blank)}, blank when the run began and not written"
+        " first: blocks never written (a new or trimmed SSD, a thin or lazily restored cloud"
+        " volume, a sparse file) may be answered without reading the media, faster than"
+        " written ones. Write the device first: --precondition.",
+        {"devices": blank})
+
+
+def _device_name(target: dict[str, Any]) -> str:
+    if "storage_class" in target:  # a Kubernetes Block volume
+        return f"a Block volume of class {target['storage_class']}"
+    return str(target.get("device") or target.get("path"))
 
 
 def rate_not_reached(r: TestResult) -> list[Warning]:
@@ -284,7 +313,7 @@ def compute(r: TestResult, environment: dict[str, Any]) -> list[Warning]:
         return []
     found = [page_cache(r, environment), cache_in_front(r, environment), not_steady(r),
              too_short(r),
-             iodepth_shortfall(r), *rate_not_reached(r)]
+             iodepth_shortfall(r), unwritten_reads(r, environment), *rate_not_reached(r)]
     for direction, s in r.series.items():
         b = burst(direction, s, r.name)
         found.append(b if b is not None else variation(direction, s, r.name))

@@ -140,7 +140,8 @@ class BlockTarget:
         return {**host_facts(),
                 "target": {"kind": self.kind, "path": str(self.path), "device": found.device,
                            **facts, "found_on_it": found_on_it(found.signatures),
-                           "access": access(not self.read_only)},
+                           "access": access(not self.read_only),
+                           **({"preconditioned": True} if self.precondition else {})},
                 **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {})}
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,

@@ -106,6 +106,9 @@ def test_a_blank_block_volume_is_measured_raw_and_nothing_is_left(
     tests = {t["name"]: t for t in run["tests"]}
     assert tests["randread"]["read"]["iops"] > 0 and tests["randwrite"]["write"]["iops"] > 0
     assert not block_class.blank()  # fio wrote to this very device
+    unwritten = [w for w in run["warnings"] if w["kind"] == "unwritten-reads"]
+    assert [w["test"] for w in unwritten] == ["randread", "seqread"], run["warnings"]
+    assert unwritten[0]["details"]["devices"] == [f"a Block volume of class {block_class.name}"]
 
 
 def test_a_block_volume_holding_a_file_system_is_refused_for_writing(
