@@ -111,6 +111,7 @@ cp /tmp/results.db results.db
     # environment with bytes in IEC units; the namespace only read is untouched
     assert ("WRITING to /dev/nvme0n1 (QEMU NVMe Ctrl, SB-NVME-7, namespace 1, 256.0 MiB);"
             in said["run1"])
+    assert "laying out files" not in said["run1"]  # a device: fio has no files to lay out
     assert "Reading (fio --readonly) /dev/nvme0n2 (QEMU NVMe Ctrl, SB-NVME-7, namespace 2," \
         in said["run3"]
     assert "target.nvme.lba_data_bytes" in said["show1"]

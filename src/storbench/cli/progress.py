@@ -16,6 +16,9 @@ from storbench.target.base import Leftover
 from storbench.workload.plan import Plan, PlannedTest
 
 LAYOUT_SAID_AFTER_S = 1.0  # no I/O yet after this long: fio is laying out its files
+# or, on a block device (nothing to lay out), still starting
+WAITING = {"files": ("laying out files", "layout and start-up"),
+           "device": ("starting fio (no I/O yet)", "start-up")}
 
 
 class ConsoleReporter:
@@ -28,6 +31,7 @@ class ConsoleReporter:
         self.tasks: list[TaskID] = []
         self._started: dict[int, float] = {}  # non-terminal: when each test began
         self._said: dict[int, str] = {}  # non-terminal: the phase last printed per test
+        self._waiting, self._before_io = WAITING["files"]
 
     def leftover_removed(self, leftover: Leftover) -> None:
         self.console.print(f"[yellow]Removed[/yellow] {escape(str(leftover.path))}, left by"
@@ -37,6 +41,9 @@ class ConsoleReporter:
         self.console.print(text, markup=False, highlight=False)
 
     def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
+        # fio's scratch is a device (a block device TARGET, on hosts, a pod's Block volume)
+        on_device = scratch.parts[:2] == ("/", "dev")
+        self._waiting, self._before_io = WAITING["device" if on_device else "files"]
         self.console.print(f"Run #{run_id}: suite {escape(plan.suite_name)},"
                            f" {len(plan.tests)} test(s) in {escape(str(scratch))}")
         if not self.live:
@@ -73,11 +80,12 @@ class ConsoleReporter:
         live = "  ".join(x for x in (p.iops and f"{p.iops} IOPS", p.bandwidth) if x)
         eta = f"eta {p.eta_s // 60}m{p.eta_s % 60:02d}s" if p.eta_s is not None else ""
         self.bars.update(self.tasks[index], completed=p.percent or 0, eta=eta,
-                         live=live or "laying out files")
+                         live=live or self._waiting)
 
     def _phase_line(self, index: int, p: FioProgress) -> None:
-        """Plain output: a line when fio starts laying out files and when I/O begins
-        (with how long the layout took), so a log shows where a slow run's time went."""
+        """Plain output: a line when fio starts laying out files (on a device: is still
+        starting) and when I/O begins (with how long that took), so a log shows where a
+        slow run's time went."""
         running = bool(p.iops or p.bandwidth)
         phase = "io" if running else "layout"
         seen = self._said.get(index)
@@ -88,10 +96,10 @@ class ConsoleReporter:
         if seen == phase or seen == "io" or (phase == "io" and seen is None):
             return  # said already, or I/O from the first status line: nothing to explain
         if phase == "layout":
-            self.console.print(f"[{index + 1}] laying out files", markup=False)
+            self.console.print(f"[{index + 1}] {self._waiting}", markup=False)
         else:
-            self.console.print(f"[{index + 1}] I/O running (after {took:.1f} s of layout and"
-                               " start-up)", markup=False)
+            self.console.print(f"[{index + 1}] I/O running (after {took:.1f} s of"
+                               f" {self._before_io})", markup=False)
 
     def test_finished(self, index: int, results: list[TestResult], error: str) -> None:
         if error:
