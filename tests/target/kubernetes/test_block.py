@@ -138,6 +138,25 @@ def test_a_block_volume_holding_a_file_system_is_refused_for_writing(
     assert left(kube, namespace, block_class) == []
 
 
+def test_a_curve_on_a_block_volume(kube, namespace, k8s_env, store_path, block_class):
+    """storbench curve --volume-mode Block: each step's job file on the raw volume,
+    read with fio --readonly (the volume stays blank), nothing left behind."""
+    proc = run_cli("curve", "--storage-class", block_class.name, *BLOCK, "-n", namespace,
+                   "--workload", "quick:randread", "--step-time", "1", "--steps", "3",
+                   "--max-depth", "4", "--slo", "p99<=1s", db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Reading (fio --readonly) Block volume" in proc.stderr
+    run = show_json(store_path)
+    curve = run["data"]["curve"]
+    assert curve["max_iops"] > 0 and len(curve["steps"]) == 3
+    assert curve["answers"][0]["iops"] is not None  # a generous objective is met
+    assert run["environment"]["target"]["volume_mode"] == "Block"
+    assert all("filename=/dev/storbench" in j and "fio --readonly" in j
+               for j in run["job_files"])
+    assert block_class.blank()  # read only: not a byte written
+    assert left(kube, namespace, block_class) == []
+
+
 def test_block_in_the_dry_run_and_the_modes_it_refuses(store_path, k8s_env):
     proc = run_cli("run", "--storage-class", "local-hostpath", *BLOCK, "--suite", "quick",
                    "--dry-run", db=store_path, env=k8s_env)
