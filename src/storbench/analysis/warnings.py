@@ -15,7 +15,7 @@ from typing import Any
 from storbench.analysis import levels, rates
 from storbench.analysis.caches import device_not_reached, small_working_set
 from storbench.result.model import Direction, Series, TestResult
-from storbench.result.record import Warning
+from storbench.result.record import BLANK_DEVICE, Warning
 from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
 
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
@@ -38,8 +38,6 @@ class Kind(enum.StrEnum):
     SMALL_WORKING_SET = "small-working-set"
     DEVICE_NOT_REACHED = "device-not-reached"
     UNWRITTEN_READS = "unwritten-reads"
-
-BLANK = ["nothing (blank)"]  # a block device's found_on_it when blkid found nothing
 
 
 def _flag(options: dict[str, str], key: str) -> bool:
@@ -130,7 +128,7 @@ def unwritten_reads(r: TestResult, env: dict[str, Any]) -> Warning | None:
         return None
     devices = [env.get("target") or {}, *((h.get("device") or {}) for h in env.get("hosts") or [])]
     blank = sorted({_device_name(d) for d in devices
-                    if d.get("found_on_it") == BLANK and not d.get("preconditioned")})
+                    if d.get("found_on_it") == [BLANK_DEVICE] and not d.get("preconditioned")})
     if not blank:
         return None
     return Warning(

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # only named in annotations: `list` and `rm` never load the r
     from storbench.result.model import TestResult
 
 STATUSES = ("running", "completed", "failed", "interrupted", "crashed")
+BLANK_DEVICE = "nothing (blank)"  # a block device's found_on_it: blkid found nothing
 
 
 @dataclass(frozen=True)

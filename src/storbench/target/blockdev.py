@@ -16,6 +16,7 @@ from typing import Any
 
 from storbench.errors import TargetError
 from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard
+from storbench.result.record import BLANK_DEVICE
 from storbench.target.base import Deadline, Leftover, default_deadline
 from storbench.target.blockguard import Findings, decide, device_facts, inspect
 from storbench.target.environment import host_facts
@@ -185,7 +186,7 @@ class BlockTarget:
 
 def found_on_it(signatures: list[str]) -> list[str]:
     """What was found on a device, as stored and said: its signatures, or blank."""
-    return list(signatures) or ["nothing (blank)"]
+    return list(signatures) or [BLANK_DEVICE]
 
 
 def access(writes: bool) -> str:

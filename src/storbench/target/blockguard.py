@@ -284,16 +284,16 @@ def nvme_facts(namespace: str) -> dict[str, Any]:
         try:
             proc = subprocess.run([nvme, command, namespace, "--output-format=json"],
                                   capture_output=True, text=True, timeout=30, check=False)
+            answer = json.loads(proc.stdout) if proc.returncode == 0 else None
         except (OSError, subprocess.TimeoutExpired) as e:
             return {"nvme_cli": f"nvme {command} {namespace}: {e}"}
-        try:
-            answers.append(json.loads(proc.stdout) if proc.returncode == 0 else {})
         except ValueError:
-            answers.append({})
-        if not answers[-1]:
+            answer = None
+        if not answer:
             said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
             return {"nvme_cli": f"nvme {command} {namespace} failed"
                                 f" ({said[-1] if said else f'exit status {proc.returncode}'})"}
+        answers.append(answer)
     try:
         return _nvme_summary(*answers)
     except (KeyError, IndexError, TypeError, ValueError) as e:  # another nvme-cli's JSON

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from storbench.target.blockguard import device_facts
+
 
 def host_facts() -> dict[str, Any]:
     return {
@@ -91,8 +93,6 @@ def mount_of(path: Path) -> Mount | None:
 def block_device_facts(dev: str) -> dict[str, Any]:
     """What the block device behind ``major:minor`` is, if any: the same facts as for a
     block device TARGET (blockguard.device_facts; an NVMe namespace's among them)."""
-    from storbench.target.blockguard import device_facts
-
     sys_dev = Path("/sys/dev/block") / dev
     if not sys_dev.exists():
         return {}
