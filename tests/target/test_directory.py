@@ -8,11 +8,13 @@ metadata probe are doing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,21 +25,26 @@ pytestmark = [needs_fio, pytest.mark.integration]
 LONG_READ = ("[reader]\nrw=randread\nbs=4k\nsize=8m\ndirect=1\ntime_based\nruntime={runtime}\n")
 
 
-def start_run(mnt, tmp_path, store_path, runtime, *extra):
+def start_run(mnt, tmp_path, store_path, runtime, *extra, stderr=subprocess.PIPE):
     job = tmp_path / "reader.fio"
     job.write_text(LONG_READ.format(runtime=runtime))
-    return subprocess.Popen([*STORBENCH, "run", str(mnt), "--job", str(job), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([*STORBENCH, "run", str(mnt), "--job", str(job), *extra],
+                            stdout=subprocess.PIPE, stderr=stderr, text=True,
                             env={**os.environ, "STORBENCH_DB": str(store_path)})
+    proc.earlier = set(mnt.glob("storbench-*"))  # left by an earlier test's run
+    return proc
 
 
-def wait_for_io(mnt, timeout=30.0):
-    """Until the run's file is laid out and read (fio has started its I/O)."""
+def wait_for_io(mnt, proc, timeout=30.0):
+    """Until this run's file is laid out and read (fio has started its I/O). An earlier
+    run's directory, left on the silent server, is not this run's: CI once took its
+    file for fio's and froze the server while storbench was still starting."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        files = list(mnt.glob("storbench-*/reader*"))
+        files = [f for d in mnt.glob("storbench-*") if d not in proc.earlier
+                 for f in d.glob("reader*")]
         if files and files[0].stat().st_size >= 8 * 2**20:
-            time.sleep(1.5)
+            time.sleep(1.5)  # fio truncates the file to its size first, then writes it
             return
         time.sleep(0.1)
     raise AssertionError("fio never started")
@@ -52,7 +59,7 @@ def test_a_server_that_goes_silent_fails_the_run_at_its_time_limit(sshfs_server,
     mnt = sshfs_server.mount(proxied=False)
     proc = start_run(mnt, tmp_path, store_path, 60, "--timeout", "12", "--no-probe-metadata")
     try:
-        wait_for_io(mnt)
+        wait_for_io(mnt, proc)
         with sshfs_server.frozen():
             start = time.monotonic()
             _, err = proc.communicate(timeout=60)
@@ -75,7 +82,7 @@ def test_a_signal_ends_storbench_within_5_s_on_a_silent_server(sig, code, sshfs_
     # the metadata probe is on (a network file system): its stat() blocks too
     proc = start_run(mnt, tmp_path, store_path, 60)
     try:
-        wait_for_io(mnt)
+        wait_for_io(mnt, proc)
         with sshfs_server.frozen():
             time.sleep(2)  # fio and the probe are blocked in the kernel now
             start = time.monotonic()
@@ -95,3 +102,51 @@ def test_a_signal_ends_storbench_within_5_s_on_a_silent_server(sig, code, sshfs_
                     "--no-probe-metadata", db=store_path)
     assert later.returncode == 0, later.stderr
     assert list(mnt.glob("storbench-*")) == []
+
+
+def clearing_child(timeout=20.0):
+    """The PID of the child in which storbench clears the scratch directory before a
+    test (execute/fsops.py "clean"), once it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        for line in ps.splitlines():
+            if "storbench.execute.fsops clean" in line:
+                return int(line.split()[0])
+        time.sleep(0.05)
+    raise AssertionError("storbench never cleared its scratch directory")
+
+
+def test_a_signal_ends_storbench_within_5_s_while_it_waits_on_a_silent_server(
+        sshfs_server, tmp_path, store_path):
+    """Before each test storbench clears its scratch directory in a child and waits for
+    it, up to a minute on a slow file system. A signal ends that wait at once: CI saw
+    Ctrl-C wait the whole minute when it came there."""
+    mnt = sshfs_server.mount(proxied=False)
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr:
+        proc = start_run(mnt, tmp_path, store_path, 60, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 30
+        while "Run #" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # the metadata probe's idle phase (3 s) comes first: the server goes silent in it
+        with sshfs_server.frozen():
+            child = clearing_child()
+            time.sleep(1)  # the child is blocked in the kernel now; storbench waits for it
+            assert proc.poll() is None
+            start = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=15)  # without a check for signals it waited 60 s
+            took = time.monotonic() - start
+            assert Path(f"/proc/{child}").exists()  # it was stuck: left, not waited for
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = log.read_text()
+    assert proc.returncode == 130, err
+    assert took < 5, (took, err)
+    assert "Traceback" not in err and "interrupted by SIGINT" in err, err
+    assert "[1] reader.fio" not in err  # fio never started
+    assert stored(store_path)["status"] == "interrupted"

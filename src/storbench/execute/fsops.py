@@ -16,11 +16,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from storbench.execute.workdir import MARKER
 
 OPERATIONS = ("stat", "listdir", "create_unlink")  # the metadata probe's
+CHECK_EVERY_S = 0.1  # call(check=...): how often a wait looks for a signal
 
 
 class Stuck(Exception):
@@ -39,15 +41,29 @@ def start(*args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
 
-def call(*args: str, timeout_s: float) -> str:
-    """Run one operation to its end and return what it printed; Stuck past the limit."""
+def call(*args: str, timeout_s: float, check: Callable[[], None] | None = None) -> str:
+    """Run one operation to its end and return what it printed; Stuck past the limit.
+
+    ``check`` (a SignalGuard's) is called every CHECK_EVERY_S while it waits: what it
+    raises (a signal came) ends the wait at once, not at the limit, which on a file
+    system gone silent would keep Ctrl-C waiting for a minute."""
     proc = start(*args)
+    ends = time.monotonic() + timeout_s
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+        while True:
+            if check is not None:
+                check()
+            left = ends - time.monotonic()
+            try:
+                out, _ = proc.communicate(
+                    timeout=max(0.0, min(left, CHECK_EVERY_S) if check else left))
+                return out
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= ends:
+                    raise Stuck(proc.pid, timeout_s) from None
+    except BaseException:
         proc.kill()  # takes effect if and when the kernel lets go; not waited for
-        raise Stuck(proc.pid, timeout_s) from None
-    return out
+        raise
 
 
 # -- the operations (in the child) ----------------------------------------------------

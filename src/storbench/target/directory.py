@@ -41,6 +41,8 @@ class DirectoryTarget:
     needs_local_fio = True
     series_logs = True
     scratch: Path | None = field(default=None, init=False)
+    # the run's: a signal ends a wait on the file system at once (fsops.call)
+    guard: SignalGuard | None = field(default=None, init=False)
 
     @property
     def name(self) -> str:
@@ -74,6 +76,7 @@ class DirectoryTarget:
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
                 note: Callable[[str], None]) -> None:
+        self.guard = guard
         self.scratch = self.create_scratch(uid)
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
@@ -90,7 +93,8 @@ class DirectoryTarget:
             return
         try:
             left = json.loads(fsops.call("clean", str(self.scratch), *sorted(keep),
-                                         timeout_s=BETWEEN_TESTS_S))
+                                         timeout_s=BETWEEN_TESTS_S,
+                                         check=self.guard.check if self.guard else None))
         except fsops.Stuck as exc:
             raise TargetHung(f"the target stopped responding before test {test.name!r}:"
                              f" removing the previous test's files in {str(self.scratch)!r}"
