@@ -15,13 +15,27 @@ from storbench.errors import ConfigError
 from tests.conftest import needs_fio, run_cli, run_cli_wrapped
 
 
+@pytest.fixture
+def capped_in_ram():
+    """3000 IOPS capped (cgroup v1 blkio) over an image in RAM: only the cap is measured.
+    Over the host disk, CI saw a 900-IOPS step fall 6% behind (a pause of the disk at
+    the step's end), which is that disk's, not the cap's."""
+    from tests.testbed import Throttled, missing_for_throttled
+
+    if (reason := missing_for_throttled()) is not None:
+        pytest.skip(reason)
+    with Throttled(size="1G", backing_dir="/dev/shm") as t:
+        yield t
+
+
 def shown(store_path, ref="last"):
     return json.loads(run_cli("show", ref, "--json", db=store_path).stdout)
 
 
 @needs_fio
 @pytest.mark.integration
-def test_a_capped_volume_gives_its_cap_as_the_answer(throttled, store_path):
+def test_a_capped_volume_gives_its_cap_as_the_answer(capped_in_ram, store_path):
+    throttled = capped_in_ram
     start = time.monotonic()
     proc = run_cli_wrapped(throttled.wrap, "curve", str(throttled.mnt), "--workload",
                            "quick:randread", "--size", "256m", "--slo", "p99<=50ms",
