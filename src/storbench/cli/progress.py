@@ -41,8 +41,9 @@ class ConsoleReporter:
         self.console.print(text, markup=False, highlight=False)
 
     def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
-        # fio's scratch is a device (a block device TARGET, on hosts, a pod's Block volume)
-        on_device = scratch.parts[:2] == ("/", "dev")
+        # fio's scratch is a device (a block device TARGET, on hosts, a pod's Block volume),
+        # not a directory under /dev (/dev/shm); only a path in /dev is looked at here
+        on_device = scratch.parts[:2] == ("/", "dev") and not scratch.is_dir()
         self._waiting, self._before_io = WAITING["device" if on_device else "files"]
         self.console.print(f"Run #{run_id}: suite {escape(plan.suite_name)},"
                            f" {len(plan.tests)} test(s) in {escape(str(scratch))}")
