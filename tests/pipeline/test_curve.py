@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import time
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from storbench.analysis import rates
 from storbench.analysis.curve import Objective, answers, knee, step_record
 from storbench.errors import ConfigError
-from tests.conftest import needs_fio, run_cli, run_cli_wrapped
+from tests.conftest import STORBENCH, needs_fio, run_cli, run_cli_wrapped
 
 
 @pytest.fixture
@@ -75,6 +77,57 @@ def test_a_capped_volume_gives_its_cap_as_the_answer(capped_in_ram, store_path):
     assert run_cli("report", "last", "-o", str(tmp_html), db=store_path).returncode == 0
     html_text = html.read_text()
     assert 'id="curve-randread"' in html_text and 'class="rule"' in html_text
+
+
+@needs_fio
+@pytest.mark.integration
+def test_a_step_paused_while_a_faster_one_kept_its_rate_is_measured_again(capped_in_ram,
+                                                                          tmp_path, store_path):
+    """The volume's cap drops to 50 IOPS for the whole of the first fixed-rate step (a
+    pause, for real): that step falls behind, the faster steps after it keep their rates,
+    so it is measured once more, and the second measurement is what the curve holds."""
+    vol = capped_in_ram
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            vol.wrap([*STORBENCH, "curve", str(vol.mnt), "--workload", "quick:randread",
+                      "--size", "64m", "--steps", "3", "--step-time", "2"]),
+            stdout=subprocess.PIPE, stderr=stderr, text=True,
+            env={**os.environ, "STORBENCH_DB": str(store_path)})
+
+    def line(pattern, timeout=120.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if m := re.search(pattern, log.read_text()):
+                return m
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.02)
+        raise AssertionError(f"no {pattern!r} in: {log.read_text()}")
+
+    try:
+        first = line(r"\[(\d+)\] (rate-\d+):")
+        vol.set_limits(50, 50)
+        try:
+            line(rf"\[{int(first[1]) + 1}\] ")  # the next step has started
+        finally:
+            vol.set_limits(3000, 3000)
+        proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = log.read_text()
+    assert proc.returncode == 0, err
+    paused = first[2]
+    assert f"{paused} fell behind its rate (" in err and "measured again" in err, err
+    curve = shown(store_path)["data"]["curve"]
+    (again,) = [s for s in curve["steps"] if s["test"] == f"{paused}-again"]
+    assert again["first"]["test"] == paused and again["first"]["saturated"]
+    assert again["first"]["achieved_iops"] < 0.5 * again["requested_iops"]
+    assert not again["saturated"]  # the cap was back: it kept its rate
+    assert paused not in [s["test"] for s in curve["steps"]]  # the paused one is replaced
+    assert len(curve["steps"]) == 3
+    text = run_cli("show", "last", db=store_path).stdout
+    assert f"(again; {paused}:" in " ".join(text.split()), text
 
 
 @needs_fio

@@ -79,7 +79,8 @@ def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
     as real traffic arrives: fixed rates (fio rate_iops, Poisson arrivals) from 10% to
     110% of that maximum, each with p50/p90/p99/p99.9 from fio's histogram bins. A step
     that fell behind its rate (achieved < 95%, and short by more than the chance of
-    Poisson arrivals) is saturated and never counts as meeting an objective. The
+    Poisson arrivals) is saturated and never counts as meeting an objective (one
+    that fell behind while a faster step kept its rate was paused: measured again). The
     answer per --slo: "max N IOPS at p99<=2ms", the next step that missed it, the knee
     (where p99 doubles) and the latency floor at low load. Stored as a run (its steps
     are its tests); exits 3 when an --assert fails.

@@ -5,8 +5,10 @@ engine) until IOPS rise by less than 5%; the highest is the maximum. Then open l
 fio issues fixed rates (``rate_iops``, ``rate_process=poisson``) from ~10% to ~110% of
 that maximum, with a queue at least 32 deep (so that a Poisson burst finds room), and
 then, where latency bends or an objective stops being met, steps halfway between
-(adaptive), or ``--steps`` evenly spread. Every step is a test of the run (``qd4``,
-``rate-2700``); analysis/curve.py turns them into the answers.
+(adaptive), or ``--steps`` evenly spread. A step that fell behind its rate while a
+faster one kept its own is measured once more (``rate-900-again``): it was paused.
+Every step is a test of the run (``qd4``, ``rate-2700``); analysis/curve.py turns them
+into the answers.
 """
 
 from __future__ import annotations
@@ -72,12 +74,31 @@ class Curve:
             0.1 + i * 1.0 / (self.spec.steps - 1) for i in range(self.spec.steps)]
         for share in shares:
             self._rate(loop, executor, share * top["achieved_iops"], top)
+        self._measure_paused_again(loop, executor)
         if self.spec.steps is None:
             for _ in range(REFINE):
                 rate = self._where_it_bends()
                 if rate is None:
                     break
                 self._rate(loop, executor, rate, top)
+            self._measure_paused_again(loop, executor)
+
+    def _measure_paused_again(self, loop: Any, executor: Any) -> None:
+        """A step that fell behind its rate while a faster step kept its own was paused
+        (the machine, or a hiccup of the storage), not saturated: it is measured once
+        more and the second measurement stands, the first kept in it as ``first``."""
+        for s in sorted(self.opened, key=lambda s: s["requested_iops"]):
+            faster_kept = any(not t["saturated"] and t["requested_iops"] > s["requested_iops"]
+                              for t in self.opened)
+            if not s["saturated"] or not faster_kept or "first" in s:
+                continue
+            self.opened.remove(s)
+            loop.rep.note(f"{s['test']} fell behind its rate ({s['achieved_iops']:,.0f} of"
+                          f" {s['requested_iops']:,.0f} IOPS) while a faster step kept its"
+                          " own: measured again")
+            again = self._step(loop, executor, f"{s['test']}-again", s["requested_iops"],
+                               s["iodepth"], s["numjobs"])
+            again["first"] = {k: s[k] for k in ("test", "achieved_iops", "saturated")}
 
     def _rate(self, loop: Any, executor: Any, rate: float, top: dict[str, Any]) -> None:
         rate = max(1.0, round(rate))

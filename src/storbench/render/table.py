@@ -155,6 +155,8 @@ def curve_table(curve: dict[str, Any]) -> Table:
     for s in steps:
         requested = s["requested_iops"]
         kept = "" if requested is None else "no: saturated" if s["saturated"] else "yes"
+        if "first" in s:  # measured again: the first fell behind, a faster step did not
+            kept += f" (again; {s['first']['test']}: {units.IOPS.fmt(s['first']['achieved_iops'])})"
         rows.append([s["test"], "closed loop" if requested is None else units.IOPS.fmt(requested),
                      units.IOPS.fmt(s["achieved_iops"]),
                      *(unit.fmt(s["percentiles_ns"].get(p)) for p in CURVE_PERCENTILES), kept])
