@@ -150,3 +150,38 @@ def test_a_signal_ends_storbench_within_5_s_while_it_waits_on_a_silent_server(
     assert "Traceback" not in err and "interrupted by SIGINT" in err, err
     assert "[1] reader.fio" not in err  # fio never started
     assert stored(store_path)["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("sig", [None, signal.SIGINT])
+def test_a_server_already_silent_is_said_before_anything_runs(sig, sshfs_server, tmp_path,
+                                                              store_path):
+    """storbench's first look at the target (is it a device? does it exist?) is taken in
+    a child: on a server already silent it says so within 20 s, and Ctrl-C ends it at
+    once, where a stat of its own would hold it in the kernel until the server answers."""
+    mnt = sshfs_server.mount(proxied=False)  # looked at before the server goes silent
+    job = tmp_path / "reader.fio"
+    job.write_text(LONG_READ.format(runtime=5))
+    with sshfs_server.frozen():
+        start = time.monotonic()
+        proc = subprocess.Popen([*STORBENCH, "run", str(mnt), "--job", str(job)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "STORBENCH_DB": str(store_path)})
+        try:
+            if sig is not None:
+                time.sleep(3)  # Python started; storbench waits for its child's stat
+                start = time.monotonic()
+                proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+            took = time.monotonic() - start
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert "Traceback" not in err, err
+    if sig is None:
+        assert proc.returncode == 1, err
+        assert f"target {str(mnt)!r} does not respond: looking at it got no answer" in err, err
+        assert took < 30, took  # is_block_device's 5 s, then the target's own 15 s
+    else:
+        assert proc.returncode == 130, err
+        assert took < 5, took
+    assert "Run #" not in err  # nothing was started

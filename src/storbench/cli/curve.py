@@ -16,7 +16,7 @@ from storbench.cli.common import (
 )
 from storbench.cli.k8s import kube_options
 from storbench.cli.measuring import measure_and_report, push_option
-from storbench.cli.targets import TargetFlags, choose_targets, host_options
+from storbench.cli.targets import TargetFlags, TargetPath, choose_targets, host_options
 from storbench.errors import ConfigError
 from storbench.pipeline.spec import CurveSpec, RunSpec
 from storbench.store import Store
@@ -33,7 +33,7 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
 
 
 @cli.command()
-@click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=TargetPath())
 @click.option("--workload", "-w", default="quick:randread", show_default=True,
               metavar="SUITE:TEST|JOBFILE",
               help="What to load the target with: a suite's test, or a job file with one job.")

@@ -26,7 +26,7 @@ from storbench.cli.common import (
 )
 from storbench.cli.k8s import kube_options
 from storbench.cli.measuring import measure_and_report, push_option
-from storbench.cli.targets import TargetFlags, choose_targets, host_options
+from storbench.cli.targets import TargetFlags, TargetPath, choose_targets, host_options
 from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
 from storbench.execute import find_fio
 from storbench.pipeline.loop import plan_run
@@ -48,7 +48,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 
 
 @cli.command()
-@click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=TargetPath())
 @click.option("--suite", "-s", default="quick", show_default=True,
               help="Built-in suite to run (see `storbench suites`).")
 @click.option("--job", "job_file", type=click.Path(path_type=Path, dir_okay=False),

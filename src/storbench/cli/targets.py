@@ -16,12 +16,32 @@ from typing import Any, TypeVar
 import click
 
 from storbench.errors import ConfigError
+from storbench.execute import fsops
 from storbench.target.base import Target
 from storbench.target.blockdev import BlockTarget
 from storbench.target.directory import DirectoryTarget
 from storbench.target.hosts import Host, HostsTarget, parse_hosts
 
 F = TypeVar("F", bound=Callable[..., Any])
+DEVICE_STAT_S = 5.0  # is_block_device: for a TARGET outside /dev to be looked at
+
+
+class TargetPath(click.ParamType[Path]):
+    """A TARGET as given, not looked at while the command line is read (click.Path
+    stats it: on a file system whose server is silent that holds storbench in the
+    kernel before it has started, where not even Ctrl-C reaches it)."""
+
+    name = "path"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Path:
+        return value if isinstance(value, Path) else Path(value)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(incomplete, type="file")]
 
 
 def host_options(f: F) -> F:
@@ -124,7 +144,8 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config,
                             device=remote_device, destructive=f.destructive,
                             size_given=f.size_given)]
-    if len({p.resolve() for p in f.given}) != len(f.given):
+    # lexically: resolving a path looks at each part of it, a silent server's too
+    if len({os.path.abspath(p) for p in f.given}) != len(f.given):
         raise ConfigError("a TARGET is given twice")
     if (f.precondition or f.reads_only) and len(devices) != len(f.given):
         raise ConfigError("--precondition and --reads-only apply to block devices (a TARGET"
@@ -134,7 +155,16 @@ def choose_targets(f: TargetFlags) -> list[Target]:
 
 
 def is_block_device(path: Path) -> bool:
+    """Whether ``path`` is a block device. Outside /dev it is looked at in a child: a
+    directory on a file system whose server is silent would hold storbench in the
+    kernel; it is then taken for a directory, which says that it does not respond."""
+    if path.is_absolute() and path.parts[1:2] == ("dev",):
+        try:
+            return stat.S_ISBLK(os.stat(path).st_mode)
+        except OSError:
+            return False
     try:
-        return stat.S_ISBLK(os.stat(path).st_mode)
-    except OSError:
+        mode = fsops.stat_mode(path, DEVICE_STAT_S)
+    except fsops.Stuck:
         return False
+    return mode is not None and stat.S_ISBLK(mode)

@@ -10,6 +10,7 @@ waits for them with a time limit, reports a stuck one by its PID and goes on.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from storbench.execute.workdir import MARKER
 
@@ -121,9 +123,37 @@ def probe(directory: Path, interval_s: float) -> None:
         time.sleep(max(0.0, interval_s - (time.monotonic() - tick)))
 
 
+def look(path: Path) -> dict[str, Any]:
+    """What a directory target needs to know before a run: it is a directory, on a file
+    system mounted read-write, writable by us, and its free bytes (statvfs: answered
+    by the server, never from a cache as a stat can be)."""
+    try:
+        is_dir = path.is_dir()
+        vfs = os.statvfs(path)
+    except OSError as exc:
+        return {"error": errno.errorcode.get(exc.errno or 0, "?"), "message": exc.strerror}
+    return {"is_dir": is_dir, "read_only": bool(vfs.f_flag & os.ST_RDONLY),
+            "writable": os.access(path, os.W_OK | os.X_OK),
+            "free_bytes": vfs.f_bavail * vfs.f_frsize}
+
+
+def stat_mode(path: Path, timeout_s: float) -> int | None:
+    """``path``'s st_mode, looked at in a child (None: it does not exist or cannot be
+    looked at); Stuck when its file system does not answer within ``timeout_s``."""
+    mode = json.loads(call("mode", str(path), timeout_s=timeout_s))
+    return int(mode) if mode is not None else None
+
+
 def main(argv: list[str]) -> None:  # pragma: no cover - runs as its own process
     op, path = argv[0], Path(argv[1])
-    if op == "remove":
+    if op == "mode":
+        try:
+            print(json.dumps(os.stat(path).st_mode))
+        except OSError:
+            print("null")
+    elif op == "look":
+        print(json.dumps(look(path)))
+    elif op == "remove":
         remove(path)
     elif op == "clean":
         print(json.dumps(clean(path, set(argv[2:]))))

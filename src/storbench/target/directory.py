@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from storbench.workload.sizes import format_bytes_iec
 REMOVE_WAIT_S = 10.0  # for the scratch directory to go (it goes on in the background)
 HURRY_REMOVE_S = 0.5  # the same after a signal: storbench ends within 5 s of one
 BETWEEN_TESTS_S = 60.0  # to remove a test's files and see what is free
+RESPONDS_S = 15.0  # for the target directory to be looked at, before anything else
 
 
 @dataclass
@@ -62,10 +62,14 @@ class DirectoryTarget:
         return self.path.resolve() / f"{PREFIX}{uid}"
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
-        self.usable()
+        free = self.usable()  # again: with several targets, this one's turn comes later
         needed = [(t.jobfile.estimated_bytes() or 0, t.name) for t in plan.tests]
         most, name = max(needed)
-        self.check_space(most, f"test {name!r}")
+        if most > free:
+            raise TargetError(
+                f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"
+                f" {format_bytes_iec(most)}, {format_bytes_iec(free)} are free;"
+                " pass a smaller --size or another target")
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         return [FioJob("", f"t{index:03d}.fio", jobfile.render())]
@@ -128,34 +132,32 @@ class DirectoryTarget:
     def remove_leftover(self, leftover: Leftover) -> None:
         remove_marked(leftover.path, REMOVE_WAIT_S)
 
-    def usable(self) -> None:
-        """Raise TargetError unless the directory exists and we can create files in it."""
+    def usable(self) -> int:
+        """Raise TargetError unless the directory exists and we can create files in it;
+        its free bytes. Looked at in a child (fsops "look"): on a file system whose
+        server is silent a look of storbench's own would hold it in the kernel, where not
+        even Ctrl-C reaches it; it is TargetHung after RESPONDS_S."""
         p = self.path
-        if not p.exists():
+        try:
+            seen = json.loads(fsops.call("look", str(p), timeout_s=RESPONDS_S))
+        except fsops.Stuck as exc:
+            raise TargetHung(f"target {str(p)!r} does not respond: looking at it got {exc};"
+                             " is its file system's server reachable?") from None
+        if seen.get("error") == "ENOENT":
             raise TargetError(f"target {str(p)!r} does not exist; create it or pass an existing"
                               " directory")
-        if not p.is_dir():
+        if seen.get("error"):
+            raise TargetError(f"cannot look at target {str(p)!r}: {seen['message']}")
+        if not seen["is_dir"]:
             raise TargetError(f"target {str(p)!r} is not a directory; storbench benchmarks a"
                               " directory on the file system you want to measure")
-        if os.statvfs(p).f_flag & os.ST_RDONLY:
+        if seen["read_only"]:
             raise TargetError(f"target directory {str(p)!r} is on a read-only file system: not"
                               " writable; remount it read-write or pass another directory")
-        if not os.access(p, os.W_OK | os.X_OK):
+        if not seen["writable"]:
             raise TargetError(f"target directory {str(p)!r} is not writable; pass a directory"
                               " you own, or run as a user who may write there")
-
-    def free_bytes(self) -> int:
-        st = os.statvfs(self.path)
-        return st.f_bavail * st.f_frsize
-
-    def check_space(self, needed: int, what: str) -> None:
-        free = self.free_bytes()
-        if needed > free:
-            raise TargetError(
-                f"not enough free space in {str(self.path)!r} for {what}: it needs"
-                f" {format_bytes_iec(needed)}, {format_bytes_iec(free)} are free;"
-                " pass a smaller --size or another target"
-            )
+        return int(seen["free_bytes"])
 
     def leftovers(self) -> list[Leftover]:
         """Scratch directories of storbench runs that died without cleaning up."""
