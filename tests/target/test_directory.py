@@ -25,18 +25,37 @@ pytestmark = [needs_fio, pytest.mark.integration]
 LONG_READ = ("[reader]\nrw=randread\nbs=4k\nsize=8m\ndirect=1\ntime_based\nruntime={runtime}\n")
 
 
-def start_run(mnt, tmp_path, store_path, runtime, *extra, stderr=subprocess.PIPE):
+def start_run(mnt, tmp_path, store_path, runtime, *extra, stderr=subprocess.PIPE,
+              silent=False):
+    """storbench run on ``mnt``; ``silent``: the server is frozen already, so the mount
+    is not looked at here (the test would hang in the kernel)."""
     job = tmp_path / "reader.fio"
     job.write_text(LONG_READ.format(runtime=runtime))
     proc = subprocess.Popen([*STORBENCH, "run", str(mnt), "--job", str(job), *extra],
                             stdout=subprocess.PIPE, stderr=stderr, text=True,
                             env={**os.environ, "STORBENCH_DB": str(store_path)})
-    proc.earlier = set(mnt.glob("storbench-*"))  # left by an earlier test's run
+    # left by an earlier test's run
+    proc.earlier = set() if silent else set(mnt.glob("storbench-*"))
     return proc
 
 
+def ended(proc, sig=None, timeout=60.0):
+    """Send ``sig`` (if any) and wait for storbench to end: its stderr, and the seconds
+    from the signal (or from now) to its end. Killed if it has not ended by then."""
+    start = time.monotonic()
+    try:
+        if sig is not None:
+            proc.send_signal(sig)
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return err, time.monotonic() - start
+
+
 def wait_for_io(mnt, proc, timeout=30.0):
-    """Until this run's file is laid out and read (fio has started its I/O). An earlier
+    """Until this run's file is laid out and read (fio has started its I/O; else the run
+    is killed and the test fails). An earlier
     run's directory, left on the silent server, is not this run's: CI once took its
     file for fio's and froze the server while storbench was still starting."""
     deadline = time.monotonic() + timeout
@@ -47,6 +66,7 @@ def wait_for_io(mnt, proc, timeout=30.0):
             time.sleep(1.5)  # fio truncates the file to its size first, then writes it
             return
         time.sleep(0.1)
+    proc.kill()
     raise AssertionError("fio never started")
 
 
@@ -58,15 +78,9 @@ def test_a_server_that_goes_silent_fails_the_run_at_its_time_limit(sshfs_server,
                                                                     store_path):
     mnt = sshfs_server.mount(proxied=False)
     proc = start_run(mnt, tmp_path, store_path, 60, "--timeout", "12", "--no-probe-metadata")
-    try:
-        wait_for_io(mnt, proc)
-        with sshfs_server.frozen():
-            start = time.monotonic()
-            _, err = proc.communicate(timeout=60)
-            took = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_for_io(mnt, proc)
+    with sshfs_server.frozen():
+        err, took = ended(proc)
     assert proc.returncode == 1, err
     assert "Traceback" not in err
     assert "the target stopped responding during test 'reader.fio' (no I/O for" in err, err
@@ -81,17 +95,10 @@ def test_a_signal_ends_storbench_within_5_s_on_a_silent_server(sig, code, sshfs_
     mnt = sshfs_server.mount(proxied=False)
     # the metadata probe is on (a network file system): its stat() blocks too
     proc = start_run(mnt, tmp_path, store_path, 60)
-    try:
-        wait_for_io(mnt, proc)
-        with sshfs_server.frozen():
-            time.sleep(2)  # fio and the probe are blocked in the kernel now
-            start = time.monotonic()
-            proc.send_signal(sig)
-            _, err = proc.communicate(timeout=60)
-            took = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_for_io(mnt, proc)
+    with sshfs_server.frozen():
+        time.sleep(2)  # fio and the probe are blocked in the kernel now
+        err, took = ended(proc, sig)
     assert proc.returncode == code, err
     assert took < 5, (took, err)
     assert "Traceback" not in err and f"interrupted by {sig.name}" in err
@@ -159,23 +166,11 @@ def test_a_server_already_silent_is_said_before_anything_runs(sig, sshfs_server,
     a child: on a server already silent it says so within 20 s, and Ctrl-C ends it at
     once, where a stat of its own would hold it in the kernel until the server answers."""
     mnt = sshfs_server.mount(proxied=False)  # looked at before the server goes silent
-    job = tmp_path / "reader.fio"
-    job.write_text(LONG_READ.format(runtime=5))
     with sshfs_server.frozen():
-        start = time.monotonic()
-        proc = subprocess.Popen([*STORBENCH, "run", str(mnt), "--job", str(job)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "STORBENCH_DB": str(store_path)})
-        try:
-            if sig is not None:
-                time.sleep(3)  # Python started; storbench waits for its child's stat
-                start = time.monotonic()
-                proc.send_signal(sig)
-            _, err = proc.communicate(timeout=60)
-            took = time.monotonic() - start
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        proc = start_run(mnt, tmp_path, store_path, 5, silent=True)
+        if sig is not None:
+            time.sleep(3)  # Python started; storbench waits for its child's stat
+        err, took = ended(proc, sig)
     assert "Traceback" not in err, err
     if sig is None:
         assert proc.returncode == 1, err
