@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from storbench.errors import StorbenchError
 from storbench.pipeline.importer import parse_source
-from storbench.workload.guard import OPTIONS
+from storbench.workload.guard import check_final
 from storbench.workload.jobfile import parse_jobfile
+from storbench.workload.options import TABLE, Kind
 
 DATA = Path(__file__).resolve().parent / "data" / "fio"
 FUZZ = settings(max_examples=int(os.environ.get("STORBENCH_FUZZ_EXAMPLES", "150")),
@@ -102,7 +103,8 @@ def test_history_commands_never_make_a_traceback(argv, db):
     assert cli(argv, db) in (0, 1, 2, 3)
 
 
-JOB_KEYS = sorted({*OPTIONS, "rw", "bs", "size", "numjobs", "iodepth", "runtime", "time_based",
+RISKY = [k for k, v in TABLE.items() if v is not Kind.VALUE]
+JOB_KEYS = sorted({*RISKY, "rw", "bs", "size", "numjobs", "iodepth", "runtime", "time_based",
                    "nrfiles", "filesize", "offset", "offset_increment", "rate_iops", "direct",
                    "include", "ramp_time", "directory", "gtod_reduce"})
 
@@ -123,9 +125,13 @@ def test_job_files_never_make_a_traceback(sections, allow_exec, tmp_path):
         prepared.named_files()
         prepared.with_series_logs("sb000")
         prepared.with_steady_state("iops_slope:0.5%", 5, 10)
-        prepared.for_host("storbench-x", "h0", shared=False).render()
+        hosts = prepared.for_host("storbench-x", "h0", shared=False).render()
     except StorbenchError:
-        pass
+        return
+    # whatever the first look lets through, the last look before fio lets through too
+    scratch = [str(tmp_path / "scratch")]
+    check_final(prepared.render(), scratch, allow_exec=allow_exec, source="fuzz.fio")
+    check_final(hosts, scratch, allow_exec=allow_exec, source="fuzz.fio")
 
 
 def fio_like(draw_value: st.SearchStrategy[object]) -> st.SearchStrategy[object]:

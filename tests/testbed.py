@@ -384,6 +384,12 @@ class SshHosts(_Target):
     def hosts(self) -> str:
         return ",".join(f"ssh://root@{a}:{p}" for a, p in self.addresses)
 
+    def files_on(self, i: int) -> list[str]:
+        """What host i holds at ``target`` (seen in its own mount namespace)."""
+        out = sh("nsenter", "-t", str(self.sshd[i].pid), "-m", "--", "ls", "-A",
+                 str(self.target))
+        return out.split()
+
     def sessions(self, i: int) -> list[int]:
         """The PIDs serving host i's SSH sessions (and what they run)."""
         from storbench.execute.proctree import descendants
@@ -403,7 +409,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def fio_servers_on_loopback() -> list[int]:
-    """PIDs of fio servers bound to 127.0.0.1 (what storbench starts over SSH)."""
+    """PIDs of the fio servers storbench starts over SSH: on a unix socket in
+    /tmp/storbench-* (and, to catch a return of the old way, on 127.0.0.1)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -411,6 +418,34 @@ def fio_servers_on_loopback() -> list[int]:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if any(a.startswith(b"--server=ip:127.0.0.1,") for a in argv):
+            if any(a.startswith((b"--server=ip:127.0.0.1,", b"--server=sock:/tmp/storbench-"))
+                   for a in argv):
                 found.append(int(entry.name))
+    return found
+
+
+def tcp_listeners(pids: set[int]) -> list[str]:
+    """TCP sockets in LISTEN of these processes, as "name(pid) address:port": what a
+    local user could connect to."""
+    listening: dict[str, str] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                listening[fields[9]] = fields[1]
+    found = []
+    for pid in pids:
+        entry = Path(f"/proc/{pid}")
+        try:
+            comm = (entry / "comm").read_text().strip()
+            for fd in (entry / "fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:[") and link[8:-1] in listening:
+                    found.append(f"{comm}({entry.name}) {listening[link[8:-1]]}")
+        except OSError:
+            continue
     return found

@@ -139,7 +139,8 @@ def test_agent_serves_a_run(tmpfs, tmp_path, store_path):
     from tests.testbed import free_port, wait_port_on
 
     port = free_port()
-    agent = subprocess.Popen([*STORBENCH, "agent", "--bind", "127.0.0.5", "--port", str(port)],
+    agent = subprocess.Popen([*STORBENCH, "agent", "--bind", "127.0.0.5", "--port", str(port),
+                              "--allow-root"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_port_on("127.0.0.5", port)
@@ -245,24 +246,28 @@ def listening_on(port: int) -> set[str]:
     return found
 
 
-def test_agent_listens_on_loopback_unless_told_and_then_warns():
+def test_agent_listens_on_no_tcp_port_unless_told_and_then_warns(tmp_path):
     from storbench.execute.proctree import kill_tree
-    from tests.testbed import free_port
+    from tests.testbed import free_port, tcp_listeners
 
-    port = free_port()
-    quiet = subprocess.Popen([*STORBENCH, "agent", "--port", str(port)],
+    quiet = subprocess.Popen([*STORBENCH, "agent", "--allow-root", "--socket",
+                              str(tmp_path / "storbench-a" / "agent.sock")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 10
-        while not listening_on(port) and time.monotonic() < deadline:
+        while not (tmp_path / "storbench-a" / "agent.sock").is_socket():
+            assert time.monotonic() < deadline
             time.sleep(0.1)
-        assert listening_on(port) == {"127.0.0.1"}
+        from storbench.execute.proctree import descendants
+
+        assert tcp_listeners({quiet.pid, *descendants(quiet.pid)}) == []
     finally:
         kill_tree(quiet.pid)
         _, said = quiet.communicate()
     assert "WARNING" not in said
     port = free_port()
-    loud = subprocess.Popen([*STORBENCH, "agent", "--bind", "0.0.0.0", "--port", str(port)],
+    loud = subprocess.Popen([*STORBENCH, "agent", "--bind", "0.0.0.0", "--port", str(port),
+                             "--allow-root"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 10
@@ -272,4 +277,4 @@ def test_agent_listens_on_loopback_unless_told_and_then_warns():
     finally:
         kill_tree(loud.pid)
         _, said = loud.communicate()
-    assert "WARNING: listening on 0.0.0.0" in said and "run commands as this user" in said
+    assert "WARNING: listening on TCP 0.0.0.0" in said and "run commands as root" in said

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 
 import pytest
 
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import STORBENCH, needs_fio, run_cli
+from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
 from tests.target.test_hosts import job, merged_percentile
-from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs
+from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs, tcp_listeners
 
 pytestmark = [needs_fio, pytest.mark.integration]
 
@@ -87,12 +89,18 @@ def test_sigkill_of_storbench_stops_the_remote_servers(ssh_hosts, tmp_path, stor
         time.sleep(0.2)
     assert len(set(fio_servers_on_loopback()) - before) >= 4  # a server each (and its jobs)
     time.sleep(2)
+    while not all(ssh_hosts.files_on(i) for i in range(4)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(ssh_hosts.files_on(i) for i in range(4))  # fio's files, mid-run
     proc.kill()  # nothing of storbench's runs: the ssh sessions' stdin closes
     proc.wait()
     deadline = time.monotonic() + 20
     while set(fio_servers_on_loopback()) - before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert set(fio_servers_on_loopback()) - before == set()
+    while any(ssh_hosts.files_on(i) for i in range(4)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # each host's session removes its files once its server ended
+    assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
 
 
 def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_path):
@@ -120,3 +128,70 @@ def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_
     assert f"fio server ssh://root@{a}:{p} disconnected" in err, err
     assert time.monotonic() - start < 20  # well before the 20 s (+ ramp) of each test
     assert last(store_path)["status"] == "failed"
+
+
+def _sockets_of(proc: subprocess.Popen[bytes], servers: set[int]) -> tuple[list[str], list[str]]:
+    """The run's forwarded sockets here (its work directory's h*.sock) and the hosts'
+    fio servers' sockets (from their command lines)."""
+    from pathlib import Path
+
+    here = [str(s) for d in Path(tempfile.gettempdir()).glob("storbench-fio-*")
+            if f'"pid": {proc.pid},' in (d / ".storbench-scratch").read_text()
+            for s in d.glob("h*.sock")]
+    there = []
+    for pid in servers:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        there += [a.decode()[len("--server=sock:"):] for a in argv
+                  if a.startswith(b"--server=sock:")]
+    return here, there
+
+
+def test_no_tcp_port_and_no_other_local_user_reaches_a_server(ssh_hosts, tmp_path, store_path):
+    """fio's server runs any job a client sends, exec_prerun= included: during an ssh://
+    run no TCP port of fio's or ssh's listens, and `nobody` cannot connect to the unix
+    sockets (here, forwarded; on the host, fio's own), with a stock fio client."""
+    from storbench.execute.proctree import descendants
+
+    before = set(fio_servers_on_loopback())
+    proc = subprocess.Popen(
+        [*STORBENCH, "run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
+         "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path, runtime=30)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "STORBENCH_DB": str(store_path)})
+    marker = f"/tmp/sb-pwned-{os.getpid()}"
+    attack = tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False)
+    try:
+        deadline = time.monotonic() + 30
+        while len(set(fio_servers_on_loopback()) - before) < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        servers = set(fio_servers_on_loopback()) - before
+        assert len(servers) >= 4
+        ours = {proc.pid, *descendants(proc.pid)}  # storbench, its ssh clients, fio client
+        theirs = {p for i in range(4) for p in ssh_hosts.sessions(i)}  # sessions, servers
+        assert servers <= theirs
+        assert tcp_listeners(ours | theirs) == []  # nothing of the run listens on TCP
+        here, there = _sockets_of(proc, servers)
+        assert len(here) == 4 and len(there) == 4
+        for sock in here + there:
+            assert os.stat(os.path.dirname(sock)).st_mode & 0o777 == 0o700
+        attack.write(f"[x]\nioengine=null\nsize=4k\nexec_prerun=touch {marker}\n")
+        attack.close()
+        os.chmod(attack.name, 0o644)
+        for sock in here + there:
+            tried = subprocess.run(["runuser", "-u", "nobody", "--", FIO or "fio",
+                                    f"--client=sock:{sock}", attack.name],
+                                   capture_output=True, text=True, timeout=30)
+            assert tried.returncode != 0, tried.stdout
+            assert "Permission denied" in tried.stdout + tried.stderr
+        assert not os.path.exists(marker)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        os.unlink(attack.name)
+    assert proc.returncode == 130
+    time.sleep(1)
+    assert set(fio_servers_on_loopback()) - before == set()
+    assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4  # each host removed its files

@@ -8,14 +8,16 @@ nothing outside changes. Relative paths land inside storbench's own directories.
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from storbench.errors import ConfigError
-from storbench.workload.guard import OPTIONS, Risk
 from storbench.workload.jobfile import parse_jobfile
+from storbench.workload.options import TABLE, Kind
 from tests.cli.test_cli import assert_one_line_error, scratch_dirs
 from tests.conftest import FIO, needs_fio, run_cli
 
@@ -33,24 +35,26 @@ def prepared(extra: str, allow_exec: bool = False) -> str:
                                                 allow_exec=allow_exec).render()
 
 
-@pytest.mark.parametrize("option", [k for k, (risk, _) in OPTIONS.items() if risk is Risk.PATH])
+@pytest.mark.parametrize("option", [k for k, kind in TABLE.items() if kind is Kind.PATH])
 @pytest.mark.parametrize("value", ["/etc/x", "../x", "${HOME}/x", "a/../../x", "~/x"])
 def test_every_path_option_refuses_what_leaves_the_scratch_directory(option, value):
     if option in ("mem", "iomem"):
         value = f"mmap:{value}"
     with pytest.raises(ConfigError, match=f"sets {option}=") as exc:
         prepared(f"{option}={value}\n")
-    assert "scratch directory" in str(exc.value)
+    assert ("scratch directory" in str(exc.value) if "$" not in value
+            else "fio would expand '$'" in str(exc.value))
 
 
 def test_relative_paths_stay_inside():
     text = prepared("write_iolog=io.log\nread_iolog=in.log\nmem=mmap:buf\n"
-                    "write_bw_log=bw\nfilename=data:more\nfilename_format=$jobname.$jobnum\n")
+                    "write_bw_log=bw\nfilename=data:more\n")
     assert "write_iolog=/scratch/storbench-1/io.log" in text
     assert "read_iolog=/scratch/storbench-1/in.log" in text
     assert "mem=mmap:/scratch/storbench-1/buf" in text
     assert "write_bw_log=bw" in text  # fio's client writes logs in storbench's work directory
     assert "directory=/scratch/storbench-1" in text
+    assert "filename_format=$jobname.$jobnum.$filenum" in text  # storbench's own
 
 
 @pytest.mark.parametrize("extra, needle", [
@@ -59,8 +63,12 @@ def test_relative_paths_stay_inside():
     ("ioengine=exec\nprogram=/bin/true\n", "exec engine runs a program"),
     ("ioengine=external:/tmp/evil.so\n", "external engine"),
     ("ioengine=/tmp/evil.so\n", "external engine"),
-    ("ioengine=net\nhostname=127.0.0.1\nport=9\n", "no I/O in the target directory"),
-    ("ioengine=sg\n", "no I/O in the target directory"),
+    ("ioengine=net\nhostname=127.0.0.1\nport=9\n", "I/O on files in the target"),
+    ("ioengine=sg\n", "I/O on files in the target"),
+    ("ioengine=cpuio\n", "I/O on files in the target"),
+    ("ioengine=something-new\n", "not known to storbench"),
+    ("allow_mounted_write=1\n", "mounted device"),
+    ("cgroup_weight=100\n", "cgroup"),
     ("ioscheduler=none\n", "I/O scheduler"),
     ("cgroup=storbench-x\n", "cgroups"),
     ("profile=act\n", "built-in fio profile"),
@@ -145,3 +153,152 @@ def test_fio_itself_has_no_trigger_option_in_job_files(tmp_path):
     proc = subprocess.run([FIO, "--parse-only", str(job(tmp_path, "trigger=touch /x\n"))],
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "Bad option <trigger=touch /x>" in proc.stderr
+
+
+# --- issue #26: names, '$', the table of every option, and the last look before fio ---
+
+ATTACK = "rw=write\nbs=4k\nsize=64k\nbuffer_pattern=\"OWNED\"\n"
+
+
+def attack_file(tmp_path: Path, header: str, extra: str = "") -> Path:
+    path = tmp_path / "attack.fio"
+    path.write_text(f"{header}\n{extra}{ATTACK}")
+    return path
+
+
+@pytest.mark.integration
+@needs_fio
+def test_a_section_name_cannot_overwrite_a_file_outside(tmpfs, tmp_path, store_path):
+    victims = tmpfs / "victims"
+    victims.mkdir()
+    victim = victims / "victim.txt"
+    victim.write_text("precious\n")
+    target = tmpfs / "a" / "b"
+    target.mkdir(parents=True)
+    # from storbench-<id> under the target: ../../../victims/victim.txt
+    header = "[../../../victims/victim.txt]"
+    raw = attack_file(tmp_path, header, "filename_format=$jobname\n")
+    # what fio does with it (in a directory as deep as storbench's scratch directory)
+    scratch = target / "storbench-raw"
+    scratch.mkdir()
+    subprocess.run([FIO, f"--directory={scratch}", str(raw)], check=True, capture_output=True)
+    assert victim.read_text().startswith("OWNED")
+    victim.write_text("precious\n")
+    scratch.rmdir()
+    for extra in ("filename_format=$jobname\n", ""):  # with fio's own format, and without
+        proc = run_cli("run", str(target), "--job", str(attack_file(tmp_path, header, extra)),
+                       db=store_path)
+        assert_one_line_error(proc, 2, "[../../../victims/victim.txt]", "must be plain")
+        assert victim.read_text() == "precious\n"
+        assert scratch_dirs(target) == [] and sorted(tmpfs.iterdir()) == [tmpfs / "a", victims]
+
+
+@pytest.mark.integration
+@needs_fio
+@pytest.mark.parametrize("mounted", [False, True])
+def test_a_section_name_cannot_reach_a_device(tmp_path, store_path, mounted):
+    from tests.conftest import IS_ROOT
+    from tests.target.test_blockdev import Loop, mkfs
+
+    if not IS_ROOT:
+        pytest.skip("loop devices need root")
+    loop = Loop(tmp_path)
+    try:
+        mkfs(loop.dev)
+        if mounted:
+            loop.mount(loop.dev, tmp_path / "mnt")
+        before = loop.digest()
+        target = tmp_path / "t"
+        target.mkdir()
+        name = os.path.relpath(loop.dev, target / "storbench-x")
+        proc = run_cli("run", str(target), "--job",
+                       str(attack_file(tmp_path, f"[{name}]", "filename_format=$jobname\n")),
+                       db=store_path)
+        assert_one_line_error(proc, 2, "must be plain")
+        assert loop.digest() == before
+    finally:
+        loop.close()
+
+
+@pytest.mark.integration
+@needs_fio
+def test_an_engine_from_the_environment_runs_nothing(tmpfs, tmp_path, store_path):
+    marker = tmp_path / "ran"
+    path = job(tmp_path, f"ioengine=${{VAR}}\nprogram=/usr/bin/touch\narguments={marker}\n")
+    for value in ("exec", "net", "rbd"):
+        proc = run_cli("run", str(tmpfs), "--job", str(path), db=store_path,
+                       env={"VAR": value})
+        assert_one_line_error(proc, 2, "ioengine=${VAR}", "expand '$'")
+    assert not marker.exists()
+
+
+@pytest.mark.integration
+@needs_fio
+def test_the_e4defrag_donor_stays_inside(tmpfs, tmp_path, store_path):
+    path = job(tmp_path, "ioengine=e4defrag\ndonorname=../../donor\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(path), db=store_path)
+    assert_one_line_error(proc, 2, "donorname=../../donor", "leaves the directory")
+    assert not (tmpfs.parent / "donor").exists() and scratch_dirs(tmpfs) == []
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ("name=../x\n", "job name must be plain"),
+    ("name=$x\n", "expand '$'"),
+    ("wait_for=../y\n", "job name must be plain"),
+    ("numjobs=$ncpus\n", "expand '$'"),
+    ("size=${SIZE}\n", "expand '$'"),
+    ("description=costs $5\n", "expand '$'"),
+    ("buffer_pattern='/etc/hostname'\n", "reads a pattern"),
+    ("verify_pattern='x'\n", "reads a pattern"),
+    ("filename_format=$jobname\n", "names fio's files itself"),
+    ("filename_format=x\n", "names fio's files itself"),
+    ("frobnicate=1\n", "not an fio option storbench knows"),
+    ("FileName=/etc/x\n", "not an fio option storbench knows"),
+    ("hostname=127.0.0.1\n", "not an fio option storbench knows"),
+])
+def test_names_dollars_and_unknown_options_are_refused(extra, needle):
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        prepared(extra)
+
+
+@pytest.mark.parametrize("header", ["[../x]", "[a/b]", "[..]", "[a b]", "[$jobname]", "[~x]",
+                                    "[x;y]", "[é]"])
+def test_section_names_must_be_plain(header):
+    with pytest.raises(ConfigError, match="must be plain"):
+        parse_jobfile(f"{header}\nrw=read\nsize=1m\n").prepared(Path("/s/storbench-1"))
+
+
+def test_plain_names_and_allowed_values_pass():
+    text = prepared("name=My_job-2.a\nbuffer_pattern=0xdeadbeef\nverify_pattern=\"abc\"\n"
+                    "readwrite=randrw\nss_dur=5s\nioengine=io_uring\nfixedbufs\n")
+    assert "name=My_job-2.a" in text and "ioengine=io_uring" in text
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("[a]\nfilename=/etc/passwd\nrw=read\n", "is not inside"),
+    ("[a]\nfilename=/s/storbench-1/../x\nrw=read\n", "is not inside"),
+    ("[a]\ndirectory=/etc\nrw=read\n", "not inside"),
+    ("[a]\nfilename_format=$jobname\nrw=read\n", "not storbench's own"),
+    ("[a]\nfilename_format=../x.$jobname.$jobnum.$filenum\nrw=read\n", "not storbench's own"),
+    ("[../a]\nrw=read\n", "must be plain"),
+    ("[a]\nexec_prerun=true\nrw=read\n", "does not run commands"),
+    ("[a]\nioengine=net\n", "I/O on files in the target"),
+    ("[a]\ngtod_reduce=1\n", "drops latency"),
+])
+def test_the_last_look_refuses_what_storbench_itself_might_build(text, needle):
+    from storbench.workload.guard import check_final
+
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        check_final(text, ["/s/storbench-1"], allow_exec=False, source="t.fio")
+
+
+def test_the_last_look_passes_storbench_own_job_files():
+    from storbench.workload.guard import check_final
+
+    jf = parse_jobfile(BASE + "write_iolog=io.log\nmem=mmap:b\n").prepared(
+        Path("/s/storbench-1"))
+    check_final(jf.render(), ["/s/storbench-1"], allow_exec=False, source="t.fio")
+    hosts = jf.for_host("storbench-1", "h0", shared=False).render()
+    check_final(hosts, ["/s/storbench-1"], allow_exec=False, source="t.fio")
+    check_final("[a]\nfilename=/dev/loop7\nrw=read\n", ["/dev/loop7"], allow_exec=False,
+                source="t.fio")

@@ -105,8 +105,8 @@ def print_json(doc: Any) -> None:
 # imported only when it runs, so that `list` does not pay for what `run` or `report`
 # need (tests/cli/test_startup.py checks these lines against the commands' own help).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "agent": ("run", "Serve this host to `storbench run --hosts`: runs `fio --server` in the"
-                     " foreground."),
+    "agent": ("agent", "Serve this host to `storbench run --hosts`: runs `fio --server` in"
+                       " the foreground."),
     "check": ("run", "Check a stored run against assertions and/or a baseline; exit 3 if one"
                      " fails."),
     "compare": ("compare", "Compare runs side by side: one row per run, one column per"

@@ -12,6 +12,7 @@ from storbench.errors import ConfigError
 from storbench.pipeline.importer import LABEL_FROM, Source, import_runs, looks_like_fio_output
 from storbench.result.fio_logs import is_log_file
 from storbench.store import Store
+from storbench.workload.files import IMPORT_LIMIT, read_text
 
 
 @cli.command(name="import")
@@ -61,7 +62,11 @@ def import_(store: Store, files: tuple[str, ...], label: str | None, label_from:
     sources: list[Source] = []
     for name in files:
         if name == "-":
-            sources.append(Source("<stdin>", sys.stdin.read()))
+            data = sys.stdin.buffer.read(IMPORT_LIMIT + 1)
+            if len(data) > IMPORT_LIMIT:
+                raise ConfigError(f"standard input holds more than {IMPORT_LIMIT >> 20} MiB;"
+                                  " that is not fio's output")
+            sources.append(Source("<stdin>", data.decode(errors="replace")))
         elif Path(name).is_dir():
             sources += _folder(Path(name))
         else:
@@ -78,10 +83,7 @@ def import_(store: Store, files: tuple[str, ...], label: str | None, label_from:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError as exc:
-        raise ConfigError(f"cannot read {str(path)!r}: {exc.strerror}") from exc
+    return read_text(path, "file", IMPORT_LIMIT, lenient=True)
 
 
 def _folder(top: Path) -> list[Source]:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
-import ipaddress
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,6 @@ from storbench.cli.common import (
     assert_options,
     cli,
     db_option,
-    err,
     json_option,
     load_run,
     out,
@@ -28,14 +24,12 @@ from storbench.cli.k8s import kube_options
 from storbench.cli.measuring import measure_and_report, push_option
 from storbench.cli.targets import TargetFlags, TargetPath, choose_targets, host_options
 from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
-from storbench.execute import find_fio
 from storbench.pipeline.loop import plan_run
 from storbench.pipeline.spec import STEADY_CRITERION, RunSpec
 from storbench.render import terminal
 from storbench.render.json import outcome_dict
 from storbench.store import Store
 from storbench.target.base import Target
-from storbench.target.hosts import DEFAULT_PORT
 
 
 def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -253,46 +247,3 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
                for c in changes if c.failed]
     if failed:
         raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
-
-
-@cli.command()
-@click.option("--bind", default="127.0.0.1", show_default=True, metavar="ADDR",
-              help="Address fio's server listens on (IPv4 or IPv6). Anything but loopback"
-                   " lets whoever reaches it run commands as this user: prefer"
-                   " `run --hosts ssh://HOST`, which needs no agent.")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int,
-              help="TCP port fio's server listens on.")
-@click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
-              help="fio binary to run (default: fio on PATH).")
-def agent(bind: str, port: int, fio_path: str | None) -> None:
-    """Serve this host to `storbench run --hosts`: runs `fio --server` in the foreground.
-
-    fio's server runs whatever job a client sends it, with no authentication: files
-    written anywhere this user may write, commands run (exec_prerun=). It listens on
-    loopback unless --bind says otherwise, and then warns. `run --hosts ssh://HOST`
-    starts a server for each run over SSH instead, bound to the host's loopback:
-    no standing listener. Every host must run the same fio version as the machine
-    that runs storbench. See docs/cli.md for a hardened systemd unit.
-
-    \b
-    Example:
-      storbench agent                       # 127.0.0.1:8765 (for an SSH tunnel)
-      storbench agent --bind 10.0.0.5 --port 8766
-    """
-    fio = find_fio(fio_path)
-    try:
-        loopback = ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        raise ConfigError(f"--bind {bind!r} is not an IP address") from None
-    if not loopback:
-        err.print(f"storbench agent: WARNING: listening on {bind}:{port}. fio's server has no"
-                  " authentication: anyone who can reach this port can write any file this"
-                  f" user ({getpass.getuser()}) may write and run commands as this user, with"
-                  " a stock `fio --client`. Firewall it to the benchmark client, run it as"
-                  " an unprivileged user (docs/cli.md), or use `run --hosts ssh://HOST`.",
-                  markup=False)
-    family = "ip6" if ":" in bind else "ip"
-    argv = [fio.path, f"--server={family}:{bind},{port}"]
-    err.print(f"storbench agent: {' '.join(argv)} ({fio.version_text}); Ctrl-C stops it",
-              markup=False)
-    os.execv(fio.path, argv)

@@ -32,6 +32,7 @@ class FioJob:
     key: str  # file name of the job file, e.g. t003.fio or t003-p1.fio
     text: str
     fio_args: tuple[str, ...] = ()  # fio's own options for it: ("--readonly",)
+    may_exec: bool = False  # it may run programs (--allow-exec): not confined to fio alone
 
 
 @dataclass(frozen=True)

@@ -20,23 +20,28 @@ from pathlib import Path
 from storbench.errors import FioError, TargetError
 from storbench.execute.base import Execution, FioJob, Progress, fio_message
 from storbench.execute.fio import FioBinary
-from storbench.execute.local import FioProcess
+from storbench.execute.local import Confinement, FioProcess
 from storbench.execute.signals import SignalGuard
 
-Server = tuple[str, int]  # (address, port)
+Server = tuple[str, int] | str  # (address, port), or the path of a unix socket
 
-# A job every server rejects while parsing: the server announces its version, drops
-# the job and the client returns at once. Nothing runs anywhere.
-PROBE_JOB = "[storbench-probe]\nioengine=null\nsize=4k\nrw=storbench-version-probe\n"
+# A job of fio's null engine: no file, no I/O, over at once. The server announces its
+# version on connecting. (A job the server rejects while parsing did the same over TCP,
+# but on a server's own unix socket the server dropped the connection before its
+# answer: nothing was printed.)
+PROBE_JOB = "[storbench-probe]\nioengine=null\nsize=4k\nrw=read\n"
 PROBE_TIMEOUT_S = 20.0
 _VERSION = re.compile(r"fio=(fio-\S+?),")
 
 
 def key(server: Server) -> str:
-    return f"{server[0]}:{server[1]}"
+    """fio's name for a server in its output: ADDRESS:PORT, or the socket's path."""
+    return server if isinstance(server, str) else f"{server[0]}:{server[1]}"
 
 
 def client_arg(server: Server) -> str:
+    if isinstance(server, str):
+        return f"--client=sock:{server}"
     address, port = server
     ip = f"ip6:{address}" if ":" in address else address
     return f"--client={ip},{port}"
@@ -47,7 +52,7 @@ class ClientServerExecutor:
 
     def __init__(self, fio: FioBinary, workdir: Path, guard: SignalGuard,
                  servers: dict[str, Server]) -> None:
-        self.process = FioProcess(fio, workdir, guard)
+        self.process = FioProcess(fio, workdir, guard, Confinement())  # fio's client
         self.servers = servers  # worker name -> (address, port)
 
     def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
@@ -64,8 +69,8 @@ class ClientServerExecutor:
                                      stop_on_lost_host=True)
         # fio names a server by the address and port it reached (an SSH forward's, for
         # a host reached over SSH): back to the worker's own name
-        by_address = {address: worker for worker, (address, port) in self.servers.items()
-                      if worker != f"{address}:{port}"}
+        by_address = {s if isinstance(s, str) else s[0]: worker
+                      for worker, s in self.servers.items() if worker != key(s)}
         return replace(execution, log_dir=None,  # fio's logs stay with the servers
                        lost=tuple(by_address.get(a, a) for a in execution.lost),
                        aliases={key(s): worker for worker, s in self.servers.items()})
@@ -73,7 +78,7 @@ class ClientServerExecutor:
 
 def probe(fio: FioBinary, servers: list[Server], workdir: Path) -> dict[str, str]:
     """Each server's fio version ({HOST:PORT: version}), asked through fio's client (a
-    job fio rejects: no I/O).
+    null-engine job: no file, no I/O).
 
     Raises TargetError naming every server that cannot be reached, and FioError when
     a server's fio is not the client's version (fio's protocol needs the same one).
@@ -111,12 +116,15 @@ def probe(fio: FioBinary, servers: list[Server], workdir: Path) -> dict[str, str
 
 
 def _connect(server: Server) -> tuple[Server, str]:
-    address, port = server
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    where: str | tuple[str, int] = server
+    if isinstance(server, str):
+        family = socket.AF_UNIX
+    else:
+        family = socket.AF_INET6 if ":" in server[0] else socket.AF_INET
     try:
         with socket.socket(family) as sock:
             sock.settimeout(5)
-            sock.connect((address, port))
+            sock.connect(where)
     except OSError as exc:
         return server, exc.strerror or str(exc)
     return server, ""
@@ -127,8 +135,10 @@ def _ask(fio: FioBinary, servers: list[Server], job: Path) -> tuple[list[str], s
     args = []
     for s in servers:
         args += [client_arg(s), str(job)]
+    # SIGPIPE stays ignored (as in Python): a server that closes the connection while
+    # fio's client still writes to it would kill it with its answer unprinted
     proc = subprocess.Popen([fio.path, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, restore_signals=False)
     timer = threading.Timer(PROBE_TIMEOUT_S, proc.kill)
     timer.start()
     versions: list[str] = []

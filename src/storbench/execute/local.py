@@ -16,9 +16,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from storbench.errors import ConfigError, FioError
+from storbench.execute import confine
 from storbench.execute.base import Execution, FioJob, Progress, fio_message, parse_status_line
 from storbench.execute.fio import FioBinary
 from storbench.execute.proctree import descendants, kill_tree
@@ -49,15 +51,44 @@ def _stop_watchdog(watchdog: subprocess.Popen[str]) -> None:
     watchdog.wait()
 
 
+@dataclass(frozen=True)
+class Confinement:
+    """Where a local fio may write, besides storbench's work directory (its cwd): the
+    run's scratch directory, the one device named with --destructive. Enforced by the
+    kernel (execute/confine.py) where it offers Landlock."""
+
+    directories: tuple[Path, ...] = ()
+    files: tuple[str, ...] = ()
+
+    def argv(self, workdir: Path, program: list[str], may_exec: bool) -> list[str]:
+        """``program`` started through confine.py with these places; as it is where the
+        kernel offers no Landlock (the run said so once), and for a job that may run
+        commands (--allow-exec: the user trusts it to run as they do, e.g. to drop the
+        page cache)."""
+        if may_exec or not confine.abi():
+            return program
+        flags = [f for d in (workdir, *self.directories) for f in ("--write", str(d))]
+        flags += [f for p in ("/dev/null", *self.files) for f in ("--file", p)]
+        return [sys.executable, "-I", confine.__file__, *flags, "--", *program]
+
+
 class FioProcess:
     """Starts fio processes for one run: in ``workdir``, in their own process group,
-    stopped when the run's SignalGuard gets a signal."""
+    stopped when the run's SignalGuard gets a signal; confined by the kernel to
+    ``confinement`` (None: not confined, for fio's client of remote servers)."""
 
-    def __init__(self, fio: FioBinary, workdir: Path, guard: SignalGuard) -> None:
+    def __init__(self, fio: FioBinary, workdir: Path, guard: SignalGuard,
+                 confinement: Confinement | None = None) -> None:
         self.fio = fio
         self.workdir = workdir
         self.guard = guard
+        self.confinement = confinement
         self._count = 0
+
+    def _argv(self, program: list[str], may_exec: bool = False) -> list[str]:
+        if self.confinement is None:
+            return program
+        return self.confinement.argv(self.workdir, program, may_exec)
 
     def write(self, text: str, stem: str) -> Path:
         self._count += 1
@@ -69,7 +100,7 @@ class FioProcess:
         """fio --parse-only: ConfigError with fio's own message for an invalid job file."""
         path = self.write(jobfile_text, "check.fio")
         proc = subprocess.run(
-            [self.fio.path, "--parse-only", str(path)],
+            self._argv([self.fio.path, "--parse-only", str(path)]),
             capture_output=True, text=True, cwd=self.workdir, timeout=60,
         )
         if proc.returncode != 0:
@@ -84,6 +115,7 @@ class FioProcess:
         *,
         deadline_s: float | None = None,
         stop_on_lost_host: bool = False,
+        may_exec: bool = False,
     ) -> Execution:
         """Run fio with ``args`` to completion and return what it wrote, whatever its status.
 
@@ -102,8 +134,8 @@ class FioProcess:
         self.killed_at: float | None = None
         try:
             proc = subprocess.Popen(
-                argv, cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                self._argv(argv, may_exec), cwd=self.workdir, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
             )
         except OSError as exc:
             raise FioError(f"cannot start {self.fio.path}: {exc.strerror}") from exc
@@ -198,11 +230,13 @@ class FioProcess:
 
 
 class LocalExecutor:
-    """The Executor for a directory on this machine: one fio, its per-second logs in
-    ``workdir`` (where fio runs)."""
+    """The Executor for a directory or a device on this machine: one fio, confined to
+    ``confinement`` (and the work directory), its per-second logs in ``workdir`` (where
+    fio runs)."""
 
-    def __init__(self, fio: FioBinary, workdir: Path, guard: SignalGuard) -> None:
-        self.process = FioProcess(fio, workdir, guard)
+    def __init__(self, fio: FioBinary, workdir: Path, guard: SignalGuard,
+                 confinement: Confinement) -> None:
+        self.process = FioProcess(fio, workdir, guard, confinement)
 
     def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
             deadline_s: float | None = None) -> Execution:
@@ -210,7 +244,7 @@ class LocalExecutor:
             raise ValueError(f"a local executor runs one job file, not {len(jobs)}")
         path = self.process.write(jobs[0].text, jobs[0].key)
         return self.process.run([*jobs[0].fio_args, str(path)], path.with_suffix(".json"),
-                                on_progress, deadline_s=deadline_s)
+                                on_progress, deadline_s=deadline_s, may_exec=jobs[0].may_exec)
 
 
 def _alive_in_tree(pid: int) -> tuple[int, ...]:

@@ -1,49 +1,84 @@
-"""Hosts reached over SSH: for one run, ``fio --server`` on each host, bound to the
-host's loopback and reached through an SSH port forward; stopped at the end.
+"""Hosts reached over SSH: for one run, ``fio --server`` on each host, listening on a unix
+socket in a directory only the SSH user may enter (0700), reached through an SSH
+forward of that socket to a socket in storbench's own work directory (0700 too);
+stopped at the end.
+
+fio's server has no authentication: whoever can connect to it runs jobs, and
+``exec_prerun=``, as the SSH user. So no TCP port of fio's exists at any moment of a
+run, here or on the host: unix sockets only, each in a directory no other local user
+may enter.
 
 storbench runs the ``ssh`` client itself, so the user's ssh configuration, agent and
 known_hosts apply as for any ssh command (``--ssh-config FILE`` names another
-configuration). No listener is left on any host: the remote fio server lives as
-long as the SSH session. The session ends when storbench closes its standard input;
-if storbench dies, even by SIGKILL, that pipe closes all the same and the remote
-side stops the server.
+configuration). No listener is left on any host: the remote fio server lives as long
+as the SSH session. The session ends when storbench closes its standard input; if
+storbench dies, even by SIGKILL, that pipe closes all the same and the remote side
+stops the server, removes the run's files in the target and its socket directory.
 
-Each host's forward listens on a loopback address of its own here (127.77.x.y), so
-that fio's client tells the hosts apart by address, as it does for real hosts.
+Where the host has python3 and the kernel offers Landlock, its fio server is confined
+to the target path (and its socket directory) as a local fio is (execute/confine.py,
+sent with the session); the host says which.
 """
 
 from __future__ import annotations
 
-import random
 import re
+import secrets
 import shlex
-import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from storbench.errors import TargetError
+from storbench.execute import confine
 
 CONNECT_S = 30.0  # ssh login, fio found, its server listening
 STOP_S = 5.0
-TRIES = 3  # remote ports tried (another process may hold one)
+TRIES = 3  # socket directory names tried (one may exist)
 
-# Runs on the host: its facts, then fio's server on its loopback until stdin closes.
+# Runs on the host: its facts, then fio's server on a unix socket until stdin closes.
+# $1: the socket directory to create; $2: the run's file prefix in the target ("" for
+# a device); $3: confine.py's source; then confine.py's flags (--write TARGET, or
+# --file DEVICE when it may be written).
 REMOTE = r"""
-port=$1
+dir=$1 prefix=$2 confine=$3
+shift 3
 command -v fio >/dev/null 2>&1 || {
   echo "storbench-error fio is not installed on this host"; exit 1; }
+for a in "$@"; do
+  case $a in --*) ;; *) [ -e "$a" ] || {
+    echo "storbench-error $a does not exist on this host"; exit 1; } ;; esac
+done
 echo "storbench-host $(hostname)"
 echo "storbench-mem-kib $(awk '/^MemTotal:/ {print $2}' /proc/meminfo)"
 echo "storbench-fio $(fio --version)"
-fio --server=ip:127.0.0.1,$port >/dev/null 2>&1 </dev/null &
+umask 077
+mkdir -m 700 "$dir" 2>/dev/null || { echo "storbench-busy"; exit 2; }
+cd "$dir" || exit 3
+fio=$(command -v fio)
+abi=0
+if [ -n "$confine" ] && command -v python3 >/dev/null 2>&1; then
+  abi=$(python3 -I -c "$confine" --abi 2>/dev/null) || abi=0
+fi
+if [ "$abi" -gt 0 ] 2>/dev/null; then
+  echo "storbench-confined Landlock ABI $abi"
+  python3 -I -c "$confine" "$@" --write "$dir" --file /dev/null -- \
+    "$fio" --server="sock:$dir/fio.sock" >/dev/null 2>&1 </dev/null &
+else
+  if command -v python3 >/dev/null 2>&1; then why="the kernel offers no Landlock"
+  else why="python3 is not installed"; fi
+  echo "storbench-unconfined $why"
+  "$fio" --server="sock:$dir/fio.sock" >/dev/null 2>&1 </dev/null &
+fi
 pid=$!
-hex=$(printf '%04X' "$port")
 i=0
-until grep -qi "^ *[0-9]*: 0100007F:$hex 00000000:0000 0A" /proc/net/tcp; do
-  kill -0 $pid 2>/dev/null || { echo "storbench-busy"; exit 2; }
+until [ -S "$dir/fio.sock" ]; do
+  kill -0 $pid 2>/dev/null || { rm -rf "$dir"; echo "storbench-error fio --server ended"; exit 3; }
   i=$((i + 1))
-  [ $i -gt 100 ] && { kill $pid; echo "storbench-error fio --server did not listen"; exit 3; }
+  [ $i -gt 100 ] && { kill $pid; rm -rf "$dir"
+    echo "storbench-error fio --server did not listen"; exit 3; }
   sleep 0.1
 done
 echo "storbench-ready"
@@ -54,9 +89,10 @@ pids=$(tree $pid)
 kill $pids 2>/dev/null
 sleep 1
 kill -9 $pids 2>/dev/null
+if [ -n "$prefix" ]; then rm -f -- "$prefix"*; fi
+rm -rf "$dir"
 exit 0
 """
-
 
 @dataclass(frozen=True)
 class SshHost:
@@ -75,50 +111,70 @@ class SshHost:
 
 @dataclass
 class Tunnel:
-    """One host's SSH session: its fio server reached at ``local`` (address, port)."""
+    """One host's SSH session: its fio server reached at the unix socket ``local``."""
 
     ssh: SshHost
-    local: tuple[str, int]
+    local: Path
     facts: dict[str, object] = field(default_factory=dict)
     proc: subprocess.Popen[str] | None = None
 
     def stop(self) -> None:
-        """Close the session (the remote script stops fio's server)."""
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
+        """Close the session (the remote script stops fio's server, removes the run's
+        files and its socket directory) and wait for it to end."""
+        self.close()
+        self.wait()
+
+    def close(self) -> None:
+        proc = self.proc
         try:
-            if proc.stdin is not None:
+            if proc is not None and proc.stdin is not None:
                 proc.stdin.close()
         except OSError:
             pass
-        try:
-            proc.wait(STOP_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+
+    def wait(self, until: float | None = None) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            try:
+                proc.wait(STOP_S if until is None else max(0.1, until - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.local.unlink(missing_ok=True)
 
 
-def local_address(index: int) -> str:
-    """A loopback address of this machine for the index-th host (127.77.x.y)."""
-    return f"127.77.{index // 250}.{index % 250 + 1}"
+def stop_all(tunnels: list[Tunnel]) -> None:
+    """End every session at once (each host's server stops in about a second), then
+    wait for them, STOP_S at most in all."""
+    for tunnel in tunnels:
+        tunnel.close()
+    until = time.monotonic() + STOP_S
+    for tunnel in tunnels:
+        tunnel.wait(until)
 
 
-def _free_port(address: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
+@dataclass(frozen=True)
+class Remote:
+    """What a host's session is for: the run's file prefix in the target path (removed
+    when the session ends; "" for a device) and the places its fio server may write
+    (``--write DIR``/``--file DEVICE`` for confine.py)."""
+
+    prefix: str
+    confine_flags: tuple[str, ...]
 
 
-def open_tunnels(hosts: list[SshHost], config: str | None) -> list[Tunnel]:
-    """Start every host's session at once; TargetError naming each host that could not
-    be reached (ssh's own words), after stopping the others."""
+def open_tunnels(hosts: list[SshHost], config: str | None, sockets: Path,
+                 remote: Remote) -> list[Tunnel]:
+    """Start every host's session at once, host i's server reached at
+    ``sockets``/hI.sock (``sockets``: a directory of storbench's, 0700); TargetError
+    naming each host that could not be reached (ssh's own words), after stopping the
+    others."""
     tunnels: list[Tunnel | None] = [None] * len(hosts)
     errors: list[str] = [""] * len(hosts)
 
     def one(i: int) -> None:
         try:
-            tunnels[i] = _open(hosts[i], local_address(i), config)
+            tunnels[i] = _open(hosts[i], sockets / f"h{i}.sock", config, remote)
         except TargetError as exc:
             errors[i] = str(exc)
 
@@ -129,19 +185,18 @@ def open_tunnels(hosts: list[SshHost], config: str | None) -> list[Tunnel]:
         t.join()
     failed = [e for e in errors if e]
     if failed:
-        for tunnel in tunnels:
-            if tunnel is not None:
-                tunnel.stop()
+        stop_all([t for t in tunnels if t is not None])
         raise TargetError(f"cannot start fio's server over SSH on {len(failed)} of"
                           f" {len(hosts)} host(s): {'; '.join(failed)}. Nothing was started.")
     return [t for t in tunnels if t is not None]
 
 
 def ssh_argv(host: SshHost, config: str | None, *options: str) -> list[str]:
-    """The ssh command line that reaches ``host`` (the remote command follows)."""
+    """The ssh command line that reaches ``host`` (the remote command follows); ``--``
+    before the destination, so that nothing in it is read as an option of ssh's."""
     return ["ssh", *(["-F", config] if config else []),
             *(["-p", str(host.port)] if host.port else []), "-o", "BatchMode=yes", *options,
-            f"{host.user}@{host.host}" if host.user else host.host]
+            "--", f"{host.user}@{host.host}" if host.user else host.host]
 
 
 def run_remote(host: SshHost, config: str | None, command: str, stdin: str,
@@ -163,14 +218,18 @@ def run_remote(host: SshHost, config: str | None, command: str, stdin: str,
     return proc.stdout
 
 
-def _open(host: SshHost, address: str, config: str | None) -> Tunnel:
+def _open(host: SshHost, local: Path, config: str | None, remote: Remote) -> Tunnel:
+    source = Path(confine.__file__).read_text()
     for _ in range(TRIES):
-        remote = random.randint(20000, 60999)
-        tunnel = Tunnel(host, (address, _free_port(address)))
+        there = f"/tmp/storbench-{secrets.token_hex(8)}"  # 0700, made by the host's script
+        tunnel = Tunnel(host, local)
         argv = [*ssh_argv(host, config, "-o", "ExitOnForwardFailure=yes",
                           "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
-                          "-L", f"{address}:{tunnel.local[1]}:127.0.0.1:{remote}"),
-                "sh -c " + shlex.quote(REMOTE) + f" sh {remote}"]
+                          "-o", "StreamLocalBindUnlink=yes",
+                          "-L", f"{local}:{there}/fio.sock"),
+                " ".join(["sh -c", shlex.quote(REMOTE), "sh", shlex.quote(there),
+                          shlex.quote(remote.prefix), shlex.quote(source),
+                          *map(shlex.quote, remote.confine_flags)])]
         try:
             tunnel.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE, text=True,
@@ -184,7 +243,8 @@ def _open(host: SshHost, address: str, config: str | None) -> Tunnel:
         tunnel.stop()
         if outcome != "busy":
             raise TargetError(f"{host.key}: {outcome}")
-    raise TargetError(f"{host.key}: no free port for fio's server after {TRIES} tries")
+    raise TargetError(f"{host.key}: no free socket directory for fio's server after {TRIES}"
+                      " tries")
 
 
 def _until_ready(tunnel: Tunnel) -> str:
@@ -208,6 +268,11 @@ def _until_ready(tunnel: Tunnel) -> str:
                 tunnel.facts["ram_bytes"] = int(rest) * 1024
             elif word == "storbench-fio":
                 tunnel.facts["fio_version"] = rest
+            elif word == "storbench-confined":
+                tunnel.facts["confinement"] = (f"{rest}: fio may write only to the target"
+                                               " path")
+            elif word == "storbench-unconfined":
+                tunnel.facts["confinement"] = f"none: {rest} on this host"
         said = proc.stderr.read().strip() if timer.is_alive() else ""
         proc.wait()
         if not timer.is_alive():
@@ -229,7 +294,8 @@ def parse_ssh(text: str) -> SshHost | None:
     else:
         host, _, port = hostport.partition(":")
     if (not host or (port and not re.fullmatch(r"[0-9]+", port))
-            or not re.fullmatch(r"[A-Za-z0-9._:%-]+", host)):
-        raise ValueError(text)
+            or not re.fullmatch(r"[A-Za-z0-9._:%-]+", host) or host.startswith("-")
+            or (user and not re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*", user))):
+        raise ValueError(text)  # "-oProxyCommand=...@host" is no user name
     return SshHost(host, user or None, int(port) if port else None)
 

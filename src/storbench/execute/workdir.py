@@ -55,7 +55,7 @@ def create_marked(path: Path, run_uid: str) -> Path:
     The marker appears whole or not at all (written aside, then renamed): a run
     starting at the same moment never reads a half-written one.
     """
-    path.mkdir()
+    path.mkdir(mode=0o700)  # no other local user enters (it may hold fio's sockets)
     marker = {
         "run_uid": run_uid,
         "pid": os.getpid(),

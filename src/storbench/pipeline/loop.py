@@ -29,11 +29,12 @@ from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError, Interrupted, StorbenchError, TargetHung
 from storbench.execute import Execution, FioBinary, SignalGuard, find_fio
 from storbench.execute.base import Executor
-from storbench.execute.local import FioProcess
+from storbench.execute.local import Confinement, FioProcess
 from storbench.execute.probe import MetadataProbe, is_network_fs
 from storbench.execute.workdir import create_marked, leftovers, remove_marked
 from storbench.pipeline.curve import Curve
 from storbench.pipeline.failures import failure
+from storbench.pipeline.gate import Gated
 from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import NullReporter, Reporter
 from storbench.pipeline.rounds import Rounds, after_round, precondition
@@ -96,7 +97,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
     try:
         with SignalGuard() as guard:
             if fio is not None:
-                checker = FioProcess(fio, workdir, guard)
+                checker = FioProcess(fio, workdir, guard, Confinement())
                 for t in planned.plan.tests:
                     checker.validate(t.jobfile.render(), f"for test {t.name!r}")
             for leftover in target.leftovers():
@@ -106,6 +107,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
             guard.check()
             clock.since("preflight")
             environment = {**target.describe(fio), "storbench_version": __version__}
+            _say_confinement(environment, spec.allow_exec, rep)
             run_id = store.begin_run(
                 uid=planned.uid, suite=planned.plan.suite_name, target=target.name,
                 environment=environment,
@@ -120,7 +122,9 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 failure: BaseException | None = None
                 try:
                     loop.prepare(fio)
-                    executor = target.executor(fio, workdir, guard)
+                    executor = Gated(target.executor(fio, workdir, guard),
+                                     [target.scratch_path(planned.uid)],
+                                     allow_exec=spec.allow_exec)
                     loop.execute(executor, spec.probe_metadata, spec.timeout_s)
                 except BaseException as exc:  # cleaned up first, then recorded
                     failure = exc
@@ -191,6 +195,17 @@ def _clean_up(target: Target, failure: BaseException | None, rep: Reporter, *,
             return exc
         rep.note(f"storbench: cleaning up: {exc}")
     return failure
+
+
+def _say_confinement(environment: dict[str, Any], allow_exec: bool, rep: Reporter) -> None:
+    """What keeps fio in the run's places, stored; said once when it is not the kernel."""
+    said = str(environment.get("confinement", ""))
+    if allow_exec and said:
+        environment["confinement"] = ("none: --allow-exec (the job file is trusted to run"
+                                      " commands, and fio runs unconfined)")
+    elif said.startswith("none"):
+        rep.note(f"storbench: fio is not confined by the kernel here ({said[6:]}); the"
+                 " job-file checks still keep it in the scratch directory")
 
 
 def _local_fio(spec: RunSpec, target: Target) -> FioBinary | None:

@@ -12,6 +12,7 @@ from storbench.analysis.assertions import Assertion
 from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
 from storbench.result.record import Run
+from storbench.workload.files import JOB_FILE_LIMIT, read_text
 from storbench.workload.jobfile import parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest, expected_seconds
 from storbench.workload.sizes import parse_size
@@ -195,15 +196,7 @@ def _curve_test(tests: list[PlannedTest], name: str | None, suite: str) -> Plann
 
 def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
     if spec.job_file is not None:
-        try:
-            text = spec.job_file.read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read job file {str(spec.job_file)!r}: {exc.strerror}"
-                              ) from exc
-        except UnicodeDecodeError:
-            raise ConfigError(f"job file {str(spec.job_file)!r} is not text (a binary file?);"
-                              " give an fio job file (INI: [job] sections of key=value)"
-                              ) from None
+        text = read_text(spec.job_file, "job file", JOB_FILE_LIMIT)
         jf = parse_jobfile(text, str(spec.job_file), spec.job_file.parent)
         prepared = jf.prepared(scratch, size=spec.size, runtime=spec.runtime,
                                allow_exec=spec.allow_exec)

@@ -116,7 +116,10 @@ def parse_per_host(text: str) -> dict[str, list[TestResult]]:
     for job in job_entries(doc):
         if "hostname" not in job or "jobs" in doc:
             continue
-        host = f"{job['hostname']}:{job['port']}" if "port" in job else str(job["hostname"])
+        # a unix socket's path has no port (fio prints its default one beside it)
+        host = (f"{job['hostname']}:{job['port']}"
+                if "port" in job and not str(job["hostname"]).startswith("/")
+                else str(job["hostname"]))
         hosts.setdefault(host, {}).setdefault(str(job.get("jobname", "")), []).append(job)
     return {
         host: [aggregate(name, jobs, defaults) for name, jobs in groups.items()]

@@ -16,10 +16,11 @@ from typing import Any
 
 from storbench.errors import TargetError
 from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard
+from storbench.execute.local import Confinement
 from storbench.result.record import BLANK_DEVICE
 from storbench.target.base import Deadline, Leftover, default_deadline
 from storbench.target.blockguard import Findings, decide, device_facts, inspect
-from storbench.target.environment import host_facts
+from storbench.target.environment import host_facts, local_confinement
 from storbench.workload.jobfile import JobFile, Section
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
@@ -138,7 +139,7 @@ class BlockTarget:
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         found = self.found or inspect(str(self.path))
         facts = device_facts(found.name) if found.is_block else {}
-        return {**host_facts(),
+        return {**host_facts(), "confinement": local_confinement(),
                 "target": {"kind": self.kind, "path": str(self.path), "device": found.device,
                            **facts, "found_on_it": found_on_it(found.signatures),
                            "access": access(not self.read_only),
@@ -163,7 +164,9 @@ class BlockTarget:
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None
-        return LocalExecutor(fio, workdir, guard)
+        # the kernel lets fio write to the device only when the guard allowed writing
+        return LocalExecutor(fio, workdir, guard,
+                             Confinement(files=(self.device,) if self.writers else ()))
 
     def probe_dir(self) -> Path | None:
         return None

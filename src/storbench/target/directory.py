@@ -12,6 +12,7 @@ from typing import Any
 
 from storbench.errors import TargetError, TargetHung
 from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard, fsops
+from storbench.execute.local import Confinement
 from storbench.execute.workdir import (
     PREFIX,
     Leftover,
@@ -20,7 +21,7 @@ from storbench.execute.workdir import (
     remove_marked,
 )
 from storbench.target.base import Deadline, default_deadline
-from storbench.target.environment import host_facts, path_facts
+from storbench.target.environment import host_facts, local_confinement, path_facts
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
@@ -76,6 +77,7 @@ class DirectoryTarget:
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         return {**host_facts(), "target": {"kind": self.kind, **path_facts(self.path)},
+                "confinement": local_confinement(),
                 **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {})}
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
@@ -85,7 +87,8 @@ class DirectoryTarget:
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None
-        return LocalExecutor(fio, workdir, guard)
+        assert self.scratch is not None
+        return LocalExecutor(fio, workdir, guard, Confinement((self.scratch,)))
 
     def probe_dir(self) -> Path | None:
         return self.scratch

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from storbench.execute import confine
 from storbench.target.blockguard import device_facts
 
 
@@ -22,6 +23,14 @@ def host_facts() -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "ram_bytes": _ram_bytes(),
     }
+
+
+def local_confinement() -> str:
+    """How fio on this machine is kept to the run's places: the kernel's Landlock, or
+    "none: why" (the job-file checks still hold)."""
+    confined, how = confine.status()
+    return (f"{how}: fio may write only to the run's scratch directory or device" if confined
+            else f"none: {how}")
 
 
 def _os_release() -> str:

@@ -26,8 +26,8 @@ from typing import Any
 
 from storbench.errors import ConfigError, TargetError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
-from storbench.execute.clientserver import ClientServerExecutor, probe
-from storbench.execute.ssh import SshHost, Tunnel, open_tunnels, parse_ssh
+from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
+from storbench.execute.ssh import Remote, SshHost, Tunnel, open_tunnels, parse_ssh, stop_all
 from storbench.target.base import Deadline, Leftover, default_deadline
 from storbench.target.blockdev import access, device_job, found_on_it, identity, writes
 from storbench.target.environment import host_facts
@@ -45,13 +45,18 @@ class Host:
     address: str
     port: int = DEFAULT_PORT
     ssh: SshHost | None = None  # reached over SSH (address and port unused)
+    socket: str = ""  # a `storbench agent`'s unix socket on this machine (sock:PATH)
 
     @property
     def key(self) -> str:
+        if self.socket:
+            return f"sock:{self.socket}"
         return self.ssh.key if self.ssh is not None else f"{self.address}:{self.port}"
 
     def is_this_machine(self) -> bool:
         """Does the address reach this machine's loopback (127.0.0.0/8, ::1, localhost)?"""
+        if self.socket:
+            return True
         if self.ssh is not None:
             return False  # its facts come over SSH
         try:
@@ -71,14 +76,21 @@ def parse_hosts(text: str, source: str = "--hosts") -> list[Host]:
         try:
             ssh = parse_ssh(item)
         except ValueError:
-            raise ConfigError(f"{source}: {item!r} is not ssh://[USER@]HOST[:PORT]") from None
+            raise ConfigError(f"{source}: {item!r} is not ssh://[USER@]HOST[:PORT] (a user name"
+                          " of letters, digits, '.', '_', '-')") from None
         if ssh is not None:
             hosts.append(Host("", 0, ssh))
             continue
+        if item.startswith("sock:"):
+            if not item[5:].startswith("/"):
+                raise ConfigError(f"{source}: {item!r}: give the agent's socket as an absolute"
+                                  " path (sock:/run/storbench/agent.sock)")
+            hosts.append(Host("", 0, socket=item[5:]))
+            continue
         m = _HOST.match(item)
         if m is None:
-            raise ConfigError(f"{source}: {item!r} is not ssh://[USER@]HOST[:PORT], HOST or"
-                              " HOST:PORT")
+            raise ConfigError(f"{source}: {item!r} is not ssh://[USER@]HOST[:PORT],"
+                              " sock:PATH, HOST or HOST:PORT")
         hosts.append(Host(m["v6"] or m["name"], int(m["port"] or DEFAULT_PORT)))
     if not hosts:
         raise ConfigError(f"{source}: no hosts given")
@@ -106,6 +118,7 @@ class HostsTarget:
     tunnels: dict[str, Tunnel] = field(default_factory=dict, init=False)
     reports: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)  # guard's
     writers: list[str] = field(default_factory=list, init=False)  # the tests that write
+    uid: str = field(default="", init=False)  # the run's id (scratch_path)
 
     @property
     def name(self) -> str:
@@ -133,6 +146,7 @@ class HostsTarget:
                                  self.ssh_config, str(self.path), writes, self.destructive)
 
     def scratch_path(self, uid: str) -> Path:
+        self.uid = uid  # the run's: each host's session removes its files when it ends
         return self.path  # files are named storbench-<uid>-... in it (job_files)
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
@@ -144,20 +158,26 @@ class HostsTarget:
             self._judge(writes=bool(self.writers))
         ssh = [h for h in self.hosts if h.ssh is not None]
         if ssh:
-            opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config)
+            if self.device:
+                remote = Remote("", ("--file", str(self.path)) if self.writers else ())
+            else:
+                remote = Remote(f"{self.path}/storbench-{self.uid}-", ("--write", str(self.path)))
+            opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config,
+                                  workdir, remote)
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
         try:
             endpoints = self.endpoints()
             found = probe(fio, list(endpoints.values()), workdir)
-            self.versions = {w: found[f"{a}:{p}"] for w, (a, p) in endpoints.items()}
+            self.versions = {w: found[key(s)] for w, s in endpoints.items()}
         except BaseException:
             self.cleanup()
             raise
 
-    def endpoints(self) -> dict[str, tuple[str, int]]:
-        """Where fio's client reaches each host's server: its address, or an SSH forward."""
-        return {h.key: self.tunnels[h.key].local if h.key in self.tunnels
-                else (h.address, h.port) for h in self.hosts}
+    def endpoints(self) -> dict[str, Server]:
+        """Where fio's client reaches each host's server: its address, its unix socket,
+        or (over SSH) a unix socket of this run forwarded to the host's."""
+        return {h.key: str(self.tunnels[h.key].local) if h.key in self.tunnels
+                else h.socket or (h.address, h.port) for h in self.hosts}
 
     def leftovers(self) -> list[Leftover]:
         return []  # fio deletes its files on the hosts as each job ends (unlink=1)
@@ -184,6 +204,8 @@ class HostsTarget:
                 entry.update(via="ssh", **self.tunnels[h.key].facts)
             elif h.is_this_machine():
                 entry.update(this_machine=True, ram_bytes=here["ram_bytes"])
+            entry.setdefault("confinement", "the agent's own: storbench does not start its"
+                                            " fio server")
             if h.key in self.reports:
                 report = self.reports[h.key]
                 entry["device"] = {**report["facts"], "device": report["findings"]["device"],
@@ -209,9 +231,9 @@ class HostsTarget:
         if not self.device:
             return
         self._judge(writes=bool(self.writers))
-        for key, report in self.reports.items():
+        for host, report in self.reports.items():
             found = report["findings"]
-            note(f"{key}: " + identity(found["device"], report["facts"], found["signatures"],
+            note(f"{host}: " + identity(found["device"], report["facts"], found["signatures"],
                                        writes=bool(self.writers)))
 
     def _size(self, host: Host) -> int:
@@ -235,5 +257,4 @@ class HostsTarget:
 
     def cleanup(self, hurry: bool = False) -> None:
         """End the SSH sessions: their fio servers stop with them."""
-        for tunnel in self.tunnels.values():
-            tunnel.stop()
+        stop_all(list(self.tunnels.values()))

@@ -1,102 +1,128 @@
-"""Which fio options may reach outside storbench's scratch directory: one table.
+"""What keeps a job file inside storbench's scratch directory: the names and options
+layers (the kernel's confinement of fio is the third: execute/confine.py).
 
-fio's job options can name files (logs, iologs, the files to do I/O on), run commands
-(``exec_prerun=``, the ``exec`` engine, external engines) and change the machine
-(``ioscheduler=``, ``cgroup=``). A job file from elsewhere runs with storbench's
-rights (often root), on this machine or on every ``--hosts`` server: each such
-option is checked here, before fio sees the file.
+A job file from elsewhere runs with storbench's rights (often root), on this machine or
+on every ``--hosts`` server. fio opens files named by options (``filename=``, logs,
+iologs, ``mem=mmap:``), by job names (``<directory>/<jobname>.<n>.<n>``), by its
+``filename_format``, and it expands ``${VAR}`` from its environment in every value.
+So:
 
-- PATH: a relative path is resolved into the scratch directory; an absolute path,
-  ``..``, or an environment variable (``${HOME}``: fio expands it) is refused.
-- COMMAND: refused unless ``--allow-exec``.
-- ENGINE: ``ioengine=`` is checked: engines that run programs (exec) or load code
-  (external:..., a path) need ``--allow-exec``; engines that do no I/O in the target
-  directory (network, Ceph, SCSI generic, ...) are refused.
-- SYSTEM: changes the machine for everyone (the device's I/O scheduler, cgroups,
-  a built-in profile with its own devices): refused.
+1. **Names.** Section names and ``name=``/``wait_for=`` are plain
+   (``[A-Za-z0-9._-]``, not ``..``); storbench sets ``filename_format`` itself; ``$`` is
+   refused in every value (fio expands ``${VAR}`` from the environment, and hands the
+   arithmetic of ``$ncpus``, ``$mb_memory``, ``$pagesize`` to a shell running bc): the
+   one ``$`` fio sees is in storbench's own ``filename_format``.
+2. **Every option classified** (workload/options.py, from fio's own option list): an
+   option storbench has not classified is refused; paths are relative, without ``..``,
+   and land in the scratch directory; commands and the exec engine need
+   ``--allow-exec``; engines that do no I/O in the target, and options that change the
+   machine, are refused.
+
+``check`` judges a user's option (a job file, a suite) with a message that names it;
+``check_final`` judges every job file right before fio gets it, storbench's own
+additions included, against the places the run may write (a bug of storbench's that
+would let a path out is refused there too).
 """
 
 from __future__ import annotations
 
-import enum
 import os
 import re
+from collections.abc import Iterable
 from pathlib import PurePosixPath
 
+from storbench.errors import ConfigError
+from storbench.workload import options
+from storbench.workload.options import Kind
 
-class Risk(enum.Enum):
-    PATH = "path"
-    COMMAND = "command"
-    ENGINE = "engine"
-    SYSTEM = "system"
-
-
-OPTIONS: dict[str, tuple[Risk, str]] = {
-    "filename": (Risk.PATH, "the file(s) fio does I/O on"),
-    "filename_format": (Risk.PATH, "how fio names its files"),
-    "opendir": (Risk.PATH, "a directory whose files fio does I/O on"),
-    "write_iolog": (Risk.PATH, "a log of every I/O fio writes"),
-    "read_iolog": (Risk.PATH, "an I/O log fio replays"),
-    "merge_blktrace_file": (Risk.PATH, "a merged blktrace fio writes"),
-    "write_bw_log": (Risk.PATH, "a bandwidth log fio writes"),
-    "write_lat_log": (Risk.PATH, "latency logs fio writes"),
-    "write_iops_log": (Risk.PATH, "an IOPS log fio writes"),
-    "write_hist_log": (Risk.PATH, "a latency histogram log fio writes"),
-    "mem": (Risk.PATH, "a file backing fio's buffers (mmap:PATH, mmaphuge:PATH)"),
-    "iomem": (Risk.PATH, "a file backing fio's buffers (mmap:PATH, mmaphuge:PATH)"),
-    "replay_redirect": (Risk.PATH, "the device an I/O log is replayed onto"),
-    "exec_prerun": (Risk.COMMAND, "a command fio runs before the job"),
-    "exec_postrun": (Risk.COMMAND, "a command fio runs after the job"),
-    "ioengine": (Risk.ENGINE, "how fio issues I/O"),
-    "ioscheduler": (Risk.SYSTEM, "switches the I/O scheduler of the device under the"
-                                 " target, for everyone"),
-    "cgroup": (Risk.SYSTEM, "creates cgroups on this machine"),
-    "profile": (Risk.SYSTEM, "a built-in fio profile with devices of its own"),
-}
-COMMAND_ENGINES = ("exec",)  # runs ``program=`` with ``arguments=``
-ELSEWHERE_ENGINES = ("rbd", "rados", "nbd", "http", "nfs", "gfapi", "gfapi_async", "sg",
-                     "mtd", "net", "netsplice", "rdma", "libhdfs", "dev-dax", "libpmem",
-                     "pmemblk", "cpuio", "io_uring_cmd", "xnvme", "spdk", "windowsaio")
-# fio's own tokens in file names; anything else after "$" is expanded by fio
-_FIO_TOKENS = re.compile(r"\$(jobname|jobnum|filenum|clientuid)\b")
-
+_PLAIN = re.compile(r"[A-Za-z0-9._-]+")
+# the one filename_format storbench writes: a plain prefix, then fio's own tokens
+OWN_FORMAT = re.compile(r"(?:[A-Za-z0-9._-]*\.)?\$jobname\.\$jobnum\.\$filenum")
+FILENAME_FORMAT = "$jobname.$jobnum.$filenum"
 
 # Paths fio resolves against its working directory, not directory=: storbench points
 # them into the scratch directory (on the target: a --hosts server writes them there).
-INTO_SCRATCH = ("write_iolog", "read_iolog", "merge_blktrace_file", "mem", "iomem")
+INTO_SCRATCH = ("write_iolog", "read_iolog", "merge_blktrace_file", "mem", "iomem",
+                "opendir", "dp_scheme", "donorname")
+
+
+def plain(name: str) -> bool:
+    """A name fio may put into a file name: letters, digits, '.', '_', '-'; not '..'."""
+    return bool(_PLAIN.fullmatch(name)) and ".." not in name
+
+
+def check_section_name(name: str) -> str | None:
+    """None for a plain job name (or ``global``), else why not."""
+    if name == "global" or plain(name):
+        return None
+    return (f"job section [{name}]: a job name must be plain (letters, digits, '.', '_',"
+            " '-', no '..'): fio puts it into the names of the files it writes; rename"
+            " the section")
 
 
 def check(section: str, key: str, value: str | None, *, allow_exec: bool) -> str | None:
-    """None when the option may stay as it is, else why not (a ConfigError's text)."""
-    entry = OPTIONS.get(key.lower())
-    if entry is None or value is None:
+    """None when a user's option may stay as it is (or is storbench's to replace), else
+    why not (a ConfigError's text, naming the option and its value)."""
+    where = f"job [{section}] sets {key}" + ("" if value is None else f"={value}")
+    found = options.kind(key)
+    if found is None:
+        return (f"{where}: {key!r} is not an fio option storbench knows; it runs only"
+                " options it has classified (workload/options.py), so that no option can"
+                " reach outside its scratch directory; leave it out (a misspelling? fio's"
+                " names are lower case)")
+    if found is Kind.OWNED and options.canonical(key) == "filename_format":
+        return (f"{where}: {options.what(key)}; leave filename_format out (use filename= for"
+                " a name of your own)")
+    if value is not None and "$" in value:
+        return (f"{where}: fio would expand '$' (an environment variable, or $ncpus-style"
+                " arithmetic that fio hands to a shell) to something storbench cannot"
+                " check; write the value itself")
+    if value is None:
         return None
-    risk, what = entry
-    where = f"job [{section}] sets {key}={value}"
-    if risk is Risk.PATH:
-        for part in path_parts(key.lower(), value):
+    return _judge(found, key, value, where, allow_exec)
+
+
+def _judge(found: Kind, key: str, value: str, where: str, allow_exec: bool) -> str | None:
+    what = options.what(key)
+    if found is Kind.NAME:
+        if not plain(value):
+            return (f"{where} ({what}): a job name must be plain (letters, digits, '.', '_',"
+                    " '-', no '..')")
+    elif found is Kind.PATH:
+        for part in path_parts(options.canonical(key), value):
             why = outside(part)
             if why is not None:
                 return (f"{where} ({what}): {why}; storbench only writes inside its own"
                         " scratch directory: use a relative name")
-        return None
-    if risk is Risk.COMMAND and not allow_exec:
-        return (f"{where} ({what}): storbench does not run commands from job files; pass"
-                " --allow-exec if you trust this job file")
-    if risk is Risk.SYSTEM:
-        return f"{where}: it {what}; storbench refuses it (leave it out of the job file)"
-    if risk is Risk.ENGINE:
-        engine = value.strip()
-        if engine.startswith("external") or "/" in engine:
-            if not allow_exec:
-                return (f"{where}: an external engine loads code from outside fio; pass"
-                        " --allow-exec if you trust it")
-        elif engine in COMMAND_ENGINES and not allow_exec:
-            return (f"{where}: the exec engine runs a program; pass --allow-exec if you trust"
-                    " this job file")
-        elif engine in ELSEWHERE_ENGINES:
-            return (f"{where}: that engine does no I/O in the target directory; storbench"
-                    " measures the target it is given")
+    elif found is Kind.PATTERN:
+        if "'" in value:
+            return (f"{where} ({what}): fio reads a pattern in '...' from that file;"
+                    " storbench does not let a job file read files: write the pattern"
+                    " itself (0x... or \"text\")")
+    elif found is Kind.COMMAND:
+        if not allow_exec:
+            return (f"{where} ({what}): storbench does not run commands from job files;"
+                    " pass --allow-exec if you trust this job file")
+    elif found is Kind.ENGINE:
+        return _engine(value.strip(), where, allow_exec)
+    elif found is Kind.REFUSED:
+        return f"{where}: {what}; storbench refuses it (leave it out of the job file)"
+    return None
+
+
+def _engine(engine: str, where: str, allow_exec: bool) -> str | None:
+    if engine.startswith("external") or "/" in engine:
+        return None if allow_exec else (
+            f"{where}: an external engine loads code from outside fio; pass --allow-exec"
+            " if you trust it")
+    if engine in options.COMMAND_ENGINES:
+        return None if allow_exec else (
+            f"{where}: the exec engine runs a program; pass --allow-exec if you trust this"
+            " job file")
+    if engine not in options.ENGINES:
+        return (f"{where}: storbench runs only engines that do their I/O on files in the"
+                f" target ({', '.join(sorted(options.ENGINES))}; exec and external with"
+                " --allow-exec); that one does not, or is not known to storbench")
     return None
 
 
@@ -112,11 +138,61 @@ def path_parts(key: str, value: str) -> list[str]:
 
 def outside(part: str) -> str | None:
     """Why a path from a job file would reach outside the scratch directory, or None."""
-    rest = _FIO_TOKENS.sub("", part)
-    if "$" in rest or "~" in rest.split("/")[0]:
+    if "$" in part or "~" in part.split("/")[0]:
         return "fio would expand it (a variable or ~) to a path storbench cannot check"
     if os.path.isabs(part):
         return "an absolute path"
     if ".." in PurePosixPath(part).parts:
         return "a path that leaves the directory (..)"
     return None
+
+
+def check_final(text: str, within: Iterable[str], *, allow_exec: bool,
+                source: str) -> None:
+    """The job file fio is about to run, judged once more as a whole: every section name
+    plain, every option classified and allowed, the one ``$`` storbench's own
+    filename_format, every path inside ``within`` (absolute) or relative without ``..``.
+
+    ConfigError otherwise: whatever built the text (a user's file, a suite, storbench's
+    own rewriting), fio never gets a job that reaches outside.
+    """
+    from storbench.workload.jobfile import parse_jobfile  # jobfile imports this module
+
+    roots = [PurePosixPath(os.path.normpath(r)) for r in within]
+    for section in parse_jobfile(text, source).sections:
+        why = check_section_name(section.name)
+        for key, value in section.options:
+            if why is not None:
+                break
+            why = _final_option(section.name, key, value, roots, allow_exec)
+        if why is not None:
+            raise ConfigError(f"{source}: {why}")
+
+
+def _final_option(section: str, key: str, value: str | None, roots: list[PurePosixPath],
+                  allow_exec: bool) -> str | None:
+    name = options.canonical(key)
+    where = f"job [{section}] sets {key}" + ("" if value is None else f"={value}")
+    if name == "filename_format":
+        return None if value and OWN_FORMAT.fullmatch(value) else (
+            f"{where}: not storbench's own filename_format")
+    if name == "directory":
+        return None if value and _inside(value, roots) else (
+            f"{where}: not inside {', '.join(map(str, roots))}")
+    if name == "gtod_reduce":
+        return f"{where}: it drops latency"
+    if options.kind(key) is Kind.PATH and value and "$" not in value:
+        for part in path_parts(name, value):
+            if os.path.isabs(part) and not _inside(part, roots):
+                return f"{where}: {part!r} is not inside {', '.join(map(str, roots))}"
+            if not os.path.isabs(part) and outside(part) is not None:
+                return f"{where}: {outside(part)}"
+        return None
+    return check(section, key, value, allow_exec=allow_exec)
+
+
+def _inside(path: str, roots: list[PurePosixPath]) -> bool:
+    if ".." in PurePosixPath(path).parts or "$" in path:
+        return False
+    p = PurePosixPath(os.path.normpath(path))
+    return any(p == r or r in p.parents for r in roots)

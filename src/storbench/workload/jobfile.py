@@ -7,12 +7,14 @@ plus the few options storbench must set (the directory, size/runtime overrides).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storbench.errors import ConfigError
 from storbench.workload import guard
+from storbench.workload.files import JOB_FILE_LIMIT, read_text
 from storbench.workload.sizes import parse_count, parse_size
 
 Option = tuple[str, str | None]
@@ -86,17 +88,22 @@ class JobFile:
     ) -> JobFile:
         """This job file pointed at ``directory``, with the user's overrides applied.
 
-        Every option that names a path, a command or an engine is checked against
-        workload/guard.py's table (ConfigError for one that would reach outside
-        ``directory`` or run a command without ``allow_exec``); paths fio would take
-        from its working directory are put into ``directory``.
+        Every section name must be plain and every option is judged by
+        workload/guard.py (ConfigError naming the option otherwise: an option storbench
+        has not classified, a '$', a path that would reach outside ``directory``, a
+        command without ``allow_exec``); paths fio would take from its working directory
+        are put into ``directory``; fio's files are named by storbench's own
+        ``filename_format``.
         """
-        sections: list[Section] = [Section("global", (("directory", str(directory)),))]
+        sections: list[Section] = [Section("global", (
+            ("directory", str(directory)), ("filename_format", guard.FILENAME_FORMAT)))]
         for section in self.sections:
+            reason = guard.check_section_name(section.name)
             for key, value in section.options:
-                reason = guard.check(section.name, key, value, allow_exec=allow_exec)
-                if reason is not None:
-                    raise ConfigError(reason)
+                if reason is None:
+                    reason = guard.check(section.name, key, value, allow_exec=allow_exec)
+            if reason is not None:
+                raise ConfigError(reason)
             new = section.without("directory", *_DROPPED)
             for key in guard.INTO_SCRATCH:
                 value = new.get(key)
@@ -176,12 +183,19 @@ class JobFile:
         Files are named ``<prefix>-<host_label>-...`` so that hosts do not collide,
         or ``<prefix>-...`` for all hosts with ``shared``; fio deletes them when a
         job ends (unlink=1): storbench cannot remove files on a remote host itself.
+        A ``filename=`` of a [global] section moves into each job, renamed: fio adds
+        the files of every filename= it reads, so a global one left in place would be
+        one file every host shares beside its own.
         """
         effective = dict(self.effective())
         own = prefix if shared else f"{prefix}-{host_label}"
         sections = []
         for section in self.sections:
-            if not section.is_global:
+            if section.is_global:
+                section = section.without("filename", "filename_format")
+                if not section.options:
+                    continue
+            else:
                 filename = effective.get(section.name, {}).get("filename")
                 if filename:
                     section = section.with_option(
@@ -189,9 +203,10 @@ class JobFile:
                 elif shared:
                     section = section.with_option("filename", f"{own}-{section.name}.data")
                 else:
-                    section = section.with_option("filename_format",
-                                                  f"{own}.$jobname.$jobnum.$filenum")
-                section = section.with_option("unlink", "1")
+                    section = section.with_option(
+                        "filename_format", f"{own}.{guard.FILENAME_FORMAT}")
+                # no "<client address>." before the name: storbench names each host's files
+                section = section.with_option("unlink", "1").with_option("unique_filename", "0")
             sections.append(section)
         return JobFile(tuple(sections))
 
@@ -242,29 +257,32 @@ def _fmt_seconds(seconds: float) -> str:
 
 
 def parse_jobfile(text: str, source: str = "<job file>", base: Path | None = None) -> JobFile:
-    """Parse fio's job file syntax. ``include FILE`` is resolved relative to ``base``."""
-    sections = _parse_sections(text, source, base)
+    """Parse fio's job file syntax. ``include FILE`` is resolved relative to ``base``
+    (at most MAX_INCLUDE_DEPTH deep, never a file that includes itself). Errors name
+    the file and line; the content of an included file is never quoted."""
+    sections = _parse_sections(text, source, base, (), quote=True)
     if not any(not s.is_global for s in sections):
         raise ConfigError(f"{source}: no job section found (a job file needs a [name] section)")
     return JobFile(tuple(sections))
 
 
-def _parse_sections(text: str, source: str, base: Path | None) -> list[Section]:
+MAX_INCLUDE_DEPTH = 8
+
+
+def _parse_sections(text: str, source: str, base: Path | None, within: tuple[str, ...],
+                    *, quote: bool) -> list[Section]:
+    """``within``: the files that include this one (outermost first); ``quote``: whether
+    a line may be shown in an error (the user's own file, not one it includes)."""
     sections: list[Section] = []
     current: list[Option] | None = None
     name = ""
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
+        shown = f" {line!r}" if quote else ""
         if not line or line[0] in "#;":
             continue
         if line.startswith("include "):
-            path = Path(line.split(None, 1)[1].strip())
-            if base is not None and not path.is_absolute():
-                path = base / path
-            try:
-                included = _parse_sections(path.read_text(), str(path), path.parent)
-            except OSError as exc:
-                raise ConfigError(f"{source}:{lineno}: cannot include {path}: {exc}") from exc
+            included = _include(line, source, lineno, base, within)
             if current is not None:
                 sections.append(Section(name, tuple(current)))
                 current = None
@@ -272,15 +290,32 @@ def _parse_sections(text: str, source: str, base: Path | None) -> list[Section]:
             continue
         if line.startswith("["):
             if not line.endswith("]") or len(line) < 3:
-                raise ConfigError(f"{source}:{lineno}: malformed section header {line!r}")
+                raise ConfigError(f"{source}:{lineno}: malformed section header{shown}")
             if current is not None:
                 sections.append(Section(name, tuple(current)))
             name, current = line[1:-1].strip(), []
             continue
         if current is None:
-            raise ConfigError(f"{source}:{lineno}: option {line!r} before any [section]")
+            raise ConfigError(f"{source}:{lineno}: option{shown} before any [section]")
         key, sep, value = line.partition("=")
         current.append((key.strip(), value.strip() if sep else None))
     if current is not None:
         sections.append(Section(name, tuple(current)))
     return sections
+
+
+def _include(line: str, source: str, lineno: int, base: Path | None,
+             within: tuple[str, ...]) -> list[Section]:
+    path = Path(line.split(None, 1)[1].strip())
+    if base is not None and not path.is_absolute():
+        path = base / path
+    key = os.path.abspath(path)
+    chain = (*within, os.path.abspath(source))
+    if key in chain:
+        raise ConfigError(f"{source}:{lineno}: {str(path)!r} includes itself (through"
+                          f" {' -> '.join(chain)}); remove the include")
+    if len(chain) > MAX_INCLUDE_DEPTH:
+        raise ConfigError(f"{source}:{lineno}: includes nested more than"
+                          f" {MAX_INCLUDE_DEPTH} deep")
+    text = read_text(path, "included file", JOB_FILE_LIMIT)
+    return _parse_sections(text, str(path), path.parent, chain, quote=False)

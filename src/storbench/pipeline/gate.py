@@ -1,0 +1,36 @@
+"""The last look at every job file before fio gets it (workload/guard.check_final).
+
+Job files are judged when they are read (a user's options, with messages that name
+them); what fio finally runs has been rewritten since by storbench itself (the
+scratch directory, file names per host, logs, rates, steady state). ``Gated`` judges
+that final text, whatever built it, against the places the run may write: a job that
+would reach outside never starts, even through a bug of storbench's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from storbench.execute.base import Execution, Executor, FioJob, Progress
+from storbench.workload.guard import check_final
+
+
+class Gated:
+    """An Executor that runs only job files inside ``within`` (the scratch directory, or
+    the one device named)."""
+
+    def __init__(self, inner: Executor, within: list[Path], *, allow_exec: bool) -> None:
+        self.inner = inner
+        self.within = [str(p) for p in within]
+        self.allow_exec = allow_exec
+
+    def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
+            deadline_s: float | None = None) -> Execution:
+        for job in jobs:
+            check_final(job.text, self.within, allow_exec=self.allow_exec,
+                        source=f"job file {job.key}")
+        # only now may a job run programs (confine.py lets fio execute nothing else)
+        jobs = [replace(job, may_exec=self.allow_exec) for job in jobs]
+        return self.inner.run(jobs, on_progress, deadline_s)

@@ -1,0 +1,170 @@
+"""`storbench agent`: nobody else gets in. A real agent (fio's server) on a unix socket,
+`nobody` trying it with a stock fio client and an exec_prerun= job, root refused without
+--allow-root, --bind to an address the host does not have, --confine holding a job
+that writes outside."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from storbench.execute import confine
+from tests.cli.test_cli import assert_one_line_error
+from tests.conftest import FIO, IS_ROOT, STORBENCH, needs_fio, run_cli
+
+pytestmark = [needs_fio, pytest.mark.integration,
+              pytest.mark.skipif(not IS_ROOT or shutil.which("runuser") is None,
+                                 reason="needs root and runuser (to be `nobody`)")]
+
+
+class Agent:
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([*STORBENCH, "agent", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+    def wait_socket(self, path: Path) -> None:
+        """Until it listens, its socket made 0600 (fio makes it open to all, in the 0700
+        directory that keeps others out meanwhile)."""
+        deadline = time.monotonic() + 20
+        while not path.is_socket() or path.stat().st_mode & 0o777 != 0o600:
+            assert self.proc.poll() is None, self.proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        return self.proc.communicate(timeout=10)[1]
+
+
+@pytest.fixture
+def public() -> Iterator[Path]:
+    """A directory everyone may read (for `nobody`'s job file)."""
+    d = Path(tempfile.mkdtemp(prefix="sb-agent-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d)
+
+
+def nobody_tries(sock: Path, public: Path, marker: Path) -> subprocess.CompletedProcess[str]:
+    job = public / "attack.fio"
+    job.write_text(f"[x]\nioengine=null\nsize=4k\nexec_prerun=touch {marker}\n")
+    job.chmod(0o644)
+    return subprocess.run(["runuser", "-u", "nobody", "--", FIO or "fio",
+                           f"--client=sock:{sock}", str(job)],
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_as_root_it_refuses_without_allow_root(tmp_path, store_path):
+    proc = run_cli("agent", "--socket", str(tmp_path / "a" / "agent.sock"), db=store_path)
+    assert_one_line_error(proc, 2, "refuses to run as root", "--allow-root", "unprivileged")
+
+
+def test_a_socket_only_its_user_reaches(tmp_path, public, store_path, tmpfs):
+    sock = tmp_path / "storbench-agent" / "agent.sock"
+    agent = Agent("--socket", str(sock), "--allow-root")
+    marker = public / "pwned"
+    try:
+        agent.wait_socket(sock)
+        assert sock.stat().st_mode & 0o777 == 0o600
+        assert sock.parent.stat().st_mode & 0o777 == 0o700
+        tried = nobody_tries(sock, public, marker)
+        assert tried.returncode != 0 and "Permission denied" in tried.stdout + tried.stderr
+        assert not marker.exists()
+        # its own user runs benchmarks through it
+        ran = run_cli("run", str(tmpfs), "--hosts", f"sock:{sock}", "--suite", "quick",
+                      "--runtime", "1", "--size", "4m", db=store_path)
+        assert ran.returncode == 0, ran.stderr
+        assert "sock:" + str(sock) in run_cli("show", "last", db=store_path).stdout
+    finally:
+        said = agent.stop()
+    assert "WARNING" not in said and f"socket {sock}" in said
+
+
+def test_tcp_warns_who_can_use_it_on_every_start(tmp_path):
+    from tests.testbed import free_port
+
+    port = free_port()
+    agent = Agent("--bind", "127.0.0.1", "--port", str(port), "--allow-root")
+    time.sleep(1.5)
+    said = agent.stop()
+    assert "WARNING: listening on TCP 127.0.0.1" in said
+    assert "every local user of this host" in said and "run commands as root" in said
+
+
+@pytest.mark.parametrize("address", ["10.255.255.1", "192.0.2.7", "::2"])
+def test_bind_to_an_address_the_host_does_not_have_fails(address, store_path):
+    proc = run_cli("agent", "--bind", address, "--allow-root", db=store_path)
+    assert_one_line_error(proc, 2, f"--bind {address}", "no such address")
+
+
+def test_a_socket_others_could_replace_is_refused(store_path):
+    shared = Path(tempfile.mkdtemp(prefix="sb-shared-"))
+    try:
+        shared.chmod(0o1777)
+        proc = run_cli("agent", "--socket", str(shared / "a.sock"), "--allow-root",
+                       db=store_path)
+        assert_one_line_error(proc, 2, "lets other users in", "0700")
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_a_live_agent_is_not_replaced_and_a_stale_socket_is(tmp_path, store_path):
+    import socket
+
+    sock = tmp_path / "storbench-x" / "agent.sock"
+    sock.parent.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(sock))
+    stale.close()  # a socket file nobody listens on
+    agent = Agent("--socket", str(sock), "--allow-root")
+    try:
+        agent.wait_socket(sock)
+        time.sleep(0.5)
+        assert agent.proc.poll() is None
+        second = run_cli("agent", "--socket", str(sock), "--allow-root", db=store_path)
+        assert_one_line_error(second, 2, "already listens there")
+    finally:
+        agent.stop()
+
+
+@pytest.mark.skipif(not confine.abi(), reason="the kernel offers no Landlock")
+def test_confine_keeps_every_client_s_jobs_in_its_directory(tmp_path, public):
+    bench, outside = tmp_path / "bench", tmp_path / "outside"
+    bench.mkdir()
+    outside.mkdir()
+    sock = tmp_path / "storbench-c" / "agent.sock"
+    agent = Agent("--socket", str(sock), "--allow-root", "--confine", str(bench))
+    try:
+        agent.wait_socket(sock)
+        for where, allowed in ((bench, True), (outside, False)):
+            job = public / "w.fio"
+            job.write_text(f"[w]\ndirectory={where}\nrw=write\nbs=4k\nsize=64k\n")
+            done = subprocess.run([FIO or "fio", f"--client=sock:{sock}", str(job)],
+                                  capture_output=True, text=True, timeout=60)
+            said = done.stdout + done.stderr
+            assert (("err=13" in said or "Permission denied" in said) != allowed), said
+        assert list(bench.iterdir()) and not list(outside.iterdir())
+    finally:
+        said = agent.stop()
+    assert f"may write only {bench}" in said
+
+
+def test_agent_over_the_default_path_for_a_user(tmp_path, store_path):
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
+    agent = subprocess.Popen([*STORBENCH, "agent", "--allow-root"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "storbench-agent.sock").is_socket():
+            assert agent.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        agent.terminate()
+        agent.communicate(timeout=10)
