@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -261,3 +262,49 @@ def test_a_run_killed_outright_is_crashed_not_running_forever(tmpfs, tmp_path, s
     assert run["status"] == "crashed" and f"PID {proc.pid}" in run["error"]
     proc = run_cli("check", "last", "--assert", "x.iops > 0", db=store_path)
     assert_one_line_error(proc, 1, "was crashed", "no verdict")
+
+
+@needs_fio
+@pytest.mark.integration
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="a second PID namespace needs root and unshare")
+def test_a_storbench_in_another_pid_namespace_never_judges_a_live_run_dead(tmpfs, tmp_path,
+                                                                           store_path):
+    """A container with the host's name, sharing /tmp and the target: its `list` and a
+    second `run` on the same target see the live run's files and lock, not its PID.
+    They leave it alone (it used to be marked crashed, its scratch directory deleted and
+    the run then failed); the live run completes. Killed, it is crashed all the same."""
+    job = tmp_path / "slow.fio"
+    job.write_text("[x]\nrw=randread\nbs=4k\nsize=4m\ntime_based\nruntime=8\n")
+    env = {**os.environ, "STORBENCH_DB": str(store_path)}
+    live = subprocess.Popen([*STORBENCH, "run", str(tmpfs), "--job", str(job)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not (scratch_dirs(tmpfs) and list(scratch_dirs(tmpfs)[0].glob("x.*"))):
+        assert time.monotonic() < deadline and live.poll() is None
+        time.sleep(0.1)
+    scratch = scratch_dirs(tmpfs)[0]
+    elsewhere = ["unshare", "--pid", "--fork", "--mount-proc", *STORBENCH]
+    listed = subprocess.run([*elsewhere, "list", "--json"], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert json.loads(listed.stdout)[0]["status"] == "running", listed.stderr
+    second = subprocess.run([*elsewhere, "run", str(tmpfs), "--suite", "etcd", "--size", "1m"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert "Removed" not in second.stderr and scratch.exists()
+    _, err = live.communicate(timeout=60)
+    assert live.returncode == 0, err
+    runs = json.loads(run_cli("list", "--json", db=store_path).stdout)
+    assert sorted(r["status"] for r in runs) == ["completed", "completed"]
+    # a run killed outright is still found out, from the other namespace too
+    killed = subprocess.Popen([*STORBENCH, "run", str(tmpfs), "--job", str(job)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    while not scratch_dirs(tmpfs):
+        assert time.monotonic() < deadline + 60 and killed.poll() is None
+        time.sleep(0.1)
+    time.sleep(1)
+    killed.kill()
+    killed.wait()
+    listed = subprocess.run([*elsewhere, "list", "--json"], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert json.loads(listed.stdout)[0]["status"] == "crashed", listed.stdout

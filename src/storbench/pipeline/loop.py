@@ -31,7 +31,7 @@ from storbench.execute import Execution, FioBinary, SignalGuard, find_fio
 from storbench.execute.base import Executor
 from storbench.execute.local import Confinement, FioProcess
 from storbench.execute.probe import MetadataProbe, is_network_fs
-from storbench.execute.workdir import create_marked, leftovers, remove_marked
+from storbench.execute.workdir import MARKER, create_marked, leftovers, remove_marked
 from storbench.pipeline.curve import Curve
 from storbench.pipeline.failures import failure
 from storbench.pipeline.gate import Gated
@@ -113,7 +113,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 environment=environment,
                 settings={**spec.settings(planned.plan.suite_name), **target.settings()},
                 storbench_version=__version__, fio_version=environment.get("fio_version"),
-                label=spec.label, tags=spec.tags)
+                label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER))
             loop = _Loop(target, planned, store, run_id, rep, guard, environment, clock)
             loop.rounds = Rounds(spec.max_rounds, parse_size(spec.precondition_size or "")
                                  ) if spec.precondition else None

@@ -139,6 +139,14 @@ CREATE TRIGGER runs_final BEFORE UPDATE ON runs WHEN OLD.status != 'running'
     BEGIN SELECT RAISE(ABORT, 'a finished run is immutable'); END;
 """
 
+# A run is alive while its process holds the lock on its work directory's marker:
+# ``lock_path`` says where, ``pid_ns`` in which PID namespace its PID means anything
+# (a storbench in another one, a container with the host's name, cannot judge by it).
+RUN_LOCKS = """
+ALTER TABLE runs ADD COLUMN lock_path TEXT;
+ALTER TABLE runs ADD COLUMN pid_ns TEXT;
+"""
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -147,5 +155,6 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0004_per_host_results", _HOSTS),
     ("0005_verdicts", _VERDICTS),
     ("0006_crashed_runs", _CRASHED),
+    ("0007_run_locks", RUN_LOCKS),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run

@@ -147,10 +147,11 @@ class Store:
         machine's last boot) were killed outright: they become 'crashed'."""
         me = this_process()
         rows = self.db.execute(
-            "SELECT id, pid, pid_start, boot_id FROM runs WHERE status = 'running'"
-            " AND host = ?", (me.host,)).fetchall()
+            "SELECT id, pid, pid_start, boot_id, lock_path, pid_ns FROM runs"
+            " WHERE status = 'running' AND host = ?", (me.host,)).fetchall()
         gone = [(r["id"], r["pid"]) for r in rows
-                if vanished(r["pid"], r["pid_start"], r["boot_id"], me)]
+                if vanished(r["pid"], r["pid_start"], r["boot_id"], me, r["lock_path"],
+                            r["pid_ns"])]
         if not gone:
             return
         with self._tx() as db:
@@ -177,17 +178,20 @@ class Store:
         label: str | None = None,
         tags: dict[str, str] | None = None,
         origin: str = "measured",
+        lock_path: str | None = None,
     ) -> int:
+        """A new run, 'running' (``lock_path``: the file its process holds locked while
+        it lives)."""
         with self._tx() as db:
             me = this_process()
             cur = db.execute(
                 "INSERT INTO runs (uid, created_at, status, origin, label, suite, target,"
                 " environment, settings, storbench_version, fio_version, host, pid,"
-                " pid_start, boot_id) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?) RETURNING id",
+                " pid_start, boot_id, lock_path, pid_ns) VALUES (?, ?, 'running', ?, ?, ?,"
+                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (uid, now_iso(), origin, label, suite, target, json.dumps(environment),
                  json.dumps(settings), storbench_version, fio_version, me.host, me.pid,
-                 me.start, me.boot_id),
+                 me.start, me.boot_id, lock_path, me.pid_ns),
             )
             run_id = int(cur.fetchone()[0])
             db.executemany(
