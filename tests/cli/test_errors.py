@@ -172,7 +172,7 @@ def test_size_zero_is_refused_before_anything_runs(tmpfs, store_path):
 def test_a_baseline_that_does_not_exist_is_found_before_the_benchmark(tmpfs, store_path):
     start = time.monotonic()
     proc = run_cli("run", str(tmpfs), "--baseline", "no-such-label", db=store_path)
-    assert_one_line_error(proc, 1, "no completed run labelled 'no-such-label'")
+    assert_one_line_error(proc, 2, "no completed run labelled 'no-such-label'")
     assert time.monotonic() - start < 10  # the quick suite takes a minute
     assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
 
@@ -185,7 +185,7 @@ def test_check_of_a_run_that_did_not_complete_fails_with_its_status(tmpfs, tmp_p
     job.write_text("[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")
     assert run_cli("run", str(tmpfs), "--job", str(job), db=store_path).returncode == 1
     proc = run_cli("check", "last", "--assert", "x.iops >= 0", db=store_path)
-    assert_one_line_error(proc, 1, "run 1 was failed", "no verdict")
+    assert_one_line_error(proc, 1, "run 1 failed (fio exited", "no verdict")
 
 
 @needs_fio
@@ -261,7 +261,7 @@ def test_a_run_killed_outright_is_crashed_not_running_forever(tmpfs, tmp_path, s
     run = show_json(store_path)
     assert run["status"] == "crashed" and f"PID {proc.pid}" in run["error"]
     proc = run_cli("check", "last", "--assert", "x.iops > 0", db=store_path)
-    assert_one_line_error(proc, 1, "was crashed", "no verdict")
+    assert_one_line_error(proc, 1, f"run {run['id']} crashed (the storbench process", "no verdict")
 
 
 @needs_fio

@@ -3,6 +3,7 @@ URL, PNG charts, wiki tables, and labels that try to inject HTML or script."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tests.conftest import needs_fio, run_cli
 
 pytestmark = [needs_fio, pytest.mark.integration]
 
+DATA = Path(__file__).resolve().parent.parent / "data" / "fio"
 INJECT = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 SHORT = ("--size", "32m", "--runtime", "3")
 
@@ -29,7 +31,7 @@ def three_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     disk = base / "disk"
     disk.mkdir()
     job = base / "evil.fio"
-    job.write_text("[evil<b>name</b>]\nrw=randread\nbs=4k\nsize=16m\ntime_based\nruntime=3\n")
+    job.write_text("[evil]\nrw=randread\nbs=4k\nsize=16m\ntime_based\nruntime=3\n")
     try:
         for args in ((str(ram), *SHORT, "--label", "tmpfs"),
                      (str(disk), "--job", str(job), "--label", INJECT, "--tag",
@@ -39,6 +41,13 @@ def three_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert proc.returncode in (0, 3), proc.stderr
     finally:
         umount(ram)
+    # a job name that tries to inject HTML comes in through fio output from elsewhere
+    # (storbench's own job names are plain): run 4
+    doc = json.loads((DATA / "randread.json").read_text())
+    doc["jobs"][0]["jobname"] = "evil<b>name</b>"
+    (base / "evil.json").write_text(json.dumps(doc))
+    proc = run_cli("import", str(base / "evil.json"), "--label", "imported", db=db)
+    assert proc.returncode == 0, proc.stderr
     return db
 
 
@@ -46,7 +55,7 @@ def three_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     " (scripts/install-testbed installs it)")
 def test_report_opens_offline_in_chromium(three_runs: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
-    proc = run_cli("report", "1", "2", "3", "-o", str(out), db=three_runs)
+    proc = run_cli("report", "1", "2", "3", "4", "-o", str(out), db=three_runs)
     assert proc.returncode == 0, proc.stderr
     html = out.read_text()
     assert "window.__pwned" not in html.replace("window.__pwned=", "")  # sanity

@@ -144,3 +144,18 @@ def test_copy_refuses_a_source_that_is_not_there(tmp_path):
                            str(tmp_path / "x.db")], capture_output=True, text=True)
     assert proc.returncode == 2 and "no such database file" in proc.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+@needs_fio
+def test_a_password_in_the_url_is_in_no_output_and_no_stored_run(postgres_db, tmpfs):
+    """A team's URL with ?password=: `list`, a run's output and what it stores never
+    hold it (the test server trusts loopback, so the password is only carried)."""
+    sep = "&" if "?" in postgres_db else "?"
+    url = f"{postgres_db}{sep}password=zz-s3cret-zz"
+    listed = run_cli("list", db=url)
+    assert listed.returncode == 0 and "zz-s3cret-zz" not in listed.stdout + listed.stderr
+    ran = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", db=url)
+    assert ran.returncode == 0, ran.stderr
+    shown = run_cli("show", "last", "--json", "--raw", db=url)
+    everything = ran.stdout + ran.stderr + shown.stdout + shown.stderr
+    assert "zz-s3cret-zz" not in everything and '"status": "completed"' in shown.stdout

@@ -128,6 +128,16 @@ def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_
     assert f"fio server ssh://root@{a}:{p} disconnected" in err, err
     assert time.monotonic() - start < 20  # well before the 20 s (+ ramp) of each test
     assert last(store_path)["status"] == "failed"
+    # the lost host's session could not remove its files; its next session does, and says so
+    time.sleep(1.5)  # the others' sessions end on their own
+    left = ssh_hosts.files_on(victim)
+    assert left and all(f.startswith("storbench-") for f in left)
+    again = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
+                    "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path, runtime=1),
+                    db=store_path)
+    assert again.returncode == 0, again.stderr
+    assert f"ssh://root@{a}:{p}: removed " in again.stderr, again.stderr
+    assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
 
 
 def _sockets_of(proc: subprocess.Popen[bytes], servers: set[int]) -> tuple[list[str], list[str]]:

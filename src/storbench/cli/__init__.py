@@ -39,8 +39,12 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         err.print("storbench: interrupted")
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # a bad flag or argument: one line, as ours
+        if debug:
+            raise
+        ctx = getattr(exc, "ctx", None)
+        hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+        err.print(f"storbench: error: {exc.format_message().rstrip('.')}{hint}", markup=False)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

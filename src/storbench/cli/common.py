@@ -5,15 +5,18 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.segment import Segment
 
 from storbench.errors import EXIT_CODES_HELP, ConfigError, StoreError
 from storbench.render.strict import finite
+from storbench.render.text import harmless
 
 if TYPE_CHECKING:  # `storbench --help` needs no store
     from storbench.result.record import Run
@@ -21,10 +24,39 @@ if TYPE_CHECKING:  # `storbench --help` needs no store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-out = Console(highlight=False, soft_wrap=False)
+class SafeConsole(Console):
+    """A console that shows control characters in what it prints (a label's escape
+    sequence, from a shared database) instead of sending them to the terminal; its own
+    styling and cursor control go through untouched (render/text.py)."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            s if s.control else Segment(harmless(s.text), s.style, s.control) for s in buffer)
+
+
+out = SafeConsole(highlight=False, soft_wrap=False)
 if not out.is_terminal:
-    out = Console(highlight=False, width=200)  # pipes and CI: never truncate a table
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = SafeConsole(highlight=False, width=200)  # pipes and CI: never truncate a table
+err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
+
+
+class Number(click.ParamType[float]):
+    """A finite number (``--runtime nan`` or ``inf`` is no number of seconds)."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+NUMBER = Number()
 
 
 def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
@@ -51,7 +83,7 @@ def db_option(f: F) -> F:
         try:
             return f(*args, store=store, **kwargs)
         except store.errors as exc:
-            raise database_error(store.path, exc) from None
+            raise database_error(store.path, exc, store.mask) from None
         finally:
             store.close()
 
@@ -68,9 +100,13 @@ def load_run(store: Store, run_id: int) -> Run:
     return with_verdicts(run)
 
 
-def database_error(path: str, exc: Exception) -> StoreError:
-    """A database error in our words: a damaged file says how to save what is readable."""
+def database_error(path: str, exc: Exception,
+                   *masks: Callable[[str], str]) -> StoreError:
+    """A database error in our words: a damaged file says how to save what is readable;
+    ``masks`` take the databases' secrets out of the driver's message."""
     said = str(exc).strip()
+    for mask in masks:
+        said = mask(said)
     if isinstance(exc, sqlite3.DatabaseError) and (
             type(exc) is sqlite3.DatabaseError or "malformed" in said
             or "not a database" in said):

@@ -16,6 +16,7 @@ from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
 from storbench.errors import ConfigError
 from storbench.render.formats import FORMATS, LAYOUTS
 from storbench.render.json import cost_dict
+from storbench.render.text import harmless
 from storbench.store import Store
 
 
@@ -174,6 +175,7 @@ def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None
         text = render(comp, layout)
     else:
         text = FORMATS[fmt](comp)
+    text = harmless(text)  # a label's escape sequence is shown, never obeyed
     if output is None:
         click.echo(text, nl=False)
     else:

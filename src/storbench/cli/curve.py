@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from storbench.cli.common import (
+    NUMBER,
     assert_options,
     cli,
     db_option,
@@ -44,7 +45,7 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
               metavar="N|adaptive",
               help="Open-loop steps: N evenly from 10% to 110% of the closed-loop maximum,"
                    " or adaptive (9 steps, then up to 3 more where latency bends).")
-@click.option("--step-time", "step_s", type=float, default=5.0, show_default=True,
+@click.option("--step-time", "step_s", type=NUMBER, default=5.0, show_default=True,
               metavar="SECONDS", help="Each step's runtime (after a 1 s ramp).")
 @click.option("--max-depth", type=int, default=256, show_default=True,
               help="Closed loop: the deepest queue (or most jobs) tried.")
@@ -55,7 +56,7 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
 @host_options
 @click.option("--destructive", metavar="DEVICE",
               help="Allow writing to the block device TARGET, named again here.")
-@click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
+@click.option("--timeout", "timeout_s", type=NUMBER, metavar="SECONDS",
               help="Time limit for the whole curve (of each target).")
 @kube_options
 @assert_options

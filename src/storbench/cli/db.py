@@ -61,7 +61,8 @@ def copy(src: str, dst: str) -> None:
             try:
                 done = copy_runs(source, target, progress)
             except (*source.errors, *target.errors) as exc:
-                raise database_error(f"{source.path} -> {target.path}", exc) from None
+                raise database_error(f"{source.path} -> {target.path}", exc, source.mask,
+                                     target.mask) from None
         finally:
             target.close()
     finally:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from storbench.cli.common import (
+    NUMBER,
     assert_options,
     db_option,
     err,
@@ -38,7 +39,7 @@ def _cluster_options(f: F) -> F:
                      help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."),
         click.option("--image", envvar=IMAGE_ENV, show_envvar=True, default=DEFAULT_IMAGE,
                      show_default=True, help="Runner image: fio and a POSIX sh."),
-        click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
+        click.option("--timeout", "timeout_s", type=NUMBER, default=300.0, show_default=True,
                      metavar="SECONDS", help="Per pod: the time to bind its volume and run."),
         click.option("--label", "-l", help="Name of the runs in tables."),
         click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",

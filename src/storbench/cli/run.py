@@ -11,6 +11,7 @@ from storbench.analysis.assertions import Assertion
 from storbench.analysis.assertions import check as check_assertion
 from storbench.analysis.regression import regressions
 from storbench.cli.common import (
+    NUMBER,
     assert_options,
     cli,
     db_option,
@@ -28,6 +29,7 @@ from storbench.pipeline.loop import plan_run
 from storbench.pipeline.spec import STEADY_CRITERION, RunSpec
 from storbench.render import terminal
 from storbench.render.json import outcome_dict
+from storbench.result.record import Run
 from storbench.store import Store
 from storbench.target.base import Target
 
@@ -50,16 +52,16 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " directory under TARGET).")
 @click.option("--size", metavar="SIZE",
               help="File size per test, fio syntax (e.g. 256m, 2g). Default: the suite's.")
-@click.option("--runtime", type=float, metavar="SECONDS",
+@click.option("--runtime", type=NUMBER, metavar="SECONDS",
               help="Seconds per test (caps size-bound tests). Default: the suite's.")
 @click.option("--label", "-l", help="Name of this run in tables (e.g. gp3, nvme0).")
 @click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
               help="Attach a tag (repeatable), e.g. --tag zone=a.")
-@click.option("--threshold", "threshold_ms", type=float, metavar="MS",
+@click.option("--threshold", "threshold_ms", type=NUMBER, metavar="MS",
               help="Verdict limit in ms (etcd suite: fdatasync p99; default 10 ms).")
 @click.option("--profile", metavar="NAME",
               help="The suite's verdict profile (etcd: upstream = 10 ms, openshift = 20 ms).")
-@click.option("--rate", "rate_iops", type=float, metavar="WRITES/S",
+@click.option("--rate", "rate_iops", type=NUMBER, metavar="WRITES/S",
               help="etcd suite: also run the job open loop at this write rate (e.g. 150, as"
                    " `etcdctl check perf`); the verdict then judges that run.")
 @click.option("--repeat", "-r", type=int, default=1, show_default=True, metavar="N",
@@ -68,7 +70,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
               default=None, metavar="[CRITERION]", callback=_check_criterion,
               help="Stop each test once fio's steady-state criterion holds (default"
                    " iops_slope:0.5%); --runtime is then the maximum (default 120 s).")
-@click.option("--steady-window", "steady_window_s", type=float, default=5.0,
+@click.option("--steady-window", "steady_window_s", type=NUMBER, default=5.0,
               show_default=True, metavar="SECONDS",
               help="With --until-steady: the window the criterion must hold over.")
 @click.option("--probe-metadata/--no-probe-metadata", default=None,
@@ -95,11 +97,11 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @click.option("--precondition-size", metavar="SIZE",
               help="With --precondition: write at most this much (default: twice the"
                    " device).")
-@click.option("--round", "round_s", type=float, default=60.0, show_default=True,
+@click.option("--round", "round_s", type=NUMBER, default=60.0, show_default=True,
               metavar="SECONDS", help="With --precondition: the length of each round.")
 @click.option("--max-rounds", type=int, default=25, show_default=True,
               help="With --precondition: rounds before giving up on steady state.")
-@click.option("--timeout", "timeout_s", type=float, metavar="SECONDS",
+@click.option("--timeout", "timeout_s", type=NUMBER, metavar="SECONDS",
               help="Time limit for the whole run (of each target). Default: each test's"
                    " runtime and ramp (or its size at 256 KiB/s), its file layout at"
                    " 16 MiB/s and 60 s; Kubernetes: 300 s to start, then each test's"
@@ -192,6 +194,15 @@ def _dry_run(spec: RunSpec, targets: list[Target]) -> None:
     click.echo(manifests_yaml(docs), nl=False)
 
 
+def how_it_ended(r: Run) -> str:
+    """'crashed (the storbench process ...)', 'failed (fio: ...)', 'was interrupted (by
+    SIGINT)', 'is still running': the run's status and why, as a sentence."""
+    verb = {"interrupted": "was interrupted", "running": "is still running"}.get(r.status,
+                                                                                r.status)
+    why = (r.error or "").removeprefix(f"{r.status}:").removeprefix(r.status).strip()
+    return f"{verb} ({why})" if why else verb
+
+
 def _parse_percent(text: str) -> float:
     try:
         value = float(text.strip().rstrip("%"))
@@ -223,8 +234,8 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
     r = load_run(store, store.resolve(run_ref))
     limit = _parse_percent(max_regression)
     if r.status != "completed":
-        raise StorbenchError(f"run {r.id} was {r.status}{f' ({r.error})' if r.error else ''}:"
-                             " no verdict; a run that did not complete passes no check")
+        raise StorbenchError(f"run {r.id} {how_it_ended(r)}: no verdict; a run that did not"
+                             " complete passes no check")
     verdicts = [*r.judged, *(check_assertion(r, Assertion.parse(t)) for t in assertions)]
     changes = []
     if baseline is not None:

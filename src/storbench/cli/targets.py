@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from storbench.errors import ConfigError
+from storbench.errors import ConfigError, TargetHung
 from storbench.execute import fsops
 from storbench.target.base import Target
 from storbench.target.blockdev import BlockTarget
@@ -50,9 +50,10 @@ def host_options(f: F) -> F:
         click.option("--hosts", "hosts_text", metavar="HOST,...",
                      help="Run on these hosts at once through fio's client/server mode;"
                           " TARGET is the path on the hosts. ssh://[USER@]HOST[:PORT]: for"
-                          " this run only, fio's server is started on the host (its"
-                          " loopback) over SSH, with your ssh config, agent and"
-                          " known_hosts. HOST[:PORT]: a host running `storbench agent`."),
+                          " this run only, fio's server is started on the host (on a"
+                          " private unix socket) over SSH, with your ssh config, agent and"
+                          " known_hosts. sock:PATH: a `storbench agent`'s socket here."
+                          " HOST[:PORT]: a host running `storbench agent --bind`."),
         click.option("--hosts-file", type=click.Path(exists=True, dir_okay=False,
                                                      path_type=Path),
                      help="Hosts as for --hosts, one per line (# comments)."),
@@ -157,7 +158,7 @@ def choose_targets(f: TargetFlags) -> list[Target]:
 def is_block_device(path: Path) -> bool:
     """Whether ``path`` is a block device. Outside /dev it is looked at in a child: a
     directory on a file system whose server is silent would hold storbench in the
-    kernel; it is then taken for a directory, which says that it does not respond."""
+    kernel; a child that gets no answer is named by its PID (TargetHung)."""
     if path.is_absolute() and path.parts[1:2] == ("dev",):
         try:
             return stat.S_ISBLK(os.stat(path).st_mode)
@@ -165,6 +166,7 @@ def is_block_device(path: Path) -> bool:
             return False
     try:
         mode = fsops.stat_mode(path, DEVICE_STAT_S)
-    except fsops.Stuck:
-        return False
+    except fsops.Stuck as exc:
+        raise TargetHung(f"target {str(path)!r} does not respond: looking at it got {exc};"
+                         " is its file system's server reachable?") from None
     return mode is not None and stat.S_ISBLK(mode)

@@ -71,8 +71,12 @@ def call(*args: str, timeout_s: float, check: Callable[[], None] | None = None) 
 # -- the operations (in the child) ----------------------------------------------------
 
 def remove(path: Path) -> None:
-    """rm -rf ``path``, only when it carries storbench's marker."""
+    """rm -rf ``path``, only when it carries storbench's marker; the marker goes last,
+    so that a removal cut short (a file system gone silent, the child killed) leaves a
+    directory the next run still knows as storbench's."""
     if (path / MARKER).is_file():
+        clean(path, set())
+        (path / MARKER).unlink(missing_ok=True)
         shutil.rmtree(path, ignore_errors=True)
 
 

@@ -55,8 +55,27 @@ echo "storbench-host $(hostname)"
 echo "storbench-mem-kib $(awk '/^MemTotal:/ {print $2}' /proc/meminfo)"
 echo "storbench-fio $(fio --version)"
 umask 077
+# what a session that could not end well left (its shell killed, the host rebooted
+# with /tmp kept): a socket directory of this user's whose lock nobody holds
+# (this mount namespace's only: another container's /tmp may be this one, its target not)
+ns=$(readlink /proc/self/ns/mnt 2>/dev/null)
+if command -v flock >/dev/null 2>&1; then
+  for old in /tmp/storbench-????????????????; do
+    [ -d "$old" ] && [ -O "$old" ] && [ -f "$old/prefix" ] || continue
+    [ "$(cat "$old/ns" 2>/dev/null)" = "$ns" ] || continue
+    flock -n "$old/lock" true 2>/dev/null || continue
+    left=$(cat "$old/prefix")
+    [ -n "$left" ] && rm -f -- "$left"*
+    rm -rf -- "$old"
+    echo "storbench-removed ${left:-$old}"
+  done
+fi
 mkdir -m 700 "$dir" 2>/dev/null || { echo "storbench-busy"; exit 2; }
 cd "$dir" || exit 3
+if command -v flock >/dev/null 2>&1; then  # held as long as this session lives
+  exec 9>"$dir/lock" && flock -n 9 && printf '%s' "$ns" > "$dir/ns" &&
+    printf '%s' "$prefix" > "$dir/prefix"
+fi
 fio=$(command -v fio)
 abi=0
 if [ -n "$confine" ] && command -v python3 >/dev/null 2>&1; then
@@ -65,12 +84,12 @@ fi
 if [ "$abi" -gt 0 ] 2>/dev/null; then
   echo "storbench-confined Landlock ABI $abi"
   python3 -I -c "$confine" "$@" --write "$dir" --file /dev/null -- \
-    "$fio" --server="sock:$dir/fio.sock" >/dev/null 2>&1 </dev/null &
+    "$fio" --server="sock:$dir/fio.sock" >/dev/null 2>&1 </dev/null 9>&- &
 else
   if command -v python3 >/dev/null 2>&1; then why="the kernel offers no Landlock"
   else why="python3 is not installed"; fi
   echo "storbench-unconfined $why"
-  "$fio" --server="sock:$dir/fio.sock" >/dev/null 2>&1 </dev/null &
+  "$fio" --server="sock:$dir/fio.sock" >/dev/null 2>&1 </dev/null 9>&- &
 fi
 pid=$!
 i=0
@@ -273,6 +292,10 @@ def _until_ready(tunnel: Tunnel) -> str:
                                                " path")
             elif word == "storbench-unconfined":
                 tunnel.facts["confinement"] = f"none: {rest} on this host"
+            elif word == "storbench-removed":
+                removed = tunnel.facts.setdefault("removed_leftovers", [])
+                assert isinstance(removed, list)
+                removed.append(rest)
         said = proc.stderr.read().strip() if timer.is_alive() else ""
         proc.wait()
         if not timer.is_alive():

@@ -17,7 +17,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import socket
 import time
 from dataclasses import dataclass
@@ -145,16 +144,16 @@ def remove_marked(path: Path, timeout_s: float | None = None) -> bool:
     finish in time (the file system does not respond); it goes on by itself, and a
     later run removes what is left.
     """
-    if timeout_s is None:
-        if (path / MARKER).is_file():
-            shutil.rmtree(path, ignore_errors=True)
-        release(path)
-        return True
+    # The lock goes first: on a FUSE file system a marker still open would only be
+    # renamed (.fuse_hidden...) and the directory could not go.
+    release(path)
     from storbench.execute import fsops  # fsops imports this module
 
+    if timeout_s is None:
+        fsops.remove(path)  # here, in this process
+        return True
     try:
         fsops.call("remove", str(path), timeout_s=timeout_s)
     except fsops.Stuck:
         return False
-    release(path)
     return True

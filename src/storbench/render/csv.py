@@ -1,7 +1,8 @@
 """CSV: one row per run, one column per metric, the unit in each header.
 
 Numbers are written without thousands separators; a figure that was not
-measured is an empty cell, never 0.
+measured is an empty cell, never 0. Text from users (labels, caveats) is written so
+that a spreadsheet shows it and never runs it (render/text.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import io
 
 from storbench.analysis.compare import Comparison
 from storbench.render import units
+from storbench.render.text import spreadsheet_cell
 
 
 def render(comp: Comparison) -> str:
@@ -29,10 +31,11 @@ def render(comp: Comparison) -> str:
                          for op, by in (run.data.get("metadata_probe") or {}).items()
                          for phase in by for stat in ("p99_ns", "max_ns")})
     probe_head = [f"metadata {op} {phase} {stat[:-3]} [ms]" for op, phase, stat in probe_cols]
-    writer.writerow([*headers, *probe_head, "caveats", "verdicts"])
+    writer.writerow([*map(spreadsheet_cell, headers), *probe_head, "caveats", "verdicts"])
     for k, (run, row) in enumerate(zip(comp.runs, comp.cells, strict=True)):
         ident = "published" if run.origin == "published" else str(run.id)
-        line: list[str] = [ident, run.label or "", run.suite, run.status, run.created_at]
+        line: list[str] = [ident, spreadsheet_cell(run.label or ""), spreadsheet_cell(run.suite),
+                           run.status, run.created_at]
         for cell, unit in zip(row, column_units, strict=True):
             line.append("" if cell.value is None else f"{cell.value / unit.divisor:.6g}")
             if comp.baseline is not None:
@@ -40,5 +43,6 @@ def render(comp: Comparison) -> str:
         probe = run.data.get("metadata_probe") or {}
         line += [f"{v / 1e6:.6g}" if (v := probe.get(op, {}).get(phase, {}).get(stat))
                  is not None else "" for op, phase, stat in probe_cols]
-        writer.writerow([*line, "; ".join(comp.caveats[k]), "; ".join(comp.outcomes[k])])
+        writer.writerow([*line, spreadsheet_cell("; ".join(comp.caveats[k])),
+                         spreadsheet_cell("; ".join(comp.outcomes[k]))])
     return out.getvalue()

@@ -29,13 +29,39 @@ def is_url(target: str) -> bool:
     return target.startswith(SCHEMES)
 
 
-def shown(url: str) -> str:
-    """The URL without its password, for messages."""
+SECRET_PARAMETERS = ("password", "sslpassword")  # libpq's, in a URL's query string
+
+
+def secrets_of(url: str) -> list[str]:
+    """The secrets a URL holds: its password, and any in its query (?password=...)."""
     p = urllib.parse.urlsplit(url)
-    if p.password is None:
-        return url
-    netloc = f"{p.username}:***@{p.hostname}" + (f":{p.port}" if p.port else "")
-    return urllib.parse.urlunsplit(p._replace(netloc=netloc))
+    found = [p.password] if p.password else []
+    found += [v for k, v in urllib.parse.parse_qsl(p.query, keep_blank_values=True)
+              if k.lower() in SECRET_PARAMETERS and v]
+    return found
+
+
+def shown(url: str) -> str:
+    """The URL without its secrets, for messages (user:***@host, ?password=***)."""
+    p = urllib.parse.urlsplit(url)
+    netloc = p.netloc
+    if p.password is not None:
+        user, _, where = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{where}"
+    query = "&".join(
+        f"{k}=***" if k.lower() in SECRET_PARAMETERS else
+        (f"{k}={v}" if v else k)
+        for k, v in urllib.parse.parse_qsl(p.query, keep_blank_values=True))
+    where = f"{p.scheme}://{netloc}{p.path}"  # (urlunsplit drops an empty netloc's //)
+    return where + (f"?{query}" if query else "") + (f"#{p.fragment}" if p.fragment else "")
+
+
+def masked(text: str, url: str) -> str:
+    """``text`` (a driver's message) with every secret of ``url`` replaced by ***."""
+    forms = {f for s in secrets_of(url) for f in (s, urllib.parse.unquote(s))}
+    for secret in sorted(forms, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 class Row(tuple[Any, ...]):

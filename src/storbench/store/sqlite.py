@@ -9,17 +9,18 @@ a run's row changes once, from 'running' to its final status.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from storbench.errors import StoreError
+from storbench.errors import ConfigError, StoreError
 from storbench.result.record import (
     STATUSES,
     Invocation,
@@ -62,7 +63,9 @@ class Store:
     db: Any  # sqlite3.Connection, or postgres.Connection (the same calls)
 
     def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
+        self.path = str(path)  # as shown: a URL without its secrets
+        # a message with the database's secrets replaced by *** (PostgreSQL's password)
+        self.mask: Callable[[str], str] = str
         self.errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
         if isinstance(path, str) and is_url(path):
             self._open_postgres(path)
@@ -92,6 +95,7 @@ class Store:
         from storbench.store import postgres
 
         self.path = postgres.shown(url)
+        self.mask = functools.partial(postgres.masked, url=url)
         self.postgres = True
         self.errors = (psycopg.Error,)
         try:
@@ -99,7 +103,8 @@ class Store:
             postgres.migrate(self.db, MIGRATIONS, now_iso(), self.path)
             self._mark_crashed()
         except psycopg.Error as exc:
-            raise StoreError(f"cannot use the results database {self.path}: {exc}") from exc
+            said = postgres.masked(str(exc), url)
+            raise StoreError(f"cannot use the results database {self.path}: {said}") from None
 
     def close(self) -> None:
         self.db.close()
@@ -290,15 +295,23 @@ class Store:
         return int(row[0])
 
     def resolve_baseline(self, ref: str, *, exclude: int | None = None) -> int:
-        """A run id, 'last', or a label: the latest completed run with that label."""
+        """A run id, 'last', or a label: the latest completed run with that label.
+        ConfigError (a bad flag, exit 2) when there is none."""
         if ref == "last" or _RUN_ID.fullmatch(ref):
-            return self.resolve(ref)
+            try:
+                run_id = self.resolve(ref)
+            except StoreError as exc:
+                raise ConfigError(f"--baseline {ref}: {exc}") from None
+            if self.db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                raise ConfigError(f"--baseline {ref}: run {run_id} does not exist in"
+                                  f" {self.path}; `storbench list` shows the stored runs")
+            return run_id
         row = self.db.execute(
             "SELECT max(id) FROM runs WHERE label = ? AND status = 'completed' AND id != ?",
             (ref, exclude if exclude is not None else -1)).fetchone()
         if row[0] is None:
-            raise StoreError(f"no completed run labelled {ref!r} to use as the baseline;"
-                             " `storbench list` shows the runs")
+            raise ConfigError(f"--baseline {ref}: no completed run labelled {ref!r} to use as"
+                              " the baseline; `storbench list` shows the runs")
         return int(row[0])
 
     def get_run(self, run_id: int, *, with_results: bool = True) -> Run:

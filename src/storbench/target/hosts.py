@@ -226,8 +226,13 @@ class HostsTarget:
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
                 note: Callable[[str], None]) -> None:
-        """A block device: the guard once more on every host, right before fio; then
-        each host's device, said."""
+        """What earlier runs left on a host, said (its session removed it); a block
+        device: the guard once more on every host, right before fio; then each host's
+        device, said."""
+        for host, tunnel in self.tunnels.items():
+            removed = tunnel.facts.get("removed_leftovers")
+            for left in removed if isinstance(removed, list) else []:
+                note(f"{host}: removed {left}*, left by a run whose session had ended")
         if not self.device:
             return
         self._judge(writes=bool(self.writers))

@@ -1,0 +1,131 @@
+"""Issue #26, item 6: one clear line, never a traceback, never a secret, never an escape
+sequence obeyed. Each case is caused for real through the `storbench` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import assert_one_line_error
+from tests.conftest import needs_fio, run_cli
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "fio"
+EVIL = "evil\x1b]0;pwned\x07\x1b[2J\x1b[31mRED\u202e"
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--runtime", "nan"], "'nan' is not a finite number"),
+    (["--runtime", "inf"], "'inf' is not a finite number"),
+    (["--threshold", "-inf"], "'-inf' is not a finite number"),
+    (["--repeat", "abc"], "'abc' is not a valid integer"),
+    (["--frobnicate"], "No such option '--frobnicate'"),
+])
+def test_a_bad_flag_is_one_line_and_exit_2(flags, needle, tmp_path, store_path):
+    proc = run_cli("run", str(tmp_path), *flags, db=store_path)
+    assert_one_line_error(proc, 2, needle, "see `storbench run --help`")
+    assert "Usage:" not in proc.stderr and "Try '" not in proc.stderr
+
+
+def test_a_baseline_that_is_not_there_is_a_usage_error(store_path):
+    run_cli("import", str(DATA / "randread.json"), "--label", "a", db=store_path)
+    for ref in ("nonexistent", "999"):
+        proc = run_cli("check", "last", "--baseline", ref, db=store_path)
+        assert_one_line_error(proc, 2, f"--baseline {ref}")
+
+
+def test_job_files_that_include_themselves_or_never_end(tmp_path, store_path):
+    one, two = tmp_path / "one.fio", tmp_path / "two.fio"
+    one.write_text("[a]\nrw=read\nsize=1m\ninclude two.fio\n")
+    two.write_text("include one.fio\n")
+    proc = run_cli("run", str(tmp_path), "--job", str(one), db=store_path)
+    assert_one_line_error(proc, 2, "includes itself")
+    for name in ("/dev/zero", "/dev/stdin", str(tmp_path)):
+        proc = run_cli("run", str(tmp_path), "--job", name, db=store_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    big = tmp_path / "big.fio"
+    big.write_text("[a]\n" + "# padding\n" * 200_000)
+    proc = run_cli("run", str(tmp_path), "--job", str(big), db=store_path)
+    assert_one_line_error(proc, 2, "larger than 1 MiB")
+    proc = run_cli("import", "/dev/zero", db=store_path)
+    assert_one_line_error(proc, 2, "'/dev/zero' is not a regular file")
+
+
+def test_an_included_file_is_never_quoted(tmp_path, store_path):
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$y$j9T$SECRET-HASH:19000:0:99999:7:::\n")
+    job = tmp_path / "inc.fio"
+    job.write_text(f"[a]\nrw=read\ninclude {secret}\n")
+    proc = run_cli("run", str(tmp_path), "--job", str(job), db=store_path)
+    assert_one_line_error(proc, 2, f"{secret}:1")
+    assert "SECRET-HASH" not in proc.stderr + proc.stdout
+
+
+def test_a_password_is_never_shown(tmp_path):
+    from tests.testbed import free_port
+
+    port = free_port()
+    for url in (f"postgresql://bench@127.0.0.1:{port}/s?password=s3cretpw&sslmode=disable",
+                f"postgresql://bench:s3cretpw@127.0.0.1:{port}/s",
+                f"postgresql://bench:s3cret%40pw@127.0.0.1:{port}/s"):
+        proc = run_cli("list", db=url)  # type: ignore[arg-type]  # nobody listens
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert "s3cret" not in proc.stderr + proc.stdout, proc.stderr
+        assert "***" in proc.stderr
+
+
+def test_the_socket_form_shows_its_host_not_none():
+    from storbench.store.postgres import shown
+
+    assert shown("postgresql://u:pw@/db?host=/run/postgresql") == \
+        "postgresql://u:***@/db?host=/run/postgresql"
+    assert shown("postgresql:///db?host=/tmp&password=x") == "postgresql:///db?host=/tmp&password=***"
+
+
+def test_escape_sequences_from_the_database_are_shown_not_obeyed(tmp_path, store_path):
+    doc = json.loads((DATA / "randread.json").read_text())
+    doc["jobs"][0]["jobname"] = f"job{EVIL}"
+    source = tmp_path / "evil.json"
+    source.write_text(json.dumps(doc))
+    imported = run_cli("import", str(source), "--label", EVIL, "--tag", f"k={EVIL}",
+                       db=store_path)
+    assert imported.returncode == 0, imported.stderr
+    outputs = [imported.stderr,
+               run_cli("list", db=store_path).stdout,
+               run_cli("show", "last", db=store_path).stdout,
+               run_cli("compare", "last", db=store_path).stdout,
+               run_cli("export", "last", "--format", "md", db=store_path).stdout,
+               run_cli("export", "last", "--format", "csv", db=store_path).stdout]
+    for said in outputs:
+        assert "\x1b" not in said and "\x07" not in said and "\u202e" not in said, repr(said)
+    assert "evil\\x1b]0;pwned" in outputs[1] and "\\u202e" in outputs[1]
+    assert "job" in outputs[2] and "\\x1b[2J" in outputs[2]
+
+
+def test_a_spreadsheet_never_runs_a_label(store_path):
+    import csv
+    import io
+
+    for label in ('=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)"):
+        run_cli("import", str(DATA / "randread.json"), "--label", label, db=store_path)
+    text = run_cli("export", "1", "2", "3", "4", "--format", "csv", db=store_path).stdout
+    labels = [row["label"] for row in csv.DictReader(io.StringIO(text))]
+    assert labels == ["'=HYPERLINK(\"http://x\",\"y\")", "'+1+1", "'-2+3", "'@SUM(A1)"]
+
+
+def test_an_ssh_user_cannot_be_an_ssh_option(tmp_path, store_path):
+    marker = tmp_path / "ran"
+    for host in (f"ssh://-oProxyCommand=touch {marker}@127.0.0.1",
+                 f"ssh://-oProxyCommand=touch%20{marker}@h", "ssh://-h"):
+        proc = run_cli("run", str(tmp_path), "--hosts", host, db=store_path)
+        assert_one_line_error(proc, 2, "is not ssh://[USER@]HOST[:PORT]")
+    assert not marker.exists()
+
+
+@needs_fio
+def test_ssh_is_told_where_its_options_end():
+    from storbench.execute.ssh import SshHost, ssh_argv
+
+    argv = ssh_argv(SshHost("h", "u", 22), None)
+    assert argv[-2:] == ["--", "u@h"]
