@@ -205,3 +205,25 @@ def test_no_tcp_port_and_no_other_local_user_reaches_a_server(ssh_hosts, tmp_pat
     time.sleep(1)
     assert set(fio_servers_on_loopback()) - before == set()
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4  # each host removed its files
+
+
+def test_a_path_missing_on_one_host_is_said_before_anything_runs(ssh_hosts, tmp_path,
+                                                                  store_path):
+    from tests.testbed import sh
+
+    before = set(fio_servers_on_loopback())
+    sub = ssh_hosts.target / "bench"
+    for i in (0, 1, 3):  # host 2 has no such directory
+        sh("nsenter", "-t", str(ssh_hosts.sshd[i].pid), "-m", "--", "mkdir", str(sub))
+    try:
+        proc = run_cli("run", str(sub), "--hosts", ssh_hosts.hosts, "--ssh-config",
+                       str(ssh_hosts.config), "--job", job(tmp_path), db=store_path)
+        a, p = ssh_hosts.addresses[2]
+        assert_one_line_error(proc, 1, f"ssh://root@{a}:{p}: {sub} does not exist on this host",
+                              "Nothing was started")
+        assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+        time.sleep(1)
+        assert set(fio_servers_on_loopback()) - before == set()
+    finally:
+        for i in (0, 1, 3):
+            sh("nsenter", "-t", str(ssh_hosts.sshd[i].pid), "-m", "--", "rmdir", str(sub))
