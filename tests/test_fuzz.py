@@ -130,8 +130,9 @@ def test_job_files_never_make_a_traceback(sections, allow_exec, tmp_path):
         return
     # whatever the first look lets through, the last look before fio lets through too
     scratch = [str(tmp_path / "scratch")]
-    check_final(prepared.render(), scratch, allow_exec=allow_exec, source="fuzz.fio")
-    check_final(hosts, scratch, allow_exec=allow_exec, source="fuzz.fio")
+    for text in (prepared.render(), hosts):
+        check_final(parse_jobfile(text, "fuzz.fio"), scratch, allow_exec=allow_exec,
+                    source="fuzz.fio")
 
 
 def fio_like(draw_value: st.SearchStrategy[object]) -> st.SearchStrategy[object]:

@@ -94,6 +94,74 @@ def test_no_cycles_between_packages():
     assert cycles(package_graph()) == []
 
 
+def module_of(path: Path, src: Path = SRC) -> str:
+    return ".".join(("storbench", *path.relative_to(src).with_suffix("").parts)).removesuffix(
+        ".__init__")
+
+
+def is_module(name: str, src: Path = SRC) -> bool:
+    where = src.parent.joinpath(*name.split("."))
+    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
+
+
+def file_graph(src: Path = SRC) -> dict[str, set[str]]:
+    """module -> the modules (files) it imports. ``from pkg import sub`` names the module
+    pkg.sub, ``from mod import name`` the module mod; lazy imports count too."""
+    graph: dict[str, set[str]] = {}
+    for path in src.rglob("*.py"):
+        me = module_of(path, src)
+        deps = set()
+        for name in imports(path, src):
+            parts = name.split(".")
+            while parts and not is_module(".".join(parts), src):
+                parts.pop()
+            found = ".".join(parts)
+            # "from pkg import sub" yields pkg and pkg.sub: the package itself only when
+            # something else of it is named
+            if found and found != me:
+                deps.add(found)
+        graph[me] = {d for d in deps if not any(o.startswith(d + ".") for o in deps)}
+    return graph
+
+
+def test_no_cycles_between_files():
+    """Not even through a lazy import: a file and what it imports form a tree."""
+    assert cycles(file_graph()) == []
+
+
+def test_this_test_catches_a_file_cycle_inside_a_package(tmp_path):
+    pkg = tmp_path / "storbench" / "execute"
+    pkg.mkdir(parents=True)
+    (tmp_path / "storbench" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "fsops.py").write_text("from storbench.execute.workdir import MARKER\n")
+    (pkg / "workdir.py").write_text("def f():\n    from storbench.execute import fsops\n")
+    assert cycles(file_graph(tmp_path / "storbench")) == [
+        ["storbench.execute.fsops", "storbench.execute.workdir", "storbench.execute.fsops"]]
+
+
+def data_key_tests(path: Path) -> list[int]:
+    """Lines where ``path`` reads a run's ``data`` by key (x.data[...], x.data.get(...))."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "data":
+            found.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "get" and isinstance(node.func.value, ast.Attribute) \
+                and node.func.value.attr == "data":
+            found.append(node.lineno)
+    return found
+
+
+def test_run_data_is_read_through_its_sections_only():
+    """A kind's section is typed in result/sections.py and asked for there (CURVE.of(run)),
+    never tested by key across the code."""
+    offenders = {str(p.relative_to(SRC)): lines for p in SRC.rglob("*.py")
+                 if p != SRC / "result" / "sections.py" and (lines := data_key_tests(p))}
+    assert offenders == {}
+
+
 def test_each_package_imports_only_what_lies_below_it():
     graph = package_graph()
     for unit, deps in graph.items():

@@ -289,7 +289,7 @@ def test_the_last_look_refuses_what_storbench_itself_might_build(text, needle):
     from storbench.workload.guard import check_final
 
     with pytest.raises(ConfigError, match=re.escape(needle)):
-        check_final(text, ["/s/storbench-1"], allow_exec=False, source="t.fio")
+        check_final(parse_jobfile(text), ["/s/storbench-1"], allow_exec=False, source="t.fio")
 
 
 def test_the_last_look_passes_storbench_own_job_files():
@@ -297,8 +297,8 @@ def test_the_last_look_passes_storbench_own_job_files():
 
     jf = parse_jobfile(BASE + "write_iolog=io.log\nmem=mmap:b\n").prepared(
         Path("/s/storbench-1"))
-    check_final(jf.render(), ["/s/storbench-1"], allow_exec=False, source="t.fio")
+    check_final(parse_jobfile(jf.render()), ["/s/storbench-1"], allow_exec=False, source="t")
     hosts = jf.for_host("storbench-1", "h0", shared=False).render()
-    check_final(hosts, ["/s/storbench-1"], allow_exec=False, source="t.fio")
-    check_final("[a]\nfilename=/dev/loop7\nrw=read\n", ["/dev/loop7"], allow_exec=False,
-                source="t.fio")
+    check_final(parse_jobfile(hosts), ["/s/storbench-1"], allow_exec=False, source="t")
+    check_final(parse_jobfile("[a]\nfilename=/dev/loop7\nrw=read\n"), ["/dev/loop7"],
+                allow_exec=False, source="t")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from storbench.analysis.metrics import Kind
+from storbench.result import sections
 from storbench.result.model import Latency, Series, TestResult
 from storbench.result.record import Run
 
@@ -85,7 +86,7 @@ def _clean(v: float | None) -> float | None:
 def build(comp: Comparison) -> list[Chart]:
     """Bars per IOPS/bandwidth column; p50 bars with p99 marked per test and direction;
     percentile curves; IOPS and bandwidth timelines where runs have series."""
-    if comp.runs and all(r.data.get("curve") for r in comp.runs):
+    if comp.runs and all(sections.CURVE.of(r) for r in comp.runs):
         return curve_charts(comp)  # a curve's steps are not tests to chart one by one
     names = [_name(r) for r in comp.runs]
     charts: list[Chart] = []
@@ -134,7 +135,7 @@ def curve_charts(comp: Comparison) -> list[Chart]:
     by_workload: dict[str, list[Line]] = {}
     rules: dict[str, dict[float, str]] = {}
     for run in comp.runs:
-        c = run.data.get("curve")
+        c = sections.CURVE.of(run)
         if not c:
             continue
         steps = c.get("steps", [])
@@ -233,7 +234,7 @@ def rounds_charts(comp: Comparison) -> list[Chart]:
     """Runs preconditioned and run in rounds: each test's figure per round."""
     out = []
     for run in comp.runs:
-        for test, r in (run.data.get("steady_rounds") or {}).items():
+        for test, r in (sections.ROUNDS.of(run) or {}).items():
             kind: Kind = "bw" if r.get("kind") == "bw" else "iops"
             reached = (f", steady in round {r['reached_round']}" if r.get("reached_round")
                        else ", not steady")
@@ -249,15 +250,15 @@ def run_timelines(comp: Comparison) -> list[Chart]:
     beside it (the same time axis) each test's IOPS placed where it ran."""
     out = []
     for run in comp.runs:
-        timeline = run.data.get("metadata_probe_timeline")
+        timeline = sections.PROBE_TIMELINE.of(run)
         if not timeline:
             continue
-        offset = float(run.data.get("metadata_probe_start_s") or 0.0)
+        offset = float(sections.PROBE_START.of(run) or 0.0)
         probe = [Line(op.replace("_", "+"), [offset + t for o, t, _ in timeline if o == op],
                       [float(ns) for o, _, ns in timeline if o == op])
                  for op in dict.fromkeys(str(item[0]) for item in timeline)]
         io = []
-        for phase in run.data.get("phases") or []:
+        for phase in sections.PHASES.of(run) or []:
             if "io_start_s" not in phase:
                 continue
             for t in run.tests:

@@ -26,6 +26,7 @@ from storbench.errors import ConfigError
 from storbench.result.merge import merge_latency
 from storbench.result.model import Latency, TestResult
 from storbench.result.record import Run, Verdict
+from storbench.result.sections import CURVE
 
 RISING = 0.05  # closed loop: deeper queues until IOPS rise by less than this
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
@@ -148,7 +149,7 @@ def check(run: Run, text: str, key: str, figure: str, op: Any, limit: float,
           source: str) -> Verdict:
     """An assertion on a curve's answer: curve.p99_2ms.iops, curve.max.iops,
     curve.knee.iops."""
-    curve = run.data.get("curve")
+    curve = CURVE.of(run)
     if not curve:
         return Verdict(text, None, None, None, limit, False,
                        f"run #{run.id} is not a curve (storbench curve)", source)

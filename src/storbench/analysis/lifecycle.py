@@ -19,6 +19,7 @@ from typing import Any
 
 from storbench.errors import ConfigError
 from storbench.result.record import Run, Verdict
+from storbench.result.sections import FAILOVER, LIFECYCLE
 
 PHASES = {"bind": "PVC created (WaitForFirstConsumer: node chosen) → Bound",
           "running": "pod created → Running (attach, mount)",
@@ -47,7 +48,7 @@ def summary(volumes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def check(run: Run, text: str, path: str, op: Any, limit_s: float, source: str) -> Verdict:
     """``lifecycle.PHASE.STAT OP LIMIT``: e.g. lifecycle.bind.p90 < 30s."""
-    life = run.data.get("lifecycle")
+    life = LIFECYCLE.of(run)
     if not life:
         return Verdict(text, None, None, None, limit_s, False,
                        f"run #{run.id} is not a lifecycle run (storbench k8s lifecycle)",
@@ -69,7 +70,7 @@ FAILOVER_FIGURES = ("pause", "last_write_to_old_gone", "old_gone_to_new_running"
 def check_failover(run: Run, text: str, path: str, op: Any, limit_s: float,
                    source: str) -> Verdict:
     """``failover.pause < 30s`` (or one of its parts, e.g. failover.old_gone_to_new_running)."""
-    found = run.data.get("failover")
+    found = FAILOVER.of(run)
     if not found:
         return Verdict(text, None, None, None, limit_s, False,
                        f"run #{run.id} is not a failover run (storbench k8s failover)", source)

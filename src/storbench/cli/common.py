@@ -156,7 +156,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                           " line protocol, NDJSON."),
     "import": ("importing", "Import fio's output from elsewhere as runs: JSON, json+, terse"
                             " or normal text."),
-    "k8s": ("k8s", "Kubernetes: list StorageClasses, time their volumes' lifecycle,"
+    # cli/lifecycle.py adds lifecycle and failover to the group of cli/k8s.py: it loads both
+    "k8s": ("lifecycle", "Kubernetes: list StorageClasses, time their volumes' lifecycle,"
                    " remove what crashed runs left."),
     "list": ("history", "List stored runs, newest first."),
     "push": ("push", "Push runs' figures to a Prometheus Pushgateway, grouped as"

@@ -17,6 +17,7 @@ from storbench.errors import ConfigError
 from storbench.render.formats import FORMATS, LAYOUTS
 from storbench.render.json import cost_dict
 from storbench.render.text import harmless
+from storbench.result.sections import CURVE, FAILOVER, LIFECYCLE
 from storbench.store import Store
 
 
@@ -96,13 +97,13 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
     priced = priced_runs(comp, costs, capacity, provisioned_iops, provisioned_mbps)
     if as_json:
         doc = json.loads(FORMATS["json"](comp))
-        if any(r.data.get("curve") for r in comp.runs):
-            doc["curves"] = [{"id": r.id, "label": r.label, **r.data["curve"]}
-                             for r in comp.runs if r.data.get("curve")]
-        for kind in ("lifecycle", "failover"):
-            if any(r.data.get(kind) for r in comp.runs):
-                doc[kind] = [{"id": r.id, "label": r.label, "target": r.target,
-                              **r.data[kind]} for r in comp.runs if r.data.get(kind)]
+        for section, key in ((CURVE, "curves"), (LIFECYCLE, "lifecycle"),
+                             (FAILOVER, "failover")):
+            found = [(r, value) for r in comp.runs if (value := section.of(r))]
+            if found:
+                doc[key] = [{"id": r.id, "label": r.label,
+                             **({} if section is CURVE else {"target": r.target}), **value}
+                            for r, value in found]
         if priced:
             doc["cost"] = [cost_dict(comp, p) for p in priced]
         print_json(doc)

@@ -244,5 +244,3 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
     if problems:
         raise KubeError("cleaning up: " + "; ".join(problems))
 
-
-from storbench.cli import lifecycle as _lifecycle  # noqa: E402, F401  (`k8s lifecycle`)

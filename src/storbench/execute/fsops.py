@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storbench.execute.workdir import MARKER
+from storbench.execute.workdir import MARKER, release
 
 OPERATIONS = ("stat", "listdir", "create_unlink")  # the metadata probe's
 CHECK_EVERY_S = 0.1  # call(check=...): how often a wait looks for a signal
@@ -66,6 +66,26 @@ def call(*args: str, timeout_s: float, check: Callable[[], None] | None = None) 
     except BaseException:
         proc.kill()  # takes effect if and when the kernel lets go; not waited for
         raise
+
+
+def remove_marked(path: Path, timeout_s: float | None = None) -> bool:
+    """Delete a directory that carries storbench's marker (others are left alone).
+
+    With ``timeout_s``, in a child process: False when it did not
+    finish in time (the file system does not respond); it goes on by itself, and a
+    later run removes what is left.
+    """
+    # The lock goes first: on a FUSE file system a marker still open would only be
+    # renamed (.fuse_hidden...) and the directory could not go.
+    release(path)
+    if timeout_s is None:
+        remove(path)  # here, in this process
+        return True
+    try:
+        call("remove", str(path), timeout_s=timeout_s)
+    except Stuck:
+        return False
+    return True
 
 
 # -- the operations (in the child) ----------------------------------------------------

@@ -135,25 +135,3 @@ def leftovers(parent: Path) -> list[Leftover]:
                 continue
         found.append(Leftover(entry, str(info.get("run_uid", "?")), str(info.get("created"))))
     return found
-
-
-def remove_marked(path: Path, timeout_s: float | None = None) -> bool:
-    """Delete a directory that carries storbench's marker (others are left alone).
-
-    With ``timeout_s``, in a child process (execute/fsops.py): False when it did not
-    finish in time (the file system does not respond); it goes on by itself, and a
-    later run removes what is left.
-    """
-    # The lock goes first: on a FUSE file system a marker still open would only be
-    # renamed (.fuse_hidden...) and the directory could not go.
-    release(path)
-    from storbench.execute import fsops  # fsops imports this module
-
-    if timeout_s is None:
-        fsops.remove(path)  # here, in this process
-        return True
-    try:
-        fsops.call("remove", str(path), timeout_s=timeout_s)
-    except fsops.Stuck:
-        return False
-    return True

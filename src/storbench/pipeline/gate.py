@@ -15,6 +15,7 @@ from pathlib import Path
 
 from storbench.execute.base import Execution, Executor, FioJob, Progress
 from storbench.workload.guard import check_final
+from storbench.workload.jobfile import parse_jobfile
 
 
 class Gated:
@@ -29,8 +30,9 @@ class Gated:
     def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
             deadline_s: float | None = None) -> Execution:
         for job in jobs:
-            check_final(job.text, self.within, allow_exec=self.allow_exec,
-                        source=f"job file {job.key}")
+            source = f"job file {job.key}"
+            check_final(parse_jobfile(job.text, source), self.within,
+                        allow_exec=self.allow_exec, source=source)
         # only now may a job run programs (confine.py lets fio execute nothing else)
         jobs = [replace(job, may_exec=self.allow_exec) for job in jobs]
         return self.inner.run(jobs, on_progress, deadline_s)

@@ -25,6 +25,7 @@ from storbench.result.documents import Document, Part, parse_document
 from storbench.result.fio_json import parse_fio_json, parse_per_host, results_of
 from storbench.result.model import TestResult
 from storbench.result.record import Invocation
+from storbench.result.sections import IMPORT_LEFT_OUT, IMPORT_SOURCES
 from storbench.store import Store
 from storbench.workload.suites import get_suite
 
@@ -316,10 +317,10 @@ def import_runs(
                                  per_host=host_rows)
         data: dict[str, Any] = {}
         if p.parts and p.kind == "normal":
-            data["import_sources"] = [{**s, "test": r.name} for s, r in
-                                      zip(p.sources(), p.results, strict=True)]
+            data |= IMPORT_SOURCES.put([{**s, "test": r.name} for s, r in
+                                        zip(p.sources(), p.results, strict=True)])
         if p.left_out:
-            data["import_left_out"] = p.left_out
+            data |= IMPORT_LEFT_OUT.put(p.left_out)
         failed = [r.name for r in p.results if r.error]
         if failed:
             store.finish_run(run_id, "failed",

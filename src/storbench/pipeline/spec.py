@@ -4,7 +4,7 @@ to judge it. Checked before any target is touched."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,8 @@ class RunSpec:
 
 
 def make_plan(spec: RunSpec, scratch: Path) -> Plan:
-    """The tests of ``spec`` with their job files pointed at ``scratch``."""
+    """The tests of ``spec``'s suite or job file, their job files pointed at ``scratch``;
+    a kind of run (pipeline/kinds/) makes its own plan of them."""
     if spec.size is not None and not parse_size(spec.size):
         raise ConfigError(f"--size {spec.size!r} is not a size of a file fio can use"
                           " (examples: 64m, 1g, 512k)")
@@ -158,40 +159,7 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
             " or put a bare --until-steady after the target")
     if spec.steady_window_s <= 0:
         raise ConfigError(f"--steady-window must be positive, not {spec.steady_window_s}")
-    plan = _plan_tests(spec, scratch)
-    tests = plan.tests
-    if spec.curve is not None:  # scheduled as often as it may run: time budgets
-        test = replace(_curve_test(tests, spec.curve.test, plan.suite_name),
-                       expected_s=spec.curve.step_s + 1)
-        return replace(plan, tests=[test], repeat=spec.curve.most_steps)
-    if spec.until_steady is not None:
-        limit = spec.runtime or DEFAULT_STEADY_MAX_S
-        tests = [replace(t, jobfile=t.jobfile.with_steady_state(
-                     spec.until_steady, spec.steady_window_s, limit),
-                     expected_s=None) for t in tests]
-    if spec.precondition:  # rounds of round_s each, as many as it takes (rounds.py)
-        tests = [replace(t, jobfile=t.jobfile.as_round(spec.round_s), expected_s=spec.round_s)
-                 for t in tests]
-        return replace(plan, tests=tests, repeat=spec.max_rounds)
-    return replace(plan, tests=tests, repeat=spec.repeat)
-
-
-def _curve_test(tests: list[PlannedTest], name: str | None, suite: str) -> PlannedTest:
-    """The one test a curve measures; it must have exactly one job."""
-    if name is not None:
-        found = [t for t in tests if t.name == name]
-        if not found:
-            raise ConfigError(f"--workload {suite}:{name}: suite {suite} has no test {name!r};"
-                              f" its tests: {', '.join(t.name for t in tests)}")
-        tests = found
-    if len(tests) != 1:
-        raise ConfigError(f"--workload {suite}: a curve measures one test; name it, e.g."
-                          f" {suite}:{tests[0].name}")
-    jobs = tests[0].jobfile.jobs()
-    if len(jobs) != 1:
-        raise ConfigError(f"--workload: a curve measures one fio job, and {tests[0].name} has"
-                          f" {len(jobs)} ({', '.join(j.name for j in jobs)})")
-    return tests[0]
+    return _plan_tests(spec, scratch)
 
 
 def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:

@@ -13,6 +13,7 @@ import io
 from storbench.analysis.compare import Comparison
 from storbench.render import units
 from storbench.render.text import spreadsheet_cell
+from storbench.result.sections import PROBE
 
 
 def render(comp: Comparison) -> str:
@@ -28,7 +29,7 @@ def render(comp: Comparison) -> str:
             headers.append(f"{col.title} ratio to #{comp.runs[comp.baseline].id}")
     # metadata latency (the probe), in ms: each operation's p99 idle and under load, max
     probe_cols = sorted({(op, phase, stat) for run in comp.runs
-                         for op, by in (run.data.get("metadata_probe") or {}).items()
+                         for op, by in (PROBE.of(run) or {}).items()
                          for phase in by for stat in ("p99_ns", "max_ns")})
     probe_head = [f"metadata {op} {phase} {stat[:-3]} [ms]" for op, phase, stat in probe_cols]
     writer.writerow([*map(spreadsheet_cell, headers), *probe_head, "caveats", "verdicts"])
@@ -40,7 +41,7 @@ def render(comp: Comparison) -> str:
             line.append("" if cell.value is None else f"{cell.value / unit.divisor:.6g}")
             if comp.baseline is not None:
                 line.append("" if cell.ratio is None else f"{cell.ratio.value:.4f}")
-        probe = run.data.get("metadata_probe") or {}
+        probe = PROBE.of(run) or {}
         line += [f"{v / 1e6:.6g}" if (v := probe.get(op, {}).get(phase, {}).get(stat))
                  is not None else "" for op, phase, stat in probe_cols]
         writer.writerow([*line, spreadsheet_cell("; ".join(comp.caveats[k])),

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from storbench.render.strict import finite
 from storbench.result.record import Run, Verdict
+from storbench.result.sections import PROBE
 
 if TYPE_CHECKING:  # types only: `show` and `list` need not load the comparison
     from storbench.analysis.compare import Comparison
@@ -76,7 +77,7 @@ def render(comp: Comparison) -> str:
                 for k, (run, row) in enumerate(zip(comp.runs, comp.cells, strict=True))
             ],
             # per run: {op: {idle|load: {n, p50_ns, p99_ns, max_ns}}}, or null
-            "metadata_probe": [run.data.get("metadata_probe") for run in comp.runs],
+            "metadata_probe": [PROBE.of(run) for run in comp.runs],
         },
     }
     return json.dumps(finite(doc), indent=2, allow_nan=False) + "\n"

@@ -9,9 +9,10 @@ from typing import Any
 from storbench.analysis.lifecycle import PHASES, STATS
 from storbench.render import units
 from storbench.render.table import Table
+from storbench.result.sections import FAILOVER, LIFECYCLE, FailoverSection, LifecycleSection
 
 
-def lifecycle_table(life: dict[str, Any]) -> Table:
+def lifecycle_table(life: LifecycleSection) -> Table:
     summary = life["summary"]
     rows = []
     for phase, what in PHASES.items():
@@ -25,7 +26,7 @@ def lifecycle_table(life: dict[str, Any]) -> Table:
     return Table(["phase", *STATS, "volumes"], rows, [False, True, True, True, False])
 
 
-def failover_table(found: dict[str, Any]) -> Table:
+def failover_table(found: FailoverSection) -> Table:
     """The pause and its parts, and whether the acknowledged writes came back."""
     parts = found["parts"]
     rows = [["pause: last acknowledged write → first write after",
@@ -43,11 +44,8 @@ def failover_table(found: dict[str, Any]) -> Table:
     return Table(["", f"(±{found['status_interval_s']:g} s)"], rows, [False, True])
 
 
-KUBE_LIFE = ("lifecycle", "failover")
-
-
 def is_kube_life(run: Any) -> bool:
-    return any(run.data.get(k) for k in KUBE_LIFE)
+    return bool(LIFECYCLE.of(run) or FAILOVER.of(run))
 
 
 def _s(value: float | None) -> str:
@@ -64,8 +62,8 @@ def classes_table(runs: list[Any]) -> Table:
     for r in runs:
         if not is_kube_life(r):
             continue
-        life, fo = r.data.get("lifecycle") or {}, r.data.get("failover") or {}
-        s = life.get("summary") or {}
+        life, fo = LIFECYCLE.of(r), FAILOVER.of(r)
+        s = life["summary"] if life else {}
 
         def stat(phase: str, which: str, s: dict[str, Any] = s) -> str:
             return _s((s.get(phase) or {}).get(which)) if s else ""
@@ -89,7 +87,7 @@ TIMELINE_LEGEND = {"bind": "PVC created → Bound", "running": "pod created → 
                    "delete": "PVC deleted → PV gone"}
 
 
-def timeline_svg(life: dict[str, Any]) -> str:
+def timeline_svg(life: LifecycleSection) -> str:
     """A row per volume: PVC created → bound, pod created → running, the first write,
     PVC deleted → PV gone, on one time axis (seconds from the volume's start)."""
     from html import escape

@@ -30,6 +30,7 @@ from storbench.render.table import (
 )
 from storbench.render.terminal import distinct_warnings, environment_rows, verdict_told
 from storbench.result.record import Run
+from storbench.result.sections import CURVE, FAILOVER, LIFECYCLE
 
 CSS = """
 :root { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; }
@@ -102,7 +103,7 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
         f'<p class="muted">{len(runs)} run(s) · made {now} by storbench {__version__}</p>',
         "<h2>Runs</h2>", _runs_table(runs),
         "<h2>Comparison</h2>", _table(curves_table(runs) if runs and all(
-            r.data.get("curve") for r in runs) else classes_table(runs) if runs and all(
+            CURVE.of(r) for r in runs) else classes_table(runs) if runs and all(
             is_kube_life(r) for r in runs) else comparison_table(comp, sep=" ")),
     ]
     probes = probe_comparison_table(comp)
@@ -197,11 +198,11 @@ def _run_details(run: Run) -> str:
         f"<pre>{escape(i.job_text)}</pre></details>"
         for i in run.invocations if i.job_text)
     life = ""
-    if run.data.get("lifecycle"):
-        life = (_table(lifecycle_table(run.data["lifecycle"]))
-                + f'<div class="timeline">{timeline_svg(run.data["lifecycle"])}</div>')
-    if run.data.get("failover"):
-        life += _table(failover_table(run.data["failover"]))
+    if lived := LIFECYCLE.of(run):
+        life = (_table(lifecycle_table(lived))
+                + f'<div class="timeline">{timeline_svg(lived)}</div>')
+    if moved := FAILOVER.of(run):
+        life += _table(failover_table(moved))
     return (f"<h3>{escape(name)} <span class=\"muted\">{escape(run.suite)} on"
             f" {escape(run.target)}</span></h3>" + life
             + _table(Table(["environment", "value"], env_rows, [False, False])) + jobs)

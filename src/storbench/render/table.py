@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # types only: a run's own tables need not load the comparison
     from storbench.analysis.cost import Priced
     from storbench.analysis.summary import SummaryRow
 from storbench.render import units
+from storbench.result.sections import CURVE, PROBE, CurveSection
 from storbench.workload.sizes import format_bytes_iec
 
 
@@ -92,7 +93,7 @@ PROBE_TITLE = "Metadata latency, idle and under load (stat, listing, create+unli
 def probe_comparison_table(comp: Comparison) -> Table | None:
     """Metadata latency per run and operation, idle beside under load (p50, p99, max):
     study 1's `ls` that took 11.3 s while fio ran. None when no run probed."""
-    probed = [(run, probe) for run in comp.runs if (probe := run.data.get("metadata_probe"))]
+    probed = [(run, probe) for run in comp.runs if (probe := PROBE.of(run))]
     if not probed:
         return None
     values = [ph[k] for _, probe in probed for by_phase in probe.values()
@@ -144,10 +145,10 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
 CURVE_PERCENTILES = ("50", "90", "99", "99.9")
 
 
-def curve_table(curve: dict[str, Any]) -> Table:
+def curve_table(curve: CurveSection) -> Table:
     """A curve's steps: closed loop first, then each fixed rate, its percentiles and
     whether fio kept the rate."""
-    steps = [*curve.get("closed_loop", []), *curve.get("steps", [])]
+    steps = [*curve["closed_loop"], *curve["steps"]]
     unit = units.choose("latency", [v for s in steps for v in s["percentiles_ns"].values()])
     headers = ["step", "requested IOPS", "achieved IOPS",
                *(f"p{p} [{unit.name}]" for p in CURVE_PERCENTILES), "kept the rate"]
@@ -165,9 +166,9 @@ def curve_table(curve: dict[str, Any]) -> Table:
 
 def curves_table(runs: list[Any]) -> Table:
     """Curves side by side: a row per run, its maximum, knee, floor and answers."""
-    curves = [(r, r.data["curve"]) for r in runs if r.data.get("curve")]
+    curves = [(r, c) for r in runs if (c := CURVE.of(r))]
     objectives = list(dict.fromkeys(a["objective"] for _, c in curves for a in c["answers"]))
-    floors = [c["floor_ns"].get("99") for _, c in curves if c.get("floor_ns")]
+    floors = [f.get("99") for _, c in curves if (f := c.get("floor_ns"))]
     unit = units.choose("latency", floors)
     headers = ["run", "label", "workload", "max IOPS", "knee IOPS", f"p99 floor [{unit.name}]",
                *(f"IOPS at {o}" for o in objectives)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
@@ -12,16 +11,17 @@ from rich.text import Text
 
 from storbench.analysis.summary import HostSpread, host_spread, summarize
 from storbench.render import units
+from storbench.render.richtable import longest_words, rich_table
 from storbench.render.table import (
     PROBE_TITLE,
     Table,
     comparison_table,
     cost_table,
-    curve_table,
     curves_table,
     probe_comparison_table,
     summary_table,
 )
+from storbench.result import sections
 from storbench.result.record import Regression, Run, Verdict, Warning
 from storbench.workload.sizes import format_bytes_iec
 
@@ -29,19 +29,6 @@ if TYPE_CHECKING:  # types only: `list` and `show` need not load the comparison 
     from storbench.analysis.compare import Comparison
     from storbench.analysis.cost import Priced
     from storbench.workload.suites import Suite
-
-
-def rich_table(t: Table, title: str | None = None) -> RichTable:
-    table = RichTable(title=title, title_justify="left", header_style="bold")
-    for header, right, word in zip(t.headers, t.align_right, _longest_words(t), strict=True):
-        # Text, not markup: "[ms]" in a header or a label like "[red]" stays literal.
-        # Never narrower than its longest word; and fold, not "…", if the terminal is
-        # narrower than even that (print_comparison then prints blocks instead).
-        table.add_column(Text(header), justify="right" if right else "left", overflow="fold",
-                         min_width=word)
-    for row in t.rows:
-        table.add_row(*(Text(cell) for cell in row))
-    return table
 
 
 def verdict_told(v: Verdict) -> str:
@@ -77,20 +64,11 @@ def print_run(console: Console, run: Run) -> None:
         f" target={escape(run.target)} status={run.status} {run.created_at}"
         + (f" tags: {escape(tags)}" if tags else "")
     )
-    rows = [] if run.data.keys() & {"curve", "lifecycle", "failover"} else summarize(run)
-    if "curve" in run.data:
-        print_curve(console, run.data["curve"])
-    if "lifecycle" in run.data:
-        from storbench.render.lifecycle import lifecycle_table
+    from storbench.render.sections import show_sections
 
-        console.print(rich_table(lifecycle_table(run.data["lifecycle"]),
-                                 f"Lifecycle of {run.target.split('/')[-1]}"
-                                 f" ({run.data['lifecycle']['binding_mode']})"))
-    if "failover" in run.data:
-        from storbench.render.lifecycle import failover_table
-
-        console.print(rich_table(failover_table(run.data["failover"]),
-                                 f"Failover on {run.target.split('/')[-1]}"))
+    tabulated = all(s.tests_table for s in sections.KINDS if s.of(run))
+    rows = summarize(run) if tabulated else []
+    show_sections(console, run)
     if run.repeats > 1 and rows:
         console.print(f"{run.repeats} repeats per test: medians, IOPS ± 95% confidence interval")
     if rows:
@@ -115,54 +93,22 @@ def print_run(console: Console, run: Run) -> None:
             f" {spread.first.runtime_s:.1f} s, last {escape(spread.last.host)} after"
             f" {spread.last.runtime_s:.1f} s; slowest {escape(spread.slowest.host)}"
             f" ({units.figure('iops', spread.slowest.iops)})", soft_wrap=True)
-    sources = run.data.get("import_sources")
+    sources = sections.IMPORT_SOURCES.of(run)
     if sources and len(sources) > 1:
         source_rows = [[s["test"], f"lines {s['lines'][0]}–{s['lines'][1]}", s["named_from"]]
                 for s in sources]
         console.print(rich_table(Table(["test", "from", "named by"], source_rows,
                                        [False, False, False]),
                                  f"Imported from {run.target}"))
-    for left in run.data.get("import_left_out", []):
+    for left in sections.IMPORT_LEFT_OUT.of(run) or []:
         console.print(f"[yellow]left out[/yellow] lines {left['lines'][0]}–{left['lines'][1]}"
                       f" of {escape(run.target)}: {escape(left['why'])}", soft_wrap=True)
-    rounds = run.data.get("steady_rounds") or {}
-    for test, r in rounds.items():
-        where = (f"steady state reached in round {r['reached_round']}" if r.get("reached_round")
-                 else f"steady state NOT reached in {len(r['values'])} rounds")
-        figures = " ".join(f"{v:,.0f}" for v in r["values"])
-        console.print(f"{escape(test)}: {where} ({escape(r['criterion'])}); each round's"
-                      f" {'bandwidth [B/s]' if r.get('kind') == 'bw' else 'IOPS'}: {figures};"
-                      f" the figures above are those of rounds {r['window'][0] + 1}–"
-                      f"{r['window'][-1] + 1}", soft_wrap=True)
-    probe = run.data.get("metadata_probe")
+    probe = sections.PROBE.of(run)
     if probe:
         console.print(rich_table(probe_table(probe),
                                  "Metadata latency beside the load (every 0.5 s)"))
     if run.error:
         console.print(f"[red]error:[/red] {escape(run.error)}")
-
-
-def print_curve(console: Console, curve: dict[str, Any]) -> None:
-    """A curve's steps and its answers."""
-    from storbench.analysis.curve import describe
-
-    console.print(rich_table(curve_table(curve), f"IOPS-latency curve of {curve['workload']}"))
-    if curve.get("max_iops") is not None:
-        console.print(f"closed loop: at most {units.figure('iops', curve['max_iops'])}"
-                      f" ({escape(str(curve['max_at']))})")
-    for answer in curve.get("answers", []):
-        console.print(escape(describe(answer, units.latency)), soft_wrap=True)
-    floor = curve.get("floor_ns") or {}
-    if floor:
-        console.print(f"latency floor at the lowest rate: p50 {units.latency(floor.get('50'))},"
-                      f" p99 {units.latency(floor.get('99'))}")
-    if curve.get("knee_iops") is not None:
-        console.print(f"knee: {units.figure('iops', curve['knee_iops'])} (beyond it p99 is"
-                      " more than twice its low-load value)")
-    if curve.get("cpu_bound"):
-        console.print(f"[yellow]warning (cpu_bound):[/yellow] fio used"
-                      f" {curve['max_cpu_percent']:.0f}% of a core: the CPU, not the storage,"
-                      " may be what limits this curve", soft_wrap=True)
 
 
 def grouped_warnings(run: Run) -> list[tuple[Warning, int, list[str]]]:
@@ -202,7 +148,7 @@ def host_table(spread: HostSpread) -> Table:
 def print_time_spent(console: Console, run: Run) -> None:
     """Where the run's time went: each phase, a test's layout and start-up apart from
     its I/O, and how busy this machine was (load average, CPU steal)."""
-    phases = run.data.get("phases")
+    phases = sections.PHASES.of(run)
     if not phases:
         return
     rows = []
@@ -218,7 +164,7 @@ def print_time_spent(console: Console, run: Run) -> None:
     console.print(rich_table(Table(["phase", "at [s]", "took [s]", "of which"], rows,
                                    [False, True, True, False]),
                              f"Where the time went ({total:.1f} s)"))
-    load = run.data.get("host_load") or {}
+    load = sections.HOST_LOAD.of(run) or {}
     said = []
     if load.get("loadavg"):
         said.append(f"load average {load['loadavg'][0]:.2f} at the end"
@@ -278,15 +224,9 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
-def _longest_words(t: Table) -> list[int]:
-    """Per column, its longest word (header or cell): what it cannot be narrower than."""
-    return [max((cell_len(w) for cell in (h, *(row[j] for row in t.rows)) for w in cell.split()),
-                default=1) for j, h in enumerate(t.headers)]
-
-
 def fits(console: Console, t: Table) -> bool:
     """Whether the table fits the terminal with its words whole (wrapped between words)."""
-    words = _longest_words(t)
+    words = longest_words(t)
     return sum(words) + 3 * len(words) + 1 <= console.width
 
 
@@ -307,9 +247,9 @@ def print_comparison(console: Console, comp: Comparison) -> None:
         console.print(rich_table(classes_table(comp.runs), "Kubernetes volume lifecycle"))
         if all(is_kube_life(r) for r in comp.runs):
             return  # no tests to compare figure by figure
-    if any(r.data.get("curve") for r in comp.runs):
+    if any(sections.CURVE.of(r) for r in comp.runs):
         console.print(rich_table(curves_table(comp.runs), "IOPS-latency curves"))
-        if all(r.data.get("curve") for r in comp.runs):
+        if all(sections.CURVE.of(r) for r in comp.runs):
             return  # their steps are no tests to compare figure by figure
     table = comparison_table(comp, sep="\n")
     if fits(console, table):

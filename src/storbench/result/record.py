@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from storbench.result.sections import ROUNDS
+
 if TYPE_CHECKING:  # only named in annotations: `list` and `rm` never load the results
     from storbench.result.model import TestResult
 
@@ -132,7 +134,7 @@ class Run:
         """Each test's results, one per repeat, in the order the tests first ran. A test
         run in rounds until steady state (``run --precondition``) gives its window's."""
         window = {name: set(entry.get("window") or [])
-                  for entry in (self.data.get("steady_rounds") or {}).values()
+                  for entry in (ROUNDS.of(self) or {}).values()
                   for name in entry.get("results") or []}
         out: dict[str, list[TestResult]] = {}
         for t in self.tests:

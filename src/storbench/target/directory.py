@@ -12,13 +12,13 @@ from typing import Any
 
 from storbench.errors import TargetError, TargetHung
 from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard, fsops
+from storbench.execute.fsops import remove_marked
 from storbench.execute.local import Confinement
 from storbench.execute.workdir import (
     PREFIX,
     Leftover,
     create_marked,
     leftovers,
-    remove_marked,
 )
 from storbench.target.base import Deadline, default_deadline
 from storbench.target.environment import host_facts, local_confinement, path_facts

@@ -26,11 +26,12 @@ def read_text(path: Path, what: str, limit: int, *, lenient: bool = False) -> st
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise ConfigError(f"{what} {str(path)!r} is {kind}; give a regular file")
     with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-            raise ConfigError(f"{what} {str(path)!r} is {kind}; give a regular file")
         try:
             data = f.read(limit + 1)
         except OSError as exc:

@@ -30,6 +30,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import PurePosixPath
+from typing import Protocol
 
 from storbench.errors import ConfigError
 from storbench.workload import options
@@ -147,19 +148,30 @@ def outside(part: str) -> str | None:
     return None
 
 
-def check_final(text: str, within: Iterable[str], *, allow_exec: bool,
+class _Section(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def options(self) -> tuple[tuple[str, str | None], ...]: ...
+
+
+class _JobFile(Protocol):
+    @property
+    def sections(self) -> tuple[_Section, ...]: ...
+
+
+def check_final(jobfile: _JobFile, within: Iterable[str], *, allow_exec: bool,
                 source: str) -> None:
-    """The job file fio is about to run, judged once more as a whole: every section name
-    plain, every option classified and allowed, the one ``$`` storbench's own
-    filename_format, every path inside ``within`` (absolute) or relative without ``..``.
+    """The job file fio is about to run (parsed from its text), judged once more as a
+    whole: every section name plain, every option classified and allowed, the one ``$``
+    storbench's own filename_format, every path inside ``within`` (absolute) or relative
+    without ``..``.
 
     ConfigError otherwise: whatever built the text (a user's file, a suite, storbench's
     own rewriting), fio never gets a job that reaches outside.
     """
-    from storbench.workload.jobfile import parse_jobfile  # jobfile imports this module
-
     roots = [PurePosixPath(os.path.normpath(r)) for r in within]
-    for section in parse_jobfile(text, source).sections:
+    for section in jobfile.sections:
         why = check_section_name(section.name)
         for key, value in section.options:
             if why is not None:

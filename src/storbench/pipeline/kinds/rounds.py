@@ -8,22 +8,27 @@ is steady over the last 5 rounds: their range (max - min) within 20% of their me
 and the least-squares line through them rising or falling by at most 10% of the mean
 across the window. A test that is steady runs no more rounds; one that is not after
 ``--max-rounds`` (25) is said so. The figures of a test are those of its window:
-the run stores every round (``data["steady_rounds"]`` says which are the window), and
-the record type gives comparisons, verdicts and summaries only the window's rounds.
+the run stores every round (its ``steady_rounds`` section says which are the window),
+and the record type gives comparisons, verdicts and summaries only the window's rounds.
 This judging is storbench's own; ``--until-steady`` keeps meaning fio's criterion.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 from storbench.errors import ConfigError, FioError
+from storbench.execute.base import Executor
+from storbench.pipeline.measure import RunContext
+from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
-from storbench.result.record import Invocation, Warning
+from storbench.result.record import Run, Warning
+from storbench.result.sections import ROUNDS, RoundsEntry
 from storbench.target.base import Preconditionable
 from storbench.workload.jobfile import SEQUENTIAL
+from storbench.workload.plan import Plan
 from storbench.workload.sizes import format_bytes_iec, parse_size
 
 WINDOW = 5
@@ -85,10 +90,10 @@ class Rounds:
             return self.reached[test]
         return None
 
-    def record(self) -> dict[str, Any]:
-        """``steady_rounds``: per test, every round's figure, where steady state was
-        reached, and the window (the repeats whose results are the test's figures)."""
-        out = {}
+    def record(self) -> dict[str, RoundsEntry]:
+        """Per test, every round's figure, where steady state was reached, and the
+        window (the repeats whose results are the test's figures)."""
+        out: dict[str, RoundsEntry] = {}
         for test, values in self.values.items():
             out[test] = {"values": values, "results": self.names.get(test, []),
                          "kind": self.kinds.get(test, "iops"),
@@ -96,7 +101,7 @@ class Rounds:
                          "window": self.repeats[test][-WINDOW:],
                          "criterion": f"last {WINDOW} rounds: range <= {MAX_RANGE:.0%} of the"
                                       f" mean, fitted slope across them <= {MAX_SLOPE:.0%}"}
-        return {"steady_rounds": out}
+        return out
 
     def warnings(self) -> list[Warning]:
         return [Warning("not-steady", test,
@@ -112,31 +117,74 @@ class Rounds:
 PRECONDITION_BYTES_PER_S = 16 * 2**20  # its time limit: at least this fast, plus a minute
 
 
-def precondition(loop: Any, executor: Any) -> None:
-    """Write the target whole before the rounds (``loop``: the run loop's state). fio's
-    output is kept with the run as an invocation of its own, with no test."""
-    target = loop.target
-    if not isinstance(target, Preconditionable):
-        raise ConfigError(f"--precondition applies to block devices, not a {target.kind}")
-    jobs = target.precondition_job(loop.rounds.cap_bytes)
-    total = parse_size(next(line.split("=", 1)[1] for line in jobs[0].text.splitlines()
-                            if line.startswith("io_size="))) or 0
-    loop.rep.note(f"Preconditioning: writing {format_bytes_iec(total)} sequentially in"
-                  " 128 KiB blocks (SNIA PTS); then each test in rounds until steady state")
-    with loop.clock.phase("precondition"):
-        execution = executor.run(jobs, None, total / PRECONDITION_BYTES_PER_S + 60)
-    loop.store.add_invocation(loop.run_id, Invocation(
-        len(loop.planned.steps), jobs[0].text, execution.raw_json, execution.returncode,
-        execution.stderr, execution.wall_s), [], [])
-    if execution.returncode != 0 or execution.timed_out or execution.lost:
-        raise FioError(f"preconditioning failed: {execution.stderr.strip()[-300:]}"
-                       if execution.stderr.strip() else "preconditioning failed",
-                       returncode=execution.returncode, stderr=execution.stderr)
+@dataclass
+class RoundsKind:
+    """``run --precondition``: the device written whole, then each test in rounds until
+    steady state (SNIA PTS); the figures are those of each test's window."""
 
+    kind: ClassVar[str] = "rounds"
+    fixed_schedule: ClassVar[bool] = True
+    max_rounds: int
+    round_s: float
+    cap_bytes: int | None
+    rounds: Rounds = field(init=False)
 
-def after_round(loop: Any, test: str, repeat: int) -> None:
-    reached = loop.rounds.add(test, repeat, loop.stored)
-    if reached is not None:
-        loop.rep.note(f"{test}: steady state reached in round {reached} (the last {WINDOW}"
-                      f" rounds within {MAX_RANGE:.0%}, slope within {MAX_SLOPE:.0%}):"
-                      " its figures are those rounds'")
+    def __post_init__(self) -> None:
+        self.rounds = Rounds(self.max_rounds, self.cap_bytes)
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> RoundsKind | None:
+        if not spec.precondition:
+            return None
+        return cls(spec.max_rounds, spec.round_s, parse_size(spec.precondition_size or ""))
+
+    def check(self) -> None:
+        pass  # RunSpec.check judged --round, --max-rounds and --precondition-size
+
+    def plan(self, plan: Plan) -> Plan:
+        """Each test time based for a round, no ramp (the rounds before steady state are
+        the ramp), as many rounds as it may take."""
+        tests = [replace(t, jobfile=t.jobfile.as_round(self.round_s), expected_s=self.round_s)
+                 for t in plan.tests]
+        return replace(plan, tests=tests, repeat=self.max_rounds)
+
+    def measure(self, ctx: RunContext, executor: Executor) -> None:
+        self._precondition(ctx, executor)
+        steps = ctx.planned.steps
+        for n, step in enumerate(steps):
+            ctx.guard.check()
+            name = step.test.name
+            if self.rounds.done(name):
+                continue  # steady: no more rounds of this test
+            results = ctx.run_step(executor, step, {f for s in steps[n:]
+                                                    for f in s.test.jobfile.named_files()})
+            reached = self.rounds.add(name, step.repeat, results)
+            if reached is not None:
+                ctx.note(f"{name}: steady state reached in round {reached} (the last"
+                         f" {WINDOW} rounds within {MAX_RANGE:.0%}, slope within"
+                         f" {MAX_SLOPE:.0%}): its figures are those rounds'")
+
+    def record(self) -> dict[str, Any]:
+        return ROUNDS.put(self.rounds.record())
+
+    def warnings(self, run: Run) -> list[Warning]:
+        return self.rounds.warnings()  # judged on the window's rounds only
+
+    def _precondition(self, ctx: RunContext, executor: Executor) -> None:
+        """Write the target whole before the rounds. fio's output is kept with the run
+        as an invocation of its own, with no test."""
+        target = ctx.target
+        if not isinstance(target, Preconditionable):
+            raise ConfigError(f"--precondition applies to block devices, not a {target.kind}")
+        jobs = target.precondition_job(self.rounds.cap_bytes)
+        total = parse_size(next(line.split("=", 1)[1] for line in jobs[0].text.splitlines()
+                                if line.startswith("io_size="))) or 0
+        ctx.note(f"Preconditioning: writing {format_bytes_iec(total)} sequentially in"
+                 " 128 KiB blocks (SNIA PTS); then each test in rounds until steady state")
+        with ctx.phase("precondition"):
+            execution = executor.run(jobs, None, total / PRECONDITION_BYTES_PER_S + 60)
+        ctx.keep_invocation(len(ctx.planned.steps), jobs, execution)
+        if execution.returncode != 0 or execution.timed_out or execution.lost:
+            raise FioError(f"preconditioning failed: {execution.stderr.strip()[-300:]}"
+                           if execution.stderr.strip() else "preconditioning failed",
+                           returncode=execution.returncode, stderr=execution.stderr)

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from storbench.analysis import curve as answers
 from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
-from storbench.pipeline.spec import CurveSpec
-from storbench.pipeline.steps import make_step
+from storbench.execute.base import Executor
+from storbench.pipeline.measure import RunContext
+from storbench.pipeline.spec import CurveSpec, RunSpec
 from storbench.result.model import TestResult
+from storbench.result.record import Run, Warning
+from storbench.result.sections import CURVE, CurveSection
 from storbench.workload.jobfile import JobFile, Section
-from storbench.workload.plan import PlannedTest
+from storbench.workload.plan import Plan, PlannedTest
 
 SYNC_ENGINES = {"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"}
 COARSE = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)  # of the closed-loop maximum
@@ -54,13 +57,13 @@ class Curve:
         self.read_share = float(opts.get("rwmixread", "50")) / 100 if self.mixed else 1.0
 
     # --- measuring -------------------------------------------------------------------
-    def measure(self, loop: Any, executor: Any) -> None:
-        """Run the steps through ``loop`` (the run loop): closed loop, then open."""
+    def measure(self, ctx: RunContext, executor: Executor) -> None:
+        """Run the steps through ``ctx`` (the run loop's): closed loop, then open."""
         depth, best = 1, 0.0
         while depth <= self.spec.max_depth:
             jobs, qd = (depth, 1) if self.sync_engine else (self.jobs, depth)
             name = f"jobs{jobs}" if self.sync_engine else f"qd{qd}"
-            iops = self._step(loop, executor, name, None, qd, jobs)["achieved_iops"]
+            iops = self._step(ctx, executor, name, None, qd, jobs)["achieved_iops"]
             if iops <= best * (1 + answers.RISING):
                 break
             best = max(best, iops)
@@ -68,22 +71,22 @@ class Curve:
         top = max(self.closed, key=lambda s: s["achieved_iops"])
         if top["achieved_iops"] <= 0:
             raise ConfigError(f"{self.test.name}: fio did no I/O closed loop; no curve")
-        loop.rep.note(f"Closed loop: at most {top['achieved_iops']:,.0f} IOPS ({top['test']});"
+        ctx.note(f"Closed loop: at most {top['achieved_iops']:,.0f} IOPS ({top['test']});"
                       " now at fixed rates up to 110% of it")
         shares = COARSE if self.spec.steps is None else [
             0.1 + i * 1.0 / (self.spec.steps - 1) for i in range(self.spec.steps)]
         for share in shares:
-            self._rate(loop, executor, share * top["achieved_iops"], top)
-        self._measure_paused_again(loop, executor)
+            self._rate(ctx, executor, share * top["achieved_iops"], top)
+        self._measure_paused_again(ctx, executor)
         if self.spec.steps is None:
             for _ in range(REFINE):
                 rate = self._where_it_bends()
                 if rate is None:
                     break
-                self._rate(loop, executor, rate, top)
-            self._measure_paused_again(loop, executor)
+                self._rate(ctx, executor, rate, top)
+            self._measure_paused_again(ctx, executor)
 
-    def _measure_paused_again(self, loop: Any, executor: Any) -> None:
+    def _measure_paused_again(self, ctx: RunContext, executor: Executor) -> None:
         """A step that fell behind its rate while a faster step kept its own was paused
         (the machine, or a hiccup of the storage), not saturated: it is measured once
         more and the second measurement stands, the first kept in it as ``first``."""
@@ -93,14 +96,14 @@ class Curve:
             if not s["saturated"] or not faster_kept or "first" in s:
                 continue
             self.opened.remove(s)
-            loop.rep.note(f"{s['test']} fell behind its rate ({s['achieved_iops']:,.0f} of"
+            ctx.note(f"{s['test']} fell behind its rate ({s['achieved_iops']:,.0f} of"
                           f" {s['requested_iops']:,.0f} IOPS) while a faster step kept its"
                           " own: measured again")
-            again = self._step(loop, executor, f"{s['test']}-again", s["requested_iops"],
+            again = self._step(ctx, executor, f"{s['test']}-again", s["requested_iops"],
                                s["iodepth"], s["numjobs"])
             again["first"] = {k: s[k] for k in ("test", "achieved_iops", "saturated")}
 
-    def _rate(self, loop: Any, executor: Any, rate: float, top: dict[str, Any]) -> None:
+    def _rate(self, ctx: RunContext, executor: Executor, rate: float, top: dict[str, Any]) -> None:
         rate = max(1.0, round(rate))
         if any(s["requested_iops"] == rate for s in self.opened):
             return
@@ -108,7 +111,7 @@ class Curve:
         # adds no load (at the closed-loop depth, qd1 say, fio falls behind its schedule)
         depth = top["iodepth"] if self.sync_engine else min(
             self.spec.max_depth, max(OPEN_DEPTH, 2 * top["iodepth"]))
-        self._step(loop, executor, f"rate-{rate:.0f}", rate, depth, top["numjobs"])
+        self._step(ctx, executor, f"rate-{rate:.0f}", rate, depth, top["numjobs"])
 
     def _where_it_bends(self) -> float | None:
         """Halfway between two neighbouring rates where an objective (or the knee) turns
@@ -125,12 +128,12 @@ class Curve:
                     return (float(a["requested_iops"]) + float(b["requested_iops"])) / 2
         return None
 
-    def _step(self, loop: Any, executor: Any, name: str, rate: float | None, depth: int,
+    def _step(self, ctx: RunContext, executor: Executor, name: str, rate: float | None, depth: int,
               jobs: int) -> dict[str, Any]:
         test = self._variant(name, rate, depth, jobs)
-        step = make_step(loop.target, loop.planned.uid, self.index, 0, test)
+        step = ctx.step(self.index, 0, test)
         self.index += 1
-        results: list[TestResult] = loop.run_step(executor, step, test.jobfile.named_files())
+        results: list[TestResult] = ctx.run_step(executor, step, test.jobfile.named_files())
         record = answers.step_record(name, rate, results, depth, jobs)
         (self.closed if rate is None else self.opened).append(record)
         return record
@@ -163,13 +166,13 @@ class Curve:
                            self.spec.step_s + RAMP_S)
 
     # --- the record --------------------------------------------------------------------
-    def record(self) -> dict[str, Any]:
+    def record(self) -> CurveSection:
         steps = [*self.closed, *self.opened]
         top = max(self.closed, key=lambda s: s["achieved_iops"]) if self.closed else None
         found = answers.answers(steps, self.objectives)
         cpu = max((s["cpu_percent"] for s in steps), default=0.0)
         opened = sorted(self.opened, key=lambda s: s["requested_iops"])
-        return {"curve": {
+        return {
             "workload": self.test.name,
             "engine": "sync" if self.sync_engine else "async",
             "closed_loop": self.closed, "steps": opened,
@@ -180,7 +183,7 @@ class Curve:
             "answers": found,
             "cpu_bound": cpu >= answers.CPU_BOUND,
             "max_cpu_percent": cpu,
-        }}
+        }
 
 
 def _with_file(section: Section, jobfile: JobFile) -> Section:
@@ -190,3 +193,58 @@ def _with_file(section: Section, jobfile: JobFile) -> Section:
             s.is_global and s.get("filename") is not None for s in jobfile.sections):
         return section
     return section.with_option("filename", f"{section.name}.curve")
+
+
+@dataclass
+class CurveKind:
+    """``storbench curve``: one test's steps, chosen as it measures (no fixed schedule);
+    its answers are its section of the run record."""
+
+    kind: ClassVar[str] = "curve"
+    fixed_schedule: ClassVar[bool] = False
+    spec: CurveSpec
+    suite: str
+    curve: Curve | None = None
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> CurveKind | None:
+        if spec.curve is None:
+            return None
+        return cls(spec.curve, f"job:{spec.job_file.name}" if spec.job_file else spec.suite)
+
+    def check(self) -> None:
+        self.spec.check()
+
+    def plan(self, plan: Plan) -> Plan:
+        """The one test it measures, scheduled as often as it may run (time budgets)."""
+        test = replace(_curve_test(plan.tests, self.spec.test, plan.suite_name),
+                       expected_s=self.spec.step_s + 1)
+        return replace(plan, tests=[test], repeat=self.spec.most_steps)
+
+    def measure(self, ctx: RunContext, executor: Executor) -> None:
+        self.curve = Curve(self.spec, ctx.planned.plan.tests[0])
+        self.curve.measure(ctx, executor)
+
+    def record(self) -> dict[str, Any]:
+        return CURVE.put(self.curve.record()) if self.curve is not None else {}
+
+    def warnings(self, run: Run) -> list[Warning]:
+        return []  # its steps are no repeats of one test
+
+
+def _curve_test(tests: list[PlannedTest], name: str | None, suite: str) -> PlannedTest:
+    """The one test a curve measures; it must have exactly one job."""
+    if name is not None:
+        found = [t for t in tests if t.name == name]
+        if not found:
+            raise ConfigError(f"--workload {suite}:{name}: suite {suite} has no test {name!r};"
+                              f" its tests: {', '.join(t.name for t in tests)}")
+        tests = found
+    if len(tests) != 1:
+        raise ConfigError(f"--workload {suite}: a curve measures one test; name it, e.g."
+                          f" {suite}:{tests[0].name}")
+    jobs = tests[0].jobfile.jobs()
+    if len(jobs) != 1:
+        raise ConfigError(f"--workload: a curve measures one fio job, and {tests[0].name} has"
+                          f" {len(jobs)} ({', '.join(j.name for j in jobs)})")
+    return tests[0]

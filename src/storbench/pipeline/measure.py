@@ -1,0 +1,228 @@
+"""The third contract: a kind of run (``Measurement``), and what the one run loop gives it
+(``RunContext``).
+
+A kind of run (a suite with repeats, preconditioning rounds, an IOPS-latency curve, …;
+one file each in ``pipeline/kinds/``) says which tests it runs (``plan``), runs them
+through the context (``measure``: each step executed, parsed, warned about and stored
+as the loop does it for every kind), and says what it found beyond the tests' figures:
+its section of the run record (``record``, typed in ``result/sections.py``) and the
+warnings it judges across them (``warnings``). The loop (pipeline/loop.py) does the
+rest, alike for every kind and every target: preflight, prepare, the interrupt and
+crash path, cleanup, verdicts, the outcome.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from typing import Any, ClassVar, Protocol
+
+from storbench import __version__
+from storbench.analysis import warnings
+from storbench.errors import FioError, TargetHung
+from storbench.execute import Execution, FioBinary, SignalGuard
+from storbench.execute.base import Executor, FioJob
+from storbench.execute.probe import MetadataProbe, is_network_fs
+from storbench.pipeline.failures import failure
+from storbench.pipeline.phases import Phases, io_phase
+from storbench.pipeline.reporter import Reporter
+from storbench.pipeline.steps import PlannedRun, Step, make_step
+from storbench.result.fio_json import parse_fio_json, parse_per_host
+from storbench.result.fio_logs import read_series
+from storbench.result.model import TestResult
+from storbench.result.record import Invocation, Run, Warning
+from storbench.store import Store
+from storbench.target.base import Deadline, Target
+from storbench.workload.plan import Plan, PlannedTest
+
+PROBE_IDLE_S = 3.0
+
+
+class Measurement(Protocol):
+    """A kind of run. One object per run: it may keep what it measures as it goes."""
+
+    kind: ClassVar[str]  # its name ("suite", "rounds", "curve"), stored with the run
+    fixed_schedule: ClassVar[bool]  # its steps are known before it starts (a curve's are not)
+
+    def check(self) -> None:
+        """ConfigError for what this kind cannot do, before anything runs."""
+        ...
+
+    def plan(self, plan: Plan) -> Plan:
+        """The tests (and how often each may run) of this kind, from the suite's or job
+        file's tests."""
+        ...
+
+    def measure(self, ctx: RunContext, executor: Executor) -> None:
+        """Run its steps through ``ctx`` until it has its answer."""
+        ...
+
+    def record(self) -> dict[str, Any]:
+        """Its section of the run record ({key: section}; {} for none), once measured."""
+        ...
+
+    def warnings(self, run: Run) -> list[Warning]:
+        """What it judges across the stored results (repeats, rounds), once measured."""
+        ...
+
+
+class RunContext:
+    """What a kind of run gets from the loop for one run on one target: steps run,
+    parsed, warned about and stored; notes; phases on the run's clock; the signal guard."""
+
+    def __init__(self, target: Target, planned: PlannedRun, store: Store, run_id: int,
+                 rep: Reporter, guard: SignalGuard, environment: dict[str, Any],
+                 clock: Phases) -> None:
+        self.target = target
+        self.planned = planned
+        self.store = store
+        self.run_id = run_id
+        self.rep = rep
+        self.guard = guard
+        self.environment = environment
+        self.clock = clock
+        self.probe: MetadataProbe | None = None
+        self.stored: list[TestResult] = []  # the last step's results
+        self.ordinal = 0  # of the next result stored
+        self.ends: float | None = None  # monotonic time the run's --timeout ends
+        self.timeout_s: float | None = None
+
+    # --- what a kind uses ------------------------------------------------------------
+    def note(self, text: str) -> None:
+        self.rep.note(text)
+
+    def phase(self, name: str, **extra: Any) -> AbstractContextManager[dict[str, Any]]:
+        return self.clock.phase(name, **extra)
+
+    def step(self, index: int, repeat: int, test: PlannedTest) -> Step:
+        """``test``'s invocation number ``index`` on this run's target."""
+        return make_step(self.target, self.planned.uid, index, repeat, test)
+
+    def run_step(self, executor: Executor, step: Step, keep: set[str]) -> list[TestResult]:
+        """Run one step, store what it measured (``keep``: files later steps use); its
+        results, or an exception for fio's failure or a signal."""
+        self.target.before_test(step.test, keep)
+        self.rep.test_started(step.index, step.test)
+        deadline = self.target.deadline(step.test)
+        if self.ends is not None:
+            left = max(1.0, self.ends - time.monotonic())
+            if deadline is None or left < deadline.seconds:
+                deadline = Deadline(left, f"what is left of --timeout {self.timeout_s:g} s")
+        if self.probe is not None:
+            self.probe.start("load")
+        with self.clock.phase(step.test.name, test=step.test.name,
+                              repeat=step.repeat) as timed:
+            try:
+                execution = executor.run(
+                    step.jobs, functools.partial(self.rep.progress, step.index),
+                    deadline.seconds if deadline is not None else None)
+            finally:
+                if self.probe is not None:
+                    self.probe.stop()
+        if execution.stuck and self.guard.signum is not None:
+            self.rep.note(f"fio (PID {', '.join(map(str, execution.stuck))}) did not end"
+                          " when killed: it is stuck in the kernel (a file system that does"
+                          " not respond) and was left running")
+        self.guard.check()  # an interrupted test's partial numbers are not stored
+        self.ordinal = self._store(step, execution, self.ordinal, deadline, timed)
+        return self.stored
+
+    def keep_invocation(self, index: int, jobs: list[FioJob], execution: Execution) -> None:
+        """fio's output of a step that measures no test (preconditioning), kept with the
+        run as it is."""
+        self.store.add_invocation(self.run_id, Invocation(
+            index, jobs[0].text, execution.raw_json, execution.returncode, execution.stderr,
+            execution.wall_s), [], [])
+
+    # --- what the loop does around a kind ----------------------------------------------
+    def prepare(self, fio: FioBinary | None) -> None:
+        with self.clock.phase("prepare"):
+            self.target.prepare(self.planned.uid, [s.jobs for s in self.planned.steps],
+                                self.guard, self.rep.note)
+        described = {**self.target.describe(fio), "storbench_version": __version__}
+        if described != self.environment:
+            self.environment = described
+            self.store.update_environment(self.run_id, described, described.get("fio_version"))
+        self.rep.run_started(self.run_id, self.planned.plan,
+                             self.target.scratch_path(self.planned.uid))
+
+    def start(self, probe_metadata: bool | None, timeout_s: float | None) -> None:
+        """The metadata probe (idle first) where asked or on a network file system;
+        ``timeout_s`` caps the run from here, beyond each test's own limit."""
+        ends = time.monotonic() + timeout_s if timeout_s is not None else None
+        probe_dir = self.target.probe_dir()
+        if probe_metadata is None:
+            probe_metadata = is_network_fs((self.environment.get("target") or {}).get("fs_type"))
+        if probe_metadata and probe_dir is not None:
+            self.probe = MetadataProbe(probe_dir)
+            with self.clock.phase("metadata probe, idle"):
+                self.probe.start("idle")
+                self.guard.sleep(PROBE_IDLE_S)
+                self.probe.stop()
+        self.ends, self.timeout_s = ends, timeout_s
+
+    def stop_probe(self) -> None:
+        if self.probe is not None:
+            stuck = self.probe.close()
+            if stuck is not None:
+                self.rep.note(f"the metadata probe (PID {stuck}) does not end: it is stuck in"
+                              " the kernel on a file system that does not respond; left"
+                              " running")
+
+    def probe_summary(self) -> dict[str, Any]:
+        if self.probe is None:
+            return {}
+        return {"metadata_probe": self.probe.summary(),
+                "metadata_probe_timeline": self.probe.timeline(),
+                "metadata_probe_start_s": round(self.probe.started_at - self.clock.t0, 3)}
+
+    def _store(self, step: Step, execution: Execution, ordinal: int,
+               deadline: Deadline | None, timed: dict[str, Any]) -> int:
+        """Parse, warn and store one invocation; raise when fio or a worker failed."""
+        several = len(step.jobs) > 1
+        try:
+            _, parsed = parse_fio_json(execution.raw_json)
+            per_worker = {execution.aliases.get(k, k): v for k, v in
+                          parse_per_host(execution.raw_json).items()} if several else {}
+        except FioError:
+            if execution.returncode == 0 and not execution.timed_out and not execution.lost:
+                raise
+            parsed, per_worker = [], {}
+        results = [
+            replace(r, series=read_series(execution.log_dir, step.log_prefixes[r.name]))
+            if r.name in step.log_prefixes and execution.log_dir is not None else r
+            for r in parsed
+        ]
+        io_phase(timed, results)
+        self.stored = results
+        if execution.log_dir is not None:
+            for log in execution.log_dir.glob(f"sb{step.index:03d}*.log"):
+                log.unlink()
+        numbered = list(enumerate(results, start=ordinal))
+        ordinal += len(results)
+        rows = []
+        for worker, worker_results in per_worker.items():
+            for r in worker_results:
+                rows.append((ordinal, worker, r))
+                ordinal += 1
+        found = [w for r in results for w in warnings.compute(r, self.environment)]
+        text = "\n".join(f"# {self.target.worker_noun} {j.worker}\n{j.text}" if several
+                         else j.text for j in step.jobs)
+        self.store.add_invocation(
+            self.run_id,
+            Invocation(step.index, text, execution.raw_json, execution.returncode,
+                       execution.stderr, execution.wall_s),
+            numbered, found, repeat=step.repeat, per_host=rows)
+        checked = ([(w, r) for w, rs in per_worker.items() for r in rs] if several
+                   else [("", r) for r in results])
+        missing = [j.worker for j in step.jobs if several and j.worker not in per_worker]
+        error = failure(step.test.name, execution, checked, missing, self.target.worker_noun,
+                        deadline)
+        self.rep.test_finished(step.index, results, error)
+        if error:
+            if execution.timed_out:
+                raise TargetHung(error)
+            raise FioError(error, returncode=execution.returncode, stderr=execution.stderr)
+        return ordinal

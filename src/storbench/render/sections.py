@@ -1,0 +1,85 @@
+"""How `show` prints each kind's section of a run (result/sections.py): one registry,
+``SHOW``, key -> printer; a new kind adds one line (and its printer)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from storbench.render import units
+from storbench.render.richtable import rich_table
+from storbench.render.table import curve_table
+from storbench.result import sections
+from storbench.result.record import Run
+from storbench.result.sections import (
+    CurveSection,
+    FailoverSection,
+    LifecycleSection,
+    RoundsEntry,
+)
+
+
+def print_curve(console: Console, run: Run, curve: CurveSection) -> None:
+    """A curve's steps and its answers."""
+    from storbench.analysis.curve import describe
+
+    console.print(rich_table(curve_table(curve), f"IOPS-latency curve of {curve['workload']}"))
+    if curve.get("max_iops") is not None:
+        console.print(f"closed loop: at most {units.figure('iops', curve['max_iops'])}"
+                      f" ({escape(str(curve['max_at']))})")
+    for answer in curve["answers"]:
+        console.print(escape(describe(answer, units.latency)), soft_wrap=True)
+    floor = curve.get("floor_ns") or {}
+    if floor:
+        console.print(f"latency floor at the lowest rate: p50 {units.latency(floor.get('50'))},"
+                      f" p99 {units.latency(floor.get('99'))}")
+    if curve.get("knee_iops") is not None:
+        console.print(f"knee: {units.figure('iops', curve['knee_iops'])} (beyond it p99 is"
+                      " more than twice its low-load value)")
+    if curve.get("cpu_bound"):
+        console.print(f"[yellow]warning (cpu_bound):[/yellow] fio used"
+                      f" {curve['max_cpu_percent']:.0f}% of a core: the CPU, not the storage,"
+                      " may be what limits this curve", soft_wrap=True)
+
+
+def print_rounds(console: Console, run: Run, rounds: dict[str, RoundsEntry]) -> None:
+    for test, r in rounds.items():
+        where = (f"steady state reached in round {r['reached_round']}" if r.get("reached_round")
+                 else f"steady state NOT reached in {len(r['values'])} rounds")
+        figures = " ".join(f"{v:,.0f}" for v in r["values"])
+        console.print(f"{escape(test)}: {where} ({escape(r['criterion'])}); each round's"
+                      f" {'bandwidth [B/s]' if r.get('kind') == 'bw' else 'IOPS'}: {figures};"
+                      f" the figures above are those of rounds {r['window'][0] + 1}–"
+                      f"{r['window'][-1] + 1}", soft_wrap=True)
+
+
+def print_lifecycle(console: Console, run: Run, life: LifecycleSection) -> None:
+    from storbench.render.lifecycle import lifecycle_table
+
+    console.print(rich_table(lifecycle_table(life), f"Lifecycle of {run.target.split('/')[-1]}"
+                                                    f" ({life['binding_mode']})"))
+
+
+def print_failover(console: Console, run: Run, found: FailoverSection) -> None:
+    from storbench.render.lifecycle import failover_table
+
+    console.print(rich_table(failover_table(found), f"Failover on {run.target.split('/')[-1]}"))
+
+
+SHOW: dict[str, Callable[[Console, Run, Any], None]] = {
+    sections.CURVE.key: print_curve,
+    sections.ROUNDS.key: print_rounds,
+    sections.LIFECYCLE.key: print_lifecycle,
+    sections.FAILOVER.key: print_failover,
+}
+
+
+def show_sections(console: Console, run: Run) -> None:
+    """Each kind's section ``run`` holds, printed by its own printer."""
+    for section in sections.KINDS:
+        value = section.of(run)
+        if value:
+            SHOW[section.key](console, run, value)

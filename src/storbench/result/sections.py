@@ -1,0 +1,104 @@
+"""The run record's sections: what a kind of run keeps beyond its tests' figures.
+
+A run's ``data`` holds, under one key each, a kind's section (a curve's steps and
+answers, preconditioning rounds, a volume lifecycle, a failover) and what the loop
+keeps of every run (its phases, the metadata probe, where an import came from). Each
+is a ``Section``: its key and its type (a TypedDict, checked by mypy where it is read).
+Code outside this file never tests ``Run.data`` by key (tests/test_layout.py): it asks
+a section, ``CURVE.of(run)``, and a kind stores one with ``CURVE.put(value)``.
+
+Old runs are read as they were stored: a section is the JSON a kind wrote, no
+migration. The inner records (a curve step, a lifecycle volume) stay dicts, whose
+fields the producing module documents (analysis/curve.py step_record, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypedDict, TypeVar, cast
+
+T = TypeVar("T")
+
+
+class HasData(Protocol):
+    @property
+    def data(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Section(Generic[T]):
+    """One key of ``Run.data`` and the type of what it holds."""
+
+    key: str
+    title: str  # how `show` and the report name it
+    tests_table: bool = True  # its runs' tests are figures to tabulate (a curve's steps are not)
+
+    def of(self, run: HasData) -> T | None:
+        """What ``run`` holds in this section; None when it has none (or it is empty)."""
+        value = run.data.get(self.key)
+        return cast(T, value) if value else None
+
+    def put(self, value: T) -> dict[str, Any]:
+        """The section as ``data`` stores it."""
+        return {self.key: value}
+
+
+class CurveSection(TypedDict):
+    workload: str
+    engine: str  # "sync" or "async"
+    closed_loop: list[dict[str, Any]]  # steps (analysis/curve.step_record)
+    steps: list[dict[str, Any]]  # open-loop steps, by requested rate
+    max_iops: float | None
+    max_at: str | None
+    knee_iops: float | None
+    floor_ns: dict[str, float | None] | None
+    answers: list[dict[str, Any]]  # per objective (analysis/curve.answers)
+    cpu_bound: bool
+    max_cpu_percent: float
+
+
+class RoundsEntry(TypedDict):
+    values: list[float]  # each round's figure
+    results: list[str]  # the results each round stores
+    kind: str  # "iops" or "bw"
+    reached_round: int | None
+    window: list[int]  # the repeats whose results are the test's figures
+    criterion: str
+
+
+class LifecycleSection(TypedDict):
+    volumes: list[dict[str, Any]]  # per volume, its phases' seconds (target/kubernetes)
+    summary: dict[str, dict[str, Any]]  # per phase: n, of, p50, p90, max
+    binding_mode: str
+    not_measured: dict[str, str]
+
+
+class FailoverSection(TypedDict, total=False):
+    rate_iops: int
+    acknowledged_writes: int
+    ended_by: str
+    pause_s: float
+    parts: dict[str, float]
+    delete_to_old_gone_s: float
+    wrote_after_delete_s: float
+    status_interval_s: float
+    intact: bool
+    verify_message: str
+
+
+# the kinds' sections: one line each (render and analysis find theirs by key)
+CURVE = Section[CurveSection]("curve", "IOPS-latency curve", tests_table=False)
+ROUNDS = Section[dict[str, RoundsEntry]]("steady_rounds", "steady state in rounds")
+LIFECYCLE = Section[LifecycleSection]("lifecycle", "volume lifecycle", tests_table=False)
+FAILOVER = Section[FailoverSection]("failover", "failover", tests_table=False)
+KINDS: tuple[Section[Any], ...] = (CURVE, ROUNDS, LIFECYCLE, FAILOVER)
+
+# what the loop and the importer keep of any run
+PHASES = Section[list[dict[str, Any]]]("phases", "where the time went")
+HOST_LOAD = Section[dict[str, Any]]("host_load", "this machine's load")
+PROBE = Section[dict[str, dict[str, dict[str, Any]]]]("metadata_probe", "metadata latency")
+PROBE_TIMELINE = Section[list[list[Any]]]("metadata_probe_timeline", "metadata latency")
+PROBE_START = Section[float]("metadata_probe_start_s", "metadata probe start")
+IMPORT_SOURCES = Section[list[dict[str, Any]]]("import_sources", "imported from")
+IMPORT_LEFT_OUT = Section[list[dict[str, Any]]]("import_left_out", "left out of the import")
