@@ -9,7 +9,11 @@ alone), the import of click and rich alone (what any CLI built on them pays) and
 The store holds runs imported from recorded real fio output (tests/data/fio). Goal:
 each command within 200 ms.
 
-    .venv/bin/python bench/startup.py [--runs 20]
+    .venv/bin/python bench/startup.py [--runs 20] [--load 2]
+
+With ``--load N`` the same rounds run twice: quiet, then beside N busy processes (a
+spinning loop each, the machine's cores kept busy as a build or a test suite keeps
+them), and both are printed.
 
 Python's byte-code cache must be writable (PYTHONDONTWRITEBYTECODE unset), as it
 is on a user's machine: without it every start compiles every module again.
@@ -44,11 +48,30 @@ def once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def busy(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` processes spinning on a core each."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="also measure beside N busy processes")
     args = ap.parse_args()
+    for load in ([0, args.load] if args.load else [0]):
+        spinning = busy(load)
+        try:
+            print(f"\n== {'quiet' if not load else f'beside {load} busy processes'} ==")
+            measure(args.runs)
+        finally:
+            for proc in spinning:
+                proc.kill()
+                proc.wait()
+
+
+def measure(runs: int) -> None:
     py = sys.executable
     storbench = [py, "-m", "storbench"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -71,14 +94,14 @@ def main() -> None:
         # neighbour) lands on every command alike, not on whichever ran then
         walls: dict[str, list[float]] = {name: [] for name, _, _ in commands}
         cpus: dict[str, list[float]] = {name: [] for name, _, _ in commands}
-        for n in range(args.runs + 1):
+        for n in range(runs + 1):
             for name, argv, _ in commands:
                 wall, cpu = once(argv, env)
                 if n:  # the first round warms the caches
                     walls[name].append(wall)
                     cpus[name].append(cpu)
     floor = statistics.median(walls[commands[0][0]])
-    print(f"median of {args.runs} rounds; goal: within {GOAL_S * 1000:.0f} ms (wall)")
+    print(f"median of {runs} rounds; goal: within {GOAL_S * 1000:.0f} ms (wall)")
     print(f"{'command':<26} {'wall ms':>8} {'cpu ms':>7} {'over floor':>10}  goal")
     for name, _, judged in commands:
         t, cpu = statistics.median(walls[name]), statistics.median(cpus[name])

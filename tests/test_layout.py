@@ -216,3 +216,27 @@ def test_the_cli_loads_no_heavy_library_it_does_not_need():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def environment_reads(path: Path) -> list[int]:
+    """Lines where ``path`` reads a stored environment by key, or takes one as a dict."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Subscript | ast.Call):
+            target = node.value if isinstance(node, ast.Subscript) else node.func
+            if isinstance(node, ast.Call) and isinstance(target, ast.Attribute) \
+                    and target.attr == "get":
+                target = target.value
+            if isinstance(target, ast.Attribute) and target.attr == "environment":
+                found.append(node.lineno)
+        elif isinstance(node, ast.arg) and node.arg in ("env", "environment"):
+            found.append(node.lineno)
+    return found
+
+
+def test_analysis_reads_a_target_through_its_typed_facts():
+    """Warnings and notes decide by TargetFacts (result/facts.py), never by the keys of a
+    stored environment (``"kubernetes" in env``)."""
+    offenders = {str(p.relative_to(SRC)): lines for p in (SRC / "analysis").rglob("*.py")
+                 if (lines := environment_reads(p))}
+    assert offenders == {}

@@ -24,6 +24,7 @@ from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
 from storbench.analysis.warnings import RAM_FILESYSTEMS
 from storbench.errors import ConfigError
+from storbench.result.facts import TargetFacts
 from storbench.result.model import TestResult
 from storbench.result.record import Run, Verdict
 
@@ -155,7 +156,7 @@ def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:
     syncs = m.direction == "sync" or any(
         r.options.get(k) not in (None, "", "0") for k in ("fsync", "fdatasync")) or r.options.get(
         "sync") in ("1", "sync", "dsync")
-    fs = (run.environment.get("target") or {}).get("fs_type")
+    fs = TargetFacts.of(run.environment).fs_type
     if syncs and fs in RAM_FILESYSTEMS:
         out.append(f"fsync on {fs} is a no-op: RAM is the storage and nothing is made"
                    " durable, so this figure says nothing about a disk's sync latency")

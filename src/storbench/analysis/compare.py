@@ -9,6 +9,8 @@ from storbench.analysis.references import Printed, printed
 from storbench.analysis.stats import Estimate, Ratio, estimate, ratio, times
 from storbench.analysis.warnings import brief
 from storbench.errors import ConfigError
+from storbench.result import facts
+from storbench.result.facts import published_figures
 from storbench.result.record import Run, Verdict
 from storbench.workload.suites import SUITES
 
@@ -59,7 +61,7 @@ def headline(run: Run) -> list[Column]:
     suite = SUITES.get(run.suite)
     specs = {t.name: t for t in suite.tests} if suite else {}
     cols = []
-    given = run.environment.get("figures") or {} if run.origin == "published" else {}
+    given = published_figures(run.environment) if run.origin == "published" else {}
     for name, results in run.results_by_test().items():
         spec = specs.get(name)
         metrics = [metric(k) for k in spec.metrics] if spec else default_metrics(results[0])
@@ -92,7 +94,7 @@ def compare(runs: list[Run], baseline: int | None = None) -> Comparison:
             if baseline is not None and est is not None:
                 base, _ = figure(runs[baseline], col.test, col.metric)
                 r = ratio(est, base) if base is not None else None
-            shown = (run.environment.get("printed") or {}).get(col.test, {}).get(col.metric.key)
+            shown = facts.printed(run.environment, col.test, col.metric.key)
             row.append(Cell(est, r, failed, printed(shown) if shown else None,
                             tuple(test_caveats(run, col))))
         cells.append(row)

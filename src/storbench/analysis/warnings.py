@@ -10,12 +10,12 @@ from __future__ import annotations
 import enum
 import statistics
 from dataclasses import replace
-from typing import Any
 
 from storbench.analysis import levels, rates
 from storbench.analysis.caches import device_not_reached, small_working_set
+from storbench.result.facts import TargetFacts
 from storbench.result.model import Direction, Series, TestResult
-from storbench.result.record import BLANK_DEVICE, Warning
+from storbench.result.record import Warning
 from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
 
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
@@ -57,20 +57,19 @@ def working_set_bytes(r: TestResult) -> int | None:
     return size + step * (r.jobs - 1)
 
 
-def page_cache(r: TestResult, env: dict[str, Any]) -> Warning | None:
+def page_cache(r: TestResult, facts: TargetFacts) -> Warning | None:
     """Buffered I/O on a working set that fits in the memory of the machine (each
     host, each pod) fio runs on."""
     if _flag(r.options, "direct") or r.options.get("buffered") == "0":
         return None
-    target = env.get("target") or {}
-    hosts = env.get("hosts") or []
-    ram, ws = env.get("ram_bytes"), working_set_bytes(r)
-    workers = len(hosts) or int(target.get("clients") or 1)
+    hosts = facts.place == "hosts"
+    ram, ws = facts.ram_bytes, working_set_bytes(r)
+    workers = facts.workers
     if ws is not None and workers > 1 and not r.options.get("filename"):
         ws //= workers  # each host (pod) has its own files and its own page cache
     synced_each = any(r.options.get(k) == "1" for k in ("fsync", "fdatasync")) or r.options.get(
         "sync") in ("1", "sync", "dsync")
-    if target.get("fs_type") in RAM_FILESYSTEMS or ws is None or (synced_each and r.read is None):
+    if facts.fs_type in RAM_FILESYSTEMS or ws is None or (synced_each and r.read is None):
         return None  # RAM is the storage; or every write is made durable
     if hosts and not ram:
         return Warning(
@@ -83,7 +82,7 @@ def page_cache(r: TestResult, env: dict[str, Any]) -> Warning | None:
         )
     if not ram or ws >= 2 * ram:
         return None
-    whose = ("the pod's memory (its limit, or the node's RAM)" if "kubernetes" in env
+    whose = ("the pod's memory (its limit, or the node's RAM)" if facts.place == "pods"
              else "each host's RAM (the smallest)" if hosts else "this machine's RAM")
     per = " per host" if hosts else " per pod" if workers > 1 else ""
     return Warning(
@@ -96,8 +95,8 @@ def page_cache(r: TestResult, env: dict[str, Any]) -> Warning | None:
     )
 
 
-def cache_in_front(r: TestResult, env: dict[str, Any]) -> Warning | None:
-    fs = (env.get("target") or {}).get("fs_type")
+def cache_in_front(r: TestResult, facts: TargetFacts) -> Warning | None:
+    fs = facts.fs_type
     rw = r.options.get("rw", r.options.get("readwrite", ""))
     if fs in RAM_FILESYSTEMS or not _flag(r.options, "direct") or r.read is None:
         return None
@@ -120,15 +119,13 @@ def cache_in_front(r: TestResult, env: dict[str, Any]) -> Warning | None:
     )
 
 
-def unwritten_reads(r: TestResult, env: dict[str, Any]) -> Warning | None:
+def unwritten_reads(r: TestResult, facts: TargetFacts) -> Warning | None:
     """Reads from a block device that was blank when the run began (no signature on
     it) and was not written first (--precondition): its blocks may never have been
     written, and those a device answers without reading its media."""
     if r.read is None or r.read.total_ios == 0:
         return None
-    devices = [env.get("target") or {}, *((h.get("device") or {}) for h in env.get("hosts") or [])]
-    blank = sorted({_device_name(d) for d in devices
-                    if d.get("found_on_it") == [BLANK_DEVICE] and not d.get("preconditioned")})
+    blank = sorted({d.name for d in facts.devices if d.blank and not d.preconditioned})
     if not blank:
         return None
     return Warning(
@@ -138,12 +135,6 @@ def unwritten_reads(r: TestResult, env: dict[str, Any]) -> Warning | None:
         " volume, a sparse file) may be answered without reading the media, faster than"
         " written ones. Write the device first: --precondition.",
         {"devices": blank})
-
-
-def _device_name(target: dict[str, Any]) -> str:
-    if "storage_class" in target:  # a Kubernetes Block volume
-        return f"a Block volume of class {target['storage_class']}"
-    return str(target.get("device") or target.get("path"))
 
 
 def rate_not_reached(r: TestResult) -> list[Warning]:
@@ -161,15 +152,14 @@ def rate_not_reached(r: TestResult) -> list[Warning]:
     return out
 
 
-def caches(r: TestResult, env: dict[str, Any], already: set[str]) -> list[Warning]:
+def caches(r: TestResult, facts: TargetFacts, already: set[str]) -> list[Warning]:
     """A working set small for the speed, or I/O the device below never saw."""
-    target = env.get("target") or {}
-    if target.get("fs_type") in RAM_FILESYSTEMS or "kubernetes" in env:
+    if facts.fs_type in RAM_FILESYSTEMS or facts.place == "pods":
         return []
     out = []
     if not already & {Kind.PAGE_CACHE, Kind.CACHE_IN_FRONT}:
         ws = working_set_bytes(r)
-        workers = len(env.get("hosts") or []) or 1
+        workers = facts.workers if facts.place == "hosts" else 1
         if ws is not None and workers > 1 and not r.options.get("filename"):
             ws //= workers
         share = replace(r, read=_scaled(r.read, workers), write=_scaled(r.write, workers),
@@ -177,7 +167,7 @@ def caches(r: TestResult, env: dict[str, Any], already: set[str]) -> list[Warnin
         found = small_working_set(share, ws, _flag(r.options, "direct"))
         if found is not None:
             out.append(Warning(Kind.SMALL_WORKING_SET, r.name, found.message, found.details))
-    if not env.get("hosts"):
+    if facts.place != "hosts":
         found = device_not_reached(r, _flag(r.options, "direct"))
         if found is not None:
             out.append(Warning(Kind.DEVICE_NOT_REACHED, r.name, found.message, found.details))
@@ -305,18 +295,17 @@ def iodepth_shortfall(r: TestResult) -> Warning | None:
     )
 
 
-def compute(r: TestResult, environment: dict[str, Any]) -> list[Warning]:
-    """Every warning that applies to one test."""
+def compute(r: TestResult, facts: TargetFacts) -> list[Warning]:
+    """Every warning that applies to one test, on a target of these facts."""
     if r.error:
         return []
-    found = [page_cache(r, environment), cache_in_front(r, environment), not_steady(r),
-             too_short(r),
-             iodepth_shortfall(r), unwritten_reads(r, environment), *rate_not_reached(r)]
+    found = [page_cache(r, facts), cache_in_front(r, facts), not_steady(r), too_short(r),
+             iodepth_shortfall(r), unwritten_reads(r, facts), *rate_not_reached(r)]
     for direction, s in r.series.items():
         b = burst(direction, s, r.name)
         found.append(b if b is not None else variation(direction, s, r.name))
     seen = {w.kind for w in found if w is not None}
-    found += caches(r, environment, seen)
+    found += caches(r, facts, seen)
     return [w for w in found if w is not None]
 
 

@@ -118,6 +118,17 @@ def database_error(path: str, exc: Exception,
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+fio_option = click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
+                          help="fio binary to run (default: fio on PATH).")
+
+
+def naming_options(f: F) -> F:
+    """--label and --tag of a run that is about to be made."""
+    f = click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
+                     help="Attach a tag (repeatable), e.g. --tag zone=a.")(f)
+    return click.option("--label", "-l",
+                        help="Name of the run in tables (e.g. gp3, nvme0; with several"
+                             " targets, each run's label names its target).")(f)
 
 
 def assert_options(f: F) -> F:
@@ -156,8 +167,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                           " line protocol, NDJSON."),
     "import": ("importing", "Import fio's output from elsewhere as runs: JSON, json+, terse"
                             " or normal text."),
-    # cli/lifecycle.py adds lifecycle and failover to the group of cli/k8s.py: it loads both
-    "k8s": ("lifecycle", "Kubernetes: list StorageClasses, time their volumes' lifecycle,"
+    "k8s": ("k8s", "Kubernetes: list StorageClasses, time their volumes' lifecycle,"
                    " remove what crashed runs left."),
     "list": ("history", "List stored runs, newest first."),
     "push": ("push", "Push runs' figures to a Prometheus Pushgateway, grouped as"

@@ -9,17 +9,15 @@ import click
 
 from storbench.cli.common import (
     NUMBER,
-    assert_options,
     cli,
-    db_option,
-    json_option,
+    naming_options,
     parse_tags,
 )
-from storbench.cli.k8s import kube_options
-from storbench.cli.measuring import measure_and_report, push_option
+from storbench.cli.measuring import measure_and_report, measuring_options
 from storbench.cli.targets import TargetFlags, TargetPath, choose_targets, host_options
 from storbench.errors import ConfigError
-from storbench.pipeline.spec import CurveSpec, RunSpec
+from storbench.pipeline.kinds.curve import CurveSpec
+from storbench.pipeline.spec import RunSpec
 from storbench.store import Store
 
 
@@ -50,21 +48,13 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
 @click.option("--max-depth", type=int, default=256, show_default=True,
               help="Closed loop: the deepest queue (or most jobs) tried.")
 @click.option("--size", metavar="SIZE", help="File (or device) size fio works on.")
-@click.option("--label", "-l", help="Name of this run in tables.")
-@click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
-              help="Attach a tag (repeatable).")
+@naming_options
 @host_options
 @click.option("--destructive", metavar="DEVICE",
               help="Allow writing to the block device TARGET, named again here.")
 @click.option("--timeout", "timeout_s", type=NUMBER, metavar="SECONDS",
               help="Time limit for the whole curve (of each target).")
-@kube_options
-@assert_options
-@click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
-              help="fio binary to run (default: fio on PATH).")
-@push_option
-@json_option
-@db_option
+@measuring_options
 def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
           objectives: tuple[str, ...], steps: int | None, step_s: float, max_depth: int,
           size: str | None, label: str | None, tags: tuple[str, ...], hosts_text: str | None,
@@ -105,7 +95,7 @@ def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
     spec = RunSpec(suite=suite, job_file=job_file, size=size, label=label,
                    tags=parse_tags(tags), fio=fio_path, assertions=assertions,
                    timeout_s=timeout_s, probe_metadata=False,
-                   curve=CurveSpec(test, objectives, step_s, steps, max_depth))
+                   kind_spec=CurveSpec(test, objectives, step_s, steps, max_depth))
     spec.check()
     targets = choose_targets(TargetFlags(
         targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,

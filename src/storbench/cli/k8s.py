@@ -1,4 +1,5 @@
-"""`storbench k8s classes|lifecycle|cleanup`, and the Kubernetes options of `storbench run`."""
+"""`storbench k8s classes|cleanup` (and lifecycle, failover: cli/lifecycle.py); the
+manifests of `run --dry-run`."""
 
 from __future__ import annotations
 
@@ -12,94 +13,11 @@ from rich.table import Table
 from rich.text import Text
 
 from storbench.cli.common import cli, err, json_option, out, print_json
+from storbench.cli.kubeflags import connection_options
+from storbench.cli.lifecycle import failover, lifecycle
 from storbench.errors import ConfigError
-from storbench.target.kubernetes.manifests import (
-    DEFAULT_IMAGE,
-    IMAGE_ENV,
-    KubeOptions,
-    access_mode,
-    parse_pairs,
-    volume_mode,
-)
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def kube_options(f: F) -> F:
-    """The options of `run` that choose and shape a Kubernetes target."""
-    opts = [
-        click.option("--storage-class", "storage_classes", multiple=True, metavar="CLASS",
-                     help="Benchmark a PVC of this StorageClass in a pod instead of a"
-                          " directory (repeat to compare classes; see `storbench k8s"
-                          " classes`)."),
-        click.option("--namespace", "-n", metavar="NS",
-                     help="Namespace for the PVC and pod (default: the context's, else"
-                          " default)."),
-        click.option("--context", "kube_context", metavar="CTX",
-                     help="kubeconfig context (default: the current one)."),
-        click.option("--kubeconfig", metavar="FILE", envvar="KUBECONFIG",
-                     help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."),
-        click.option("--capacity", metavar="QUANTITY",
-                     help="PVC size, e.g. 100Gi (default: what the suite writes + 25%, at"
-                          " least 1Gi). Cloud volumes often scale speed with size."),
-        click.option("--access-mode", default="RWO", show_default=True,
-                     metavar="RWO|RWX|RWOP", help="The PVC's access mode."),
-        click.option("--volume-mode", default="Filesystem", show_default=True,
-                     metavar="Filesystem|Block",
-                     help="The PVC's volume mode. Block: fio on the raw volume (the pod"
-                          " gets it as a device, runs as root with every capability"
-                          " dropped; a volume holding a file system or partition table is"
-                          " refused for writing)."),
-        click.option("--node-selector", multiple=True, metavar="KEY=VALUE",
-                     help="Run the pod on nodes with this label (repeatable)."),
-        click.option("--image", envvar=IMAGE_ENV, show_envvar=True, default=DEFAULT_IMAGE,
-                     show_default=True, help="Runner image: fio and a POSIX sh (Dockerfile in"
-                                             " the repository)."),
-        click.option("--requests", multiple=True, metavar="RES=QTY,...",
-                     help="Pod resource requests (default cpu=250m,memory=256Mi)."),
-        click.option("--limits", multiple=True, metavar="RES=QTY,...",
-                     help="Pod resource limits (default memory=1Gi; no CPU limit, as"
-                          " throttling distorts latency)."),
-        click.option("--clients", type=int, default=1, show_default=True, metavar="N",
-                     help="Run each test in N pods at once (spread over the nodes): on one"
-                          " volume with --access-mode RWX, else each on its own; per-pod"
-                          " rows and one merged result."),
-        click.option("--dry-run", is_flag=True,
-                     help="With --storage-class: print the manifests as YAML and stop;"
-                          " the cluster is not contacted."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
-
-
-def build_options(storage_class: str, params: dict[str, Any],
-                  timeout_s: float | None = None) -> KubeOptions:
-    o = KubeOptions(
-        storage_class=storage_class, namespace=params["namespace"],
-        context=params["kube_context"], kubeconfig=params["kubeconfig"],
-        capacity=params["capacity"], access_mode=access_mode(params["access_mode"]),
-        volume_mode=volume_mode(params["volume_mode"]),
-        node_selector=parse_pairs(params["node_selector"], "--node-selector"),
-        image=params["image"], timeout_s=timeout_s, clients=params["clients"],
-        **_resources(params["requests"], params["limits"]),
-    )
-    o.check()
-    return o
-
-
-def _resources(requests: tuple[str, ...], limits: tuple[str, ...]) -> dict[str, Any]:
-    """--requests/--limits over the defaults; a limit given alone also drops the default
-    request of that resource (Kubernetes then requests the limit)."""
-    given: dict[str, Any] = {}
-    if limits:
-        given["limits"] = parse_pairs(limits, "--limits")
-    if requests:
-        given["requests"] = parse_pairs(requests, "--requests")
-    elif limits:
-        limited = {k for k, _ in given["limits"]}
-        given["requests"] = tuple((k, v) for k, v in KubeOptions.requests if k not in limited)
-    return given
 
 
 def manifests_yaml(manifests: list[dict[str, Any]]) -> str:
@@ -133,15 +51,8 @@ def k8s() -> None:
     """
 
 
-def _connection_options(f: F) -> F:
-    f = click.option("--kubeconfig", metavar="FILE", envvar="KUBECONFIG",
-                     help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).")(f)
-    return click.option("--context", "kube_context", metavar="CTX",
-                        help="kubeconfig context (default: the current one).")(f)
-
-
 @k8s.command()
-@_connection_options
+@connection_options
 @json_option
 def classes(kubeconfig: str | None, kube_context: str | None, as_json: bool) -> None:
     """List the cluster's StorageClasses: provisioner, binding mode, expansion.
@@ -197,7 +108,7 @@ def parse_age(text: str) -> timedelta:
 @click.option("--older-than", metavar="AGE",
               help="Only objects older than this (e.g. 1h), sparing runs in progress.")
 @click.option("--run", "run_uid", metavar="UID", help="Only the objects of this run id.")
-@_connection_options
+@connection_options
 @json_option
 def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
             run_uid: str | None, kubeconfig: str | None, kube_context: str | None,
@@ -244,3 +155,6 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
     if problems:
         raise KubeError("cleaning up: " + "; ".join(problems))
 
+
+k8s.add_command(lifecycle)
+k8s.add_command(failover)

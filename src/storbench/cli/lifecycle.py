@@ -4,7 +4,7 @@ take a first write and go away."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -14,14 +14,18 @@ from storbench.cli.common import (
     db_option,
     err,
     json_option,
+    naming_options,
     out,
     parse_tags,
     print_json,
 )
-from storbench.cli.k8s import k8s
+from storbench.cli.kubeflags import CONNECTION, IMAGE, NAMESPACE, build_options
 from storbench.errors import ConfigError, Interrupted, StorbenchError, ThresholdExceeded
 from storbench.store import Store
-from storbench.target.kubernetes.manifests import DEFAULT_IMAGE, IMAGE_ENV, quantity
+from storbench.target.kubernetes.manifests import quantity
+
+if TYPE_CHECKING:
+    from storbench.pipeline.spec import RunSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,19 +35,10 @@ def _cluster_options(f: F) -> F:
     opts = [
         click.option("--capacity", default="1Gi", show_default=True, metavar="QUANTITY",
                      help="Each PVC's size."),
-        click.option("--namespace", "-n", metavar="NS",
-                     help="Namespace (default: the context's, else default)."),
-        click.option("--context", "kube_context", metavar="CTX",
-                     help="kubeconfig context (default: the current one)."),
-        click.option("--kubeconfig", metavar="FILE", envvar="KUBECONFIG",
-                     help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."),
-        click.option("--image", envvar=IMAGE_ENV, show_envvar=True, default=DEFAULT_IMAGE,
-                     show_default=True, help="Runner image: fio and a POSIX sh."),
+        NAMESPACE, *CONNECTION, IMAGE,
         click.option("--timeout", "timeout_s", type=NUMBER, default=300.0, show_default=True,
                      metavar="SECONDS", help="Per pod: the time to bind its volume and run."),
-        click.option("--label", "-l", help="Name of the runs in tables."),
-        click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
-                     help="Attach a tag (repeatable)."),
+        naming_options,
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -52,8 +47,6 @@ def _cluster_options(f: F) -> F:
 
 def _options(name: str, capacity: str, namespace: str | None, kube_context: str | None,
              kubeconfig: str | None, image: str, timeout_s: float) -> Any:
-    from storbench.cli.k8s import build_options
-
     params: dict[str, Any] = {
         "namespace": namespace, "kube_context": kube_context, "kubeconfig": kubeconfig,
         "capacity": capacity, "access_mode": "RWO", "volume_mode": "Filesystem",
@@ -74,7 +67,7 @@ def _check_assertions(assertions: tuple[str, ...], baseline: str | None, kind: s
                               f" e.g. '{example}'")
 
 
-@k8s.command()
+@click.command()
 @click.option("--storage-class", "storage_classes", multiple=True, required=True,
               metavar="CLASS", help="The class to time (repeat to compare classes).")
 @click.option("--volumes", type=click.IntRange(1, 500), default=5, show_default=True,
@@ -105,45 +98,68 @@ def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
       storbench k8s lifecycle --storage-class gp3 --storage-class io2 --volumes 10
       storbench k8s lifecycle --storage-class fast --assert "lifecycle.bind.p90 < 30s"
     """
-    from storbench import __version__
-    from storbench.pipeline.lifecycle import LifecycleSpec, run_class
-    from storbench.render.json import run_dict
-    from storbench.render.terminal import print_run
+    from storbench.pipeline.kinds.lifecycle import LifecycleSpec
+    from storbench.pipeline.spec import RunSpec
 
     _check_assertions(assertions, baseline, "lifecycle", "lifecycle.bind.p90 < 30s")
-    spec = LifecycleSpec(volumes, parallel or volumes, quantity(capacity, "--capacity"),
-                         timeout_s, label, parse_tags(tags), assertions)
+    size = quantity(capacity, "--capacity")
+    spec = RunSpec(label=label, tags=parse_tags(tags), assertions=assertions,
+                   kind_spec=LifecycleSpec(volumes, parallel or volumes, size, timeout_s))
+    _measure_classes(store, spec, storage_classes, as_json, size, namespace, kube_context,
+                     kubeconfig, image, timeout_s)
+
+
+def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_json: bool,
+                     capacity: str, namespace: str | None, kube_context: str | None,
+                     kubeconfig: str | None, image: str, timeout_s: float) -> None:
+    """Each class through the run loop in turn (a class that fails does not stop the
+    others; Ctrl-C does); the runs printed; exit 1 if one did not complete, 3 if a
+    check failed."""
+    from storbench.pipeline.loop import run_on
+    from storbench.pipeline.reporter import NullReporter
+    from storbench.render.json import run_dict
+    from storbench.render.terminal import print_run
+    from storbench.target.kubernetes.classtarget import ClassTarget
+
+    class Notes(NullReporter):
+        """What the loop says of a lifecycle or failover run: its notes, indented."""
+
+        def note(self, text: str) -> None:
+            err.print(f"  {text}", markup=False)
+
     runs, errors = [], []
-    for name in storage_classes:
-        o = _options(name, spec.capacity, namespace, kube_context, kubeconfig, image,
-                     timeout_s)
+    for name in classes:
+        target = ClassTarget(_options(name, capacity, namespace, kube_context, kubeconfig,
+                                      image, timeout_s), capacity)
         try:
-            run = run_class(store, o, spec, __version__,
-                            lambda text: err.print(f"  {text}", markup=False))
-        except Interrupted:
-            raise
-        except StorbenchError as exc:
-            if len(storage_classes) == 1:
+            target.preflight()
+            outcome = run_on(target, spec, store, Notes())
+        except StorbenchError as exc:  # before anything was stored: no such class, ...
+            if len(classes) == 1:
                 raise
             err.print(f"storbench: {name}: {exc}", markup=False)
             errors.append(exc)
             continue
-        runs.append(run)
+        runs.append(outcome.run)
         if not as_json:
-            print_run(out, run)
+            print_run(out, outcome.run)
+        if isinstance(outcome.error, Interrupted):
+            raise outcome.error
+        if outcome.error is not None:
+            if len(classes) > 1:
+                err.print(f"storbench: {name}: {outcome.error}", markup=False)
+            errors.append(outcome.error)
     if as_json and runs:
-        print_json([run_dict(r) for r in runs] if len(storage_classes) > 1
-                   else run_dict(runs[0]))
-    failed_runs = [r for r in runs if r.status != "completed"]
-    if errors or failed_runs:
-        raise StorbenchError(errors[0] if errors else
-                             f"run #{failed_runs[0].id}: {failed_runs[0].error}")
+        print_json([run_dict(r) for r in runs] if len(classes) > 1 else run_dict(runs[0]))
+    if errors:
+        raise StorbenchError(f"run #{runs[-1].id}: {errors[0]}" if runs and len(errors) == 1
+                             and len(classes) == 1 else str(errors[0]))
     failed = [text for r in runs for text in r.failed_checks]
     if failed:
         raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
 
 
-@k8s.command()
+@click.command()
 @click.option("--storage-class", "storage_class", required=True, metavar="CLASS",
               help="The class whose volume fails over.")
 @click.option("--rate", type=click.IntRange(1, 100_000), default=100, show_default=True,
@@ -176,24 +192,12 @@ def failover(store: Store, storage_class: str, rate: int, before_s: float, evict
       storbench k8s failover --storage-class gp3 --rate 200
       storbench k8s failover --storage-class fast --assert "failover.pause < 60s"
     """
-    from storbench import __version__
-    from storbench.pipeline.lifecycle import LifecycleSpec, run_failover
-    from storbench.render.json import run_dict
-    from storbench.render.terminal import print_run
+    from storbench.pipeline.kinds.failover import FailoverSpec
+    from storbench.pipeline.spec import RunSpec
 
     _check_assertions(assertions, baseline, "failover", "failover.pause < 60s")
-    spec = LifecycleSpec(1, 1, quantity(capacity, "--capacity"), timeout_s, label,
-                         parse_tags(tags), assertions)
-    o = _options(storage_class, spec.capacity, namespace, kube_context, kubeconfig, image,
-                 timeout_s)
-    run = run_failover(store, o, spec, rate, before_s, __version__,
-                       lambda text: err.print(f"  {text}", markup=False), evict)
-    if as_json:
-        print_json(run_dict(run))
-    else:
-        print_run(out, run)
-    if run.status != "completed":
-        raise StorbenchError(f"run #{run.id}: {run.error}")
-    failed = run.failed_checks
-    if failed:
-        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
+    size = quantity(capacity, "--capacity")
+    spec = RunSpec(label=label, tags=parse_tags(tags), assertions=assertions,
+                   kind_spec=FailoverSpec(rate, before_s, evict, size, timeout_s))
+    _measure_classes(store, spec, (storage_class,), as_json, size, namespace, kube_context,
+                     kubeconfig, image, timeout_s)

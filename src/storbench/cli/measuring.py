@@ -6,7 +6,17 @@ from __future__ import annotations
 import click
 
 from storbench.analysis.compare import compare as build_comparison
-from storbench.cli.common import err, out, print_json
+from storbench.cli.common import (
+    F,
+    assert_options,
+    db_option,
+    err,
+    fio_option,
+    json_option,
+    out,
+    print_json,
+)
+from storbench.cli.kubeflags import apply, kube_options
 from storbench.cli.progress import ConsoleReporter
 from storbench.errors import Interrupted, StorbenchError, ThresholdExceeded
 from storbench.pipeline.loop import TargetOutcome, run_all
@@ -21,6 +31,13 @@ push_option = click.option(
     "--push", "push_to", metavar="URL",
     help="When each run ends, push its figures to this Prometheus Pushgateway (as"
          " `storbench push`); a failed push is an error after the run is stored.")
+
+
+def measuring_options(f: F) -> F:
+    """The tail every command that measures shares: Kubernetes targets, verdicts, fio,
+    --push, --json, --db."""
+    return apply(f, (kube_options, assert_options, fio_option, push_option, json_option,
+                     db_option))
 
 
 def measure_and_report(targets: list[Target], spec: RunSpec, store: Store, *,

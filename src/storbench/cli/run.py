@@ -17,12 +17,12 @@ from storbench.cli.common import (
     db_option,
     json_option,
     load_run,
+    naming_options,
     out,
     parse_tags,
     print_json,
 )
-from storbench.cli.k8s import kube_options
-from storbench.cli.measuring import measure_and_report, push_option
+from storbench.cli.measuring import measure_and_report, measuring_options
 from storbench.cli.targets import TargetFlags, TargetPath, choose_targets, host_options
 from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
 from storbench.pipeline.loop import plan_run
@@ -54,9 +54,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
               help="File size per test, fio syntax (e.g. 256m, 2g). Default: the suite's.")
 @click.option("--runtime", type=NUMBER, metavar="SECONDS",
               help="Seconds per test (caps size-bound tests). Default: the suite's.")
-@click.option("--label", "-l", help="Name of this run in tables (e.g. gp3, nvme0).")
-@click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
-              help="Attach a tag (repeatable), e.g. --tag zone=a.")
+@naming_options
 @click.option("--threshold", "threshold_ms", type=NUMBER, metavar="MS",
               help="Verdict limit in ms (etcd suite: fdatasync p99; default 10 ms).")
 @click.option("--profile", metavar="NAME",
@@ -107,13 +105,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " 16 MiB/s and 60 s; Kubernetes: 300 s to start, then each test's"
                    " runtime + 60 s. A test past its limit fails the run, saying whether"
                    " the target stopped responding.")
-@kube_options
-@assert_options
-@click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envvar=True,
-              help="fio binary to run (default: fio on PATH).")
-@push_option
-@json_option
-@db_option
+@measuring_options
 def run(
     store: Store, targets_given: tuple[Path, ...], suite: str, job_file: Path | None,
     size: str | None, runtime: float | None, label: str | None, tags: tuple[str, ...],

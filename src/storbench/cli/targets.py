@@ -120,7 +120,7 @@ def choose_targets(f: TargetFlags) -> list[Target]:
             raise ConfigError("--hosts and --storage-class cannot be combined yet")
         if len(set(f.storage_classes)) != len(f.storage_classes):
             raise ConfigError("a --storage-class is given twice")
-        from storbench.cli.k8s import build_options
+        from storbench.cli.kubeflags import build_options
         from storbench.target.kubernetes.storageclass import KubeTarget
 
         return [KubeTarget(build_options(c, f.kube_params, f.timeout_s), f.shared_file,

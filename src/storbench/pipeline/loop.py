@@ -106,7 +106,8 @@ def run_on(target: Target, spec: RunSpec, store: Store,
             run_id = store.begin_run(
                 uid=planned.uid, suite=planned.plan.suite_name, target=target.name,
                 environment=environment,
-                settings={**spec.settings(planned.plan.suite_name), **target.settings()},
+                settings={**spec.settings(planned.plan.suite_name), **kind.settings(),
+                          **target.settings()},
                 storbench_version=__version__, fio_version=environment.get("fio_version"),
                 label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER))
             ctx = RunContext(target, planned, store, run_id, rep, guard, environment, clock)
@@ -123,14 +124,18 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                     failure = exc
                 ctx.stop_probe()
                 with clock.phase("cleanup"):
-                    failure = _clean_up(target, failure, rep, hurry=guard.signum is not None
+                    failure = _clean_up(target, kind, failure, rep,
+                                        hurry=guard.signum is not None
                                         or isinstance(failure, TargetHung))
                 if failure is not None:
                     raise failure
                 guard.check()  # a signal before the run is finished: it is interrupted
+                why = kind.failed()
+                if why is not None:
+                    raise StorbenchError(why)
                 _finish(store, run_id, ctx, kind, baseline, spec)
             except BaseException as exc:
-                error = _record_failure(store, run_id, exc)
+                error = _record_failure(store, run_id, exc, kind)
                 return RunOutcome(store.get_run(run_id), error)
             return RunOutcome(store.get_run(run_id))
     finally:
@@ -177,16 +182,19 @@ def run_all(targets: list[Target], spec: RunSpec, store: Store,
     return done
 
 
-def _clean_up(target: Target, failure: BaseException | None, rep: Reporter, *,
-              hurry: bool) -> BaseException | None:
-    """The target's cleanup, on every path. When the run already failed, a cleanup
-    that fails too is said (a note), and the first failure is what the run ended with."""
-    try:
-        target.cleanup(hurry)
-    except StorbenchError as exc:
-        if failure is None:
-            return exc
-        rep.note(f"storbench: cleaning up: {exc}")
+def _clean_up(target: Target, kind: Measurement, failure: BaseException | None,
+              rep: Reporter, *, hurry: bool) -> BaseException | None:
+    """The kind's and the target's cleanup, on every path. When the run already failed,
+    a cleanup that fails too is said (a note), and the first failure is what the run
+    ended with."""
+    for cleanup in (kind.cleanup, target.cleanup):
+        try:
+            cleanup(hurry)
+        except StorbenchError as exc:
+            if failure is None:
+                failure = exc
+            else:
+                rep.note(f"storbench: cleaning up: {exc}")
     return failure
 
 
@@ -234,8 +242,10 @@ def _finish(store: Store, run_id: int, ctx: RunContext, kind: Measurement,
                      warnings=found, verdicts=verdicts, regressions=changes)
 
 
-def _record_failure(store: Store, run_id: int, exc: BaseException) -> StorbenchError:
-    """Store a run that did not complete as failed or interrupted; the error to report.
+def _record_failure(store: Store, run_id: int, exc: BaseException,
+                    kind: Measurement) -> StorbenchError:
+    """Store a run that did not complete as failed or interrupted, with what its kind
+    measured; the error to report.
 
     Ctrl-C arriving as KeyboardInterrupt becomes Interrupted; anything that is not a
     StorbenchError (a bug) is stored and raised again, with its traceback.
@@ -243,7 +253,11 @@ def _record_failure(store: Store, run_id: int, exc: BaseException) -> StorbenchE
     if isinstance(exc, KeyboardInterrupt):
         exc = Interrupted(2)
     status = "interrupted" if isinstance(exc, Interrupted) else "failed"
-    store.finish_run(run_id, status, str(exc) or type(exc).__name__)
+    try:
+        measured = kind.record()
+    except Exception:  # a kind cut short may have nothing whole to say: its error stands
+        measured = {}
+    store.finish_run(run_id, status, str(exc) or type(exc).__name__, data=measured)
     if not isinstance(exc, StorbenchError):
         raise exc
     return exc

@@ -29,6 +29,7 @@ from storbench.pipeline.failures import failure
 from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import Reporter
 from storbench.pipeline.steps import PlannedRun, Step, make_step
+from storbench.result.facts import TargetFacts
 from storbench.result.fio_json import parse_fio_json, parse_per_host
 from storbench.result.fio_logs import read_series
 from storbench.result.model import TestResult
@@ -59,13 +60,46 @@ class Measurement(Protocol):
         """Run its steps through ``ctx`` until it has its answer."""
         ...
 
+    def settings(self) -> dict[str, Any]:
+        """What it was asked, stored with the run's settings (beside RunSpec's)."""
+        ...
+
     def record(self) -> dict[str, Any]:
-        """Its section of the run record ({key: section}; {} for none), once measured."""
+        """Its section of the run record ({key: section}; {} for none): what it measured,
+        also when the run did not complete."""
         ...
 
     def warnings(self, run: Run) -> list[Warning]:
         """What it judges across the stored results (repeats, rounds), once measured."""
         ...
+
+    def cleanup(self, hurry: bool) -> None:
+        """Remove what it created itself (a lifecycle's volumes), on every ending; raise
+        a StorbenchError naming what could not be removed."""
+        ...
+
+    def failed(self) -> str | None:
+        """Why the run failed although it measured (a volume that did not come up,
+        writes lost), or None."""
+        ...
+
+
+class Plain:
+    """The defaults of a kind that needs them: it is asked nothing beyond the RunSpec,
+    judges nothing across its results, creates nothing of its own, and fails only by an
+    exception. A kind inherits them and writes what it does differently."""
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def warnings(self, run: Run) -> list[Warning]:
+        return []
+
+    def cleanup(self, hurry: bool) -> None:
+        pass
+
+    def failed(self) -> str | None:
+        return None
 
 
 class RunContext:
@@ -207,7 +241,8 @@ class RunContext:
             for r in worker_results:
                 rows.append((ordinal, worker, r))
                 ordinal += 1
-        found = [w for r in results for w in warnings.compute(r, self.environment)]
+        facts = TargetFacts.of(self.environment)
+        found = [w for r in results for w in warnings.compute(r, facts)]
         text = "\n".join(f"# {self.target.worker_noun} {j.worker}\n{j.text}" if several
                          else j.text for j in step.jobs)
         self.store.add_invocation(

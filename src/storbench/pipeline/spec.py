@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from storbench.analysis.assertions import Assertion
-from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.workload.files import JOB_FILE_LIMIT, read_text
@@ -21,32 +20,6 @@ from storbench.workload.suites import get_suite
 DEFAULT_STEADY_MAX_S = 120.0
 MAX_REPEAT = 1000
 STEADY_CRITERION = re.compile(r"^(iops|bw)(_slope)?:\d+(\.\d+)?%?$")
-
-
-@dataclass(frozen=True)
-class CurveSpec:
-    """``storbench curve``: one test, measured closed loop then at fixed rates."""
-
-    test: str | None = None  # the suite's test (None: a job file's only job)
-    objectives: tuple[str, ...] = ()  # p99<=2ms, ...
-    step_s: float = 5.0  # each step's runtime (plus a 1 s ramp)
-    steps: int | None = None  # open-loop steps; None: adaptive
-    max_depth: int = 256
-
-    @property
-    def most_steps(self) -> int:
-        """How many steps it may take: doubling up to max_depth, then the open loop."""
-        return self.max_depth.bit_length() + 1 + (self.steps or 12)
-
-    def check(self) -> None:
-        for text in self.objectives:
-            Objective.parse(text)
-        if self.step_s < 1:
-            raise ConfigError(f"--step-time must be at least 1 s, not {self.step_s:g}")
-        if self.steps is not None and not 3 <= self.steps <= 50:
-            raise ConfigError(f"--steps must be 3 to 50 (or adaptive), not {self.steps}")
-        if not 1 <= self.max_depth <= 4096:
-            raise ConfigError(f"--max-depth must be 1 to 4096, not {self.max_depth}")
 
 
 @dataclass(frozen=True)
@@ -76,7 +49,9 @@ class RunSpec:
     precondition_size: str | None = None  # cap on what preconditioning writes
     round_s: float = 60.0  # with precondition: each round's length
     max_rounds: int = 25
-    curve: CurveSpec | None = None  # storbench curve
+    # what a kind other than the plain suite is asked (a CurveSpec, a LifecycleSpec, ...):
+    # the kind that knows it is the run's (pipeline/kinds), and checks it
+    kind_spec: object | None = None
 
     def check(self) -> None:
         """ConfigError for what cannot work, before anything runs."""
@@ -114,8 +89,6 @@ class RunSpec:
                                   " size (e.g. 64g)")
         elif self.precondition_size is not None:
             raise ConfigError("--precondition-size applies to --precondition")
-        if self.curve is not None:
-            self.curve.check()
 
     def settings(self, suite_name: str) -> dict[str, Any]:
         """What the run was asked to do, stored with it (verdicts are judged from it)."""
@@ -136,9 +109,6 @@ class RunSpec:
             **({"allow_exec": True} if self.allow_exec else {}),
             **({"precondition": {"size": self.precondition_size, "round_s": self.round_s,
                                  "max_rounds": self.max_rounds}} if self.precondition else {}),
-            **({"curve": {"test": self.curve.test, "objectives": list(self.curve.objectives),
-                          "step_s": self.curve.step_s, "steps": self.curve.steps,
-                          "max_depth": self.curve.max_depth}} if self.curve else {}),
         }
 
 

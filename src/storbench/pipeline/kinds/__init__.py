@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from storbench.pipeline.kinds.curve import CurveKind
+from storbench.pipeline.kinds.failover import FailoverKind
+from storbench.pipeline.kinds.lifecycle import LifecycleKind
 from storbench.pipeline.kinds.rounds import RoundsKind
 from storbench.pipeline.kinds.suite import Suite
 from storbench.pipeline.measure import Measurement
@@ -19,6 +21,8 @@ from storbench.pipeline.spec import RunSpec
 # answers is the run's kind, so the plain suite comes last
 KINDS: dict[str, Callable[[RunSpec], Measurement | None]] = {
     CurveKind.kind: CurveKind.from_spec,
+    LifecycleKind.kind: LifecycleKind.from_spec,
+    FailoverKind.kind: FailoverKind.from_spec,
     RoundsKind.kind: RoundsKind.from_spec,
     Suite.kind: Suite.from_spec,
 }

@@ -21,10 +21,9 @@ from storbench.analysis import curve as answers
 from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
 from storbench.execute.base import Executor
-from storbench.pipeline.measure import RunContext
-from storbench.pipeline.spec import CurveSpec, RunSpec
+from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
-from storbench.result.record import Run, Warning
 from storbench.result.sections import CURVE, CurveSection
 from storbench.workload.jobfile import JobFile, Section
 from storbench.workload.plan import Plan, PlannedTest
@@ -34,6 +33,32 @@ COARSE = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)  # of the closed-loop ma
 REFINE = 3  # adaptive: at most this many steps placed halfway where the curve bends
 RAMP_S = 1
 OPEN_DEPTH = 32  # open loop: at least this deep a queue (capped by --max-depth)
+
+
+@dataclass(frozen=True)
+class CurveSpec:
+    """``storbench curve``: one test, measured closed loop then at fixed rates."""
+
+    test: str | None = None  # the suite's test (None: a job file's only job)
+    objectives: tuple[str, ...] = ()  # p99<=2ms, ...
+    step_s: float = 5.0  # each step's runtime (plus a 1 s ramp)
+    steps: int | None = None  # open-loop steps; None: adaptive
+    max_depth: int = 256
+
+    @property
+    def most_steps(self) -> int:
+        """How many steps it may take: doubling up to max_depth, then the open loop."""
+        return self.max_depth.bit_length() + 1 + (self.steps or 12)
+
+    def check(self) -> None:
+        for text in self.objectives:
+            Objective.parse(text)
+        if self.step_s < 1:
+            raise ConfigError(f"--step-time must be at least 1 s, not {self.step_s:g}")
+        if self.steps is not None and not 3 <= self.steps <= 50:
+            raise ConfigError(f"--steps must be 3 to 50 (or adaptive), not {self.steps}")
+        if not 1 <= self.max_depth <= 4096:
+            raise ConfigError(f"--max-depth must be 1 to 4096, not {self.max_depth}")
 
 
 @dataclass
@@ -196,7 +221,7 @@ def _with_file(section: Section, jobfile: JobFile) -> Section:
 
 
 @dataclass
-class CurveKind:
+class CurveKind(Plain):
     """``storbench curve``: one test's steps, chosen as it measures (no fixed schedule);
     its answers are its section of the run record."""
 
@@ -208,12 +233,17 @@ class CurveKind:
 
     @classmethod
     def from_spec(cls, spec: RunSpec) -> CurveKind | None:
-        if spec.curve is None:
+        if not isinstance(spec.kind_spec, CurveSpec):
             return None
-        return cls(spec.curve, f"job:{spec.job_file.name}" if spec.job_file else spec.suite)
+        return cls(spec.kind_spec, f"job:{spec.job_file.name}" if spec.job_file else spec.suite)
 
     def check(self) -> None:
         self.spec.check()
+
+    def settings(self) -> dict[str, Any]:
+        s = self.spec
+        return {"curve": {"test": s.test, "objectives": list(s.objectives), "step_s": s.step_s,
+                          "steps": s.steps, "max_depth": s.max_depth}}
 
     def plan(self, plan: Plan) -> Plan:
         """The one test it measures, scheduled as often as it may run (time budgets)."""
@@ -227,9 +257,6 @@ class CurveKind:
 
     def record(self) -> dict[str, Any]:
         return CURVE.put(self.curve.record()) if self.curve is not None else {}
-
-    def warnings(self, run: Run) -> list[Warning]:
-        return []  # its steps are no repeats of one test
 
 
 def _curve_test(tests: list[PlannedTest], name: str | None, suite: str) -> PlannedTest:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from storbench.errors import ConfigError, FioError
 from storbench.execute.base import Executor
-from storbench.pipeline.measure import RunContext
+from storbench.pipeline.measure import Plain, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.record import Run, Warning
@@ -118,7 +118,7 @@ PRECONDITION_BYTES_PER_S = 16 * 2**20  # its time limit: at least this fast, plu
 
 
 @dataclass
-class RoundsKind:
+class RoundsKind(Plain):
     """``run --precondition``: the device written whole, then each test in rounds until
     steady state (SNIA PTS); the figures are those of each test's window."""
 

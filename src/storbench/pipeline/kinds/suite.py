@@ -9,14 +9,14 @@ from typing import Any, ClassVar
 
 from storbench.analysis import warnings
 from storbench.execute.base import Executor
-from storbench.pipeline.measure import RunContext
+from storbench.pipeline.measure import Plain, RunContext
 from storbench.pipeline.spec import DEFAULT_STEADY_MAX_S, RunSpec
 from storbench.result.record import Run, Warning
 from storbench.workload.plan import Plan
 
 
 @dataclass
-class Suite:
+class Suite(Plain):
     kind: ClassVar[str] = "suite"
     fixed_schedule: ClassVar[bool] = True
     repeat: int = 1

@@ -1,0 +1,116 @@
+"""Every Kubernetes option, declared once: the cluster (`--kubeconfig`, `--context`), the
+namespace and the runner image, shared by `run`, `curve`, `k8s classes|cleanup|lifecycle|
+failover`; the options that shape a class's PVC and pods (`run`, `curve`); and the
+KubeOptions they make."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from storbench.target.kubernetes.manifests import (
+    DEFAULT_IMAGE,
+    IMAGE_ENV,
+    KubeOptions,
+    access_mode,
+    parse_pairs,
+    volume_mode,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CONNECTION = (
+    click.option("--context", "kube_context", metavar="CTX",
+                 help="kubeconfig context (default: the current one)."),
+    click.option("--kubeconfig", metavar="FILE", envvar="KUBECONFIG",
+                 help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."),
+)
+NAMESPACE = click.option("--namespace", "-n", metavar="NS",
+                         help="Namespace for the PVCs and pods (default: the context's, else"
+                              " default).")
+IMAGE = click.option("--image", envvar=IMAGE_ENV, show_envvar=True, default=DEFAULT_IMAGE,
+                     show_default=True, help="Runner image: fio and a POSIX sh (Dockerfile"
+                                             " in the repository).")
+
+
+def apply(f: F, options: Sequence[Callable[[Any], Any]]) -> F:
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def connection_options(f: F) -> F:
+    """--kubeconfig and --context."""
+    return apply(f, CONNECTION)
+
+
+def kube_options(f: F) -> F:
+    """The options of `run` that choose and shape a Kubernetes target."""
+    opts = [
+        click.option("--storage-class", "storage_classes", multiple=True, metavar="CLASS",
+                     help="Benchmark a PVC of this StorageClass in a pod instead of a"
+                          " directory (repeat to compare classes; see `storbench k8s"
+                          " classes`)."),
+        NAMESPACE,
+        *CONNECTION,
+        click.option("--capacity", metavar="QUANTITY",
+                     help="PVC size, e.g. 100Gi (default: what the suite writes + 25%, at"
+                          " least 1Gi). Cloud volumes often scale speed with size."),
+        click.option("--access-mode", default="RWO", show_default=True,
+                     metavar="RWO|RWX|RWOP", help="The PVC's access mode."),
+        click.option("--volume-mode", default="Filesystem", show_default=True,
+                     metavar="Filesystem|Block",
+                     help="The PVC's volume mode. Block: fio on the raw volume (the pod"
+                          " gets it as a device, runs as root with every capability"
+                          " dropped; a volume holding a file system or partition table is"
+                          " refused for writing)."),
+        click.option("--node-selector", multiple=True, metavar="KEY=VALUE",
+                     help="Run the pod on nodes with this label (repeatable)."),
+        IMAGE,
+        click.option("--requests", multiple=True, metavar="RES=QTY,...",
+                     help="Pod resource requests (default cpu=250m,memory=256Mi)."),
+        click.option("--limits", multiple=True, metavar="RES=QTY,...",
+                     help="Pod resource limits (default memory=1Gi; no CPU limit, as"
+                          " throttling distorts latency)."),
+        click.option("--clients", type=int, default=1, show_default=True, metavar="N",
+                     help="Run each test in N pods at once (spread over the nodes): on one"
+                          " volume with --access-mode RWX, else each on its own; per-pod"
+                          " rows and one merged result."),
+        click.option("--dry-run", is_flag=True,
+                     help="With --storage-class: print the manifests as YAML and stop;"
+                          " the cluster is not contacted."),
+    ]
+    return apply(f, opts)
+
+
+def build_options(storage_class: str, params: dict[str, Any],
+                  timeout_s: float | None = None) -> KubeOptions:
+    o = KubeOptions(
+        storage_class=storage_class, namespace=params["namespace"],
+        context=params["kube_context"], kubeconfig=params["kubeconfig"],
+        capacity=params["capacity"], access_mode=access_mode(params["access_mode"]),
+        volume_mode=volume_mode(params["volume_mode"]),
+        node_selector=parse_pairs(params["node_selector"], "--node-selector"),
+        image=params["image"], timeout_s=timeout_s, clients=params["clients"],
+        **_resources(params["requests"], params["limits"]),
+    )
+    o.check()
+    return o
+
+
+def _resources(requests: tuple[str, ...], limits: tuple[str, ...]) -> dict[str, Any]:
+    """--requests/--limits over the defaults; a limit given alone also drops the default
+    request of that resource (Kubernetes then requests the limit)."""
+    given: dict[str, Any] = {}
+    if limits:
+        given["limits"] = parse_pairs(limits, "--limits")
+    if requests:
+        given["requests"] = parse_pairs(requests, "--requests")
+    elif limits:
+        limited = {k for k, _ in given["limits"]}
+        given["requests"] = tuple((k, v) for k, v in KubeOptions.requests if k not in limited)
+    return given
+
+

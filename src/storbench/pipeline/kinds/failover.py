@@ -1,0 +1,75 @@
+"""`storbench k8s failover`: the I/O pause when a pod with a volume ends and another takes
+the volume over, and whether every write acknowledged before it reads back intact;
+its section (result/sections.FAILOVER) holds the pause and its parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, cast
+
+from storbench.errors import StorbenchError
+from storbench.execute.base import Executor
+from storbench.pipeline.kinds.lifecycle import class_target
+from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.spec import RunSpec
+from storbench.result.sections import FAILOVER, FailoverSection
+from storbench.target.kubernetes.failover import Failover
+from storbench.workload.plan import Plan
+
+SUITE = "k8s-failover"
+
+
+@dataclass(frozen=True)
+class FailoverSpec:
+    rate: int  # synchronous 4 KiB writes per second before the pause
+    before_s: float  # writing before the pod is ended
+    evict: bool  # through the Eviction API (as a node drain), not a plain delete
+    capacity: str
+    timeout_s: float
+
+
+@dataclass
+class FailoverKind(Plain):
+    kind: ClassVar[str] = "failover"
+    fixed_schedule: ClassVar[bool] = True  # no fio steps of the loop's
+    spec: FailoverSpec
+    found: dict[str, Any] | None = None
+    failover: Failover | None = None
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> FailoverKind | None:
+        return cls(spec.kind_spec) if isinstance(spec.kind_spec, FailoverSpec) else None
+
+    def check(self) -> None:
+        pass
+
+    def plan(self, plan: Plan) -> Plan:
+        return replace(plan, suite_name=SUITE, tests=[], repeat=1)
+
+    def settings(self) -> dict[str, Any]:
+        return {"rate_iops": self.spec.rate, "before_s": self.spec.before_s,
+                "evict": self.spec.evict, "timeout_s": self.spec.timeout_s}
+
+    def measure(self, ctx: RunContext, executor: Executor) -> None:
+        target = class_target(ctx, "k8s failover")
+        ctx.note(f"StorageClass {target.o.storage_class} ({target.sc.provisioner}): a PVC of"
+                 f" {self.spec.capacity} in namespace {target.namespace}, two pods one after"
+                 " the other")
+        self.failover = Failover(target.cluster(), target.o, ctx.planned.uid,
+                                 target.namespace, self.spec.capacity, self.spec.timeout_s,
+                                 ctx.guard, ctx.note, self.spec.evict)
+        self.found = self.failover.measure(self.spec.rate, self.spec.before_s)
+
+    def record(self) -> dict[str, Any]:
+        return FAILOVER.put(cast(FailoverSection, self.found)) if self.found else {}
+
+    def cleanup(self, hurry: bool) -> None:
+        left = self.failover.cleanup() if self.failover is not None else []
+        if left:
+            raise StorbenchError("cleaning up: " + "; ".join(left))
+
+    def failed(self) -> str | None:
+        if self.found and not self.found["intact"]:
+            return (f"acknowledged writes did not read back intact:"
+                    f" {self.found['verify_message']}")
+        return None

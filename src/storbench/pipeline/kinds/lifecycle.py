@@ -1,0 +1,102 @@
+"""`storbench k8s lifecycle`: how long a class's volumes take to be provisioned, attached,
+written first and deleted. N volumes (a PVC and a pod each), P at a time; its section
+holds every volume's phases and their percentiles (result/sections.LIFECYCLE)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from storbench.analysis import lifecycle
+from storbench.errors import ConfigError, StorbenchError
+from storbench.execute.base import Executor
+from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.spec import RunSpec
+from storbench.result.sections import LIFECYCLE
+from storbench.target.kubernetes.classtarget import ClassTarget
+from storbench.target.kubernetes.lifecycle import Lifecycle
+from storbench.workload.plan import Plan
+
+SUITE = "k8s-lifecycle"
+
+
+@dataclass(frozen=True)
+class LifecycleSpec:
+    volumes: int
+    parallel: int
+    capacity: str
+    timeout_s: float
+
+
+def class_target(ctx: RunContext, what: str) -> ClassTarget:
+    if not isinstance(ctx.target, ClassTarget):
+        raise ConfigError(f"{what} measures a StorageClass, not a {ctx.target.kind}")
+    return ctx.target
+
+
+@dataclass
+class LifecycleKind(Plain):
+    kind: ClassVar[str] = "lifecycle"
+    fixed_schedule: ClassVar[bool] = True  # no fio steps of the loop's
+    spec: LifecycleSpec
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    binding_mode: str = ""
+    not_measured: dict[str, str] = field(default_factory=dict)
+    life: Lifecycle | None = None
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> LifecycleKind | None:
+        return cls(spec.kind_spec) if isinstance(spec.kind_spec, LifecycleSpec) else None
+
+    def check(self) -> None:
+        pass  # the command line judged --volumes and --parallel
+
+    def plan(self, plan: Plan) -> Plan:
+        return replace(plan, suite_name=SUITE, tests=[], repeat=1)
+
+    def settings(self) -> dict[str, Any]:
+        return {"volumes": self.spec.volumes, "parallel": self.spec.parallel,
+                "timeout_s": self.spec.timeout_s}
+
+    def measure(self, ctx: RunContext, executor: Executor) -> None:
+        target = class_target(ctx, "k8s lifecycle")
+        sc = target.sc
+        self.binding_mode = sc.volume_binding_mode
+        self.not_measured = not_measured(sc)
+        ctx.note(f"StorageClass {target.o.storage_class} ({sc.provisioner},"
+                 f" {sc.volume_binding_mode}): {self.spec.volumes} volumes of"
+                 f" {self.spec.capacity}, {self.spec.parallel} at a time, namespace"
+                 f" {target.namespace}")
+        self.life = Lifecycle(target.cluster(), target.o, ctx.planned.uid, target.namespace,
+                              self.spec.capacity, self.spec.timeout_s, ctx.guard, ctx.note,
+                              wait_for_consumer=sc.volume_binding_mode == "WaitForFirstConsumer")
+        self.volumes = self.life.measure(self.spec.volumes, self.spec.parallel)
+
+    def record(self) -> dict[str, Any]:
+        if self.life is None:
+            return {}
+        return LIFECYCLE.put({"volumes": self.volumes,
+                              "summary": lifecycle.summary(self.volumes),
+                              "binding_mode": self.binding_mode,
+                              "not_measured": self.not_measured})
+
+    def cleanup(self, hurry: bool) -> None:
+        if self.life is None:
+            return
+        left = self.life.cleanup()
+        if left:
+            raise StorbenchError("cleaning up: " + "; ".join(left) + ". Run `storbench k8s"
+                                 f" cleanup --namespace {self.life.namespace}`")
+
+    def failed(self) -> str | None:
+        failed = [f"{v['volume']}: {v['error']}" for v in self.volumes if v.get("error")]
+        return "; ".join(failed) or None
+
+
+def not_measured(sc: Any) -> dict[str, str]:
+    """What this version does not time, and why (said in the table, never a blank)."""
+    resize = ("not measured by this version of storbench" if sc.allow_volume_expansion else
+              f"not supported by {sc.metadata.name} (allowVolumeExpansion is false)")
+    return {"resize": resize,
+            "snapshot": "not measured by this version of storbench (needs a"
+                        " VolumeSnapshotClass for the class's CSI driver)"}
