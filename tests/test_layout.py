@@ -148,9 +148,14 @@ def data_key_tests(path: Path) -> list[int]:
                 and node.value.attr == "data":
             found.append(node.lineno)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "get" and isinstance(node.func.value, ast.Attribute) \
+                and node.func.attr in ("get", "keys") \
+                and isinstance(node.func.value, ast.Attribute) \
                 and node.func.value.attr == "data":
             found.append(node.lineno)
+        elif isinstance(node, ast.Compare) and any(
+                isinstance(op, ast.In | ast.NotIn) for op in node.ops) and any(
+                isinstance(c, ast.Attribute) and c.attr == "data" for c in node.comparators):
+            found.append(node.lineno)  # "curve" in run.data
     return found
 
 

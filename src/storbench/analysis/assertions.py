@@ -27,6 +27,7 @@ from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import TestResult
 from storbench.result.record import Run, Verdict
+from storbench.result.sections import CURVE, FAILOVER, LIFECYCLE
 
 _EXPR = re.compile(
     r"^\s*(?P<test>[^.\s]+)\.(?P<path>[\w.]+?)\s*(?P<op><=|>=|<|>)\s*"
@@ -113,7 +114,7 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
         return Verdict(assertion.text, m.key if m else None, m.kind if m else None, measured,
                        limit, passed, note, source)
 
-    if assertion.test == "curve" and "curve" in run.data:
+    if assertion.test == "curve" and CURVE.of(run):
         key, _, figure = assertion.path.rpartition(".")
         if assertion.unit not in COUNT_UNITS:
             raise ConfigError(f"assertion {assertion.text!r}: a curve's answers are IOPS;"
@@ -121,7 +122,8 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
         return curve.check(run, assertion.text, key or figure, figure if key else "iops",
                            OPS[assertion.op], assertion.number * COUNT_UNITS[assertion.unit],
                            source)
-    if assertion.test in ("lifecycle", "failover") and assertion.test in run.data:
+    if (assertion.test == "lifecycle" and LIFECYCLE.of(run)) or (
+            assertion.test == "failover" and FAILOVER.of(run)):
         if assertion.unit not in TIME_UNITS:
             raise ConfigError(f"assertion {assertion.text!r}: {assertion.test} figures are"
                               f" times; use {', '.join(TIME_UNITS)}, e.g."

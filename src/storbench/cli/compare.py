@@ -18,6 +18,7 @@ from storbench.render.formats import FORMATS, LAYOUTS
 from storbench.render.json import cost_dict
 from storbench.render.text import harmless
 from storbench.result.sections import CURVE, FAILOVER, LIFECYCLE
+from storbench.result.sections import KINDS as KIND_SECTIONS
 from storbench.store import Store
 
 
@@ -112,7 +113,8 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
 
     terminal.print_comparison(out, comp)
     measured = [r for r in comp.runs if r.origin != "published"]
-    curves_only = all(r.data.keys() & {"curve", "lifecycle", "failover"} for r in comp.runs)
+    curves_only = all(any(not s.tests_table and s.of(r) for s in KIND_SECTIONS)
+                      for r in comp.runs)
     if comp.baseline is None and len(measured) > 1 and not curves_only:
         # hyperfine-style words even without --baseline: relative to the first run
         words = sentences(build_comparison(comp.runs, comp.runs.index(measured[0])))
