@@ -418,7 +418,8 @@ def fio_servers_on_loopback() -> list[int]:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if any(a.startswith((b"--server=ip:127.0.0.1,", b"--server=sock:/tmp/storbench-"))
+            if any(a.startswith(b"--server=ip:127.0.0.1,") or (a.startswith(
+                    b"--server=sock:/tmp/storbench-") and a.endswith(b"/fio.sock"))
                    for a in argv):
                 found.append(int(entry.name))
     return found

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -201,10 +202,63 @@ def test_no_tcp_port_and_no_other_local_user_reaches_a_server(ssh_hosts, tmp_pat
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
         os.unlink(attack.name)
+    assert ssh_clients(ssh_hosts) == []  # storbench waited for its sessions to end
     assert proc.returncode == 130
-    time.sleep(1)
-    assert set(fio_servers_on_loopback()) - before == set()
+    # storbench ended once every session had: its server and every process it forked
+    # gone (a job process whose connection closed first is left to init on the host)
+    assert servers_left(before) == set()
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4  # each host removed its files
+
+
+def ssh_clients(hosts: SshHosts) -> list[int]:
+    """PIDs of ssh clients still running with the hosts' configuration."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if argv and argv[0] == b"ssh" and str(hosts.config).encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def servers_left(before: set[int]) -> set[int]:
+    """The fio servers (and their job processes) of this test still there after a
+    moment (a process killed with SIGKILL is gone a few milliseconds later)."""
+    deadline = time.monotonic() + 0.5
+    while set(fio_servers_on_loopback()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return set(fio_servers_on_loopback()) - before
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.3, 1.0])
+def test_ctrl_c_while_the_servers_start_or_are_asked_ends_them_all(ssh_hosts, tmp_path,
+                                                                    store_path, after_s):
+    """A Ctrl-C that comes before the run has begun (the sessions open, the probe asks
+    the servers) ends the sessions too, and storbench waits for them."""
+    before = set(fio_servers_on_loopback())
+    proc = subprocess.Popen(
+        [*STORBENCH, "run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
+         "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path, runtime=30)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "STORBENCH_DB": str(store_path)})
+    deadline = time.monotonic() + 30
+    while not set(fio_servers_on_loopback()) - before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert set(fio_servers_on_loopback()) - before
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert ssh_clients(ssh_hosts) == []  # storbench waited for its sessions to end
+    assert proc.returncode == 130, err
+    assert "interrupted by SIGINT" in err
+    assert servers_left(before) == set()
+    assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
+    deadline = time.monotonic() + 2  # sshd's own session process ends just after
+    while any(ssh_hosts.sessions(i) for i in range(4)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [ssh_hosts.sessions(i) for i in range(4)] == [[]] * 4
 
 
 def test_a_path_missing_on_one_host_is_said_before_anything_runs(ssh_hosts, tmp_path,

@@ -102,11 +102,24 @@ until [ -S "$dir/fio.sock" ]; do
 done
 echo "storbench-ready"
 read _ || true
-# storbench closed the session (or died): the server and the job processes it forked
+# storbench closed the session (or died): the server and every process it forked, found
+# by the server's command line, which they all carry (a job process whose connection
+# ended is left to init, and would hold the forwarded connection open), and by parentage;
+# stopped until no new one appears (a stopped process forks nothing behind the count),
+# then killed. (The pattern's [.] keeps grep from finding its own command line.)
 tree() { for c in $(cat /proc/$1/task/*/children 2>/dev/null); do tree $c; done; echo $1; }
-pids=$(tree $pid)
-kill $pids 2>/dev/null
-sleep 1
+ours() {
+  for f in $(grep -la -e "=sock:$dir/fio[.]sock" /proc/[0-9]*/cmdline 2>/dev/null); do
+    f=${f#/proc/}; tree ${f%/cmdline}
+  done
+  tree $pid
+}
+pids=$(ours | sort -u) seen= i=0
+while [ "$pids" != "$seen" ] && [ $i -lt 50 ]; do
+  seen=$pids i=$((i + 1))
+  kill -STOP $pids 2>/dev/null
+  pids=$(ours | sort -u)
+done
 kill -9 $pids 2>/dev/null
 if [ -n "$prefix" ]; then rm -f -- "$prefix"*; fi
 rm -rf "$dir"

@@ -99,17 +99,21 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 target.remove_leftover(leftover)
                 rep.leftover_removed(leftover)
             target.check(planned.plan, fio, workdir)
-            guard.check()
-            clock.since("preflight")
-            environment = {**target.describe(fio), "storbench_version": __version__}
-            _say_confinement(environment, spec.allow_exec, rep)
-            run_id = store.begin_run(
-                uid=planned.uid, suite=planned.plan.suite_name, target=target.name,
-                environment=environment,
-                settings={**spec.settings(planned.plan.suite_name), **kind.settings(),
-                          **target.settings()},
-                storbench_version=__version__, fio_version=environment.get("fio_version"),
-                label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER))
+            try:
+                guard.check()
+                clock.since("preflight")
+                environment = {**target.describe(fio), "storbench_version": __version__}
+                _say_confinement(environment, spec.allow_exec, rep)
+                run_id = store.begin_run(
+                    uid=planned.uid, suite=planned.plan.suite_name, target=target.name,
+                    environment=environment,
+                    settings={**spec.settings(planned.plan.suite_name), **kind.settings(),
+                              **target.settings()},
+                    storbench_version=__version__, fio_version=environment.get("fio_version"),
+                    label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER))
+            except BaseException:  # what check started (SSH sessions, servers) ends here
+                target.cleanup(hurry=guard.signum is not None)
+                raise
             ctx = RunContext(target, planned, store, run_id, rep, guard, environment, clock)
             try:
                 failure: BaseException | None = None

@@ -143,7 +143,8 @@ class Target(Protocol):
         ...
 
     def cleanup(self, hurry: bool = False) -> None:
-        """Remove what ``prepare`` created; raise naming what could not be removed. In a
+        """Remove what ``check`` and ``prepare`` created (called after ``check`` on every
+        path, also when the run never began); raise naming what could not be removed. In a
         ``hurry`` (a signal came, or the target stopped responding) it waits for slow
         removals only briefly."""
         ...
