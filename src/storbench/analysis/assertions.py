@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from storbench.analysis import curve, lifecycle, rates
+from storbench.analysis import apps, curve, lifecycle, rates
 from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
 from storbench.analysis.warnings import RAM_FILESYSTEMS
@@ -27,7 +27,7 @@ from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import TestResult
 from storbench.result.record import Run, Verdict
-from storbench.result.sections import CURVE, FAILOVER, LIFECYCLE
+from storbench.result.sections import APP, CURVE, FAILOVER, LIFECYCLE
 
 _EXPR = re.compile(
     r"^\s*(?P<test>[^.\s]+)\.(?P<path>[\w.]+?)\s*(?P<op><=|>=|<|>)\s*"
@@ -131,6 +131,13 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
         judge = lifecycle.check if assertion.test == "lifecycle" else lifecycle.check_failover
         return judge(run, assertion.text, assertion.path, OPS[assertion.op],
                      assertion.number * TIME_UNITS[assertion.unit] / 1e9, source)
+    app = APP.of(run)
+    if app and assertion.test == app["profile"]:
+        judged = apps.check(dict(app), assertion.text, assertion.path, OPS[assertion.op],
+                            assertion.number, {"latency": TIME_UNITS, "bw": BW_UNITS,
+                                               "count": COUNT_UNITS}, assertion.unit, source)
+        if judged is not None:
+            return judged
     results = run.results_by_test().get(assertion.test)
     if not results:
         names = ", ".join(run.results_by_test()) or "none"

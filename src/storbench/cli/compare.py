@@ -17,7 +17,7 @@ from storbench.errors import ConfigError
 from storbench.render.formats import FORMATS, LAYOUTS
 from storbench.render.json import cost_dict
 from storbench.render.text import harmless
-from storbench.result.sections import CURVE, FAILOVER, LIFECYCLE
+from storbench.result.sections import APP, CURVE, FAILOVER, LIFECYCLE
 from storbench.result.sections import KINDS as KIND_SECTIONS
 from storbench.store import Store
 
@@ -99,11 +99,12 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
     if as_json:
         doc = json.loads(FORMATS["json"](comp))
         for section, key in ((CURVE, "curves"), (LIFECYCLE, "lifecycle"),
-                             (FAILOVER, "failover")):
+                             (FAILOVER, "failover"), (APP, "apps")):
             found = [(r, value) for r in comp.runs if (value := section.of(r))]
             if found:
                 doc[key] = [{"id": r.id, "label": r.label,
-                             **({} if section is CURVE else {"target": r.target}), **value}
+                             **({} if section is CURVE else {"target": r.target}),
+                             **value}
                             for r, value in found]
         if priced:
             doc["cost"] = [cost_dict(comp, p) for p in priced]

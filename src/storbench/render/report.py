@@ -23,6 +23,7 @@ from storbench.render.lifecycle import (
 from storbench.render.table import (
     PROBE_TITLE,
     Table,
+    apps_table,
     comparison_table,
     cost_table,
     curves_table,
@@ -30,7 +31,7 @@ from storbench.render.table import (
 )
 from storbench.render.terminal import distinct_warnings, environment_rows, verdict_told
 from storbench.result.record import Run
-from storbench.result.sections import CURVE, FAILOVER, LIFECYCLE
+from storbench.result.sections import APP, CURVE, FAILOVER, LIFECYCLE
 
 CSS = """
 :root { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; }
@@ -106,6 +107,9 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
             CURVE.of(r) for r in runs) else classes_table(runs) if runs and all(
             is_kube_life(r) for r in runs) else comparison_table(comp, sep=" ")),
     ]
+    if any(APP.of(r) for r in runs):
+        parts += ["<h3>Applications</h3>", _table(apps_table(runs))]
+        parts += [f"<p>{escape(a['verdict'])}</p>" for r in runs if (a := APP.of(r))]
     probes = probe_comparison_table(comp)
     if probes is not None:
         parts += [f"<h3>{escape(PROBE_TITLE)}</h3>", _table(probes)]

@@ -11,10 +11,11 @@ from rich.markup import escape
 
 from storbench.render import units
 from storbench.render.richtable import rich_table
-from storbench.render.table import curve_table
+from storbench.render.table import app_table, curve_table
 from storbench.result import sections
 from storbench.result.record import Run
 from storbench.result.sections import (
+    AppSection,
     CurveSection,
     FailoverSection,
     LifecycleSection,
@@ -69,11 +70,20 @@ def print_failover(console: Console, run: Run, found: FailoverSection) -> None:
     console.print(rich_table(failover_table(found), f"Failover on {run.target.split('/')[-1]}"))
 
 
+def print_app(console: Console, run: Run, app: AppSection) -> None:
+    console.print(rich_table(app_table(app), f"{app['application']}: what this storage gives it"
+                             + ("" if app["validated"] else " (not validated)")))
+    console.print(f"[bold]{escape(app['verdict'])}[/bold]", soft_wrap=True)
+    for note in app["notes"]:
+        console.print(escape(note), soft_wrap=True)
+
+
 SHOW: dict[str, Callable[[Console, Run, Any], None]] = {
     sections.CURVE.key: print_curve,
     sections.ROUNDS.key: print_rounds,
     sections.LIFECYCLE.key: print_lifecycle,
     sections.FAILOVER.key: print_failover,
+    sections.APP.key: print_app,
 }
 
 

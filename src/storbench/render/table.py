@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # types only: a run's own tables need not load the comparison
     from storbench.analysis.cost import Priced
     from storbench.analysis.summary import SummaryRow
 from storbench.render import units
-from storbench.result.sections import CURVE, PROBE, CurveSection
+from storbench.result.sections import APP, CURVE, PROBE, AppSection, CurveSection
 from storbench.workload.sizes import format_bytes_iec
 
 
@@ -185,3 +185,32 @@ def curves_table(runs: list[Any]) -> Table:
                      unit.fmt((c.get("floor_ns") or {}).get("99")), *cells])
     return Table(headers, rows, [False, False, False, True, True, True,
                                  *([True] * len(objectives))])
+
+
+def _estimate_text(e: dict[str, Any]) -> str:
+    """'1,150 (1,000–1,400) transactions/s', or '2.10 ms' for a figure measured as is."""
+    def n(v: float) -> str:
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+    span = f" ({n(e['low'])}–{n(e['high'])})" if e["low"] != e["high"] else ""
+    return f"{n(e['value'])}{span} {e['unit']}"
+
+
+def app_table(app: AppSection) -> Table:
+    """An application profile's estimates: each with its range and what decided it."""
+    rows = [[e["label"], _estimate_text(e), e["decided_by"]] for e in app["estimates"]]
+    return Table(["estimate", "value (range)", "from"], rows, [False, True, False])
+
+
+def apps_table(runs: list[Any]) -> Table:
+    """Application estimates side by side: a row per run, a column per estimate."""
+    found = [(r, a) for r in runs if (a := APP.of(r))]
+    labels = list(dict.fromkeys(f"{a['profile']}: {e['label']}" for _, a in found
+                                for e in a["estimates"]))
+    rows = []
+    for run, a in found:
+        mine = {f"{a['profile']}: {e['label']}": e for e in a["estimates"]}
+        rows.append([f"#{run.id}", run.label or "", a["application"],
+                     *(_estimate_text(mine[k]) if k in mine else "" for k in labels)])
+    return Table(["run", "label", "application", *labels], rows,
+                 [False, False, False, *([True] * len(labels))])

@@ -28,7 +28,7 @@ from storbench.workload.sizes import format_bytes_iec
 if TYPE_CHECKING:  # types only: `list` and `show` need not load the comparison (or suites)
     from storbench.analysis.compare import Comparison
     from storbench.analysis.cost import Priced
-    from storbench.workload.suites import Suite
+    from storbench.workload.suite import Suite
 
 
 def verdict_told(v: Verdict) -> str:
@@ -247,6 +247,10 @@ def print_comparison(console: Console, comp: Comparison) -> None:
         console.print(rich_table(classes_table(comp.runs), "Kubernetes volume lifecycle"))
         if all(is_kube_life(r) for r in comp.runs):
             return  # no tests to compare figure by figure
+    if any(sections.APP.of(r) for r in comp.runs):
+        from storbench.render.table import apps_table
+
+        console.print(rich_table(apps_table(comp.runs), "Applications"))
     if any(sections.CURVE.of(r) for r in comp.runs):
         console.print(rich_table(curves_table(comp.runs), "IOPS-latency curves"))
         if all(sections.CURVE.of(r) for r in comp.runs):

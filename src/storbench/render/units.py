@@ -43,6 +43,7 @@ class Unit:
 
 IOPS = Unit("IOPS", 1.0)
 SHARE = Unit("% of I/Os", 1.0)
+RATES = {"tps": Unit("TPS", 1.0), "ops": Unit("ops/s", 1.0)}  # an application's own
 
 
 def choose(kind: Kind | str, values: Iterable[float | None], *, by_largest: bool = False) -> Unit:
@@ -53,6 +54,8 @@ def choose(kind: Kind | str, values: Iterable[float | None], *, by_largest: bool
         return IOPS
     if kind == "share":
         return SHARE
+    if kind in RATES:
+        return RATES[kind]
     scale = _LATENCY if kind == "latency" else _BW
     if not present:
         return Unit(*scale[1 if kind == "latency" else 2])

@@ -87,12 +87,22 @@ class FailoverSection(TypedDict, total=False):
     verify_message: str
 
 
+class AppSection(TypedDict):
+    profile: str  # the application profile (suite): postgresql, mysql, redis, ...
+    application: str  # "PostgreSQL 15"
+    estimates: list[dict[str, Any]]  # metric, label, value, unit, low, high, decided_by
+    verdict: str  # one sentence, with the figure that decided it
+    validated: bool  # checked against the real application (docs/apps.md)
+    notes: list[str]
+
+
 # the kinds' sections: one line each (render and analysis find theirs by key)
 CURVE = Section[CurveSection]("curve", "IOPS-latency curve", tests_table=False)
 ROUNDS = Section[dict[str, RoundsEntry]]("steady_rounds", "steady state in rounds")
 LIFECYCLE = Section[LifecycleSection]("lifecycle", "volume lifecycle", tests_table=False)
 FAILOVER = Section[FailoverSection]("failover", "failover", tests_table=False)
-KINDS: tuple[Section[Any], ...] = (CURVE, ROUNDS, LIFECYCLE, FAILOVER)
+APP = Section[AppSection]("app", "application profile")
+KINDS: tuple[Section[Any], ...] = (CURVE, ROUNDS, LIFECYCLE, FAILOVER, APP)
 
 # what the loop and the importer keep of any run
 PHASES = Section[list[dict[str, Any]]]("phases", "where the time went")

@@ -7,97 +7,10 @@ never used (it drops latency), and fio always reports json+.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from storbench.errors import ConfigError
-from storbench.workload.jobfile import JobFile, Option, Section
-from storbench.workload.sizes import fio_size, parse_size
-
-
-@dataclass(frozen=True)
-class TestSpec:
-    """One test of a suite: one fio job, run as its own fio invocation."""
-
-    name: str
-    description: str
-    options: tuple[Option, ...]
-    metrics: tuple[str, ...]  # headline metrics (see storbench.analysis.metrics)
-    split_size: bool = False  # size is shared by numjobs jobs at offset_increment apart
-    rated: bool = False  # with --rate W, also run open-loop at W IOPS as "<name>_rated"
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A named set of pass/fail assertions (storbench.analysis.assertions syntax)."""
-
-    assertions: tuple[str, ...]
-    source: str  # where the limits come from, shown with the verdict
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    description: str
-    study: str
-    defaults: tuple[Option, ...]
-    tests: tuple[TestSpec, ...]
-    profiles: dict[str, Profile] | None = None  # the first is the default
-    origins: dict[str, str] | None = None  # option -> where it comes from, if not the study
-    dropped: dict[str, str] | None = None  # the study's options left out -> why
-
-    def origin(self, option: str) -> str:
-        """Where an option of this suite's job files comes from."""
-        if self.origins and option in self.origins:
-            return self.origins[option]
-        number = self.study.split(":", 1)[0]
-        return f"study {number}" if number.isdigit() else "storbench default"
-
-    def provenance(self, test: TestSpec) -> list[tuple[str, str | None, str]]:
-        """(option, value, where it comes from) for each option of one test's job."""
-        _, jf = next((t, j) for t, j in self.jobfiles() if t.name == test.name)
-        options = [(k, v) for section in jf.sections for k, v in section.options]
-        return [(k, v, self.origin(k)) for k, v in options]
-
-    def all_tests(self, rate_iops: float | None = None) -> list[TestSpec]:
-        """The tests, plus an open-loop copy of each ``rated`` test when a rate is given."""
-        out = []
-        for t in self.tests:
-            out.append(t)
-            if t.rated and rate_iops is not None:
-                out.append(replace(
-                    t, name=f"{t.name}_rated",
-                    description=f"{t.description}, open loop at {rate_iops:g} writes/s",
-                    options=(*t.options, ("rate_iops", f"{rate_iops:g}"),
-                             ("rate_process", "poisson")),
-                    rated=False))
-        return out
-
-    def jobfiles(
-        self, *, size: str | None = None, runtime: float | None = None,
-        rate_iops: float | None = None,
-    ) -> list[tuple[TestSpec, JobFile]]:
-        """Each test and its job file, with ``--size``/``--runtime``/``--rate`` applied."""
-        out = []
-        for test in self.all_tests(rate_iops):
-            options = dict(self.defaults)
-            options.update(dict(test.options))
-            if size is not None:
-                options["size"] = size
-            if runtime is not None:
-                options["runtime"] = f"{runtime:g}"
-            if test.split_size:
-                total = parse_size(options["size"] or "")
-                numjobs = int(options.get("numjobs") or 1)
-                if total is None:
-                    raise ConfigError(f"--size {size!r} is not a size fio understands (e.g. 512m)")
-                per_job = fio_size(max(total // numjobs, 4096))
-                options["size"] = per_job
-                options["offset_increment"] = per_job
-            globals_ = tuple((k, v) for k, v in options.items() if k not in dict(test.options))
-            own = tuple((k, v) for k, v in options.items() if k in dict(test.options))
-            out.append((test, JobFile((Section("global", globals_), Section(test.name, own)))))
-        return out
-
+from storbench.workload.apps import APPS
+from storbench.workload.jobfile import Option
+from storbench.workload.suite import Profile, Suite, TestSpec
 
 # What storbench adds to every job, whatever the suite (shown by `storbench suites NAME`).
 ALWAYS_ADDED = (
@@ -235,6 +148,7 @@ SUITES: dict[str, Suite] = {
             origins={"filename": "study 1 (its 4 jobs shared one 10 GiB file; named by"
                                  " storbench)"},
         ),
+        *APPS,
     )
 }
 

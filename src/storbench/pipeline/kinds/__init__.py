@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from storbench.pipeline.kinds.app import AppKind
 from storbench.pipeline.kinds.curve import CurveKind
 from storbench.pipeline.kinds.failover import FailoverKind
 from storbench.pipeline.kinds.lifecycle import LifecycleKind
@@ -24,6 +25,7 @@ KINDS: dict[str, Callable[[RunSpec], Measurement | None]] = {
     LifecycleKind.kind: LifecycleKind.from_spec,
     FailoverKind.kind: FailoverKind.from_spec,
     RoundsKind.kind: RoundsKind.from_spec,
+    AppKind.kind: AppKind.from_spec,
     Suite.kind: Suite.from_spec,
 }
 

@@ -1,0 +1,287 @@
+"""Application profiles' judges: the figures of a profile's tests (workload/apps.py) in
+the application's own units, a verdict, and the figure that decided it.
+
+Each estimate is a simple model of how the application spends a transaction, checked
+against the real application on the test-bed's storage shapes (bench/apps.py,
+docs/apps.md). One client's transaction waits for its commit (a write and an
+fdatasync: ``L``, measured with the storage otherwise idle) plus the CPU time the
+application spends on it (``CPU_S``, a constant per application measured with the real
+application on tmpfs); and the storage takes at most ``C`` commits a second (measured
+one after another as fast as they go). So: min(1 / (L + CPU_S), C). A volume capped in
+IOPS answers a lone commit at once and limits the rate; a slow disk or a network
+volume limits both the same way. ``low`` and ``high`` bound it: twice that CPU time,
+and none. Where the CPU time exceeds the commit's, the verdict says that the CPU, not
+the storage, decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from storbench.analysis.metrics import metric, value
+from storbench.analysis.stats import estimate
+from storbench.errors import ConfigError
+from storbench.result.model import TestResult
+from storbench.result.record import Verdict
+
+# CPU seconds the application spends per transaction beyond its commit's wait: 1 over
+# the real application's rate on tmpfs (where a commit costs microseconds), less that
+# commit, on the test-bed (2 vCPU, Debian 12; bench/apps.py --shapes tmpfs, docs/apps.md)
+CPU_S = {
+    "postgresql": 0.000745,  # a pgbench TPC-B transaction, 1 client: 1,338 TPS on tmpfs
+    "mysql": 0.000479,  # a sysbench oltp_write_only transaction, 1 thread: 2,082 TPS
+    "redis": 0.0000465,  # a redis-benchmark SET, 1 client, round trip included: 20,833/s
+}
+# with many clients the application overlaps their round trips; what stays is its CPU
+# per transaction when busy: 1 over the rate on tmpfs with that many clients
+BUSY_S = {
+    "postgresql": 1 / 5830,  # pgbench, 16 clients (-j 2): 5,830 TPS on tmpfs, 2 cores
+    "redis": 1 / 126050,  # redis-benchmark SET, 50 clients: 126,050/s, one event loop
+}
+GROUP = {"postgresql": 16, "redis": 50}  # the clients of the "many clients" estimates
+# pgbench TPC-B (scale 16) at 16 clients: transactions per WAL flush. Where the storage
+# caps the rate (a lone flush is quick), ~1.8: its 16 branch rows are locked until each
+# commit's flush, so most clients wait for another's (volumes capped at 300 and 3000
+# IOPS); where each flush is slow (network latency), more pile up behind it: ~4.2
+PER_FLUSH = {"capped": 1.8, "slow": 4.2}
+# redis-benchmark's 50 clients: about 40 SETs an event-loop pass (the others' replies
+# are still on the way); measured on volumes capped at 300 and 3000 IOPS
+PER_PASS = 40
+
+
+@dataclass(frozen=True)
+class Figure:
+    """An estimate in the application's units, and what it comes from."""
+
+    metric: str  # its key in assertions: postgresql.tps
+    label: str  # "pgbench TPC-B TPS, 1 client"
+    value: float
+    low: float
+    high: float
+    unit: str  # "transactions/s", "ops/s", "ms", "MB/s"
+    decided_by: str  # the measured figure it follows from, e.g. "wal_commit fdatasync p50"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Answer:
+    profile: str  # the suite: postgresql, mysql, redis, etcd, kafka, prometheus
+    application: str  # "PostgreSQL 15"
+    figures: list[Figure]
+    verdict: str  # one sentence
+    validated: bool  # checked against the real application (docs/apps.md)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"profile": self.profile, "application": self.application,
+                "estimates": [f.to_dict() for f in self.figures], "verdict": self.verdict,
+                "validated": self.validated, "notes": self.notes}
+
+
+def measured(metric: str, label: str, v: float, unit: str, decided_by: str) -> Figure:
+    """A figure the profile measured as it is (a p99 in ms): no range."""
+    return Figure(metric, label, v, v, v, unit, decided_by)
+
+
+def _median(results: dict[str, list[TestResult]], test: str, key: str) -> float | None:
+    found = estimate(value(r, metric(key)) for r in results.get(test, []) if not r.error)
+    return None if found is None else found.center
+
+
+def _ms(ns: float | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1e6:.2f} ms"
+
+
+def _commit_s(results: dict[str, list[TestResult]], idle: str, rate: float) -> float:
+    """A lone commit's latency in seconds: the idle test's write + fdatasync p50 (1 over
+    the commit rate where that test is missing)."""
+    write, sync = (_median(results, idle, k) for k in ("write.clat_p50", "sync.lat_p50"))
+    if write is None or sync is None:
+        return 1.0 / rate
+    return (write + sync) / 1e9
+
+
+def _one(latency_s: float, rate: float, cpu_s: float) -> tuple[float, float, float]:
+    """(value, low, high) transactions/s of one client: min(1 / (L + CPU), C)."""
+    return (min(1.0 / (latency_s + cpu_s), rate), min(1.0 / (latency_s + 2 * cpu_s), rate),
+            min(1.0 / max(latency_s, 1e-9), rate))
+
+
+def _bound(latency_s: float, rate: float, cpu_s: float, what: str) -> str:
+    if rate < 1.0 / (latency_s + cpu_s):
+        return f"bound by the commits the storage takes a second ({rate:,.0f})"
+    if latency_s > cpu_s:
+        return f"{what} bound"
+    return "CPU bound: the storage is not the limit"
+
+
+def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
+    commits = _median(results, "wal_commit", "write.iops")
+    if not commits:
+        return None
+    p50, p99 = (_median(results, "wal_commit", k) for k in ("sync.lat_p50", "sync.lat_p99"))
+    cpu = CPU_S["postgresql"]
+    lat = _commit_s(results, "wal_idle", commits)
+    one = _one(lat, commits, cpu)
+    figures = [Figure("tps", "pgbench TPC-B TPS, 1 client", *one, "transactions/s",
+                      f"wal_idle: a commit (8 KiB WAL page + fdatasync) takes"
+                      f" {lat * 1e3:.2f} ms alone; wal_commit: {commits:,.0f} a second at"
+                      " most")]
+    group = _median(results, "wal_group", "write.iops")
+    n = GROUP["postgresql"]
+    if group:
+        cap = 1 / BUSY_S["postgresql"]
+        # a lone commit takes at least half as long as commits back to back: slow flushes
+        regime = "slow" if lat * commits >= 0.5 else "capped"
+        per = PER_FLUSH[regime]
+        many = (min(per * group, cap), min(per / 1.5 * group, cap),
+                min(per * 1.5 * group, cap))
+        figures.append(Figure(f"tps_{n}", f"pgbench TPC-B TPS, {n} clients", *many,
+                              "transactions/s",
+                              f"wal_group: {group:,.0f} group commits a second, ~{per}"
+                              f" transactions each ({regime} flushes); at most {cap:,.0f}/s:"
+                              " the CPU of 2 cores (on more, more)"))
+    if p99 is not None:
+        figures.append(measured("commit_p99", "commit latency p99", p99 / 1e6, "ms",
+                                "wal_commit fdatasync p99"))
+    verdict = (f"PostgreSQL here: ~{one[0]:,.0f} TPS at 1 client (commit p99 {_ms(p99)},"
+               f" {_bound(lat, commits, cpu, 'WAL fsync')})")
+    if group:
+        verdict += f", ~{figures[1].value:,.0f} at {n} clients"
+    verdict += "; " + ("fine for OLTP up to that rate" if p99 is not None and p99 < 10e6
+                       else "commits wait more than 10 ms at p99: slow for OLTP")
+    page = _median(results, "page_read", "read.clat_p99")
+    notes = [f"a page read that misses the caches waits {_ms(page)} at p99 (page_read)"] \
+        if page is not None else []
+    if p50 is not None:
+        notes.append(f"commits one after another: fdatasync p50 {_ms(p50)} (wal_commit)")
+    return Answer("postgresql", "PostgreSQL 15", figures, verdict, True, notes)
+
+
+def mysql(results: dict[str, list[TestResult]]) -> Answer | None:
+    commits = _median(results, "redo_commit", "write.iops")
+    if not commits:
+        return None
+    p99 = _median(results, "redo_commit", "sync.lat_p99")
+    cpu = CPU_S["mysql"]
+    lat = _commit_s(results, "redo_idle", commits)
+    one = _one(lat, commits, cpu)
+    figures = [Figure("tps", "sysbench oltp_write_only TPS, 1 thread", *one,
+                      "transactions/s", f"redo_idle: a commit (4 KiB redo write, O_DIRECT,"
+                      f" + fdatasync) takes {lat * 1e3:.2f} ms alone; redo_commit:"
+                      f" {commits:,.0f} a second at most")]
+    if p99 is not None:
+        figures.append(measured("commit_p99", "commit latency p99", p99 / 1e6, "ms",
+                                "redo_commit fdatasync p99"))
+    verdict = (f"MariaDB/MySQL here: ~{one[0]:,.0f} write transactions/s at 1 thread"
+               f" (commit p99 {_ms(p99)}, {_bound(lat, commits, cpu, 'redo log fsync')})")
+    return Answer("mysql", "MariaDB 10.11 (InnoDB)", figures, verdict, True)
+
+
+def redis(results: dict[str, list[TestResult]]) -> Answer | None:
+    always = _median(results, "aof_always_1", "write.iops")
+    if not always:
+        return None
+    cpu = CPU_S["redis"]
+    lat = _commit_s(results, "aof_idle", always)
+    one = _one(lat, always, cpu)
+    figures = [Figure("ops", "SET ops/s, appendfsync always, 1 client", *one, "ops/s",
+                      f"aof_idle: an append + fdatasync takes {lat * 1e3:.2f} ms alone;"
+                      f" aof_always_1: {always:,.0f} a second at most")]
+    batch = _median(results, "aof_always_50", "write.iops")
+    n = GROUP["redis"]
+    if batch:
+        k = PER_PASS
+        busy = BUSY_S["redis"] * k
+        many = (k / (1 / batch + busy), k / (1 / batch + 2 * busy), n * batch)
+        figures.append(Figure(f"ops_{n}", f"SET ops/s, appendfsync always, {n} clients",
+                              *many, "ops/s", f"aof_always_50: an event-loop pass's append +"
+                                              f" fdatasync every {1e3 / batch:.2f} ms, ~{k}"
+                                              " SETs each"))
+    second = _median(results, "aof_everysec", "sync.lat_p99")
+    if second is not None:
+        figures.append(measured("everysec_fsync_p99", "fdatasync of a second's AOF, p99",
+                                second / 1e6, "ms", "aof_everysec fdatasync p99"))
+    stalls = second is not None and second > 1e9
+    verdict = (f"Redis here: ~{one[0]:,.0f} SETs/s at 1 client with appendfsync always"
+               f" ({_bound(lat, always, cpu, 'AOF fsync')})"
+               + (f", ~{figures[1].value:,.0f} at {n} clients" if batch else "")
+               + ("; everysec: the background fsync takes over a second at p99, so writes"
+                  " will stall" if stalls else "; everysec keeps up"))
+    return Answer("redis", "Redis 7 (AOF)", figures, verdict, True)
+
+
+def etcd(results: dict[str, list[TestResult]]) -> Answer | None:
+    test = "etcd_rated" if "etcd_rated" in results else "etcd"
+    p99 = _median(results, test, "sync.lat_p99")
+    if p99 is None:
+        return None
+    fine = p99 < 10e6
+    figures = [measured("wal_fsync_p99", "WAL fsync p99", p99 / 1e6, "ms", f"{test} fdatasync p99")]
+    verdict = (f"etcd here: WAL fsync p99 {_ms(p99)}: "
+               + ("fine (etcd's guidance: under 10 ms)" if fine else
+                  "too slow (etcd's guidance: under 10 ms; expect leader elections)"))
+    return Answer("etcd", "etcd 3.x", figures, verdict, True)
+
+
+def _stream(profile: str, application: str, tests: tuple[str, str],
+            results: dict[str, list[TestResult]]) -> Answer | None:
+    bw = _median(results, tests[0], "write.bw")
+    if bw is None:
+        return None
+    figures = [measured("write_mbps", "sustained buffered writes", bw / 1e6, "MB/s",
+                        f"{tests[0]} write bandwidth")]
+    flush = _median(results, tests[1], "write.bw")
+    if flush:
+        figures.append(measured("flush_mbps", "a segment written and fsynced", flush / 1e6,
+                                "MB/s", f"{tests[1]} write bandwidth, fsync included"))
+    verdict = (f"{application} here: ~{bw / 1e6:,.0f} MB/s of buffered log writes"
+               + (f", {flush / 1e6:,.0f} MB/s with its fsync" if flush else "")
+               + " (not validated against the application)")
+    return Answer(profile, application, figures, verdict, False)
+
+
+def kafka(results: dict[str, list[TestResult]]) -> Answer | None:
+    return _stream("kafka", "Kafka", ("log_append", "segment_flush"), results)
+
+
+def prometheus(results: dict[str, list[TestResult]]) -> Answer | None:
+    return _stream("prometheus", "Prometheus TSDB", ("wal", "compaction"), results)
+
+
+JUDGES = {"postgresql": postgresql, "mysql": mysql, "redis": redis, "etcd": etcd,
+          "kafka": kafka, "prometheus": prometheus}
+
+
+def answer(profile: str, results: dict[str, list[TestResult]]) -> Answer | None:
+    """The profile's answer from its tests' results (by test, over repeats), or None."""
+    judge = JUDGES.get(profile)
+    return None if judge is None else judge(results)
+
+
+# an estimate's unit -> (the figure kind verdicts use, its base unit per estimate unit)
+KINDS = {"transactions/s": ("tps", 1.0), "ops/s": ("ops", 1.0), "ms": ("latency", 1e6),
+         "MB/s": ("bw", 1e6)}
+
+
+def check(app: dict[str, Any], text: str, path: str, op: Any, limit: float,
+          limit_units: dict[str, dict[str, float]], given_unit: str, source: str
+          ) -> Verdict | None:
+    """An assertion on an application's estimate (``postgresql.tps >= 1000``), or None
+    when ``path`` names no estimate of ``app`` (a test's own figure, then)."""
+    found = next((e for e in app["estimates"] if e["metric"] == path), None)
+    if found is None:
+        return None
+    kind, base = KINDS[found["unit"]]
+    table = limit_units["latency" if kind == "latency" else "bw" if kind == "bw" else "count"]
+    if given_unit not in table:
+        raise ConfigError(f"assertion {text!r}: {found['label']} is in {found['unit']}; use"
+                          f" one of: {', '.join(u for u in table if u) or 'no unit'}")
+    measured_ = float(found["value"]) * base
+    limit_ = limit * table[given_unit]
+    return Verdict(text, f"{app['profile']}.{path}", kind, measured_, limit_,
+                   bool(op(measured_, limit_)), f"estimated from {found['decided_by']}",
+                   source)

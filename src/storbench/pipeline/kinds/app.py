@@ -1,0 +1,43 @@
+"""An application profile (`run --suite postgresql`, mysql, redis, etcd, kafka,
+prometheus): its suite on the fixed schedule of a suite, then its judge
+(analysis/apps.py) turns the figures into the application's units; the answer is the
+run's ``app`` section (result/sections.APP)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from storbench.analysis.apps import JUDGES, answer
+from storbench.execute.base import Executor
+from storbench.pipeline.kinds.suite import Suite
+from storbench.pipeline.measure import RunContext
+from storbench.pipeline.spec import RunSpec
+from storbench.result.model import TestResult
+from storbench.result.sections import APP
+
+
+@dataclass
+class AppKind(Suite):
+    kind: ClassVar[str] = "app"
+    profile: str = ""
+    results: dict[str, list[TestResult]] = field(default_factory=dict)
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> AppKind | None:  # type: ignore[override]
+        if spec.kind_spec is not None or spec.job_file is not None or spec.suite not in JUDGES:
+            return None
+        return cls(spec.repeat, spec.until_steady, spec.steady_window_s, spec.runtime,
+                   profile=spec.suite)
+
+    def measure(self, ctx: RunContext, executor: Executor) -> None:
+        steps = ctx.planned.steps
+        for n, step in enumerate(steps):
+            ctx.guard.check()
+            for r in ctx.run_step(executor, step, {f for s in steps[n:]
+                                                   for f in s.test.jobfile.named_files()}):
+                self.results.setdefault(r.name, []).append(r)
+
+    def record(self) -> dict[str, Any]:
+        found = answer(self.profile, self.results)
+        return APP.put(found.to_dict()) if found is not None else {}  # type: ignore[arg-type]

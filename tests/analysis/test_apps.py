@@ -1,0 +1,110 @@
+"""Application profiles: the suites run for real, their answers stored, shown, compared,
+gated on; and each estimate checked against the real application (PostgreSQL and
+pgbench, MariaDB and sysbench, Redis and redis-benchmark, from Debian) on the same
+storage: a volume capped at 300 IOPS, where the storage decides (bench/apps.py does
+the three shapes and all the figures, by hand)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import assert_one_line_error
+from tests.conftest import IS_ROOT, needs_fio, run_cli, run_cli_wrapped
+
+pytestmark = [needs_fio, pytest.mark.integration]
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def shown(db: Path) -> dict:
+    return json.loads(run_cli("show", "last", "--json", db=db).stdout)
+
+
+@pytest.mark.parametrize("app, figures", [
+    ("postgresql", {"tps", "tps_16", "commit_p99"}),
+    ("mysql", {"tps", "commit_p99"}),
+    ("redis", {"ops", "ops_50", "everysec_fsync_p99"}),
+    ("etcd", {"wal_fsync_p99"}),
+    ("kafka", {"write_mbps", "flush_mbps"}),
+    ("prometheus", {"write_mbps", "flush_mbps"}),
+])
+def test_a_profile_answers_in_the_application_s_units(app, figures, disk_dir, store_path):
+    runtime = "3" if app == "redis" else "1"  # everysec: a fdatasync each second
+    proc = run_cli("run", str(disk_dir), "--suite", app, "--runtime", runtime, "--size", "8m",
+                   db=store_path)
+    assert proc.returncode in (0, 3), proc.stderr
+    run = shown(store_path)
+    answer = run["data"]["app"]
+    assert answer["profile"] == app
+    assert answer["verdict"][:30] in proc.stdout  # show prints the answer
+    assert {e["metric"] for e in answer["estimates"]} == figures
+    for e in answer["estimates"]:
+        assert e["low"] <= e["value"] <= e["high"] and e["value"] > 0 and e["unit"]
+        assert e["decided_by"]
+    assert answer["validated"] is (app not in ("kafka", "prometheus"))
+    assert list(disk_dir.iterdir()) == []
+
+
+def test_estimates_gate_compare_and_export(disk_dir, store_path):
+    for label in ("a", "b"):
+        proc = run_cli("run", str(disk_dir), "--suite", "postgresql", "--runtime", "1",
+                       "--size", "8m", "--label", label, db=store_path)
+        assert proc.returncode == 0, proc.stderr
+    ok = run_cli("check", "last", "--assert", "postgresql.tps >= 1",
+                 "--assert", "postgresql.commit_p99 < 10s", db=store_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "PASS postgresql.tps >= 1: measured" in ok.stdout and "TPS" in ok.stdout
+    failed = run_cli("check", "last", "--assert", "postgresql.tps >= 100M", db=store_path)
+    assert failed.returncode == 3
+    wrong = run_cli("check", "last", "--assert", "postgresql.commit_p99 < 10", db=store_path)
+    assert_one_line_error(wrong, 2, "commit latency p99 is in ms")
+    table = run_cli("compare", "1", "2", db=store_path)
+    assert "Applications" in table.stdout and "pgbench TPC-B TPS, 1 client" in table.stdout
+    doc = json.loads(run_cli("compare", "1", "2", "--json", db=store_path).stdout)
+    assert [a["label"] for a in doc["apps"]] == ["a", "b"]
+    assert {"metric", "value", "unit", "low", "high"} <= set(doc["apps"][0]["estimates"][0])
+
+
+def _missing(*commands: str) -> str | None:
+    from tests.testbed import missing_for_throttled
+
+    reason = missing_for_throttled()
+    if reason:
+        return reason
+    absent = [c for c in commands if shutil.which(c) is None and not list(
+        Path("/usr/lib/postgresql").glob(f"*/bin/{c}"))]
+    return f"{', '.join(absent)} not installed (scripts/install-testbed)" if absent else None
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="throttled volumes need root")
+@pytest.mark.parametrize("app, real_metric", [("postgresql", "tps"), ("mysql", "tps"),
+                                              ("redis", "ops")])
+def test_the_real_application_agrees_on_a_300_iops_volume(app, real_metric, store_path):
+    """The real application and the profile, each on a fresh volume capped at 300 IOPS
+    (its image in RAM: only the cap decides), for a few seconds each: the estimate is
+    within 30% of what the application did."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from bench import apps as harness
+
+    from tests.testbed import Throttled
+
+    reason = _missing({"postgresql": "pgbench", "mysql": "sysbench",
+                       "redis": "redis-benchmark"}[app])
+    if reason:
+        pytest.skip(reason)
+    with Throttled(300, 300, backing_dir="/dev/shm") as t:
+        (t.mnt / "real").mkdir()
+        harness.traversable(t.mnt / "real")
+        real = harness.REAL[app](t.mnt / "real", t.wrap, 5, many=False)[real_metric]
+    with Throttled(300, 300, backing_dir="/dev/shm") as t:
+        proc = run_cli_wrapped(t.wrap, "run", str(t.mnt), "--suite", app, "--runtime", "5",
+                               db=store_path)
+        assert proc.returncode in (0, 3), proc.stderr
+    estimate = {e["metric"]: e for e in shown(store_path)["data"]["app"]["estimates"]}
+    ratio = estimate[real_metric]["value"] / real
+    assert 0.7 <= ratio <= 1.3, (app, real, estimate[real_metric])
