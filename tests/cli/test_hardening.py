@@ -73,6 +73,7 @@ def test_a_password_is_never_shown(tmp_path):
         assert proc.returncode == 1 and "Traceback" not in proc.stderr
         assert "s3cret" not in proc.stderr + proc.stdout, proc.stderr
         assert "***" in proc.stderr
+        assert not Path("postgresql:").exists()  # never taken for a SQLite file's path
 
 
 def test_the_socket_form_shows_its_host_not_none():
