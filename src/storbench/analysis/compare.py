@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
 from storbench.analysis.references import Printed, printed
@@ -12,6 +14,9 @@ from storbench.errors import ConfigError
 from storbench.result import facts
 from storbench.result.facts import published_figures
 from storbench.result.record import Run, Verdict
+
+if TYPE_CHECKING:
+    from storbench.analysis.history import History
 from storbench.workload.suites import SUITES
 
 
@@ -46,6 +51,8 @@ class Comparison:
     baseline: int | None  # index into runs
     caveats: list[list[str]] = field(default_factory=list)  # per run: "randread: page cache"
     outcomes: list[list[str]] = field(default_factory=list)  # per run: "FAIL etcd.… < 10ms"
+    # the runs' series (storbench history): {series: {"randread.read.iops": History}}
+    histories: Mapping[str, Mapping[str, History]] = field(default_factory=dict)
 
     def better(self, column: int, run: int) -> bool | None:
         """Whether ``run`` did better than the baseline in ``column`` (None: no ratio)."""
@@ -78,7 +85,8 @@ def figure(run: Run, test: str, m: Metric) -> tuple[Estimate | None, bool]:
     return estimate(value(r, m) for r in results), failed
 
 
-def compare(runs: list[Run], baseline: int | None = None) -> Comparison:
+def compare(runs: list[Run], baseline: int | None = None,
+            histories: Mapping[str, Mapping[str, History]] | None = None) -> Comparison:
     """Build the comparison once; renderers never recompute a ratio."""
     columns: list[Column] = []
     for run in runs:
@@ -99,7 +107,7 @@ def compare(runs: list[Run], baseline: int | None = None) -> Comparison:
                             tuple(test_caveats(run, col))))
         cells.append(row)
     return Comparison(runs, columns, cells, baseline, [run_caveats(r) for r in runs],
-                      [outcomes(r) for r in runs])
+                      [outcomes(r) for r in runs], histories or {})
 
 
 def select(comp: Comparison, chosen: list[str]) -> Comparison:
@@ -169,7 +177,10 @@ def sentences(comp: Comparison) -> list[str]:
                 continue
             unc = f" ± {times(r.ci95)}" if r.ci95 is not None else ""
             text = f"{run.name}: {times(r.value)}{unc} × the {col.title} of {base.name}"
-            if r.within_noise:
+            told = _by_history(comp, base, run, col)
+            if told:
+                text += f" ({told})"
+            elif r.within_noise:
                 text += " (within noise)"
             else:
                 better = comp.better(j, i)
@@ -181,3 +192,25 @@ def sentences(comp: Comparison) -> list[str]:
                 text += f" — caveats: {'; '.join(said)}"
             out.append(text)
     return out
+
+
+def _by_history(comp: Comparison, base: Run, run: Run, col: Column) -> str | None:
+    """What the two runs' series says of their ratio: 'worse: change at run #42' when a
+    change point lies between them, 'within noise, ±3%' when the ratio is within what
+    the storage varies by from run to run; None when they are in no series together."""
+    if base.series is None or base.series != run.series:
+        return None
+    h = comp.histories.get(base.series, {}).get(f"{col.test}.{col.metric.key}")
+    where = {p.run: i for i, p in enumerate(h.points)} if h else {}
+    if h is None or base.id not in where or run.id not in where:
+        return None
+    lo, hi = sorted((where[base.id], where[run.id]))
+    between = [c for c in h.changes if lo < c.index <= hi]
+    if between:
+        c = between[-1]
+        return f"{'worse' if c.worse else 'better'}: change at run #{c.run}"
+    noise = h.noise(where[base.id])
+    r = comp.cells[comp.runs.index(run)][comp.columns.index(col)].ratio
+    if noise is not None and r is not None and abs(r.value - 1) <= noise:
+        return f"within noise, ±{100 * noise:.{1 if noise < 0.1 else 0}f}%"
+    return None

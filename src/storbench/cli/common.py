@@ -123,7 +123,11 @@ fio_option = click.option("--fio", "fio_path", envvar="STORBENCH_FIO", show_envv
 
 
 def naming_options(f: F) -> F:
-    """--label and --tag of a run that is about to be made."""
+    """--label, --tag and --series of a run that is about to be made."""
+    f = click.option("--series", metavar="NAME",
+                     help="The history this run joins (`storbench history`; default: its"
+                          " suite and storage, e.g. quick@host1:/mnt/vol; with several"
+                          " targets, NAME-TARGET).")(f)
     f = click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
                      help="Attach a tag (repeatable), e.g. --tag zone=a.")(f)
     return click.option("--label", "-l",
@@ -165,6 +169,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("compare", "Export runs as Markdown or wiki tables, CSV or JSON (the full"
                           " model, base units), or as time series: OpenMetrics, InfluxDB"
                           " line protocol, NDJSON."),
+    "history": ("trend", "Series of runs over time, and where a figure changed."),
     "import": ("importing", "Import fio's output from elsewhere as runs: JSON, json+, terse"
                             " or normal text."),
     "k8s": ("k8s", "Kubernetes: list StorageClasses, time their volumes' lifecycle,"
@@ -177,6 +182,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "Write an HTML report of 1 to 20 runs: charts, verdicts, warnings,"
                          " environments."),
     "rm": ("history", "Delete stored runs (results, environment and fio output)."),
+    "series": ("trend", "Put runs in the series NAME (out of the one they were in)."),
     "run": ("run", "Run a suite (or a fio job file) on the directory TARGET and store the"
                    " results."),
     "show": ("history", "Show one run: results, verdicts and the environment it ran in."),

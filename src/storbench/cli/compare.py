@@ -42,7 +42,18 @@ def comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
         chosen = _select_references(names, runs, extra) if names else [
             r for r in extra if r.suite == runs[0].suite]
         runs += [references.as_run(r, i) for i, r in enumerate(chosen)]
-    return build_comparison(runs, base_index)
+    return build_comparison(runs, base_index, series_histories(store, runs))
+
+
+def series_histories(store: Store, runs: list[Any]) -> dict[str, dict[str, Any]]:
+    """The histories of the series two or more of ``runs`` share (for 'within noise')."""
+    from collections import Counter
+
+    from storbench.cli.trend import histories
+
+    shared = [name for name, n in Counter(r.series for r in runs if r.series).items()
+              if n > 1]
+    return {name: {h.figure.name: h for h in histories(store, name)} for name in shared}
 
 
 def _select_references(names: list[str], runs: list[Any], extra: list[Any]) -> list[Any]:
@@ -118,7 +129,8 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
                       for r in comp.runs)
     if comp.baseline is None and len(measured) > 1 and not curves_only:
         # hyperfine-style words even without --baseline: relative to the first run
-        words = sentences(build_comparison(comp.runs, comp.runs.index(measured[0])))
+        words = sentences(build_comparison(comp.runs, comp.runs.index(measured[0]),
+                                           comp.histories))
         if words:
             out.print(f"Summary, relative to {measured[0].name}:", markup=False)
             for line in words:

@@ -57,7 +57,8 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
 @measuring_options
 def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
           objectives: tuple[str, ...], steps: int | None, step_s: float, max_depth: int,
-          size: str | None, label: str | None, tags: tuple[str, ...], hosts_text: str | None,
+          size: str | None, label: str | None, tags: tuple[str, ...],
+          series: str | None, hosts_text: str | None,
           hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
           destructive: str | None, timeout_s: float | None, assertions: tuple[str, ...],
           baseline: str | None, max_regression: str, fio_path: str | None,
@@ -93,7 +94,7 @@ def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
                           " (e.g. curve.p99_2ms.iops >= 2500)")
     suite, test, job_file = _workload(workload)
     spec = RunSpec(suite=suite, job_file=job_file, size=size, label=label,
-                   tags=parse_tags(tags), fio=fio_path, assertions=assertions,
+                   tags=parse_tags(tags), series=series, fio=fio_path, assertions=assertions,
                    timeout_s=timeout_s, probe_metadata=False,
                    kind_spec=CurveSpec(test, objectives, step_s, steps, max_depth))
     spec.check()

@@ -23,6 +23,9 @@ from storbench.workload.files import IMPORT_LIMIT, read_text
                    " its first fio job's name (after --label, if given).")
 @click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
               help="Attach a tag (repeatable).")
+@click.option("--series", metavar="NAME",
+              help="The history the imported run(s) join (`storbench history`), e.g. the"
+                   " nightly runs of one volume.")
 @click.option("--as", "as_suite", metavar="SUITE[:TEST]",
               help="Store the results as this suite's test (the job is renamed), so that they"
                    " line up with runs of that suite and its published references.")
@@ -32,7 +35,8 @@ from storbench.workload.files import IMPORT_LIMIT, read_text
                    " with a test per fio run, or a run each (with --as: always a run each).")
 @db_option
 def import_(store: Store, files: tuple[str, ...], label: str | None, label_from: str | None,
-            tags: tuple[str, ...], as_suite: str | None, split: str) -> None:
+            tags: tuple[str, ...], series: str | None, as_suite: str | None,
+            split: str) -> None:
     """Import fio's output from elsewhere as runs: JSON, json+, terse or normal text.
 
     Reads fio >= 2.x's JSON and json+ (also client/server), terse output (version 3)
@@ -76,7 +80,7 @@ def import_(store: Store, files: tuple[str, ...], label: str | None, label_from:
     if len(sources) > 1:
         err.print(f"Reading {len(sources)} files", highlight=False)
     ids = import_runs(store, sources, label=label, tags=parse_tags(tags), as_suite=as_suite,
-                      split=split, label_from=label_from)
+                      split=split, label_from=label_from, series=series)
     for run in map(store.get_run, ids):
         named = f" {run.label}" if run.label else ""
         err.print(f"Imported run #{run.id}{named} ({run.target})", markup=False)

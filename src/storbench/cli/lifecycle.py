@@ -78,7 +78,7 @@ def _check_assertions(assertions: tuple[str, ...], baseline: str | None, kind: s
 def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
               parallel: int | None, capacity: str, namespace: str | None,
               kube_context: str | None, kubeconfig: str | None, image: str,
-              timeout_s: float, label: str | None, tags: tuple[str, ...],
+              timeout_s: float, label: str | None, tags: tuple[str, ...], series: str | None,
               assertions: tuple[str, ...], baseline: str | None, max_regression: str,
               as_json: bool) -> None:
     """Time a StorageClass's volume lifecycle: provision, attach and mount, first write,
@@ -103,7 +103,7 @@ def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
 
     _check_assertions(assertions, baseline, "lifecycle", "lifecycle.bind.p90 < 30s")
     size = quantity(capacity, "--capacity")
-    spec = RunSpec(label=label, tags=parse_tags(tags), assertions=assertions,
+    spec = RunSpec(label=label, tags=parse_tags(tags), series=series, assertions=assertions,
                    kind_spec=LifecycleSpec(volumes, parallel or volumes, size, timeout_s))
     _measure_classes(store, spec, storage_classes, as_json, size, namespace, kube_context,
                      kubeconfig, image, timeout_s)
@@ -174,6 +174,7 @@ def failover(store: Store, storage_class: str, rate: int, before_s: float, evict
              capacity: str,
              namespace: str | None, kube_context: str | None, kubeconfig: str | None,
              image: str, timeout_s: float, label: str | None, tags: tuple[str, ...],
+             series: str | None,
              assertions: tuple[str, ...], baseline: str | None, max_regression: str,
              as_json: bool) -> None:
     """Measure the I/O pause when a pod with a volume dies and another takes it over.
@@ -197,7 +198,7 @@ def failover(store: Store, storage_class: str, rate: int, before_s: float, evict
 
     _check_assertions(assertions, baseline, "failover", "failover.pause < 60s")
     size = quantity(capacity, "--capacity")
-    spec = RunSpec(label=label, tags=parse_tags(tags), assertions=assertions,
+    spec = RunSpec(label=label, tags=parse_tags(tags), series=series, assertions=assertions,
                    kind_spec=FailoverSpec(rate, before_s, evict, size, timeout_s))
     _measure_classes(store, spec, (storage_class,), as_json, size, namespace, kube_context,
                      kubeconfig, image, timeout_s)

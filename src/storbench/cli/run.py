@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from storbench.analysis.assertions import Assertion
 from storbench.analysis.assertions import check as check_assertion
@@ -29,8 +30,10 @@ from storbench.pipeline.loop import plan_run
 from storbench.pipeline.spec import STEADY_CRITERION, RunSpec
 from storbench.render import terminal
 from storbench.render.json import outcome_dict
+from storbench.render.text import harmless
 from storbench.result.record import Run
 from storbench.store import Store
+from storbench.store.series import series_list, series_of, series_results
 from storbench.target.base import Target
 
 
@@ -109,6 +112,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 def run(
     store: Store, targets_given: tuple[Path, ...], suite: str, job_file: Path | None,
     size: str | None, runtime: float | None, label: str | None, tags: tuple[str, ...],
+    series: str | None,
     threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
     until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
@@ -154,7 +158,7 @@ def run(
     """
     limit = _parse_percent(max_regression)
     spec = RunSpec(suite=suite, job_file=job_file, size=size, runtime=runtime, label=label,
-                   tags=parse_tags(tags), threshold_ms=threshold_ms, fio=fio_path,
+                   tags=parse_tags(tags), series=series, threshold_ms=threshold_ms, fio=fio_path,
                    repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
                    probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
                    profile=profile, baseline=baseline, max_regression=limit,
@@ -206,12 +210,17 @@ def _parse_percent(text: str) -> float:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="RUN|SERIES")
 @assert_options
+@click.option("--no-change", is_flag=True,
+              help="Fail when the run's series (`storbench history`) changed for the worse"
+                   " and the run is after that change: a figure's level moved by more than"
+                   " --max-regression, significantly, and stayed (RUN may be a series: its"
+                   " newest run).")
 @json_option
 @db_option
 def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str | None,
-          max_regression: str, as_json: bool) -> None:
+          max_regression: str, no_change: bool, as_json: bool) -> None:
     """Check a stored run against assertions and/or a baseline; exit 3 if one fails.
 
     Prints every assertion with the measured value. The run's own verdicts (its
@@ -222,9 +231,16 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
       storbench check 12 --assert "etcd.fdatasync.p99 < 10ms"
       storbench check last --assert "randread.iops >= 3000" --assert "seqread.bw > 100MiB/s"
       storbench check last --baseline gp3 --max-regression 10%
+      storbench check nightly-gp3 --no-change
     """
-    r = load_run(store, store.resolve(run_ref))
     limit = _parse_percent(max_regression)
+    series = None
+    if no_change and run_ref in {row[0] for row in series_list(store)}:
+        series, rows = run_ref, series_results(store, run_ref)
+        if not rows:
+            raise ConfigError(f"series {series!r} has no completed run with figures")
+        run_ref = str(rows[-1][0])
+    r = load_run(store, store.resolve(run_ref))
     if r.status != "completed":
         raise StorbenchError(f"run {r.id} {how_it_ended(r)}: no verdict; a run that did not"
                              " complete passes no check")
@@ -236,17 +252,58 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
         if not changes:
             raise ConfigError(f"run #{r.id} and baseline #{base.id} share no figure to compare"
                               " (different suites or tests)")
+    shifts = _shifts(store, r, series, limit) if no_change else []
     if as_json:
-        print_json([outcome_dict(v) for v in verdicts])
+        print_json([outcome_dict(v) for v in verdicts]
+                   + [{"check": "no-change", "passed": not bad, "figure": name, **change}
+                      for name, change, bad in shifts])
     else:
         for v in verdicts:
             out.print(terminal.outcome_line(v))
-        if not verdicts and baseline is None:
-            raise ConfigError("nothing to check: give --assert EXPR or --baseline RUN")
+        if not verdicts and baseline is None and not no_change:
+            raise ConfigError("nothing to check: give --assert EXPR, --baseline RUN or"
+                              " --no-change")
         for c in changes:
             out.print(terminal.change_line(c))
+        for name, change, bad in shifts:
+            word = "[red]CHANGED[/red]" if bad else "[green]ok[/green]"
+            out.print(f"{word} {escape(harmless(name))}: {escape(harmless(change['said']))}")
     failed = [v.assertion for v in verdicts if not v.passed]
     failed += [f"{c.figure} {100 * c.worse_by:.1f}% worse than #{c.baseline_run}"
                for c in changes if c.failed]
+    failed += [f"{name} changed at run #{change['run']}" for name, change, bad in shifts
+               if bad]
     if failed:
         raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
+
+
+def _shifts(store: Store, r: Run, series: str | None, limit: float
+            ) -> list[tuple[str, dict[str, Any], bool]]:
+    """--no-change: per headline figure of the run's series (its runs up to this one),
+    the change that began the stretch this run is in: (figure, the change, failed)."""
+    from storbench.cli.trend import histories
+    from storbench.render.history import change_text
+
+    name = series or series_of(store, r.id)
+    if name is None:
+        raise ConfigError(f"run #{r.id} is in no series: --no-change needs its history"
+                          " (`storbench series NAME RUN...` puts it in one)")
+    found = histories(store, name, up_to=r.id)
+    out: list[tuple[str, dict[str, Any], bool]] = []
+    for h in found:
+        index = next((i for i, p in enumerate(h.points) if p.run == r.id), None)
+        if index is None:
+            continue
+        c = h.last_change_before(index)
+        if c is None:
+            out.append((h.figure.name, {"run": None, "said": f"no change in"
+                                        f" {len(h.points)} runs of {name}"}, False))
+            continue
+        bad = c.worse and abs(c.relative) > limit
+        out.append((h.figure.name, {"run": c.run, "relative_change": c.relative,
+                                    "pvalue": c.pvalue,
+                                    "said": f"since run #{c.run}: "
+                                            + change_text(c, h.figure.metric.kind)}, bad))
+    if not out:
+        raise ConfigError(f"series {name!r} has no figure of run #{r.id} to follow")
+    return out

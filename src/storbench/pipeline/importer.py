@@ -272,14 +272,15 @@ def run_label(p: Parsed, label: str | None, label_from: str | None) -> str | Non
 def import_runs(
     store: Store, sources: list[Source], *, label: str | None = None,
     tags: dict[str, str] | None = None, as_suite: str | None = None, split: str = "tests",
-    label_from: str | None = None,
+    label_from: str | None = None, series: str | None = None,
 ) -> list[int]:
     """Store each source as a run with origin "imported"; returns the run ids.
 
     A text document with several fio runs gives one run whose tests are those runs
     (``split="tests"``), or one run each (``split="runs"``; also with ``as_suite``,
     where each becomes the suite's test). ``label_from`` labels each run by its file
-    (run_label())."""
+    (run_label()). ``series``: the history they join (none when not given: an imported
+    file says too little of where it ran)."""
     # all, before storing
     parsed = [parse_source(s.name, s.text, s.path) for s in sources]
     if split == "runs" or as_suite is not None:
@@ -299,7 +300,8 @@ def import_runs(
             environment={"imported_from": p.source, "fio_version": p.fio_version,
                          "imported_format": p.kind, "absent": [*ABSENT[p.kind], *p.absent]},
             settings={"suite": suite, "imported_as": as_suite}, storbench_version=__version__,
-            fio_version=p.fio_version or None, label=named, tags=tags, origin="imported")
+            fio_version=p.fio_version or None, label=named, tags=tags, origin="imported",
+            series=series)
         parts: list[Part | None] = [*p.parts] or [None]
         ordinal = 0
         for index, part in enumerate(parts):

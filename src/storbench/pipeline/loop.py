@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from storbench import __version__
+from storbench.analysis.history import auto_series
 from storbench.analysis.regression import regressions
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, Interrupted, StorbenchError, TargetHung
@@ -38,6 +39,7 @@ from storbench.pipeline.phases import Phases
 from storbench.pipeline.reporter import NullReporter, Reporter
 from storbench.pipeline.spec import RunSpec, check_baseline, make_plan
 from storbench.pipeline.steps import PlannedRun, make_step
+from storbench.result.facts import TargetFacts
 from storbench.result.record import Run
 from storbench.store import Store
 from storbench.target.base import Restricting, Target
@@ -110,7 +112,9 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                     settings={**spec.settings(planned.plan.suite_name), **kind.settings(),
                               **target.settings()},
                     storbench_version=__version__, fio_version=environment.get("fio_version"),
-                    label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER))
+                    label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER),
+                    series=spec.series or auto_series(planned.plan.suite_name, target.name,
+                                                      TargetFacts.of(environment)))
             except BaseException:  # what check started (SSH sessions, servers) ends here
                 target.cleanup(hurry=guard.signum is not None)
                 raise
@@ -173,9 +177,12 @@ def run_all(targets: list[Target], spec: RunSpec, store: Store,
     for target in targets:
         label = spec.label if len(targets) == 1 else (
             f"{spec.label}-{target.short_name}" if spec.label else target.short_name)
+        series = spec.series if len(targets) == 1 or not spec.series else (
+            f"{spec.series}-{target.short_name}")
         reporter = reporter_for(target)
         try:
-            outcome = run_on(target, replace(spec, label=label), store, reporter)
+            outcome = run_on(target, replace(spec, label=label, series=series), store,
+                             reporter)
             ended = TargetOutcome(target, outcome, outcome.error)
         except StorbenchError as exc:
             ended = TargetOutcome(target, None, exc)

@@ -32,6 +32,7 @@ class RunSpec:
     runtime: float | None = None
     label: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    series: str | None = None  # the history its runs join (None: their suite and storage)
     threshold_ms: float | None = None
     fio: str | None = None
     repeat: int = 1  # each test N times, interleaved across tests

@@ -32,6 +32,8 @@ class TargetFacts:
     ram_bytes: int | None  # the memory of the smallest worker (its page cache); None: unknown
     fs_type: str | None  # the target's file system (None: a device, or unknown)
     devices: tuple[Device, ...] = ()
+    hostname: str | None = None  # of the machine storbench ran on
+    kube_context: str | None = None  # the kubeconfig context of a Kubernetes run
 
     @classmethod
     def of(cls, environment: Mapping[str, Any]) -> TargetFacts:
@@ -43,7 +45,8 @@ class TargetFacts:
         devices = tuple(_device(d) for d in (target, *(h.get("device") or {} for h in hosts))
                         if d.get("found_on_it") is not None)
         return cls(place, workers, ram if isinstance(ram, int) else None,
-                   target.get("fs_type"), devices)
+                   target.get("fs_type"), devices, environment.get("hostname"),
+                   (environment.get("kubernetes") or {}).get("context"))
 
 
 def _device(facts: Mapping[str, Any]) -> Device:

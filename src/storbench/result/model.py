@@ -35,7 +35,7 @@ class Latency:
             mean_ns=d["mean_ns"],
             stdev_ns=d["stdev_ns"],
             percentiles_ns={float(k): v for k, v in d["percentiles_ns"].items()},
-            bins={int(k): v for k, v in d["bins"].items()},
+            bins={int(k): v for k, v in d.get("bins", {}).items()},  # absent: read lean
         )
 
 

@@ -129,6 +129,7 @@ class Run:
     verdicts: list[Verdict] | None = None
     regressions: list[Regression] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)  # e.g. "metadata_probe"
+    series: str | None = None  # the history it belongs to (storbench history)
 
     def results_by_test(self) -> dict[str, list[TestResult]]:
         """Each test's results, one per repeat, in the order the tests first ran. A test

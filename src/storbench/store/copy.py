@@ -38,6 +38,8 @@ def put_run(store: Store, run: Run) -> int | None:
         run_id = int(row[0])
         db.executemany("INSERT INTO run_tags VALUES (?, ?, ?)",
                        [(run_id, k, v) for k, v in run.tags.items()])
+        if run.series:
+            db.execute("INSERT INTO run_series VALUES (?, ?)", (run_id, run.series))
         invocations = {}
         for inv in run.invocations:
             invocations[inv.ordinal] = db.execute(

@@ -147,6 +147,16 @@ ALTER TABLE runs ADD COLUMN lock_path TEXT;
 ALTER TABLE runs ADD COLUMN pid_ns TEXT;
 """
 
+# Runs of the same storage and suite form a series (`storbench history`): its name is
+# kept beside the run, not in it (a finished run is immutable; its series may be renamed).
+SERIES = """
+CREATE TABLE run_series (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    name TEXT NOT NULL
+);
+CREATE INDEX run_series_name ON run_series(name);
+"""
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -156,5 +166,6 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0005_verdicts", _VERDICTS),
     ("0006_crashed_runs", _CRASHED),
     ("0007_run_locks", RUN_LOCKS),
+    ("0008_series", SERIES),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run

@@ -19,7 +19,7 @@ import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from storbench.store.migrations import RUN_LOCKS
+from storbench.store.migrations import RUN_LOCKS, SERIES
 
 SCHEMES = ("postgresql://", "postgres://")
 _LOCK = 7_202_611  # pg_advisory_xact_lock key: storbench's migrations
@@ -253,4 +253,5 @@ CREATE TRIGGER runs_final BEFORE UPDATE ON runs FOR EACH ROW
     f" EXECUTE FUNCTION storbench_refuse('{why}');\n" for table, why in _IMMUTABLE.items())
 
 # Per migration name, what it does on PostgreSQL (absent: nothing left to do).
-SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS}
+SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS,
+                           "0008_series": SERIES.replace("INTEGER", "BIGINT")}

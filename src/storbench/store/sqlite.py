@@ -184,9 +184,10 @@ class Store:
         tags: dict[str, str] | None = None,
         origin: str = "measured",
         lock_path: str | None = None,
+        series: str | None = None,
     ) -> int:
         """A new run, 'running' (``lock_path``: the file its process holds locked while
-        it lives)."""
+        it lives; ``series``: the history it belongs to)."""
         with self._tx() as db:
             me = this_process()
             cur = db.execute(
@@ -203,6 +204,8 @@ class Store:
                 "INSERT INTO run_tags VALUES (?, ?, ?)",
                 [(run_id, k, v) for k, v in (tags or {}).items()],
             )
+            if series:
+                db.execute("INSERT INTO run_series VALUES (?, ?)", (run_id, series))
         return run_id
 
     def add_invocation(
@@ -366,6 +369,8 @@ class Store:
                     verdicts.append(Verdict.from_dict(record))
                 else:
                     regressions.append(Regression.from_dict(record))
+        series = self.db.execute("SELECT name FROM run_series WHERE run_id = ?",
+                                 (row["id"],)).fetchone()
         return Run(
             id=row["id"], uid=row["uid"], created_at=row["created_at"],
             finished_at=row["finished_at"], status=row["status"], origin=row["origin"],
@@ -374,6 +379,7 @@ class Store:
             storbench_version=row["storbench_version"], fio_version=row["fio_version"],
             tags=tags, tests=tests, invocations=invocations, warnings=warnings,
             verdicts=verdicts if row["judged"] else None, regressions=regressions, data=data,
+            series=series[0] if series else None,
         )
 
     def list_runs(

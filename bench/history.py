@@ -1,0 +1,131 @@
+"""Does the history stay fast? `storbench history` over a series of 10,000 runs.
+
+Builds a SQLite store with one series of N runs (default 10,000): recorded real fio
+output (tests/data/fio/randread.json) replayed, its IOPS varied by ±2% from run to run
+and lowered by 30% from run 0.7 N on, as a volume that got slower would be. Then
+times, as a user runs them (the median of R rounds, each command once a round):
+
+- `history SERIES --metric randread.read.iops` (the figure and its change points),
+- `history SERIES` (every headline figure),
+- `history` (the list of series, with each one's last change),
+
+beside the reference `storbench list --limit 1` (storbench's own start and one query)
+measured in the same rounds, and prints each as seconds and as a ratio to it. Goal:
+each history command within 1 s at 10,000 runs; the change found at run 0.7 N.
+
+    .venv/bin/python bench/history.py [--runs 10000] [--rounds 5] [--postgres URL]
+
+With --postgres URL the series is copied there (`storbench db copy`) and timed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+RECORDED = ROOT / "tests" / "data" / "fio" / "randread.json"
+STORBENCH = [sys.executable, "-m", "storbench"]
+GOAL_S = 1.0
+
+
+def build(db: Path, n: int) -> int:
+    """The store with one series 'bench' of n runs; the index where IOPS drops."""
+    from storbench.result.fio_json import parse_fio_json
+    from storbench.result.record import Invocation
+    from storbench.store import Store
+
+    doc = json.loads(RECORDED.read_text())
+    base = doc["jobs"][0]["read"]["iops"]
+    drop = int(0.7 * n)
+    rng = random.Random(42)
+    store = Store(db)
+    started = time.perf_counter()
+    for i in range(n):
+        doc["jobs"][0]["read"]["iops"] = base * (0.7 if i >= drop else 1.0) * rng.gauss(1, 0.01)
+        raw = json.dumps(doc)
+        _, results = parse_fio_json(raw)
+        run_id = store.begin_run(uid=f"bench-{i}", suite="imported", target="recorded",
+                                 environment={}, settings={}, storbench_version="bench",
+                                 fio_version=None, origin="imported", series="bench")
+        store.add_invocation(run_id, Invocation(0, "", raw, 0, "", 1.0), list(enumerate(results)))
+        store.finish_run(run_id, "completed", verdicts=[])
+        if (i + 1) % 1000 == 0:
+            print(f"  stored {i + 1:,} runs ({time.perf_counter() - started:.0f} s)",
+                  file=sys.stderr)
+    store.close()
+    return drop
+
+
+def timed(argv: list[str], db: str) -> float:
+    env = {"STORBENCH_DB": db, "PATH": "/usr/bin:/bin", "COLUMNS": "200"}
+    start = time.perf_counter()
+    proc = subprocess.run([*STORBENCH, *argv], env={**env, "PYTHONPATH": str(ROOT / "src")},
+                          capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"storbench {' '.join(argv)} failed ({proc.returncode}): {proc.stderr}")
+    return elapsed
+
+
+def measure(db: str, rounds: int, drop_run: int) -> bool:
+    commands = {
+        "list --limit 1 (reference)": ["list", "--limit", "1"],
+        "history bench --metric randread.read.iops":
+            ["history", "bench", "--metric", "randread.read.iops"],
+        "history bench": ["history", "bench"],
+        "history": ["history"],
+    }
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    for _ in range(rounds):
+        for name, argv in commands.items():
+            times[name].append(timed(argv, db))
+    ref = statistics.median(times["list --limit 1 (reference)"])
+    ok = True
+    for name, ts in times.items():
+        t = statistics.median(ts)
+        mark = "" if name.endswith("(reference)") else ("  ok" if t <= GOAL_S else "  SLOW")
+        ok &= t <= GOAL_S or name.endswith("(reference)")
+        print(f"  {name:45} {t:6.2f} s  {t / ref:5.1f}x the reference{mark}")
+    env = {"STORBENCH_DB": db, "PYTHONPATH": str(ROOT / "src")}
+    found = json.loads(subprocess.run(
+        [*STORBENCH, "history", "bench", "--metric", "randread.read.iops", "--json"],
+        env=env, capture_output=True, text=True, check=True).stdout)
+    runs = [c["run"] for c in found["change_points"]]
+    right = runs == [drop_run]
+    print(f"  change points at runs {runs}: {'right' if right else 'WRONG'}"
+          f" (the drop began at run {drop_run})")
+    return ok and right
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=10_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--postgres", metavar="URL", help="also time a PostgreSQL store")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "results.db"
+        print(f"storing {args.runs:,} runs in one series", file=sys.stderr)
+        drop = build(db, args.runs)
+        drop_run = drop + 1  # ids start at 1
+        print(f"SQLite, {args.runs:,} runs:")
+        ok = measure(str(db), args.rounds, drop_run)
+        if args.postgres:
+            subprocess.run([*STORBENCH, "db", "copy", str(db), args.postgres], check=True,
+                           env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+            print(f"PostgreSQL, {args.runs:,} runs:")
+            ok &= measure(args.postgres, args.rounds, drop_run)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The history of a storage: `storbench history` (series, a figure over the runs, its
+change points) and `storbench series` (put runs in a series by hand)."""
+
+from __future__ import annotations
+
+import click
+
+from storbench.analysis import history as hist
+from storbench.cli.common import cli, db_option, err, json_option, out, print_json
+from storbench.errors import ConfigError
+from storbench.store import Store
+from storbench.store.series import series_list, series_results, set_series
+
+
+def resolve_series(store: Store, ref: str) -> str:
+    """A series from what a user typed: its name, or its number in `storbench history`."""
+    names = [row[0] for row in series_list(store)]
+    if ref in names:
+        return ref
+    if ref.isascii() and ref.isdigit() and 1 <= int(ref) <= len(names):
+        return names[int(ref) - 1]
+    raise ConfigError(f"no series {ref!r} in {store.path}; `storbench history` lists them")
+
+
+def histories(store: Store, series: str, *, up_to: int | None = None,
+              min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
+    """Every headline figure of a series (its runs up to run ``up_to``), with its changes."""
+    rows = series_results(store, series)
+    if up_to is not None:
+        order = list(dict.fromkeys(r[0] for r in rows))
+        keep = set(order[:order.index(up_to) + 1]) if up_to in order else set()
+        rows = [r for r in rows if r[0] in keep]
+    suite = store.get_run(rows[0][0], with_results=False).suite if rows else None
+    return [hist.history(series, f, pts, min_change=min_change)
+            for f in hist.figures_of(rows, suite) if (pts := hist.points(rows, f))]
+
+
+def _percent(text: str, flag: str) -> float:
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r} is not a percentage (e.g. 5%)") from None
+    if not 0 <= value < 100:
+        raise ConfigError(f"{flag} must be between 0% and 100%, not {text}")
+    return value / 100
+
+
+@cli.command(name="history")
+@click.argument("series", required=False)
+@click.option("--metric", "-m", metavar="TEST.DIRECTION.FIGURE",
+              help="The figure to follow run by run, e.g. randread.read.iops,"
+                   " etcd.sync.lat_p99 (default: an overview of every headline figure).")
+@click.option("--all", "every", is_flag=True,
+              help="With --metric: a row for every run (a series longer than 60 runs shows"
+                   " the runs around each change and the latest ten).")
+@click.option("--min-change", default="5%", show_default=True, metavar="PERCENT",
+              help="A smaller change of a figure's level is not called a change.")
+@json_option
+@db_option
+def history_(store: Store, series: str | None, metric: str | None, every: bool,
+             min_change: str, as_json: bool) -> None:
+    """Series of runs over time, and where a figure changed.
+
+    Runs of the same suite on the same storage form a series (named SUITE@HOST:PATH,
+    SUITE@CONTEXT:storageclass/NAME, ...; or given with `run --series NAME`). Without
+    SERIES, list them. With SERIES (its name or number): every headline figure, its
+    noise and its change points; with --metric, that figure run by run.
+
+    A change point is where a figure's level moved and stayed: found with E-Divisive
+    means and a t-test (Apache Otava), significant at p < 0.001, at least --min-change,
+    with 2 runs or more on each side (one odd run is an outlier, not a change).
+
+    \b
+    Example:
+      storbench history
+      storbench history 'quick@db1:/var/lib/postgresql'
+      storbench history 2 --metric randread.read.iops
+      storbench history 2 --metric etcd.sync.lat_p99 --json
+    """
+    from storbench.render import history as render
+
+    floor = _percent(min_change, "--min-change")
+    if series is None:
+        rows = []
+        for name, n, first, last in series_list(store):
+            changes = [(c, h) for h in histories(store, name, min_change=floor)
+                       for c in h.changes]
+            newest = max(changes, key=lambda ch: ch[0].run, default=None)
+            said = (f"run #{newest[0].run}: {newest[1].figure.name}"
+                    f" {100 * newest[0].relative:+.1f}%") if newest else ""
+            rows.append((name, n, first, last, said))
+        if as_json:
+            print_json([{"series": r[0], "runs": r[1], "first": r[2], "last": r[3],
+                         "last_change": r[4] or None} for r in rows])
+        elif not rows:
+            err.print(f"No series in {store.path} yet: every completed `storbench run` joins"
+                      " one.")
+        else:
+            render.print_series_list(out, rows)
+        return
+    name = resolve_series(store, series)
+    if metric is None:
+        found = histories(store, name, min_change=floor)
+        if as_json:
+            print_json([render.history_dict(h) for h in found])
+        elif not found:
+            err.print(f"Series {name!r} has no completed run with figures.")
+        else:
+            render.print_overview(out, found)
+        return
+    fig = hist.Figure.parse(metric)
+    pts = hist.points(series_results(store, name, fig.test), fig)
+    if not pts:
+        known = ", ".join(f.name for f in hist.figures_of(series_results(store, name)))
+        raise ConfigError(f"series {name!r} has no figure {fig.name!r}"
+                          + (f"; it has {known}" if known else ""))
+    h = hist.history(name, fig, pts, min_change=floor)
+    if as_json:
+        print_json(render.history_dict(h))
+    else:
+        render.print_history(out, h, every)
+
+
+@cli.command(name="series")
+@click.argument("name")
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
+@db_option
+def series_(store: Store, name: str, run_refs: tuple[str, ...]) -> None:
+    """Put runs in the series NAME (out of the one they were in).
+
+    A run joins a series when it starts (`run --series NAME`, else its suite and
+    storage); this moves runs measured before a rename, or imported ones.
+
+    \b
+    Example:
+      storbench series nightly-gp3 12 13 14
+    """
+    if not name.strip() or any(not c.isprintable() for c in name):
+        raise ConfigError(f"a series name must be printable text, not {name!r}")
+    ids = [store.resolve(r) for r in run_refs]
+    set_series(store, ids, name)
+    err.print(f"{len(ids)} run(s) now in series {name!r}.", markup=False)

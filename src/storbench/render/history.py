@@ -1,0 +1,121 @@
+"""`storbench history` for the terminal and for scripts: the series, a figure's runs as a
+table with a bar chart, each change point marked where it began."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from storbench.render import units
+from storbench.render.text import harmless
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from storbench.analysis.history import Change, History
+
+BAR = 40  # characters of the longest bar
+SHORT = 60  # a series this long is shown run by run
+
+
+def change_text(c: Change, kind: str) -> str:
+    """'-29.4% (2,996 IOPS → 2,115 IOPS, p<1e-9): worse'."""
+    word = "worse" if c.worse else "better"
+    p = f"p={c.pvalue:.1g}" if c.pvalue >= 1e-9 else "p<1e-9"
+    return (f"{100 * c.relative:+.1f}% ({units.figure(kind, c.before)} →"
+            f" {units.figure(kind, c.after)}, {p}): {word}")
+
+
+def print_series_list(console: Console, rows: list[tuple[str, int, str, str, str]]) -> None:
+    t = Table(header_style="bold")
+    for col in ("#", "series", "runs", "first (UTC)", "last (UTC)", "last change"):
+        t.add_column(col, justify="right" if col in ("#", "runs") else "left")
+    for i, (name, n, first, last, change) in enumerate(rows, 1):
+        t.add_row(str(i), Text(harmless(name)), str(n), first, last, Text(harmless(change)))
+    console.print(t)
+
+
+def print_overview(console: Console, histories: list[History]) -> None:
+    """Every figure of a series: its latest value, its noise and its change points."""
+    t = Table(header_style="bold", title=escape(harmless(histories[0].series)))
+    for col in ("figure", "runs", "latest", "noise", "change points"):
+        t.add_column(col, justify="right" if col in ("runs", "latest", "noise") else "left")
+    for h in histories:
+        kind = h.figure.metric.kind
+        noise = h.noise(len(h.points) - 1)
+        changes = "; ".join(f"run #{c.run}: {change_text(c, kind)}" for c in h.changes)
+        t.add_row(Text(harmless(h.figure.name)), str(len(h.points)),
+                  units.figure(kind, h.points[-1].value),
+                  f"±{100 * noise:.1f}%" if noise is not None else "",
+                  Text(changes or "none", style="red" if any(c.worse for c in h.changes)
+                       else ""))
+    console.print(t)
+
+
+def shown_rows(h: History, every: bool = False) -> list[int | tuple[int, int]]:
+    """Which points get a row: all of a short series (or with ``every``); of a long one
+    the first, two runs either side of each change and the last ten, each stretch
+    between them as one (first, last) index pair."""
+    n = len(h.points)
+    if every or n <= SHORT:
+        return list(range(n))
+    keep = {0, *range(max(0, n - 10), n)}
+    for c in h.changes:
+        keep |= set(range(max(0, c.index - 2), min(n, c.index + 3)))
+    out: list[int | tuple[int, int]] = []
+    for i in sorted(keep):
+        last = out[-1] if out else None
+        prev = last if isinstance(last, int) else last[1] if last else -1
+        if i > prev + 1:
+            out.append((prev + 1, i - 1))
+        out.append(i)
+    return out
+
+
+def print_history(console: Console, h: History, every: bool = False) -> None:
+    """One figure over the runs: a row per run with a bar, change points marked (a long
+    series: the runs around each change and the latest; the stretches between, summed
+    up in a row each)."""
+    kind = h.figure.metric.kind
+    top = max((abs(p.value) for p in h.points), default=0.0) or 1.0
+    t = Table(header_style="bold",
+              title=f"{escape(harmless(h.series))}: {escape(harmless(h.figure.name))}")
+    for col in ("run", "started (UTC)", h.figure.metric.label, "", "change"):
+        t.add_column(col, justify="right" if col == h.figure.metric.label else "left")
+    for row in shown_rows(h, every):
+        if isinstance(row, tuple):
+            values = [p.value for p in h.points[row[0]:row[1] + 1]]
+            mean = sum(values) / len(values)
+            t.add_row("…", f"{len(values):,} runs (#{h.points[row[0]].run}–"
+                           f"#{h.points[row[1]].run})",
+                      units.figure(kind, mean), Text("mean", style="dim"), Text(""))
+            continue
+        p = h.points[row]
+        c = h.change_at(p.run)
+        bar = "█" * max(1, round(BAR * abs(p.value) / top))
+        t.add_row(f"#{p.run}", p.at, units.figure(kind, p.value),
+                  Text(bar, style="red" if c and c.worse else "cyan"),
+                  Text(f"▲ {change_text(c, kind)}", style="red" if c.worse else "green")
+                  if c else Text(""))
+    console.print(t)
+    if not h.changes:
+        noise = h.noise(len(h.points) - 1)
+        spread = f" (runs vary by ±{100 * noise:.1f}%)" if noise is not None else ""
+        console.print(f"No change point in {len(h.points)} runs{spread}.")
+
+
+def history_dict(h: History) -> dict[str, Any]:
+    """--json: base units (IOPS, bytes/s, ns), each change point with its run."""
+    return {
+        "series": h.series, "metric": h.figure.name, "kind": h.figure.metric.kind,
+        "higher_is_better": h.figure.metric.higher_is_better,
+        "points": [{"run": p.run, "started": p.at, "value": p.value} for p in h.points],
+        "change_points": [
+            {"run": c.run, "index": c.index, "mean_before": c.before, "mean_after": c.after,
+             "relative_change": c.relative, "pvalue": c.pvalue, "worse": c.worse}
+            for c in h.changes],
+        "noise": h.noise(len(h.points) - 1) if h.points else None,
+    }

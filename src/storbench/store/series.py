@@ -1,0 +1,67 @@
+"""Series of runs (`storbench history`): which runs form one, and their results read
+lean, in one query, for SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from storbench.result.model import TestResult
+    from storbench.store.sqlite import Store
+
+# what a history never reads: histograms' bins and per-second figures (most of a result)
+_LEAN = ["series", "sync.lat.bins",
+         *(f"{d}.{k}.bins" for d in ("read", "write", "trim") for k in ("slat", "clat", "lat"))]
+
+
+def set_series(store: Store, run_ids: Sequence[int], name: str) -> None:
+    """Put runs in the series ``name`` (out of the one they were in)."""
+    for run_id in run_ids:
+        store.get_run(run_id, with_results=False)
+    with store._tx() as db:
+        db.executemany("DELETE FROM run_series WHERE run_id = ?", [(i,) for i in run_ids])
+        db.executemany("INSERT INTO run_series VALUES (?, ?)", [(i, name) for i in run_ids])
+
+
+def series_list(store: Store) -> list[tuple[str, int, str, str]]:
+    """Every series: (name, completed runs, first and last run's start), by name."""
+    return [(r[0], int(r[1]), r[2], r[3]) for r in store.db.execute(
+        "SELECT s.name, count(*), min(r.created_at), max(r.created_at)"
+        " FROM run_series s JOIN runs r ON r.id = s.run_id"
+        " WHERE r.status = 'completed' GROUP BY s.name ORDER BY s.name", ())]
+
+
+def series_of(store: Store, run_id: int) -> str | None:
+    row = store.db.execute("SELECT name FROM run_series WHERE run_id = ?",
+                           (run_id,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def series_results(store: Store, name: str, test: str | None = None
+                   ) -> list[tuple[int, str, TestResult]]:
+    """The results of the completed runs of a series, oldest run first: (run id, its
+    start, a result: one per test and repeat); only ``test``'s when given. One query, no
+    run loaded whole, bins and per-second figures left in the database: a series of
+    10,000 runs answers at once."""
+    from storbench.result.model import TestResult
+
+    result = ("res.result" + "".join(f" #- '{{{p.replace('.', ',')}}}'" for p in _LEAN)
+              if store.postgres else
+              f"json_remove(res.result, {', '.join(repr('$.' + p) for p in _LEAN)})")
+    sql = (f"SELECT r.id, r.created_at, {result} FROM run_series s"
+           " JOIN runs r ON r.id = s.run_id JOIN results res ON res.run_id = r.id"
+           " WHERE s.name = ? AND r.status = 'completed' AND res.host = ''")
+    params: list[Any] = [name]
+    if test is not None:
+        sql += " AND res.test = ?"
+        params.append(test)
+    sql += " ORDER BY r.created_at, r.id, res.ordinal"
+    return [(int(r[0]), r[1], TestResult.from_dict(_json(r[2])))
+            for r in store.db.execute(sql, params)]
+
+
+def _json(value: Any) -> Any:
+    """A JSON column's value: text (SQLite; PostgreSQL's JSONB is read as text too)."""
+    return json.loads(value) if isinstance(value, (str, bytes)) else value

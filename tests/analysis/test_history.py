@@ -1,0 +1,205 @@
+"""A history that notices: real runs on a volume capped by the test-bed's cgroup throttle,
+10 at one cap and 10 at a lower one, give one change point, at the first run of the
+lower cap; 20 runs at one cap with a single odd run among them give none. The same
+answers from PostgreSQL (the runs copied there) as from SQLite."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from storbench.analysis.history import Figure, find_changes
+from storbench.errors import ConfigError
+from tests.cli.test_cli import assert_one_line_error
+from tests.conftest import IS_ROOT, needs_fio, run_cli, run_cli_wrapped
+
+pytestmark = [needs_fio, pytest.mark.integration]
+
+JOB = """[randread]
+rw=randread
+bs=4k
+direct=1
+ioengine=libaio
+iodepth=4
+size=16m
+runtime=1
+time_based=1
+"""
+
+
+def _measure(t, job: Path, db: Path, series: str, caps: list[int]) -> list[int]:
+    """One run per cap (the volume re-capped before each), in ``series``; their ids."""
+    ids = []
+    for cap in caps:
+        t.set_limits(cap, cap)
+        proc = run_cli_wrapped(t.wrap, "run", str(t.mnt), "--job", str(job), "--series",
+                               series, "--label", f"cap{cap}", db=db)
+        assert proc.returncode == 0, proc.stderr
+        ids.append(json.loads(run_cli("show", "last", "--json", db=db).stdout)["id"])
+    return ids
+
+
+@pytest.fixture(scope="module")
+def capped_history(tmp_path_factory):
+    """Two series measured for real on one capped volume: 'drop' (10 runs at 600 IOPS,
+    then 10 at 300) and 'steady' (20 at 300, with one run at 100 in the middle)."""
+    if not IS_ROOT:
+        pytest.skip("throttled volumes need root")
+    from tests.testbed import Throttled
+
+    d = tmp_path_factory.mktemp("history")
+    db, job = d / "results.db", d / "randread.fio"
+    job.write_text(JOB)
+    with Throttled(600, 600, backing_dir="/dev/shm") as t:
+        drop = _measure(t, job, db, "drop", [600] * 10 + [300] * 10)
+        steady = _measure(t, job, db, "steady", [300] * 10 + [100] + [300] * 9)
+    return db, drop, steady
+
+
+def history(db, series: str, metric: str = "randread.read.iops") -> dict:
+    proc = run_cli("history", series, "--metric", metric, "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_lower_cap_is_one_change_at_its_first_run(capped_history):
+    db, drop, _ = capped_history
+    h = history(db, "drop")
+    assert [p["run"] for p in h["points"]] == drop
+    [change] = h["change_points"]
+    assert change["run"] == drop[10]  # the first run at 300 IOPS
+    assert change["mean_before"] == pytest.approx(600, rel=0.05)
+    assert change["mean_after"] == pytest.approx(300, rel=0.05)
+    assert change["relative_change"] == pytest.approx(-0.5, abs=0.03)
+    assert change["worse"] and change["pvalue"] < 0.001
+    # the mean latency doubled at the same run: worse too (the p99 is the throttle's
+    # 100 ms dispatch slice at both caps: no change there, rightly)
+    [lat] = history(db, "drop", "randread.read.clat_mean")["change_points"]
+    assert lat["run"] == drop[10] and lat["worse"]
+    # the terminal marks the run where it began
+    shown = run_cli("history", "drop", "--metric", "randread.read.iops", db=db).stdout
+    marked = [line for line in shown.splitlines() if "▲" in line]
+    assert len(marked) == 1 and f"#{drop[10]} " in marked[0]
+    assert re.search(r"▲ -(49|50|51)\.\d% \(.*, p<1e-9\): worse", marked[0]), marked[0]
+
+
+def test_a_steady_cap_with_one_odd_run_is_no_change(capped_history):
+    db, _, steady = capped_history
+    assert len(steady) == 20
+    h = history(db, "steady")
+    assert len(h["points"]) == 20
+    assert h["change_points"] == []
+    assert min(p["value"] for p in h["points"]) == pytest.approx(100, rel=0.1)  # the odd run
+    said = run_cli("history", "steady", "--metric", "randread.read.iops", db=db).stdout
+    assert "No change point in 20 runs" in said
+
+
+def test_check_no_change_fails_after_the_drop_only(capped_history):
+    db, drop, _ = capped_history
+    after = run_cli("check", "drop", "--no-change", db=db)
+    assert after.returncode == 3, after.stdout + after.stderr
+    assert f"changed at run #{drop[10]}" in after.stderr
+    assert "CHANGED randread.read.iops" in after.stdout
+    before = run_cli("check", str(drop[9]), "--no-change", db=db)  # its history then
+    assert before.returncode == 0, before.stdout + before.stderr
+    assert run_cli("check", "steady", "--no-change", db=db).returncode == 0
+    # a drop smaller than --max-regression is let through
+    assert run_cli("check", "drop", "--no-change", "--max-regression", "60%",
+                   db=db).returncode == 0
+    as_json = json.loads(run_cli("check", "drop", "--no-change", "--json", db=db).stdout)
+    iops = next(c for c in as_json if c.get("figure") == "randread.read.iops")
+    assert iops["passed"] is False and iops["run"] == drop[10]
+
+
+def test_compare_says_within_noise_or_where_it_changed(capped_history):
+    db, drop, steady = capped_history
+    wide = {"COLUMNS": "300"}
+    same = run_cli("compare", str(drop[0]), str(drop[1]), db=db, env=wide).stdout
+    assert re.search(r"1\.00 × the randread read IOPS of cap600 \(within noise, ±\d", same), same
+    lower = run_cli("compare", str(drop[0]), str(drop[15]), db=db, env=wide).stdout
+    assert f"the randread read IOPS of cap600 (worse: change at run #{drop[10]})" in lower, lower
+    # runs of different series: no history to speak for them, the plain word
+    apart = run_cli("compare", str(drop[15]), str(steady[0]), db=db, env=wide).stdout
+    assert "within noise, ±" not in apart and "change at run" not in apart, apart
+
+
+def test_the_series_list_and_the_overview(capped_history):
+    db, drop, _ = capped_history
+    listed = json.loads(run_cli("history", "--json", db=db).stdout)
+    assert [(s["series"], s["runs"]) for s in listed] == [("drop", 20), ("steady", 20)]
+    assert listed[0]["last_change"].startswith(f"run #{drop[10]}: randread.read.")
+    assert listed[1]["last_change"] is None
+    overview = run_cli("history", "1", "--json", db=db)  # by its number
+    assert overview.returncode == 0, overview.stderr
+    figures = {h["metric"]: h for h in json.loads(overview.stdout)}
+    assert [c["run"] for c in figures["randread.read.iops"]["change_points"]] == [drop[10]]
+    assert figures["randread.read.iops"]["noise"] < 0.05  # a capped volume barely varies
+    said = run_cli("history", "1", db=db, env={"COLUMNS": "200"}).stdout
+    assert f"run #{drop[10]}: -4" in said and "worse" in said
+
+
+def test_postgresql_tells_the_same_history(capped_history, postgres_db, tmp_path):
+    db, _, _ = capped_history
+    copied = run_cli("db", "copy", str(db), postgres_db, db=tmp_path / "unused.db")
+    assert copied.returncode == 0, copied.stderr
+    h = history(postgres_db, "drop")  # type: ignore[arg-type]
+    [change] = h["change_points"]
+    assert len(h["points"]) == 20
+    # the same run (its id in PostgreSQL): the 11th of the series
+    assert change["run"] == h["points"][10]["run"]
+    assert history(postgres_db, "steady")["change_points"] == []  # type: ignore[arg-type]
+
+
+def test_series_moves_runs_and_names_are_checked(capped_history, tmp_path):
+    db, drop, _ = capped_history
+    import shutil
+
+    mine = tmp_path / "copy.db"
+    shutil.copy(db, mine)
+    moved = run_cli("series", "renamed", *map(str, drop[:3]), db=mine)
+    assert moved.returncode == 0, moved.stderr
+    assert len(history(mine, "renamed")["points"]) == 3
+    assert len(history(mine, "drop")["points"]) == 17
+    assert_one_line_error(run_cli("history", "nope", db=mine), 2, "no series 'nope'")
+    assert_one_line_error(run_cli("history", "drop", "--metric", "randread.iops", db=mine),
+                          2, "is not TEST.DIRECTION.FIGURE")
+    assert_one_line_error(run_cli("history", "drop", "--metric", "seq.read.bw", db=mine), 2,
+                          "has no figure 'seq.read.bw'; it has randread.read.iops")
+    assert_one_line_error(run_cli("series", "a\x1bb", "1", db=mine), 2, "printable")
+    assert_one_line_error(run_cli("series", "x", "999", db=mine), 1, "run 999 does not exist")
+
+
+def test_a_run_joins_its_suite_and_storage_s_series(tmpfs, store_path):
+    job = tmpfs.parent / "one.fio"
+    job.write_text(JOB.replace("direct=1\n", "").replace("libaio", "psync"))
+    for _ in range(2):
+        assert run_cli("run", str(tmpfs), "--job", str(job), db=store_path).returncode == 0
+    [listed] = json.loads(run_cli("history", "--json", db=store_path).stdout)
+    import socket
+
+    assert listed["series"] == f"job:one.fio@{socket.gethostname()}:{tmpfs.resolve()}"
+    assert listed["runs"] == 2
+
+
+def test_no_change_needs_a_series(store_path, tmp_path):
+    source = Path(__file__).resolve().parent.parent / "data" / "fio" / "randread.json"
+    assert run_cli("import", str(source), db=store_path).returncode == 0
+    assert_one_line_error(run_cli("check", "last", "--no-change", db=store_path), 2,
+                          "is in no series")
+    assert run_cli("import", str(source), "--series", "imp", db=store_path).returncode == 0
+    assert run_cli("check", "imp", "--no-change", db=store_path).returncode == 0
+
+
+def test_figure_names_and_the_outlier_rule():
+    assert Figure.parse("etcd.sync.lat_p99").test == "etcd"
+    assert Figure.parse("a.b.read.clat_p99.9").test == "a.b"  # dots in a test's name
+    with pytest.raises(ConfigError):
+        Figure.parse("read.iops")
+    # one odd value at the end: an outlier, not a change; two: a change
+    flat = [300.0, 301.0, 299.0, 300.5, 299.5, 300.2, 299.8, 300.1]
+    assert find_changes([*flat, 150.0], range(9), True) == []
+    [c] = find_changes([*flat, 150.0, 151.0], range(10), True)
+    assert c.index == 8 and c.worse
