@@ -22,6 +22,7 @@ def run_dict(run: Run, *, raw: bool = False) -> dict[str, Any]:
         "uid": run.uid,
         "label": run.label,
         "tags": run.tags,
+        "series": run.series,
         "suite": run.suite,
         "target": run.target,
         "status": run.status,
