@@ -405,3 +405,28 @@ def test_where_the_time_went(disk_dir, tmp_path, store_path):
         "host_load"]
     shown = run_cli("show", "last", db=store_path).stdout
     assert "Where the time went" in shown and "This machine during the run: load average" in shown
+
+
+def test_a_table_in_a_pipe_is_never_cut(fio_json_text, tmp_path, store_path):
+    """stdout not a terminal: COLUMNS is honoured, and a table wider than it is printed
+    as blocks, never with its right-hand columns cut off; without COLUMNS, whole."""
+    from rich.cells import cell_len
+
+    source = tmp_path / "mix.json"
+    source.write_text(fio_json_text)
+    for label in ("first-run-with-a-long-label", "second"):
+        assert run_cli("import", str(source), "--label", label, db=store_path).returncode == 0
+    whole = run_cli("compare", "1", "2", db=store_path, env={"COLUMNS": ""}).stdout
+    table = [line for line in whole.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table[0].endswith("┓") and table[-1].endswith("┘")
+    assert len({cell_len(line) for line in table}) == 1  # every row whole
+    width = cell_len(table[0])
+    for columns in range(40, width + 10, 7):
+        said = run_cli("compare", "1", "2", db=store_path,
+                       env={"COLUMNS": str(columns)}).stdout
+        drawn = [line for line in said.splitlines() if line[:1] in "┏┃┡│└"]
+        if drawn:  # a table: whole, within COLUMNS
+            assert drawn[0].endswith("┓") and drawn[-1].endswith("┘"), (columns, said)
+            assert max(map(cell_len, drawn)) <= columns
+        else:  # blocks: every figure on a line of its own
+            assert said.count("read IOPS:") == 2, (columns, said)

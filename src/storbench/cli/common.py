@@ -6,6 +6,7 @@ import functools
 import importlib
 import json
 import math
+import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,14 +30,27 @@ class SafeConsole(Console):
     sequence, from a shared database) instead of sending them to the terminal; its own
     styling and cursor control go through untouched (render/text.py)."""
 
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if not self.is_terminal:  # a file or a log: a line too long is kept whole, not cut
+            kwargs.setdefault("crop", False)
+        super().print(*objects, **kwargs)
+
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return super()._render_buffer(
             s if s.control else Segment(harmless(s.text), s.style, s.control) for s in buffer)
 
 
+def _columns() -> int | None:
+    """COLUMNS as a user or a CI job set it (a number of at least 40), else None."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isascii() and text.isdigit() and int(text) >= 40 else None
+
+
 out = SafeConsole(highlight=False, soft_wrap=False)
 if not out.is_terminal:
-    out = SafeConsole(highlight=False, width=200)  # pipes and CI: never truncate a table
+    # pipes, files and CI logs: COLUMNS if set (a table wider is printed as blocks,
+    # never cut), else as wide as each table is: no column ever left out
+    out = SafeConsole(highlight=False, width=_columns() or 100_000)
 err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 

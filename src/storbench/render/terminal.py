@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
@@ -225,9 +227,14 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def fits(console: Console, t: Table) -> bool:
-    """Whether the table fits the terminal with its words whole (wrapped between words)."""
-    words = longest_words(t)
-    return sum(words) + 3 * len(words) + 1 <= console.width
+    """Whether the table fits the terminal with its words whole (wrapped between words):
+    drawn once aside, uncropped, as rich would draw it (its own measure can say a table
+    fits that it then draws wider, and the right-hand columns would be cut)."""
+    if sum(longest_words(t)) + 3 * len(t.headers) + 1 > console.width:
+        return False
+    drawn = io.StringIO()
+    Console(width=console.width, file=drawn, color_system=None).print(rich_table(t), crop=False)
+    return max(map(cell_len, drawn.getvalue().splitlines()), default=0) <= console.width
 
 
 def print_blocks(console: Console, t: Table, key_columns: int = 3) -> None:
