@@ -51,6 +51,15 @@ def test_nothing_shows_as_zero_that_is_not():
     assert gib.fmt(2048) == "2.00 KiB/s"
     assert [times(x) for x in (0.0022, 0.014, 1.5, 13043.5, 0.0)] == [
         "0.0022", "0.01", "1.50", "13,044", "0.00"]
+    # never scientific, and an uncertainty at the value's precision (study redone: a
+    # ratio printed as "6.5e-05 ×", another as "0.75 ± 0.00082 ×")
+    from storbench.analysis.stats import times_pm
+
+    assert [times(x) for x in (6.5e-05, 0.00999, -0.0031)] == ["0.000065", "0.01", "-0.0031"]
+    assert times_pm(0.75, 0.00082) == "0.75 ± <0.01"
+    assert times_pm(0.75, 0.031) == "0.75 ± 0.03"
+    assert times_pm(6.5e-05, 1.2e-05) == "0.000065 ± 0.000012"
+    assert times_pm(1523.4, 48.7) == "1,523 ± 49" and times_pm(1.0, None) == "1.00"
 
 
 def test_terminal_summary_keeps_units_and_labels_literal(two_runs):

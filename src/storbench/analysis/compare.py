@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
 from storbench.analysis.references import Printed, printed
-from storbench.analysis.stats import Estimate, Ratio, estimate, ratio, times
+from storbench.analysis.stats import Estimate, Ratio, estimate, ratio, times_pm
 from storbench.analysis.warnings import brief
 from storbench.errors import ConfigError
 from storbench.result import facts
@@ -175,8 +175,7 @@ def sentences(comp: Comparison) -> list[str]:
             r = comp.cells[i][j].ratio
             if r is None:
                 continue
-            unc = f" ± {times(r.ci95)}" if r.ci95 is not None else ""
-            text = f"{run.name}: {times(r.value)}{unc} × the {col.title} of {base.name}"
+            text = f"{run.name}: {times_pm(r.value, r.ci95)} × the {col.title} of {base.name}"
             told = _by_history(comp, base, run, col)
             if told:
                 text += f" ({told})"

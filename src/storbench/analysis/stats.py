@@ -69,9 +69,27 @@ def ratio(a: Estimate, b: Estimate) -> Ratio | None:
 
 
 def times(x: float) -> str:
-    """A ratio as text: "1.52", "13,043", "0.0022" (never "0.00")."""
+    """A ratio as text: "1.52", "13,043", "0.0022", "0.000065" (never "0.00", never
+    "6.5e-05": two significant digits below 0.01)."""
     if abs(x) >= 100:
         return f"{x:,.0f}"
-    if abs(x) >= 0.01 or x == 0:
+    if abs(x) >= 0.01 or x == 0 or abs(round(x, _decimals(x))) >= 0.01:
         return f"{x:.2f}"
-    return f"{x:.2g}"
+    return f"{x:.{_decimals(x)}f}"
+
+
+def _decimals(x: float) -> int:
+    """Decimals that show two significant digits of ``x`` (0 < |x| < 0.01)."""
+    return 1 - math.floor(math.log10(abs(x)))
+
+
+def times_pm(x: float, ci95: float | None) -> str:
+    """A ratio and its uncertainty at the same precision: "0.75 ± 0.03", "0.75 ± <0.01"
+    (never "0.75 ± 0.00082"), "1.52" without one."""
+    text = times(x)
+    if ci95 is None:
+        return text
+    decimals = len(text.partition(".")[2]) if "." in text else 0
+    if round(ci95, decimals) == 0:
+        return f"{text} ± <{10.0 ** -decimals:.{decimals}f}" if decimals else f"{text} ± <1"
+    return f"{text} ± {ci95:,.{decimals}f}"
