@@ -430,3 +430,38 @@ def test_a_table_in_a_pipe_is_never_cut(fio_json_text, tmp_path, store_path):
             assert max(map(cell_len, drawn)) <= columns
         else:  # blocks: every figure on a line of its own
             assert said.count("read IOPS:") == 2, (columns, said)
+
+
+def test_a_run_is_relabelled_and_retagged_and_its_results_stay(fio_json_text, tmp_path,
+                                                               store_path):
+    import sqlite3
+
+    source = tmp_path / "mix.json"
+    source.write_text(fio_json_text)
+    assert run_cli("import", str(source), "--label", "mytest", "--tag", "a=1",
+                   db=store_path).returncode == 0
+    before = json.loads(run_cli("show", "1", "--json", db=store_path).stdout)
+    assert run_cli("label", "1", "efs-2016", db=store_path).returncode == 0
+    assert run_cli("tag", "1", "b=2", "a=3", db=store_path).returncode == 0
+    listed = json.loads(run_cli("list", "--json", db=store_path).stdout)[0]
+    assert listed["label"] == "efs-2016" and listed["tags"] == {"a": "3", "b": "2"}
+    assert run_cli("tag", "1", "--remove", "a", db=store_path).returncode == 0
+    assert run_cli("label", "efs-2016", "--clear", db=store_path).returncode == 0  # by label
+    after = json.loads(run_cli("show", "1", "--json", db=store_path).stdout)
+    assert after["label"] is None and after["tags"] == {"b": "2"}
+    assert after["tests"] == before["tests"] and after["environment"] == before["environment"]
+    assert_one_line_error(run_cli("label", "1", db=store_path), 2, "LABEL, or --clear")
+    assert_one_line_error(run_cli("tag", "1", db=store_path), 2, "KEY=VALUE")
+    assert_one_line_error(run_cli("tag", "1", "novalue", db=store_path), 2, "novalue")
+    assert_one_line_error(run_cli("label", "99", "x", db=store_path), 1, "run 99")
+    # what it measured and how it ended stay immutable
+    if str(store_path).startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(str(store_path), autocommit=True) as conn, \
+                pytest.raises(psycopg.Error, match="immutable"):
+            conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+    else:
+        with sqlite3.connect(store_path) as db, pytest.raises(sqlite3.DatabaseError,
+                                                              match="immutable"):
+            db.execute("UPDATE runs SET status = 'failed' WHERE id = 1")

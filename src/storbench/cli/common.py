@@ -188,6 +188,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                             " or normal text."),
     "k8s": ("k8s", "Kubernetes: list StorageClasses, time their volumes' lifecycle,"
                    " remove what crashed runs left."),
+    "label": ("history", "Give a stored run a new label (its name in tables); its results"
+                         " never change."),
     "list": ("history", "List stored runs, newest first."),
     "push": ("push", "Push runs' figures to a Prometheus Pushgateway, grouped as"
                      ' job="storbench", instance=TARGET.'),
@@ -200,6 +202,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "Run a suite (or a fio job file) on the directory TARGET and store the"
                    " results."),
     "show": ("history", "Show one run: results, verdicts and the environment it ran in."),
+    "tag": ("history", "Add, change or remove tags of a stored run; its results never"
+                       " change."),
     "suites": ("catalog", "List the built-in suites, or show one suite's tests and fio job"
                           " files."),
 }

@@ -15,6 +15,7 @@ from storbench.cli.common import (
     parse_tags,
     print_json,
 )
+from storbench.errors import ConfigError
 from storbench.render.json import run_dict
 from storbench.store import Store
 
@@ -102,3 +103,51 @@ def rm(store: Store, run_refs: tuple[str, ...]) -> None:
         run_id = store.resolve(ref)
         store.delete_run(run_id)
         err.print(f"Deleted run #{run_id}")
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.argument("label", required=False)
+@click.option("--clear", is_flag=True, help="Remove the run's label.")
+@db_option
+def label(store: Store, run_ref: str, label: str | None, clear: bool) -> None:
+    """Give a stored run a new label (its name in tables); its results never change.
+
+    \b
+    Example:
+      storbench label 12 gp3-us-east-1a
+      storbench label last --clear
+    """
+    from storbench.store.series import set_label
+
+    if (label is None) == (not clear):
+        raise ConfigError("give the new LABEL, or --clear")
+    run_id = store.resolve(run_ref)
+    set_label(store, run_id, label)
+    err.print(f"Run #{run_id} is now labelled {label!r}." if label else
+              f"Run #{run_id} has no label now.", markup=False)
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.argument("tags", nargs=-1, metavar="KEY=VALUE...")
+@click.option("--remove", "-r", "remove", multiple=True, metavar="KEY",
+              help="Remove this tag (repeatable).")
+@db_option
+def tag(store: Store, run_ref: str, tags: tuple[str, ...], remove: tuple[str, ...]) -> None:
+    """Add, change or remove tags of a stored run; its results never change.
+
+    \b
+    Example:
+      storbench tag 12 zone=a tier=gold
+      storbench tag 12 --remove tier
+    """
+    from storbench.store.series import set_tags
+
+    if not tags and not remove:
+        raise ConfigError("give KEY=VALUE tags to set, or --remove KEY")
+    run_id = store.resolve(run_ref)
+    set_tags(store, run_id, parse_tags(tags), remove)
+    now = store.get_run(run_id, with_results=False).tags
+    err.print(f"Run #{run_id} tags: " + (" ".join(f"{k}={v}" for k, v in now.items())
+                                          or "none"), markup=False)

@@ -157,6 +157,22 @@ CREATE TABLE run_series (
 CREATE INDEX run_series_name ON run_series(name);
 """
 
+# A run's label is a name people give it and may change (`storbench label`); what it
+# measured, and how it ended, stay immutable: the trigger watches those columns only.
+_RUN_COLUMNS = ("uid, created_at, finished_at, status, origin, suite, target, error,"
+                " environment, settings, storbench_version, fio_version, judged")
+RELABEL = f"""
+DROP TRIGGER runs_final;
+CREATE TRIGGER runs_final BEFORE UPDATE OF {_RUN_COLUMNS} ON runs
+    WHEN OLD.status != 'running'
+    BEGIN SELECT RAISE(ABORT, 'a finished run is immutable'); END;
+"""
+RELABEL_POSTGRES = f"""
+DROP TRIGGER runs_final ON runs;
+CREATE TRIGGER runs_final BEFORE UPDATE OF {_RUN_COLUMNS} ON runs FOR EACH ROW
+    WHEN (OLD.status <> 'running') EXECUTE FUNCTION storbench_refuse('a finished run is immutable');
+"""
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -167,5 +183,6 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0006_crashed_runs", _CRASHED),
     ("0007_run_locks", RUN_LOCKS),
     ("0008_series", SERIES),
+    ("0009_relabel", RELABEL),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run

@@ -1,5 +1,5 @@
-"""Series of runs (`storbench history`): which runs form one, and their results read
-lean, in one query, for SQLite and PostgreSQL alike."""
+"""What people name runs after the fact: their series (`storbench history`; a series'
+results read lean, in one query), label and tags. SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
@@ -23,6 +23,22 @@ def set_series(store: Store, run_ids: Sequence[int], name: str) -> None:
     with store._tx() as db:
         db.executemany("DELETE FROM run_series WHERE run_id = ?", [(i,) for i in run_ids])
         db.executemany("INSERT INTO run_series VALUES (?, ?)", [(i, name) for i in run_ids])
+
+
+def set_label(store: Store, run_id: int, label: str | None) -> None:
+    store.get_run(run_id, with_results=False)
+    with store._tx() as db:
+        db.execute("UPDATE runs SET label = ? WHERE id = ?", (label, run_id))
+
+
+def set_tags(store: Store, run_id: int, tags: dict[str, str], remove: Sequence[str]) -> None:
+    """Add or change ``tags`` of a run, and remove the keys in ``remove``."""
+    store.get_run(run_id, with_results=False)
+    with store._tx() as db:
+        db.executemany("DELETE FROM run_tags WHERE run_id = ? AND key = ?",
+                       [(run_id, k) for k in [*remove, *tags]])
+        db.executemany("INSERT INTO run_tags VALUES (?, ?, ?)",
+                       [(run_id, k, v) for k, v in tags.items()])
 
 
 def series_list(store: Store) -> list[tuple[str, int, str, str]]:
