@@ -35,7 +35,7 @@ def test_round_trip_immutability_and_cascade(pg, fio_json_text):
     pg.db.execute("INSERT INTO warnings (run_id, test, kind, message, details)"
                   " VALUES (?, 't', 'k', 'm', '{}')", (run_id,))
     for sql in ("UPDATE results SET test = 'x'", "UPDATE invocations SET raw_json = ''",
-                "UPDATE warnings SET kind = 'x'", "UPDATE runs SET label = 'x'"):
+                "UPDATE warnings SET kind = 'x'", "UPDATE runs SET target = 'x'"):
         add_run(pg, fio_json_text)
         with pytest.raises(psycopg.errors.RaiseException, match="immutable"):
             pg.db.execute(sql, ())

@@ -128,7 +128,7 @@ def test_a_wave1_database_migrates_with_its_runs_intact(store_path, fio_json_tex
     assert run.verdicts is None  # judged when read (pipeline: with_verdicts)
     assert s.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     with pytest.raises(sqlite3.IntegrityError, match="immutable"):
-        s.db.execute("UPDATE runs SET label = 'x' WHERE id = 1")
+        s.db.execute("UPDATE runs SET target = 'x' WHERE id = 1")
     s.delete_run(1)
     assert s.db.execute("SELECT count(*) FROM run_tags").fetchone()[0] == 0  # cascade
     s.close()
