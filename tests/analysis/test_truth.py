@@ -145,6 +145,22 @@ def test_etcd_on_tmpfs_is_not_a_bare_pass(tmpfs, store_path):
     assert verdict["passed"] and "no-op" in verdict["note"]
 
 
+def test_syncs_on_tmpfs_are_said_whatever_the_suite(tmpfs, disk_dir, store_path):
+    """sync-iops on tmpfs (fsync in nanoseconds) is not a silent pass: a warning, shown
+    beside the figure; the same suite on the disk has none."""
+    proc = run_cli("run", str(tmpfs), "--suite", "sync-iops", "--runtime", "1", "--size", "8m",
+                   db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    [w] = [w for w in last_run(store_path)["warnings"] if w["kind"] == "sync-in-ram"]
+    assert w["test"] == "sync_randwrite" and "fsync on tmpfs is a no-op" in w["message"]
+    shown = run_cli("compare", "last", db=store_path).stdout
+    assert "fsync on tmpfs: a no-op" in " ".join(shown.split()), shown
+    proc = run_cli("run", str(disk_dir), "--suite", "sync-iops", "--runtime", "1", "--size",
+                   "8m", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "sync-in-ram" not in kinds(last_run(store_path))
+
+
 def test_iodepth_shortfall_with_sync_engine(tmpfs, tmp_path, store_path):
     text = ("[deep]\nrw=randread\nbs=4k\nsize=16m\ndirect=1\nioengine=psync\niodepth=32\n"
             "time_based\nruntime=5\n")

@@ -38,6 +38,7 @@ class Kind(enum.StrEnum):
     SMALL_WORKING_SET = "small-working-set"
     DEVICE_NOT_REACHED = "device-not-reached"
     UNWRITTEN_READS = "unwritten-reads"
+    SYNC_IN_RAM = "sync-in-ram"
 
 
 def _flag(options: dict[str, str], key: str) -> bool:
@@ -295,12 +296,32 @@ def iodepth_shortfall(r: TestResult) -> Warning | None:
     )
 
 
+def syncs(r: TestResult) -> bool:
+    """The test syncs what it writes (fsync=, fdatasync=, sync=) or timed its syncs."""
+    return r.sync is not None or any(_flag(r.options, k) for k in ("fsync", "fdatasync")) or (
+        r.options.get("sync") in ("1", "sync", "dsync"))
+
+
+def sync_in_ram(r: TestResult, facts: TargetFacts) -> Warning | None:
+    """Syncs on a file system in RAM make nothing durable: a figure of no disk, whatever
+    the suite (etcd's verdict said so; sync-iops and app profiles did not)."""
+    if facts.fs_type not in RAM_FILESYSTEMS or r.write is None or not syncs(r):
+        return None
+    return Warning(
+        Kind.SYNC_IN_RAM, r.name,
+        f"{r.name}: fsync on {facts.fs_type} is a no-op: RAM is the storage and nothing is"
+        " made durable, so its write and sync figures say nothing about a disk's.",
+        {"fs_type": facts.fs_type},
+    )
+
+
 def compute(r: TestResult, facts: TargetFacts) -> list[Warning]:
     """Every warning that applies to one test, on a target of these facts."""
     if r.error:
         return []
     found = [page_cache(r, facts), cache_in_front(r, facts), not_steady(r), too_short(r),
-             iodepth_shortfall(r), unwritten_reads(r, facts), *rate_not_reached(r)]
+             iodepth_shortfall(r), unwritten_reads(r, facts), sync_in_ram(r, facts),
+             *rate_not_reached(r)]
     for direction, s in r.series.items():
         b = burst(direction, s, r.name)
         found.append(b if b is not None else variation(direction, s, r.name))
@@ -354,4 +375,6 @@ def _brief(w: Warning) -> str:
         return f"stall of {d['length_s']:.0f} s at {d['start_s']:.0f} s"
     if w.kind == Kind.TOO_SHORT:
         return f"too short ({_took(d['seconds'])})"
+    if w.kind == Kind.SYNC_IN_RAM:
+        return f"fsync on {d['fs_type']}: a no-op"
     return str(w.kind).replace("-", " ")
