@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import STORBENCH, needs_fio, run_cli, run_cli_wrapped
+from tests.conftest import IS_ROOT, STORBENCH, needs_fio, run_cli, run_cli_wrapped
 
 pytestmark = [needs_fio, pytest.mark.integration]
 
@@ -76,6 +76,39 @@ def test_delayed_network_fs_latency(sshfs_server, proxied, tmp_path, store_path)
 
 def kinds(run: dict) -> set[str]:
     return {w["kind"] for w in run["warnings"]}
+
+
+def test_a_memory_cgroup_is_the_page_cache_s_limit(disk_dir, store_path, tmp_path):
+    """In a container of 300 MiB, a 64 MiB buffered working set is under twice what the
+    page cache may hold: warned against that limit, not the host's RAM."""
+    import os
+
+    memory = Path("/sys/fs/cgroup/memory")
+    if not IS_ROOT or not (memory / "memory.limit_in_bytes").exists():
+        pytest.skip("needs root and the cgroup v1 memory controller")
+    cg = memory / f"storbench-test-mem-{os.getpid()}"
+    cg.mkdir()
+    try:
+        (cg / "memory.limit_in_bytes").write_text(str(300 * 2**20))
+        wrap = ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh"]
+        text = "[buffered]\nrw=randread\nbs=4k\nsize=64m\ntime_based\nruntime=1\n"
+        proc = subprocess.run([*wrap, *STORBENCH, "run", str(disk_dir), "--job",
+                               str(job(tmp_path, text))], capture_output=True, text=True,
+                              env={**os.environ, "STORBENCH_DB": str(store_path)})
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        for _ in range(50):
+            try:
+                cg.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    run = last_run(store_path)
+    assert run["environment"]["ram_bytes"] == 300 * 2**20
+    assert run["environment"]["memory_limit_bytes"] == 300 * 2**20
+    [w] = [w for w in run["warnings"] if w["kind"] == "page-cache"]
+    assert "its cgroup's limit" in w["message"] and "(300.0 MiB)" in w["message"], w
+    assert "at least 600.0 MiB" in w["message"]
 
 
 def test_page_cache_warning(disk_dir, store_path):

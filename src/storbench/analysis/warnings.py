@@ -84,7 +84,9 @@ def page_cache(r: TestResult, facts: TargetFacts) -> Warning | None:
     if not ram or ws >= 2 * ram:
         return None
     whose = ("the pod's memory (its limit, or the node's RAM)" if facts.place == "pods"
-             else "each host's RAM (the smallest)" if hosts else "this machine's RAM")
+             else "each host's RAM (the smallest)" if hosts
+             else "the memory this run may use (its cgroup's limit, below the RAM)"
+             if facts.memory_limited else "this machine's RAM")
     per = " per host" if hosts else " per pod" if workers > 1 else ""
     return Warning(
         Kind.PAGE_CACHE, r.name,

@@ -34,6 +34,7 @@ class TargetFacts:
     devices: tuple[Device, ...] = ()
     hostname: str | None = None  # of the machine storbench ran on
     kube_context: str | None = None  # the kubeconfig context of a Kubernetes run
+    memory_limited: bool = False  # ram_bytes is a memory cgroup's limit, below the RAM
 
     @classmethod
     def of(cls, environment: Mapping[str, Any]) -> TargetFacts:
@@ -46,7 +47,8 @@ class TargetFacts:
                         if d.get("found_on_it") is not None)
         return cls(place, workers, ram if isinstance(ram, int) else None,
                    target.get("fs_type"), devices, environment.get("hostname"),
-                   (environment.get("kubernetes") or {}).get("context"))
+                   (environment.get("kubernetes") or {}).get("context"),
+                   environment.get("memory_limit_bytes") is not None)
 
 
 def _device(facts: Mapping[str, Any]) -> Device:

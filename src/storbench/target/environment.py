@@ -21,7 +21,7 @@ def host_facts() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
         "cpu_model": _cpu_model(),
-        "ram_bytes": _ram_bytes(),
+        **_memory(),
     }
 
 
@@ -51,6 +51,49 @@ def _cpu_model() -> str | None:
     except OSError:
         pass
     return None
+
+
+def _memory() -> dict[str, int | None]:
+    """``ram_bytes``: the memory this process's page cache may use, the machine's RAM or
+    its memory cgroup's limit (a container's), the smaller; ``memory_limit_bytes``: that
+    limit when it is the smaller."""
+    ram, limit = _ram_bytes(), memory_limit()
+    if limit is not None and (ram is None or limit < ram):
+        return {"ram_bytes": limit, "memory_limit_bytes": limit}
+    return {"ram_bytes": ram}
+
+
+def memory_limit(proc_cgroup: Path = Path("/proc/self/cgroup"),
+                 root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The tightest memory limit on this process's cgroup and its ancestors (cgroup v2
+    memory.max, v1 memory.limit_in_bytes); None: none, or none to be read."""
+    limits = []
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        number, controllers, path = [*line.split(":", 2), "", ""][:3]
+        if number == "0" and controllers == "":
+            base, name = root if (root / "cgroup.controllers").exists() else root / "unified", \
+                "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        here = base / path.lstrip("/")
+        if not here.is_dir():  # a cgroup namespace (a container): its own cgroup is the root
+            here = base
+        for d in (here, *here.parents):
+            try:
+                text = (d / name).read_text().strip()
+            except OSError:
+                text = ""
+            if text.isdigit() and int(text) < 2**60:  # v1 says "no limit" with ~2**63
+                limits.append(int(text))
+            if d == base:
+                break
+    return min(limits) if limits else None
 
 
 def _ram_bytes() -> int | None:
