@@ -65,6 +65,35 @@ def test_labels_filters_and_resolve(pg, fio_json_text):
     assert pg.resolve("gp3") == c and pg.resolve("#1") == a
 
 
+def test_runs_stored_before_series_join_theirs(postgres_db):
+    """A team's database at migration 0007 (before series): upgraded, its measured runs
+    are in the series a run would join now; the immutability trigger still holds."""
+    from storbench.analysis.history import auto_series
+    from storbench.result.facts import TargetFacts
+    from storbench.store import postgres
+
+    conn = postgres.Connection(postgres_db)
+    postgres.migrate(conn, MIGRATIONS[:7], "t", "test")
+    for uid, suite, target, env in (
+            ("a", "quick", "/x", {}),
+            ("b", "etcd", "storageclass/fast", {"kubernetes": {"context": "prod"}}),
+            ("c", "quick", "/d on 2 hosts", {"hostname": "me", "hosts": [{}, {}]}),
+            ("d", "quick", "/mnt/v", {"hostname": "db1", "hosts": "odd"})):
+        conn.execute("INSERT INTO runs (uid, created_at, status, suite, target, environment,"
+                     " settings, storbench_version) VALUES (?, 't', 'completed', ?, ?, ?, '{}',"
+                     " '0')", (uid, suite, target, json.dumps(env)))
+    conn.close()
+    s = Store(postgres_db)
+    runs = sorted(s.list_runs(), key=lambda r: r.id)
+    assert [r.series for r in runs] == ["quick@/x", "etcd@prod:storageclass/fast",
+                                        "quick@/d on 2 hosts", "quick@db1:/mnt/v"]
+    assert all(r.series == auto_series(r.suite, r.target, TargetFacts.of(r.environment))
+               for r in runs[:3])
+    with pytest.raises(psycopg.errors.RaiseException, match="immutable"):
+        s.db.execute("UPDATE runs SET status = 'failed'", ())
+    s.close()
+
+
 def test_a_newer_database_is_refused(postgres_db):
     with psycopg.connect(postgres_db, autocommit=True) as conn:
         Store(postgres_db).close()

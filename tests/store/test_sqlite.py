@@ -119,10 +119,25 @@ def test_a_wave1_database_migrates_with_its_runs_intact(store_path, fio_json_tex
                " settings, storbench_version) VALUES ('old', 't', 'completed', 'quick', '/x',"
                " '{}', '{}', '0.0.1')")
     db.execute("INSERT INTO run_tags VALUES (1, 'zone', 'a')")
+    db.execute("INSERT INTO runs (uid, created_at, status, suite, target, environment,"
+               " settings, storbench_version) VALUES ('old2', 't', 'completed', 'etcd',"
+               " 'storageclass/fast', '{\"kubernetes\": {\"context\": \"prod\"}}', '{}',"
+               " '0.0.1'), ('old3', 't', 'completed', 'quick', '/d on 2 hosts',"
+               " '{\"hostname\": \"me\", \"hosts\": [{}, {}]}', '{}', '0.0.1'),"
+               " ('old4', 't', 'completed', 'quick', '/mnt/v', '{\"hostname\": \"db1\"}',"
+               " '{}', '0.0.1')")
     db.commit()
     db.close()
     s = Store(store_path)
     assert s.schema_version() == len(MIGRATIONS)
+    # the runs measured before series existed join the series a run would join now
+    from storbench.analysis.history import auto_series
+    from storbench.result.facts import TargetFacts
+
+    for r in map(s.get_run, (1, 2, 3, 4)):
+        assert r.series == auto_series(r.suite, r.target, TargetFacts.of(r.environment))
+    assert [s.get_run(i).series for i in (1, 2, 3, 4)] == [
+        "quick@/x", "etcd@prod:storageclass/fast", "quick@/d on 2 hosts", "quick@db1:/mnt/v"]
     run = s.get_run(1)
     assert run.uid == "old" and run.status == "completed" and run.tags == {"zone": "a"}
     assert run.verdicts is None  # judged when read (pipeline: with_verdicts)

@@ -155,6 +155,35 @@ CREATE TABLE run_series (
     name TEXT NOT NULL
 );
 CREATE INDEX run_series_name ON run_series(name);
+INSERT INTO run_series (run_id, name)
+    SELECT id, suite || '@' || CASE
+        WHEN json_extract(environment, '$.kubernetes') IS NOT NULL THEN
+            COALESCE(json_extract(environment, '$.kubernetes.context') || ':', '') || target
+        WHEN json_type(environment, '$.hosts') = 'array'
+             AND json_array_length(environment, '$.hosts') > 0 THEN target
+        WHEN json_extract(environment, '$.hostname') IS NOT NULL THEN
+            json_extract(environment, '$.hostname') || ':' || target
+        ELSE target END
+    FROM runs WHERE origin = 'measured';
+"""
+# the runs measured before series existed join theirs (analysis.history.auto_series)
+SERIES_POSTGRES = """
+CREATE TABLE run_series (
+    run_id BIGINT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    name TEXT NOT NULL
+);
+CREATE INDEX run_series_name ON run_series(name);
+INSERT INTO run_series (run_id, name)
+    SELECT id, suite || '@' || CASE
+        WHEN environment -> 'kubernetes' IS NOT NULL THEN
+            COALESCE((environment -> 'kubernetes' ->> 'context') || ':', '') || target
+        WHEN jsonb_typeof(environment -> 'hosts') = 'array'
+             AND jsonb_array_length(CASE WHEN jsonb_typeof(environment -> 'hosts') = 'array'
+                                    THEN environment -> 'hosts' ELSE '[]' END) > 0 THEN target
+        WHEN environment ->> 'hostname' IS NOT NULL THEN
+            (environment ->> 'hostname') || ':' || target
+        ELSE target END
+    FROM runs WHERE origin = 'measured';
 """
 
 # A run's label is a name people give it and may change (`storbench label`); what it

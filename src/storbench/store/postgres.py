@@ -19,7 +19,7 @@ import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from storbench.store.migrations import RELABEL_POSTGRES, RUN_LOCKS, SERIES
+from storbench.store.migrations import RELABEL_POSTGRES, RUN_LOCKS, SERIES_POSTGRES
 
 SCHEMES = ("postgresql://", "postgres://")
 _LOCK = 7_202_611  # pg_advisory_xact_lock key: storbench's migrations
@@ -254,5 +254,5 @@ CREATE TRIGGER runs_final BEFORE UPDATE ON runs FOR EACH ROW
 
 # Per migration name, what it does on PostgreSQL (absent: nothing left to do).
 SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS,
-                           "0008_series": SERIES.replace("INTEGER", "BIGINT"),
+                           "0008_series": SERIES_POSTGRES,
                            "0009_relabel": RELABEL_POSTGRES}
