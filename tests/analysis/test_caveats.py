@@ -101,3 +101,28 @@ def test_terminal_tables_are_never_cut(tmpfs, tmp_path, store_path):
     assert "┏" not in blocks and "…" not in blocks
     assert re.search(r"^#2 sync job:sync\.fio$", blocks, re.M), blocks
     assert re.search(r"^  reads read IOPS: [\d,]+ \([\d.]+×\)", blocks, re.M), blocks
+
+
+def test_an_open_loop_pass_beside_a_failing_closed_loop_figure_says_so(store_path):
+    """etcd with --rate on a volume capped at 300 IOPS: its writes at 50/s sync in ~2-5 ms
+    (PASS under 20 ms), while the closed-loop test beside it waits for the cap (p99 ~100
+    ms): the verdict says which it judged, and that the other would fail it."""
+    from tests.conftest import IS_ROOT, run_cli_wrapped
+
+    if not IS_ROOT:
+        pytest.skip("throttled volumes need root")
+    from tests.testbed import Throttled
+
+    with Throttled(300, 300, backing_dir="/dev/shm") as t:
+        proc = run_cli_wrapped(t.wrap, "run", str(t.mnt), "--suite", "etcd", "--size", "1m",
+                               "--rate", "50", "--threshold", "20", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    closed = next(t for t in run["tests"] if t["name"] == "etcd")
+    assert closed["sync"]["lat"]["percentiles_ns"]["99.0"] > 20e6  # fails 20 ms, for real
+    for said in (run_cli("export", "last", "--format", "csv", db=store_path).stdout,
+                 run_cli("compare", "last", db=store_path, env={"COLUMNS": "1000"}).stdout):
+        said = " ".join(said.split())
+        assert ("PASS etcd_rated.fdatasync.p99 < 20ms — judged open loop at 50 writes/s"
+                " (etcd_rated); the closed-loop etcd (writing as fast as it can) would FAIL"
+                " it") in said, said

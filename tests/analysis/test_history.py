@@ -24,7 +24,7 @@ bs=4k
 direct=1
 ioengine=libaio
 iodepth=4
-size=16m
+size=4m
 runtime=1
 time_based=1
 """

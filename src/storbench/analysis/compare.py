@@ -150,8 +150,30 @@ def run_caveats(run: Run) -> list[str]:
 
 
 def outcomes(run: Run) -> list[str]:
-    """Each verdict in a word and its rule: "PASS etcd.fdatasync.p99 < 10ms"."""
-    return [verdict_brief(v) for v in run.judged]
+    """Each verdict in a word and its rule: "PASS etcd.fdatasync.p99 < 10ms"; a verdict
+    judged open loop (`--rate`) says so when the closed-loop test beside it, the figure
+    a reader sees in the table, would have been judged the other way."""
+    return [verdict_brief(v) + _other_loop(run, v) for v in run.judged]
+
+
+def _other_loop(run: Run, v: Verdict) -> str:
+    from storbench.analysis.assertions import OPS, Assertion
+
+    try:
+        a = Assertion.parse(v.assertion)
+    except ConfigError:
+        return ""
+    closed = a.test.removesuffix("_rated")
+    results = run.results_by_test().get(closed)
+    if closed == a.test or not results or v.metric is None or v.limit is None:
+        return ""
+    est = estimate(value(r, metric(v.metric)) for r in results)
+    if est is None or OPS[a.op](est.center, v.limit) == v.passed:
+        return ""
+    rate = run.settings.get("rate_iops")
+    at = f" at {rate:g} writes/s" if isinstance(rate, (int, float)) else ""
+    return (f" — judged open loop{at} ({a.test}); the closed-loop {closed} (writing as"
+            f" fast as it can) would {'PASS' if not v.passed else 'FAIL'} it")
 
 
 def verdict_brief(v: Verdict) -> str:
