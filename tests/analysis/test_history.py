@@ -203,3 +203,35 @@ def test_figure_names_and_the_outlier_rule():
     assert find_changes([*flat, 150.0], range(9), True) == []
     [c] = find_changes([*flat, 150.0, 151.0], range(10), True)
     assert c.index == 8 and c.worse
+
+
+def test_openmetrics_carries_the_change_point_at_its_run(capped_history):
+    db, drop, _ = capped_history
+    at = run_cli("export", str(drop[10]), "--format", "openmetrics", db=db).stdout
+    [line] = [x for x in at.splitlines() if x.startswith("storbench_change_point{")
+              and 'figure="randread.read.iops"' in x]
+    assert 'series="drop"' in line and 'change="worse"' in line
+    value, stamp = line.rsplit(" ", 2)[1:]
+    assert float(value) == pytest.approx(-0.5, abs=0.03) and int(stamp) > 0
+    assert "# TYPE storbench_change_point gauge" in at
+    before = run_cli("export", str(drop[5]), "--format", "openmetrics", db=db).stdout
+    assert "storbench_change_point{" not in before
+
+
+def test_push_carries_the_change_point_to_a_real_pushgateway(capped_history):
+    import urllib.request
+
+    from tests import services
+
+    reason = services.missing(("prometheus-pushgateway", services.PUSHGATEWAY))
+    if reason:
+        pytest.skip(reason)
+    db, drop, _ = capped_history
+    with services.pushgateway() as gateway:
+        proc = run_cli("push", str(drop[10]), "--pushgateway", gateway, db=db)
+        assert proc.returncode == 0, proc.stderr
+        with urllib.request.urlopen(f"{gateway}/api/v1/metrics", timeout=10) as r:
+            [group] = json.load(r)["data"]
+    marks = group["storbench_change_point"]["metrics"]
+    assert {(m["labels"]["figure"], m["labels"]["change"]) for m in marks} >= {
+        ("randread.read.iops", "worse")}

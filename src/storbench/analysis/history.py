@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
@@ -185,4 +185,23 @@ def find_changes(values: Sequence[float], runs: Sequence[int], higher_is_better:
         out.append(Change(int(c.index), runs[int(c.index)], before, after,
                           float(c.stats.pvalue),
                           after < before if higher_is_better else after > before))
+    return out
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A change point where it begins, for a time series (Grafana annotates it)."""
+
+    series: str
+    figure: str
+    relative: float
+    worse: bool
+
+
+def marks(histories: Iterable[History]) -> dict[int, list[Mark]]:
+    """Per run id, the change points that begin at that run."""
+    out: dict[int, list[Mark]] = {}
+    for h in histories:
+        for c in h.changes:
+            out.setdefault(c.run, []).append(Mark(h.series, h.figure.name, c.relative, c.worse))
     return out

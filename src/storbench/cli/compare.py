@@ -4,6 +4,7 @@ shares with them: choosing the runs, the baseline and the published references).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +46,16 @@ def comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
     return build_comparison(runs, base_index, series_histories(store, runs))
 
 
-def series_histories(store: Store, runs: list[Any]) -> dict[str, dict[str, Any]]:
-    """The histories of the series two or more of ``runs`` share (for 'within noise')."""
+def series_histories(store: Store, runs: list[Any], *, every: bool = False
+                     ) -> dict[str, dict[str, Any]]:
+    """The histories of the series two or more of ``runs`` share (for 'within noise'),
+    or with ``every`` of each run's series (for their change points)."""
     from collections import Counter
 
     from storbench.cli.trend import histories
 
     shared = [name for name, n in Counter(r.series for r in runs if r.series).items()
-              if n > 1]
+              if n > 1 or every]
     return {name: {h.figure.name: h for h in histories(store, name)} for name in shared}
 
 
@@ -184,6 +187,8 @@ def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None
         comp = select(comp, [c.strip() for c in columns.split(",") if c.strip()])
     if layout is not None and fmt not in ("md", "wiki", "html-table"):
         raise ConfigError(f"--layout shapes md, wiki and html-table tables, not {fmt}")
+    if fmt == "openmetrics":  # each run's change points, for Grafana to annotate
+        comp = replace(comp, histories=series_histories(store, comp.runs, every=True))
     if layout is not None:
         from storbench.render import layouts
 

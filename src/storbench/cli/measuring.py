@@ -54,7 +54,7 @@ def measure_and_report(targets: list[Target], spec: RunSpec, store: Store, *,
     def on_done(done: TargetOutcome) -> None:
         reporters[-1].close()
         if push_to is not None and done.outcome is not None:
-            pushed.extend(_push(push_to, done.outcome.run))
+            pushed.extend(_push(push_to, done.outcome.run, store))
         if done.outcome is not None and not as_json:
             terminal.print_run(out, done.outcome.run)
         if done.error is not None and len(targets) > 1 and not isinstance(done.error,
@@ -79,12 +79,12 @@ def measure_and_report(targets: list[Target], spec: RunSpec, store: Store, *,
         raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
 
 
-def _push(gateway: str, run: Run) -> list[StorbenchError]:
+def _push(gateway: str, run: Run, store: Store) -> list[StorbenchError]:
     """Push a stored run (--push); what went wrong is said now, raised at the end."""
     from storbench.cli.push import push_runs
 
     try:
-        for url in push_runs(gateway, [run]):
+        for url in push_runs(gateway, [run], store):
             err.print(f"Pushed run #{run.id} to {url}", markup=False)
     except StorbenchError as exc:
         err.print(f"storbench: run #{run.id} is stored, but: {exc}", markup=False)

@@ -42,16 +42,24 @@ def group_url(gateway: str, instance: str) -> str:
             f"{_segment('instance', instance)}")
 
 
-def push_runs(gateway: str, runs: Sequence[Run]) -> list[str]:
+def push_runs(gateway: str, runs: Sequence[Run], store: Store | None = None) -> list[str]:
     """PUT each target's runs as its group (job="storbench", instance=target): the
-    group then holds exactly these runs' figures. Returns the groups' URLs."""
+    group then holds exactly these runs' figures (and, given the ``store``, the change
+    points of their series that begin at them). Returns the groups' URLs."""
+    changes = None
+    if store is not None and any(r.series for r in runs):
+        from storbench.analysis.history import marks
+        from storbench.cli.compare import series_histories
+
+        found = series_histories(store, list(runs), every=True)
+        changes = marks(h for series in found.values() for h in series.values())
     by_target: dict[str, list[Run]] = {}
     for run in runs:
         by_target.setdefault(run.target, []).append(run)
     urls = []
     for target, group in by_target.items():
         url = group_url(gateway, target)
-        body = openmetrics.text(group, openmetrics=False).encode()
+        body = openmetrics.text(group, openmetrics=False, changes=changes).encode()
         request = urllib.request.Request(url, data=body, method="PUT",
                                          headers={"Content-Type": openmetrics.CONTENT_TYPE})
         try:
@@ -91,5 +99,5 @@ def push(store: Store, run_refs: tuple[str, ...], gateway: str) -> None:
       storbench run /mnt/data --push http://pushgateway:9091    # when the run ends
     """
     runs = [load_run(store, store.resolve(r)) for r in run_refs]
-    for url in push_runs(gateway, runs):
+    for url in push_runs(gateway, runs, store):
         err.print(f"Pushed to {url}", markup=False)

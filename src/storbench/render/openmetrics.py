@@ -5,8 +5,10 @@ refuses)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from storbench.analysis.history import Mark, marks
 from storbench.render.samples import FAMILIES, PREFIX, by_family, end_seconds
 from storbench.result.record import Run
 
@@ -25,9 +27,11 @@ def _number(v: float) -> str:
     return repr(float(v))
 
 
-def text(runs: list[Run], *, openmetrics: bool) -> str:
+def text(runs: list[Run], *, openmetrics: bool,
+         changes: Mapping[int, list[Mark]] | None = None) -> str:
+    """``changes``: the change points that begin at each run (storbench_change_point)."""
     lines: list[str] = []
-    for name, found in by_family(runs).items():
+    for name, found in by_family(runs, changes).items():
         family = FAMILIES[name]
         full = PREFIX + name
         lines.append(f"# TYPE {full} {family.type}")
@@ -44,4 +48,5 @@ def text(runs: list[Run], *, openmetrics: bool) -> str:
 
 
 def render(comp: Comparison) -> str:
-    return text(comp.runs, openmetrics=True)
+    return text(comp.runs, openmetrics=True,
+                changes=marks(h for series in comp.histories.values() for h in series.values()))

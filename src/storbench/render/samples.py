@@ -9,10 +9,11 @@ sample at all, never a zero. Figures are medians over the run's repeats, as in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from storbench.analysis.history import Mark
 from storbench.analysis.summary import SummaryRow, summarize_tests
 from storbench.result.model import Latency, TestResult
 from storbench.result.record import Run
@@ -41,6 +42,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("run_info", "", "One per run: its status and versions in labels; value 1."),
     Family("run_end_timestamp_seconds", "seconds",
            "When the run ended (it started, while running), in seconds since the epoch."),
+    Family("change_point", "",
+           "A change point of the run's series begins at this run (storbench history;"
+           " annotate it in Grafana): the figure's relative change, after/before - 1;"
+           " labels series, figure and change (worse or better)."),
 )}
 QUANTILES = (("0.5", "p50_ns"), ("0.99", "p99_ns"), ("0.999", "p999_ns"))
 
@@ -121,11 +126,17 @@ def _rows(base: dict[str, str], by_test: dict[str, list[TestResult]]) -> Iterato
             yield Sample("latency_max_seconds", labels, row.max_ns / 1e9)
 
 
-def by_family(runs: list[Run]) -> dict[str, list[tuple[Run, Sample]]]:
+def by_family(runs: list[Run], marks: Mapping[int, list[Mark]] | None = None
+              ) -> dict[str, list[tuple[Run, Sample]]]:
     """All runs' samples, grouped by family in FAMILIES order (a family's samples must
-    be together in the Prometheus formats)."""
+    be together in the Prometheus formats); ``marks``: the change points that begin at
+    each run (by its id)."""
     out: dict[str, list[tuple[Run, Sample]]] = {name: [] for name in FAMILIES}
     for run in runs:
         for s in samples(run):
             out[s.family].append((run, s))
+        for m in (marks or {}).get(run.id, []):
+            out["change_point"].append((run, Sample(
+                "change_point", {**run_labels(run), "series": m.series, "figure": m.figure,
+                                 "change": "worse" if m.worse else "better"}, m.relative)))
     return {k: v for k, v in out.items() if v}
