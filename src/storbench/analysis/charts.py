@@ -62,6 +62,7 @@ class Chart:
     x_kind: Kind | None = None  # xs are latency (base units): scaled like the values
     x_ticks: list[float] = field(default_factory=list)  # label exactly these xs
     rules: list[tuple[float, str]] = field(default_factory=list)  # y lines: objectives
+    hollow_means: str = "saturated: fell behind its rate"  # what a hollow point says
 
     @property
     def empty(self) -> bool:
@@ -123,9 +124,30 @@ def build(comp: Comparison) -> list[Chart]:
                 _slug("timeline", test, direction, kind), f"{test} {direction} {label} over time",
                 "line", kind, x_label="time [s]", lines=lines))
     charts += (curve_charts(comp) + histograms(comp) + sweeps(comp) + run_timelines(comp)
-               + rounds_charts(comp))
+               + rounds_charts(comp) + history_charts(comp))
     return [c if c.kind == "bar" else replace(c, lines=[ln for ln in c.lines if any(
         y is not None for y in ln.ys)]) for c in charts if not c.empty]
+
+
+def history_charts(comp: Comparison) -> list[Chart]:
+    """The series the compared runs share (storbench history): each headline figure over
+    the series' runs, oldest first, a change point's first run hollow."""
+    out = []
+    for series, found in comp.histories.items():
+        for name, h in found.items():
+            if len(h.points) < 3:
+                continue
+            starts = {c.run for c in h.changes}
+            said = "; ".join(f"{100 * c.relative:+.0f}% at run #{c.run}" for c in h.changes)
+            out.append(Chart(
+                _slug("history", series, name),
+                f"{series}: {name} over its runs ({said or 'no change point'})", "line",
+                h.figure.metric.kind, x_label="run", section="history",
+                lines=[Line(series, [float(p.run) for p in h.points],
+                            [p.value for p in h.points],
+                            [p.run in starts for p in h.points])],
+                hollow_means="a change point begins here"))
+    return out
 
 
 def curve_charts(comp: Comparison) -> list[Chart]:

@@ -130,6 +130,7 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
                                ("Latency histograms", ("histogram",)),
                                ("Against queue depth and numjobs", ("sweep",)),
                                ("Over time", ("line",)),
+                               ("History of the series", ("history",)),
                                ("Metadata latency under load", ("run-timeline",))):
             chosen = [c for c in charts if (c.section or c.kind) in kinds]
             if chosen:

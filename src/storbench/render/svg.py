@@ -263,12 +263,13 @@ def _lines(c: Chart) -> str:
             for x, y in pts:
                 where = f"p{100 - 100 * 10 ** -x:.4g}" if pct else (
                     f"{_fmt(10 ** x)}" if c.log_x else f"{x:g} s" if "time" in c.x_label
+                    else f"run #{x:.0f}" if c.section == "history"
                     else f"{_fmt(x)} {c.x_label.split()[-1]}")
                 tip = f"{name}: {where}: {_fmt(y)} {c.y_label}"
                 fill = ('fill="#fff" stroke-width="1.5"' if (x, y) in hollow
                         else f'fill="{color(i)}"')
                 if (x, y) in hollow:
-                    tip += " (saturated: fell behind its rate)"
+                    tip += f" ({c.hollow_means})"
                 out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" {fill}'
                            f' stroke="{color(i)}" data-tip="{escape(tip)}"><title>'
                            f"{escape(tip)}</title></circle>")
