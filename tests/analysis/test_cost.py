@@ -111,3 +111,12 @@ def test_pasted_blog_text_beside_own_run_reference_and_price(tmpfs, store_path):
 def test_cost_needs_capacity(store_path):
     proc = run_cli("compare", "1", "--cost", "efs", db=store_path)
     assert proc.returncode == 2 and "--cost needs --capacity" in proc.stderr
+
+
+def test_no_price_sheet_names_a_path_of_the_development_tree():
+    """A sheet's source is for the user who reads it: a study, a price list, a date;
+    never a file of the tree storbench was developed in."""
+    from storbench.analysis.cost import builtin_sheets
+
+    for sheet in builtin_sheets():
+        assert "../" not in sheet.source and "shared/" not in sheet.source, sheet
