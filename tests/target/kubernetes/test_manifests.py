@@ -94,6 +94,19 @@ def test_plan_budget_manifests_and_labels():
     assert plan_kube(RunSpec(), fixed, "b").budget_s == 42
 
 
+def test_a_size_bound_test_gets_the_time_its_size_needs_not_an_hour():
+    """etcd's 22 MiB test says no runtime: its limit is its bytes at 256 KiB/s and its
+    layout, as on any target (it announced "time limit 3960 s")."""
+    kp = plan_kube(RunSpec(suite="etcd"), KubeOptions(storage_class="fast"), "b")
+    [test] = kp.plan.tests
+    assert test.expected_s is None
+    size = test.jobfile.estimated_bytes()
+    assert size is not None and size >= 20 * 2**20
+    need = size / (256 * 2**10) + size / (16 * 2**20)
+    assert kp.budget_s == pytest.approx(START_S + need + TEST_GRACE_S)
+    assert kp.budget_s < 600
+
+
 def test_capacity_smaller_than_the_suite():
     o = KubeOptions(storage_class="fast", capacity="1Gi")
     with pytest.raises(ConfigError, match="smaller than"):

@@ -28,7 +28,7 @@ from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.kubepods import PodExecutor, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
-from storbench.target.base import Deadline, Leftover
+from storbench.target.base import MARGIN_S, Deadline, Leftover, default_deadline
 from storbench.target.blockdev import device_job, writes
 from storbench.target.kubernetes.facts import class_facts, pod_facts, volume_guard
 from storbench.target.kubernetes.manifests import (
@@ -50,7 +50,15 @@ from storbench.workload.plan import Plan, PlannedTest
 
 START_S = 300.0  # bind the volume, schedule, pull the image, start the pods
 TEST_GRACE_S = 60.0  # beyond a test's runtime (laying out files, fio's start and end)
-UNTIMED_TEST_S = 3600.0  # a size-bound test: fio's options do not say how long it takes
+
+
+def _test_s(t: PlannedTest) -> float:
+    """How long a test may take: its runtime and ramp; a size-bound one (etcd's 22 MiB),
+    its bytes at 256 KiB/s and its layout, as on any target (an hour only when its
+    options say neither runtime nor size)."""
+    if t.expected_s:
+        return t.expected_s
+    return default_deadline(t).seconds - MARGIN_S
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,7 @@ class KubeTarget:
         o = self.o
         jobs = {job.key: job.text for jobs in invocations for job in jobs}
         capacity = self.capacity(plan)
-        budget = o.timeout_s or START_S + sum((t.expected_s or UNTIMED_TEST_S) + TEST_GRACE_S
+        budget = o.timeout_s or START_S + sum(_test_s(t) + TEST_GRACE_S
                                               for _, _, t in plan.schedule())
         pods = list(zip(pod_names(uid, o.clients), claim_names(uid, o), strict=True))
         deadline = int(budget + TEST_GRACE_S)
@@ -265,10 +273,11 @@ class KubeTarget:
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
         assert self.layout is not None
-        limit = (test.expected_s or UNTIMED_TEST_S) + TEST_GRACE_S
+        limit = _test_s(test) + TEST_GRACE_S
         left = self.started + self.layout.budget_s - time.monotonic()
         return Deadline(min(limit, max(1.0, left)),
-                        f"its runtime + {TEST_GRACE_S:.0f} s, or the run's time limit")
+                        f"its runtime (a size-bound test: its size at 256 KiB/s) +"
+                        f" {TEST_GRACE_S:.0f} s, or the run's time limit")
 
     def cleanup(self, hurry: bool = False) -> None:
         """Delete everything created, waiting until the pods, the PVCs and (reclaim
