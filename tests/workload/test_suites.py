@@ -141,3 +141,17 @@ def test_every_suite_is_valid_fio(name, tmp_path):
         path.write_text(jf.prepared(tmp_path).render())
         proc = subprocess.run([FIO, "--parse-only", str(path)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
+
+
+def test_a_mixed_test_shows_both_directions_tails():
+    """randrw75 had read p99 but no write p99 (app-mixed had both): a built-in test that
+    reads and writes and shows one direction's p99 shows both (dbench's mix shows IOPS
+    only, as the study's table did)."""
+    from storbench.workload.suites import SUITES
+
+    for suite in SUITES.values():
+        for t in suite.tests:
+            rw = dict(t.options).get("rw", "")
+            tails = {"read.clat_p99", "write.clat_p99"} & set(t.metrics)
+            if rw in ("randrw", "rw", "readwrite") and tails:
+                assert {"read.clat_p99", "write.clat_p99"} <= set(t.metrics), (suite.name, t)

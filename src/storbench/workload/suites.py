@@ -129,7 +129,7 @@ SUITES: dict[str, Suite] = {
                 TestSpec("randrw75", "4k randrw 75/25, qd64, direct",
                          _o(randrepeat="1", ioengine="libaio", direct="1", bs="4k",
                             iodepth="64", size="1g", rw="randrw", rwmixread="75"),
-                         ("read.iops", "write.iops", "read.clat_p99")),
+                         ("read.iops", "write.iops", "read.clat_p99", "write.clat_p99")),
             ),
             dropped={"gtod_reduce=1": "it turns off the clock reads latency needs"},
         ),
