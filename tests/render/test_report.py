@@ -307,3 +307,22 @@ def test_a_queue_depth_sweep_charts_iops_and_latency_and_histograms(tmp_path: Pa
     assert 'id="sweep-randread-4k-read-queue-iops"' in html and 'id="histogram-iotest-read"' in html
     assert (tmp_path / "png" / "sweep-randread-4k-read-queue-iops.png").exists()
     assert (tmp_path / "png" / "histogram-iotest-read.png").exists()
+
+
+def test_a_published_row_is_not_said_completed(tmp_path, store_path):
+    """A published reference in the report's runs table: figures from a study, never a
+    run 'completed' here at the time the report was made."""
+    from tests.conftest import run_cli
+
+    source = Path(__file__).resolve().parent.parent / "data" / "fio" / "randread.json"
+    assert run_cli("import", str(source), "--as", "randrw75", "-l", "mine",
+                   db=store_path).returncode == 0
+    out = tmp_path / "r.html"
+    proc = run_cli("report", "mine", "-R", "efs", "-o", str(out), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    runs = out.read_text().split("<h2>Runs</h2>", 1)[1].split("<h2>", 1)[0]
+    rows = runs.split("<tr>")[2:]
+    published = [r for r in rows if ">published<" in r]
+    assert published and all("completed" not in r for r in published), runs
+    assert all("figures from its study (not run here)" in r for r in published)
+    assert any("completed" in r for r in rows if ">published<" not in r)

@@ -169,7 +169,10 @@ def _table(t: Table) -> str:
 
 def _runs_table(runs: list[Run]) -> str:
     rows = [["published" if r.origin == "published" else f"#{r.id}", r.label or "", r.suite,
-             r.target, r.status, r.created_at, " ".join(f"{k}={v}" for k, v in r.tags.items())]
+             r.target,
+             "figures from its study (not run here)" if r.origin == "published" else r.status,
+             "" if r.origin == "published" else r.created_at,
+             " ".join(f"{k}={v}" for k, v in r.tags.items())]
             for r in runs]
     return _table(Table(["run", "label", "suite", "target", "status", "created", "tags"],
                         rows, [False] * 7))
