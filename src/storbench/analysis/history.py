@@ -161,6 +161,9 @@ def find_changes(values: Sequence[float], runs: Sequence[int], higher_is_better:
     change is significant at ``max_pvalue`` and at least ``min_change`` (relative)."""
     if len(values) < 2 * min_runs:
         return []
+    lo, hi = min(values), max(values)
+    if lo > 0 and hi / lo - 1 <= min_change:
+        return []  # no two stretches' means can differ by more: nothing to look for
     from otava.analysis import TTestSignificanceTester, compute_change_points, merge
 
     series = [float(v) for v in values]

@@ -46,17 +46,27 @@ def comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
     return build_comparison(runs, base_index, series_histories(store, runs))
 
 
+SERIES_RUNS = 6  # compare, export, report and push consult a series this long
+
+
 def series_histories(store: Store, runs: list[Any], *, every: bool = False
                      ) -> dict[str, dict[str, Any]]:
     """The histories of the series two or more of ``runs`` share (for 'within noise'),
-    or with ``every`` of each run's series (for their change points)."""
+    or with ``every`` of each run's series (for their change points); only of a series
+    of SERIES_RUNS runs or more: fewer say little of its noise, and finding change points
+    costs a moment (`history` and `check --no-change` look at any series)."""
     from collections import Counter
 
     from storbench.cli.trend import histories
+    from storbench.store.series import series_list
 
-    shared = [name for name, n in Counter(r.series for r in runs if r.series).items()
+    wanted = [name for name, n in Counter(r.series for r in runs if r.series).items()
               if n > 1 or every]
-    return {name: {h.figure.name: h for h in histories(store, name)} for name in shared}
+    if not wanted:
+        return {}
+    long_enough = {name for name, n, _, _ in series_list(store) if n >= SERIES_RUNS}
+    return {name: {h.figure.name: h for h in histories(store, name)} for name in wanted
+            if name in long_enough}
 
 
 def _select_references(names: list[str], runs: list[Any], extra: list[Any]) -> list[Any]:
