@@ -240,11 +240,12 @@ def test_push_carries_the_change_point_to_a_real_pushgateway(capped_history):
 def test_the_report_charts_the_shared_series_with_its_change(capped_history, tmp_path):
     db, drop, _ = capped_history
     out = tmp_path / "r.html"
-    proc = run_cli("report", str(drop[0]), str(drop[15]), "-o", str(out), db=db)
+    proc = run_cli("report", str(drop[0]), str(drop[15]), "-b", str(drop[0]), "-o", str(out),
+                   db=db)
     assert proc.returncode == 0, proc.stderr
     html = out.read_text()
     assert "History of the series" in html
     assert re.search(rf"drop: randread\.read\.iops over its runs \(-(49|50|51)% at run"
                      rf" #{drop[10]}\)", html), html[:2000]
     assert f"run #{drop[10]}: " in html and "(a change point begins here)" in html
-    assert "worse: change at run #" in html  # the sentence, as compare says it
+    assert f"worse: change at run #{drop[10]}" in html  # the ratio's words, as compare's
