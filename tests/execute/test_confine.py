@@ -89,7 +89,7 @@ def test_a_section_name_cannot_wipe_a_device(tmp_path, mounted):
     try:
         mkfs(loop.dev)
         if mounted:
-            loop.mount(loop.dev, tmp_path / "mnt")
+            loop.mount(loop.dev, tmp_path / "mnt", "ro")  # read-only: ext4 writes nothing itself
         before = loop.digest()
         name = os.path.relpath(loop.dev, scratch)  # ../../../../dev/loopN
         status, said = run_fio(section_attack(name, scratch), scratch, work,

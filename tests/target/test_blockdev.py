@@ -49,9 +49,12 @@ class Loop:
     def digest(self, dev: str | None = None) -> str:
         return hashlib.sha256(Path(dev or self.dev).read_bytes()).hexdigest()
 
-    def mount(self, dev: str, where: Path) -> None:
+    def mount(self, dev: str, where: Path, *options: str) -> None:
+        """``options``: "ro" for a device whose bytes a test compares before and after
+        (a read-write ext4 writes on its own: its journal, its lazy inode-table init)."""
         where.mkdir(exist_ok=True)
-        subprocess.run(["mount", dev, str(where)], check=True)
+        subprocess.run(["mount", *(("-o", ",".join(options)) if options else ()), dev,
+                        str(where)], check=True)
         self.mounts.append(where)
 
     def close(self) -> None:

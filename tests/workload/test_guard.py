@@ -206,7 +206,7 @@ def test_a_section_name_cannot_reach_a_device(tmp_path, store_path, mounted):
     try:
         mkfs(loop.dev)
         if mounted:
-            loop.mount(loop.dev, tmp_path / "mnt")
+            loop.mount(loop.dev, tmp_path / "mnt", "ro")  # read-only: ext4 writes nothing itself
         before = loop.digest()
         target = tmp_path / "t"
         target.mkdir()
