@@ -161,6 +161,19 @@ def assert_options(f: F) -> F:
                              " 'etcd.fdatasync.p99 < 10ms' (repeatable).")(f)
 
 
+def percent(text: str, flag: str, example: str, *, below_100: bool = False) -> float:
+    """A flag's percentage ("10%", "10") as a fraction, with a one-line error."""
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r} is not a percentage (e.g. {example})") from None
+    if below_100 and not 0 <= value < 100:
+        raise ConfigError(f"{flag} must be between 0% and 100%, not {text}")
+    if value < 0:
+        raise ConfigError(f"{flag} must not be negative, not {text}")
+    return value / 100
+
+
 def print_json(doc: Any) -> None:
     """Strict JSON: a figure that is not a finite number is null."""
     click.echo(json.dumps(finite(doc), indent=2, allow_nan=False))

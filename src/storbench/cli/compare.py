@@ -14,6 +14,7 @@ from storbench.analysis.compare import Comparison, select, sentences
 from storbench.analysis.compare import compare as build_comparison
 from storbench.cli.common import cli, db_option, err, json_option, load_run, out, print_json
 from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
+from storbench.cli.trend import series_histories
 from storbench.errors import ConfigError
 from storbench.render.formats import FORMATS, LAYOUTS
 from storbench.render.json import cost_dict
@@ -44,29 +45,6 @@ def comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
             r for r in extra if r.suite == runs[0].suite]
         runs += [references.as_run(r, i) for i, r in enumerate(chosen)]
     return build_comparison(runs, base_index, series_histories(store, runs))
-
-
-SERIES_RUNS = 6  # compare, export, report and push consult a series this long
-
-
-def series_histories(store: Store, runs: list[Any], *, every: bool = False
-                     ) -> dict[str, dict[str, Any]]:
-    """The histories of the series two or more of ``runs`` share (for 'within noise'),
-    or with ``every`` of each run's series (for their change points); only of a series
-    of SERIES_RUNS runs or more: fewer say little of its noise, and finding change points
-    costs a moment (`history` and `check --no-change` look at any series)."""
-    from collections import Counter
-
-    from storbench.cli.trend import histories
-    from storbench.store.series import series_list
-
-    wanted = [name for name, n in Counter(r.series for r in runs if r.series).items()
-              if n > 1 or every]
-    if not wanted:
-        return {}
-    long_enough = {name for name, n, _, _ in series_list(store) if n >= SERIES_RUNS}
-    return {name: {h.figure.name: h for h in histories(store, name)} for name in wanted
-            if name in long_enough}
 
 
 def _select_references(names: list[str], runs: list[Any], extra: list[Any]) -> list[Any]:

@@ -49,7 +49,7 @@ def push_runs(gateway: str, runs: Sequence[Run], store: Store | None = None) -> 
     changes = None
     if store is not None and any(r.series for r in runs):
         from storbench.analysis.history import marks
-        from storbench.cli.compare import series_histories
+        from storbench.cli.trend import series_histories
 
         found = series_histories(store, list(runs), every=True)
         changes = marks(h for series in found.values() for h in series.values())

@@ -21,6 +21,7 @@ from storbench.cli.common import (
     naming_options,
     out,
     parse_tags,
+    percent,
     print_json,
 )
 from storbench.cli.measuring import measure_and_report, measuring_options
@@ -156,7 +157,7 @@ def run(
       storbench run /dev/nvme1n1 --suite quick --destructive /dev/nvme1n1
       storbench run /mnt/data --push http://pushgateway:9091
     """
-    limit = _parse_percent(max_regression)
+    limit = percent(max_regression, "--max-regression", "10%")
     spec = RunSpec(suite=suite, job_file=job_file, size=size, runtime=runtime, label=label,
                    tags=parse_tags(tags), series=series, threshold_ms=threshold_ms, fio=fio_path,
                    repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
@@ -199,16 +200,6 @@ def how_it_ended(r: Run) -> str:
     return f"{verb} ({why})" if why else verb
 
 
-def _parse_percent(text: str) -> float:
-    try:
-        value = float(text.strip().rstrip("%"))
-    except ValueError:
-        raise ConfigError(f"--max-regression {text!r} is not a percentage (e.g. 10%)") from None
-    if value < 0:
-        raise ConfigError(f"--max-regression must not be negative, not {text}")
-    return value / 100
-
-
 @cli.command()
 @click.argument("run_ref", metavar="RUN|SERIES")
 @assert_options
@@ -233,7 +224,7 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
       storbench check last --baseline gp3 --max-regression 10%
       storbench check nightly-gp3 --no-change
     """
-    limit = _parse_percent(max_regression)
+    limit = percent(max_regression, "--max-regression", "10%")
     series = None
     if no_change and run_ref in {row[0] for row in series_list(store)}:
         series, rows = run_ref, series_results(store, run_ref)

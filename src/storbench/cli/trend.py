@@ -6,8 +6,9 @@ from __future__ import annotations
 import click
 
 from storbench.analysis import history as hist
-from storbench.cli.common import cli, db_option, err, json_option, out, print_json
+from storbench.cli.common import cli, db_option, err, json_option, out, percent, print_json
 from storbench.errors import ConfigError
+from storbench.result.record import Run
 from storbench.store import Store
 from storbench.store.series import series_list, series_results, set_series
 
@@ -35,14 +36,24 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
             for f in hist.figures_of(rows, suite) if (pts := hist.points(rows, f))]
 
 
-def _percent(text: str, flag: str) -> float:
-    try:
-        value = float(text.strip().rstrip("%"))
-    except ValueError:
-        raise ConfigError(f"{flag} {text!r} is not a percentage (e.g. 5%)") from None
-    if not 0 <= value < 100:
-        raise ConfigError(f"{flag} must be between 0% and 100%, not {text}")
-    return value / 100
+SERIES_RUNS = 6  # compare, export, report and push consult a series this long
+
+
+def series_histories(store: Store, runs: list[Run], *, every: bool = False
+                     ) -> dict[str, dict[str, hist.History]]:
+    """The histories of the series two or more of ``runs`` share (for 'within noise'),
+    or with ``every`` of each run's series (for their change points); only of a series
+    of SERIES_RUNS runs or more: fewer say little of its noise, and finding change points
+    costs a moment (`history` and `check --no-change` look at any series)."""
+    from collections import Counter
+
+    wanted = [name for name, n in Counter(r.series for r in runs if r.series).items()
+              if n > 1 or every]
+    if not wanted:
+        return {}
+    long_enough = {name for name, n, _, _ in series_list(store) if n >= SERIES_RUNS}
+    return {name: {h.figure.name: h for h in histories(store, name)} for name in wanted
+            if name in long_enough}
 
 
 @cli.command(name="history")
@@ -79,7 +90,7 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
     """
     from storbench.render import history as render
 
-    floor = _percent(min_change, "--min-change")
+    floor = percent(min_change, "--min-change", "5%", below_100=True)
     if series is None:
         rows = []
         for name, n, first, last in series_list(store):
