@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +23,10 @@ FIO = shutil.which("fio")
 STORBENCH = [sys.executable, "-m", "storbench"]
 
 needs_fio = pytest.mark.skipif(FIO is None, reason="fio is not installed (scripts/setup does it)")
+# storbench's cache (change points) of the tests' runs: their own, never the user's
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="storbench-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
+
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting tmpfs/loop file systems needs root")
 
 

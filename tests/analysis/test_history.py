@@ -59,8 +59,8 @@ def capped_history(tmp_path_factory):
     return db, drop, steady
 
 
-def history(db, series: str, metric: str = "randread.read.iops") -> dict:
-    proc = run_cli("history", series, "--metric", metric, "--json", db=db)
+def history(db, series: str, metric: str = "randread.read.iops", env=None) -> dict:
+    proc = run_cli("history", series, "--metric", metric, "--json", db=db, env=env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -145,12 +145,14 @@ def test_postgresql_tells_the_same_history(capped_history, postgres_db, tmp_path
     db, _, _ = capped_history
     copied = run_cli("db", "copy", str(db), postgres_db, db=tmp_path / "unused.db")
     assert copied.returncode == 0, copied.stderr
-    h = history(postgres_db, "drop")  # type: ignore[arg-type]
+    fresh = {"XDG_CACHE_HOME": str(tmp_path / "cache")}  # found in PostgreSQL's figures
+    h = history(postgres_db, "drop", env=fresh)  # type: ignore[arg-type]
     [change] = h["change_points"]
     assert len(h["points"]) == 20
     # the same run (its id in PostgreSQL): the 11th of the series
     assert change["run"] == h["points"][10]["run"]
-    assert history(postgres_db, "steady")["change_points"] == []  # type: ignore[arg-type]
+    steady = history(postgres_db, "steady", env=fresh)  # type: ignore[arg-type]
+    assert steady["change_points"] == []
 
 
 def test_series_moves_runs_and_names_are_checked(capped_history, tmp_path):

@@ -11,14 +11,16 @@ is the median over its repeats.
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-from storbench.analysis.metrics import Metric, default_metrics, metric, value
+from storbench.analysis.metrics import Metric, metric, value_path
 from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
-from storbench.result.model import DIRECTIONS, TestResult
+from storbench.result.model import DIRECTIONS
 
 MAX_PVALUE = 0.001  # Otava's default: a change this unlikely to be chance
 MIN_CHANGE = 0.05  # below 5% a storage figure's change is not worth a word
@@ -117,53 +119,114 @@ class History:
         return before[-1] if before else None
 
 
-def points(rows: Sequence[tuple[int, str, TestResult]], fig: Figure) -> list[Point]:
-    """One point per run that has the figure: the median over its repeats."""
+Row = tuple[int, str, str, list[Any]]  # run id, its start, test, values at figure_paths
+
+
+def figure_paths(metrics: Sequence[Metric]) -> list[tuple[str, ...]]:
+    """What to read of each stored result for ``metrics``: its error, then each figure
+    (`store.series.series_values`); ``points`` reads the rows in this order."""
+    return [("error",), *(value_path(m) for m in metrics)]
+
+
+def points(rows: Sequence[Row], metrics: Sequence[Metric], fig: Figure) -> list[Point]:
+    """One point per run that has the figure: the median over its repeats. ``rows`` hold
+    the values of ``metrics`` (read with their ``figure_paths``)."""
+    at = 1 + metrics.index(fig.metric)
     by_run: dict[int, tuple[str, list[float]]] = {}
-    for run, at, result in rows:
-        if result.name != fig.test:
+    for run, started, test, values in rows:
+        v = values[at]
+        if test != fig.test or values[0] or not isinstance(v, (int, float)) or math.isnan(v):
             continue
-        v = value(result, fig.metric)
-        if v is not None:
-            by_run.setdefault(run, (at, []))[1].append(v)
-    return [Point(run, at, statistics.median(vs)) for run, (at, vs) in by_run.items()]
+        by_run.setdefault(run, (started, []))[1].append(float(v))
+    return [Point(run, started, statistics.median(vs)) for run, (started, vs) in by_run.items()]
 
 
-def figures_of(rows: Sequence[tuple[int, str, TestResult]], suite: str | None = None
+def candidates(suite: str | None) -> list[Metric]:
+    """Every metric ``figures_of`` may name for a series of ``suite``: its tests' headline
+    metrics and what any test that no suite describes shows (``default_metrics``)."""
+    from storbench.workload.suites import SUITES
+
+    spec = SUITES.get(suite) if suite else None
+    keys = [k for t in spec.tests for k in t.metrics] if spec else []
+    keys += [f"{d}.{f}" for d in DIRECTIONS for f in ("iops", "bw", "clat_p99")]
+    return [metric(k) for k in dict.fromkeys([*keys, "sync.lat_p99"])]
+
+
+def figures_of(rows: Sequence[Row], metrics: Sequence[Metric], suite: str | None = None
                ) -> list[Figure]:
     """Every headline figure the series' runs measured (its suite's, else what each test
-    did), in the order first seen."""
+    did: each direction it has, and sync latency), in the order first seen. ``rows`` hold
+    the values of ``metrics``, which are ``candidates(suite)``."""
     from storbench.workload.suites import SUITES
 
     spec = SUITES.get(suite) if suite else None
     headline = {t.name: [metric(k) for k in t.metrics] for t in spec.tests} if spec else {}
+    has = {m.key: 1 + i for i, m in enumerate(metrics)}
     out: list[Figure] = []
-    for _, _, result in rows:
-        for m in headline.get(result.name) or default_metrics(result):
-            f = Figure(result.name, m)
+    for _, _, test, values in rows:
+        found = headline.get(test)
+        if not found:
+            found = [metric(f"{d}.{f}") for d in DIRECTIONS if values[has[f"{d}.iops"]] is not None
+                     for f in ("iops", "bw", "clat_p99")]
+            found += [metric("sync.lat_p99")] if values[has["sync.lat_p99"]] is not None else []
+        for m in found:
+            f = Figure(test, m)
             if f not in out:
                 out.append(f)
     return out
 
 
+class Cache(Protocol):
+    """Answers kept between commands (`store.changes.ChangeCache`)."""
+
+    def get(self, key: str) -> Any: ...
+
+    def put(self, key: str, value: Any) -> None: ...
+
+
 def history(series: str, fig: Figure, pts: list[Point], *, min_change: float = MIN_CHANGE,
-            max_pvalue: float = MAX_PVALUE, min_runs: int = MIN_RUNS) -> History:
+            max_pvalue: float = MAX_PVALUE, min_runs: int = MIN_RUNS,
+            cache: Cache | None = None) -> History:
     return History(series, fig, pts,
                    find_changes([p.value for p in pts], [p.run for p in pts],
                                 fig.metric.higher_is_better, min_change=min_change,
-                                max_pvalue=max_pvalue, min_runs=min_runs))
+                                max_pvalue=max_pvalue, min_runs=min_runs, cache=cache))
 
 
 def find_changes(values: Sequence[float], runs: Sequence[int], higher_is_better: bool, *,
                  min_change: float = MIN_CHANGE, max_pvalue: float = MAX_PVALUE,
-                 min_runs: int = MIN_RUNS) -> list[Change]:
+                 min_runs: int = MIN_RUNS, cache: Cache | None = None) -> list[Change]:
     """Otava's change points, kept only where each side has ``min_runs`` runs, the
-    change is significant at ``max_pvalue`` and at least ``min_change`` (relative)."""
+    change is significant at ``max_pvalue`` and at least ``min_change`` (relative).
+    With a ``cache``, an answer found before for the same values is not sought again."""
     if len(values) < 2 * min_runs:
         return []
     lo, hi = min(values), max(values)
     if lo > 0 and hi / lo - 1 <= min_change:
         return []  # no two stretches' means can differ by more: nothing to look for
+    key = _key(values, higher_is_better, min_change, max_pvalue, min_runs)
+    known = cache.get(key) if cache else None
+    if isinstance(known, list):
+        return [Change(i, runs[i], before, after, p, worse)
+                for i, before, after, p, worse in known]
+    out = _otava(values, runs, higher_is_better, min_change, max_pvalue, min_runs)
+    if cache:
+        cache.put(key, [[c.index, c.before, c.after, c.pvalue, c.worse] for c in out])
+    return out
+
+
+def _key(*question: object) -> str:
+    """A digest of a question to the detector: its data, settings and version."""
+    import hashlib
+    import json
+    from importlib.metadata import version
+
+    text = json.dumps([version("apache-otava"), *question])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _otava(values: Sequence[float], runs: Sequence[int], higher_is_better: bool,
+           min_change: float, max_pvalue: float, min_runs: int) -> list[Change]:
     from otava.analysis import TTestSignificanceTester, compute_change_points, merge
 
     series = [float(v) for v in values]

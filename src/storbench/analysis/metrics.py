@@ -95,6 +95,24 @@ def _value(result: TestResult, m: Metric) -> float | None:
     return latency_stat(lat, stat)
 
 
+def value_path(m: Metric) -> tuple[str, ...]:
+    """Where ``value`` finds the metric in a stored result (``TestResult.to_dict``): the
+    keys from the top, for a store to read one figure without loading whole results
+    (`storbench history`). A result whose ``error`` is set has no value, as in ``value``."""
+    if m.direction == "sync":
+        return ("sync", "lat", *_stat_path(m.field.split("_", 1)[1]))
+    if m.kind == "iops":
+        return (m.direction, "iops")
+    if m.kind == "bw":
+        return (m.direction, "bw_bytes_per_s")
+    which, stat = m.field.split("_", 1)
+    return (m.direction, which, *_stat_path(stat))
+
+
+def _stat_path(stat: str) -> tuple[str, ...]:
+    return ("percentiles_ns", str(float(stat[1:]))) if stat.startswith("p") else (f"{stat}_ns",)
+
+
 def default_metrics(result: TestResult) -> list[Metric]:
     """Headline metrics of a test that no suite describes: what it actually did."""
     out: list[Metric] = []

@@ -34,7 +34,7 @@ from storbench.render.json import outcome_dict
 from storbench.render.text import harmless
 from storbench.result.record import Run
 from storbench.store import Store
-from storbench.store.series import series_list, series_of, series_results
+from storbench.store.series import series_list, series_of, series_runs
 from storbench.target.base import Target
 
 
@@ -227,10 +227,10 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
     limit = percent(max_regression, "--max-regression", "10%")
     series = None
     if no_change and run_ref in {row[0] for row in series_list(store)}:
-        series, rows = run_ref, series_results(store, run_ref)
-        if not rows:
-            raise ConfigError(f"series {series!r} has no completed run with figures")
-        run_ref = str(rows[-1][0])
+        series, ids = run_ref, series_runs(store, run_ref)
+        if not ids:
+            raise ConfigError(f"series {series!r} has no completed run")
+        run_ref = str(ids[-1])
     r = load_run(store, store.resolve(run_ref))
     if r.status != "completed":
         raise StorbenchError(f"run {r.id} {how_it_ended(r)}: no verdict; a run that did not"

@@ -10,7 +10,8 @@ from storbench.cli.common import cli, db_option, err, json_option, out, percent,
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.store import Store
-from storbench.store.series import series_list, series_results, set_series
+from storbench.store.changes import ChangeCache
+from storbench.store.series import series_list, series_values, set_series
 
 
 def resolve_series(store: Store, ref: str) -> str:
@@ -26,14 +27,20 @@ def resolve_series(store: Store, ref: str) -> str:
 def histories(store: Store, series: str, *, up_to: int | None = None,
               min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
     """Every headline figure of a series (its runs up to run ``up_to``), with its changes."""
-    rows = series_results(store, series)
+    first = store.db.execute(
+        "SELECT r.suite FROM run_series s JOIN runs r ON r.id = s.run_id WHERE s.name = ?"
+        " AND r.status = 'completed' ORDER BY r.created_at, r.id LIMIT 1", (series,)).fetchone()
+    suite = first[0] if first else None
+    metrics = hist.candidates(suite)
+    rows = series_values(store, series, hist.figure_paths(metrics))
     if up_to is not None:
         order = list(dict.fromkeys(r[0] for r in rows))
         keep = set(order[:order.index(up_to) + 1]) if up_to in order else set()
         rows = [r for r in rows if r[0] in keep]
-    suite = store.get_run(rows[0][0], with_results=False).suite if rows else None
-    return [hist.history(series, f, pts, min_change=min_change)
-            for f in hist.figures_of(rows, suite) if (pts := hist.points(rows, f))]
+    cache = ChangeCache()
+    return [hist.history(series, f, pts, min_change=min_change, cache=cache)
+            for f in hist.figures_of(rows, metrics, suite)
+            if (pts := hist.points(rows, metrics, f))]
 
 
 SERIES_RUNS = 6  # compare, export, report and push consult a series this long
@@ -120,12 +127,13 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
             render.print_overview(out, found)
         return
     fig = hist.Figure.parse(metric)
-    pts = hist.points(series_results(store, name, fig.test), fig)
+    pts = hist.points(series_values(store, name, hist.figure_paths([fig.metric]), fig.test),
+                      [fig.metric], fig)
     if not pts:
-        known = ", ".join(f.name for f in hist.figures_of(series_results(store, name)))
+        known = ", ".join(h.figure.name for h in histories(store, name))
         raise ConfigError(f"series {name!r} has no figure {fig.name!r}"
                           + (f"; it has {known}" if known else ""))
-    h = hist.history(name, fig, pts, min_change=floor)
+    h = hist.history(name, fig, pts, min_change=floor, cache=ChangeCache())
     if as_json:
         print_json(render.history_dict(h))
     else:

@@ -1,5 +1,6 @@
-"""What people name runs after the fact: their series (`storbench history`; a series'
-results read lean, in one query), label and tags. SQLite and PostgreSQL alike."""
+"""What people name runs after the fact: their series (`storbench history` reads only
+the figures it follows from a series' results, in one query), label and tags. SQLite and
+PostgreSQL alike."""
 
 from __future__ import annotations
 
@@ -8,13 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from storbench.result.model import TestResult
     from storbench.store.sqlite import Store
-
-# what a history never reads: histograms' bins and per-second figures (most of a result)
-_LEAN = ["series", "sync.lat.bins",
-         *(f"{d}.{k}.bins" for d in ("read", "write", "trim") for k in ("slat", "clat", "lat"))]
-
 
 def set_series(store: Store, run_ids: Sequence[int], name: str) -> None:
     """Put runs in the series ``name`` (out of the one they were in)."""
@@ -55,18 +50,33 @@ def series_of(store: Store, run_id: int) -> str | None:
     return str(row[0]) if row else None
 
 
-def series_results(store: Store, name: str, test: str | None = None
-                   ) -> list[tuple[int, str, TestResult]]:
-    """The results of the completed runs of a series, oldest run first: (run id, its
-    start, a result: one per test and repeat); only ``test``'s when given. One query, no
-    run loaded whole, bins and per-second figures left in the database: a series of
-    10,000 runs answers at once."""
-    from storbench.result.model import TestResult
+def series_runs(store: Store, name: str) -> list[int]:
+    """The completed runs of a series, oldest first."""
+    return [int(r[0]) for r in store.db.execute(
+        "SELECT r.id FROM run_series s JOIN runs r ON r.id = s.run_id"
+        " WHERE s.name = ? AND r.status = 'completed' ORDER BY r.created_at, r.id", (name,))]
 
-    result = ("res.result" + "".join(f" #- '{{{p.replace('.', ',')}}}'" for p in _LEAN)
-              if store.postgres else
-              f"json_remove(res.result, {', '.join(repr('$.' + p) for p in _LEAN)})")
-    sql = (f"SELECT r.id, r.created_at, {result} FROM run_series s"
+
+def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
+                  test: str | None = None) -> list[tuple[int, str, str, list[Any]]]:
+    """Figures of a series' results without loading them: per result (one per test and
+    repeat) of its completed runs, oldest run first, (run id, its start, the test, [the
+    value at each path of the stored result, None where it has none]); only ``test``'s
+    when given. One query that leaves everything else of a result in the database: a
+    series of 10,000 runs answers at once. Paths are keys from the result's top, as
+    `analysis.metrics.value_path` gives them."""
+    if not paths:
+        return []
+    for path in paths:
+        if not all(k.replace("_", "").replace(".", "").isalnum() for k in path):
+            raise ValueError(f"not a path of a stored result: {path!r}")
+    if store.postgres:
+        cols = "jsonb_build_array(" + ", ".join(
+            f"res.result #> '{{{','.join(p)}}}'" for p in paths) + ")"
+    else:  # with two paths or more, json_extract gives an array
+        cols = "json_extract(res.result, " + ", ".join(
+            "'$" + "".join(f'."{k}"' for k in p) + "'" for p in [*paths, ("name",)]) + ")"
+    sql = (f"SELECT r.id, r.created_at, res.test, {cols} FROM run_series s"
            " JOIN runs r ON r.id = s.run_id JOIN results res ON res.run_id = r.id"
            " WHERE s.name = ? AND r.status = 'completed' AND res.host = ''")
     params: list[Any] = [name]
@@ -74,7 +84,7 @@ def series_results(store: Store, name: str, test: str | None = None
         sql += " AND res.test = ?"
         params.append(test)
     sql += " ORDER BY r.created_at, r.id, res.ordinal"
-    return [(int(r[0]), r[1], TestResult.from_dict(_json(r[2])))
+    return [(int(r[0]), r[1], r[2], list(_json(r[3]))[:len(paths)])
             for r in store.db.execute(sql, params)]
 
 

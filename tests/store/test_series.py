@@ -1,0 +1,101 @@
+"""A series' figures read in SQL (`storbench history` reads no whole result): the same
+values as the figures of the result loaded whole, from real fio output, on SQLite and on
+a real PostgreSQL; and the cache of change points between commands."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+
+import pytest
+
+from storbench.analysis import history as hist
+from storbench.analysis.metrics import metric, value
+from storbench.store import Store
+from storbench.store.changes import KEEP, ChangeCache
+from storbench.store.series import series_runs, series_values, set_series
+from tests.store.test_sqlite import add_run
+
+# every kind of figure and place a path reaches: counts, bandwidth, each latency's
+# statistics, percentiles with and without a decimal, sync latency, absent directions
+KEYS = ["read.iops", "write.bw", "trim.iops", "read.clat_p99", "write.clat_p99.9",
+        "read.lat_mean", "write.clat_stdev", "read.clat_min", "read.clat_max",
+        "write.slat_p50", "sync.lat_p99", "sync.lat_mean", "read.clat_p42"]
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None
+                                         and math.isclose(a, b, rel_tol=1e-12))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request, store_path):
+    s = Store(request.getfixturevalue("postgres_db") if request.param == "postgresql"
+              else store_path)
+    yield s
+    s.close()
+
+
+def test_figures_read_in_sql_are_the_results_figures(any_store, fio_json_text):
+    ids = [add_run(any_store, fio_json_text, label=str(i)) for i in range(3)]
+    failed = add_run(any_store, fio_json_text, label="failed", status="failed")
+    set_series(any_store, [*ids, failed], "s")
+    metrics = [metric(k) for k in KEYS]
+    rows = series_values(any_store, "s", hist.figure_paths(metrics))
+    assert [r[0] for r in rows] == ids  # completed runs only, oldest first, one result each
+    assert series_runs(any_store, "s") == ids
+    results = any_store.get_run(ids[0]).tests
+    for (_, _, test, values), t in zip(rows, [results[0]] * 3, strict=True):
+        assert test == t.result.name and values[0] == 0
+        for m, v in zip(metrics, values[1:], strict=True):
+            assert _same(value(t.result, m), v), (m.key, value(t.result, m), v)
+    expected = [value(results[0].result, m) for m in metrics]
+    assert sum(v is not None for v in expected) >= 9  # the test is no empty one
+    assert series_values(any_store, "s", hist.figure_paths(metrics), test="other") == []
+
+
+def test_a_path_is_never_sql(store_path):
+    s = Store(store_path)
+    with pytest.raises(ValueError, match="not a path"):
+        series_values(s, "s", [("read", "iops') FROM runs; --",)])
+
+
+def test_an_answer_is_kept_and_reused(tmp_path):
+    cache = ChangeCache(tmp_path / "changes")
+    values = [100.0] * 10 + [60.0] * 10
+    runs = list(range(101, 121))
+    found = hist.find_changes(values, runs, True, cache=cache)
+    assert [c.run for c in found] == [111]
+    [kept] = list(cache.root.iterdir())
+    assert stat.S_IMODE(cache.root.stat().st_mode) == 0o700
+    # the answer kept is the one given (planted here: the detector is not asked again)
+    kept.write_text(json.dumps([[3, 1.0, 2.0, 0.5, True]]))
+    [again] = hist.find_changes(values, runs, True, cache=cache)
+    assert (again.index, again.run, again.after) == (3, 104, 2.0)
+    # another question (one more run) is another answer
+    assert [c.run for c in hist.find_changes([*values, 61.0], [*runs, 121], True,
+                                              cache=cache)] == [111]
+
+
+def test_an_answer_anyone_could_plant_is_not_read(tmp_path):
+    root = tmp_path / "changes"
+    cache = ChangeCache(root)
+    values = [100.0] * 10 + [60.0] * 10
+    hist.find_changes(values, list(range(20)), True, cache=cache)
+    [kept] = list(root.iterdir())
+    kept.write_text(json.dumps([]))
+    os.chmod(root, 0o777)
+    assert [c.index for c in hist.find_changes(values, list(range(20)), True,
+                                               cache=cache)] == [10]
+    assert kept.read_text() == "[]"  # nor written there
+
+
+def test_the_oldest_answers_go(tmp_path):
+    cache = ChangeCache(tmp_path / "changes")
+    for i in range(KEEP + 1):
+        cache.put(f"k{i}", [])
+        os.utime(cache.root / f"k{i}", (i, i))
+    left = sorted(p.name for p in cache.root.iterdir())
+    assert len(left) <= KEEP and "k0" not in left and f"k{KEEP}" in left
