@@ -124,6 +124,17 @@ def test_compare_says_within_noise_or_where_it_changed(capped_history):
     # runs of different series: no history to speak for them, the plain word
     apart = run_cli("compare", str(drop[15]), str(steady[0]), db=db, env=wide).stdout
     assert "within noise, ±" not in apart and "change at run" not in apart, apart
+    # export says it too: Markdown under its table, CSV in a column beside each ratio
+    md = run_cli("export", str(drop[0]), str(drop[15]), "-b", str(drop[0]), "--format", "md",
+                 db=db).stdout
+    assert f"IOPS of cap600 (worse: change at run #{drop[10]})" in md, md
+    import csv
+
+    rows = list(csv.DictReader(run_cli("export", str(drop[0]), str(drop[1]), "-b",
+                                       str(drop[0]), "--format", "csv", db=db).stdout
+                               .splitlines()))
+    word = rows[1][f"randread read IOPS vs #{drop[0]}"]
+    assert re.fullmatch(r"within noise, ±\d+(\.\d)?%", word), rows[1]
 
 
 def test_the_series_list_and_the_overview(capped_history):

@@ -198,14 +198,8 @@ def sentences(comp: Comparison) -> list[str]:
             if r is None:
                 continue
             text = f"{run.name}: {times_pm(r.value, r.ci95)} × the {col.title} of {base.name}"
-            told = _by_history(comp, base, run, col)
-            if told:
-                text += f" ({told})"
-            elif r.within_noise:
-                text += " (within noise)"
-            else:
-                better = comp.better(j, i)
-                text += " (better)" if better else " (worse)" if better is False else ""
+            word = ratio_word(comp, i, j)
+            text += f" ({word})" if word else ""
             # a ratio is only as good as its two figures: say what is wrong with them
             said = [f"{who.name}: {', '.join(c.caveats)}" for who, c in
                     ((run, comp.cells[i][j]), (base, comp.cells[comp.baseline][j])) if c.caveats]
@@ -213,6 +207,22 @@ def sentences(comp: Comparison) -> list[str]:
                 text += f" — caveats: {'; '.join(said)}"
             out.append(text)
     return out
+
+
+def ratio_word(comp: Comparison, i: int, j: int) -> str | None:
+    """What run ``i``'s ratio to the baseline in column ``j`` means: 'worse: change at
+    run #42' or 'within noise, ±3%' (their series), 'within noise' (their repeats),
+    'better' or 'worse'; None without a ratio or a direction."""
+    r = comp.cells[i][j].ratio
+    if comp.baseline is None or r is None:
+        return None
+    told = _by_history(comp, comp.runs[comp.baseline], comp.runs[i], comp.columns[j])
+    if told:
+        return told
+    if r.within_noise:
+        return "within noise"
+    better = comp.better(j, i)
+    return "better" if better else "worse" if better is False else None
 
 
 def _by_history(comp: Comparison, base: Run, run: Run, col: Column) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 
-from storbench.analysis.compare import Comparison
+from storbench.analysis.compare import Comparison, ratio_word
 from storbench.render import units
 from storbench.render.text import spreadsheet_cell
 from storbench.result.sections import PROBE
@@ -27,6 +27,7 @@ def render(comp: Comparison) -> str:
         headers.append(units.header(col.title, col.metric.kind, unit))
         if comp.baseline is not None:
             headers.append(f"{col.title} ratio to #{comp.runs[comp.baseline].id}")
+            headers.append(f"{col.title} vs #{comp.runs[comp.baseline].id}")
     # metadata latency (the probe), in ms: each operation's p99 idle and under load, max
     probe_cols = sorted({(op, phase, stat) for run in comp.runs
                          for op, by in (PROBE.of(run) or {}).items()
@@ -37,10 +38,11 @@ def render(comp: Comparison) -> str:
         ident = "published" if run.origin == "published" else str(run.id)
         line: list[str] = [ident, spreadsheet_cell(run.label or ""), spreadsheet_cell(run.suite),
                            run.status, run.created_at]
-        for cell, unit in zip(row, column_units, strict=True):
+        for j, (cell, unit) in enumerate(zip(row, column_units, strict=True)):
             line.append("" if cell.value is None else f"{cell.value / unit.divisor:.6g}")
             if comp.baseline is not None:
                 line.append("" if cell.ratio is None else f"{cell.ratio.value:.4f}")
+                line.append(spreadsheet_cell(ratio_word(comp, k, j) or ""))
         probe = PROBE.of(run) or {}
         line += [f"{v / 1e6:.6g}" if (v := probe.get(op, {}).get(phase, {}).get(stat))
                  is not None else "" for op, phase, stat in probe_cols]

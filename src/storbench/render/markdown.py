@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from storbench.analysis.compare import Comparison
+from storbench.analysis.compare import Comparison, sentences
 from storbench.render.table import (
     PROBE_TITLE,
     Table,
@@ -30,4 +30,7 @@ def render(comp: Comparison) -> str:
     probes = probe_comparison_table(comp)
     if probes is not None:
         text += f"\n**{inert(PROBE_TITLE)}**\n\n{table(probes)}"
+    said = sentences(comp)  # each ratio, and whether it is beyond the noise
+    if said:
+        text += "\n" + "".join(f"- {inert(s)}\n" for s in said)
     return text
