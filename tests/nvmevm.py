@@ -7,6 +7,8 @@ QEMU's software emulation (this machine's KVM does not run it), with:
 - an initramfs of static busybox and the kernel's nvme, virtio, 9p and ext4 modules;
 - this machine's ``/`` shared read-only over 9p as the guest's root, so the guest runs
   the very python, storbench, fio and nvme-cli the tests use here;
+- this checkout shared read-only at its own path (the guest's /tmp, /run and /var/tmp
+  are fresh tmpfs: a checkout under /tmp would be hidden otherwise);
 - a folder of the test's shared read-write at the same path, for the script the guest
   runs and what it leaves (output, its exit status, a results database);
 - an NVMe controller (serial, model from QEMU) with one namespace on an image file of
@@ -26,6 +28,7 @@ from pathlib import Path
 from tests.testbed import TOOLS
 
 VM = TOOLS / "vm"
+CHECKOUT = Path(__file__).resolve().parent.parent
 BUSYBOX = Path("/bin/busybox")
 # the NVMe driver, the 9p shares, and ext4 (with its checksum) for a file system on a namespace
 MODULES = ("nvme", "9pnet_virtio", "9p", "virtio_pci", "crc32c_generic", "ext4")
@@ -44,6 +47,9 @@ mount -t devtmpfs dev /newroot/dev
 mount -t proc proc /newroot/proc
 mount -t sysfs sys /newroot/sys
 for d in /tmp /run /var/tmp; do mount -t tmpfs tmpfs "/newroot$d"; done
+repo=$(sed -n 's/.*sbrepo=\([^ ]*\).*/\1/p' /proc/cmdline)
+mkdir -p "/newroot$repo" 2>/dev/null || true
+mount -t 9p -o "$opts,ro,cache=loose" repo "/newroot$repo" || echo "vm: no checkout share"
 mkdir -p "/newroot$share" 2>/dev/null || true
 mount -t 9p -o "$opts" share "/newroot$share" || echo "vm: no test share"
 last=$(sed -n 's/.*sbwait=\([^ ]*\).*/\1/p' /proc/cmdline)
@@ -127,8 +133,10 @@ def run(share: Path, script: str, *, namespaces: Sequence[tuple[Path, int]], ser
         "-nographic", "-no-reboot", "-nic", "none",
         "-kernel", str(VM / "vmlinuz"), "-initrd", str(initrd),
         "-append", f"console=ttyS0 panic=-1 quiet rdinit=/init sbshare={share}"
-                   f" sbwait=/dev/nvme0n{len(namespaces)}",
+                   f" sbwait=/dev/nvme0n{len(namespaces)} sbrepo={CHECKOUT}",
         "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,"
+                   "multidevs=remap",
+        "-virtfs", f"local,path={CHECKOUT},mount_tag=repo,security_model=none,readonly=on,"
                    "multidevs=remap",
         "-virtfs", f"local,path={share},mount_tag=share,security_model=none",
         "-device", f"nvme,serial={serial},id=nvme0",

@@ -256,12 +256,33 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _version(ctx: click.Context) -> None:
+    """storbench's version (git's, at build), the fio it would run, Python's."""
+    import platform
+    import sys
+
+    import storbench
+    from storbench.errors import FioError
+    from storbench.execute.fio import find_fio
+
+    try:
+        fio = find_fio(os.environ.get("STORBENCH_FIO"))
+        fio_text = f"{fio.version_text} ({fio.path})"
+    except FioError as exc:
+        fio_text = f"none: {exc}"
+    click.echo(f"storbench {storbench.__version__}\nfio {fio_text}\n"
+               f"Python {platform.python_version()} ({sys.executable})")
+    ctx.exit()
+
+
 @click.group(
     cls=LazyGroup,
     epilog=EXIT_CODES_HELP,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(package_name="storbench", prog_name="storbench")  # read when asked
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _, given: _version(ctx) if given else None,
+              help="Show storbench's version, the fio it finds and Python's, and exit.")
 @click.option("--debug", is_flag=True, envvar="STORBENCH_DEBUG",
               help="Show tracebacks instead of one-line errors.")
 @click.pass_context

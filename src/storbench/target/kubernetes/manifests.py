@@ -281,3 +281,7 @@ def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int,
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(uid, namespace, o, name),
             "spec": spec}
 
+
+
+if __name__ == "__main__":  # the release workflow pushes the runner image under this name
+    print(DEFAULT_IMAGE)
