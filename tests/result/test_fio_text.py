@@ -7,6 +7,7 @@ JSON within the text's rounding. fio 2.x text is written by hand in its format.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import subprocess
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from storbench.errors import ConfigError
 from storbench.pipeline.importer import parse_source
 from storbench.result import model
-from tests.conftest import FIO, needs_fio
+from tests.conftest import FIO, needs_fio, run_cli
 
 JOBS = {
     # fsync/fdatasync block, psync, two directions
@@ -337,3 +338,56 @@ def test_mutated_input_raises_only_our_error(seed: str, cuts: list[tuple[float, 
         parse_source("fuzz", text)
     except ConfigError as exc:
         assert str(exc).startswith("fuzz")
+
+
+FOUR_FILES = ("[global]\nrw=randrw\nrwmixread=60\nbs=4k\nsize=2m\nioengine=psync\n"
+              + "".join(f"[file{i}]\n" for i in range(1, 5)))
+
+
+def _glued_numbers(text: str) -> str:
+    """A code block copied from a page with its gutter: each line's number glued to it."""
+    return "".join(f"{i}{ln}\n" for i, ln in enumerate(text.splitlines(), start=1))
+
+
+@needs_fio
+def test_a_pasted_page_with_glued_line_numbers_a_status_line_and_four_jobs(tmp_path: Path
+                                                                           ) -> None:
+    """The study's page: fio's status line in front, every line's number glued to it
+    ("7file1: (groupid=0, ..."), four jobs of one run (file1 ... file4, one group):
+    one test, named as the jobs are without their number, its IOPS the four jobs'
+    sum (as fio's group report), each job's figures what fio's JSON says."""
+    assert FIO is not None
+    job = tmp_path / "four.fio"
+    job.write_text(f"[global]\ndirectory={tmp_path}\n" + FOUR_FILES)
+    out = subprocess.run([FIO, "--output-format=normal,json+", str(job)], capture_output=True,
+                         text=True, check=True).stdout
+    start, end = out.index("{\n"), out.rindex("\n}") + 2
+    normal, doc = out[:start] + out[end:], json.loads(out[start:end])
+    status = ("Jobs: 4 (f=4): [m(4)][100.0%][r=2252KiB/s,w=1500KiB/s][r=563,w=375 IOPS]"
+              "[eta 00m:00s]")
+    page = ("Our NFS box, four files at once:\n\n" + _glued_numbers(status + "\n" + normal)
+            + "\n12 ms was the worst we saw.\n")
+    assert re.search(r"^\d+file1: \(groupid=0, jobs=1\)", page, re.M), page
+    (t,) = results("page", page)
+    assert t.name == "file" and t.jobs == 4
+    for d in ("read", "write"):
+        want = sum(j[d]["iops"] for j in doc["jobs"])
+        got = getattr(t, d).iops
+        assert got == pytest.approx(want, rel=0.01, abs=2), (d, got, want)
+    # the same text without the gutter and status line reads the same
+    (clean,) = results("clean", normal)
+    assert replace(clean, options=t.options) == t
+    # one test: it can be stored as the study's suite
+    pasted = tmp_path / "page.txt"
+    pasted.write_text(page)
+    proc = run_cli("import", str(pasted), "--as", "app-mixed", db=tmp_path / "r.db")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_glued_numbers_need_the_sequence() -> None:
+    """Lines that merely start with digits are not a gutter."""
+    from storbench.result.fio_text import clean_lines
+
+    prose = ["4k reads at 1 ms", "128 jobs", "3 runs", "99th percentile"]
+    assert clean_lines("\n".join(prose)) == prose
+    assert clean_lines("9first\n10second\n\n12fourth") == ["first", "second", "", "fourth"]

@@ -52,14 +52,45 @@ class TextOutput:
     kind: str  # "normal" or "terse"
 
 
+# fio's status line ("Jobs: 4 (f=4): [m(4)][100.0%][r=2252KiB/s][r=563 IOPS][eta 00m:00s]"),
+# printed while it runs and often pasted in front of its results
+_STATUS = re.compile(r"Jobs: \d+ \(f=\d+\)(?:: ?(?:\[[^\]\n]*\])+)?")
+
+
 def clean_lines(text: str) -> list[str]:
-    """HTML entities decoded; leading line numbers removed when most lines have them."""
+    """HTML entities decoded; fio's status lines dropped; leading line numbers removed
+    when most lines have them, also glued to the text (``7file1: (groupid=0``)."""
     lines = html.unescape(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     numbered = re.compile(r"^\s*\d+(?:[:|.]\s?|\s+)(?=\S)")
+    unglued = _unglued(lines)  # first: an indented line's glued number looks separated
     filled = [ln for ln in lines if ln.strip()]
     hits = [ln for ln in filled if numbered.match(ln) and not re.match(r"^\s*\d;", ln)]
-    if filled and len(hits) >= 0.6 * len(filled):
+    if unglued is not lines and len(hits) < 0.9 * len(filled):  # a gutter: every line
+        lines = unglued                                        # has its separator
+    elif filled and len(hits) >= 0.6 * len(filled):
         lines = [numbered.sub("", ln, count=1) for ln in lines]
+    return [_STATUS.sub("", ln) if "Jobs: " in ln else ln for ln in lines]
+
+
+def _unglued(lines: list[str]) -> list[str]:
+    """Lines numbered 1, 2, 3, ... with the number glued to each (a page's code block
+    copied with its gutter, prose around it): the numbers gone. Within the block, most
+    lines must carry the very number their place gives them."""
+    at = [(i, ln.lstrip()) for i, ln in enumerate(lines) if ln.strip()]
+    tried = set()
+    for i0, first in at[:50]:
+        digits = re.match(r"\d+", first)
+        for width in range(1, len(digits.group()) + 1) if digits else ():
+            offset = int(digits.group()[:width]) - i0  # "17file" is line 1 or line 17
+            if offset in tried:
+                continue
+            tried.add(offset)
+            hit = [i for i, ln in at if ln.startswith(str(i + offset))]
+            block = [i for i, _ in at if hit and hit[0] <= i <= hit[-1]]
+            if len(hit) >= 3 and len(hit) >= 0.8 * len(block):
+                keep = set(hit)
+                return [ln.lstrip().removeprefix(str(i + offset)) if i in keep else ln
+                        for i, ln in enumerate(lines)]
     return lines
 
 
@@ -112,7 +143,25 @@ def parse_text(text: str) -> TextOutput:
         stop = _END.search(flat.text, m.end(), end)
         body_end = stop.start() if stop else end
         jobs.append(_job(flat, m, body_end, options.get(m["name"].strip(), {})))
-    return TextOutput(f"fio-{version.group(1)}" if version else "", jobs, "normal")
+    return TextOutput(f"fio-{version.group(1)}" if version else "", _grouped(jobs), "normal")
+
+
+def _grouped(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Jobs that ran together as copies of one job (one group, names that differ only in
+    a number: file1 ... file4) become one test, as fio's group report sums them: named
+    without the number ("file"), their figures summed when results are formed."""
+    by_group: dict[int, set[str]] = {}
+    for job in jobs:
+        by_group.setdefault(job["groupid"], set()).add(job["jobname"])
+    rename = {}
+    for gid, names in by_group.items():
+        stems = {n.rstrip("0123456789").rstrip("-_.") for n in names}
+        if len(names) > 1 and len(stems) == 1 and (stem := stems.pop()):
+            rename[gid] = stem
+    for job in jobs:
+        if job["groupid"] in rename:
+            job["jobname"] = rename[job["groupid"]]
+    return jobs
 
 
 def _header_options(flat: str) -> dict[str, dict[str, str]]:
