@@ -79,9 +79,9 @@ def _unglued(lines: list[str]) -> list[str]:
     at = [(i, ln.lstrip()) for i, ln in enumerate(lines) if ln.strip()]
     tried = set()
     for i0, first in at[:50]:
-        digits = re.match(r"\d+", first)
-        for width in range(1, len(digits.group()) + 1) if digits else ():
-            offset = int(digits.group()[:width]) - i0  # "17file" is line 1 or line 17
+        number = first[:len(first) - len(first.lstrip("0123456789"))]
+        for width in range(1, len(number) + 1):
+            offset = int(number[:width]) - i0  # "17file" is line 1 or line 17
             if offset in tried:
                 continue
             tried.add(offset)
