@@ -326,3 +326,16 @@ def test_a_published_row_is_not_said_completed(tmp_path, store_path):
     assert published and all("completed" not in r for r in published), runs
     assert all("figures from its study (not run here)" in r for r in published)
     assert any("completed" in r for r in rows if ">published<" not in r)
+
+
+def test_cells_break_between_words_and_after_separators_only() -> None:
+    """'publi/shed' and 'throttled-300/0iops' cut at '0/iops' were seen: a cell breaks
+    only at spaces and after / - _ : = (and , . before a letter), and a very long word
+    every ten characters, so a table still fits its page."""
+    from storbench.render.report import breakable
+
+    assert breakable("published") == "published"
+    assert breakable("throttled-300/0iops") == "throttled-<wbr>300/<wbr>0iops"
+    assert breakable("12,345 IOPS (1.5×)") == "12,345 IOPS (1.5×)"  # numbers stay whole
+    assert breakable("<b>a&b</b>") == "&lt;b&gt;a&amp;b&lt;/<wbr>b&gt;"  # still escaped
+    assert breakable("x" * 25) == "<wbr>".join(["x" * 10, "x" * 10, "x" * 5])

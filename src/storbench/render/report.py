@@ -6,6 +6,7 @@ escaped, so a label such as ``<script>`` is shown, never run."""
 from __future__ import annotations
 
 import datetime
+import re
 from html import escape
 
 from storbench import __version__
@@ -40,7 +41,7 @@ h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2rem; border-bo
 solid #ddd; } h3 { margin-bottom: .3rem; } .muted { color: #666; font-size: .9rem; }
 table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .9rem; }
 th, td { border: 1px solid #ccc; padding: .25rem .5rem; vertical-align: top;
-overflow-wrap: anywhere; } th { background: #f3f3f3; text-align: left; }
+overflow-wrap: break-word; } th { background: #f3f3f3; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; overflow-wrap: normal; }
 .scroll { overflow-x: auto; } .scroll table { max-width: 100%; }
 .charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr));
@@ -58,7 +59,7 @@ pre { background: #f7f7f7; padding: .5rem; overflow-x: auto; font-size: .8rem; }
 #tip { position: fixed; pointer-events: none; background: #222; color: #fff; padding: .2rem
 .45rem; border-radius: 3px; font-size: .8rem; display: none; z-index: 10; }
 @media print { body { max-width: none; padding: 0; } .charts { grid-template-columns: 1fr 1fr; }
-.scroll { overflow: visible; } table { font-size: .7rem; } td.num { overflow-wrap: anywhere; }
+.scroll { overflow: visible; } table { font-size: .7rem; }
 th, td { padding: .15rem .3rem; }
 figure, table { break-inside: avoid; } #tip, .legend button.off { display: none; }
 details { display: block; } details > pre { white-space: pre-wrap; } }
@@ -158,10 +159,28 @@ def _figure(c: Chart) -> str:
     return f"<figure>{svg.render(c)}{legend}</figure>"
 
 
+_BREAK_AFTER = re.compile(r"([/_:=-]+|[,.](?!\d))(?=[^\s/_,:=.-])")  # not in 12,345 or 1.5
+_LONG = 20  # a word this long without any of those breaks where it must, every _LONG/2
+
+
+def breakable(text: str) -> str:
+    """A cell's text, escaped, breakable only between words and after / - _ , : = .
+    (throttled-300/ 0iops, never thrott/ led), and inside a very long word: a table
+    fits its page without cutting "published" in two."""
+    out = []
+    for word in re.split(r"(\s+)", text):
+        parts = _BREAK_AFTER.sub("\\1\0", word).split("\0")
+        out.append("<wbr>".join(
+            "<wbr>".join(escape(p[i:i + _LONG // 2]) for i in range(0, len(p), _LONG // 2))
+            if len(p) > _LONG else escape(p) for p in parts))
+    return "".join(out)
+
+
 def _table(t: Table) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in t.headers)
+    head = "".join(f"<th>{breakable(h)}</th>" for h in t.headers)
     rows = "".join(
-        "<tr>" + "".join(f'<td{" class=num" if right else ""}>{escape(cell)}</td>'
+        "<tr>" + "".join(f'<td class=num>{escape(cell)}</td>' if right else
+                         f"<td>{breakable(cell)}</td>"
                          for cell, right in zip(row, t.align_right, strict=False)) + "</tr>"
         for row in t.rows)
     return f'<div class="scroll"><table><tr>{head}</tr>{rows}</table></div>'
