@@ -126,3 +126,37 @@ def test_an_open_loop_pass_beside_a_failing_closed_loop_figure_says_so(store_pat
         assert ("PASS etcd_rated.fdatasync.p99 < 20ms — judged open loop at 50 writes/s"
                 " (etcd_rated); the closed-loop etcd (writing as fast as it can) would FAIL"
                 " it") in said, said
+
+
+# two block sizes, each long enough for its per-second figures to show a flat rate
+TWO_SIZES = "".join(
+    f"[{name}]\nrw=randwrite\nbs={bs}\nsize=8m\ndirect=1\nioengine=libaio\niodepth=4\n"
+    "time_based\nruntime=6\nstonewall\n" for name, bs in (("small", "4k"), ("large", "64k")))
+
+
+def test_an_iops_cap_is_said_whatever_the_suite(tmpfs, tmp_path, store_path):
+    """A volume capped at 300 IOPS: 4k and 64k writes both at a flat 300/s, which no
+    device does on its own; the run says so (not only etcd's verdict). On tmpfs, the
+    same job gives no such word."""
+    from tests.conftest import IS_ROOT, run_cli_wrapped
+
+    job = tmp_path / "two.fio"
+    job.write_text(TWO_SIZES)
+    proc = run_cli("run", str(tmpfs), "--job", str(job), "-l", "tmpfs", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    free = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    assert "iops-cap" not in {w["kind"] for w in free["warnings"]}, free["warnings"]
+    if not IS_ROOT:
+        pytest.skip("throttled volumes need root")
+    from tests.testbed import Throttled
+
+    with Throttled(300, 300, backing_dir="/dev/shm") as t:
+        proc = run_cli_wrapped(t.wrap, "run", str(t.mnt), "--job", str(job), "-l", "capped",
+                               db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    capped = [w for w in run["warnings"] if w["kind"] == "iops-cap"]
+    assert {w["test"] for w in capped} == {"small", "large"}, run["warnings"]
+    assert all(280 <= w["details"]["iops"] <= 310 for w in capped), capped
+    said = run_cli("compare", "last", db=store_path, env={"COLUMNS": "300"}).stdout
+    assert "write IOPS capped at 3" in said, said

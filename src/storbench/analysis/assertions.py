@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import operator
 import re
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from storbench.analysis import apps, curve, lifecycle, rates
 from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
-from storbench.analysis.warnings import RAM_FILESYSTEMS
+from storbench.analysis.warnings import RAM_FILESYSTEMS, flat_rate
 from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import TestResult
@@ -171,7 +170,7 @@ def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:
                    " durable, so this figure says nothing about a disk's sync latency")
     closed = not (r.options.get("rate_iops") or r.options.get("rate"))
     if syncs and closed and not passed and m.kind == "latency" and r.write is not None:
-        flat = _flat_rate(r)
+        flat = flat_rate(r.series.get("write"))
         cap = (f" (its writes ran at a flat {flat:,.0f}/s, the mark of an IOPS cap)"
                if flat is not None else "")
         out.append("closed loop: fio wrote as fast as the storage allowed, so on a volume"
@@ -179,17 +178,3 @@ def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:
                    ". An application that writes at its own pace (etcd) may not, and `--rate"
                    " N` (its writes per second) measures what it sees there")
     return out
-
-
-def _flat_rate(r: TestResult) -> float | None:
-    """The per-second write rate when it barely moved: four in five whole seconds (the
-    first and last are partial) within 5% of their median, a cap's signature."""
-    s = r.series.get("write")
-    if s is None or len(s.iops) < 5:
-        return None
-    inner = list(s.iops[1:-1])
-    mid = statistics.median(inner)
-    if mid <= 0:
-        return None
-    near = sum(1 for v in inner if abs(v - mid) <= 0.05 * mid)
-    return mid if near >= 0.8 * len(inner) else None

@@ -51,5 +51,7 @@ class Suite(Plain):
         return {}
 
     def warnings(self, run: Run) -> list[Warning]:
-        return [w for name, results in run.results_by_test().items()
-                for w in warnings.across_repeats(name, results)]
+        tests = run.results_by_test()
+        return [*(w for name, results in tests.items()
+                  for w in warnings.across_repeats(name, results)),
+                *warnings.iops_cap(tests)]
