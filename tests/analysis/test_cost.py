@@ -106,6 +106,39 @@ def test_pasted_blog_text_beside_own_run_reference_and_price(tmpfs, store_path):
     assert ram["provisioned_mbps"] == pytest.approx(mbps)
     assert ram["usd_per_month"] == pytest.approx(
         0.08 * gb + 0.005 * 13000 + 0.04 * max(0.0, mbps - 125))
+    # a 1-s test on tmpfs is flagged (too short): its price says it came from that figure
+    assert any("too short" in c for c in ram["caveats"]), ram
+    assert published["caveats"] == []
+    assert "priced from a flagged figure: too short" in " ".join(text.stdout.split())
+
+    # a size per row (study 1: 30 GB of EBS beside 10 GB of EFS): one table
+    sized = json.loads(run_cli(*args[:-2], "--capacity", "30GB", "--capacity",
+                               "efs-2016=10GB", "--json", db=store_path).stdout)
+    rows = {c["label"]: c for c in sized["cost"]}
+    assert rows["efs-2016"]["capacity_bytes"] == 10e9 and rows["ram"]["capacity_bytes"] == 30e9
+    assert rows["efs-2016"]["usd_per_month"] == pytest.approx(0.30 * 10 + 6.0 * bw / 1e6)
+    table = run_cli(*args[:-2], "--capacity", "30GB", "--capacity", "efs-2016=10GB",
+                    db=store_path, env={"COLUMNS": "400"}).stdout
+    assert "Cost per month\n" in table or "Cost per month " in table, table
+    assert "9.3 GiB (10 GB)" in table and "27.9 GiB (30 GB)" in table, table
+
+    # a file of several sheets prices the rows named like one, and no other row
+    sheets = store_path.parent / "sheets.yaml"
+    sheets.write_text("- {name: ram, per_gb_month: 0.1, date: 2026-11, source: ours}\n"
+                      "- {name: glusterfs, per_gb_month: 0.05, date: 2026-11, source: ours}\n")
+    some = run_cli("compare", "efs-2016", "ram", "--reference", "efs", "--cost", str(sheets),
+                   "--capacity", "10GB", "--json", db=store_path)
+    assert some.returncode == 0, some.stderr
+    assert [c["label"] for c in json.loads(some.stdout)["cost"]] == ["ram"]
+    said = " ".join(run_cli("compare", "efs-2016", "ram", "--reference", "efs", "--cost",
+                            str(sheets), "--capacity", "10GB", db=store_path,
+                            env={"COLUMNS": "400"}).stdout.split())
+    assert "Not priced (no sheet given to them; --cost NAME=SHEET): efs-2016, efs (published)" \
+        in said, said
+    # one sheet named by no row prices the runs measured or imported, not a study's row
+    one = json.loads(run_cli("compare", "efs-2016", "ram", "--reference", "efs", "--cost",
+                             "ebs-gp3", "--capacity", "10GB", "--json", db=store_path).stdout)
+    assert sorted(c["label"] for c in one["cost"]) == ["efs-2016", "ram"]
 
 
 def test_cost_needs_capacity(store_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 from storbench.analysis.compare import Comparison
 from storbench.analysis.metrics import metric, value
+from storbench.analysis.warnings import brief
 from storbench.errors import ConfigError
 
 GB = 1e9  # AWS bills decimal GB
@@ -122,6 +124,9 @@ class Priced:
     provisioned_iops: float
     provisioned_mbps: float
     monthly: float
+    # what storbench flagged on the figures priced ("randread: page cache"): a price is
+    # only as true as the figures it was computed from
+    caveats: tuple[str, ...] = ()
 
     @property
     def per_kiops(self) -> float | None:
@@ -132,29 +137,41 @@ class Priced:
         return self.monthly / (self.bw_bytes_per_s / MB) if self.bw_bytes_per_s else None
 
 
-def _best(comp: Comparison, run: int, kind: str) -> tuple[float | None, str | None]:
+@dataclass(frozen=True)
+class _Best:
+    value: float | None = None
+    column: str | None = None
+    caveats: tuple[str, ...] = ()
+
+
+def _best(comp: Comparison, run: int, kind: str) -> _Best:
     """The run's best test for IOPS or bandwidth, its directions added up (a mixed
     75/25 test's read and write IOPS are both served): from the comparison's columns,
-    else (a figure no column shows) from the tests' results."""
-    by_test: dict[str, tuple[float, list[str]]] = {}
+    else (a figure no column shows) from the tests' results; with the caveats of the
+    figures it took."""
+    by_test: dict[str, tuple[float, list[str], list[str]]] = {}
     for i, col in enumerate(comp.columns):
-        v = comp.cells[run][i].value
+        cell = comp.cells[run][i]
+        v = cell.value
         if col.metric.kind == kind and v is not None and not math.isnan(v):
-            total, parts = by_test.get(col.test, (0.0, []))
-            by_test[col.test] = (total + v, [*parts, col.metric.direction])
+            total, parts, said = by_test.get(col.test, (0.0, [], []))
+            by_test[col.test] = (total + v, [*parts, col.metric.direction],
+                                 [*said, *cell.caveats])
     if not by_test:
+        warned = comp.runs[run].warnings
         for test, results in comp.runs[run].results_by_test().items():
             if any(r.error for r in results):
                 continue
             values = [(d, v) for d in ("read", "write", "trim")
                       if (v := value(results[0], metric(f"{d}.{kind}"))) is not None]
             if values:
-                by_test[test] = (sum(v for _, v in values), [d for d, _ in values])
+                by_test[test] = (sum(v for _, v in values), [d for d, _ in values],
+                                 [f"{test}: {brief(w)}" for w in warned if w.test == test])
     if not by_test:
-        return None, None
-    test, (total, parts) = max(by_test.items(), key=lambda kv: kv[1][0])
+        return _Best()
+    test, (total, parts, said) = max(by_test.items(), key=lambda kv: kv[1][0])
     label = {"iops": "IOPS", "bw": "BW"}[kind]
-    return total, f"{test} {' + '.join(parts)} {label}"
+    return _Best(total, f"{test} {' + '.join(parts)} {label}", tuple(dict.fromkeys(said)))
 
 
 def monthly_cost(sheet: CostSheet, capacity_bytes: float, iops: float, mbps: float) -> float:
@@ -164,27 +181,38 @@ def monthly_cost(sheet: CostSheet, capacity_bytes: float, iops: float, mbps: flo
             + sheet.per_mbps_month * max(0.0, mbps - sheet.included_mbps))
 
 
-def price(comp: Comparison, sheets: list[tuple[int, CostSheet]], capacity_bytes: float, *,
+def price(comp: Comparison, sheets: list[tuple[int, CostSheet]],
+          capacity: float | dict[int, float], *,
           provisioned_iops: dict[int, float] | None = None,
           provisioned_mbps: dict[int, float] | None = None) -> list[Priced]:
-    """(run index, sheet) pairs priced at ``capacity_bytes``; provisioned IOPS and MB/s
-    per run index where given (else what the run achieved)."""
+    """(run index, sheet) pairs priced at their capacity (one for all, or per run
+    index); provisioned IOPS and MB/s per run index where given (else what the run
+    achieved)."""
     out = []
     for run, sheet in sheets:
-        iops, iops_col = _best(comp, run, "iops")
-        bw, bw_col = _best(comp, run, "bw")
+        size = capacity if isinstance(capacity, float | int) else capacity.get(run)
+        if size is None:
+            raise ConfigError(f"--capacity: no size for {comp.runs[run].name}, priced with"
+                              f" {sheet.name}; give SIZE for every row or"
+                              f" {row_name(comp, run) or comp.runs[run].id}=SIZE")
+        iops, bw = _best(comp, run, "iops"), _best(comp, run, "bw")
         given_iops = (provisioned_iops or {}).get(run)
         given_mbps = (provisioned_mbps or {}).get(run)
         p_iops = given_iops if given_iops is not None else (
-            iops or 0.0) if sheet.per_iops_month else 0.0
+            iops.value or 0.0) if sheet.per_iops_month else 0.0
         p_mbps = given_mbps if given_mbps is not None else (
-            (bw or 0.0) / MB) if sheet.per_mbps_month else 0.0
+            (bw.value or 0.0) / MB) if sheet.per_mbps_month else 0.0
         if sheet.max_iops is not None:
             p_iops = min(p_iops, sheet.max_iops)
         if sheet.max_mbps is not None:
             p_mbps = min(p_mbps, sheet.max_mbps)
-        out.append(Priced(run, sheet, capacity_bytes, iops, iops_col, bw, bw_col, p_iops,
-                          p_mbps, monthly_cost(sheet, capacity_bytes, p_iops, p_mbps)))
+        # a flagged figure priced (not one the user provisioned instead) keeps its flag
+        used = [*(iops.caveats if sheet.per_iops_month and given_iops is None else ()),
+                *(bw.caveats if sheet.per_mbps_month and given_mbps is None else ())]
+        out.append(Priced(run, sheet, float(size), iops.value, iops.column, bw.value,
+                          bw.column, p_iops, p_mbps,
+                          monthly_cost(sheet, float(size), p_iops, p_mbps),
+                          tuple(dict.fromkeys(used))))
     return out
 
 
@@ -202,13 +230,15 @@ def runs_called(comp: Comparison, who: str, where: str) -> list[int]:
     return rows
 
 
-def per_run(comp: Comparison, specs: list[str], what: str) -> dict[int, float]:
-    """--provisioned-iops/-mbps values: ``N`` for every run, ``RUN=N`` for one."""
+def per_run(comp: Comparison, specs: list[str], what: str,
+            parse: Callable[[str], float] | None = None) -> dict[int, float]:
+    """--provisioned-iops/-mbps, --capacity values: ``N`` for every run, ``RUN=N`` for
+    one (``parse`` reads N: a plain number by default)."""
     out: dict[int, float] = {}
     for spec in sorted(specs, key=lambda x: "=" in x):  # bare values first, then per run
         who, sep, number = spec.rpartition("=")
         try:
-            v = float(number)
+            v = parse(number) if parse else float(number)
         except ValueError:
             raise ConfigError(f"{what} {spec!r}: expected a number or RUN=NUMBER") from None
         if v < 0:
@@ -220,8 +250,9 @@ def per_run(comp: Comparison, specs: list[str], what: str) -> dict[int, float]:
 
 def assign(comp: Comparison, specs: list[str]) -> list[tuple[int, CostSheet]]:
     """--cost specs -> (run index, sheet). ``RUN=SHEET`` names the run (its label, id
-    or reference name); a bare ``SHEET`` goes to the rows named like it, or, when no
-    row is, to every row without a sheet yet."""
+    or reference name); a bare ``SHEET`` goes to the rows named like it, or, when it is
+    the only bare one and no row is named like it, to every row measured or imported
+    without a sheet yet (a file of several sheets prices only rows named like one)."""
     chosen: dict[int, CostSheet] = {}
     bare: list[CostSheet] = []
     # sheets from files first, so that their names can be used like built-in ones
@@ -238,8 +269,20 @@ def assign(comp: Comparison, specs: list[str]) -> list[tuple[int, CostSheet]]:
             raise ConfigError(f"--cost {spec!r}: {what} holds {len(sheets)} sheets; name one")
         for i in rows:
             chosen[i] = sheets[0]
+    # a bare sheet prices the rows named like it; a single bare sheet named by no row
+    # prices the runs measured or imported here that have none, never a published
+    # study's row (its platform is its own: `--cost NAME=SHEET` prices it)
     for sheet in bare:
         rows = [i for i in range(len(comp.runs)) if row_name(comp, i) == sheet.name]
-        for i in rows or [i for i in range(len(comp.runs)) if i not in chosen]:
+        if not rows and len(bare) == 1:
+            rows = [i for i, r in enumerate(comp.runs)
+                    if i not in chosen and r.origin != "published"]
+        for i in rows:
             chosen.setdefault(i, sheet)
     return sorted(chosen.items())
+
+
+def unpriced(comp: Comparison, priced: list[Priced]) -> list[str]:
+    """The rows no sheet was given to, named."""
+    done = {p.run for p in priced}
+    return [comp.runs[i].name for i in range(len(comp.runs)) if i not in done]

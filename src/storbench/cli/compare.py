@@ -80,7 +80,7 @@ def reference_options(f: Any) -> Any:
 @db_option
 def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
                 reference: str | None, reference_file: Path | None, costs: tuple[str, ...],
-                capacity: str | None, provisioned_iops: tuple[str, ...],
+                capacity: tuple[str, ...], provisioned_iops: tuple[str, ...],
                 provisioned_mbps: tuple[str, ...], as_json: bool) -> None:
     """Compare runs side by side: one row per run, one column per metric.
 

@@ -23,8 +23,9 @@ def cost_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      metavar="[RUN=]IOPS",
                      help="With --cost: price this many IOPS instead of what the run"
                           " achieved; RUN= for one run (repeatable).")(f)
-    f = click.option("--capacity", metavar="SIZE",
-                     help="With --cost: the volume size to price, e.g. 500GiB or 1TB.")(f)
+    f = click.option("--capacity", "capacity", multiple=True, metavar="[RUN=]SIZE",
+                     help="With --cost: the volume size to price, e.g. 500GiB or 1TB; RUN="
+                          " for one run, e.g. efs=10GB (repeatable).")(f)
     return click.option(
         "--cost", "costs", multiple=True, metavar="[RUN=]SHEET",
         help="Price the runs with a sheet: a built-in one (`storbench cost list`), a YAML"
@@ -33,23 +34,24 @@ def cost_options(f: Callable[..., Any]) -> Callable[..., Any]:
              " else all (repeatable).")(f)
 
 
-def check_cost_flags(costs: tuple[str, ...], capacity: str | None,
+def check_cost_flags(costs: tuple[str, ...], capacity: tuple[str, ...],
                      provisioned: tuple[str, ...]) -> None:
     """Before any run is read: a flag without the other fails at once."""
-    if costs and capacity is None:
+    if costs and not capacity:
         raise ConfigError("--cost needs --capacity (the volume size to price, e.g. 500GiB)")
-    if not costs and (capacity is not None or provisioned):
+    if not costs and (capacity or provisioned):
         raise ConfigError("--capacity and --provisioned-* apply to --cost")
 
 
-def priced_runs(comp: Comparison, costs: tuple[str, ...], capacity: str | None,
+def priced_runs(comp: Comparison, costs: tuple[str, ...], capacity: tuple[str, ...],
                 provisioned_iops: tuple[str, ...], provisioned_mbps: tuple[str, ...],
                 ) -> list[Priced]:
     check_cost_flags(costs, capacity, provisioned_iops + provisioned_mbps)
-    if not costs or capacity is None:
+    if not costs or not capacity:
         return []
     from storbench.analysis.cost import assign, parse_capacity, per_run, price
 
-    return price(comp, assign(comp, list(costs)), parse_capacity(capacity),
+    sizes = per_run(comp, list(capacity), "--capacity", parse_capacity)
+    return price(comp, assign(comp, list(costs)), sizes,
                  provisioned_iops=per_run(comp, list(provisioned_iops), "--provisioned-iops"),
                  provisioned_mbps=per_run(comp, list(provisioned_mbps), "--provisioned-mbps"))

@@ -32,7 +32,7 @@ MAX_RUNS = 20
 @db_option
 def report_cmd(store: Store, run_refs: tuple[str, ...], output: Path, png_dir: Path | None,
                baseline: str | None, title: str, reference: str | None,
-               reference_file: Path | None, costs: tuple[str, ...], capacity: str | None,
+               reference_file: Path | None, costs: tuple[str, ...], capacity: tuple[str, ...],
                provisioned_iops: tuple[str, ...], provisioned_mbps: tuple[str, ...]) -> None:
     """Write an HTML report of 1 to 20 runs: charts, verdicts, warnings, environments.
 

@@ -113,10 +113,16 @@ def probe_comparison_table(comp: Comparison) -> Table | None:
 
 
 def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list[str]]:
-    """(title, table, notes) for the prices of the compared runs."""
-    capacity = priced[0].capacity_bytes
-    title = (f"Cost per month at {format_bytes_iec(int(capacity))}"
-             f" ({capacity / 1e9:,.0f} GB)")
+    """(title, table, notes) for the prices of the compared runs: the capacity in the
+    title when every row has the same, else a column; a row priced from a figure
+    storbench flagged says so beside its price."""
+    from storbench.analysis.cost import unpriced
+
+    sizes = {p.capacity_bytes for p in priced}
+    one = sizes.pop() if len(sizes) == 1 else None
+    title = ("Cost per month" if one is None else
+             f"Cost per month at {format_bytes_iec(int(one))} ({one / 1e9:,.0f} GB)")
+    flagged = any(p.caveats for p in priced)
     rows = []
     for p in priced:
         run = comp.runs[p.run]
@@ -125,21 +131,38 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
             f"{p.provisioned_iops:,.0f} IOPS" if p.sheet.per_iops_month else "",
             f"{p.provisioned_mbps:,.0f} MB/s" if p.sheet.per_mbps_month else "",
             f"fixed {p.sheet.fixed_month:,.2f}/month" if p.sheet.fixed_month else "") if x)
-        rows.append([name, f"{p.sheet.name} ({p.sheet.date})", prov or "-", f"{p.monthly:,.2f}",
-                     f"{p.iops:,.0f} ({p.iops_column})" if p.iops else "",
-                     f"{p.per_kiops:,.2f}" if p.per_kiops is not None else "",
-                     f"{p.bw_bytes_per_s / 1e6:,.1f} ({p.bw_column})" if p.bw_bytes_per_s
-                     else "",
-                     f"{p.per_mbps:,.3f}" if p.per_mbps is not None else ""])
-    headers = ["run", "sheet", "provisioned", "$/month", "best IOPS", "$ / 1k IOPS",
-               "best BW [MB/s]", "$ / MB/s"]
+        row = [name, f"{p.sheet.name} ({p.sheet.date})"]
+        if one is None:
+            row.append(f"{format_bytes_iec(int(p.capacity_bytes))}"
+                       f" ({p.capacity_bytes / 1e9:,.0f} GB)")
+        row += [prov or "-", f"{p.monthly:,.2f}" + (" ⚠" if p.caveats else ""),
+                f"{p.iops:,.0f} ({p.iops_column})" if p.iops else "",
+                f"{p.per_kiops:,.2f}" if p.per_kiops is not None else "",
+                f"{p.bw_bytes_per_s / 1e6:,.1f} ({p.bw_column})" if p.bw_bytes_per_s
+                else "",
+                f"{p.per_mbps:,.3f}" if p.per_mbps is not None else ""]
+        if flagged:
+            row.append(f"priced from a flagged figure: {'; '.join(p.caveats)}"
+                       if p.caveats else "")
+        rows.append(row)
+    headers = ["run", "sheet", *(["capacity"] if one is None else []), "provisioned",
+               "$/month", "best IOPS", "$ / 1k IOPS", "best BW [MB/s]", "$ / MB/s",
+               *(["caveats"] if flagged else [])]
     notes = [f"Provisioned: what the run achieved (its best test's IOPS and bandwidth, read"
              f" and write added up) beyond what the sheet includes, up to the sheet's"
              f" maximum, unless --provisioned-iops / --provisioned-mbps say otherwise."
-             f" Prices in {priced[0].sheet.currency}. Sheets:"]
+             f" Prices in {priced[0].sheet.currency}."
+             + (" ⚠: the price comes from a figure storbench flagged (a cache, a burst, a"
+                " cap...): it is what that figure would cost, not what this storage"
+                " needs; give --provisioned-iops / --provisioned-mbps to price the volume"
+                " you would buy." if flagged else "")
+             + (f" Not priced (no sheet given to them; --cost NAME=SHEET):"
+                f" {', '.join(left)}." if (left := unpriced(comp, priced)) else "")
+             + " Sheets:"]
     notes += [f"{sheet.name}: {sheet.title or sheet.name}, {sheet.date}; {sheet.source}"
               for sheet in {p.sheet.name: p.sheet for p in priced}.values()]
-    return title, Table(headers, rows, [False, False, False] + [True] * 5), notes
+    right = [False, False, *([False] if one is None else []), False] + [True] * 5
+    return title, Table(headers, rows, right + ([False] if flagged else [])), notes
 
 
 CURVE_PERCENTILES = ("50", "90", "99", "99.9")
