@@ -58,6 +58,7 @@ def test_nothing_shows_as_zero_that_is_not():
     assert [times(x) for x in (6.5e-05, 0.00999, -0.0031)] == ["0.000065", "0.01", "-0.0031"]
     assert times_pm(0.75, 0.00082) == "0.75 ± <0.01"
     assert times_pm(0.75, 0.031) == "0.75 ± 0.03"
+
     assert times_pm(6.5e-05, 1.2e-05) == "0.000065 ± 0.000012"
     assert times_pm(1523.4, 48.7) == "1,523 ± 49" and times_pm(1.0, None) == "1.00"
 
@@ -110,3 +111,13 @@ def test_json_is_full_model(two_runs):
     assert doc["runs"][0]["label"] == "[red]gp3[/red] <b>"
     t = doc["runs"][0]["tests"][0]
     assert t["read"]["clat"]["bins"] and t["sync"]["lat"]["percentiles_ns"]
+
+
+def test_nothing_shows_in_a_unit_it_dwarfs():
+    """A figure far above its column's unit is shown in its own: a 2.9 s listing in a
+    column of microseconds is "2.93 s", not "2,930,577"."""
+    us = units.choose("latency", [120_000, 90_000, 2_930_577_000])
+    assert us.name == "µs" and us.fmt(2_930_577_000) == "2.93 s" and us.fmt(120_000) == "120"
+    assert us.fmt(99_999_000) == "99,999"  # five digits stay in the column's unit
+    mib = units.choose("bw", [100 * 2**20, 120 * 2**20])
+    assert mib.fmt(3000 * 2**30) == "3,000 GiB/s" and units.IOPS.fmt(3e6) == "3,000,000"

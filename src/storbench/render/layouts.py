@@ -75,7 +75,10 @@ def _group_table(comp: Comparison, columns: list[int]) -> Titled | None:
     cols = [comp.columns[j] for j in columns]
     heads, unit_of = [], {}
     for j, col in zip(columns, cols, strict=True):
-        unit_of[j] = units.choose(col.metric.kind, [comp.cells[i][j].value for i in present])
+        # one unit for the figures side by side (Read and Write), never [µs] beside [ms]
+        alike = [k for k, c in zip(columns, cols, strict=True) if c.metric.kind == col.metric.kind]
+        unit_of[j] = units.choose(col.metric.kind, [comp.cells[i][k].value for i in present
+                                                    for k in alike])
         label = (col.metric.direction.capitalize() if len(columns) > 1 else col.title)
         heads.append(units.header(label, col.metric.kind, unit_of[j]))
     rows = [_ident(comp, i) + [cell_text(comp, i, j, unit_of[j]) for j in columns]

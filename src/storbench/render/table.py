@@ -38,8 +38,11 @@ def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ")
                 row.append("; ".join(items))
     left = len(headers)
     for j, col in enumerate(comp.columns):
-        column_values = [comp.cells[i][j].value for i in range(len(comp.runs))]
-        unit = units.choose(col.metric.kind, column_values)
+        # a test's read and write figure of one kind share a unit (p99 [µs] beside p99 [µs])
+        alike = [k for k, c in enumerate(comp.columns) if c.test == col.test
+                 and c.metric.kind == col.metric.kind and c.metric.field == col.metric.field]
+        unit = units.choose(col.metric.kind, [comp.cells[i][k].value for k in alike
+                                              for i in range(len(comp.runs))])
         title = f"{col.test}{sep}{col.metric.label}"
         headers.append(units.header(title, col.metric.kind, unit))
         for i, row in enumerate(rows):

@@ -29,11 +29,14 @@ class Unit:
         x = v / self.divisor
         if decimals is not None:
             return f"{x:,.{decimals}f}" if grouping else f"{x:.{decimals}f}"
-        if 0 < abs(x) < 0.005:  # below the column's unit: in its own, never "0.00"
+        # far below or above the column's unit: in its own, never "0.00" nor
+        # "2,930,577 µs" (a 2.9 s listing in a column of microseconds)
+        if 0 < abs(x) < 0.005 or abs(x) >= 100_000:
             for scale in (_LATENCY, _BW):
                 if (self.name, self.divisor) in scale:
                     own = choose("latency" if scale is _LATENCY else "bw", [v])
-                    return f"{own.fmt(v, grouping=grouping)} {own.name}"
+                    if own != self:
+                        return f"{own.fmt(v, grouping=grouping)} {own.name}"
         if abs(x) >= 100:
             return f"{x:,.0f}" if grouping else f"{x:.0f}"
         if abs(x) >= 10:
