@@ -15,8 +15,10 @@ from storbench.result.model import TestResult
 from storbench.target.base import Leftover
 from storbench.workload.plan import Plan, PlannedTest
 
-LAYOUT_SAID_AFTER_S = 1.0  # no I/O yet after this long: fio is laying out its files
-# or, on a block device (nothing to lay out), still starting
+LAYOUT_SAID_AFTER_S = 1.0  # fio's jobs still setting up after this long: laying out
+# their files or, on a block device (nothing to lay out), still starting
+IO_LATE_S = 2.0  # fio's first status line comes a second after it starts: a first line
+# later than this followed a silent layout (or a slow start)
 WAITING = {"files": ("laying out files", "layout and start-up"),
            "device": ("starting fio (no I/O yet)", "start-up")}
 
@@ -80,25 +82,30 @@ class ConsoleReporter:
             return
         live = "  ".join(x for x in (p.iops and f"{p.iops} IOPS", p.bandwidth) if x)
         eta = f"eta {p.eta_s // 60}m{p.eta_s % 60:02d}s" if p.eta_s is not None else ""
+        state = {False: self._waiting, True: "running", None: "started"}[p.io_running]
         self.bars.update(self.tasks[index], completed=p.percent or 0, eta=eta,
-                         live=live or self._waiting)
+                         live=live or state)
 
     def _phase_line(self, index: int, p: FioProgress) -> None:
-        """Plain output: a line when fio starts laying out files (on a device: is still
-        starting) and when I/O begins (with how long that took), so a log shows where a
-        slow run's time went."""
-        running = bool(p.iops or p.bandwidth)
-        phase = "io" if running else "layout"
+        """Plain output: a line when fio's jobs are still not doing I/O (laying out
+        files; on a device: starting), and when I/O begins late (with how long that
+        took), so a log shows where a slow run's time went. fio prints no status line
+        while it lays out files, its first a second after it starts, and its rates from
+        its third second on: the first line that counts running jobs is the start of
+        I/O (a throttled run's I/O was once said to start after "3.2 s of layout", at
+        its first rates, where it had started at 0.3 s)."""
+        running = p.io_running
+        if running is None:
+            return
         seen = self._said.get(index)
         took = time.monotonic() - self._started.get(index, time.monotonic())
-        if phase == "layout" and took < LAYOUT_SAID_AFTER_S:
-            return  # fio's first second: starting, not worth a line
-        self._said[index] = "io" if seen == "io" else phase
-        if seen == phase or seen == "io" or (phase == "io" and seen is None):
-            return  # said already, or I/O from the first status line: nothing to explain
-        if phase == "layout":
-            self.console.print(f"[{index + 1}] {self._waiting}", markup=False)
-        else:
+        if not running:
+            if seen is None and took >= LAYOUT_SAID_AFTER_S:
+                self._said[index] = "layout"
+                self.console.print(f"[{index + 1}] {self._waiting}", markup=False)
+            return
+        self._said[index] = "io"
+        if seen == "layout" or (seen is None and took >= IO_LATE_S):
             self.console.print(f"[{index + 1}] I/O running (after {took:.1f} s of"
                                f" {self._before_io})", markup=False)
 

@@ -21,6 +21,12 @@ _PERCENT = re.compile(r"\]\[(\d+(?:\.\d+)?)%\]")
 _BW = re.compile(r"\]\[([rwt]=[^\]]*B/s[^\]]*)\]")
 _IOPS = re.compile(r"\]\[([rwt]=[^\]]*) IOPS\]")
 _ETA = re.compile(r"\[eta (?:(\d+)d:)?(?:(\d+)h:)?(\d+)m:(\d+)s\]")
+_STATES = re.compile(r"^Jobs: [^\[]*?: \[([A-Za-z_/]+(?:\(\d+\))?(?:,[A-Za-z_/]+\(\d+\))*)\]")
+# fio's job states (eta.c): doing I/O (reading, writing, trimming, mixed, ramping,
+# fsyncing, verifying, finishing) or not started on it yet (P, C, I: set up, laying out;
+# p: pre-reading)
+_IO_STATES = frozenset("RrWwMmDd/FVf")
+_SETUP_STATES = frozenset("PCIp")
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,20 @@ class Progress:
     eta_s: int | None
     bandwidth: str  # fio's own text, e.g. "r=47.3MiB/s,w=47.5MiB/s"
     iops: str  # e.g. "r=12.1k,w=12.2k"
+    states: str = ""  # its jobs' states, e.g. "w(1)", "I(3),W(1)"; "" in its first seconds
+    running_jobs: int | None = None  # "Jobs: N": jobs doing I/O (or ramping) now
+
+    @property
+    def io_running(self) -> bool | None:
+        """Whether a job does I/O: by fio's job states where it gives them (from its third
+        second on), else by its count of running jobs; None when it said neither. fio
+        prints no status line while it lays out files."""
+        letters = set(re.sub(r"[^A-Za-z_/]", "", self.states))
+        if letters & _IO_STATES:
+            return True
+        if letters & _SETUP_STATES and not self.running_jobs:
+            return False
+        return None if self.running_jobs is None else self.running_jobs > 0
 
 
 @dataclass(frozen=True)
@@ -78,6 +98,8 @@ def parse_status_line(line: str) -> Progress | None:
     eta = _ETA.search(line)
     bw = _BW.search(line)
     iops = _IOPS.search(line)
+    states = _STATES.search(line)
+    jobs = re.match(r"Jobs: (\d+)", line)
     eta_s = None
     if eta:
         d, h, m, s = (int(g) if g else 0 for g in eta.groups())
@@ -87,6 +109,8 @@ def parse_status_line(line: str) -> Progress | None:
         eta_s=eta_s,
         bandwidth=bw.group(1) if bw else "",
         iops=iops.group(1) if iops else "",
+        states=states.group(1) if states else "",
+        running_jobs=int(jobs.group(1)) if jobs else None,
     )
 
 
