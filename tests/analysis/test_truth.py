@@ -309,6 +309,17 @@ def test_metadata_probe_on_network_fs(sshfs_server, tmp_path, store_path):
     assert probe["listdir"]["load"]["p50_ns"] > probe["listdir"]["idle"]["p50_ns"]
     assert probe["create_unlink"]["load"]["p99_ns"] > probe["create_unlink"]["idle"]["p99_ns"]
     assert "Metadata latency beside the load" in proc.stdout
+    # fio laid out its 64 MiB through the delayed link first: the probe's samples of
+    # that time are the layout's, not the load's (study 1's stall was all in its layout)
+    data = last_run(store_path)["data"]
+    test_phase = next(p for p in data["phases"] if "load" in p.get("results", []))
+    if test_phase["setup_s"] >= 1.5:
+        assert probe["listdir"]["layout"]["n"] >= 1, (test_phase, probe)
+    io_start = test_phase["start_s"] + test_phase["setup_s"] - data["metadata_probe_start_s"]
+    during_io = [s for s in data["metadata_probe_timeline"]
+                 if s[0] == "listdir" and s[1] >= io_start + 0.05
+                 and s[1] <= test_phase["end_s"] - data["metadata_probe_start_s"] - 0.05]
+    assert probe["listdir"]["load"]["n"] >= len(during_io) - 1, (during_io, probe)
     check_probe_travels(store_path, tmp_path)
 
 

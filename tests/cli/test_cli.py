@@ -390,7 +390,7 @@ def test_where_the_time_went(disk_dir, tmp_path, store_path):
     job = tmp_path / "big.fio"
     job.write_text("[big]\nrw=randread\nbs=4k\nsize=1g\ndirect=1\nioengine=libaio\n"
                    "iodepth=8\ntime_based\nruntime=4\n")  # ~3 s of layout on this disk
-    proc = run_cli("run", str(disk_dir), "--job", str(job), db=store_path)
+    proc = run_cli("run", str(disk_dir), "--job", str(job), "--probe-metadata", db=store_path)
     assert proc.returncode == 0, proc.stderr
     took = re.search(r"\[1\] I/O running \(after ([\d.]+) s of layout and start-up\)",
                      proc.stderr)
@@ -402,6 +402,11 @@ def test_where_the_time_went(disk_dir, tmp_path, store_path):
     assert test["io_s"] == pytest.approx(4, abs=0.3) and test["setup_s"] > 1
     # what the log said is what the run stored, within fio's status interval (1 s)
     assert float(took[1]) == pytest.approx(test["setup_s"], abs=1.2), (took[1], test)
+    # the metadata probe's samples (every 0.5 s) fall in the layout, then in the load
+    probe = run["data"]["metadata_probe"]["listdir"]
+    assert probe["layout"]["n"] >= 2 and probe["load"]["n"] >= 5, probe
+    assert "layout p99" in run_cli("compare", "last", db=store_path,
+                                   env={"COLUMNS": "300"}).stdout
     assert test["start_s"] >= phases["prepare"]["end_s"]
     assert run["data"]["host_load"]["cpus"] >= 1 and "cpu_steal_percent" in run["data"][
         "host_load"]

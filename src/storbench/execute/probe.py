@@ -3,10 +3,11 @@ create+unlink of a small file, every 0.5 s, in a child process (execute/fsops.py
 
 Study 1 saw `ls -lah` on EFS take 11.3 s while fio ran; this shows it before
 production does. Every sample carries the time it began, so a stall is placed in
-the run; samples are summarised per phase ("idle" before the first test, "load"
-while fio runs). The probe runs in a process of its own: on a file system that
-stops answering, its system call blocks in the kernel, and storbench, which only
-reads its pipe, can still stop (the probe is then left, reported by PID).
+the run; samples are summarised per phase ("idle" before the first test, "layout"
+while fio lays out its files and starts, "load" while it does I/O). The probe runs in
+a process of its own: on a file system that stops answering, its system call blocks
+in the kernel, and storbench, which only reads its pipe, can still stop (the probe is
+then left, reported by PID).
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ class MetadataProbe:
             name, since = self._phase
             self.phases.append((name, since, time.monotonic()))
             self._phase = None
+
+    def split_last(self, at: float, before: str) -> None:
+        """The last phase ended began as ``before`` until ``at`` (a test's layout and
+        start-up: fio's I/O, the load, began only then)."""
+        if self.phases:
+            name, a, b = self.phases[-1]
+            if a < at < b:
+                self.phases[-1:] = [(before, a, at), (name, at, b)]
 
     def close(self) -> int | None:
         """Stop the child; its PID when it did not end (stuck in the kernel)."""

@@ -230,6 +230,10 @@ class RunContext:
             for r in parsed
         ]
         io_phase(timed, results)
+        if self.probe is not None and timed.get("setup_s"):
+            # the probe's samples before fio's I/O began fell in its layout, not its load
+            self.probe.split_last(self.clock.t0 + float(timed["start_s"])
+                                  + float(timed["setup_s"]), "layout")
         self.stored = results
         if execution.log_dir is not None:
             for log in execution.log_dir.glob(f"sb{step.index:03d}*.log"):

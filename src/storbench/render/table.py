@@ -102,17 +102,25 @@ def probe_comparison_table(comp: Comparison) -> Table | None:
     values = [ph[k] for _, probe in probed for by_phase in probe.values()
               for ph in by_phase.values() for k in PROBE_STATS]
     unit = units.choose("latency", values)
+    phases = probe_phases([probe for _, probe in probed])
     headers = ["run", "label", "operation"] + [
-        f"{phase} {stat[:-3]} [{unit.name}]" for phase in ("idle", "load") for stat in PROBE_STATS]
+        f"{phase} {stat[:-3]} [{unit.name}]" for phase in phases for stat in PROBE_STATS]
     rows = []
     for run, probe in probed:
         for op, by_phase in probe.items():
             row = [f"#{run.id}", run.label or "", op.replace("_", "+")]
-            for phase in ("idle", "load"):
+            for phase in phases:
                 d = by_phase.get(phase)
                 row += [unit.fmt(d[k]) if d else "" for k in PROBE_STATS]
             rows.append(row)
-    return Table(headers, rows, [False, False, False] + [True] * 6)
+    return Table(headers, rows, [False, False, False] + [True] * (len(phases) * 3))
+
+
+def probe_phases(probes: list[dict[str, Any]]) -> list[str]:
+    """The metadata probe's phases shown: idle, layout (fio laying out its files and
+    starting: runs stored before it was told apart have none) and load."""
+    found = {ph for probe in probes for by_phase in probe.values() for ph in by_phase}
+    return [ph for ph in ("idle", "layout", "load") if ph in found or ph != "layout"]
 
 
 def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list[str]]:

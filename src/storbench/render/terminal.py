@@ -21,6 +21,7 @@ from storbench.render.table import (
     cost_table,
     curves_table,
     probe_comparison_table,
+    probe_phases,
     summary_table,
 )
 from storbench.result import sections
@@ -180,12 +181,12 @@ def print_time_spent(console: Console, run: Run) -> None:
 
 
 def probe_table(probe: dict[str, Any]) -> Table:
-    phases = ("idle", "load")
+    phases = probe_phases([probe])
     values = [v for op in probe.values() for ph in op.values()
               for v in (ph["p50_ns"], ph["p99_ns"], ph["max_ns"])]
     unit = units.choose("latency", values)
     headers = ["operation"] + [f"{ph} {stat} [{unit.name}]" for ph in phases
-                               for stat in ("p50", "p99", "max")] + ["samples idle/load"]
+                               for stat in ("p50", "p99", "max")] + [f"samples {'/'.join(phases)}"]
     rows = []
     for op, by_phase in probe.items():
         row = [op.replace("_", "+")]
@@ -194,7 +195,7 @@ def probe_table(probe: dict[str, Any]) -> Table:
             row += [unit.fmt(d[k]) if d else "" for k in ("p50_ns", "p99_ns", "max_ns")]
         row.append("/".join(str(by_phase.get(ph, {}).get("n", 0)) for ph in phases))
         rows.append(row)
-    return Table(headers, rows, [False] + [True] * 7)
+    return Table(headers, rows, [False] + [True] * (len(phases) * 3 + 1))
 
 
 def print_environment(console: Console, env: dict[str, Any]) -> None:
