@@ -339,3 +339,31 @@ def test_cells_break_between_words_and_after_separators_only() -> None:
     assert breakable("12,345 IOPS (1.5×)") == "12,345 IOPS (1.5×)"  # numbers stay whole
     assert breakable("<b>a&b</b>") == "&lt;b&gt;a&amp;b&lt;/<wbr>b&gt;"  # still escaped
     assert breakable("x" * 25) == "<wbr>".join(["x" * 10, "x" * 10, "x" * 5])
+
+
+@needs_fio
+@pytest.mark.integration
+def test_a_timeline_of_runs_apart_by_orders_of_magnitude_is_logarithmic(tmp_path: Path,
+                                                                        tmpfs: Path) -> None:
+    """One run at 100 IOPS beside one at tens of thousands: on one linear axis the slow
+    one lies flat on zero (a burst hidden under another's page-cache spike); the axis is
+    logarithmic. Two runs alike keep a linear one."""
+    from storbench.analysis import charts
+    from storbench.cli.compare import comparison
+    from storbench.store import Store
+
+    db = tmp_path / "results.db"
+    for label, rate in (("fast", ""), ("fast2", ""), ("slow", "rate_iops=100\n")):
+        job = tmp_path / f"{label}.fio"
+        job.write_text("[reads]\nrw=randread\nbs=4k\nsize=16m\nioengine=psync\ntime_based\n"
+                       f"runtime=3\n{rate}")
+        proc = run_cli("run", str(tmpfs), "--job", str(job), "-l", label, db=db)
+        assert proc.returncode == 0, proc.stderr
+
+    def timeline(*refs: str) -> charts.Chart:
+        built = {c.id: c for c in charts.build(comparison(Store(db), refs, None))}
+        return built["timeline-reads-read-iops"]
+
+    apart = timeline("fast", "slow")
+    assert apart.log_y and len(apart.lines) == 2
+    assert not timeline("fast", "fast2").log_y

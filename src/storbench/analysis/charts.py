@@ -9,6 +9,7 @@ both scaled into one display unit per chart by render/units.py.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
@@ -122,7 +123,7 @@ def build(comp: Comparison) -> list[Chart]:
                     lines.append(Line(_name(run), list(s.t_s), ys))
             charts.append(Chart(
                 _slug("timeline", test, direction, kind), f"{test} {direction} {label} over time",
-                "line", kind, x_label="time [s]", lines=lines))
+                "line", kind, x_label="time [s]", lines=lines, log_y=apart(lines)))
     charts += (curve_charts(comp) + histograms(comp) + sweeps(comp) + run_timelines(comp)
                + rounds_charts(comp) + history_charts(comp))
     return [c if c.kind == "bar" else replace(c, lines=[ln for ln in c.lines if any(
@@ -265,6 +266,15 @@ def rounds_charts(comp: Comparison) -> list[Chart]:
                              x_label="round", lines=[Line(test, [float(i + 1) for i in range(
                                  len(r["values"]))], [float(v) for v in r["values"]])]))
     return out
+
+
+def apart(lines: list[Line]) -> bool:
+    """Lines whose levels (their medians) differ by more than LOG_SPAN: on one linear
+    axis the lower ones lie flat on zero (a run's burst hidden under another's page-cache
+    spike), so the axis is logarithmic."""
+    levels = [statistics.median(ys) for ln in lines
+              if (ys := [y for y in ln.ys if y is not None and y > 0])]
+    return len(levels) > 1 and max(levels) > LOG_SPAN * min(levels)
 
 
 def run_timelines(comp: Comparison) -> list[Chart]:
