@@ -246,3 +246,24 @@ def test_a_document_with_no_fio_run_imports_nothing(junk, tmp_path, store_path):
     page.write_text(junk)
     proc = run_cli("import", str(page), db=store_path)
     assert proc.returncode == 2 and "nothing was imported" in proc.stderr
+
+
+def test_runs_are_named_by_what_names_them_not_by_sentences_about_the_output():
+    """Prose only, no heading: the line that names the system, not the sentence before
+    the results that speaks of them ("... along with the job / output. The contents of
+    that file are shown below.", "The results were as follows.")."""
+    doc = "\n".join([
+        "Our old NFS filer (2019)",
+        "We ran the command and wrote the results to fio.out along with the job",
+        "output. The contents of that file are shown below.",
+        fio3_randrw("mytest", 100, 30, 500, 1),
+        "Samsung 970 EVO in a desktop:",
+        "The results were as follows.",
+        fio3_randrw("mytest", 200, 60, 500, 2),
+        "Here is the output from the second box:",
+        fio3_randrw("mytest", 300, 90, 500, 3),
+    ]) + "\n"
+    p = parse_source("page", doc)
+    assert [r.name for r in p.results] == ["Our old NFS filer (2019)",
+                                           "Samsung 970 EVO in a desktop", "mytest"]
+    assert [s["named_from"] for s in p.sources()] == ["prose", "prose", "job name"]

@@ -38,6 +38,13 @@ _HEADING = re.compile(r"^\s*(?:#{1,6}\s+(?P<md>.+?)\s*#*\s*$|<h[1-6][^>]*>(?P<ht
 _JOBFILE = re.compile(r"^\s*(?:\[[^\]]+\]|[a-z_]+\s*=\s*\S.*)\s*$")
 _TAG = re.compile(r"<[^>]+>")
 _PROSE_MAX = 100  # a longer line of prose is a paragraph, not a name
+_NAME_WORDS = 10  # nor one of more words
+# prose that speaks of the output, not of what was measured: never a name ("The results
+# were as follows.", "output. The contents of that file are shown below.")
+_ABOUT_OUTPUT = re.compile(
+    r"\b(?:shown|below|above|as follows|the following|(?:its|the|this|job) output|"
+    r"results? (?:is|are|was|were)|here (?:is|are)|(?:we|you|I) (?:got|get|see)|"
+    r"looks? like|paste|contents? of)\b", re.I)
 
 
 @dataclass
@@ -151,9 +158,22 @@ def _describe(inv: Invocation, context: list[tuple[int, str, str]]) -> None:
             return
     for _, kind, text in reversed(context):
         words = _clean(text)
-        if kind == "prose" and words and len(words) <= _PROSE_MAX:
+        if kind == "prose" and words and len(words) <= _PROSE_MAX and _names(words):
             inv.name, inv.named_from = words.rstrip(":").strip(), "prose"
             return
+
+
+def _names(words: str) -> bool:
+    """A line of prose that can name a run: not the tail of a sentence begun on the line
+    before ("output. The contents of ..."), not two sentences, not words about the
+    output itself ("shown below", "the results were")."""
+    if words[0].islower() and not words.rstrip().endswith(":"):
+        return False
+    if re.search(r"[.!?] +[A-Z]", words) or len(words.split()) > _NAME_WORDS:
+        return False
+    if re.match(r"(?:we|i|you|they|then|so|now|next)\s", words, re.I):
+        return False  # a story ("We ran the command and ..."), not a name
+    return _ABOUT_OUTPUT.search(words) is None
 
 
 def name_from_command(inv: Invocation) -> None:
