@@ -16,6 +16,7 @@ from storbench.target.kubernetes.manifests import (
     KubeOptions,
     access_mode,
     parse_pairs,
+    parse_tolerations,
     volume_mode,
 )
 
@@ -68,6 +69,16 @@ def kube_options(f: F) -> F:
                           " refused for writing)."),
         click.option("--node-selector", multiple=True, metavar="KEY=VALUE",
                      help="Run the pod on nodes with this label (repeatable)."),
+        click.option("--toleration", "tolerations", multiple=True,
+                     metavar="KEY[=VALUE][:EFFECT]",
+                     help="Let the pod run on nodes with this taint, e.g."
+                          " dedicated=storage:NoSchedule (repeatable)."),
+        click.option("--service-account", metavar="NAME",
+                     help="The pod's service account, for the policies your namespace binds"
+                          " to one (its API token is still not mounted)."),
+        click.option("--image-pull-secret", "image_pull_secrets", multiple=True,
+                     metavar="NAME", help="A Secret with the registry's credentials for"
+                                          " --image (repeatable)."),
         IMAGE,
         click.option("--requests", multiple=True, metavar="RES=QTY,...",
                      help="Pod resource requests (default cpu=250m,memory=256Mi)."),
@@ -93,6 +104,9 @@ def build_options(storage_class: str, params: dict[str, Any],
         capacity=params["capacity"], access_mode=access_mode(params["access_mode"]),
         volume_mode=volume_mode(params["volume_mode"]),
         node_selector=parse_pairs(params["node_selector"], "--node-selector"),
+        tolerations=parse_tolerations(params.get("tolerations", ())),
+        service_account=params.get("service_account"),
+        image_pull_secrets=tuple(params.get("image_pull_secrets", ())),
         image=params["image"], timeout_s=timeout_s, clients=params["clients"],
         **_resources(params["requests"], params["limits"]),
     )

@@ -436,3 +436,47 @@ def test_a_pod_deleted_mid_run_fails_the_run_naming_it(kube, namespace, k8s_env,
     errors = [ln for ln in stderr.splitlines() if ln.startswith("storbench: error:")]
     assert len(errors) == 1 and victim in errors[0], stderr
     assert leftovers(kube, namespace) == []
+
+
+def test_a_restricted_namespace_on_a_tainted_node_with_an_account_and_a_pull_secret(
+        kube, k8s_env, store_path):
+    """A shared cluster's namespace: Pod Security "restricted" enforced (a root pod is
+    refused there, for real), the only node tainted for storage work, a service account
+    the namespace's policies bind, registry credentials. The run is admitted, scheduled
+    and measured; nothing is left."""
+    name = f"sbt-r-{secrets.token_hex(3)}"
+    kube.core.create_namespace({"metadata": {"name": name, "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    node = kube.core.list_node().items[0].metadata.name
+    taint = {"key": f"storbench-test-{secrets.token_hex(3)}", "value": "storage",
+             "effect": "NoSchedule"}
+    try:
+        with pytest.raises(client.exceptions.ApiException, match="restricted"):
+            kube.core.create_namespaced_pod(name, {
+                "metadata": {"name": "root"}, "spec": {"containers": [
+                    {"name": "c", "image": "localhost/pause:local",
+                     "securityContext": {"runAsUser": 0}}]}})
+        kube.core.create_namespaced_service_account(name, {"metadata": {"name": "bench"}})
+        auth = base64.b64encode(b'{"auths": {"registry.example": {"auth": "eDp5"}}}').decode()
+        kube.core.create_namespaced_secret(name, {
+            "metadata": {"name": "regcred"}, "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": auth}})
+        kube.core.patch_node(node, {"spec": {"taints": [*taints(kube, node), taint]}})
+        proc = run_cli("run", "--storage-class", "local-hostpath", "--suite", "quick", *SHORT,
+                       "-n", name, "--toleration", f"{taint['key']}=storage:NoSchedule",
+                       "--service-account", "bench", "--image-pull-secret", "regcred",
+                       db=store_path, env=k8s_env)
+        assert proc.returncode == 0, proc.stderr
+        run = show_json(store_path, "last")
+        assert run["status"] == "completed" and run["tests"]
+        assert leftovers(kube, name) == []
+    finally:
+        kept = [t for t in taints(kube, node) if t["key"] != taint["key"]]
+        kube.core.patch_node(node, {"spec": {"taints": kept or None}})
+        kube.core.delete_namespace(name)
+
+
+def taints(kube, node: str) -> list[dict]:
+    return [{"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})}
+            for t in kube.core.read_node(node).spec.taints or []]

@@ -58,6 +58,11 @@ class KubeOptions:
     timeout_s: float | None = None  # None: from the suite's runtime
     kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config
     clients: int = 1  # pods running each test at once (one RWX volume, or one each)
+    # what shared clusters ask of a pod: taints it tolerates (key, value or None, effect
+    # or None), the service account its namespace's policies bind, registry credentials
+    tolerations: tuple[tuple[str, str | None, str | None], ...] = ()
+    service_account: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
 
     def check(self) -> None:
         """ConfigError for values the API server would reject anyway, said in our words."""
@@ -85,6 +90,16 @@ class KubeOptions:
             raise ConfigError(f"--timeout must be positive, not {self.timeout_s:g}")
         if not 1 <= self.clients <= 256:
             raise ConfigError(f"--clients must be 1 to 256, not {self.clients}")
+        for key, _, effect in self.tolerations:
+            if not _LABEL_KEY.match(key):
+                raise ConfigError(f"--toleration: {key!r} is not a taint key")
+            if effect not in (None, *TAINT_EFFECTS):
+                raise ConfigError(f"--toleration {key}: effect {effect!r}: choose one of"
+                                  f" {', '.join(TAINT_EFFECTS)}")
+        for what, name in (("--service-account", self.service_account),
+                           *(("--image-pull-secret", n) for n in self.image_pull_secrets)):
+            if name is not None and not _NAME.match(name):
+                raise ConfigError(f"{what} {name!r} is not a valid object name")
 
     @property
     def block(self) -> bool:
@@ -120,6 +135,22 @@ def access_mode(text: str) -> str:
         if text.upper() == short or text.lower() == full.lower():
             return full
     raise ConfigError(f"--access-mode {text!r}: choose one of {', '.join(ACCESS_MODES)}")
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def parse_tolerations(values: tuple[str, ...]) -> tuple[tuple[str, str | None, str | None], ...]:
+    """KEY[=VALUE][:EFFECT] (as `kubectl taint` writes a taint) -> (key, value, effect):
+    without a value any value is tolerated, without an effect every effect."""
+    out = []
+    for text in values:
+        rest, _, effect = text.rpartition(":") if ":" in text else (text, "", "")
+        key, sep, value = rest.partition("=")
+        if not key:
+            raise ConfigError(f"--toleration {text!r} is not KEY[=VALUE][:EFFECT]")
+        out.append((key, value if sep else None, effect or None))
+    return tuple(out)
 
 
 def parse_pairs(values: tuple[str, ...], option: str) -> tuple[tuple[str, str], ...]:
@@ -272,6 +303,15 @@ def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int,
             del spec["securityContext"][key]
     if o.node_selector:
         spec["nodeSelector"] = dict(o.node_selector)
+    if o.tolerations:
+        spec["tolerations"] = [
+            {"key": key, **({"operator": "Equal", "value": value} if value is not None
+                            else {"operator": "Exists"}), **({"effect": effect} if effect else {})}
+            for key, value, effect in o.tolerations]
+    if o.service_account is not None:  # for the policies that bind it; its token stays out
+        spec["serviceAccountName"] = o.service_account
+    if o.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in o.image_pull_secrets]
     if o.clients > 1:  # spread the clients over the nodes, where there are several
         spec["affinity"] = {"podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [{
