@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from storbench.analysis import apps, curve, lifecycle, rates
+from storbench.analysis.caps import flat_rate
 from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
-from storbench.analysis.warnings import RAM_FILESYSTEMS, flat_rate
+from storbench.analysis.warnings import RAM_FILESYSTEMS
 from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import TestResult

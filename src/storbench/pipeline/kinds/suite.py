@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from storbench.analysis import warnings
+from storbench.analysis import caps, warnings
 from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RunContext
 from storbench.pipeline.spec import DEFAULT_STEADY_MAX_S, RunSpec
@@ -54,4 +54,4 @@ class Suite(Plain):
         tests = run.results_by_test()
         return [*(w for name, results in tests.items()
                   for w in warnings.across_repeats(name, results)),
-                *warnings.iops_cap(tests)]
+                *caps.iops_cap(tests)]
