@@ -121,3 +121,18 @@ def test_nothing_shows_in_a_unit_it_dwarfs():
     assert us.fmt(99_999_000) == "99,999"  # five digits stay in the column's unit
     mib = units.choose("bw", [100 * 2**20, 120 * 2**20])
     assert mib.fmt(3000 * 2**30) == "3,000 GiB/s" and units.IOPS.fmt(3e6) == "3,000,000"
+
+
+def test_a_linear_timeline_is_in_its_table_s_unit():
+    """A bandwidth timeline with one spike: its axis in MiB/s, as the table's column
+    (by the median), not GiB/s (by the spike); a logarithmic one by its largest."""
+    from storbench.analysis.charts import Chart, Line
+
+    ys = [100 * 2**20, 120 * 2**20, 110 * 2**20, 3 * 2**30]
+    line = Chart("t", "bw over time", "line", "bw", x_label="time [s]",
+                 lines=[Line("a", [1.0, 2.0, 3.0, 4.0], list(ys))])
+    assert units.for_display(line).y_label == "MiB/s"
+    assert units.choose("bw", ys).name == "MiB/s"  # the table column's unit
+    from dataclasses import replace
+
+    assert units.for_display(replace(line, log_y=True)).y_label == "GiB/s"

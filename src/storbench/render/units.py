@@ -102,8 +102,10 @@ def for_display(chart: Chart) -> Chart:
                              else chart.values) if v is not None and math.isfinite(v)]
         unit = choose(chart.y_kind, shown)
     else:
+        # a linear axis in its table's unit (by the median, as a column's): never GiB/s
+        # beside a table in MiB/s; a logarithmic one spans decades, named by its largest
         values = [y for ln in chart.lines for y in ln.ys if y is not None and math.isfinite(y)]
-        unit = choose(chart.y_kind, values, by_largest=True)
+        unit = choose(chart.y_kind, values, by_largest=chart.log_y)
 
     def scale(vs: list[float | None]) -> list[float | None]:
         """In the display unit; a figure that is not a finite number is not drawn."""
