@@ -148,3 +148,24 @@ class Target(Protocol):
         ``hurry`` (a signal came, or the target stopped responding) it waits for slow
         removals only briefly."""
         ...
+
+
+class Quiet:
+    """The optional steps of the Target contract for a target that leaves nothing between
+    runs and has nothing to do between tests (a device, hosts, a kind's class): no
+    leftovers, no probe directory, no work before a test, the default deadline."""
+
+    def leftovers(self) -> list[Leftover]:
+        return []
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        pass
+
+    def probe_dir(self) -> Path | None:
+        return None
+
+    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
+        pass
+
+    def deadline(self, test: PlannedTest) -> Deadline | None:
+        return default_deadline(test)

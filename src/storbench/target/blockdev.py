@@ -18,11 +18,11 @@ from storbench.errors import TargetError
 from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard
 from storbench.execute.local import Confinement
 from storbench.result.record import BLANK_DEVICE
-from storbench.target.base import Deadline, Leftover, default_deadline
+from storbench.target.base import Quiet
 from storbench.target.blockguard import Findings, decide, device_facts, inspect
 from storbench.target.environment import host_facts, local_confinement
 from storbench.workload.jobfile import JobFile, Section
-from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.plan import Plan
 from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
 
 READS = ("read", "randread")
@@ -42,7 +42,7 @@ def writes(plan: Plan) -> list[str]:
 
 
 @dataclass
-class BlockTarget:
+class BlockTarget(Quiet):
     """A block device on this machine, by any of its names (/dev/disk/by-id/…)."""
 
     path: Path
@@ -168,23 +168,8 @@ class BlockTarget:
         return LocalExecutor(fio, workdir, guard,
                              Confinement(files=(self.device,) if self.writers else ()))
 
-    def probe_dir(self) -> Path | None:
-        return None
-
-    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
-        pass
-
-    def deadline(self, test: PlannedTest) -> Deadline | None:
-        return default_deadline(test)
-
     def cleanup(self, hurry: bool = False) -> None:
         pass  # nothing was created
-
-    def leftovers(self) -> list[Leftover]:
-        return []
-
-    def remove_leftover(self, leftover: Leftover) -> None:
-        pass
 
 
 def found_on_it(signatures: list[str]) -> list[str]:

@@ -28,12 +28,12 @@ from storbench.errors import ConfigError, TargetError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
 from storbench.execute.ssh import Remote, SshHost, Tunnel, open_tunnels, parse_ssh, stop_all
-from storbench.target.base import Deadline, Leftover, default_deadline
+from storbench.target.base import Quiet
 from storbench.target.blockdev import access, device_job, found_on_it, identity, writes
 from storbench.target.environment import host_facts
 from storbench.target.remoteguard import judge_all
 from storbench.workload.jobfile import JobFile
-from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.plan import Plan
 
 DEFAULT_PORT = 8765
 _HOST = re.compile(r"^\s*(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<name>[A-Za-z0-9._-]+))"
@@ -100,8 +100,9 @@ def parse_hosts(text: str, source: str = "--hosts") -> list[Host]:
 
 
 @dataclass
-class HostsTarget:
-    """A path on every host (each serves fio); the same test runs on all at once."""
+class HostsTarget(Quiet):
+    """A path on every host (each serves fio); the same test runs on all at once. It
+    leaves nothing on the hosts: fio deletes its files as each job ends (unlink=1)."""
 
     path: Path  # on the hosts; not checked from here
     hosts: list[Host]
@@ -179,12 +180,6 @@ class HostsTarget:
         return {h.key: str(self.tunnels[h.key].local) if h.key in self.tunnels
                 else h.socket or (h.address, h.port) for h in self.hosts}
 
-    def leftovers(self) -> list[Leftover]:
-        return []  # fio deletes its files on the hosts as each job ends (unlink=1)
-
-    def remove_leftover(self, leftover: Leftover) -> None:
-        pass
-
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         if self.device:  # fio told --readonly for a job file that only reads
             return [FioJob(h.key, f"t{index:03d}-h{i}.fio", *device_job(
@@ -250,15 +245,6 @@ class HostsTarget:
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None
         return ClientServerExecutor(fio, workdir, guard, self.endpoints())
-
-    def probe_dir(self) -> Path | None:
-        return None
-
-    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
-        pass
-
-    def deadline(self, test: PlannedTest) -> Deadline | None:
-        return default_deadline(test)
 
     def cleanup(self, hurry: bool = False) -> None:
         """End the SSH sessions: their fio servers stop with them."""

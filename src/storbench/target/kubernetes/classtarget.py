@@ -13,15 +13,16 @@ from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.base import Execution, Progress
 from storbench.execute.kubernetes import Kube
-from storbench.target.base import Deadline, Leftover
+from storbench.target.base import Deadline, Quiet
 from storbench.target.kubernetes.facts import class_facts
 from storbench.target.kubernetes.manifests import KubeOptions
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
 
-class ClassTarget:
-    """A StorageClass of a cluster, for kinds of run that make their own volumes."""
+class ClassTarget(Quiet):
+    """A StorageClass of a cluster, for kinds of run that make their own volumes (and
+    remove them: `storbench k8s cleanup` finds a killed run's objects by their labels)."""
 
     kind = "kubernetes"
     worker_noun = "pod"
@@ -65,12 +66,6 @@ class ClassTarget:
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.cluster()
 
-    def leftovers(self) -> list[Leftover]:
-        return []  # `storbench k8s cleanup` finds a killed run's objects by their labels
-
-    def remove_leftover(self, leftover: Leftover) -> None:
-        pass
-
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         raise ConfigError(f"{self.name}: this kind of run has no fio tests of its own")
 
@@ -83,12 +78,6 @@ class ClassTarget:
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         return _NoFio(self.name)
-
-    def probe_dir(self) -> Path | None:
-        return None
-
-    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
-        pass
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
         return None
