@@ -27,6 +27,17 @@ PHASES = {"bind": "PVC created (WaitForFirstConsumer: node chosen) → Bound",
 STATS = ("p50", "p90", "max")
 
 
+def phase_label(phase: str, binding_mode: str | None) -> str:
+    """What a row measured: the bind row of an Immediate class counts from the PVC's
+    creation (no node is chosen first), of a WaitForFirstConsumer one from the node."""
+    if phase == "bind":
+        if binding_mode == "Immediate":
+            return "PVC created → Bound (Immediate)"
+        if binding_mode == "WaitForFirstConsumer":
+            return "node chosen for the pod → Bound (WaitForFirstConsumer)"
+    return PHASES[phase]
+
+
 def percentile(values: list[float], p: float) -> float:
     """Linear interpolation between the closest ranks (numpy's default)."""
     ordered = sorted(values)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from storbench.analysis.lifecycle import PHASES, STATS
+from storbench.analysis.lifecycle import PHASES, STATS, phase_label
 from storbench.render import units
 from storbench.render.table import Table
 from storbench.result.sections import FAILOVER, LIFECYCLE, FailoverSection, LifecycleSection
@@ -15,7 +15,8 @@ from storbench.result.sections import FAILOVER, LIFECYCLE, FailoverSection, Life
 def lifecycle_table(life: LifecycleSection) -> Table:
     summary = life["summary"]
     rows = []
-    for phase, what in PHASES.items():
+    for phase in PHASES:
+        what = phase_label(phase, life.get("binding_mode"))
         row = summary[phase]
         why = next((v.get("delete_note") for v in life["volumes"]
                     if phase == "delete" and v.get("delete_note")), "")

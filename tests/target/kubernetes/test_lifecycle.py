@@ -30,6 +30,10 @@ def test_two_classes_timed_stored_and_gated(kube, namespace, k8s_env, store_path
     assert proc.stdout.count("Lifecycle of") == 2
     assert "Lifecycle of local-hostpath (WaitForFirstConsumer)" in proc.stdout
     assert "→ Bound" in proc.stdout and "PASS" in proc.stdout
+    # each bind row says what it measured: an Immediate class binds from the PVC's creation
+    wffc, immediate = proc.stdout.split("Lifecycle of local-hostpath-immediate")
+    assert "node chosen for the pod → Bound (WaitForFirstConsumer)" in wffc
+    assert "PVC created → Bound (Immediate)" in immediate and "node chosen" not in immediate
     for ref, mode in (("1", "WaitForFirstConsumer"), ("2", "Immediate")):
         run = show_json(store_path, ref)
         assert run["status"] == "completed" and run["suite"] == "k8s-lifecycle"
