@@ -136,3 +136,14 @@ def test_a_linear_timeline_is_in_its_table_s_unit():
     from dataclasses import replace
 
     assert units.for_display(replace(line, log_y=True)).y_label == "GiB/s"
+
+
+def test_a_table_turned_keeps_every_cell():
+    from storbench.render.table import Table, transposed
+
+    t = Table(["run", "label", "a IOPS", "b IOPS"], [["#1", "x", "1", "2"], ["#2", "", "3", "4"]],
+              [False, False, True, True])
+    turned = transposed(t)
+    assert turned.headers == ["", "#1 x", "#2"]
+    assert turned.rows == [["a IOPS", "1", "3"], ["b IOPS", "2", "4"]]
+    assert turned.align_right == [False, True, True]

@@ -23,6 +23,17 @@ class Table:
     align_right: list[bool]
 
 
+def transposed(t: Table, key_columns: int = 2) -> Table:
+    """The table turned: a column per row (headed by its first ``key_columns`` cells,
+    "#1 tmpfs"), a row per other column. A comparison of many figures and few runs
+    reads (and fits a page) that way without cutting a word."""
+    heads = [" ".join(c for c in row[:key_columns] if c) for row in t.rows]
+    rows = [[t.headers[j], *(row[j] for row in t.rows)]
+            for j in range(key_columns, len(t.headers))]
+    numeric = any(t.align_right)
+    return Table(["", *heads], rows, [False, *([numeric] * len(heads))])
+
+
 def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ") -> Table:
     """Runs as rows, metrics as columns. ``sep`` joins test name and metric in headers."""
     headers = ["run", "label", "suite"]
