@@ -65,6 +65,24 @@ def history(db, series: str, metric: str = "randread.read.iops", env=None) -> di
     return json.loads(proc.stdout)
 
 
+def test_a_run_brings_its_series_history_up_to_date(capped_history):
+    """The run that ends a series' stretch finds its change points as it ends and keeps
+    them: `history` then answers without importing Otava (nor scipy) at all. (First in
+    this file: no `history` was asked before it.)"""
+    import os
+    import subprocess
+    import sys
+
+    db, drop, _ = capped_history
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "storbench", "history",
+                           "drop", "--metric", "randread.read.iops", "--json"],
+                          env={**os.environ, "STORBENCH_DB": str(db)}, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [c["run"] for c in json.loads(proc.stdout)["change_points"]] == [drop[10]]
+    assert "otava" not in proc.stderr and "scipy" not in proc.stderr
+
+
 def test_a_lower_cap_is_one_change_at_its_first_run(capped_history):
     db, drop, _ = capped_history
     h = history(db, "drop")

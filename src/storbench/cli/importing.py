@@ -81,9 +81,13 @@ def import_(store: Store, files: tuple[str, ...], label: str | None, label_from:
         err.print(f"Reading {len(sources)} files", highlight=False)
     ids = import_runs(store, sources, label=label, tags=parse_tags(tags), as_suite=as_suite,
                       split=split, label_from=label_from, series=series)
-    for run in map(store.get_run, ids):
+    runs = [store.get_run(i, with_results=False) for i in ids]
+    for run in runs:
         named = f" {run.label}" if run.label else ""
         err.print(f"Imported run #{run.id}{named} ({run.target})", markup=False)
+    from storbench.cli.trend import refresh
+
+    refresh(store, runs)
 
 
 def _read(path: Path) -> str:

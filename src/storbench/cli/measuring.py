@@ -71,6 +71,9 @@ def measure_and_report(targets: list[Target], spec: RunSpec, store: Store, *,
     elif len(runs) > 1:
         out.print()
         terminal.print_comparison(out, build_comparison(runs, None))
+    from storbench.cli.trend import refresh
+
+    refresh(store, runs)  # their series' change points kept: `history` answers at once
     errors = [o.error for o in outcomes if o.error is not None] + pushed
     if errors:
         raise next((e for e in errors if isinstance(e, Interrupted)), errors[0])

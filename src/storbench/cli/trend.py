@@ -63,6 +63,25 @@ def series_histories(store: Store, runs: list[Run], *, every: bool = False
             if name in long_enough}
 
 
+def refresh(store: Store, runs: list[Run]) -> None:
+    """After new runs are stored: find their series' change points now, while the run
+    ends, and keep them (store.changes), so that `history`, `check --no-change` and
+    `compare` answer at once afterwards (a 10,000-run series' first answer otherwise
+    waits ~1 s, most of it importing scipy). Only series of SERIES_RUNS runs or more;
+    a failure here is said and changes nothing stored."""
+    names = {r.series for r in runs if r.series and r.status == "completed"}
+    if not names:
+        return
+    long_enough = {name for name, n, _, _ in series_list(store) if n >= SERIES_RUNS}
+    for name in sorted(names & long_enough):
+        try:
+            histories(store, name)
+        except Exception as exc:  # the history is a cache here: it says why when asked
+            err.print(f"storbench: the history of series {name!r} was not brought up to"
+                      f" date ({type(exc).__name__}: {exc}); `storbench history` will"
+                      " retry", markup=False)
+
+
 @cli.command(name="history")
 @click.argument("series", required=False)
 @click.option("--metric", "-m", metavar="TEST.DIRECTION.FIGURE",
