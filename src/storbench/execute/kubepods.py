@@ -23,6 +23,12 @@ _CAUSES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeve
            "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
            "CrashLoopBackOff")
 
+_PULL = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+IMAGE_HINT = (". The runner image is fio and a POSIX sh: build it from the repository's"
+              " images/fio (`docker build -t REGISTRY/storbench-fio images/fio`, then"
+              " push it where the cluster pulls from; docs/install.md) and give it with"
+              " --image or STORBENCH_IMAGE")
+
 
 def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard: SignalGuard,
                  note: Callable[[str], None], deadline: float) -> list[Any]:
@@ -48,7 +54,8 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
             problem = pod_problem(pod)
             if problem:
                 raise KubeError(f"pod {namespace}/{name} cannot start: {problem}"
-                                + events(kube, namespace, "Pod", name))
+                                + events(kube, namespace, "Pod", name)
+                                + (IMAGE_HINT if any(c in problem for c in _PULL) else ""))
             step = "waiting for the volume to bind" if pvc.status.phase != "Bound" else (
                 "starting the pod" if not pod.spec.node_name
                 else f"starting the pod on {pod.spec.node_name}")
