@@ -390,4 +390,8 @@ def test_glued_numbers_need_the_sequence() -> None:
 
     prose = ["4k reads at 1 ms", "128 jobs", "3 runs", "99th percentile"]
     assert clean_lines("\n".join(prose)) == prose
-    assert clean_lines("9first\n10second\n\n12fourth") == ["first", "second", "", "fourth"]
+    assert clean_lines("9first\n10second\n\n12fourth\n13fifth\n14sixth") == [
+        "first", "second", "", "fourth", "fifth", "sixth"]
+    # three lines that begin with their own number among many: figures, not a gutter
+    figures = ["x"] * 10 + ["11 KiB", "12 MiB", "13 GiB"] + ["y"] * 10
+    assert clean_lines("\n".join(figures)) == figures

@@ -65,8 +65,9 @@ def clean_lines(text: str) -> list[str]:
     unglued = _unglued(lines)  # first: an indented line's glued number looks separated
     filled = [ln for ln in lines if ln.strip()]
     hits = [ln for ln in filled if numbered.match(ln) and not re.match(r"^\s*\d;", ln)]
-    if unglued is not lines and len(hits) < 0.9 * len(filled):  # a gutter: every line
-        lines = unglued                                        # has its separator
+    worded = [ln for ln in filled if not re.fullmatch(r"\s*\d+\s*", ln)]  # not a bare number
+    if unglued is not lines and len(hits) < 0.9 * len(worded):  # a gutter: every line
+        lines = unglued                                         # has its separator
     elif filled and len(hits) >= 0.6 * len(filled):
         lines = [numbered.sub("", ln, count=1) for ln in lines]
     return [_STATUS.sub("", ln) if "Jobs: " in ln else ln for ln in lines]
@@ -87,7 +88,9 @@ def _unglued(lines: list[str]) -> list[str]:
             tried.add(offset)
             hit = [i for i, ln in at if ln.startswith(str(i + offset))]
             block = [i for i, _ in at if hit and hit[0] <= i <= hit[-1]]
-            if len(hit) >= 3 and len(hit) >= 0.8 * len(block):
+            # most of the text, in one stretch: never a few lines that happen to begin
+            # with their own number (re-wrapped figures)
+            if len(hit) >= max(5, 0.5 * len(at)) and len(hit) >= 0.8 * len(block):
                 keep = set(hit)
                 return [ln.lstrip().removeprefix(str(i + offset)) if i in keep else ln
                         for i, ln in enumerate(lines)]
