@@ -65,21 +65,32 @@ def history(db, series: str, metric: str = "randread.read.iops", env=None) -> di
     return json.loads(proc.stdout)
 
 
-def test_a_run_brings_its_series_history_up_to_date(capped_history):
-    """The run that ends a series' stretch finds its change points as it ends and keeps
-    them: `history` then answers without importing Otava (nor scipy) at all. (First in
-    this file: no `history` was asked before it.)"""
+def test_a_new_run_brings_a_long_series_history_up_to_date(capped_history, tmp_path):
+    """A run or an import that adds to a series of 40 runs or more finds its change
+    points as it ends and keeps them: `history` then answers without importing Otava (nor
+    scipy) at all. Here: the 40 capped runs in one series, one run more imported."""
     import os
+    import shutil
     import subprocess
     import sys
 
-    db, drop, _ = capped_history
+    from storbench.cli.trend import REFRESH_RUNS
+
+    db, drop, steady = capped_history
+    mine = tmp_path / "copy.db"
+    shutil.copy(db, mine)
+    assert run_cli("series", "all", *map(str, drop + steady), db=mine).returncode == 0
+    assert len(drop + steady) >= REFRESH_RUNS
+    fresh = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    recorded = Path(__file__).resolve().parent.parent / "data" / "fio" / "randread.json"
+    imported = run_cli("import", str(recorded), "--series", "all", db=mine, env=fresh)
+    assert imported.returncode == 0, imported.stderr
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "storbench", "history",
-                           "drop", "--metric", "randread.read.iops", "--json"],
-                          env={**os.environ, "STORBENCH_DB": str(db)}, capture_output=True,
-                          text=True)
+                           "all", "--metric", "randread.read.iops", "--json"],
+                          env={**os.environ, **fresh, "STORBENCH_DB": str(mine)},
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert [c["run"] for c in json.loads(proc.stdout)["change_points"]] == [drop[10]]
+    assert len(json.loads(proc.stdout)["points"]) == len(drop + steady) + 1
     assert "otava" not in proc.stderr and "scipy" not in proc.stderr
 
 

@@ -63,16 +63,19 @@ def series_histories(store: Store, runs: list[Run], *, every: bool = False
             if name in long_enough}
 
 
+REFRESH_RUNS = 40  # a shorter series' first answer takes well under a second anyway
+
+
 def refresh(store: Store, runs: list[Run]) -> None:
     """After new runs are stored: find their series' change points now, while the run
     ends, and keep them (store.changes), so that `history`, `check --no-change` and
     `compare` answer at once afterwards (a 10,000-run series' first answer otherwise
-    waits ~1 s, most of it importing scipy). Only series of SERIES_RUNS runs or more;
+    waits ~1 s, most of it importing scipy). Only series of REFRESH_RUNS runs or more;
     a failure here is said and changes nothing stored."""
     names = {r.series for r in runs if r.series and r.status == "completed"}
     if not names:
         return
-    long_enough = {name for name, n, _, _ in series_list(store) if n >= SERIES_RUNS}
+    long_enough = {name for name, n, _, _ in series_list(store) if n >= REFRESH_RUNS}
     for name in sorted(names & long_enough):
         try:
             histories(store, name)
