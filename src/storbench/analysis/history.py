@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from storbench.analysis.metrics import Metric, metric, value_path
+from storbench.analysis.metrics import Metric, headline_metrics, metric, value_path
 from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import DIRECTIONS
@@ -147,9 +147,8 @@ def candidates(suite: str | None) -> list[Metric]:
     from storbench.workload.suites import SUITES
 
     spec = SUITES.get(suite) if suite else None
-    keys = [k for t in spec.tests for k in t.metrics] if spec else []
-    keys += [f"{d}.{f}" for d in DIRECTIONS for f in ("iops", "bw", "clat_p99")]
-    return [metric(k) for k in dict.fromkeys([*keys, "sync.lat_p99"])]
+    named = [metric(k) for t in spec.tests for k in t.metrics] if spec else []
+    return list(dict.fromkeys([*named, *headline_metrics(DIRECTIONS, True)]))
 
 
 def figures_of(rows: Sequence[Row], metrics: Sequence[Metric], suite: str | None = None
@@ -165,10 +164,9 @@ def figures_of(rows: Sequence[Row], metrics: Sequence[Metric], suite: str | None
     out: list[Figure] = []
     for _, _, test, values in rows:
         found = headline.get(test)
-        if not found:
-            found = [metric(f"{d}.{f}") for d in DIRECTIONS if values[has[f"{d}.iops"]] is not None
-                     for f in ("iops", "bw", "clat_p99")]
-            found += [metric("sync.lat_p99")] if values[has["sync.lat_p99"]] is not None else []
+        if not found:  # default_metrics, from the values read
+            found = headline_metrics([d for d in DIRECTIONS if values[has[f"{d}.iops"]]
+                                      is not None], values[has["sync.lat_p99"]] is not None)
         for m in found:
             f = Figure(test, m)
             if f not in out:

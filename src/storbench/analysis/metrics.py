@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -115,9 +116,10 @@ def _stat_path(stat: str) -> tuple[str, ...]:
 
 def default_metrics(result: TestResult) -> list[Metric]:
     """Headline metrics of a test that no suite describes: what it actually did."""
-    out: list[Metric] = []
-    for name, _ in result.directions():
-        out += [metric(f"{name}.iops"), metric(f"{name}.bw"), metric(f"{name}.clat_p99")]
-    if result.sync is not None:
-        out.append(metric("sync.lat_p99"))
-    return out
+    return headline_metrics([name for name, _ in result.directions()], result.sync is not None)
+
+
+def headline_metrics(directions: Iterable[str], syncs: bool) -> list[Metric]:
+    """IOPS, bandwidth and completion p99 of each direction, and the sync p99."""
+    out = [metric(f"{d}.{f}") for d in directions for f in ("iops", "bw", "clat_p99")]
+    return out + ([metric("sync.lat_p99")] if syncs else [])
