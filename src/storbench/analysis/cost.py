@@ -181,16 +181,15 @@ def monthly_cost(sheet: CostSheet, capacity_bytes: float, iops: float, mbps: flo
             + sheet.per_mbps_month * max(0.0, mbps - sheet.included_mbps))
 
 
-def price(comp: Comparison, sheets: list[tuple[int, CostSheet]],
-          capacity: float | dict[int, float], *,
+def price(comp: Comparison, sheets: list[tuple[int, CostSheet]], capacity: dict[int, float], *,
           provisioned_iops: dict[int, float] | None = None,
           provisioned_mbps: dict[int, float] | None = None) -> list[Priced]:
-    """(run index, sheet) pairs priced at their capacity (one for all, or per run
-    index); provisioned IOPS and MB/s per run index where given (else what the run
-    achieved)."""
+    """(run index, sheet) pairs priced at their capacity (bytes per run index, as
+    `per_run` reads --capacity); provisioned IOPS and MB/s per run index where given
+    (else what the run achieved)."""
     out = []
     for run, sheet in sheets:
-        size = capacity if isinstance(capacity, float | int) else capacity.get(run)
+        size = capacity.get(run)
         if size is None:
             raise ConfigError(f"--capacity: no size for {comp.runs[run].name}, priced with"
                               f" {sheet.name}; give SIZE for every row or"
@@ -209,9 +208,9 @@ def price(comp: Comparison, sheets: list[tuple[int, CostSheet]],
         # a flagged figure priced (not one the user provisioned instead) keeps its flag
         used = [*(iops.caveats if sheet.per_iops_month and given_iops is None else ()),
                 *(bw.caveats if sheet.per_mbps_month and given_mbps is None else ())]
-        out.append(Priced(run, sheet, float(size), iops.value, iops.column, bw.value,
+        out.append(Priced(run, sheet, size, iops.value, iops.column, bw.value,
                           bw.column, p_iops, p_mbps,
-                          monthly_cost(sheet, float(size), p_iops, p_mbps),
+                          monthly_cost(sheet, size, p_iops, p_mbps),
                           tuple(dict.fromkeys(used))))
     return out
 

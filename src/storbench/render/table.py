@@ -142,8 +142,7 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
 
     sizes = {p.capacity_bytes for p in priced}
     one = sizes.pop() if len(sizes) == 1 else None
-    title = ("Cost per month" if one is None else
-             f"Cost per month at {format_bytes_iec(int(one))} ({one / 1e9:,.0f} GB)")
+    title = "Cost per month" if one is None else f"Cost per month at {_capacity(one)}"
     flagged = any(p.caveats for p in priced)
     rows = []
     for p in priced:
@@ -155,8 +154,7 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
             f"fixed {p.sheet.fixed_month:,.2f}/month" if p.sheet.fixed_month else "") if x)
         row = [name, f"{p.sheet.name} ({p.sheet.date})"]
         if one is None:
-            row.append(f"{format_bytes_iec(int(p.capacity_bytes))}"
-                       f" ({p.capacity_bytes / 1e9:,.0f} GB)")
+            row.append(_capacity(p.capacity_bytes))
         row += [prov or "-", f"{p.monthly:,.2f}" + (" ⚠" if p.caveats else ""),
                 f"{p.iops:,.0f} ({p.iops_column})" if p.iops else "",
                 f"{p.per_kiops:,.2f}" if p.per_kiops is not None else "",
@@ -185,6 +183,11 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
               for sheet in {p.sheet.name: p.sheet for p in priced}.values()]
     right = [False, False, *([False] if one is None else []), False] + [True] * 5
     return title, Table(headers, rows, right + ([False] if flagged else [])), notes
+
+
+def _capacity(size: float) -> str:
+    """A capacity as sheets bill it (decimal GB) beside its binary size."""
+    return f"{format_bytes_iec(int(size))} ({size / 1e9:,.0f} GB)"
 
 
 CURVE_PERCENTILES = ("50", "90", "99", "99.9")
