@@ -247,6 +247,29 @@ def test_figure_names_and_the_outlier_rule():
     assert c.index == 8 and c.worse
 
 
+def test_pairs_of_one_level_are_within_its_noise():
+    """Two runs of one steady level differ by less than the pair band nearly always
+    (3·√2·σ: 99.7%); 2σ of one run, the band compare first used, let one pair in
+    twenty of a steady volume through as better or worse (a CI run caught 601 vs 603
+    IOPS called 'better'). A real 5% step stays outside the band."""
+    import random
+
+    from storbench.analysis.history import History, Point
+
+    rng = random.Random(7)
+    fig = Figure.parse("randread.read.iops")
+    outside = 0
+    for _ in range(400):
+        values = [rng.gauss(600, 1.5) for _ in range(10)]
+        h = History("s", fig, [Point(i, "", v) for i, v in enumerate(values)], [])
+        band, one = h.pair_noise(0), h.noise(0)
+        assert band is not None and one is not None and band > one
+        outside += abs(values[1] / values[0] - 1) > band
+    assert outside <= 8  # 400 pairs, ~1 expected outside (σ itself is estimated)
+    steady = History("s", fig, [Point(i, "", 600.0 + i % 3) for i in range(10)], [])
+    assert steady.pair_noise(0) < 0.05 * 0.5  # type: ignore[operator]
+
+
 def test_openmetrics_carries_the_change_point_at_its_run(capped_history):
     db, drop, _ = capped_history
     at = run_cli("export", str(drop[10]), "--format", "openmetrics", db=db).stdout

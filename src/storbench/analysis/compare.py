@@ -228,7 +228,8 @@ def ratio_word(comp: Comparison, i: int, j: int) -> str | None:
 def _by_history(comp: Comparison, base: Run, run: Run, col: Column) -> str | None:
     """What the two runs' series says of their ratio: 'worse: change at run #42' when a
     change point lies between them, 'within noise, ±3%' when the ratio is within what
-    the storage varies by from run to run; None when they are in no series together."""
+    two runs of the storage differ by at one level (`History.pair_noise`); None when
+    they are in no series together."""
     if base.series is None or base.series != run.series:
         return None
     h = comp.histories.get(base.series, {}).get(f"{col.test}.{col.metric.key}")
@@ -240,7 +241,7 @@ def _by_history(comp: Comparison, base: Run, run: Run, col: Column) -> str | Non
     if between:
         c = between[-1]
         return f"{'worse' if c.worse else 'better'}: change at run #{c.run}"
-    noise = h.noise(where[base.id])
+    noise = h.pair_noise(where[base.id])
     r = comp.cells[comp.runs.index(run)][comp.columns.index(col)].ratio
     if noise is not None and r is not None and abs(r.value - 1) <= noise:
         return f"within noise, ±{100 * noise:.{1 if noise < 0.1 else 0}f}%"

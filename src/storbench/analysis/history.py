@@ -110,6 +110,14 @@ class History:
             return None
         return 2 * statistics.stdev(values) / abs(statistics.fmean(values))
 
+    def pair_noise(self, index: int) -> float | None:
+        """How far apart two runs of the stretch that holds point ``index`` may be and
+        still be one level: 3 standard deviations of the difference of two runs (3·√2·σ
+        over the mean), which 99.7% of such pairs stay within. (2σ of one run would call
+        one pair in twenty of a steady volume better or worse.)"""
+        one = self.noise(index)
+        return None if one is None else one * 1.5 * math.sqrt(2)
+
     def change_at(self, run: int) -> Change | None:
         return next((c for c in self.changes if c.run == run), None)
 
