@@ -109,6 +109,12 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " 16 MiB/s and 60 s; Kubernetes: 300 s to start, then each test's"
                    " runtime + 60 s. A test past its limit fails the run, saying whether"
                    " the target stopped responding.")
+@click.option("--replay", "replay", metavar="NAME", default=None,
+              help="Replay the recorded workload NAME (`storbench record`) instead of a"
+                   " suite: the application's own I/O, on its recorded timeline.")
+@click.option("--replay-fast", is_flag=True,
+              help="With --replay: as fast as fio can (the storage's capacity for this"
+                   " pattern), not on the recorded timeline.")
 @measuring_options
 def run(
     store: Store, targets_given: tuple[Path, ...], suite: str, job_file: Path | None,
@@ -122,7 +128,7 @@ def run(
     timeout_s: float | None, allow_exec: bool, destructive: str | None, reads_only: bool,
     precondition: bool,
     precondition_size: str | None, round_s: float, max_rounds: int, push_to: str | None,
-    **kube_params: Any,
+    replay: str | None, replay_fast: bool, **kube_params: Any,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
 
@@ -165,7 +171,7 @@ def run(
                    profile=profile, baseline=baseline, max_regression=limit,
                    timeout_s=timeout_s, allow_exec=allow_exec, precondition=precondition,
                    precondition_size=precondition_size, round_s=round_s,
-                   max_rounds=max_rounds)
+                   max_rounds=max_rounds, kind_spec=_replay(store, replay, replay_fast))
     spec.check()
     targets = choose_targets(TargetFlags(
         targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
@@ -175,6 +181,22 @@ def run(
         _dry_run(spec, targets)
         return
     measure_and_report(targets, spec, store, as_json=as_json, push_to=push_to)
+
+
+def _replay(store: Store, name: str | None, fast: bool) -> object | None:
+    """--replay NAME: the stored workload, checked, as the run's kind (pipeline/kinds/replay)."""
+    if name is None:
+        if fast:
+            raise ConfigError("--replay-fast applies to --replay NAME")
+        return None
+    from storbench.pipeline.kinds.replay import ReplaySpec
+    from storbench.store import workloads
+    from storbench.workload.trace import Trace
+
+    found = workloads.get(store, name)
+    trace = Trace.from_iolog(found.iolog(store), found.facts["files"],
+                             found.facts.get("skipped", {}), int(found.facts.get("depth", 1)))
+    return ReplaySpec(name, found.method, trace, fast)
 
 
 def _dry_run(spec: RunSpec, targets: list[Target]) -> None:

@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from storbench.execute.base import Execution, Executor, FioJob, Progress
-from storbench.workload.guard import check_final
-from storbench.workload.jobfile import parse_jobfile
+from storbench.workload.guard import check_final, check_iolog
+from storbench.workload.jobfile import JobFile, parse_jobfile
 
 
 class Gated:
@@ -31,8 +31,22 @@ class Gated:
             deadline_s: float | None = None) -> Execution:
         for job in jobs:
             source = f"job file {job.key}"
-            check_final(parse_jobfile(job.text, source), self.within,
-                        allow_exec=self.allow_exec, source=source)
+            parsed = parse_jobfile(job.text, source)
+            check_final(parsed, self.within, allow_exec=self.allow_exec, source=source)
+            self._iologs(parsed, source)
         # only now may a job run programs (confine.py lets fio execute nothing else)
         jobs = [replace(job, may_exec=self.allow_exec) for job in jobs]
         return self.inner.run(jobs, on_progress, deadline_s)
+
+    def _iologs(self, jobfile: JobFile, source: str) -> None:
+        """The files an I/O log names are opened by fio as if a job file named them:
+        judged the same way (those storbench can read here; elsewhere fio finds none
+        in a scratch directory storbench just made)."""
+        for _, options in jobfile.effective():
+            for log in filter(None, options.get("read_iolog", "").split(":")):
+                try:
+                    with open(log, encoding="utf-8", errors="replace") as f:
+                        text = f.read(64 << 20)
+                except OSError:
+                    continue
+                check_iolog(text, self.within, f"{source}: the I/O log {log}")

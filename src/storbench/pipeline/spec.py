@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from storbench.analysis.assertions import Assertion
 from storbench.errors import ConfigError
@@ -133,7 +133,16 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
     return _plan_tests(spec, scratch)
 
 
+@runtime_checkable
+class PlansTests(Protocol):
+    """A kind's spec that brings its own tests (a replay: its trace), not a suite's."""
+
+    def plan_tests(self, scratch: Path) -> Plan: ...
+
+
 def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
+    if isinstance(spec.kind_spec, PlansTests):
+        return spec.kind_spec.plan_tests(scratch)
     if spec.job_file is not None:
         text = read_text(spec.job_file, "job file", JOB_FILE_LIMIT)
         jf = parse_jobfile(text, str(spec.job_file), spec.job_file.parent)

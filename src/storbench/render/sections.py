@@ -19,6 +19,7 @@ from storbench.result.sections import (
     CurveSection,
     FailoverSection,
     LifecycleSection,
+    ReplaySection,
     RoundsEntry,
 )
 
@@ -78,12 +79,40 @@ def print_app(console: Console, run: Run, app: AppSection) -> None:
         console.print(escape(note), soft_wrap=True)
 
 
+def replay_lines(replay: ReplaySection) -> list[str]:
+    """What a replay issued of what was recorded, how it kept time, what it cannot hold."""
+    rec, got = replay["recorded"], replay["issued"]
+    counts = " / ".join(f"{got.get(k, 0):,} {k}" for k in ("reads", "writes", "syncs"))
+    of = " / ".join(f"{rec.get(k, 0):,}" for k in ("reads", "writes", "syncs"))
+    lines = [f"replay of {replay['workload']} ({replay['method']}, {replay['engine']}):"
+             f" {counts} issued of {of} recorded"]
+    if replay["timed"]:
+        lag = replay["lag_s"] or 0.0
+        lines.append(f"timed: the recorded {replay['recorded_s']:.3f} s took"
+                     f" {replay['replay_s']:.3f} s ("
+                     + (f"{lag:.3f} s behind the recorded timeline" if lag > 0
+                        else "on the recorded timeline") + ")")
+    else:
+        lines.append(f"as fast as possible: {replay['replay_s']:.3f} s for what took"
+                     f" {replay['recorded_s']:.3f} s when recorded")
+    if replay["prefilled"]:
+        lines.append(f"written before the replay (what it reads): {len(replay['prefilled'])}"
+                     f" file(s), {sum(replay['prefilled'].values()):,} bytes")
+    return lines + list(replay["notes"])
+
+
+def print_replay(console: Console, run: Run, replay: ReplaySection) -> None:
+    for line in replay_lines(replay):
+        console.print(escape(line), soft_wrap=True)
+
+
 SHOW: dict[str, Callable[[Console, Run, Any], None]] = {
     sections.CURVE.key: print_curve,
     sections.ROUNDS.key: print_rounds,
     sections.LIFECYCLE.key: print_lifecycle,
     sections.FAILOVER.key: print_failover,
     sections.APP.key: print_app,
+    sections.REPLAY.key: print_replay,
 }
 
 

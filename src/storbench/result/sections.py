@@ -96,13 +96,28 @@ class AppSection(TypedDict):
     notes: list[str]
 
 
+class ReplaySection(TypedDict):
+    workload: str  # its name (`storbench record`)
+    method: str  # how it was captured: "file level (strace)"
+    timed: bool  # on the recorded timeline (False: as fast as fio can)
+    engine: str  # fio's ioengine and depth: "libaio, iodepth 4"
+    recorded: dict[str, int]  # reads, writes, syncs (and bytes, files) in the trace
+    issued: dict[str, int]  # reads, writes, syncs fio issued
+    recorded_s: float  # the trace's span, first I/O to last
+    replay_s: float  # how long the replay's I/O took
+    lag_s: float | None  # timed: how far the replay fell behind the recorded timeline
+    prefilled: dict[str, int]  # file -> bytes written before the replay (what it reads)
+    notes: list[str]
+
+
 # the kinds' sections: one line each (render and analysis find theirs by key)
 CURVE = Section[CurveSection]("curve", "IOPS-latency curve", tests_table=False)
 ROUNDS = Section[dict[str, RoundsEntry]]("steady_rounds", "steady state in rounds")
 LIFECYCLE = Section[LifecycleSection]("lifecycle", "volume lifecycle", tests_table=False)
 FAILOVER = Section[FailoverSection]("failover", "failover", tests_table=False)
 APP = Section[AppSection]("app", "application profile")
-KINDS: tuple[Section[Any], ...] = (CURVE, ROUNDS, LIFECYCLE, FAILOVER, APP)
+REPLAY = Section[ReplaySection]("replay", "replay of a recorded workload")
+KINDS: tuple[Section[Any], ...] = (CURVE, ROUNDS, LIFECYCLE, FAILOVER, APP, REPLAY)
 
 # what the loop and the importer keep of any run
 PHASES = Section[list[dict[str, Any]]]("phases", "where the time went")

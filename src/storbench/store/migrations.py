@@ -202,6 +202,21 @@ CREATE TRIGGER runs_final BEFORE UPDATE OF {_RUN_COLUMNS} ON runs FOR EACH ROW
     WHEN (OLD.status <> 'running') EXECUTE FUNCTION storbench_refuse('a finished run is immutable');
 """
 
+# An application's recorded I/O (`storbench record`, workload/trace.py): fio's iolog,
+# zlib-compressed, and what was recorded about it (counts, files, environment) as JSON.
+# One declaration for both databases: only the type of bytes differs.
+_WORKLOADS = """
+CREATE TABLE workloads (
+    name TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    method TEXT NOT NULL,
+    facts TEXT NOT NULL,
+    trace {bytes} NOT NULL
+);
+"""
+WORKLOADS = _WORKLOADS.format(bytes="BLOB")
+WORKLOADS_POSTGRES = _WORKLOADS.format(bytes="BYTEA")
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -213,5 +228,6 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0007_run_locks", RUN_LOCKS),
     ("0008_series", SERIES),
     ("0009_relabel", RELABEL),
+    ("0010_workloads", WORKLOADS),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run

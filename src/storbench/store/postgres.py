@@ -19,7 +19,12 @@ import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from storbench.store.migrations import RELABEL_POSTGRES, RUN_LOCKS, SERIES_POSTGRES
+from storbench.store.migrations import (
+    RELABEL_POSTGRES,
+    RUN_LOCKS,
+    SERIES_POSTGRES,
+    WORKLOADS_POSTGRES,
+)
 
 SCHEMES = ("postgresql://", "postgres://")
 _LOCK = 7_202_611  # pg_advisory_xact_lock key: storbench's migrations
@@ -255,4 +260,5 @@ CREATE TRIGGER runs_final BEFORE UPDATE ON runs FOR EACH ROW
 # Per migration name, what it does on PostgreSQL (absent: nothing left to do).
 SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS,
                            "0008_series": SERIES_POSTGRES,
-                           "0009_relabel": RELABEL_POSTGRES}
+                           "0009_relabel": RELABEL_POSTGRES,
+                           "0010_workloads": WORKLOADS_POSTGRES}

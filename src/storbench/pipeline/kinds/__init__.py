@@ -13,6 +13,7 @@ from storbench.pipeline.kinds.app import AppKind
 from storbench.pipeline.kinds.curve import CurveKind
 from storbench.pipeline.kinds.failover import FailoverKind
 from storbench.pipeline.kinds.lifecycle import LifecycleKind
+from storbench.pipeline.kinds.replay import ReplayKind
 from storbench.pipeline.kinds.rounds import RoundsKind
 from storbench.pipeline.kinds.suite import Suite
 from storbench.pipeline.measure import Measurement
@@ -24,6 +25,7 @@ KINDS: dict[str, Callable[[RunSpec], Measurement | None]] = {
     CurveKind.kind: CurveKind.from_spec,
     LifecycleKind.kind: LifecycleKind.from_spec,
     FailoverKind.kind: FailoverKind.from_spec,
+    ReplayKind.kind: ReplayKind.from_spec,
     RoundsKind.kind: RoundsKind.from_spec,
     AppKind.kind: AppKind.from_spec,
     Suite.kind: Suite.from_spec,

@@ -1,0 +1,149 @@
+"""`storbench record` (an application's I/O, kept as a workload) and `storbench workloads`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from storbench.cli.common import NUMBER, cli, db_option, err, json_option, out
+from storbench.errors import ConfigError
+from storbench.store import Store
+from storbench.workload.guard import plain
+from storbench.workload.sizes import format_bytes_iec, parse_size
+
+NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fallocate) and"
+                " files outside the directory are not in a file-level trace; it holds no data,"
+                " only offsets and sizes (a replay writes fio's buffers)")
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
+@click.option("--dir", "directory", required=True, metavar="DIR",
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="The directory whose files the application uses: only their I/O is"
+                   " recorded, their names kept relative to it.")
+@click.option("--pid", type=click.IntRange(1), default=None,
+              help="Follow this running process (and its threads and children) instead of"
+                   " starting COMMAND.")
+@click.option("--duration", type=NUMBER, default=None, metavar="SECONDS",
+              help="With --pid: how long to follow it (default: until it ends).")
+@click.option("--max-size", default="256m", show_default=True, metavar="SIZE",
+              help="Stop recording when strace's output grows past this (~100-300 bytes per"
+                   " I/O call); what was recorded until then is kept, and said so.")
+@click.option("--replace", is_flag=True, help="Replace a workload of the same name.")
+@json_option
+@db_option
+def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
+           pid: int | None, duration: float | None, max_size: str, replace: bool,
+           as_json: bool) -> None:
+    """Record an application's I/O on the files under DIR as the workload NAME, to replay
+    it on any directory later (`storbench run TARGET --replay NAME`).
+
+    \b
+    storbench record pg --dir /var/lib/postgresql -- pgbench -T 30 bench
+    storbench record app --dir /data --pid 4242 --duration 60
+
+    File level, with strace: every read, write and sync of the command's processes and
+    threads on files under DIR, with offsets and times, kept as fio's iolog (version 3)
+    in the results database. strace slows the traced calls (each one stops the process
+    twice): the time the command took under strace is said beside the recording."""
+    from storbench.execute.capture import capture
+    from storbench.store import workloads
+    from storbench.store.sqlite import now_iso
+    from storbench.target.environment import host_facts, path_facts
+    from storbench.workload.trace import CALLS, from_strace
+
+    if not plain(name):
+        raise ConfigError(f"workload name {name!r}: use letters, digits, '.', '_', '-'")
+    if (pid is None) == (not command):
+        raise ConfigError("give the command to record after --, or --pid PID of a running"
+                          " process (not both)")
+    if duration is not None and (pid is None or duration <= 0):
+        raise ConfigError("--duration is a positive number of seconds, with --pid")
+    max_bytes = parse_size(max_size)
+    if not max_bytes:
+        raise ConfigError(f"--max-size {max_size!r} is not a size (e.g. 256m)")
+    if not replace and any(w.name == name for w in workloads.listed(store)):
+        raise ConfigError(f"a workload named {name!r} is stored already: pass --replace, or"
+                          " another name")
+
+    def progress(elapsed: float, size: int) -> None:
+        if err.is_terminal:
+            err.print(f"\rrecording: {elapsed:5.0f} s, {format_bytes_iec(size)} traced",
+                      end="")
+
+    what = f"PID {pid}" if pid is not None else os.path.basename(command[0])
+    err.print(f"Recording the I/O of {what} on {directory} (strace) ...")
+    got = capture(directory, CALLS, from_strace, command, pid, duration, max_bytes, progress)
+    if err.is_terminal:
+        err.print()
+    trace = got.trace
+    if not trace.ops:
+        raise ConfigError(f"{what} did no read, write or sync on a file under {directory}"
+                          f" ({sum(trace.skipped.values())} calls elsewhere): nothing stored;"
+                          " is --dir where its files are?")
+    facts: dict[str, Any] = {
+        "counts": trace.counts(), "files": trace.files, "skipped": trace.skipped,
+        "depth": trace.depth, "duration_s": round(trace.duration_s, 6),
+        "wall_s": round(got.wall_s, 3), "stopped": got.stopped, "program": what,
+        "tool": got.tool, "directory": str(directory.resolve()),
+        "environment": {**host_facts(), "target": path_facts(directory)},
+    }
+    method = "file level (strace)"
+    size = workloads.save(store, name, now_iso(), method, facts, trace.iolog(),
+                          replace=replace)
+    if as_json:
+        out.print_json(json.dumps({"name": name, "method": method, "stored_bytes": size,
+                                   **facts}))
+        return
+    c = trace.counts()
+    out.print(f"Recorded workload {name!r} ({method}) in {store.path}: {c['reads']:,} reads"
+              f" ({format_bytes_iec(c['read_bytes'])}), {c['writes']:,} writes"
+              f" ({format_bytes_iec(c['write_bytes'])}), {c['syncs']:,} syncs on"
+              f" {c['files']} file(s) over {trace.duration_s:.2f} s; at most {trace.depth} in"
+              f" flight; {format_bytes_iec(size)} stored.", markup=False)
+    out.print(f"The command ran {got.wall_s:.1f} s under strace (slower than without it:"
+              " each traced call stops it twice).", markup=False)
+    if got.stopped:
+        out.print(f"Stopped early by {got.stopped}: the workload holds what came before.",
+                  markup=False)
+    for why, n in sorted(trace.skipped.items()):
+        out.print(f"Not recorded: {n:,} × {why}.", markup=False)
+    out.print(f"Replay it: storbench run TARGET --replay {name}", markup=False)
+
+
+@cli.command()
+@click.option("--delete", "delete", metavar="NAME", default=None,
+              help="Delete the recorded workload NAME.")
+@json_option
+@db_option
+def workloads(store: Store, delete: str | None, as_json: bool) -> None:
+    """List the recorded workloads (`storbench record`), or delete one."""
+    from storbench.render.text import harmless
+    from storbench.store import workloads as stored
+
+    if delete is not None:
+        stored.delete(store, delete)
+        out.print(f"Deleted workload {delete!r}.", markup=False)
+        return
+    found = stored.listed(store)
+    if as_json:
+        out.print_json(json.dumps([{"name": w.name, "created_at": w.created_at,
+                                    "method": w.method, "stored_bytes": w.size, **w.facts}
+                                   for w in found]))
+        return
+    if not found:
+        out.print("No recorded workloads: `storbench record NAME --dir DIR -- COMMAND`.",
+                  markup=False)
+        return
+    for w in found:
+        c = w.facts["counts"]
+        out.print(f"{harmless(w.name)}  {w.created_at}  {w.method}  {c['reads']:,} reads,"
+                  f" {c['writes']:,} writes, {c['syncs']:,} syncs, {c['files']} file(s),"
+                  f" {w.facts['duration_s']:.2f} s, from {harmless(w.facts['program'])}"
+                  f" in {harmless(w.facts['directory'])}", markup=False)

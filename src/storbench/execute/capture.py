@@ -1,0 +1,119 @@
+"""Capturing an application's I/O at file level with strace (`storbench record`).
+
+strace follows the command (or the process ``--pid``) and every process and thread it
+starts, and writes one line per I/O call: the descriptor's path (-y), the time (-ttt),
+how long the call took (-T); never the data (-s 0). workload/trace.py turns that into
+fio's iolog. The raw output lives in a 0700 temporary directory and is removed at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from storbench.errors import ConfigError, StorbenchError
+
+POLL_S = 0.2
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Capture(Generic[T]):
+    trace: T  # what ``parse`` made of strace's lines
+    wall_s: float  # how long the command ran (or the process was followed) under strace
+    stopped: str | None  # why recording ended early (--max-size), else None
+    raw_bytes: int  # strace's output: what --max-size counts
+    tool: str  # "strace 6.1"
+
+
+def strace_path() -> str:
+    found = shutil.which("strace")
+    if found is None:
+        raise ConfigError("recording needs strace (Debian/Ubuntu: apt install strace;"
+                          " Fedora: dnf install strace)")
+    return found
+
+
+def strace_version(path: str) -> str:
+    first = subprocess.run([path, "-V"], capture_output=True, text=True,
+                           check=False).stdout.splitlines()
+    words = first[0].split() if first else []
+    return f"strace {words[-1]}" if words else "strace"
+
+
+def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T],
+            command: Sequence[str] = (), pid: int | None = None,
+            duration_s: float | None = None, max_bytes: int = 256 << 20,
+            on_progress: Callable[[float, int], None] | None = None) -> Capture[T]:
+    """Run ``command`` (or follow ``pid`` for ``duration_s``) under strace, tracing
+    ``calls``, and return what ``parse`` makes of its lines and ``directory`` (resolved)
+    (workload/trace.from_strace). StorbenchError when the command fails or strace cannot
+    follow it (its own message)."""
+    strace = strace_path()
+    root = str(directory.resolve())
+    with tempfile.TemporaryDirectory(prefix="storbench-record-") as tmp:
+        os.chmod(tmp, 0o700)
+        out = Path(tmp) / "strace.txt"
+        argv = [strace, "-f", "-qq", "-ttt", "-T", "-y", "-s", "0", "-e", f"trace={calls}",
+                "-o", str(out)]
+        argv += ["-p", str(pid)] if pid is not None else ["--seccomp-bpf", "--", *command]
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, stdin=None if pid is None else subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stopped = None
+        try:
+            while proc.poll() is None:
+                time.sleep(POLL_S)
+                size = out.stat().st_size if out.exists() else 0
+                elapsed = time.monotonic() - started
+                if on_progress is not None:
+                    on_progress(elapsed, size)
+                if size > max_bytes:
+                    stopped = (f"--max-size: strace's output passed {max_bytes:,} bytes after"
+                               f" {elapsed:.1f} s")
+                    _stop(proc, pid is None)
+                elif duration_s is not None and elapsed >= duration_s:
+                    _stop(proc, False)  # detach: the process goes on, untraced
+                    break
+        except BaseException:
+            _stop(proc, pid is None)
+            raise
+        _, stderr = proc.communicate()
+        wall = time.monotonic() - started
+        said = "\n".join(line for line in stderr.splitlines()
+                         if line.strip() and "Process" not in line)
+        if stopped is None and pid is None and proc.returncode != 0:
+            raise StorbenchError(f"the command exited with status {proc.returncode}: nothing"
+                                 " was stored" + (f" ({said.strip()[-300:]})" if said else ""))
+        if pid is not None and not out.exists():
+            raise StorbenchError(f"strace could not follow PID {pid}: {said.strip()[-300:]}")
+        raw = out.stat().st_size if out.exists() else 0
+        with out.open(errors="replace") as text:
+            trace = parse(text, root)
+    return Capture(trace, wall, stopped, raw, strace_version(strace))
+
+
+def _stop(proc: subprocess.Popen[str], with_command: bool) -> None:
+    """End recording: strace detaches on SIGINT; a command started for the recording
+    ends with it (its whole process group)."""
+    if proc.poll() is not None:
+        return
+    try:
+        if with_command:
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGINT)
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass

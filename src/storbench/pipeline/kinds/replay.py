@@ -1,0 +1,162 @@
+"""A recorded workload replayed (`run TARGET --replay NAME`): the application's own I/O,
+from `storbench record`, issued by fio's iolog replay on the target.
+
+The trace's files get plain names in the scratch directory (f0001, ...), the files it
+reads are first written as far as its reads reach (a read past a file's end fails), and
+fio replays the iolog: on the recorded timeline (timed: how far it lagged behind is
+said) or as fast as it can (``--replay-fast``: the storage's capacity for this
+pattern), with an async engine at the depth the application reached. The answer is the
+run's figures, as any run's, and the ``replay`` section: what was issued of what was
+recorded (a replay that lost I/O fails the run), the lag, what a trace cannot hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from storbench.errors import ConfigError, FioError
+from storbench.execute.base import Executor
+from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.spec import RunSpec
+from storbench.result.model import TestResult
+from storbench.result.sections import REPLAY
+from storbench.workload.guard import FILENAME_FORMAT
+from storbench.workload.jobfile import JobFile, Section, parse_jobfile
+from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.sizes import format_bytes_iec
+from storbench.workload.trace import Trace
+
+IOLOG = "replay.iolog"
+FILL_BYTES_PER_S = 16 << 20  # the prefill's time limit: its bytes at 16 MiB/s, + 60 s
+LOST = 0.01  # more than 1% of the recorded I/O not issued: the replay failed
+NO_DATA = ("a trace holds no data, only offsets and sizes: fio writes its own buffers"
+           " (storage that deduplicates or compresses sees those, not the application's)")
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """What `run --replay` asks: the stored workload, timed or as fast as possible."""
+
+    name: str
+    method: str
+    trace: Trace
+    fast: bool = False
+
+    def engine(self) -> list[tuple[str, str | None]]:
+        depth = self.trace.depth
+        if depth <= 1:
+            return [("ioengine", "psync")]
+        return [("ioengine", "libaio"), ("iodepth", str(depth))]
+
+    def plan_tests(self, scratch: Path) -> Plan:
+        options: list[tuple[str, str | None]] = [
+            ("read_iolog", str(scratch / IOLOG)), *self.engine()]
+        if self.fast:
+            options.append(("replay_no_stall", "1"))
+        # no directory=: fio 3.33 crashes replaying an iolog with one set (the iolog's
+        # names are absolute, in the scratch directory)
+        jobfile = JobFile((Section("global", (("filename_format", FILENAME_FORMAT),)),
+                           Section(self.name, tuple(options))))
+        how = "as fast as possible" if self.fast else "on its recorded timeline"
+        expected = None if self.fast else self.trace.duration_s
+        return Plan(f"replay:{self.name}", [PlannedTest(
+            self.name, f"replay of {self.name} ({self.method}), {how}", jobfile, expected)])
+
+
+@dataclass
+class ReplayKind(Plain):
+    kind: ClassVar[str] = "replay"
+    fixed_schedule: ClassVar[bool] = True
+    spec: ReplaySpec
+    result: TestResult | None = None
+    prefilled: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> ReplayKind | None:
+        if not isinstance(spec.kind_spec, ReplaySpec):
+            return None
+        if spec.repeat != 1 or spec.until_steady or spec.precondition or spec.job_file:
+            raise ConfigError("--replay runs the recorded workload once: leave out --job,"
+                              " --repeat, --until-steady and --precondition")
+        return cls(spec.kind_spec)
+
+    def check(self) -> None:
+        if not self.spec.trace.ops:
+            raise ConfigError(f"workload {self.spec.name!r} holds no I/O")
+
+    def plan(self, plan: Plan) -> Plan:
+        return plan  # spec.plan_tests made it
+
+    def settings(self) -> dict[str, Any]:
+        return {"replay": {"workload": self.spec.name, "timed": not self.spec.fast}}
+
+    def measure(self, ctx: RunContext, executor: Executor) -> None:
+        if ctx.target.kind != "directory":
+            raise ConfigError(f"--replay runs on directories so far, not on a"
+                              f" {ctx.target.kind}")
+        scratch = ctx.target.scratch_path(ctx.planned.uid)
+        trace = self.spec.trace
+        (scratch / IOLOG).write_text(trace.iolog({f: str(scratch / f) for f in trace.files}))
+        self._prefill(ctx, executor, scratch)
+        ctx.guard.check()
+        [step] = ctx.planned.steps
+        found = ctx.run_step(executor, step, {IOLOG, *trace.files})
+        self.result = found[0] if found else None
+
+    def _prefill(self, ctx: RunContext, executor: Executor, scratch: Path) -> None:
+        """Write each file the trace reads as far as its reads reach, before the replay."""
+        needed = self.spec.trace.read_extents()
+        if not needed:
+            return
+        sizes = {f: -(-n // 4096) * 4096 for f, n in needed.items()}  # whole 4 KiB pages
+        text = "[global]\nrw=write\nioengine=psync\nend_fsync=1\n" + "".join(
+            f"[fill-{f}]\nfilename={f}\nsize={n}\nbs={min(n, 1 << 20)}\n"
+            for f, n in sorted(sizes.items()))
+        jobfile = parse_jobfile(text, "the replay's prefill").prepared(scratch)
+        jobs = ctx.target.job_files(jobfile, len(ctx.planned.steps), ctx.planned.uid)
+        total = sum(needed.values())
+        ctx.note(f"Replay of {self.spec.name}: writing the {len(needed)} file(s) it reads"
+                 f" first ({format_bytes_iec(total)})")
+        with ctx.phase("prefill"):
+            execution = executor.run(jobs, None, total / FILL_BYTES_PER_S + 60)
+        ctx.keep_invocation(len(ctx.planned.steps), jobs, execution)
+        if execution.returncode != 0 or execution.timed_out or execution.lost:
+            raise FioError("writing the files the replay reads failed: "
+                           + (execution.stderr.strip()[-300:] or "fio said nothing"),
+                           returncode=execution.returncode, stderr=execution.stderr)
+        self.prefilled = needed
+
+    def issued(self) -> dict[str, int]:
+        r = self.result
+        if r is None:
+            return {}
+        return {"reads": r.read.total_ios if r.read else 0,
+                "writes": r.write.total_ios if r.write else 0,
+                "syncs": r.sync.calls if r.sync else 0}
+
+    def record(self) -> dict[str, Any]:
+        trace, r = self.spec.trace, self.result
+        if r is None:
+            return {}
+        replay_s = max((d.runtime_ms for _, d in r.directions()), default=0) / 1000
+        notes = [NO_DATA]
+        notes += [f"not in the trace: {n:,} × {why}" for why, n in sorted(trace.skipped.items())]
+        return REPLAY.put({
+            "workload": self.spec.name, "method": self.spec.method,
+            "timed": not self.spec.fast,
+            "engine": ", ".join(f"{k} {v}" for k, v in self.spec.engine()),
+            "recorded": trace.counts(), "issued": self.issued(),
+            "recorded_s": round(trace.duration_s, 6), "replay_s": replay_s,
+            "lag_s": None if self.spec.fast else round(replay_s - trace.duration_s, 6),
+            "prefilled": self.prefilled, "notes": notes})
+
+    def failed(self) -> str | None:
+        issued, recorded = self.issued(), self.spec.trace.counts()
+        if not issued:
+            return None
+        short = [f"{issued[k]:,} {k} of {recorded[k]:,} recorded" for k in issued
+                 if abs(issued[k] - recorded[k]) > LOST * max(recorded[k], 1)]
+        return (f"the replay of {self.spec.name} issued {'; '.join(short)}" if short
+                else None)

@@ -1,0 +1,284 @@
+"""An application's recorded I/O (`storbench record`), as fio replays it (`run --replay`).
+
+A trace is what strace saw the application's processes do to the files under one
+directory: each read, write, sync with its file, offset, length and time. It is kept
+as fio's iolog version 3 (``fio version 3 iolog``; timestamps in microseconds from the
+first I/O), with files named ``f0001``, ``f0002``… and their names relative to the
+recorded directory beside it (``files``): the iolog itself holds no name a user or an
+application chose, so nothing in it can point fio elsewhere, and ``from_iolog`` refuses
+any other name. A trace holds no data, only offsets and sizes.
+
+What strace's view leaves out (said with the trace, ``skipped``): I/O through mmap,
+metadata calls (rename, unlink, mkdir, ftruncate, fallocate), files outside the
+directory, and the calls of other processes. Offsets of read()/write() follow each file
+description's position (lseek, dup); across processes that share one by fork, the
+last position one of them left is used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from storbench.errors import ConfigError
+
+HEADER = "fio version 3 iolog"
+# what `record` asks strace to show (-e trace=...): I/O, positions, descriptors
+CALLS = ("open,openat,openat2,creat,close,dup,dup2,dup3,lseek,read,pread64,readv,preadv,"
+         "preadv2,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,sync_file_range,"
+         "ftruncate,fallocate")
+_READS = {"read": False, "readv": False, "pread64": True, "preadv": True, "preadv2": True}
+_WRITES = {"write": False, "writev": False, "pwrite64": True, "pwritev": True,
+           "pwritev2": True}
+_SYNCS = {"fsync": "sync", "fdatasync": "datasync", "sync_file_range": "datasync"}
+_OPENS = ("open", "openat", "openat2", "creat")
+_NOT_REPLAYED = ("ftruncate", "fallocate")
+
+_LINE = re.compile(r"^(?P<pid>\d+)\s+(?P<ts>\d+\.\d+)\s+(?P<rest>.*)$")
+_CALL = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)"
+                   r"(?:<(?P<path>(?:[^>\\]|\\.)*)>)?(?P<tail>.*?)(?:\s+<(?P<dur>[\d.]+)>)?$")
+_UNFINISHED = re.compile(r"^(?P<call>\w+)\((?P<args>.*?)\s*<unfinished \.\.\.>$")
+_RESUMED = re.compile(r"^<\.\.\. (?P<call>\w+) resumed>(?P<rest>.*)$")
+_FD = re.compile(r"^(?P<fd>\d+)<(?P<path>(?:[^>\\]|\\.)*)>")
+_NAME = re.compile(r"f\d{4,6}")
+_IOLOG_LINE = re.compile(r"^(\d+) (\S+) (add|open|close|read|write|sync|datasync|trim)"
+                         r"(?: (\d+) (\d+))?$")
+
+
+@dataclass(frozen=True)
+class Op:
+    at_us: int  # from the first I/O
+    file: str  # f0001...
+    action: str  # read, write, sync, datasync
+    offset: int = 0
+    length: int = 0
+
+
+@dataclass
+class Trace:
+    ops: list[Op]
+    files: dict[str, str]  # f0001 -> its name relative to the recorded directory
+    skipped: dict[str, int] = field(default_factory=dict)  # what was seen, not kept
+    depth: int = 1  # the most I/O calls in flight at once
+
+    # --- what it holds ----------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        by = Counter(o.action for o in self.ops)
+        return {"reads": by["read"], "writes": by["write"],
+                "syncs": by["sync"] + by["datasync"],
+                "read_bytes": sum(o.length for o in self.ops if o.action == "read"),
+                "write_bytes": sum(o.length for o in self.ops if o.action == "write"),
+                "files": len(self.files)}
+
+    @property
+    def duration_s(self) -> float:
+        return self.ops[-1].at_us / 1e6 if self.ops else 0.0
+
+    def read_extents(self) -> dict[str, int]:
+        """Per file, how far its reads reach past what the trace wrote there before
+        them: the bytes a replay must find in the file (fio fails a read past its end)."""
+        written: dict[str, int] = {}
+        needed: dict[str, int] = {}
+        for o in self.ops:
+            end = o.offset + o.length
+            if o.action == "write":
+                written[o.file] = max(written.get(o.file, 0), end)
+            elif o.action == "read" and end > written.get(o.file, 0):
+                needed[o.file] = max(needed.get(o.file, 0), end)
+        return needed
+
+    # --- as fio reads it ----------------------------------------------------------------
+    def iolog(self, paths: Mapping[str, str] | None = None) -> str:
+        """fio's iolog v3; each file under its name in ``paths`` (absolute paths in
+        the scratch directory, for a replay), else its own (f0001...)."""
+        def name(f: str) -> str:
+            return paths[f] if paths is not None else f
+
+        lines = [HEADER]
+        opened: set[str] = set()
+        for o in self.ops:
+            if o.file not in opened:
+                opened.add(o.file)
+                lines += [f"{o.at_us} {name(o.file)} add", f"{o.at_us} {name(o.file)} open"]
+            if o.action in ("sync", "datasync"):
+                lines.append(f"{o.at_us} {name(o.file)} {o.action} 0 0")
+            else:
+                lines.append(f"{o.at_us} {name(o.file)} {o.action} {o.offset} {o.length}")
+        lines += [f"{self.ops[-1].at_us} {name(f)} close" for f in sorted(opened)]
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_iolog(cls, text: str, files: Mapping[str, str], skipped: Mapping[str, int],
+                   depth: int) -> Trace:
+        """A stored trace, checked: version 3, its own file names only (f0001...,
+        each listed in ``files``), every action one storbench writes."""
+        lines = text.splitlines()
+        if not lines or lines[0].strip() != HEADER:
+            raise ConfigError("the stored trace is not an fio version 3 iolog")
+        ops = []
+        for n, line in enumerate(lines[1:], start=2):
+            m = _IOLOG_LINE.match(line.strip())
+            if m is None:
+                raise ConfigError(f"the stored trace's line {n} is not one storbench writes")
+            at, name, action, offset, length = m.groups()
+            if not _NAME.fullmatch(name) or name not in files:
+                raise ConfigError(f"the stored trace's line {n} names a file that is not one"
+                                  " of its own (f0001...): refused, fio would open it")
+            if action in ("read", "write", "sync", "datasync"):
+                ops.append(Op(int(at), name, action, int(offset or 0), int(length or 0)))
+            elif action == "trim":
+                raise ConfigError(f"the stored trace's line {n} trims: storbench records none")
+        for rel in files.values():
+            check_relative(rel)
+        return cls(ops, dict(files), dict(skipped), max(1, depth))
+
+
+def check_relative(rel: str) -> None:
+    """A recorded name must stay inside the recorded directory."""
+    norm = os.path.normpath(rel)
+    if os.path.isabs(rel) or norm == ".." or norm.startswith("../") or "\0" in rel:
+        raise ConfigError(f"the stored trace names {rel!r}, outside its directory: refused")
+
+
+def _unescape(path: str) -> str:
+    """strace's quoting of a path (\\n, \\x.., \\>) back to the path."""
+    if "\\" not in path:
+        return path
+    return path.encode("latin-1", "backslashreplace").decode("unicode_escape").encode(
+        "latin-1", "replace").decode("utf-8", "replace")
+
+
+def _lines(text: Iterable[str]) -> Iterable[tuple[int, float, str]]:
+    """strace -f -ttt -T lines as (pid, time, 'call(args) = ret<path> <dur>'), each
+    call's unfinished and resumed halves joined."""
+    pending: dict[int, tuple[float, str, str]] = {}
+    for raw in text:
+        m = _LINE.match(raw.rstrip("\n"))
+        if m is None:
+            continue
+        pid, ts, rest = int(m["pid"]), float(m["ts"]), m["rest"]
+        u = _UNFINISHED.match(rest)
+        if u is not None:
+            pending[pid] = (ts, u["call"], u["args"])
+            continue
+        r = _RESUMED.match(rest)
+        if r is not None:
+            if pid not in pending:
+                continue
+            ts, call, args = pending.pop(pid)
+            tail = r["rest"]
+            rest = f"{call}({args}{' ' if args.endswith(',') else ''}{tail}"
+        yield pid, ts, rest
+
+
+def from_strace(text: Iterable[str], root: str) -> Trace:
+    """The trace of strace's output (-f -ttt -T -y, ``CALLS``) of the files under
+    ``root`` (absolute, resolved)."""
+    root = root.rstrip("/") or "/"
+    names: dict[str, str] = {}  # absolute path -> f0001
+    files: dict[str, str] = {}
+    position: dict[tuple[int, str], int] = {}  # (fd, path) -> its offset
+    appending: set[tuple[int, str]] = set()
+    size: dict[str, int] = {}
+    skipped: Counter[str] = Counter()
+    raw: list[tuple[float, float, str, str, int, int]] = []  # start, dur, path, action, off, len
+
+    def inside(path: str) -> str | None:
+        if path == root or not path.startswith(root + "/"):
+            return None
+        return path[len(root) + 1:]
+
+    for _pid, ts, rest in _lines(text):
+        m = _CALL.match(rest)
+        if m is None:
+            continue
+        call, args, ret = m["call"], m["args"], m["ret"]
+        if ret == "?" or int(ret) < 0:
+            continue
+        result = int(ret)
+        if call in _OPENS:
+            if m["path"] is None:
+                continue
+            path = _unescape(m["path"])
+            key = (result, path)
+            position[key] = 0
+            flags = args.split(", ")[2 if call in ("openat", "openat2") else 1] \
+                if args.count(", ") >= 1 else ""
+            if "O_APPEND" in flags:
+                appending.add(key)
+            else:
+                appending.discard(key)
+            if "O_TRUNC" in flags or call == "creat":
+                size[path] = 0
+            continue
+        fd = _FD.match(args)
+        if fd is None:
+            continue
+        path = _unescape(fd["path"])
+        key = (int(fd["fd"]), path)
+        if call in ("dup", "dup2", "dup3"):
+            position[(result, path)] = position.get(key, 0)
+            continue
+        if call == "close":
+            position.pop(key, None)
+            appending.discard(key)
+            continue
+        if call == "lseek":
+            position[key] = result
+            continue
+        rel = inside(path)
+        if rel is None:
+            if call in _READS or call in _WRITES or call in _SYNCS:
+                skipped["outside the directory"] += 1
+            continue
+        dur = float(m["dur"] or 0.0)
+        if call in _NOT_REPLAYED:
+            skipped[call] += 1
+            continue
+        if call in _SYNCS:
+            raw.append((ts, dur, path, _SYNCS[call], 0, 0))
+            continue
+        if call in _READS or call in _WRITES:
+            positioned = _READS.get(call, _WRITES.get(call))
+            parts = args.rsplit(", ", 2 if call.endswith("v2") else 1)
+            if positioned:
+                offset = int(parts[-2] if call.endswith("v2") else parts[-1])
+            elif call in _WRITES and key in appending:
+                offset = size.get(path, 0)
+            else:
+                offset = position.get(key, 0)
+            if not positioned:
+                position[key] = offset + result
+            if result == 0:
+                continue
+            action = "read" if call in _READS else "write"
+            if action == "write":
+                size[path] = max(size.get(path, 0), offset + result)
+            raw.append((ts, dur, path, action, offset, result))
+    if not raw:
+        return Trace([], {}, dict(skipped))
+    t0 = raw[0][0]
+    ops = []
+    for start, _dur, path, action, offset, length in raw:
+        if path not in names:
+            names[path] = f"f{len(names) + 1:04d}"
+            rel = inside(path)
+            assert rel is not None
+            files[names[path]] = rel
+        ops.append(Op(round((start - t0) * 1e6), names[path], action, offset, length))
+    return Trace(ops, files, dict(skipped), _depth((s, s + d) for s, d, *_ in raw))
+
+
+def _depth(spans: Iterable[tuple[float, float]]) -> int:
+    """The most calls in flight at once (strace -T: each call's start and duration)."""
+    spans = list(spans)
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans],
+                    key=lambda x: (x[0], x[1]))
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return max(1, most)

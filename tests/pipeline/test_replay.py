@@ -1,0 +1,218 @@
+"""`storbench record` and `run --replay`: a real application's I/O captured with strace and
+replayed by fio's iolog replay on another directory.
+
+The application is fio itself, the "exactly known" one: its own JSON says how many
+reads, writes and syncs it issued, so the recording and the replay are checked against
+numbers that come from neither."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import zlib
+from pathlib import Path
+
+import pytest
+
+from storbench.errors import ConfigError
+from storbench.workload.guard import check_iolog
+from storbench.workload.trace import Trace, from_strace
+from tests.cli.test_cli import assert_one_line_error
+from tests.conftest import FIO, needs_fio, run_cli
+
+needs_strace = pytest.mark.skipif(shutil.which("strace") is None,
+                                  reason="strace is not installed (scripts/install-testbed)")
+
+
+def _app(*where: str) -> list[str]:
+    """fio as the application: random reads and writes with an fsync every 4 writes."""
+    return [str(FIO), "--name=app", *where, "--size=512k", "--rw=randrw", "--bs=4k",
+            "--ioengine=psync", "--fsync=4", "--output-format=json"]
+
+
+def _fio_counts(stdout: str) -> tuple[int, int, int]:
+    """The application's own count of what it did (fio's JSON, which it printed)."""
+    text = stdout[stdout.index("{"):stdout.rindex("}") + 1]
+    jobs = json.loads(text)["jobs"]
+    return (sum(j["read"]["total_ios"] for j in jobs), sum(j["write"]["total_ios"] for j in jobs),
+            sum(j["sync"]["total_ios"] for j in jobs))
+
+
+@pytest.fixture
+def recorded(tmpfs: Path, tmp_path: Path):
+    """fio (two threads, each on its own file) recorded on a tmpfs; its own counts."""
+    app = tmpfs / "app"
+    app.mkdir()
+    db = tmp_path / "results.db"
+    for n in range(2):  # laid out beforehand: the recording is the random I/O alone
+        (app / f"data.{n}").write_bytes(b"\0" * (512 << 10))
+    proc = run_cli("record", "app", "--dir", str(app), "--",
+                   *_app("--numjobs=2", "--thread", "--filename_format=data.$jobnum",
+                         f"--directory={app}"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    return db, proc.stdout, tmpfs
+
+
+@needs_fio
+@needs_strace
+def test_a_recording_holds_what_the_application_did(recorded):
+    db, stdout, _ = recorded
+    [recorded_json] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    c = recorded_json["counts"]
+    assert (c["reads"], c["writes"], c["syncs"]) == _fio_counts(stdout), c
+    assert c["reads"] > 20 and c["files"] == 2
+    assert sorted(recorded_json["files"].values()) == ["data.0", "data.1"]  # relative
+    assert recorded_json["skipped"]["outside the directory"] > 0  # fio's own /proc reads
+    assert recorded_json["name"] == "app" and recorded_json["stored_bytes"] > 0
+    assert "Recorded workload 'app'" in stdout and "under strace" in stdout
+
+
+@needs_fio
+@needs_strace
+@pytest.mark.parametrize("fast", [False, True], ids=["timed", "fast"])
+def test_the_replay_issues_what_was_recorded(recorded, tmp_path, fast):
+    db, stdout, tmpfs = recorded
+    reads, writes, syncs = _fio_counts(stdout)
+    candidate = tmpfs / "candidate"
+    candidate.mkdir()
+    proc = run_cli("run", str(candidate), "--replay", "app", *(["--replay-fast"] if fast else []),
+                   db=db)
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(run_cli("show", "last", "--json", db=db).stdout)
+    replay = shown["data"]["replay"]
+    assert replay["issued"] == {"reads": reads, "writes": writes, "syncs": syncs}, replay
+    assert replay["timed"] is (not fast)
+    assert (replay["lag_s"] is None) is fast  # a timed replay says how far it lagged
+    assert replay["prefilled"]  # the files it reads were written first
+    [result] = shown["tests"]
+    assert result["read"]["total_ios"] == reads and result["name"] == "app"
+    assert list(candidate.iterdir()) == []  # the scratch directory is gone
+    text = run_cli("show", "last", db=db).stdout
+    assert f"{reads:,} reads / {writes:,} writes / {syncs:,} syncs issued of" in text, text
+
+
+def _tamper(db: Path, iolog: str | None = None, files: dict[str, str] | None = None) -> None:
+    with sqlite3.connect(db) as c:
+        if iolog is not None:
+            c.execute("UPDATE workloads SET trace = ?", (zlib.compress(iolog.encode()),))
+        if files is not None:
+            facts = json.loads(c.execute("SELECT facts FROM workloads").fetchone()[0])
+            c.execute("UPDATE workloads SET facts = ?", (json.dumps({**facts, "files": files}),))
+
+
+@needs_fio
+@needs_strace
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "files-map"])
+def test_a_tampered_workload_cannot_reach_outside(recorded, tmp_path, how):
+    """A stored trace edited to name a file of its own choosing: refused before fio
+    starts, and the file is untouched."""
+    db, _, tmpfs = recorded
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    evil = {"absolute": str(victim), "dotdot": "../../victim"}.get(how)
+    if evil is not None:
+        _tamper(db, iolog=f"fio version 3 iolog\n0 {evil} add\n0 {evil} open\n"
+                          f"1 {evil} write 0 4096\n")
+    else:
+        _tamper(db, files={"f0001": "../victim", "f0002": "data.1"})
+    candidate = tmpfs / "candidate"
+    candidate.mkdir()
+    proc = run_cli("run", str(candidate), "--replay", "app", db=db)
+    assert proc.returncode != 0
+    assert_one_line_error(proc, proc.returncode, "refused")
+    assert victim.read_text() == "precious"
+
+
+def test_the_gate_judges_the_names_an_iolog_holds():
+    inside = "fio version 3 iolog\n0 /s/x/f0001 add\n0 /s/x/f0001 open\n1 /s/x/f0001 read 0 4\n"
+    check_iolog(inside, ["/s/x"], "t")
+    for bad in ("/etc/passwd", "f0001", "/s/x/../y"):
+        with pytest.raises(ConfigError):
+            check_iolog(inside.replace("/s/x/f0001", bad), ["/s/x"], "t")
+    check_iolog("fio version 2 iolog\n/s/x/a add\n/s/x/a read 0 1\n", ["/s/x"], "t")
+    with pytest.raises(ConfigError):
+        check_iolog("fio version 2 iolog\n/dev/sda add\n", ["/s/x"], "t")
+
+
+def test_strace_lines_become_the_trace():
+    """strace's forms: a call split by another thread (unfinished/resumed), read() at
+    the position lseek left, O_APPEND writes at the end, files elsewhere left out."""
+    lines = [
+        '7 1.000000 openat(AT_FDCWD</d>, "a", O_RDWR|O_CREAT, 0600) = 3</d/a> <0.000010>',
+        '7 1.000100 pwrite64(3</d/a>, ""..., 8192, 0) = 8192 <0.000010>',
+        '7 1.000200 lseek(3</d/a>, 4096, SEEK_SET) = 4096 <0.000001>',
+        '7 1.000300 read(3</d/a>, <unfinished ...>',
+        '8 1.000310 pread64(4</etc/hosts>, ""..., 10, 0) = 10 <0.000001>',
+        '7 1.000400 <... read resumed>""..., 4096) = 4096 <0.000100>',
+        '7 1.000500 openat(AT_FDCWD</d>, "log", O_WRONLY|O_CREAT|O_APPEND, 0600) = 5</d/log>'
+        ' <0.000010>',
+        '7 1.000600 write(5</d/log>, ""..., 100) = 100 <0.000010>',
+        '7 1.000700 write(5</d/log>, ""..., 100) = 100 <0.000010>',
+        '7 1.000800 fdatasync(5</d/log>) = 0 <0.000500>',
+        '7 1.000900 read(3</d/a>, ""..., 4096) = 0 <0.000001>',  # end of file: no I/O
+    ]
+    t = from_strace(lines, "/d")
+    assert t.files == {"f0001": "a", "f0002": "log"}
+    assert [(o.action, o.file, o.offset, o.length) for o in t.ops] == [
+        ("write", "f0001", 0, 8192), ("read", "f0001", 4096, 4096),
+        ("write", "f0002", 0, 100), ("write", "f0002", 100, 100), ("datasync", "f0002", 0, 0)]
+    assert t.ops[1].at_us == 200  # when the call began, from the first I/O
+    assert t.skipped == {"outside the directory": 1}
+    assert t.read_extents() == {}  # it reads only what it wrote
+    again = Trace.from_iolog(t.iolog(), t.files, t.skipped, t.depth)
+    assert again.ops == t.ops
+
+
+@needs_strace
+def test_record_says_what_is_wrong(tmp_path):
+    db = tmp_path / "r.db"
+    d = tmp_path / "d"
+    d.mkdir()
+    cases = [
+        (["record", "../x", "--dir", str(d), "--", "true"], "workload name"),
+        (["record", "w", "--dir", str(d)], "give the command"),
+        (["record", "w", "--dir", str(d), "--", "false"], "exited with status 1"),
+        (["record", "w", "--dir", str(d), "--", "true"], "did no read, write or sync"),
+        (["record", "w", "--dir", str(d), "--max-size", "lots", "--", "true"], "--max-size"),
+        (["run", str(d), "--replay", "nosuch"], "no recorded workload 'nosuch'"),
+    ]
+    for args, said in cases:
+        proc = run_cli(*args, db=db)
+        assert proc.returncode != 0, args
+        assert_one_line_error(proc, proc.returncode)
+        assert said in proc.stderr, (args, proc.stderr)
+    assert json.loads(run_cli("workloads", "--json", db=db).stdout) == []
+
+
+@needs_fio
+@needs_strace
+def test_max_size_stops_the_recording_and_keeps_what_came_before(tmpfs, tmp_path):
+    db = tmp_path / "r.db"
+    data = tmpfs / "data"
+    data.write_bytes(b"\0" * (1 << 20))
+    proc = run_cli("record", "long", "--dir", str(tmpfs), "--max-size", "64k", "--",
+                   *_app(f"--filename={data}", "--time_based", "--runtime=30"), db=db,
+                   timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Stopped early by --max-size" in proc.stdout, proc.stdout
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    assert w["stopped"] and 0 < w["counts"]["reads"] < 10_000 and w["wall_s"] < 20
+
+
+@needs_fio
+@needs_strace
+def test_postgresql_keeps_workloads_too(postgres_db, tmp_path, tmpfs):
+    data = tmpfs / "data"
+    data.write_bytes(b"\0" * (512 << 10))
+    proc = run_cli("record", "pgapp", "--dir", str(tmpfs), "--", *_app(f"--filename={data}"),
+                   db=postgres_db)  # type: ignore[arg-type]
+    assert proc.returncode == 0, proc.stderr
+    [w] = json.loads(run_cli("workloads", "--json", db=postgres_db).stdout)  # type: ignore[arg-type]
+    assert w["name"] == "pgapp" and w["counts"]["reads"] > 0
+    candidate = tmpfs / "candidate"
+    candidate.mkdir()
+    ran = run_cli("run", str(candidate), "--replay", "pgapp", "--replay-fast",
+                  db=postgres_db)  # type: ignore[arg-type]
+    assert ran.returncode == 0, ran.stderr
+    assert "issued of" in ran.stdout
