@@ -216,3 +216,9 @@ def test_postgresql_keeps_workloads_too(postgres_db, tmp_path, tmpfs):
                   db=postgres_db)  # type: ignore[arg-type]
     assert ran.returncode == 0, ran.stderr
     assert "issued of" in ran.stdout
+    # and back to SQLite with `db copy`, then replayed from there
+    copied = run_cli("db", "copy", postgres_db, str(tmp_path / "back.db"),  # type: ignore[arg-type]
+                     db=tmp_path / "unused.db")
+    assert copied.returncode == 0 and "Copied 1 recorded workload" in copied.stdout, copied
+    [back] = json.loads(run_cli("workloads", "--json", db=tmp_path / "back.db").stdout)
+    assert back["counts"] == w["counts"] and back["files"] == w["files"]

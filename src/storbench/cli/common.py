@@ -206,8 +206,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("history", "List stored runs, newest first."),
     "push": ("push", "Push runs' figures to a Prometheus Pushgateway, grouped as"
                      ' job="storbench", instance=TARGET.'),
-    "record": ("recording", "Record an application's I/O on a directory as a workload to"
-                            " replay anywhere (`run --replay`)."),
+    "record": ("recording", "Record an application's I/O on the files under DIR as the"
+                            " workload NAME, to replay it on any directory later"
+                            " (`storbench run TARGET --replay NAME`)."),
     "reference": ("catalog", "Published reference figures (the studies storbench was built"
                              " from)."),
     "report": ("report", "Write an HTML report of 1 to 20 runs: charts, verdicts, warnings,"
@@ -219,7 +220,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("history", "Show one run: results, verdicts and the environment it ran in."),
     "tag": ("history", "Add, change or remove tags of a stored run; its results never"
                        " change."),
-    "workloads": ("recording", "List the recorded workloads, or delete one."),
+    "workloads": ("recording", "List the recorded workloads (`storbench record`), or delete"
+                               " one."),
     "suites": ("catalog", "List the built-in suites, or show one suite's tests and fio job"
                           " files."),
 }

@@ -40,7 +40,8 @@ def copy(src: str, dst: str) -> None:
     A run is known by its uid: one that DST already holds is not copied again, so a
     copy can be repeated (and interrupted). Copied runs keep their times, status,
     results, fio output, warnings and verdicts, and get DST's next ids. A run still
-    running in SRC is not copied.
+    running in SRC is not copied. Recorded workloads (`storbench record`) are copied
+    too, those whose name DST lacks.
 
     \b
     Example:
@@ -48,6 +49,7 @@ def copy(src: str, dst: str) -> None:
       storbench db copy ci-runner-7.db "$STORBENCH_DB"
       storbench db copy postgresql://bench@db/storbench laptop.db     # and back
     """
+    from storbench.store import workloads
     from storbench.store.copy import copy_runs
 
     source = _open(src, must_exist=True)
@@ -60,6 +62,7 @@ def copy(src: str, dst: str) -> None:
 
             try:
                 done = copy_runs(source, target, progress)
+                recorded, had = workloads.copy(source, target)
             except (*source.errors, *target.errors) as exc:
                 raise database_error(f"{source.path} -> {target.path}", exc, source.mask,
                                      target.mask) from None
@@ -71,6 +74,10 @@ def copy(src: str, dst: str) -> None:
               f" {len(done.already)} were there already.", markup=False)
     for uid, old, new in done.copied:
         out.print(f"  #{old} -> #{new} ({uid})", markup=False)
+    if recorded or had:
+        out.print(f"Copied {len(recorded)} recorded workload(s)"
+                  + (f"; {', '.join(had)} were there already (same name, not replaced)"
+                     if had else "") + ".", markup=False)
     if done.running:
         out.print(f"Not copied, still running: {', '.join(f'#{i}' for _, i in done.running)}",
                   markup=False)

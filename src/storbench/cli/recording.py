@@ -44,14 +44,17 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
     """Record an application's I/O on the files under DIR as the workload NAME, to replay
     it on any directory later (`storbench run TARGET --replay NAME`).
 
-    \b
-    storbench record pg --dir /var/lib/postgresql -- pgbench -T 30 bench
-    storbench record app --dir /data --pid 4242 --duration 60
-
     File level, with strace: every read, write and sync of the command's processes and
     threads on files under DIR, with offsets and times, kept as fio's iolog (version 3)
     in the results database. strace slows the traced calls (each one stops the process
-    twice): the time the command took under strace is said beside the recording."""
+    twice): the time the command took under strace is said beside the recording.
+
+    \b
+    Example:
+      storbench record pg --dir /var/lib/postgresql -- pgbench -T 30 bench
+      storbench record app --dir /data --pid 4242 --duration 60
+      storbench run /mnt/candidate --replay pg
+    """
     from storbench.execute.capture import capture
     from storbench.store import workloads
     from storbench.store.sqlite import now_iso
@@ -123,7 +126,13 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
 @json_option
 @db_option
 def workloads(store: Store, delete: str | None, as_json: bool) -> None:
-    """List the recorded workloads (`storbench record`), or delete one."""
+    """List the recorded workloads (`storbench record`), or delete one.
+
+    \b
+    Example:
+      storbench workloads
+      storbench workloads --delete pg
+    """
     from storbench.render.text import harmless
     from storbench.store import workloads as stored
 

@@ -73,3 +73,17 @@ def delete(store: Store, name: str) -> None:
     get(store, name)
     with store._tx() as db:
         db.execute("DELETE FROM workloads WHERE name = ?", (name,))
+
+
+def copy(src: Store, dst: Store) -> tuple[list[str], list[str]]:
+    """The recorded workloads of ``src`` that ``dst`` lacks (by name): (copied, there
+    already, not replaced)."""
+    have = {w.name for w in listed(dst)}
+    copied, already = [], []
+    for w in listed(src):
+        if w.name in have:
+            already.append(w.name)
+            continue
+        save(dst, w.name, w.created_at, w.method, w.facts, w.iolog(src))
+        copied.append(w.name)
+    return copied, already
