@@ -151,6 +151,10 @@ def test_strace_lines_become_the_trace():
         '7 1.000700 write(5</d/log>, ""..., 100) = 100 <0.000010>',
         '7 1.000800 fdatasync(5</d/log>) = 0 <0.000500>',
         '7 1.000900 read(3</d/a>, ""..., 4096) = 0 <0.000001>',  # end of file: no I/O
+        '7 1.001000 mmap(NULL, 8192, PROT_READ, MAP_SHARED, 3</d/a>, 0) = 0x7f00 <0.000001>',
+        '7 1.001100 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, 6</lib/x.so>, 0) = 0x7f10'
+        ' <0.000001>',
+        '7 1.001200 copy_file_range(3</d/a>, NULL, 9</e/b>, NULL, 4096, 0) = 4096 <0.000001>',
     ]
     t = from_strace(lines, "/d")
     assert t.files == {"f0001": "a", "f0002": "log"}
@@ -158,7 +162,8 @@ def test_strace_lines_become_the_trace():
         ("write", "f0001", 0, 8192), ("read", "f0001", 4096, 4096),
         ("write", "f0002", 0, 100), ("write", "f0002", 100, 100), ("datasync", "f0002", 0, 0)]
     assert t.ops[1].at_us == 200  # when the call began, from the first I/O
-    assert t.skipped == {"outside the directory": 1}
+    assert t.skipped == {"outside the directory": 1, "copy_file_range": 1,
+                         "mmap of a file (its reads and writes through memory are not seen)": 1}
     assert t.read_extents() == {}  # it reads only what it wrote
     again = Trace.from_iolog(t.iolog(), t.files, t.skipped, t.depth)
     assert again.ops == t.ops

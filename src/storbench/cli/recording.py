@@ -87,9 +87,10 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
         err.print()
     trace = got.trace
     if not trace.ops:
+        seen = "; ".join(f"{n:,} × {why}" for why, n in sorted(trace.skipped.items()))
         raise ConfigError(f"{what} did no read, write or sync on a file under {directory}"
-                          f" ({sum(trace.skipped.values())} calls elsewhere): nothing stored;"
-                          " is --dir where its files are?")
+                          f" that strace can follow ({seen or 'no I/O call at all'}): nothing"
+                          " stored; is --dir where its files are?")
     facts: dict[str, Any] = {
         "counts": trace.counts(), "files": trace.files, "skipped": trace.skipped,
         "depth": trace.depth, "duration_s": round(trace.duration_s, 6),

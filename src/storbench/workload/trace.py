@@ -29,13 +29,18 @@ HEADER = "fio version 3 iolog"
 # what `record` asks strace to show (-e trace=...): I/O, positions, descriptors
 CALLS = ("open,openat,openat2,creat,close,dup,dup2,dup3,lseek,read,pread64,readv,preadv,"
          "preadv2,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,sync_file_range,"
-         "ftruncate,fallocate")
+         "ftruncate,fallocate,mmap,sendfile,copy_file_range,splice")
 _READS = {"read": False, "readv": False, "pread64": True, "preadv": True, "preadv2": True}
 _WRITES = {"write": False, "writev": False, "pwrite64": True, "pwritev": True,
            "pwritev2": True}
 _SYNCS = {"fsync": "sync", "fdatasync": "datasync", "sync_file_range": "datasync"}
 _OPENS = ("open", "openat", "openat2", "creat")
 _NOT_REPLAYED = ("ftruncate", "fallocate")
+# I/O strace sees begin but cannot follow (mmap: the pages' reads and writes) or moves
+# data between descriptors in the kernel: counted and said, not replayed
+_UNSEEN = {"mmap": "mmap of a file (its reads and writes through memory are not seen)",
+           "sendfile": "sendfile", "copy_file_range": "copy_file_range", "splice": "splice"}
+_ANY_FD = re.compile(r"(?<![\w<])(?P<fd>\d+)<(?P<path>(?:[^>\\]|\\.)*)>")
 
 _LINE = re.compile(r"^(?P<pid>\d+)\s+(?P<ts>\d+\.\d+)\s+(?P<rest>.*)$")
 _CALL = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)"
@@ -213,6 +218,10 @@ def from_strace(text: Iterable[str], root: str) -> Trace:
                 appending.discard(key)
             if "O_TRUNC" in flags or call == "creat":
                 size[path] = 0
+            continue
+        if call in _UNSEEN:
+            if any(inside(_unescape(f["path"])) for f in _ANY_FD.finditer(args)):
+                skipped[_UNSEEN[call]] += 1
             continue
         fd = _FD.match(args)
         if fd is None:
