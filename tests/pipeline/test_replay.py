@@ -227,3 +227,93 @@ def test_postgresql_keeps_workloads_too(postgres_db, tmp_path, tmpfs):
     assert copied.returncode == 0 and "Copied 1 recorded workload" in copied.stdout, copied
     [back] = json.loads(run_cli("workloads", "--json", db=tmp_path / "back.db").stdout)
     assert back["counts"] == w["counts"] and back["files"] == w["files"]
+
+
+@needs_fio
+@needs_strace
+@pytest.mark.integration
+def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
+    """A real application: PostgreSQL serving pgbench (300 transactions), recorded at file
+    level on a tmpfs by following the server's processes (--pid each, -f for the backend
+    pgbench's connection starts); its replay as fast as possible on volumes capped at 300
+    and 3000 IOPS gives their commits' (syncs') latency in the order real pgbench's own
+    throughput has on the same two caps."""
+    import sys
+
+    from tests.conftest import IS_ROOT, run_cli_wrapped
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+    from bench import apps as harness
+
+    from tests.testbed import Throttled, missing_for_throttled
+
+    reason = (None if IS_ROOT else "needs root") or missing_for_throttled() or (
+        None if (harness.PG_BIN / "pgbench").exists() else "pgbench not installed")
+    if reason:
+        pytest.skip(reason)
+    db = tmp_path / "results.db"
+    with harness.shape("tmpfs") as (ram, _):  # a tmpfs the postgres user can reach
+        where = ram / "pg"
+        where.mkdir()
+        harness.traversable(where)
+        _record_pgbench(harness, where, db)
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    c = w["counts"]
+    assert c["syncs"] >= 300 and c["writes"] >= 300, c  # a WAL flush per commit, at least
+    assert any(name.startswith("pg_wal/") for name in w["files"].values()), w["files"]
+    assert all(not name.startswith("/") for name in w["files"].values())
+    commit, real = {}, {}
+    for cap in (300, 3000):
+        with Throttled(cap, cap, backing_dir="/dev/shm") as t:
+            ran = run_cli_wrapped(t.wrap, "run", str(t.mnt), "--replay", "pgbench",
+                                  "--replay-fast", "--label", f"cap{cap}", db=db)
+            assert ran.returncode == 0, ran.stderr
+            shown = json.loads(run_cli("show", "last", "--json", db=db).stdout)
+            assert shown["data"]["replay"]["issued"]["syncs"] == c["syncs"]
+            commit[cap] = shown["tests"][0]["sync"]["lat"]["mean_ns"]
+        with Throttled(cap, cap, backing_dir="/dev/shm") as t:
+            (t.mnt / "real").mkdir()
+            harness.traversable(t.mnt / "real")
+            real[cap] = harness.REAL["postgresql"](t.mnt / "real", t.wrap, 3, many=False)["tps"]
+    # fewer IOPS: slower commits in the replay, and fewer transactions for real pgbench
+    assert commit[300] > commit[3000] and real[300] < real[3000], (commit, real)
+
+
+def _record_pgbench(harness, where: Path, db: Path) -> None:
+    """PostgreSQL on ``where``, pgbench's tables made, then 300 transactions recorded by
+    following every server process."""
+    import os
+    import subprocess
+    import time
+
+    from tests.conftest import STORBENCH
+
+    data, sock = where / "pgdata", where / "pgsock"
+    sock.mkdir()
+    shutil.chown(where, "postgres")
+    shutil.chown(sock, "postgres")
+    pg = ["runuser", "-u", "postgres", "--"]
+    conn = ["-h", str(sock), "-p", "5498", "-U", "postgres"]
+    harness.run([*pg, str(harness.PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-N"])
+    harness.run([*pg, str(harness.PG_BIN / "pg_ctl"), "-D", str(data), "-w", "-l",
+                 str(where / "pg.log"), "-o", f"-k {sock} -c listen_addresses= -p 5498",
+                 "start"])
+    try:
+        harness.run([*pg, str(harness.PG_BIN / "pgbench"), *conn, "-i", "-s", "1", "-q",
+                     "postgres"])
+        main = int((data / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(["pgrep", "-P", str(main)], capture_output=True,
+                                  text=True).stdout.split()
+        recording = subprocess.Popen(
+            [*STORBENCH, "record", "pgbench", "--dir", str(data), "--duration", "10",
+             *[a for p in [main, *map(int, children)] for a in ("--pid", str(p))]],
+            env={**os.environ, "STORBENCH_DB": str(db)}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        time.sleep(2)  # strace attached
+        harness.run([*pg, str(harness.PG_BIN / "pgbench"), *conn, "-c", "1", "-t", "300",
+                     "postgres"])
+        _, err = recording.communicate(timeout=60)
+        assert recording.returncode == 0, err
+    finally:
+        subprocess.run([*pg, str(harness.PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast",
+                        "stop"], capture_output=True)

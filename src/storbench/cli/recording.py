@@ -27,20 +27,24 @@ NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fa
               type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="The directory whose files the application uses: only their I/O is"
                    " recorded, their names kept relative to it.")
-@click.option("--pid", type=click.IntRange(1), default=None,
-              help="Follow this running process (and its threads and children) instead of"
-                   " starting COMMAND.")
+@click.option("--pid", "pids", type=click.IntRange(1), multiple=True,
+              help="Follow this running process (its threads, and the processes it starts"
+                   " from now on) instead of starting COMMAND; repeat it for several (a"
+                   " database's server processes that run already).")
 @click.option("--duration", type=NUMBER, default=None, metavar="SECONDS",
               help="With --pid: how long to follow it (default: until it ends).")
 @click.option("--max-size", default="256m", show_default=True, metavar="SIZE",
               help="Stop recording when strace's output grows past this (~100-300 bytes per"
                    " I/O call); what was recorded until then is kept, and said so.")
+@click.option("--measure-cost", is_flag=True,
+              help="Run COMMAND once without strace first, and say how much slower it ran"
+                   " traced (only for a command that can run twice).")
 @click.option("--replace", is_flag=True, help="Replace a workload of the same name.")
 @json_option
 @db_option
 def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
-           pid: int | None, duration: float | None, max_size: str, replace: bool,
-           as_json: bool) -> None:
+           pids: tuple[int, ...], duration: float | None, max_size: str,
+           measure_cost: bool, replace: bool, as_json: bool) -> None:
     """Record an application's I/O on the files under DIR as the workload NAME, to replay
     it on any directory later (`storbench run TARGET --replay NAME`).
 
@@ -63,10 +67,10 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
 
     if not plain(name):
         raise ConfigError(f"workload name {name!r}: use letters, digits, '.', '_', '-'")
-    if (pid is None) == (not command):
+    if bool(pids) == bool(command):
         raise ConfigError("give the command to record after --, or --pid PID of a running"
                           " process (not both)")
-    if duration is not None and (pid is None or duration <= 0):
+    if duration is not None and (not pids or duration <= 0):
         raise ConfigError("--duration is a positive number of seconds, with --pid")
     max_bytes = parse_size(max_size)
     if not max_bytes:
@@ -80,9 +84,15 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
             err.print(f"\rrecording: {elapsed:5.0f} s, {format_bytes_iec(size)} traced",
                       end="")
 
-    what = f"PID {pid}" if pid is not None else os.path.basename(command[0])
+    if measure_cost and not command:
+        raise ConfigError("--measure-cost runs COMMAND twice: it needs a command, not --pid")
+    what = (f"PID {', '.join(map(str, pids))}" if pids else os.path.basename(command[0]))
+    untraced = None
+    if measure_cost:
+        err.print(f"Running {what} once without strace, to measure what tracing costs ...")
+        untraced = _untraced(command)
     err.print(f"Recording the I/O of {what} on {directory} (strace) ...")
-    got = capture(directory, CALLS, from_strace, command, pid, duration, max_bytes, progress)
+    got = capture(directory, CALLS, from_strace, command, pids, duration, max_bytes, progress)
     if err.is_terminal:
         err.print()
     trace = got.trace
@@ -95,6 +105,7 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
         "counts": trace.counts(), "files": trace.files, "skipped": trace.skipped,
         "depth": trace.depth, "duration_s": round(trace.duration_s, 6),
         "wall_s": round(got.wall_s, 3), "stopped": got.stopped, "program": what,
+        "untraced_s": None if untraced is None else round(untraced, 3),
         "tool": got.tool, "directory": str(directory.resolve()),
         "environment": {**host_facts(), "target": path_facts(directory)},
     }
@@ -111,14 +122,38 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
               f" ({format_bytes_iec(c['write_bytes'])}), {c['syncs']:,} syncs on"
               f" {c['files']} file(s) over {trace.duration_s:.2f} s; at most {trace.depth} in"
               f" flight; {format_bytes_iec(size)} stored.", markup=False)
-    out.print(f"The command ran {got.wall_s:.1f} s under strace (slower than without it:"
-              " each traced call stops it twice).", markup=False)
+    if untraced is not None:
+        out.print(f"The command ran {got.wall_s:.2f} s under strace, {untraced:.2f} s without:"
+                  f" tracing cost {got.wall_s / max(untraced, 1e-6):.2f} × its time.",
+                  markup=False)
+    else:
+        out.print(f"The command ran {got.wall_s:.1f} s under strace (slower than without it:"
+                  " each traced call stops it twice; --measure-cost says how much).",
+                  markup=False)
     if got.stopped:
         out.print(f"Stopped early by {got.stopped}: the workload holds what came before.",
                   markup=False)
     for why, n in sorted(trace.skipped.items()):
         out.print(f"Not recorded: {n:,} × {why}.", markup=False)
     out.print(f"Replay it: storbench run TARGET --replay {name}", markup=False)
+
+
+def _untraced(command: tuple[str, ...]) -> float:
+    """How long ``command`` takes without strace (it must succeed)."""
+    import subprocess
+    import time
+
+    from storbench.errors import StorbenchError
+
+    began = time.monotonic()
+    try:
+        done = subprocess.run(command, check=False)
+    except OSError as exc:
+        raise ConfigError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+    if done.returncode != 0:
+        raise StorbenchError(f"the command exited with status {done.returncode} when run"
+                             " without strace: nothing was recorded")
+    return time.monotonic() - began
 
 
 @cli.command()

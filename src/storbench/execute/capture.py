@@ -1,6 +1,6 @@
 """Capturing an application's I/O at file level with strace (`storbench record`).
 
-strace follows the command (or the process ``--pid``) and every process and thread it
+strace follows the command (or the processes ``--pid``) and every process and thread it
 starts, and writes one line per I/O call: the descriptor's path (-y), the time (-ttt),
 how long the call took (-T); never the data (-s 0). workload/trace.py turns that into
 fio's iolog. The raw output lives in a 0700 temporary directory and is removed at once.
@@ -50,10 +50,10 @@ def strace_version(path: str) -> str:
 
 
 def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T],
-            command: Sequence[str] = (), pid: int | None = None,
+            command: Sequence[str] = (), pids: Sequence[int] = (),
             duration_s: float | None = None, max_bytes: int = 256 << 20,
             on_progress: Callable[[float, int], None] | None = None) -> Capture[T]:
-    """Run ``command`` (or follow ``pid`` for ``duration_s``) under strace, tracing
+    """Run ``command`` (or follow ``pids`` for ``duration_s``) under strace, tracing
     ``calls``, and return what ``parse`` makes of its lines and ``directory`` (resolved)
     (workload/trace.from_strace). StorbenchError when the command fails or strace cannot
     follow it (its own message)."""
@@ -64,9 +64,12 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
         out = Path(tmp) / "strace.txt"
         argv = [strace, "-f", "-qq", "-ttt", "-T", "-y", "-s", "0", "-e", f"trace={calls}",
                 "-o", str(out)]
-        argv += ["-p", str(pid)] if pid is not None else ["--seccomp-bpf", "--", *command]
+        if pids:
+            argv += [a for p in pids for a in ("-p", str(p))]
+        else:
+            argv += ["--seccomp-bpf", "--", *command]
         started = time.monotonic()
-        proc = subprocess.Popen(argv, stdin=None if pid is None else subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL if pids else None,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         stopped = None
         try:
@@ -79,22 +82,23 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
                 if size > max_bytes:
                     stopped = (f"--max-size: strace's output passed {max_bytes:,} bytes after"
                                f" {elapsed:.1f} s")
-                    _stop(proc, pid is None)
+                    _stop(proc, not pids)
                 elif duration_s is not None and elapsed >= duration_s:
                     _stop(proc, False)  # detach: the process goes on, untraced
                     break
         except BaseException:
-            _stop(proc, pid is None)
+            _stop(proc, not pids)
             raise
         _, stderr = proc.communicate()
         wall = time.monotonic() - started
         said = "\n".join(line for line in stderr.splitlines()
                          if line.strip() and "Process" not in line)
-        if stopped is None and pid is None and proc.returncode != 0:
+        if stopped is None and not pids and proc.returncode != 0:
             raise StorbenchError(f"the command exited with status {proc.returncode}: nothing"
                                  " was stored" + (f" ({said.strip()[-300:]})" if said else ""))
-        if pid is not None and not out.exists():
-            raise StorbenchError(f"strace could not follow PID {pid}: {said.strip()[-300:]}")
+        if pids and ("attach:" in stderr or not out.exists()):
+            raise StorbenchError(f"strace could not follow PID {', '.join(map(str, pids))}:"
+                                 f" {stderr.strip()[-300:]}")
         raw = out.stat().st_size if out.exists() else 0
         with out.open(errors="replace") as text:
             trace = parse(text, root)
