@@ -181,6 +181,10 @@ def test_record_says_what_is_wrong(tmp_path):
         (["record", "w", "--dir", str(d), "--", "true"], "did no read, write or sync"),
         (["record", "w", "--dir", str(d), "--max-size", "lots", "--", "true"], "--max-size"),
         (["run", str(d), "--replay", "nosuch"], "no recorded workload 'nosuch'"),
+        (["record", "w", "--dir", str(d), "--pid", "999999", "--duration", "1"],
+         "strace could not follow PID 999999"),
+        (["record", "w", "--dir", str(d), "--pid", "1", "--measure-cost"], "--measure-cost"),
+        (["run", str(d), "--replay-fast"], "--replay-fast applies to --replay"),
     ]
     for args, said in cases:
         proc = run_cli(*args, db=db)
@@ -203,6 +207,21 @@ def test_max_size_stops_the_recording_and_keeps_what_came_before(tmpfs, tmp_path
     assert "Stopped early by --max-size" in proc.stdout, proc.stdout
     [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
     assert w["stopped"] and 0 < w["counts"]["reads"] < 10_000 and w["wall_s"] < 20
+
+
+@needs_fio
+@needs_strace
+def test_measure_cost_times_the_command_untraced_too(tmpfs, tmp_path):
+    db = tmp_path / "r.db"
+    data = tmpfs / "data"
+    data.write_bytes(b"\0" * (512 << 10))
+    proc = run_cli("record", "costly", "--dir", str(tmpfs), "--measure-cost", "--",
+                   *_app(f"--filename={data}"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert "without: tracing cost" in proc.stdout, proc.stdout
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    assert 0 < w["untraced_s"] and 0 < w["wall_s"]
+    assert proc.stdout.count('"fio version"') == 2  # the application ran twice
 
 
 @needs_fio
