@@ -296,6 +296,13 @@ def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
             real[cap] = harness.REAL["postgresql"](t.mnt / "real", t.wrap, 3, many=False)["tps"]
     # fewer IOPS: slower commits in the replay, and fewer transactions for real pgbench
     assert commit[300] > commit[3000] and real[300] < real[3000], (commit, real)
+    # side by side as any runs, with what each replay issued of what was recorded
+    table = run_cli("compare", "cap300", "cap3000", db=db, env={"COLUMNS": "250"}).stdout
+    assert "Replays of recorded workloads" in table and "as fast as possible" in table, table
+    report = tmp_path / "r.html"
+    made = run_cli("report", "cap300", "cap3000", "-o", str(report), db=db)
+    assert made.returncode == 0, made.stderr
+    assert f"{c['syncs']:,} syncs issued of" in report.read_text()
 
 
 def _record_pgbench(harness, where: Path, db: Path) -> None:

@@ -33,7 +33,7 @@ from storbench.render.table import (
 )
 from storbench.render.terminal import distinct_warnings, environment_rows, verdict_told
 from storbench.result.record import Run
-from storbench.result.sections import APP, CURVE, FAILOVER, LIFECYCLE
+from storbench.result.sections import APP, CURVE, FAILOVER, LIFECYCLE, REPLAY
 
 CSS = """
 :root { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; }
@@ -112,6 +112,13 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
     if any(APP.of(r) for r in runs):
         parts += ["<h3>Applications</h3>", _table(apps_table(runs))]
         parts += [f"<p>{escape(a['verdict'])}</p>" for r in runs if (a := APP.of(r))]
+    if any(REPLAY.of(r) for r in runs):
+        from storbench.render.sections import replay_lines
+        from storbench.render.table import replays_table
+
+        parts += ["<h3>Replays of recorded workloads</h3>", _table(replays_table(runs))]
+        parts += ["<ul>" + "".join(f"<li>{escape(line)}</li>" for line in replay_lines(rp))
+                  + "</ul>" for r in runs if (rp := REPLAY.of(r))]
     probes = probe_comparison_table(comp)
     if probes is not None:
         parts += [f"<h3>{escape(PROBE_TITLE)}</h3>", _table(probes)]

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # types only: a run's own tables need not load the comparison
     from storbench.analysis.cost import Priced
     from storbench.analysis.summary import SummaryRow
 from storbench.render import units
-from storbench.result.sections import APP, CURVE, PROBE, AppSection, CurveSection
+from storbench.result.sections import APP, CURVE, PROBE, REPLAY, AppSection, CurveSection
 from storbench.workload.sizes import format_bytes_iec
 
 
@@ -248,6 +248,27 @@ def app_table(app: AppSection) -> Table:
     """An application profile's estimates: each with its range and what decided it."""
     rows = [[e["label"], _estimate_text(e), e["decided_by"]] for e in app["estimates"]]
     return Table(["estimate", "value (range)", "from"], rows, [False, True, False])
+
+
+def replays_table(runs: list[Any]) -> Table:
+    """Replays of recorded workloads side by side: what each issued of what was
+    recorded, and how it kept time."""
+    rows = []
+    for run in runs:
+        r = REPLAY.of(run)
+        if r is None:
+            continue
+        got, rec = r["issued"], r["recorded"]
+        issued = " / ".join(f"{got.get(k, 0):,}" for k in ("reads", "writes", "syncs"))
+        recorded = " / ".join(f"{rec.get(k, 0):,}" for k in ("reads", "writes", "syncs"))
+        lag = r["lag_s"]
+        rows.append([f"#{run.id}", run.label or "", r["workload"],
+                     "timed" if r["timed"] else "as fast as possible", issued, recorded,
+                     f"{r['replay_s']:.3f}", f"{r['recorded_s']:.3f}",
+                     "" if lag is None else f"{max(lag, 0.0):.3f}"])
+    return Table(["run", "label", "workload", "replay", "issued r / w / sync",
+                  "recorded r / w / sync", "took [s]", "recorded [s]", "behind [s]"], rows,
+                 [False, False, False, False, True, True, True, True, True])
 
 
 def apps_table(runs: list[Any]) -> Table:

@@ -259,6 +259,10 @@ def print_comparison(console: Console, comp: Comparison) -> None:
         from storbench.render.table import apps_table
 
         console.print(rich_table(apps_table(comp.runs), "Applications"))
+    if any(sections.REPLAY.of(r) for r in comp.runs):
+        from storbench.render.table import replays_table
+
+        console.print(rich_table(replays_table(comp.runs), "Replays of recorded workloads"))
     if any(sections.CURVE.of(r) for r in comp.runs):
         console.print(rich_table(curves_table(comp.runs), "IOPS-latency curves"))
         if all(sections.CURVE.of(r) for r in comp.runs):
