@@ -56,7 +56,7 @@ def recorded(tmpfs: Path, tmp_path: Path):
 
 @needs_fio
 @needs_strace
-def test_a_recording_holds_what_the_application_did(recorded):
+def test_a_recording_holds_what_the_application_did(recorded, tmp_path):
     db, stdout, _ = recorded
     [recorded_json] = json.loads(run_cli("workloads", "--json", db=db).stdout)
     c = recorded_json["counts"]
@@ -66,6 +66,10 @@ def test_a_recording_holds_what_the_application_did(recorded):
     assert recorded_json["skipped"]["outside the directory"] > 0  # fio's own /proc reads
     assert recorded_json["name"] == "app" and recorded_json["stored_bytes"] > 0
     assert "Recorded workload 'app'" in stdout and "under strace" in stdout
+    again = run_cli("record", "app", "--dir", str(tmp_path), "--", "true", db=db)
+    assert_one_line_error(again, again.returncode, "stored already: pass --replace")
+    gone = run_cli("workloads", "--delete", "app", db=db)
+    assert gone.returncode == 0 and json.loads(run_cli("workloads", "--json", db=db).stdout) == []
 
 
 @needs_fio
