@@ -204,7 +204,9 @@ def test_max_size_stops_the_recording_and_keeps_what_came_before(tmpfs, tmp_path
     db = tmp_path / "r.db"
     data = tmpfs / "data"
     data.write_bytes(b"\0" * (1 << 20))
-    proc = run_cli("record", "long", "--dir", str(tmpfs), "--max-size", "64k", "--",
+    # fio's own start-up is ~110 KB of strace output before its first I/O; then ~360 KB a
+    # second: 400k stops it about a second in, of its 30
+    proc = run_cli("record", "long", "--dir", str(tmpfs), "--max-size", "400k", "--",
                    *_app(f"--filename={data}", "--time_based", "--runtime=30"), db=db,
                    timeout=60)
     assert proc.returncode == 0, proc.stderr
