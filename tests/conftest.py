@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,12 @@ needs_fio = pytest.mark.skipif(FIO is None, reason="fio is not installed (script
 # storbench's cache (change points) of the tests' runs: their own, never the user's
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="storbench-tests-cache-")
 atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
+
+# A test run started in the background (`nohup ... &`, a CI step without job control)
+# inherits SIGINT ignored, and so would every storbench it starts: the tests that press
+# Ctrl-C (SIGINT) would see it unheard. The suite hears it again, and so do its children.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting tmpfs/loop file systems needs root")
 
