@@ -198,34 +198,35 @@ def test_record_says_what_is_wrong(tmp_path):
     assert json.loads(run_cli("workloads", "--json", db=db).stdout) == []
 
 
+def _record_fio(db, tmpfs: Path, name: str, flags: tuple[str, ...] = (),
+                fio: tuple[str, ...] = ()):
+    """fio as the application on a laid-out file in ``tmpfs``, recorded as ``name`` with
+    ``flags``: storbench's output and the stored workload."""
+    data = tmpfs / "data"
+    data.write_bytes(b"\0" * (1 << 20))
+    proc = run_cli("record", name, "--dir", str(tmpfs), *flags, "--",
+                   *_app(f"--filename={data}", *fio), db=db, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    return proc, w
+
+
 @needs_fio
 @needs_strace
 def test_max_size_stops_the_recording_and_keeps_what_came_before(tmpfs, tmp_path):
-    db = tmp_path / "r.db"
-    data = tmpfs / "data"
-    data.write_bytes(b"\0" * (1 << 20))
     # fio's own start-up is ~110 KB of strace output before its first I/O; then ~360 KB a
     # second: 400k stops it about a second in, of its 30
-    proc = run_cli("record", "long", "--dir", str(tmpfs), "--max-size", "400k", "--",
-                   *_app(f"--filename={data}", "--time_based", "--runtime=30"), db=db,
-                   timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    proc, w = _record_fio(tmp_path / "r.db", tmpfs, "long", ("--max-size", "400k"),
+                          ("--time_based", "--runtime=30"))
     assert "Stopped early by --max-size" in proc.stdout, proc.stdout
-    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
     assert w["stopped"] and 0 < w["counts"]["reads"] < 10_000 and w["wall_s"] < 20
 
 
 @needs_fio
 @needs_strace
 def test_measure_cost_times_the_command_untraced_too(tmpfs, tmp_path):
-    db = tmp_path / "r.db"
-    data = tmpfs / "data"
-    data.write_bytes(b"\0" * (512 << 10))
-    proc = run_cli("record", "costly", "--dir", str(tmpfs), "--measure-cost", "--",
-                   *_app(f"--filename={data}"), db=db)
-    assert proc.returncode == 0, proc.stderr
+    proc, w = _record_fio(tmp_path / "r.db", tmpfs, "costly", ("--measure-cost",))
     assert "without: tracing cost" in proc.stdout, proc.stdout
-    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
     assert 0 < w["untraced_s"] and 0 < w["wall_s"]
     assert proc.stdout.count('"fio version"') == 2  # the application ran twice
 
@@ -233,12 +234,7 @@ def test_measure_cost_times_the_command_untraced_too(tmpfs, tmp_path):
 @needs_fio
 @needs_strace
 def test_postgresql_keeps_workloads_too(postgres_db, tmp_path, tmpfs):
-    data = tmpfs / "data"
-    data.write_bytes(b"\0" * (512 << 10))
-    proc = run_cli("record", "pgapp", "--dir", str(tmpfs), "--", *_app(f"--filename={data}"),
-                   db=postgres_db)  # type: ignore[arg-type]
-    assert proc.returncode == 0, proc.stderr
-    [w] = json.loads(run_cli("workloads", "--json", db=postgres_db).stdout)  # type: ignore[arg-type]
+    _, w = _record_fio(postgres_db, tmpfs, "pgapp")
     assert w["name"] == "pgapp" and w["counts"]["reads"] > 0
     candidate = tmpfs / "candidate"
     candidate.mkdir()
