@@ -40,13 +40,12 @@ class Gated:
 
     def _iologs(self, jobfile: JobFile, source: str) -> None:
         """The files an I/O log names are opened by fio as if a job file named them:
-        judged the same way (those storbench can read here; elsewhere fio finds none
-        in a scratch directory storbench just made)."""
+        judged the same way, every line of it (the logs storbench can read here;
+        elsewhere fio finds none in a scratch directory storbench just made)."""
         for _, options in jobfile.effective():
             for log in filter(None, options.get("read_iolog", "").split(":")):
                 try:
                     with open(log, encoding="utf-8", errors="replace") as f:
-                        text = f.read(64 << 20)
+                        check_iolog(f, self.within, f"{source}: the I/O log {log}")
                 except OSError:
                     continue
-                check_iolog(text, self.within, f"{source}: the I/O log {log}")

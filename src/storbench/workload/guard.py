@@ -210,17 +210,19 @@ def _inside(path: str, roots: list[PurePosixPath]) -> bool:
     return any(p == r or r in p.parents for r in roots)
 
 
-def check_iolog(text: str, within: Iterable[str], source: str) -> None:
-    """An I/O log fio is about to replay (read_iolog=): fio opens, writes and creates
-    every file it names, so each must be an absolute path inside ``within`` (a relative
-    one would be taken from fio's working directory). ConfigError otherwise; a blktrace
-    (binary) log names no file and is not judged here."""
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith("fio version "):
+def check_iolog(log: str | Iterable[str], within: Iterable[str], source: str) -> None:
+    """An I/O log fio is about to replay (read_iolog=; its text, or its lines as an
+    open file gives them): fio opens, writes and creates every file it names, so each
+    must be an absolute path inside ``within`` (a relative one would be taken from fio's
+    working directory). ConfigError otherwise; a blktrace (binary) log names no file and
+    is not judged here."""
+    lines = iter(log.splitlines() if isinstance(log, str) else log)
+    first = next(lines, "")
+    if not first.startswith("fio version "):
         return
-    version3 = lines[0].strip() == "fio version 3 iolog"
+    version3 = first.strip() == "fio version 3 iolog"
     roots = [PurePosixPath(os.path.normpath(r)) for r in within]
-    for n, line in enumerate(lines[1:], start=2):
+    for n, line in enumerate(lines, start=2):
         words = line.split()
         if version3:
             words = words[1:]
