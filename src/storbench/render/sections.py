@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from storbench.render import units
 from storbench.render.richtable import rich_table
-from storbench.render.table import app_table, curve_table
+from storbench.render.table import app_table, curve_table, replay_counts
 from storbench.result import sections
 from storbench.result.record import Run
 from storbench.result.sections import (
@@ -22,6 +22,7 @@ from storbench.result.sections import (
     ReplaySection,
     RoundsEntry,
 )
+from storbench.workload.sizes import format_bytes_iec
 
 
 def print_curve(console: Console, run: Run, curve: CurveSection) -> None:
@@ -81,11 +82,9 @@ def print_app(console: Console, run: Run, app: AppSection) -> None:
 
 def replay_lines(replay: ReplaySection) -> list[str]:
     """What a replay issued of what was recorded, how it kept time, what it cannot hold."""
-    rec, got = replay["recorded"], replay["issued"]
-    counts = " / ".join(f"{got.get(k, 0):,} {k}" for k in ("reads", "writes", "syncs"))
-    of = " / ".join(f"{rec.get(k, 0):,}" for k in ("reads", "writes", "syncs"))
     lines = [f"replay of {replay['workload']} ({replay['method']}, {replay['engine']}):"
-             f" {counts} issued of {of} recorded"]
+             f" {replay_counts(replay['issued'], named=True)} issued of"
+             f" {replay_counts(replay['recorded'])} recorded"]
     if replay["timed"]:
         lag = replay["lag_s"] or 0.0
         lines.append(f"timed: the recorded {replay['recorded_s']:.3f} s took"
@@ -97,7 +96,7 @@ def replay_lines(replay: ReplaySection) -> list[str]:
                      f" {replay['recorded_s']:.3f} s when recorded")
     if replay["prefilled"]:
         lines.append(f"written before the replay (what it reads): {len(replay['prefilled'])}"
-                     f" file(s), {sum(replay['prefilled'].values()):,} bytes")
+                     f" file(s), {format_bytes_iec(sum(replay['prefilled'].values()))}")
     return lines + list(replay["notes"])
 
 

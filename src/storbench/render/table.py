@@ -250,6 +250,14 @@ def app_table(app: AppSection) -> Table:
     return Table(["estimate", "value (range)", "from"], rows, [False, True, False])
 
 
+REPLAYED = ("reads", "writes", "syncs")
+
+
+def replay_counts(counts: dict[str, int], named: bool = False) -> str:
+    """'600 / 600 / 148', or with ``named`` '600 reads / 600 writes / 148 syncs'."""
+    return " / ".join(f"{counts.get(k, 0):,}" + (f" {k}" if named else "") for k in REPLAYED)
+
+
 def replays_table(runs: list[Any]) -> Table:
     """Replays of recorded workloads side by side: what each issued of what was
     recorded, and how it kept time."""
@@ -258,9 +266,7 @@ def replays_table(runs: list[Any]) -> Table:
         r = REPLAY.of(run)
         if r is None:
             continue
-        got, rec = r["issued"], r["recorded"]
-        issued = " / ".join(f"{got.get(k, 0):,}" for k in ("reads", "writes", "syncs"))
-        recorded = " / ".join(f"{rec.get(k, 0):,}" for k in ("reads", "writes", "syncs"))
+        issued, recorded = replay_counts(r["issued"]), replay_counts(r["recorded"])
         lag = r["lag_s"]
         rows.append([f"#{run.id}", run.label or "", r["workload"],
                      "timed" if r["timed"] else "as fast as possible", issued, recorded,
