@@ -102,8 +102,7 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
                           f" that strace can follow ({seen or 'no I/O call at all'}): nothing"
                           " stored; is --dir where its files are?")
     facts: dict[str, Any] = {
-        "counts": trace.counts(), "files": trace.files, "skipped": trace.skipped,
-        "depth": trace.depth, "duration_s": round(trace.duration_s, 6),
+        **trace.facts(),
         "wall_s": round(got.wall_s, 3), "stopped": got.stopped, "program": what,
         "untraced_s": None if untraced is None else round(untraced, 3),
         "tool": got.tool, "directory": str(directory.resolve()),

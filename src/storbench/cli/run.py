@@ -194,9 +194,7 @@ def _replay(store: Store, name: str | None, fast: bool) -> object | None:
     from storbench.workload.trace import Trace
 
     found = workloads.get(store, name)
-    trace = Trace.from_iolog(found.iolog(store), found.facts["files"],
-                             found.facts.get("skipped", {}), int(found.facts.get("depth", 1)))
-    return ReplaySpec(name, found.method, trace, fast)
+    return ReplaySpec(name, found.method, Trace.stored(found.iolog(store), found.facts), fast)
 
 
 def _dry_run(spec: RunSpec, targets: list[Target]) -> None:

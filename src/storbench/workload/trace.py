@@ -22,6 +22,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from storbench.errors import ConfigError
 
@@ -115,6 +116,17 @@ class Trace:
         lines += [f"{self.ops[-1].at_us} {name(f)} close" for f in sorted(opened)]
         return "\n".join(lines) + "\n"
 
+    def facts(self) -> dict[str, Any]:
+        """What `record` stores beside the iolog and ``stored`` reads back."""
+        return {"counts": self.counts(), "files": self.files, "skipped": self.skipped,
+                "depth": self.depth, "duration_s": round(self.duration_s, 6)}
+
+    @classmethod
+    def stored(cls, iolog: str, facts: Mapping[str, Any]) -> Trace:
+        """A trace as `record` stored it: its iolog and its ``facts``, checked."""
+        return cls.from_iolog(iolog, facts["files"], facts.get("skipped", {}),
+                              int(facts.get("depth", 1)))
+
     @classmethod
     def from_iolog(cls, text: str, files: Mapping[str, str], skipped: Mapping[str, int],
                    depth: int) -> Trace:
@@ -131,7 +143,8 @@ class Trace:
             at, name, action, offset, length = m.groups()
             if not _NAME.fullmatch(name) or name not in files:
                 raise ConfigError(f"the stored trace's line {n} names a file that is not one"
-                                  " of its own (f0001...): refused, fio would open it")
+                                  " of its own (f0001...): refused, fio would open it; record the"
+                                  " workload again")
             if action in ("read", "write", "sync", "datasync"):
                 ops.append(Op(int(at), name, action, int(offset or 0), int(length or 0)))
             elif action == "trim":
@@ -145,7 +158,8 @@ def check_relative(rel: str) -> None:
     """A recorded name must stay inside the recorded directory."""
     norm = os.path.normpath(rel)
     if os.path.isabs(rel) or norm == ".." or norm.startswith("../") or "\0" in rel:
-        raise ConfigError(f"the stored trace names {rel!r}, outside its directory: refused")
+        raise ConfigError(f"the stored trace names {rel!r}, outside its directory: refused;"
+                          " record the workload again")
 
 
 def _unescape(path: str) -> str:
