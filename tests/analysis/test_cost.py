@@ -110,6 +110,18 @@ def test_pasted_blog_text_beside_own_run_reference_and_price(tmpfs, store_path):
     assert any("too short" in c for c in ram["caveats"]), ram
     assert published["caveats"] == []
     assert "priced from a flagged figure: too short" in " ".join(text.stdout.split())
+    # a sheet that does not price IOPS (gp2): the flagged IOPS beside the price, and the
+    # $ per 1k IOPS divided by it, still carry the flag (study 1's page-cache gp2 row)
+    gp2 = [*args[:5], "--cost", "ram=ebs-gp2", *args[-2:]]
+    unpriced_flag = {c["label"]: c for c in json.loads(
+        run_cli(*gp2, "--json", db=store_path).stdout)["cost"]}["ram"]
+    assert unpriced_flag["caveats"] == [] and unpriced_flag["sheet"]["name"] == "ebs-gp2"
+    assert any("too short" in c for c in unpriced_flag["best_iops_caveats"]), unpriced_flag
+    shown = run_cli(*gp2, db=store_path, env={"COLUMNS": "400"}).stdout
+    row = next(ln for ln in shown.splitlines() if "ebs-gp2 (" in ln)
+    assert "flagged figures:" in row and "too short" in row, shown
+    assert f"{unpriced_flag['best_iops']:,.0f} ⚠" in row, row
+    assert f"{unpriced_flag['per_1000_iops']:,.2f} ⚠" in row, row
 
     # a size per row (study 1: 30 GB of EBS beside 10 GB of EFS): one table
     sized = json.loads(run_cli(*args[:-2], "--capacity", "30GB", "--capacity",

@@ -127,6 +127,10 @@ class Priced:
     # what storbench flagged on the figures priced ("randread: page cache"): a price is
     # only as true as the figures it was computed from
     caveats: tuple[str, ...] = ()
+    # what it flagged on the best IOPS and bandwidth shown beside the price (and the $ per
+    # 1k IOPS and per MB/s divided by them), priced or not
+    iops_caveats: tuple[str, ...] = ()
+    bw_caveats: tuple[str, ...] = ()
 
     @property
     def per_kiops(self) -> float | None:
@@ -211,7 +215,7 @@ def price(comp: Comparison, sheets: list[tuple[int, CostSheet]], capacity: dict[
         out.append(Priced(run, sheet, size, iops.value, iops.column, bw.value,
                           bw.column, p_iops, p_mbps,
                           monthly_cost(sheet, size, p_iops, p_mbps),
-                          tuple(dict.fromkeys(used))))
+                          tuple(dict.fromkeys(used)), iops.caveats, bw.caveats))
     return out
 
 

@@ -143,7 +143,7 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
     sizes = {p.capacity_bytes for p in priced}
     one = sizes.pop() if len(sizes) == 1 else None
     title = "Cost per month" if one is None else f"Cost per month at {_capacity(one)}"
-    flagged = any(p.caveats for p in priced)
+    flagged = any(p.caveats or p.iops_caveats or p.bw_caveats for p in priced)
     rows = []
     for p in priced:
         run = comp.runs[p.run]
@@ -155,15 +155,19 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
         row = [name, f"{p.sheet.name} ({p.sheet.date})"]
         if one is None:
             row.append(_capacity(p.capacity_bytes))
+        iops_mark, bw_mark = (" ⚠" if p.iops_caveats else ""), (" ⚠" if p.bw_caveats else "")
         row += [prov or "-", f"{p.monthly:,.2f}" + (" ⚠" if p.caveats else ""),
-                f"{p.iops:,.0f} ({p.iops_column})" if p.iops else "",
-                f"{p.per_kiops:,.2f}" if p.per_kiops is not None else "",
-                f"{p.bw_bytes_per_s / 1e6:,.1f} ({p.bw_column})" if p.bw_bytes_per_s
+                f"{p.iops:,.0f}{iops_mark} ({p.iops_column})" if p.iops else "",
+                f"{p.per_kiops:,.2f}{iops_mark}" if p.per_kiops is not None else "",
+                f"{p.bw_bytes_per_s / 1e6:,.1f}{bw_mark} ({p.bw_column})" if p.bw_bytes_per_s
                 else "",
-                f"{p.per_mbps:,.3f}" if p.per_mbps is not None else ""]
+                f"{p.per_mbps:,.3f}{bw_mark}" if p.per_mbps is not None else ""]
         if flagged:
-            row.append(f"priced from a flagged figure: {'; '.join(p.caveats)}"
-                       if p.caveats else "")
+            shown = [c for c in dict.fromkeys((*p.iops_caveats, *p.bw_caveats))
+                     if c not in p.caveats]
+            row.append("; ".join(x for x in (
+                f"priced from a flagged figure: {'; '.join(p.caveats)}" if p.caveats else "",
+                f"flagged figures: {'; '.join(shown)}" if shown else "") if x))
         rows.append(row)
     headers = ["run", "sheet", *(["capacity"] if one is None else []), "provisioned",
                "$/month", "best IOPS", "$ / 1k IOPS", "best BW [MB/s]", "$ / MB/s",
@@ -172,10 +176,10 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
              f" and write added up) beyond what the sheet includes, up to the sheet's"
              f" maximum, unless --provisioned-iops / --provisioned-mbps say otherwise."
              f" Prices in {priced[0].sheet.currency}."
-             + (" ⚠: the price comes from a figure storbench flagged (a cache, a burst, a"
-                " cap...): it is what that figure would cost, not what this storage"
-                " needs; give --provisioned-iops / --provisioned-mbps to price the volume"
-                " you would buy." if flagged else "")
+             + (" ⚠: a figure storbench flagged (a cache, a burst, a cap...), and what is"
+                " divided by it; a ⚠ price comes from such a figure: it is what that figure"
+                " would cost, not what this storage needs; give --provisioned-iops /"
+                " --provisioned-mbps to price the volume you would buy." if flagged else "")
              + (f" Not priced (no sheet given to them; --cost NAME=SHEET):"
                 f" {', '.join(left)}." if (left := unpriced(comp, priced)) else "")
              + " Sheets:"]
