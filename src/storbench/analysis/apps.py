@@ -92,7 +92,13 @@ def _median(results: dict[str, list[TestResult]], test: str, key: str) -> float 
 
 
 def _ms(ns: float | None) -> str:
-    return "n/a" if ns is None else f"{ns / 1e6:.2f} ms"
+    """A latency in ms as the profiles state them; one far below a ms in its own unit
+    ('422 ns' on tmpfs, never '0.00 ms')."""
+    if ns is None:
+        return "n/a"
+    if ns < 5e3:
+        return f"{ns / 1e3:.2f} µs" if ns >= 1e3 else f"{ns:.0f} ns"
+    return f"{ns / 1e6:.2f} ms"
 
 
 def _commit_s(results: dict[str, list[TestResult]], idle: str, rate: float) -> float:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -76,8 +77,23 @@ def print_app(console: Console, run: Run, app: AppSection) -> None:
     console.print(rich_table(app_table(app), f"{app['application']}: what this storage gives it"
                              + ("" if app["validated"] else " (not validated)")))
     console.print(f"[bold]{escape(app['verdict'])}[/bold]", soft_wrap=True)
+    flagged = app_caveats(run, app)
+    if flagged:
+        console.print(escape(f"⚠ from figures storbench flagged: {'; '.join(flagged)}"),
+                      soft_wrap=True)
     for note in app["notes"]:
         console.print(escape(note), soft_wrap=True)
+
+
+def app_caveats(run: Run, app: AppSection) -> list[str]:
+    """What storbench flagged on the tests an application's answer was taken from
+    ('etcd: fsync on tmpfs: a no-op'): the answer is only as true as they are."""
+    from storbench.analysis.warnings import brief
+
+    said = " ".join(e["decided_by"] for e in app["estimates"])
+    return list(dict.fromkeys(
+        f"{w.test}: {brief(w)}" for w in run.warnings
+        if w.test and re.search(rf"(?<![\w-]){re.escape(w.test)}(?![\w-])", said)))
 
 
 def replay_lines(replay: ReplaySection) -> list[str]:

@@ -244,6 +244,8 @@ def _estimate_text(e: dict[str, Any]) -> str:
     def n(v: float) -> str:
         return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
 
+    if e["unit"] == "ms" and e["low"] == e["high"] and 0 < abs(e["value"]) < 0.005:
+        return units.latency(e["value"] * 1e6)  # '422 ns', never '0.00 ms' (tmpfs)
     span = f" ({n(e['low'])}–{n(e['high'])})" if e["low"] != e["high"] else ""
     return f"{n(e['value'])}{span} {e['unit']}"
 
