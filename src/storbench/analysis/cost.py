@@ -170,7 +170,7 @@ def _best(comp: Comparison, run: int, kind: str) -> _Best:
                       if (v := value(results[0], metric(f"{d}.{kind}"))) is not None]
             if values:
                 by_test[test] = (sum(v for _, v in values), [d for d, _ in values],
-                                 [f"{test}: {brief(w)}" for w in warned if w.test == test])
+                                 [brief(w) for w in warned if w.test == test])
     if not by_test:
         return _Best()
     test, (total, parts, said) = max(by_test.items(), key=lambda kv: kv[1][0])
