@@ -79,6 +79,9 @@ def test_published_rows_are_judged_too(tmpfs, store_path):
         "tmpfs" in answer[2]), proc.stdout
     assert "0.00 ms" not in proc.stdout and re.search(r"WAL fsync p99 +│ +[\d.]+ [nµ]s",
                                                       proc.stdout), proc.stdout
+    side = run_cli("compare", "last", db=store_path, env={"COLUMNS": "300"}).stdout
+    apps = side.split("Applications", 1)[1].split("└", 1)[0]  # the estimate and its flags
+    assert re.search(r"[\d.]+ [nµ]s ⚠", apps) and "fsync on tmpfs: a no-op" in apps, side
     md = run_cli("export", "last", "--reference", "nvme-vdo,vsan", db=store_path).stdout
     lines = md.splitlines()
     assert "FAIL etcd.fdatasync.p99 &lt; 10ms" in lines[4]  # vsan's 18.0 ms

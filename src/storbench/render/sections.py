@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +11,7 @@ from rich.markup import escape
 
 from storbench.render import units
 from storbench.render.richtable import rich_table
-from storbench.render.table import app_table, curve_table, replay_counts
+from storbench.render.table import app_caveats, app_table, curve_table, replay_counts
 from storbench.result import sections
 from storbench.result.record import Run
 from storbench.result.sections import (
@@ -83,17 +82,6 @@ def print_app(console: Console, run: Run, app: AppSection) -> None:
                       soft_wrap=True)
     for note in app["notes"]:
         console.print(escape(note), soft_wrap=True)
-
-
-def app_caveats(run: Run, app: AppSection) -> list[str]:
-    """What storbench flagged on the tests an application's answer was taken from
-    ('etcd: fsync on tmpfs: a no-op'): the answer is only as true as they are."""
-    from storbench.analysis.warnings import brief
-
-    said = " ".join(e["decided_by"] for e in app["estimates"])
-    return list(dict.fromkeys(
-        f"{w.test}: {brief(w)}" for w in run.warnings
-        if w.test and re.search(rf"(?<![\w-]){re.escape(w.test)}(?![\w-])", said)))
 
 
 def replay_lines(replay: ReplaySection) -> list[str]:

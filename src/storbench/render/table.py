@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -283,15 +284,35 @@ def replays_table(runs: list[Any]) -> Table:
                  [False, False, False, False, True, True, True, True, True])
 
 
+def app_caveats(run: Any, app: AppSection, said: str | None = None) -> list[str]:
+    """What storbench flagged on the tests an application's answer (or the estimate
+    whose ``decided_by`` is ``said``) was taken from ('etcd: fsync on tmpfs: a no-op'):
+    the answer is only as true as they are."""
+    from storbench.analysis.warnings import brief
+
+    if said is None:
+        said = " ".join(e["decided_by"] for e in app["estimates"])
+    return list(dict.fromkeys(
+        f"{w.test}: {brief(w)}" for w in run.warnings
+        if w.test and re.search(rf"(?<![\w-]){re.escape(w.test)}(?![\w-])", said)))
+
+
 def apps_table(runs: list[Any]) -> Table:
-    """Application estimates side by side: a row per run, a column per estimate."""
+    """Application estimates side by side: a row per run, a column per estimate; one
+    taken from a flagged test marked ⚠, the flags in a caveats column."""
     found = [(r, a) for r in runs if (a := APP.of(r))]
     labels = list(dict.fromkeys(f"{a['profile']}: {e['label']}" for _, a in found
                                 for e in a["estimates"]))
-    rows = []
+    rows, flagged = [], False
     for run, a in found:
         mine = {f"{a['profile']}: {e['label']}": e for e in a["estimates"]}
-        rows.append([f"#{run.id}", run.label or "", a["application"],
-                     *(_estimate_text(mine[k]) if k in mine else "" for k in labels)])
-    return Table(["run", "label", "application", *labels], rows,
-                 [False, False, False, *([True] * len(labels))])
+        cells = [_estimate_text(mine[k]) + (" ⚠" if app_caveats(run, a, mine[k]["decided_by"])
+                                            else "") if k in mine else "" for k in labels]
+        said = app_caveats(run, a)
+        flagged = flagged or bool(said)
+        rows.append([f"#{run.id}", run.label or "", a["application"], *cells, "; ".join(said)])
+    if not flagged:
+        rows = [row[:-1] for row in rows]
+    return Table(["run", "label", "application", *labels, *(["caveats"] if flagged else [])],
+                 rows, [False, False, False, *([True] * len(labels)),
+                        *([False] if flagged else [])])
