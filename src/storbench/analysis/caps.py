@@ -36,28 +36,44 @@ def iops_cap(tests: dict[str, list[TestResult]]) -> list[Warning]:
     a volume capped in IOPS (throttled, provisioned), whatever the suite. Each such test
     is told: its IOPS are the cap's, its latency mostly the wait for it."""
     flat: list[tuple[str, str, int, float]] = []  # test, direction, block size, IOPS
+    every: list[tuple[str, str, int, float]] = []  # the same for every test, flat or not
     for name, results in tests.items():
         r = results[0]
         if r.error:
             continue
         for direction, d in r.directions():
             rate, bs = flat_rate(r.series.get(direction)), _block(r, direction)
-            if rate is not None and bs and d.iops > 0:
-                flat.append((name, direction, bs, d.iops))
-    out = []
+            if bs and d.iops > 0:
+                every.append((name, direction, bs, d.iops))
+                if rate is not None:
+                    flat.append(every[-1])
+    # (test, direction, block size, IOPS, the test of another block size at that rate,
+    # its block size, whether this one was flat itself)
+    caps: list[tuple[str, str, int, float, str, int, bool]] = []
     for name, direction, bs, iops in flat:
-        alike = [(n, b, v) for n, dr, b, v in flat if dr == direction and b != bs
+        alike = [(n, b) for n, dr, b, v in flat if dr == direction and b != bs
                  and abs(v - iops) <= 0.05 * max(v, iops)]
-        if not alike:
-            continue
-        other, other_bs, _ = alike[0]
+        if alike:
+            caps.append((name, direction, bs, iops, *alike[0], True))
+    shown = list(caps)
+    for name, direction, bs, iops in every:  # too short to look flat, or one side of a mix
+        if not any(c[0] == name and c[1] == direction for c in shown):
+            at = [c for c in shown if c[1] == direction and abs(c[3] - iops) <= 0.05 * c[3]]
+            if at:
+                caps.append((name, direction, bs, iops, at[0][0], at[0][2], False))
+    out = []
+    for name, direction, bs, iops, other, other_bs, was_flat in caps:
         out.append(Warning(
             Kind.IOPS_CAP, name,
-            f"{name}: {direction} IOPS held flat at {iops:,.0f}/s with"
-            f" {format_bytes_iec(bs)} blocks, the same as {other} with"
-            f" {format_bytes_iec(other_bs)} blocks: the mark of an IOPS cap (a throttled or"
-            " provisioned volume). The figure is the cap's, not the device's, and latency"
-            " at a queue depth above 1 is mostly the wait for it.",
+            (f"{name}: {direction} IOPS held flat at {iops:,.0f}/s with"
+             f" {format_bytes_iec(bs)} blocks, the same as {other} with"
+             f" {format_bytes_iec(other_bs)} blocks: the mark of an IOPS cap (a throttled or"
+             " provisioned volume)." if was_flat else
+             f"{name}: {direction} IOPS at {iops:,.0f}/s with {format_bytes_iec(bs)} blocks,"
+             f" the rate {other} ({format_bytes_iec(other_bs)} blocks) and another test of"
+             " other blocks held flat: an IOPS cap (a throttled or provisioned volume).")
+            + " The figure is the cap's, not the device's, and latency at a queue depth"
+              " above 1 is mostly the wait for it.",
             {"direction": direction, "iops": iops, "block_bytes": bs, "other": other,
              "other_block_bytes": other_bs},
         ))
