@@ -4,6 +4,7 @@ IOPS that barely move, and tests of different block sizes at the same rate."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from storbench.analysis.warnings import Kind
 from storbench.result.model import Series, TestResult
@@ -47,34 +48,48 @@ def iops_cap(tests: dict[str, list[TestResult]]) -> list[Warning]:
                 every.append((name, direction, bs, d.iops))
                 if rate is not None:
                     flat.append(every[-1])
-    # (test, direction, block size, IOPS, the test of another block size at that rate,
-    # its block size, whether this one was flat itself)
-    caps: list[tuple[str, str, int, float, str, int, bool]] = []
+    caps: list[_Capped] = []
     for name, direction, bs, iops in flat:
         alike = [(n, b) for n, dr, b, v in flat if dr == direction and b != bs
                  and abs(v - iops) <= 0.05 * max(v, iops)]
         if alike:
-            caps.append((name, direction, bs, iops, *alike[0], True))
+            caps.append(_Capped(name, direction, bs, iops, *alike[0], flat=True))
     shown = list(caps)
     for name, direction, bs, iops in every:  # too short to look flat, or one side of a mix
-        if not any(c[0] == name and c[1] == direction for c in shown):
-            at = [c for c in shown if c[1] == direction and abs(c[3] - iops) <= 0.05 * c[3]]
+        if not any(c.test == name and c.direction == direction for c in shown):
+            at = [c for c in shown if c.direction == direction
+                  and abs(c.iops - iops) <= 0.05 * c.iops]
             if at:
-                caps.append((name, direction, bs, iops, at[0][0], at[0][2], False))
-    out = []
-    for name, direction, bs, iops, other, other_bs, was_flat in caps:
-        out.append(Warning(
-            Kind.IOPS_CAP, name,
-            (f"{name}: {direction} IOPS held flat at {iops:,.0f}/s with"
-             f" {format_bytes_iec(bs)} blocks, the same as {other} with"
-             f" {format_bytes_iec(other_bs)} blocks: the mark of an IOPS cap (a throttled or"
-             " provisioned volume)." if was_flat else
-             f"{name}: {direction} IOPS at {iops:,.0f}/s with {format_bytes_iec(bs)} blocks,"
-             f" the rate {other} ({format_bytes_iec(other_bs)} blocks) and another test of"
-             " other blocks held flat: an IOPS cap (a throttled or provisioned volume).")
-            + " The figure is the cap's, not the device's, and latency at a queue depth"
-              " above 1 is mostly the wait for it.",
-            {"direction": direction, "iops": iops, "block_bytes": bs, "other": other,
-             "other_block_bytes": other_bs},
-        ))
-    return out
+                caps.append(_Capped(name, direction, bs, iops, at[0].test, at[0].block,
+                                    flat=False))
+    return [c.warning() for c in caps]
+
+
+@dataclass(frozen=True)
+class _Capped:
+    """A test whose IOPS in one direction are a cap's: flat itself beside ``other`` (a
+    test of another block size at the same rate), or at the rate such a pair showed."""
+
+    test: str
+    direction: str
+    block: int
+    iops: float
+    other: str
+    other_block: int
+    flat: bool
+
+    def warning(self) -> Warning:
+        name, bs, other_bs = self.test, format_bytes_iec(self.block), format_bytes_iec(
+            self.other_block)
+        how = (f"{name}: {self.direction} IOPS held flat at {self.iops:,.0f}/s with {bs}"
+               f" blocks, the same as {self.other} with {other_bs} blocks: the mark of an"
+               " IOPS cap (a throttled or provisioned volume)." if self.flat else
+               f"{name}: {self.direction} IOPS at {self.iops:,.0f}/s with {bs} blocks, the"
+               f" rate {self.other} ({other_bs} blocks) and another test of other blocks"
+               " held flat: an IOPS cap (a throttled or provisioned volume).")
+        return Warning(Kind.IOPS_CAP, name,
+                       how + " The figure is the cap's, not the device's, and latency at a"
+                             " queue depth above 1 is mostly the wait for it.",
+                       {"direction": self.direction, "iops": self.iops,
+                        "block_bytes": self.block, "other": self.other,
+                        "other_block_bytes": self.other_block})
