@@ -3,8 +3,11 @@ report tests: console errors, exceptions, every network request, and evaluation.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -30,7 +33,7 @@ class Browser:
              "--disable-component-update", "--disable-sync", "--disable-default-apps",
              f"--user-data-dir={self.profile}", f"--remote-debugging-port={port}",
              "--remote-allow-origins=*", "--window-size=1280,900", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -103,7 +106,19 @@ class Browser:
     def close(self) -> None:
         try:
             self.ws.close()
-        finally:
-            self.proc.kill()
+        finally:  # chromium and its helpers (zygote, renderers: they write the profile)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and _group_alive(self.proc.pid):
+                time.sleep(0.05)
             shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
