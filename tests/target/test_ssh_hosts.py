@@ -301,3 +301,31 @@ def test_a_path_missing_on_one_host_is_said_before_anything_runs(ssh_hosts, tmp_
     finally:
         for i in (0, 1, 3):
             sh("nsenter", "-t", str(ssh_hosts.sshd[i].pid), "-m", "--", "rmdir", str(sub))
+
+
+def test_a_host_whose_session_fails_unexpectedly_ends_the_others(ssh_hosts, tmp_path,
+                                                                 monkeypatch):
+    """A stand-in fault (one host's session set-up raising what no host says: a bug, or
+    no thread left to start): the other hosts' real sessions are ended and the run is
+    refused naming the host, never left open behind a half-started run."""
+    from storbench.errors import TargetError
+    from storbench.execute import ssh
+
+    hosts = [h for h in (ssh.parse_ssh(x) for x in ssh_hosts.hosts.split(",")) if h]
+    real = ssh._open
+
+    def third_fails(host, local, config, remote):
+        if host == hosts[2]:
+            raise RuntimeError("can't start new thread")
+        return real(host, local, config, remote)
+
+    monkeypatch.setattr(ssh, "_open", third_fails)
+    sockets = Path(tempfile.mkdtemp(dir=tmp_path))
+    before = set(fio_servers_on_loopback())
+    with pytest.raises(TargetError) as refused:
+        ssh.open_tunnels(hosts, str(ssh_hosts.config), sockets,
+                         ssh.Remote(f"{ssh_hosts.target}/storbench-x-", ()))
+    assert f"{hosts[2].key}: RuntimeError: can't start new thread" in str(refused.value)
+    assert "1 of 4 host(s)" in str(refused.value)
+    assert ssh_clients(ssh_hosts) == []  # the three real sessions were ended, and waited for
+    assert servers_left(before) == set()

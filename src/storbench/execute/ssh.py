@@ -209,6 +209,8 @@ def open_tunnels(hosts: list[SshHost], config: str | None, sockets: Path,
             tunnels[i] = _open(hosts[i], sockets / f"h{i}.sock", config, remote)
         except TargetError as exc:
             errors[i] = str(exc)
+        except Exception as exc:  # never a host left out unsaid, its neighbours' sessions open
+            errors[i] = f"{hosts[i].key}: {type(exc).__name__}: {exc}"
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(hosts))]
     for t in threads:
