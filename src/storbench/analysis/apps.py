@@ -24,6 +24,7 @@ from storbench.analysis.stats import estimate
 from storbench.errors import ConfigError
 from storbench.result.model import TestResult
 from storbench.result.record import Verdict
+from storbench.workload.sizes import format_latency
 
 # CPU seconds the application spends per transaction beyond its commit's wait: 1 over
 # the real application's rate on tmpfs (where a commit costs microseconds), less that
@@ -91,16 +92,6 @@ def _median(results: dict[str, list[TestResult]], test: str, key: str) -> float 
     return None if found is None else found.center
 
 
-def _ms(ns: float | None) -> str:
-    """A latency in ms as the profiles state them; one far below a ms in its own unit
-    ('422 ns' on tmpfs, never '0.00 ms')."""
-    if ns is None:
-        return "n/a"
-    if ns < 5e3:
-        return f"{ns / 1e3:.2f} µs" if ns >= 1e3 else f"{ns:.0f} ns"
-    return f"{ns / 1e6:.2f} ms"
-
-
 def _commit_s(results: dict[str, list[TestResult]], idle: str, rate: float) -> float:
     """A lone commit's latency in seconds: the idle test's write + fdatasync p50 (1 over
     the commit rate where that test is missing)."""
@@ -153,17 +144,17 @@ def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
     if p99 is not None:
         figures.append(measured("commit_p99", "commit latency p99", p99 / 1e6, "ms",
                                 "wal_commit fdatasync p99"))
-    verdict = (f"PostgreSQL here: ~{one[0]:,.0f} TPS at 1 client (commit p99 {_ms(p99)},"
+    verdict = (f"PostgreSQL here: ~{one[0]:,.0f} TPS at 1 client (commit p99 {format_latency(p99)},"
                f" {_bound(lat, commits, cpu, 'WAL fsync')})")
     if group:
         verdict += f", ~{figures[1].value:,.0f} at {n} clients"
     verdict += "; " + ("fine for OLTP up to that rate" if p99 is not None and p99 < 10e6
                        else "commits wait more than 10 ms at p99: slow for OLTP")
     page = _median(results, "page_read", "read.clat_p99")
-    notes = [f"a page read that misses the caches waits {_ms(page)} at p99 (page_read)"] \
-        if page is not None else []
+    notes = [f"a page read that misses the caches waits {format_latency(page)} at p99"
+             " (page_read)"] if page is not None else []
     if p50 is not None:
-        notes.append(f"commits one after another: fdatasync p50 {_ms(p50)} (wal_commit)")
+        notes.append(f"commits one after another: fdatasync p50 {format_latency(p50)} (wal_commit)")
     return Answer("postgresql", "PostgreSQL 15", figures, verdict, True, notes)
 
 
@@ -183,7 +174,8 @@ def mysql(results: dict[str, list[TestResult]]) -> Answer | None:
         figures.append(measured("commit_p99", "commit latency p99", p99 / 1e6, "ms",
                                 "redo_commit fdatasync p99"))
     verdict = (f"MariaDB/MySQL here: ~{one[0]:,.0f} write transactions/s at 1 thread"
-               f" (commit p99 {_ms(p99)}, {_bound(lat, commits, cpu, 'redo log fsync')})")
+               f" (commit p99 {format_latency(p99)},"
+               f" {_bound(lat, commits, cpu, 'redo log fsync')})")
     return Answer("mysql", "MariaDB 10.11 (InnoDB)", figures, verdict, True)
 
 
@@ -227,7 +219,7 @@ def etcd(results: dict[str, list[TestResult]]) -> Answer | None:
         return None
     fine = p99 < 10e6
     figures = [measured("wal_fsync_p99", "WAL fsync p99", p99 / 1e6, "ms", f"{test} fdatasync p99")]
-    verdict = (f"etcd here: WAL fsync p99 {_ms(p99)}: "
+    verdict = (f"etcd here: WAL fsync p99 {format_latency(p99)}: "
                + ("fine (etcd's guidance: under 10 ms)" if fine else
                   "too slow (etcd's guidance: under 10 ms; expect leader elections)"))
     return Answer("etcd", "etcd 3.x", figures, verdict, True)

@@ -9,11 +9,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from storbench.analysis.metrics import Kind
+from storbench.workload.sizes import LATENCY_UNITS, format_latency
 
 if TYPE_CHECKING:  # a type only: the terminal's units need not load the charts
     from storbench.analysis.charts import Chart
 
-_LATENCY = (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9))
+_LATENCY = LATENCY_UNITS
 _BW = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
 
 
@@ -72,10 +73,7 @@ def choose(kind: Kind | str, values: Iterable[float | None], *, by_largest: bool
 
 def latency(ns: float | None) -> str:
     """One latency with its own unit, for sentences ('4.20 ms')."""
-    if ns is None:
-        return "n/a"
-    unit = choose("latency", [ns])
-    return f"{unit.fmt(ns)} {unit.name}"
+    return format_latency(ns)
 
 
 def header(title: str, kind: Kind, unit: Unit) -> str:

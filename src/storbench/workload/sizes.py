@@ -43,6 +43,23 @@ def format_bytes_iec(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+LATENCY_UNITS = (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9))
+
+
+def format_latency(ns: float | None) -> str:
+    """One latency in its own unit, for sentences: '4.20 ms', '422 ns', 'n/a'. Tables
+    pick one unit per column (render/units.py, on the same scale)."""
+    if ns is None:
+        return "n/a"
+    name, divisor = LATENCY_UNITS[0]
+    for n, d in LATENCY_UNITS:
+        if abs(ns) >= d:
+            name, divisor = n, d
+    x = ns / divisor
+    text = f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+    return f"{text} {name}"
+
+
 def fio_size(n: int) -> str:
     """Bytes as a fio size option value, exact (kb_base 1024)."""
     for unit, power in (("g", 3), ("m", 2), ("k", 1)):
