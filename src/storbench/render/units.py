@@ -86,6 +86,8 @@ def figure(kind: Kind | str, v: float | None) -> str:
         return "n/a"
     if kind == "latency":
         return latency(v)
+    if kind == "seconds":  # a lifecycle or failover verdict's
+        return latency(v * 1e9)
     unit = choose(kind, [v])
     return f"{unit.fmt(v)} {unit.name}"
 
