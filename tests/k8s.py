@@ -60,9 +60,29 @@ def namespace(kube: Kube) -> Iterator[str]:
     kube.core.delete_namespace(name)
 
 
+@pytest.fixture(scope="session")
+def csi_driver(kubeconfig: str) -> str:
+    """The CSI hostpath driver on the test-bed (scripts/install-csi-hostpath: built once,
+    then only checked and re-applied); its StorageClass's name."""
+    proc = subprocess.run([str(REPO / "scripts/install-csi-hostpath")], capture_output=True,
+                          text=True, timeout=1200,
+                          env={**os.environ, "STORBENCH_K8S_TESTBED": str(TESTBED)})
+    if proc.returncode != 0 or proc.stdout.strip().splitlines()[-1:] != ["ready"]:
+        _unavailable(f"the CSI hostpath driver did not install: {proc.stderr[-1500:]}")
+    return "csi-hostpath-sc"
+
+
 def leftovers(kube: Kube, namespace: str) -> list[str]:
-    """storbench's objects in the namespace, and PVs that were bound to claims in it."""
+    """storbench's objects in the namespace (VolumeSnapshots too), PVs that were bound to
+    claims in it, and snapshot contents of snapshots that were in it."""
     found = [f"{m.kind} {m.name}" for m in kube.managed(namespace)]
+    try:
+        contents = kube.custom.list_cluster_custom_object(
+            "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents")["items"]
+    except client.ApiException:  # no snapshot API on this cluster
+        contents = []
+    found += [f"VolumeSnapshotContent {c['metadata']['name']}" for c in contents
+              if c["spec"]["volumeSnapshotRef"].get("namespace") == namespace]
     found += [f"ConfigMap {c.metadata.name}" for c in
               kube.core.list_namespaced_config_map(namespace).items
               if c.metadata.name.startswith("storbench-")]

@@ -113,7 +113,7 @@ def parse_age(text: str) -> timedelta:
 def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
             run_uid: str | None, kubeconfig: str | None, kube_context: str | None,
             as_json: bool) -> None:
-    """Delete the pods, PVCs and ConfigMaps storbench runs left behind.
+    """Delete the pods, PVCs, VolumeSnapshots and ConfigMaps storbench runs left behind.
 
     Finds them by the label app.kubernetes.io/managed-by=storbench (nothing else is
     touched) and waits until they are gone. A run that is still going loses its

@@ -82,16 +82,23 @@ def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
               assertions: tuple[str, ...], baseline: str | None, max_regression: str,
               as_json: bool) -> None:
     """Time a StorageClass's volume lifecycle: provision, attach and mount, first write,
-    delete.
+    snapshot, restore, clone, pod move, expansion, delete.
 
     For each class, N volumes (a PVC and a pod that mounts it, as a StatefulSet makes
     them), P at a time; per phase the p50, p90 and maximum over the volumes:
     PVC created -> Bound (WaitForFirstConsumer: from the scheduler's choice of node),
-    pod created -> Running, the first durable 4 KiB write (fio: write + fsync), and PVC
-    deleted -> PersistentVolume gone. Stored as a run (suite k8s-lifecycle);
-    --assert gates on it, e.g. 'lifecycle.bind.p90 < 30s'. Everything created is
-    deleted at the end, on errors and on Ctrl-C. Resize and snapshot times are not
-    measured yet: the table says so.
+    pod created -> Running, the first durable 4 KiB write (fio: write + fsync), the pod
+    moved (deleted, a new one on the claim -> Running), and PVC deleted ->
+    PersistentVolume gone. Where the class's driver can: VolumeSnapshot -> readyToUse;
+    a PVC from it -> Bound, -> first 4 KiB read in a pod, and the restored data's first
+    read (MiB/s: lazily loaded restores show there); a clone -> Bound; an online
+    expansion to twice the size -> the claim's capacity. 16 MiB of random data is
+    checked (md5) on every copy. What the driver cannot do is said, with why (no
+    CSIDriver, no VolumeSnapshotClass for it, allowVolumeExpansion false).
+
+    Stored as a run (suite k8s-lifecycle); --assert gates on it, e.g.
+    'lifecycle.bind.p90 < 30s', 'lifecycle.snapshot.p90 < 60s'. Everything created
+    (snapshots too) is deleted at the end, on errors and on Ctrl-C.
 
     \b
     Example:

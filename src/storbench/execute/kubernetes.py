@@ -26,6 +26,7 @@ from kubernetes.stream import stream
 
 from storbench.errors import ConfigError
 from storbench.execute.kubelabels import RUN_LABEL, SELECTOR
+from storbench.execute.kubesnapshots import managed_snapshots, snapshot_classes, snapshots
 from storbench.execute.kubestatus import KubeError, api_message, exit_code, handshake_message
 
 # What a run does in its namespace (checked before anything is created).
@@ -36,7 +37,8 @@ RUN_VERBS: tuple[tuple[str, str, str], ...] = (
     ("create", "", "pods"), ("get", "", "pods"), ("delete", "", "pods"),
     ("create", "", "pods/exec"), ("list", "", "events"),
 )
-KINDS = ("Pod", "ConfigMap", "PersistentVolumeClaim")  # deletion order
+# deletion order: a snapshot before the claim it was taken of
+KINDS = ("Pod", "ConfigMap", "VolumeSnapshot", "PersistentVolumeClaim")
 DELETE_WAIT_S = 120.0  # for deleted pods, PVCs and their PVs to be gone
 
 
@@ -100,6 +102,7 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.storage = client.StorageV1Api(api)
         self.authz = client.AuthorizationV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
         self.version_api = client.VersionApi(api)
 
     # -- errors ------------------------------------------------------------------------
@@ -161,12 +164,19 @@ class Kube:
                 missing.append(f"{verb} {resource}")
         return missing
 
+    def resize_claim(self, namespace: str, name: str, capacity: str) -> None:
+        """Ask for a PVC of ``capacity`` (an expansion: the class must allow it)."""
+        with self.call(f"resizing PersistentVolumeClaim {namespace}/{name} to {capacity}"):
+            self.core.patch_namespaced_persistent_volume_claim(
+                name, namespace, {"spec": {"resources": {"requests": {"storage": capacity}}}})
+
     def read(self, kind: str, name: str, namespace: str) -> Any | None:
-        """The object, or None when it does not exist (any more)."""
+        """The object (a VolumeSnapshot's a dict), or None when it does not exist (any more)."""
         readers: dict[str, Callable[..., Any]] = {
             "Pod": self.core.read_namespaced_pod,
             "PersistentVolumeClaim": self.core.read_namespaced_persistent_volume_claim,
             "ConfigMap": self.core.read_namespaced_config_map,
+            "VolumeSnapshot": snapshots(self.custom, "get"),
         }
         try:
             with self.call(f"reading {kind} {namespace}/{name}"):
@@ -228,6 +238,7 @@ class Kube:
             "Pod": self.core.create_namespaced_pod,
             "PersistentVolumeClaim": self.core.create_namespaced_persistent_volume_claim,
             "ConfigMap": self.core.create_namespaced_config_map,
+            "VolumeSnapshot": snapshots(self.custom, "create"),
         }
         extra = {"dry_run": "All"} if dry_run else {}
         with self.call(f"creating {kind} {ns}/{manifest['metadata']['name']}"):
@@ -245,6 +256,7 @@ class Kube:
             "Pod": self.core.delete_namespaced_pod,
             "PersistentVolumeClaim": self.core.delete_namespaced_persistent_volume_claim,
             "ConfigMap": self.core.delete_namespaced_config_map,
+            "VolumeSnapshot": snapshots(self.custom, "delete"),
         }
         what = "evicting" if evict and kind == "Pod" else "deleting"
         try:
@@ -327,7 +339,25 @@ class Kube:
                 found.append(Managed(kind, m.namespace, m.name,
                                      (m.labels or {}).get(RUN_LABEL, ""),
                                      m.creation_timestamp))
-        return found
+        with self.call("listing storbench's VolumeSnapshots"):
+            return found + [Managed("VolumeSnapshot", *m)
+                            for m in managed_snapshots(self.custom, namespace)]
+
+    def csi_driver(self, name: str) -> Any | None:
+        """The CSIDriver of that name; None: none (not CSI), or this user may not read it."""
+        try:
+            with self.call(f"reading CSIDriver {name}"):
+                return self.storage.read_csi_driver(name)
+        except KubeError:
+            return None
+
+    def snapshot_classes(self) -> list[dict[str, Any]]:
+        """The cluster's VolumeSnapshotClasses ([] without the snapshot API)."""
+        try:
+            with self.call("listing VolumeSnapshotClasses"):
+                return snapshot_classes(self.custom)
+        except KubeError:
+            return []
 
     # -- exec ---------------------------------------------------------------------------
 

@@ -6,25 +6,44 @@ from __future__ import annotations
 
 from typing import Any
 
-from storbench.analysis.lifecycle import PHASES, STATS, phase_label
+from storbench.analysis.lifecycle import MAY_NOT, PHASES, RATES, STATS, phase_label
 from storbench.render import units
 from storbench.render.table import Table
 from storbench.result.sections import FAILOVER, LIFECYCLE, FailoverSection, LifecycleSection
 
 
 def lifecycle_table(life: LifecycleSection) -> Table:
+    """A row per phase measured (a run stored before a phase existed has no row for it),
+    then a row per thing the driver cannot do, saying why, and the data check."""
     summary = life["summary"]
+    missing = life.get("not_measured") or {}
     rows = []
-    for phase in PHASES:
-        what = phase_label(phase, life.get("binding_mode"))
-        row = summary[phase]
+    order = [p for p in PHASES if p != "delete"] + [*RATES, "delete"]
+    for phase in order:
+        row = summary.get(phase)
+        if row is None or MAY_NOT.get(phase) in missing:
+            continue
+        if phase in RATES:
+            what, fmt = RATES[phase], _mibs
+        else:
+            what, fmt = phase_label(phase, life.get("binding_mode")), _s
         why = next((v.get("delete_note") for v in life["volumes"]
                     if phase == "delete" and v.get("delete_note")), "")
-        rows.append([what, *(_s(row[s]) for s in STATS),
+        rows.append([what, *(fmt(row[s]) for s in STATS),
                      f"{row['n']} of {row['of']}" + (f" ({why})" if why else "")])
-    for phase, why in (life.get("not_measured") or {}).items():
+    for phase, why in missing.items():
         rows.append([phase, "", "", "", why])
+    checked = [v["verified"] for v in life["volumes"] if "verified" in v]
+    if checked:
+        copies = sorted({c for v in checked for c in v})
+        rows.append(["data checked (md5 of 16 MiB written before)", "", "", "",
+                     f"{sum(1 for v in checked if v)} of {len(life['volumes'])} volumes"
+                     f" intact: {', '.join(copies) or 'none'}"])
     return Table(["phase", *STATS, "volumes"], rows, [False, True, True, True, False])
+
+
+def _mibs(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.1f} MiB/s"
 
 
 def failover_table(found: FailoverSection) -> Table:

@@ -14,7 +14,7 @@ from storbench.pipeline.measure import Plain, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.sections import LIFECYCLE
 from storbench.target.kubernetes.classtarget import ClassTarget
-from storbench.target.kubernetes.lifecycle import Lifecycle
+from storbench.target.kubernetes.lifecycle import Abilities, Lifecycle
 from storbench.workload.plan import Plan
 
 SUITE = "k8s-lifecycle"
@@ -62,14 +62,21 @@ class LifecycleKind(Plain):
         target = class_target(ctx, "k8s lifecycle")
         sc = target.sc
         self.binding_mode = sc.volume_binding_mode
-        self.not_measured = not_measured(sc)
+        kube = target.cluster()
+        is_csi = kube.csi_driver(sc.provisioner) is not None
+        snapshot_classes = [c["metadata"]["name"] for c in kube.snapshot_classes()
+                            if c.get("driver") == sc.provisioner]
+        can = Abilities(snapshot_class=snapshot_classes[0] if snapshot_classes else None,
+                        clone=is_csi, expand=bool(sc.allow_volume_expansion))
+        self.not_measured = not_measured(sc, can, is_csi)
         ctx.note(f"StorageClass {target.o.storage_class} ({sc.provisioner},"
                  f" {sc.volume_binding_mode}): {self.spec.volumes} volumes of"
                  f" {self.spec.capacity}, {self.spec.parallel} at a time, namespace"
                  f" {target.namespace}")
-        self.life = Lifecycle(target.cluster(), target.o, ctx.planned.uid, target.namespace,
+        self.life = Lifecycle(kube, target.o, ctx.planned.uid, target.namespace,
                               self.spec.capacity, self.spec.timeout_s, ctx.guard, ctx.note,
-                              wait_for_consumer=sc.volume_binding_mode == "WaitForFirstConsumer")
+                              wait_for_consumer=sc.volume_binding_mode == "WaitForFirstConsumer",
+                              can=can)
         self.volumes = self.life.measure(self.spec.volumes, self.spec.parallel)
 
     def record(self) -> dict[str, Any]:
@@ -93,10 +100,19 @@ class LifecycleKind(Plain):
         return "; ".join(failed) or None
 
 
-def not_measured(sc: Any) -> dict[str, str]:
-    """What this version does not time, and why (said in the table, never a blank)."""
-    resize = ("not measured by this version of storbench" if sc.allow_volume_expansion else
-              f"not supported by {sc.metadata.name} (allowVolumeExpansion is false)")
-    return {"resize": resize,
-            "snapshot": "not measured by this version of storbench (needs a"
-                        " VolumeSnapshotClass for the class's CSI driver)"}
+def not_measured(sc: Any, can: Abilities, is_csi: bool) -> dict[str, str]:
+    """What the class's driver cannot do, and why (said in the table, never a blank or
+    a zero): from the cluster's CSIDriver and VolumeSnapshotClass objects and the class's
+    allowVolumeExpansion."""
+    driver = sc.provisioner
+    missing: dict[str, str] = {}
+    if not can.snapshot_class:
+        why = ("not a CSI driver: no CSIDriver object" if not is_csi else
+               "no VolumeSnapshotClass names it")
+        missing["snapshot"] = missing["restore"] = f"not supported by {driver} ({why})"
+    if not can.clone:
+        missing["clone"] = f"not supported by {driver} (not a CSI driver: no CSIDriver object)"
+    if not can.expand:
+        missing["resize"] = (f"not supported by {sc.metadata.name} (allowVolumeExpansion is"
+                             " false)")
+    return missing

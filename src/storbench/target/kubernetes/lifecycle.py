@@ -4,9 +4,13 @@ would); the PVC's and pod's states polled every POLL_S until the pod runs; one
 durable 4 KiB write in the pod; then pod and PVC deleted and the PersistentVolume
 watched until it is gone. analysis/lifecycle.py says what each phase is.
 
-Every object carries the managed-by label and the run's id (`storbench k8s cleanup`
-finds what a killed run left); all are deleted on success, on errors, on Ctrl-C and
-on SIGTERM.
+Between the first write and the deletion, on DATA_MIB of random data whose checksum is
+taken first and verified on every copy: the pod moved (deleted, a new one on the same
+claim: detach and attach again); and what the class's driver can do: a VolumeSnapshot
+(→ readyToUse), a restore of it (a PVC from the snapshot and a pod: → Bound, → the first
+4 KiB read back, then the whole file read once with direct I/O: lazily loaded restores
+show there), a clone (a PVC from the PVC), and an online expansion to twice the size
+(→ the claim's capacity is the new size; polled every EXPAND_POLL_S).
 """
 
 from __future__ import annotations
@@ -29,13 +33,35 @@ from storbench.target.kubernetes.manifests import (
     name_of,
     pod_manifest,
     pvc_manifest,
+    quantity_bytes,
+    snapshot_manifest,
 )
 
 POLL_S = 0.1  # how often the PVC's and the pod's states are read: the times' resolution
+EXPAND_POLL_S = 0.5  # an expansion takes up to the kubelet's pod sync (about a minute)
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 FIRST_WRITE = ["fio", "--name=first-write", f"--filename={DATA_DIR}/storbench-first-write",
                "--rw=write", "--bs=4k", "--size=4k", "--fsync=1", "--ioengine=psync",
                "--output-format=json"]
+DATA_MIB = 16
+DATA_FILE = f"{DATA_DIR}/storbench-data"
+WRITE_DATA = ["sh", "-c", f"dd if=/dev/urandom of={DATA_FILE} bs=1M count={DATA_MIB}"
+              f" 2>/dev/null && sync && md5sum {DATA_FILE}"]
+CHECKSUM = ["md5sum", DATA_FILE]
+FIRST_READ = ["dd", f"if={DATA_FILE}", "of=/dev/null", "bs=4k", "count=1"]
+READ_BACK = ["fio", "--name=restored-read", f"--filename={DATA_FILE}", "--rw=read",
+             "--bs=1m", f"--size={DATA_MIB}m", "--direct=1", "--ioengine=psync",
+             "--output-format=json"]
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What the class's driver can do beyond provision and delete (from the cluster's
+    objects): the VolumeSnapshotClass to snapshot with, clones, online expansion."""
+
+    snapshot_class: str | None = None
+    clone: bool = False
+    expand: bool = False
 
 
 @dataclass
@@ -51,6 +77,7 @@ class Lifecycle:
     guard: SignalGuard
     note: Callable[[str], None]
     wait_for_consumer: bool = False
+    can: Abilities = field(default_factory=Abilities)
     created: list[tuple[str, str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -85,6 +112,9 @@ class Lifecycle:
         record: dict[str, Any] = {"volume": name, "bind": None, "running": None,
                                   "first_write": None, "delete": None, "error": None,
                                   "timeline": {}}
+        record.update(snapshot=None, restore=None, restore_first_read=None,
+                      restore_read_mibs=None, clone=None, reattach=None, expand=None,
+                      verified=[])
         try:
             self._lifecycle(name, record)
         except KubeError as exc:
@@ -141,6 +171,7 @@ class Lifecycle:
             time.sleep(POLL_S)
         record["first_write"] = self._first_write(name)
         at("first_write_done")
+        self._abilities(name, record, at)
         self._delete(name, record, at)
 
     def _first_write(self, pod: str) -> float:
@@ -154,6 +185,150 @@ class Lifecycle:
         write_ns = float(job["write"]["lat_ns"]["mean"])
         sync_ns = float(job["sync"]["lat_ns"]["mean"])
         return round((write_ns + sync_ns) / 1e9, 6)
+
+    # -- what the driver can do -----------------------------------------------------------
+
+    def _run(self, pod: str, argv: list[str], what: str) -> str:
+        res = self.kube.exec(self.namespace, pod, argv, deadline_s=120)
+        if res.timed_out or res.returncode != 0:
+            raise KubeError(f"{what} in pod {self.namespace}/{pod} failed (exit code"
+                            f" {res.returncode}): {res.stderr.strip() or res.stdout[-500:]}")
+        return res.stdout
+
+    def _verify(self, pod: str, checksum: str, copy: str, record: dict[str, Any]) -> None:
+        found = self._run(pod, CHECKSUM, f"reading the {copy}'s data back").split()[:1]
+        if found != [checksum]:
+            raise KubeError(f"the {copy} does not hold the data written before it: md5"
+                            f" {found[0] if found else 'none'}, written {checksum}")
+        record["verified"].append(copy)
+
+    def _copy(self, name: str, data_source: dict[str, str]) -> tuple[float, float, float]:
+        """A PVC from ``data_source`` and a pod on it: seconds from the claim's creation to
+        Bound, to the pod Running and to its first 4 KiB read back."""
+        t0 = time.monotonic()
+        self._create(pvc_manifest(self.uid, self.namespace, self.o, self.capacity, name,
+                                  data_source))
+        self._create(pod_for(self.uid, self.namespace, self.o, name, name,
+                             int(self.timeout_s) + 120))
+        bound, running = self._wait_running(name, t0)
+        self._run(name, FIRST_READ, "the first read")
+        return bound - t0, running - t0, time.monotonic() - t0
+
+    def _wait_running(self, name: str, t0: float) -> tuple[float, float]:
+        """Poll the claim and the pod of that name until the pod runs: when it was Bound
+        and when Running (monotonic)."""
+        bound = None
+        while True:
+            self.guard.check()
+            pvc = self.kube.read("PersistentVolumeClaim", name, self.namespace)
+            pod = self.kube.read("Pod", name, self.namespace)
+            if pvc is None or pod is None:
+                raise KubeError(f"the PVC or pod {self.namespace}/{name} was deleted by"
+                                " someone else")
+            now = time.monotonic()
+            if bound is None and pvc.status.phase == "Bound":
+                bound = now
+            if pod.status.phase == "Running" and container_state(pod) == "running":
+                return bound if bound is not None else now, now
+            problem = pod_problem(pod)
+            if problem:
+                raise KubeError(f"pod cannot start: {problem}"
+                                + events(self.kube, self.namespace, "Pod", name))
+            if now - t0 > self.timeout_s:
+                what = "not bound" if bound is None else "not running"
+                raise KubeError(f"pod {self.namespace}/{name}: {what} after {self.timeout_s:.0f} s"
+                                + events(self.kube, self.namespace, "PersistentVolumeClaim",
+                                         name) + events(self.kube, self.namespace, "Pod", name))
+            time.sleep(POLL_S)
+
+    def _abilities(self, name: str, record: dict[str, Any], at: Callable[[str], float]) -> None:
+        checksum = self._run(name, WRITE_DATA, f"writing {DATA_MIB} MiB to check").split()[0]
+        if self.can.snapshot_class:
+            snap = f"{name}-snap"
+            at("snapshot_created")
+            start = time.monotonic()
+            self._create(snapshot_manifest(self.uid, self.namespace, self.o, snap, name,
+                                           self.can.snapshot_class))
+            record["snapshot"] = round(self._snapshot_ready(snap) - start, 3)
+            at("snapshot_ready")
+            restored = f"{name}-restore"
+            bound, _, first = self._copy(restored, {
+                "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
+                "name": snap})
+            record["restore"], record["restore_first_read"] = round(bound, 3), round(first, 3)
+            record["restore_read_mibs"] = self._read_back(restored)
+            self._verify(restored, checksum, "restore", record)
+            self._delete_all([("Pod", restored), ("PersistentVolumeClaim", restored),
+                              ("VolumeSnapshot", snap)])
+        if self.can.clone:
+            cloned = f"{name}-clone"
+            bound, _, _ = self._copy(cloned, {"kind": "PersistentVolumeClaim", "name": name})
+            record["clone"] = round(bound, 3)
+            self._verify(cloned, checksum, "clone", record)
+            self._delete_all([("Pod", cloned), ("PersistentVolumeClaim", cloned)])
+        # the pod moved: deleted, and a new one on the same claim (detach, attach, mount)
+        at("pod_moved")
+        start = time.monotonic()
+        self._delete_all([("Pod", name)])
+        self._create(pod_for(self.uid, self.namespace, self.o, name, name,
+                             int(self.timeout_s) + 120))
+        _, running = self._wait_running(name, start)
+        record["reattach"] = round(running - start, 3)
+        at("reattached")
+        self._verify(name, checksum, "volume after the pod moved", record)
+        if self.can.expand:
+            record["expand"] = round(self._expand(name), 3)
+            at("expanded")
+
+    def _snapshot_ready(self, snap: str) -> float:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            self.guard.check()
+            found = self.kube.read("VolumeSnapshot", snap, self.namespace)
+            status = (found or {}).get("status") or {}
+            if status.get("readyToUse"):
+                return time.monotonic()
+            if status.get("error"):
+                raise KubeError(f"VolumeSnapshot {snap}: {status['error'].get('message')}")
+            if time.monotonic() > deadline:
+                raise KubeError(f"VolumeSnapshot {snap} not ready after {self.timeout_s:.0f} s"
+                                + events(self.kube, self.namespace, "VolumeSnapshot", snap))
+            time.sleep(POLL_S)
+
+    def _read_back(self, pod: str) -> float:
+        """MiB/s of the restored data's first read (direct I/O, fio)."""
+        out = self._run(pod, READ_BACK, "reading the restored data")
+        job = json.loads(out[out.index("{"):])["jobs"][0]
+        if job.get("error"):
+            raise KubeError(f"fio's read of the restored data failed: error {job['error']}")
+        return round(float(job["read"]["bw_bytes"]) / 2**20, 1)
+
+    def _expand(self, name: str) -> float:
+        """Seconds from the resize to the claim's capacity at twice the size (online: the
+        pod runs; the kubelet expands on the node at its next sync of the pod)."""
+        target = 2 * (quantity_bytes(self.capacity) or 0)
+        start = time.monotonic()
+        self.kube.resize_claim(self.namespace, name, str(target))
+        while True:
+            self.guard.check()
+            pvc = self.kube.read("PersistentVolumeClaim", name, self.namespace)
+            have = quantity_bytes(((pvc.status.capacity or {}) if pvc else {}).get("storage"))
+            if have is not None and have >= target:
+                return time.monotonic() - start
+            if time.monotonic() - start > self.timeout_s:
+                raise KubeError(f"PVC {self.namespace}/{name}: not expanded after"
+                                f" {self.timeout_s:.0f} s"
+                                + events(self.kube, self.namespace, "PersistentVolumeClaim",
+                                         name))
+            time.sleep(EXPAND_POLL_S)
+
+    def _delete_all(self, objects: list[tuple[str, str]]) -> None:
+        problems, _ = self.kube.delete_and_wait(
+            [(kind, self.namespace, n) for kind, n in objects], DELETE_WAIT_S)
+        if problems:
+            raise KubeError("; ".join(problems))
+        for kind, n in objects:
+            self._forget(kind, n)
 
     def _delete(self, name: str, record: dict[str, Any], at: Callable[[str], float]) -> None:
         """The pod goes first (not timed); then PVC deleted -> PV gone."""
@@ -177,13 +352,21 @@ class Lifecycle:
             record["delete"] = round(gone - start, 3)
 
 
+LIFECYCLE_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"},
+                       "limits": {"memory": "256Mi"}}
+
+
 def pod_for(uid: str, namespace: str, o: KubeOptions, name: str, claim: str,
             deadline_s: int) -> dict[str, Any]:
-    """The benchmark pod, without the job files' ConfigMap (it runs fio commands)."""
+    """The benchmark pod, without the job files' ConfigMap (it runs fio commands). Its
+    requests are small: it idles but for a few small commands, and up to two pods per
+    volume run at once (the volume's and a copy's), which a benchmark's default requests
+    would leave Pending on a small node."""
     manifest = pod_manifest(uid, namespace, o, deadline_s, name, claim)
     spec = manifest["spec"]
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "jobs"]
     container = spec["containers"][0]
+    container["resources"] = LIFECYCLE_RESOURCES
     container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "jobs"]
     spec.pop("affinity", None)
     return manifest

@@ -233,17 +233,28 @@ def configmap_manifest(uid: str, namespace: str, o: KubeOptions,
 
 
 def pvc_manifest(uid: str, namespace: str, o: KubeOptions, capacity: str,
-                 name: str | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": _meta(uid, namespace, o, name),
-        "spec": {
-            "storageClassName": o.storage_class,
-            "accessModes": [o.access_mode],
-            "volumeMode": o.volume_mode,
-            "resources": {"requests": {"storage": capacity}},
-        },
+                 name: str | None = None,
+                 data_source: dict[str, str] | None = None) -> dict[str, Any]:
+    """A claim; with ``data_source`` a copy: of a VolumeSnapshot (a restore) or of another
+    PVC (a clone)."""
+    spec: dict[str, Any] = {
+        "storageClassName": o.storage_class,
+        "accessModes": [o.access_mode],
+        "volumeMode": o.volume_mode,
+        "resources": {"requests": {"storage": capacity}},
     }
+    if data_source:
+        spec["dataSource"] = data_source
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": _meta(uid, namespace, o, name), "spec": spec}
+
+
+def snapshot_manifest(uid: str, namespace: str, o: KubeOptions, name: str, claim: str,
+                      snapshot_class: str) -> dict[str, Any]:
+    return {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+            "metadata": _meta(uid, namespace, o, name),
+            "spec": {"volumeSnapshotClassName": snapshot_class,
+                     "source": {"persistentVolumeClaimName": claim}}}
 
 
 # The pod idles until storbench execs fio in it; it stops at once on SIGTERM, and
