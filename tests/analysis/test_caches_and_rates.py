@@ -75,7 +75,7 @@ def test_buffered_reads_that_never_reach_the_device(disk_dir, tmp_path, store_pa
 def test_a_clean_throttled_volume_is_silent(throttled, tmp_path, store_path):
     for suite, size in (("quick", "256m"), ("dbench", "512m")):
         proc = run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--suite", suite,
-                               "--size", size, "--runtime", "5", db=store_path)
+                               "--size", size, "--runtime", "3", db=store_path)
         assert proc.returncode == 0, proc.stderr
         run = last(store_path)
         found = kinds(run) & {"small-working-set", "device-not-reached", "cache-in-front",
