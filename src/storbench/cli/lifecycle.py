@@ -46,10 +46,11 @@ def _cluster_options(f: F) -> F:
 
 
 def _options(name: str, capacity: str, namespace: str | None, kube_context: str | None,
-             kubeconfig: str | None, image: str, timeout_s: float) -> Any:
+             kubeconfig: str | None, image: str, timeout_s: float,
+             access_mode: str = "RWO") -> Any:
     params: dict[str, Any] = {
         "namespace": namespace, "kube_context": kube_context, "kubeconfig": kubeconfig,
-        "capacity": capacity, "access_mode": "RWO", "volume_mode": "Filesystem",
+        "capacity": capacity, "access_mode": access_mode, "volume_mode": "Filesystem",
         "node_selector": (), "image": image, "clients": 1, "requests": (), "limits": ()}
     return build_options(name, params, timeout_s)
 
@@ -118,7 +119,8 @@ def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
 
 def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_json: bool,
                      capacity: str, namespace: str | None, kube_context: str | None,
-                     kubeconfig: str | None, image: str, timeout_s: float) -> None:
+                     kubeconfig: str | None, image: str, timeout_s: float,
+                     access_mode: str = "RWO") -> None:
     """Each class through the run loop in turn (a class that fails does not stop the
     others; Ctrl-C does); the runs printed; exit 1 if one did not complete, 3 if a
     check failed."""
@@ -137,7 +139,7 @@ def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_j
     runs, errors = [], []
     for name in classes:
         target = ClassTarget(_options(name, capacity, namespace, kube_context, kubeconfig,
-                                      image, timeout_s), capacity)
+                                      image, timeout_s, access_mode), capacity)
         try:
             target.preflight()
             outcome = run_on(target, spec, store, Notes())
@@ -176,9 +178,12 @@ def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_j
 @click.option("--evict", is_flag=True,
               help="End the pod through the Eviction API, as a node drain does (a"
                    " PodDisruptionBudget may refuse it), instead of deleting it.")
+@click.option("--access-mode", default="RWO", show_default=True, metavar="RWO|RWOP|RWX",
+              help="The PVC's access mode. RWOP (ReadWriteOncePod): Kubernetes itself"
+                   " keeps a second pod off the volume until the first is gone.")
 @_cluster_options
 def failover(store: Store, storage_class: str, rate: int, before_s: float, evict: bool,
-             capacity: str,
+             access_mode: str, capacity: str,
              namespace: str | None, kube_context: str | None, kubeconfig: str | None,
              image: str, timeout_s: float, label: str | None, tags: tuple[str, ...],
              series: str | None,
@@ -208,4 +213,4 @@ def failover(store: Store, storage_class: str, rate: int, before_s: float, evict
     spec = RunSpec(label=label, tags=parse_tags(tags), series=series, assertions=assertions,
                    kind_spec=FailoverSpec(rate, before_s, evict, size, timeout_s))
     _measure_classes(store, spec, (storage_class,), as_json, size, namespace, kube_context,
-                     kubeconfig, image, timeout_s)
+                     kubeconfig, image, timeout_s, access_mode)

@@ -69,7 +69,9 @@ def print_lifecycle(console: Console, run: Run, life: LifecycleSection) -> None:
 def print_failover(console: Console, run: Run, found: FailoverSection) -> None:
     from storbench.render.lifecycle import failover_table
 
-    console.print(rich_table(failover_table(found), f"Failover on {run.target.split('/')[-1]}"))
+    mode = (run.environment.get("target") or {}).get("access_mode")
+    console.print(rich_table(failover_table(found), f"Failover on {run.target.split('/')[-1]}"
+                                                    + (f" ({mode})" if mode else "")))
 
 
 def print_app(console: Console, run: Run, app: AppSection) -> None:

@@ -245,3 +245,20 @@ def test_ctrl_c_while_a_snapshot_is_restored_leaves_nothing(kube, namespace, k8s
     assert proc.returncode == 130, stderr
     assert leftovers(kube, namespace) == []
     assert show_json(store_path)["status"] == "interrupted"
+
+
+def test_a_failover_on_a_read_write_once_pod_csi_volume(kube, namespace, k8s_env, store_path,
+                                                        csi_driver):
+    """ReadWriteOncePod on the real CSI driver: the new pod takes the volume once the old
+    is gone, and every acknowledged write reads back."""
+    proc = run_cli("k8s", "failover", "--storage-class", csi_driver, "--access-mode", "RWOP",
+                   "--rate", "50", "--before", "3", "-n", namespace,
+                   "--assert", "failover.pause < 120s", db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"Failover on {csi_driver} (ReadWriteOncePod)" in proc.stdout
+    assert "0 acknowledged writes lost" in proc.stdout
+    run = show_json(store_path)
+    assert run["environment"]["target"]["access_mode"] == "ReadWriteOncePod"
+    found = run["data"]["failover"]
+    assert found["intact"] and found["acknowledged_writes"] >= 50 and found["pause_s"] > 0
+    assert leftovers(kube, namespace) == []
