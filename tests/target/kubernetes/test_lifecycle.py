@@ -57,6 +57,11 @@ def test_two_classes_timed_stored_and_gated(kube, namespace, k8s_env, store_path
         assert s["running"]["max"] == max(v["running"] for v in life["volumes"])
         assert "resize" in life["not_measured"] and "snapshot" in life["not_measured"]
         assert [v["passed"] for v in run["verdicts"]] == [True]
+        # where the time went: the volumes' phase holds it (it was missing: 0 s in all)
+        (volumes,) = [p for p in run["data"]["phases"] if p["name"].startswith("volumes")]
+        assert volumes["name"] == "volumes (3, 2 at a time)"
+        assert volumes["end_s"] - volumes["start_s"] >= max(
+            v["timeline"]["pv_gone"] for v in life["volumes"])
     failing = run_cli("check", "1", "--assert", "lifecycle.running.max < 1ms", db=store_path)
     assert failing.returncode == 3 and "lifecycle.running.max" in failing.stdout
     # side by side, and in the report with a timeline per volume
@@ -141,6 +146,8 @@ def test_a_failover_pause_is_measured_and_no_acknowledged_write_is_lost(kube, na
     run = show_json(store_path)
     found = run["data"]["failover"]
     assert run["status"] == "completed" and run["suite"] == "k8s-failover"
+    (phase,) = [p for p in run["data"]["phases"] if p["name"].startswith("failover")]
+    assert phase["end_s"] - phase["start_s"] > found["pause_s"]
     assert found["intact"] and found["acknowledged_writes"] >= 50  # ~150 in 3 s at 50/s
     # the parts add up to the pause; the old pod's containers stop before the new runs
     assert sum(found["parts"].values()) == pytest.approx(found["pause_s"], abs=0.01)

@@ -58,7 +58,8 @@ class FailoverKind(Plain):
         self.failover = Failover(target.cluster(), target.o, ctx.planned.uid,
                                  target.namespace, self.spec.capacity, self.spec.timeout_s,
                                  ctx.guard, ctx.note, self.spec.evict)
-        self.found = self.failover.measure(self.spec.rate, self.spec.before_s)
+        with ctx.phase("failover (write, pod ended, new pod, read back)"):
+            self.found = self.failover.measure(self.spec.rate, self.spec.before_s)
 
     def record(self) -> dict[str, Any]:
         return FAILOVER.put(cast(FailoverSection, self.found)) if self.found else {}

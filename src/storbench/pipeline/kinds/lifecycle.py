@@ -77,7 +77,8 @@ class LifecycleKind(Plain):
                               self.spec.capacity, self.spec.timeout_s, ctx.guard, ctx.note,
                               wait_for_consumer=sc.volume_binding_mode == "WaitForFirstConsumer",
                               can=can)
-        self.volumes = self.life.measure(self.spec.volumes, self.spec.parallel)
+        with ctx.phase(f"volumes ({self.spec.volumes}, {self.spec.parallel} at a time)"):
+            self.volumes = self.life.measure(self.spec.volumes, self.spec.parallel)
 
     def record(self) -> dict[str, Any]:
         if self.life is None:
