@@ -234,6 +234,25 @@ def test_several_targets_go_on_after_one_fails(tmp_path, store):
     assert [d.outcome.run.label for d in done] == ["x-stand-in", "x-stand-in"]
 
 
+def test_a_target_whose_result_cannot_be_shown_does_not_stop_the_next(tmp_path, store):
+    """A bug in showing the first target's result (stood in: on_done raises) ends neither
+    the command nor the second target; the first's outcome says what failed."""
+    shown = []
+
+    def on_done(done) -> None:
+        shown.append(done.outcome.run.id)
+        if len(shown) == 1:
+            raise KeyError("binding_mode")
+
+    first = StepTarget(tmp_path, ReplayExecutor([RANDREAD]))
+    second = StepTarget(tmp_path, ReplayExecutor([RANDREAD]))
+    done = run_all([first, second], job_spec(tmp_path), store, lambda t: None, on_done)
+    assert [d.outcome.run.status for d in done] == ["completed", "completed"]
+    assert len(shown) == 2 and done[1].error is None
+    assert "its run is stored, but showing it failed: KeyError: 'binding_mode'" in str(
+        done[0].error)
+
+
 def test_an_interrupt_stops_the_targets_after_it(tmp_path, store):
     def after(n: int) -> None:
         os.kill(os.getpid(), signal.SIGINT)

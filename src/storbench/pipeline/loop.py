@@ -166,7 +166,8 @@ def run_all(targets: list[Target], spec: RunSpec, store: Store,
     Every target's quick checks run before the first starts. A target that fails
     does not stop the others; an interrupt (Ctrl-C, SIGTERM) stops them all. With
     several targets, each run's label names its target. ``on_done`` hears of each
-    target as it ends.
+    target as it ends (if it fails, say in rendering, that target's outcome carries it as
+    its error and the others still run).
     """
     spec.check()
     kinds.choose(spec).plan(make_plan(spec, Path("storbench-scratch")))  # a bad flag: once
@@ -186,8 +187,13 @@ def run_all(targets: list[Target], spec: RunSpec, store: Store,
             ended = TargetOutcome(target, outcome, outcome.error)
         except StorbenchError as exc:
             ended = TargetOutcome(target, None, exc)
+        try:
+            on_done(ended)
+        except Exception as exc:  # showing it failed (a bug): it is stored; the next go on
+            why = StorbenchError(f"{target.name}: its run is stored, but showing it failed:"
+                                 f" {type(exc).__name__}: {exc}")
+            ended = TargetOutcome(target, ended.outcome, ended.error or why)
         done.append(ended)
-        on_done(ended)
         if isinstance(ended.error, Interrupted):
             break
     return done
