@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import time
@@ -269,3 +270,24 @@ def test_a_failover_on_a_read_write_once_pod_csi_volume(kube, namespace, k8s_env
     found = run["data"]["failover"]
     assert found["intact"] and found["acknowledged_writes"] >= 50 and found["pause_s"] > 0
     assert leftovers(kube, namespace) == []
+
+
+def test_lifecycle_pods_are_admitted_where_pod_security_is_restricted(
+        kube, k8s_env, store_path, csi_driver):
+    """Every pod a lifecycle makes (the volume's, the restore's, the clone's, the moved
+    one; failover's are made the same way) in a namespace enforcing Pod Security
+    "restricted"."""
+    name = f"sbt-r-{secrets.token_hex(3)}"
+    kube.core.create_namespace({"metadata": {"name": name, "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    try:
+        proc = run_cli("k8s", "lifecycle", "--storage-class", csi_driver, "--volumes", "1",
+                       "-n", name, db=store_path, env=k8s_env)
+        assert proc.returncode == 0, proc.stderr
+        life = show_json(store_path)["data"]["lifecycle"]
+        assert life["volumes"][0]["verified"] == ["restore", "clone",
+                                                  "volume after the pod moved"]
+        assert leftovers(kube, name) == []
+    finally:
+        kube.core.delete_namespace(name)
