@@ -62,7 +62,8 @@ def classes(kubeconfig: str | None, kube_context: str | None, as_json: bool) -> 
       storbench k8s classes
       storbench k8s classes --context prod --json
     """
-    from storbench.execute.kubernetes import Kube, is_default
+    from storbench.execute.kubelabels import is_default
+    from storbench.execute.kubernetes import Kube
 
     kube = Kube(kubeconfig, kube_context)
     rows = [{

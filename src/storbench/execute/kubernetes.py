@@ -25,7 +25,7 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.stream import stream
 
 from storbench.errors import ConfigError
-from storbench.execute.kubelabels import RUN_LABEL, SELECTOR
+from storbench.execute.kubelabels import RUN_LABEL, SELECTOR, is_default
 from storbench.execute.kubesnapshots import managed_snapshots, snapshot_classes, snapshots
 from storbench.execute.kubestatus import KubeError, api_message, exit_code, handshake_message
 
@@ -278,40 +278,46 @@ class Kube:
                         grace_s: int = 0, evict: bool = False) -> tuple[list[str], list[str]]:
         """Delete (kind, namespace, name) objects in this order, then wait until they and
         the PersistentVolumes bound to the PVCs among them are gone (reclaim policy
-        Delete). Returns (what is still there, or could not be deleted, as "Kind
-        ns/name: why"; PVs that stay by their reclaim policy, as "name (Retain)")."""
-        pvs = []
+        Delete); an object whose deletion was refused is not waited for. Returns (what is
+        still there, or could not be deleted, as "Kind ns/name: why"; PVs that stay by
+        their reclaim policy, as "name (Retain)")."""
+        pvs: dict[tuple[str, str, str], str] = {}
         for kind, ns, name in objects:
             if kind == "PersistentVolumeClaim":
                 pvc = self._read_or(kind, name, ns, None)
                 if pvc is not None and pvc.spec.volume_name:
-                    pvs.append(pvc.spec.volume_name)
+                    pvs[(kind, ns, name)] = pvc.spec.volume_name
         problems = []
-        for kind, ns, name in objects:
+        refused = []
+        for obj in objects:
+            kind, ns, name = obj
             try:
                 self.delete(kind, name, ns, grace_s, evict)
-            except KubeError as exc:
+            except KubeError as exc:  # e.g. an eviction a disruption budget refuses
                 problems.append(str(exc))
+                refused.append(obj)
         deadline = time.monotonic() + wait_s
-        left = [(k, ns, n) for k, ns, n in objects]
+        left = [o for o in objects if o not in refused]
+        pv_names = [pv for claim, pv in pvs.items() if claim not in refused]
         retained: list[str] = []
         while time.monotonic() < deadline:
             left = [(k, ns, n) for k, ns, n in left
                     if self._read_or(k, n, ns, True) is not None]
             remaining = []
-            for pv_name in pvs:
+            for pv_name in pv_names:
                 pv = self._read_or("PersistentVolume", pv_name, "", True)
                 if pv is True or (pv is not None and pv.spec.persistent_volume_reclaim_policy
                                   == "Delete"):
                     remaining.append(pv_name)
                 elif pv is not None:
                     retained.append(f"{pv_name} ({pv.spec.persistent_volume_reclaim_policy})")
-            pvs = remaining
-            if not left and not pvs:
+            pv_names = remaining
+            if not left and not pv_names:
                 break
             time.sleep(0.5)
         problems += [f"{k} {ns}/{n}: still there after {wait_s:.0f} s" for k, ns, n in left]
-        problems += [f"PersistentVolume {p}: still there after {wait_s:.0f} s" for p in pvs]
+        problems += [f"PersistentVolume {p}: still there after {wait_s:.0f} s"
+                     for p in pv_names]
         return problems, retained
 
     def managed(self, namespace: str | None) -> list[Managed]:
@@ -411,10 +417,3 @@ class Kube:
         if timed_out:
             return ExecResult("".join(out), "".join(err), -1, wall, timed_out=True)
         return ExecResult("".join(out), "".join(err), exit_code(status, argv, pod), wall)
-
-
-def is_default(storage_class: Any) -> bool:
-    ann = storage_class.metadata.annotations or {}
-    return any(ann.get(k) == "true" for k in (
-        "storageclass.kubernetes.io/is-default-class",
-        "storageclass.beta.kubernetes.io/is-default-class"))

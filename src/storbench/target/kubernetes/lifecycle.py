@@ -11,6 +11,10 @@ claim: detach and attach again); and what the class's driver can do: a VolumeSna
 4 KiB read back, then the whole file read once with direct I/O: lazily loaded restores
 show there), a clone (a PVC from the PVC), and an online expansion to twice the size
 (→ the claim's capacity is the new size; polled every EXPAND_POLL_S).
+
+Every object carries the managed-by label and the run's id (`storbench k8s cleanup`
+finds what a killed run left); all are deleted on success, on errors, on Ctrl-C and
+on SIGTERM.
 """
 
 from __future__ import annotations
@@ -292,7 +296,10 @@ class Lifecycle:
     def _expand(self, name: str) -> float:
         """Seconds from the resize to the claim's capacity at twice the size (online: the
         pod runs; the kubelet expands on the node at its next sync of the pod)."""
-        target = 2 * (quantity_bytes(self.capacity) or 0)
+        size = quantity_bytes(self.capacity)
+        if not size:
+            raise KubeError(f"cannot double the capacity {self.capacity!r} to expand it")
+        target = 2 * size
         start = time.monotonic()
         self.kube.resize_claim(self.namespace, name, str(target))
         while True:
