@@ -253,6 +253,11 @@ def test_ctrl_c_while_a_snapshot_is_restored_leaves_nothing(kube, namespace, k8s
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, stderr
+    # the snapshot controller deletes a deleted snapshot's content after it (deletionPolicy
+    # Delete), asynchronously: gone within a minute, or this fails
+    deadline = time.monotonic() + 60
+    while leftovers(kube, namespace) and time.monotonic() < deadline:
+        time.sleep(1)
     assert leftovers(kube, namespace) == []
     assert show_json(store_path)["status"] == "interrupted"
 
