@@ -206,9 +206,13 @@ class Kube:
 
     def read_node(self, name: str) -> Any | None:
         """The node, or None when this user may not read nodes (namespaced users)."""
+        return self._or_none(f"reading Node {name}", lambda: self.core.read_node(name))
+
+    def _or_none(self, what: str, read: Callable[[], Any]) -> Any | None:
+        """What ``read`` gives, or None whatever the API answers instead."""
         try:
-            with self.call(f"reading Node {name}"):
-                return self.core.read_node(name)
+            with self.call(what):
+                return read()
         except KubeError:
             return None
 
@@ -351,11 +355,8 @@ class Kube:
 
     def csi_driver(self, name: str) -> Any | None:
         """The CSIDriver of that name; None: none (not CSI), or this user may not read it."""
-        try:
-            with self.call(f"reading CSIDriver {name}"):
-                return self.storage.read_csi_driver(name)
-        except KubeError:
-            return None
+        return self._or_none(f"reading CSIDriver {name}",
+                             lambda: self.storage.read_csi_driver(name))
 
     def snapshot_classes(self) -> list[dict[str, Any]]:
         """The cluster's VolumeSnapshotClasses ([] without the snapshot API)."""
