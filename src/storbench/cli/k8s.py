@@ -148,8 +148,8 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
         for m in found:
             out.print(f"deleted {m.kind} {m.namespace}/{m.name} (run {m.run}, created"
                       f" {m.created:%Y-%m-%d %H:%M:%S})", markup=False)
-        for pv in retained:
-            out.print(f"PersistentVolume {pv} stays, by its reclaim policy", markup=False)
+        for what in retained:
+            out.print(what, markup=False)
         if not found:
             where = "any namespace" if ns is None else f"namespace {ns}"
             err.print(f"nothing to clean up in {where}", markup=False)

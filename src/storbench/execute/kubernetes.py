@@ -25,8 +25,14 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.stream import stream
 
 from storbench.errors import ConfigError
+from storbench.execute import kubecleanup
 from storbench.execute.kubelabels import RUN_LABEL, SELECTOR, is_default
-from storbench.execute.kubesnapshots import managed_snapshots, snapshot_classes, snapshots
+from storbench.execute.kubesnapshots import (
+    managed_snapshots,
+    snapshot_classes,
+    snapshot_contents,
+    snapshots,
+)
 from storbench.execute.kubestatus import KubeError, api_message, exit_code, handshake_message
 
 # What a run does in its namespace (checked before anything is created).
@@ -177,6 +183,7 @@ class Kube:
             "PersistentVolumeClaim": self.core.read_namespaced_persistent_volume_claim,
             "ConfigMap": self.core.read_namespaced_config_map,
             "VolumeSnapshot": snapshots(self.custom, "get"),
+            "VolumeSnapshotContent": lambda name, _: snapshot_contents(self.custom, "get")(name),
         }
         try:
             with self.call(f"reading {kind} {namespace}/{name}"):
@@ -186,7 +193,7 @@ class Kube:
                 return None
             raise
 
-    def _read_or(self, kind: str, name: str, namespace: str, failed: Any) -> Any:
+    def read_or(self, kind: str, name: str, namespace: str, failed: Any) -> Any:
         """The object, None when it is gone, ``failed`` when the API cannot say."""
         try:
             if kind == "PersistentVolume":
@@ -280,49 +287,14 @@ class Kube:
 
     def delete_and_wait(self, objects: list[tuple[str, str, str]], wait_s: float,
                         grace_s: int = 0, evict: bool = False) -> tuple[list[str], list[str]]:
-        """Delete (kind, namespace, name) objects in this order, then wait until they and
-        the PersistentVolumes bound to the PVCs among them are gone (reclaim policy
-        Delete); an object whose deletion was refused is not waited for. Returns (what is
-        still there, or could not be deleted, as "Kind ns/name: why"; PVs that stay by
-        their reclaim policy, as "name (Retain)")."""
-        pvs: dict[tuple[str, str, str], str] = {}
-        for kind, ns, name in objects:
-            if kind == "PersistentVolumeClaim":
-                pvc = self._read_or(kind, name, ns, None)
-                if pvc is not None and pvc.spec.volume_name:
-                    pvs[(kind, ns, name)] = pvc.spec.volume_name
-        problems = []
-        refused = []
-        for obj in objects:
-            kind, ns, name = obj
-            try:
-                self.delete(kind, name, ns, grace_s, evict)
-            except KubeError as exc:  # e.g. an eviction a disruption budget refuses
-                problems.append(str(exc))
-                refused.append(obj)
-        deadline = time.monotonic() + wait_s
-        left = [o for o in objects if o not in refused]
-        pv_names = [pv for claim, pv in pvs.items() if claim not in refused]
-        retained: list[str] = []
-        while time.monotonic() < deadline:
-            left = [(k, ns, n) for k, ns, n in left
-                    if self._read_or(k, n, ns, True) is not None]
-            remaining = []
-            for pv_name in pv_names:
-                pv = self._read_or("PersistentVolume", pv_name, "", True)
-                if pv is True or (pv is not None and pv.spec.persistent_volume_reclaim_policy
-                                  == "Delete"):
-                    remaining.append(pv_name)
-                elif pv is not None:
-                    retained.append(f"{pv_name} ({pv.spec.persistent_volume_reclaim_policy})")
-            pv_names = remaining
-            if not left and not pv_names:
-                break
-            time.sleep(0.5)
-        problems += [f"{k} {ns}/{n}: still there after {wait_s:.0f} s" for k, ns, n in left]
-        problems += [f"PersistentVolume {p}: still there after {wait_s:.0f} s"
-                     for p in pv_names]
-        return problems, retained
+        """Delete (kind, namespace, name) objects in this order and wait until they, their
+        PVs and snapshot contents are gone (`kubecleanup.delete_and_wait`)."""
+        return kubecleanup.delete_and_wait(self, objects, wait_s, grace_s, evict)
+
+    def annotate_content(self, name: str, annotations: dict[str, str]) -> None:
+        with self.call(f"annotating VolumeSnapshotContent {name}"):
+            snapshot_contents(self.custom, "patch")(name, {"metadata": {
+                "annotations": annotations}})
 
     def managed(self, namespace: str | None) -> list[Managed]:
         """Every object storbench created, in one namespace or (None) in all."""

@@ -29,6 +29,15 @@ def snapshots(custom: client.CustomObjectsApi, verb: str) -> Callable[..., Any]:
     return call
 
 
+def snapshot_contents(custom: client.CustomObjectsApi, verb: str) -> Callable[..., Any]:
+    """The VolumeSnapshotContent call (get, patch), cluster-scoped: (name) or (name, body)."""
+    method = getattr(custom, f"{verb}_cluster_custom_object")
+
+    def call(name: str, *body: Any) -> Any:
+        return method(SNAPSHOT_GROUP, "v1", "volumesnapshotcontents", name, *body)
+    return call
+
+
 def snapshot_classes(custom: client.CustomObjectsApi) -> list[dict[str, Any]]:
     found: Any = custom.list_cluster_custom_object(SNAPSHOT_GROUP, "v1",
                                                    "volumesnapshotclasses")

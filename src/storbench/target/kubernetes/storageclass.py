@@ -286,8 +286,8 @@ class KubeTarget:
             return
         problems, retained = self._kube().delete_and_wait(self.created[::-1], DELETE_WAIT_S)
         self.created = []
-        for pv in retained:
-            self.note(f"PersistentVolume {pv} stays, by its reclaim policy")
+        for what in retained:
+            self.note(what)
         if problems:
             raise KubeError("cleaning up: " + "; ".join(problems)
                             + f". Run `storbench k8s cleanup --namespace {self.namespace}`")

@@ -1,0 +1,122 @@
+"""Deleting what a run created, and waiting until it is gone together with what others
+delete after it: a claim's PersistentVolume (the provisioner, by its reclaim policy) and a
+VolumeSnapshot's VolumeSnapshotContent (the snapshot controller and the driver's
+csi-snapshotter sidecar, by the content's deletion policy)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from storbench.execute.kubestatus import KubeError
+
+
+class Kube(Protocol):
+    """What of `storbench.execute.kubernetes.Kube` this needs."""
+
+    def read_or(self, kind: str, name: str, namespace: str, failed: Any) -> Any: ...
+
+    def delete(self, kind: str, name: str, namespace: str, grace_s: int = 0,
+               evict: bool = False) -> bool: ...
+
+    def annotate_content(self, name: str, annotations: dict[str, str]) -> None: ...
+
+Obj = tuple[str, str, str]  # (kind, namespace, name); "" for a cluster-scoped object
+BEING_DELETED = "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"
+BEING_CREATED = "snapshot.storage.kubernetes.io/volumesnapshot-being-created"
+NUDGE = "storbench.io/deletion-nudged"
+NUDGE_AFTER_S = 5.0
+
+
+def dependent(kube: Kube, obj: Obj) -> Obj | None:
+    """What is deleted after ``obj`` by others: a bound claim's PV, a snapshot's content
+    (the snapshot controller names it after the snapshot's uid, before it is bound)."""
+    kind, ns, name = obj
+    found = kube.read_or(kind, name, ns, None)
+    if found is None:
+        return None
+    if kind == "PersistentVolumeClaim":
+        return ("PersistentVolume", "", found.spec.volume_name) if found.spec.volume_name \
+            else None
+    if kind == "VolumeSnapshot":
+        bound = (found.get("status") or {}).get("boundVolumeSnapshotContentName")
+        return ("VolumeSnapshotContent", "", bound or f"snapcontent-{found['metadata']['uid']}")
+    return None
+
+
+def policy(kind: str, found: Any) -> str:
+    if kind == "PersistentVolume":
+        return str(found.spec.persistent_volume_reclaim_policy)
+    return str(found["spec"].get("deletionPolicy", "Delete"))
+
+
+def awaits_sidecar(content: dict[str, Any]) -> bool:
+    """The snapshot controller marked the content for deletion and the driver's sidecar is
+    not creating its snapshot any more: the sidecar's to delete now."""
+    meta = content["metadata"]
+    notes = meta.get("annotations") or {}
+    return bool(meta.get("deletionTimestamp")) and BEING_DELETED in notes \
+        and BEING_CREATED not in notes
+
+
+def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int = 0,
+                    evict: bool = False) -> tuple[list[str], list[str]]:
+    """Delete ``objects`` in this order, then wait until they and what others delete after
+    them are gone; an object whose deletion was refused is not waited for. Returns (what is
+    still there or could not be deleted, as "Kind ns/name: why"; what stays by its own
+    policy, as "PersistentVolume name stays, by its reclaim policy Retain").
+
+    A content the snapshot controller marked for deletion can wait for the sidecar's next
+    resync (15 min): when the snapshot was deleted while the content was still being
+    created, the sidecar's own update of the content swallows the deletion's event (seen
+    on the test-bed with csi-snapshotter v8.6.0; kubernetes-csi/external-snapshotter#1112).
+    Such a content is annotated after a few seconds, and again every few seconds while it
+    stays: each update is an event, and the sidecar then deletes the snapshot in the driver
+    and the content."""
+    after: dict[Obj, Obj] = {}
+    for obj in objects:
+        if (dep := dependent(kube, obj)) is not None:
+            after[obj] = dep
+    problems = []
+    refused = []
+    for obj in objects:
+        kind, ns, name = obj
+        try:
+            kube.delete(kind, name, ns, grace_s, evict)
+        except KubeError as exc:  # e.g. an eviction a disruption budget refuses
+            problems.append(str(exc))
+            refused.append(obj)
+    deadline = time.monotonic() + wait_s
+    left = [o for o in objects if o not in refused]
+    deps = [(obj, dep) for obj, dep in after.items() if obj not in refused]
+    stays: list[str] = []
+    waiting: dict[str, float] = {}  # content -> since when it awaits the sidecar, or nudged
+    while time.monotonic() < deadline:
+        left = [(k, ns, n) for k, ns, n in left if kube.read_or(k, n, ns, True) is not None]
+        remaining = []
+        for obj, (kind, _, name) in deps:
+            found = kube.read_or(kind, name, "", True)
+            if found is None and obj not in left:
+                continue
+            if found is None:  # not there yet: a content is created while its snapshot is
+                remaining.append((obj, (kind, "", name)))  # being deleted
+                continue
+            if found is not True and policy(kind, found) != "Delete":
+                which = "reclaim" if kind == "PersistentVolume" else "deletion"
+                stays.append(f"{kind} {name} stays, by its {which} policy "
+                             f"{policy(kind, found)}")
+                continue
+            remaining.append((obj, (kind, "", name)))
+            if kind == "VolumeSnapshotContent" and found is not True and awaits_sidecar(found):
+                since = waiting.setdefault(name, time.monotonic())
+                if time.monotonic() - since > NUDGE_AFTER_S:
+                    kube.annotate_content(name, {NUDGE: f"{time.time():.1f}"})  # a change
+                    waiting[name] = time.monotonic()
+        deps = remaining
+        if not left and not deps:
+            break
+        time.sleep(0.5)
+    problems += [f"{k} {ns}/{n}: still there after {wait_s:.0f} s" for k, ns, n in left]
+    problems += [f"{k} {n}: still there after {wait_s:.0f} s" for _, (k, _, n) in deps
+                 if kube.read_or(k, n, "", True) is not None]
+    return problems, stays
