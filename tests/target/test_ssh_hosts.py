@@ -259,15 +259,21 @@ def test_ctrl_c_while_the_servers_start_or_are_asked_ends_them_all(ssh_hosts, tm
         [*STORBENCH, "run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
          "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path, runtime=30)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "STORBENCH_DB": str(store_path)})
+        env={**os.environ, "STORBENCH_DB": str(store_path), "PYTHONFAULTHANDLER": "1"})
     deadline = time.monotonic() + 90  # storbench's own limit for a login is 30 s
     while (not set(fio_servers_on_loopback()) - before and proc.poll() is None
            and time.monotonic() < deadline):
         time.sleep(0.02)
     if not set(fio_servers_on_loopback()) - before:
-        proc.kill()
+        # where it waits (a CI run saw 90 s of nothing once): SIGABRT makes Python's
+        # fault handler print every thread's stack; and what runs beside it
+        ps = subprocess.run(["ps", "-eo", "pid,ppid,etimes,args", "--forest"],
+                            capture_output=True, text=True).stdout
+        proc.send_signal(signal.SIGABRT)
         _, err = proc.communicate(timeout=30)
-        pytest.fail(f"no fio server started (storbench exit {proc.returncode}): {err}")
+        pytest.fail(f"no fio server started (storbench exit {proc.returncode}): {err}\n"
+                    + "\n".join(line for line in ps.splitlines()
+                                 if "ssh" in line or "fio" in line or "storbench" in line))
     time.sleep(after_s)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
