@@ -40,7 +40,12 @@ def dependent(kube: Kube, obj: Obj) -> Obj | None:
             else None
     if kind == "VolumeSnapshot":
         bound = (found.get("status") or {}).get("boundVolumeSnapshotContentName")
-        return ("VolumeSnapshotContent", "", bound or f"snapcontent-{found['metadata']['uid']}")
+        content = bound or f"snapcontent-{found['metadata']['uid']}"
+        # a user who may not read contents (cluster-scoped; a namespace's user often may
+        # not) cannot wait for one: only for what it can see go
+        if kube.read_or("VolumeSnapshotContent", content, "", True) is True:
+            return None
+        return ("VolumeSnapshotContent", "", content)
     return None
 
 
@@ -110,8 +115,11 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
             if kind == "VolumeSnapshotContent" and found is not True and awaits_sidecar(found):
                 since = waiting.setdefault(name, time.monotonic())
                 if time.monotonic() - since > NUDGE_AFTER_S:
-                    kube.annotate_content(name, {NUDGE: f"{time.time():.1f}"})  # a change
                     waiting[name] = time.monotonic()
+                    try:
+                        kube.annotate_content(name, {NUDGE: f"{time.time():.1f}"})  # a change
+                    except KubeError:  # gone meanwhile, or this user may not: waited for
+                        pass
         deps = remaining
         if not left and not deps:
             break

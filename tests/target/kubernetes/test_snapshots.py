@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from storbench.execute.kubernetes import Kube
+from storbench.execute.kubestatus import KubeError
 from tests.k8s import IMAGE, leftovers
+from tests.target.kubernetes.test_cluster import restricted_kubeconfig
 
 pytestmark = pytest.mark.integration
 
 
-def test_snapshots_deleted_while_they_are_taken_leave_no_content(kube: Kube, namespace: str,
-                                                                 kubeconfig: str,
-                                                                 csi_driver: str) -> None:
+def test_snapshots_deleted_while_they_are_taken_leave_no_content(
+        kube: Kube, namespace: str, kubeconfig: str, csi_driver: str, tmp_path: Path) -> None:
     """A snapshot deleted while the driver still copies the volume: the snapshot controller
     marks its content for deletion, and the sidecar, finishing the snapshot, swallows that
     event (the content stayed up to the sidecar's 15-min resync; it failed a CI run). With
@@ -41,7 +45,7 @@ def test_snapshots_deleted_while_they_are_taken_leave_no_content(kube: Kube, nam
                      "terminationGracePeriodSeconds": 0,
                      "volumes": [{"name": c, "persistentVolumeClaim": {"claimName": c}}
                                  for c in claims]}})
-    env = {"KUBECONFIG": kubeconfig, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+    env = {"KUBECONFIG": kubeconfig, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     subprocess.run(["kubectl", "wait", "-n", namespace, "--for=condition=Ready", "pod/writer",
                     "--timeout=120s"], check=True, env=env, capture_output=True)
     write = "; ".join(f"head -c 150000000 /dev/urandom > /{c}/data" for c in claims)
@@ -62,6 +66,36 @@ def test_snapshots_deleted_while_they_are_taken_leave_no_content(kube: Kube, nam
             "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents")["items"]
         assert [c["metadata"]["name"] for c in contents
                 if c["spec"]["volumeSnapshotRef"].get("namespace") == namespace] == []
+    # a namespace's user who may delete snapshots but not read their contents (cluster-
+    # scoped) does not wait for what it cannot see: no "still there" after 60 s
+    restricted = restricted_kubeconfig(kube, namespace, kubeconfig, tmp_path, [])
+    rbac = client.RbacAuthorizationV1Api(kube.core.api_client)
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "snapshots"}, "rules": [
+        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"],
+         "verbs": ["get", "create", "delete"]}]})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "snapshots"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "snapshots"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": namespace}]})
+    user = Kube(str(restricted))
+    user.create({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+                 "metadata": {"name": "by-user", "namespace": namespace},
+                 "spec": {"volumeSnapshotClassName": "csi-hostpath-snapclass",
+                          "source": {"persistentVolumeClaimName": claims[0]}}})
+    deadline = time.monotonic() + 60
+    while not ((user.read("VolumeSnapshot", "by-user", namespace) or {}).get("status")
+               or {}).get("readyToUse") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    with pytest.raises(KubeError, match="forbidden"):
+        user.read("VolumeSnapshotContent", "snapcontent-any", "")
+    assert user.delete_and_wait([("VolumeSnapshot", namespace, "by-user")], 60) == ([], [])
+    deadline = time.monotonic() + 60  # the controller and sidecar delete its content
+    while any(c["spec"]["volumeSnapshotRef"].get("namespace") == namespace
+              for c in kube.custom.list_cluster_custom_object(
+                  "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents")["items"]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
     # the claims go too, once no snapshot is being taken of them
     problems, _ = kube.delete_and_wait(
         [("Pod", namespace, "writer")] + [("PersistentVolumeClaim", namespace, c)
