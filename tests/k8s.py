@@ -3,6 +3,7 @@ per test, and what storbench left in it (read through the real API)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import subprocess
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 
 from storbench.execute.kubernetes import Kube
@@ -94,3 +96,36 @@ def leftovers(kube: Kube, namespace: str) -> list[str]:
 
 def managed_pods(kube: Kube, namespace: str) -> list[client.V1Pod]:
     return list(kube.core.list_namespaced_pod(namespace, label_selector=SELECTOR).items)
+
+
+def restricted_kubeconfig(kube: Kube, namespace: str, admin_kubeconfig: str, tmp_path: Path,
+                          verbs_on_exec: list[str]) -> Path:
+    """A ServiceAccount whose Role allows all storbench needs, but ``verbs_on_exec`` on
+    pods/exec; a kubeconfig that logs in with its token."""
+    rbac = client.RbacAuthorizationV1Api(kube.core.api_client)
+    kube.core.create_namespaced_service_account(namespace, {"metadata": {"name": "bench"}})
+    rules = [{"apiGroups": [""], "resources": ["pods", "configmaps", "persistentvolumeclaims"],
+              "verbs": ["get", "list", "create", "delete", "watch"]},
+             {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
+    if verbs_on_exec:
+        rules.append({"apiGroups": [""], "resources": ["pods/exec"], "verbs": verbs_on_exec})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "bench"}, "rules": rules})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "bench"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "bench"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": namespace}]})
+    token = kube.core.create_namespaced_service_account_token(
+        "bench", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    admin = yaml.safe_load(Path(admin_kubeconfig).read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    if "certificate-authority" in cluster:
+        ca = Path(cluster.pop("certificate-authority")).read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
+    path = tmp_path / "restricted.kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
+        "clusters": [{"name": "tb", "cluster": cluster}],
+        "users": [{"name": "bench", "user": {"token": token}}],
+        "contexts": [{"name": "bench", "context": {"cluster": "tb", "user": "bench",
+                                                   "namespace": namespace}}]}))
+    return path

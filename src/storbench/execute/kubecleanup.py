@@ -106,10 +106,9 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
             if found is None:  # not there yet: a content is created while its snapshot is
                 remaining.append((obj, (kind, "", name)))  # being deleted
                 continue
-            if found is not True and policy(kind, found) != "Delete":
+            if found is not True and (rule := policy(kind, found)) != "Delete":
                 which = "reclaim" if kind == "PersistentVolume" else "deletion"
-                stays.append(f"{kind} {name} stays, by its {which} policy "
-                             f"{policy(kind, found)}")
+                stays.append(f"{kind} {name} stays, by its {which} policy {rule}")
                 continue
             remaining.append((obj, (kind, "", name)))
             if kind == "VolumeSnapshotContent" and found is not True and awaits_sidecar(found):

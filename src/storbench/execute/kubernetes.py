@@ -184,9 +184,11 @@ class Kube:
             "ConfigMap": self.core.read_namespaced_config_map,
             "VolumeSnapshot": snapshots(self.custom, "get"),
             "VolumeSnapshotContent": lambda name, _: snapshot_contents(self.custom, "get")(name),
+            "PersistentVolume": lambda name, _: self.core.read_persistent_volume(name),
         }
+        where = f"{namespace}/{name}" if namespace else name  # cluster-scoped: no namespace
         try:
-            with self.call(f"reading {kind} {namespace}/{name}"):
+            with self.call(f"reading {kind} {where}"):
                 return readers[kind](name, namespace)
         except KubeError as exc:
             if "not found" in str(exc).lower():
@@ -196,20 +198,12 @@ class Kube:
     def read_or(self, kind: str, name: str, namespace: str, failed: Any) -> Any:
         """The object, None when it is gone, ``failed`` when the API cannot say."""
         try:
-            if kind == "PersistentVolume":
-                return self.read_pv(name)
             return self.read(kind, name, namespace)
         except KubeError:
             return failed
 
     def read_pv(self, name: str) -> Any | None:
-        try:
-            with self.call(f"reading PersistentVolume {name}"):
-                return self.core.read_persistent_volume(name)
-        except KubeError as exc:
-            if "not found" in str(exc).lower():
-                return None
-            raise
+        return self.read("PersistentVolume", name, "")
 
     def read_node(self, name: str) -> Any | None:
         """The node, or None when this user may not read nodes (namespaced users)."""

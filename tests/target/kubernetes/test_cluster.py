@@ -20,7 +20,7 @@ from kubernetes import client
 from storbench.execute.kubernetes import Kube, KubeError
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, run_cli
-from tests.k8s import leftovers, managed_pods
+from tests.k8s import leftovers, managed_pods, restricted_kubeconfig
 from tests.target.test_hosts import merged_percentile
 
 pytestmark = pytest.mark.integration
@@ -164,39 +164,6 @@ def test_fio_oom_killed(kube, namespace, k8s_env, store_path, tmp_path):
                    "--limits", "memory=64Mi", "-n", namespace, db=store_path, env=k8s_env)
     assert_one_line_error(proc, 1, "OOM-killed", "64Mi", "--limits memory=")
     assert leftovers(kube, namespace) == []
-
-
-def restricted_kubeconfig(kube: Kube, namespace: str, admin_kubeconfig: str, tmp_path: Path,
-                          verbs_on_exec: list[str]) -> Path:
-    """A ServiceAccount whose Role allows all storbench needs, but ``verbs_on_exec`` on
-    pods/exec; a kubeconfig that logs in with its token."""
-    rbac = client.RbacAuthorizationV1Api(kube.core.api_client)
-    kube.core.create_namespaced_service_account(namespace, {"metadata": {"name": "bench"}})
-    rules = [{"apiGroups": [""], "resources": ["pods", "configmaps", "persistentvolumeclaims"],
-              "verbs": ["get", "list", "create", "delete", "watch"]},
-             {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
-    if verbs_on_exec:
-        rules.append({"apiGroups": [""], "resources": ["pods/exec"], "verbs": verbs_on_exec})
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": "bench"}, "rules": rules})
-    rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "bench"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "bench"},
-        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": namespace}]})
-    token = kube.core.create_namespaced_service_account_token(
-        "bench", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
-    admin = yaml.safe_load(Path(admin_kubeconfig).read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    if "certificate-authority" in cluster:
-        ca = Path(cluster.pop("certificate-authority")).read_bytes()
-        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
-    path = tmp_path / "restricted.kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
-        "clusters": [{"name": "tb", "cluster": cluster}],
-        "users": [{"name": "bench", "user": {"token": token}}],
-        "contexts": [{"name": "bench", "context": {"cluster": "tb", "user": "bench",
-                                                   "namespace": namespace}}]}))
-    return path
 
 
 def test_rbac_forbids_a_verb(kube, kubeconfig, namespace, k8s_env, store_path, tmp_path):

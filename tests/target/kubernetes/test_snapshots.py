@@ -12,8 +12,7 @@ from kubernetes import client
 
 from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
-from tests.k8s import IMAGE, leftovers
-from tests.target.kubernetes.test_cluster import restricted_kubeconfig
+from tests.k8s import IMAGE, leftovers, restricted_kubeconfig
 
 pytestmark = pytest.mark.integration
 
