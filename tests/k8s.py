@@ -4,6 +4,7 @@ per test, and what storbench left in it (read through the real API)."""
 from __future__ import annotations
 
 import base64
+import importlib.util
 import os
 import secrets
 import subprocess
@@ -72,6 +73,18 @@ def csi_driver(kubeconfig: str) -> str:
     if proc.returncode != 0 or proc.stdout.strip().splitlines()[-1:] != ["ready"]:
         _unavailable(f"the CSI hostpath driver did not install: {proc.stderr[-1500:]}")
     return "csi-hostpath-sc"
+
+
+def kubelet_orphans() -> set[str]:
+    """The kubelet's directories of CSI hostpath volumes the driver no longer has
+    (scripts/csi_orphans.py): what a pod deleted without a grace period leaves."""
+    spec = importlib.util.spec_from_file_location("csi_orphans", REPO / "scripts/csi_orphans.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    base = Path(os.environ.get("K8S_TESTBED_HOME") or Path.home() / ".cache/k8s-testbed")
+    return set(module.find(str(base / "state/kubelet/pods"),
+                           str(base / "state/csi-hostpath-data/state.json")))
 
 
 def leftovers(kube: Kube, namespace: str) -> list[str]:

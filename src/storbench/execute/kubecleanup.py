@@ -16,7 +16,7 @@ class Kube(Protocol):
 
     def read_or(self, kind: str, name: str, namespace: str, failed: Any) -> Any: ...
 
-    def delete(self, kind: str, name: str, namespace: str, grace_s: int = 0,
+    def delete(self, kind: str, name: str, namespace: str, grace_s: int = 1,
                evict: bool = False) -> bool: ...
 
     def annotate_content(self, name: str, annotations: dict[str, str]) -> None: ...
@@ -64,7 +64,7 @@ def awaits_sidecar(content: dict[str, Any]) -> bool:
         and BEING_CREATED not in notes
 
 
-def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int = 0,
+def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int = 1,
                     evict: bool = False) -> tuple[list[str], list[str]]:
     """Delete ``objects`` in this order, then wait until they and what others delete after
     them are gone; an object whose deletion was refused is not waited for. Returns (what is

@@ -249,12 +249,16 @@ class Kube:
         with self.call(f"creating {kind} {ns}/{manifest['metadata']['name']}"):
             return creators[kind](ns, manifest, **extra)
 
-    def delete(self, kind: str, name: str, namespace: str, grace_s: int = 0,
+    def delete(self, kind: str, name: str, namespace: str, grace_s: int = 1,
                evict: bool = False) -> bool:
-        """Delete (at once: no grace period, by default); False when it was already gone.
+        """Delete (a pod with a 1 s grace period by default); False when it was already gone.
 
-        With grace period 0 a pod's object goes at once while its containers may still
-        run; with one, the object stays until the kubelet has stopped them. ``evict``:
+        With a grace period a pod's object stays until the kubelet has stopped its
+        containers and unmounted its volumes, so its claim (kept by its protection
+        finalizer) and volume go after that. With grace period 0 (a force deletion) the
+        object goes at once while the containers may still run and the volume is still
+        mounted: the claim and then the volume are deleted under it, and the kubelet
+        retries the unmount for ever (seen with the CSI hostpath driver). ``evict``:
         a pod through the Eviction API, as a node drain does (a PodDisruptionBudget
         may refuse it: KubeError with the API server's words)."""
         deleters: dict[str, Callable[..., Any]] = {
@@ -280,7 +284,7 @@ class Kube:
         return True
 
     def delete_and_wait(self, objects: list[tuple[str, str, str]], wait_s: float,
-                        grace_s: int = 0, evict: bool = False) -> tuple[list[str], list[str]]:
+                        grace_s: int = 1, evict: bool = False) -> tuple[list[str], list[str]]:
         """Delete (kind, namespace, name) objects in this order and wait until they, their
         PVs and snapshot contents are gone (`kubecleanup.delete_and_wait`)."""
         return kubecleanup.delete_and_wait(self, objects, wait_s, grace_s, evict)

@@ -17,7 +17,7 @@ from kubernetes import client
 from storbench.analysis.lifecycle import percentile, summary
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, run_cli
-from tests.k8s import leftovers, managed_pods
+from tests.k8s import kubelet_orphans, leftovers, managed_pods
 
 pytestmark = pytest.mark.integration
 
@@ -188,12 +188,16 @@ def test_a_csi_class_snapshots_restores_clones_and_expands(kube, namespace, k8s_
                                                            store_path, csi_driver):
     """The real CSI hostpath driver with its sidecars: every phase timed on 5 volumes, each
     copy's data checked against what was written; the hostPath class beside it says what
-    its provisioner cannot do and why; nothing left (snapshots and their contents too)."""
+    its provisioner cannot do and why; nothing left (snapshots and their contents too, and
+    no volume the kubelet could not unmount: a pod deleted without a grace period left it
+    one, whose unmount it retried for ever)."""
+    orphans = kubelet_orphans()
     proc = run_cli("k8s", "lifecycle", "--storage-class", csi_driver, "--storage-class",
                    "local-hostpath", "--volumes", "5", "-n", namespace,
                    "--assert", "lifecycle.reattach.p90 < 120s", db=store_path, env=k8s_env)
     assert proc.returncode == 0, proc.stderr
     assert leftovers(kube, namespace) == []
+    assert kubelet_orphans() - orphans == set()
     csi, hostpath = proc.stdout.split("Lifecycle of local-hostpath")
     for row in ("VolumeSnapshot created → readyToUse", "PVC from the snapshot created → Bound",
                 "first 4 KiB read in a pod", "restored data's first read",

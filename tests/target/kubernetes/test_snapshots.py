@@ -12,7 +12,7 @@ from kubernetes import client
 
 from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
-from tests.k8s import IMAGE, leftovers, restricted_kubeconfig
+from tests.k8s import IMAGE, kubelet_orphans, leftovers, restricted_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -29,6 +29,7 @@ def test_snapshots_deleted_while_they_are_taken_leave_no_content(
     (Several snapshots of one claim deleted at once can leave the claim's
     pvc-as-source-protection finalizer for good: each deletion sees another snapshot still
     there. storbench takes one snapshot per claim; so does this test.)"""
+    orphans = kubelet_orphans()
     claims = [f"src-{i}" for i in range(3)]
     for claim in claims:
         kube.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -41,7 +42,7 @@ def test_snapshots_deleted_while_they_are_taken_leave_no_content(
                      "name": "c", "image": IMAGE, "imagePullPolicy": "Never",
                      "command": ["sleep", "600"],
                      "volumeMounts": [{"name": c, "mountPath": f"/{c}"} for c in claims]}],
-                     "terminationGracePeriodSeconds": 0,
+                     "terminationGracePeriodSeconds": 2,  # as storbench's pods
                      "volumes": [{"name": c, "persistentVolumeClaim": {"claimName": c}}
                                  for c in claims]}})
     env = {"KUBECONFIG": kubeconfig, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
@@ -95,8 +96,11 @@ def test_snapshots_deleted_while_they_are_taken_leave_no_content(
                   "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents")["items"]) \
             and time.monotonic() < deadline:
         time.sleep(0.5)
-    # the claims go too, once no snapshot is being taken of them
+    # the claims go too, once no snapshot is being taken of them; the pod with a grace
+    # period: without one its object went at once, its claims' volumes were deleted while
+    # the kubelet still had them mounted, and it retried their unmount for ever
     problems, _ = kube.delete_and_wait(
         [("Pod", namespace, "writer")] + [("PersistentVolumeClaim", namespace, c)
                                            for c in claims], 60)
     assert problems == [] and leftovers(kube, namespace) == []
+    assert kubelet_orphans() - orphans == set()
