@@ -106,7 +106,8 @@ def test_disk_run_records_block_device(disk_dir, store_path):
     ("randrw75", ("--size", "8m", "--runtime", "1")),
     ("app-mixed", ("--size", "8m", "--runtime", "1")),
 ])
-def test_each_suite_shortened(suite, args, tmpfs, store_path):
+@pytest.mark.parametrize("store_path", ["sqlite"], indirect=True)  # the store does not
+def test_each_suite_shortened(suite, args, tmpfs, store_path):      # depend on the suite
     proc = run_cli("run", str(tmpfs), "--suite", suite, *args, db=store_path)
     assert proc.returncode == 0, proc.stderr
     run = show_json(store_path)
