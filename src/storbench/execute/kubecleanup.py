@@ -35,18 +35,19 @@ def dependent(kube: Kube, obj: Obj) -> Obj | None:
     found = kube.read_or(kind, name, ns, None)
     if found is None:
         return None
-    if kind == "PersistentVolumeClaim":
-        return ("PersistentVolume", "", found.spec.volume_name) if found.spec.volume_name \
-            else None
-    if kind == "VolumeSnapshot":
+    if kind == "PersistentVolumeClaim" and found.spec.volume_name:
+        after = ("PersistentVolume", "", found.spec.volume_name)
+    elif kind == "VolumeSnapshot":
         bound = (found.get("status") or {}).get("boundVolumeSnapshotContentName")
-        content = bound or f"snapcontent-{found['metadata']['uid']}"
-        # a user who may not read contents (cluster-scoped; a namespace's user often may
-        # not) cannot wait for one: only for what it can see go
-        if kube.read_or("VolumeSnapshotContent", content, "", True) is True:
-            return None
-        return ("VolumeSnapshotContent", "", content)
-    return None
+        after = ("VolumeSnapshotContent", "",
+                 bound or f"snapcontent-{found['metadata']['uid']}")
+    else:
+        return None
+    # a user who may not read PVs or contents (cluster-scoped: a namespace's user often
+    # may not) cannot wait for one: only for what it can see go
+    if kube.read_or(after[0], after[2], "", True) is True:
+        return None
+    return after
 
 
 def policy(kind: str, found: Any) -> str:
