@@ -155,7 +155,7 @@ def test_etcd_open_loop_rate_on_a_capped_volume(tmp_path, store_path):
 
     if (reason := missing_for_throttled()) is not None:
         pytest.skip(reason)
-    with Throttled(read_iops=600, write_iops=600) as capped:
+    with Throttled(read_iops=600, write_iops=600, backing_dir="/dev/shm") as capped:
         proc = run_cli_wrapped(capped.wrap, "run", str(capped.mnt), "--suite", "etcd",
                                "--size", "2m", "--rate", "150", db=store_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
