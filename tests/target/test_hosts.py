@@ -172,19 +172,10 @@ class WrappedFioServers(FioServers):
             wait_port_on(a, self.port)
 
 
-@pytest.fixture
-def throttled():
-    """conftest's capped volume, but with its image on the disk: under /dev/shm its path
-    starts with /dev/, which --hosts takes for a block device (to be fixed, see the
-    stop note); a repeat at a third of the cap does not mind the disk's stalls."""
-    from tests.testbed import Throttled, missing_for_throttled
-
-    if (reason := missing_for_throttled()) is not None:
-        pytest.skip(reason)
-    with Throttled() as t:
-        yield t
-
-
+# the image on the disk: under /dev/shm the path starts with /dev/, which --hosts takes
+# for a block device (a defect left open); a repeat at a third of the cap does not mind
+# the disk's stalls
+@pytest.mark.parametrize("throttled", ["/var/tmp"], indirect=True)
 def test_hosts_repeats_give_the_across_repeat_variation_warning(throttled, tmp_path,
                                                                 store_path):
     """The second of three repeats runs at a third of the cap: the run says the repeats
