@@ -390,6 +390,11 @@ class SshHosts(_Target):
                  str(self.target))
         return out.split()
 
+    def logs(self) -> str:
+        """Each host's sshd log (for a failing test's message)."""
+        return "\n".join(f"sshd {i}: {(self.dir / f'sshd_{i}.log').read_text(errors='replace')}"
+                         for i in range(self.n))
+
     def sessions(self, i: int) -> list[int]:
         """The PIDs serving host i's SSH sessions (and what they run)."""
         from storbench.execute.proctree import descendants

@@ -130,6 +130,29 @@ def test_a_database_damaged_in_the_middle(command, store_path, fio_json_text, tm
         assert "damaged" in proc.stderr and ".recover" in proc.stderr
 
 
+@pytest.mark.parametrize("command", [["show", "2"], ["export", "1", "2"], ["compare", "1", "2"],
+                                     ["report", "1", "2", "-o", "{tmp}/r.html"]])
+def test_a_stored_text_that_is_no_longer_utf8(command, store_path, fio_json_text, tmp_path):
+    """Damage sqlite cannot see: a byte in the middle of each stored result's JSON turned
+    into one that is not UTF-8 (Python's sqlite3 quoted the whole text in its error, garbage
+    included, and storbench did not say the file was damaged: a CI run)."""
+    from tests.store.test_sqlite import add_run
+
+    s = Store(store_path)
+    for label in "abc":
+        add_run(s, fio_json_text, label=label)
+    s.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    s.close()
+    data = store_path.read_bytes()
+    assert data.count(b'"bw_bytes_per_s"') >= 3
+    store_path.write_bytes(data.replace(b'"bw_bytes_per_s"', b'"bw_bytes_per_\xff"'))
+    proc = run_cli(*[c.format(tmp=tmp_path) for c in command], db=store_path)
+    assert_one_line_error(proc, 1, str(store_path))
+    assert "damaged" in proc.stderr and ".recover" in proc.stderr, proc.stderr
+    assert "Could not decode to UTF-8 column 'result'" in proc.stderr, proc.stderr
+    assert "bw_bytes" not in proc.stderr and len(proc.stderr) < 600, proc.stderr
+
+
 @pytest.mark.parametrize("after", ["click", "rich.console", "storbench.result.record",
                                    "storbench.cli.history", "storbench.store.sqlite"])
 def test_sigint_during_start_up_is_one_line(after, store_path):

@@ -7,6 +7,7 @@ import importlib
 import json
 import math
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -121,9 +122,13 @@ def database_error(path: str, exc: Exception,
     said = str(exc).strip()
     for mask in masks:
         said = mask(said)
+    # Python's sqlite3 quotes a whole stored text it cannot decode (a result's JSON, bytes
+    # of garbage included): the column's name is enough.
+    said, undecodable = re.subn(r"^(Could not decode to UTF-8 column '[^']*').*", r"\1",
+                                said, flags=re.S)
     if isinstance(exc, sqlite3.DatabaseError) and (
             type(exc) is sqlite3.DatabaseError or "malformed" in said
-            or "not a database" in said):
+            or "not a database" in said or undecodable):
         return StoreError(
             f"the results database {path!r} is damaged ({said}); recover what is readable"
             f" with: sqlite3 {path!r} .recover | sqlite3 recovered.db, then pass --db"
