@@ -123,17 +123,16 @@ def _skip_unless(what: str, reason: str | None) -> None:
 
 
 @pytest.fixture
-def throttled(request: pytest.FixtureRequest) -> Iterator[object]:
+def throttled() -> Iterator[object]:
     """A "gp3-like" volume: 3000 read / 3000 write IOPS, 125 MiB/s reads (cgroup v1 blkio).
 
     Its image is in /dev/shm: on the disk, the disk's own stalls (up to ~180 ms here, at
     3000 IOPS: p99.9 2 ms) came on top of the cap, which does not let lost time be made
-    up, and runs fell 3-5% short of it (two CI runs failed so). Another directory for the
-    image: ``@pytest.mark.parametrize("throttled", [DIR], indirect=True)``."""
+    up, and runs fell 3-5% short of it (two CI runs failed so)."""
     from tests.testbed import Throttled, missing_for_throttled
 
     _skip_unless("throttled volume", missing_for_throttled())
-    with Throttled(backing_dir=getattr(request, "param", "/dev/shm")) as t:
+    with Throttled(backing_dir="/dev/shm") as t:
         yield t
 
 

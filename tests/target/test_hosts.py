@@ -172,14 +172,13 @@ class WrappedFioServers(FioServers):
             wait_port_on(a, self.port)
 
 
-# the image on the disk: under /dev/shm the path starts with /dev/, which --hosts takes
-# for a block device (a defect left open); a repeat at a third of the cap does not mind
-# the disk's stalls
-@pytest.mark.parametrize("throttled", ["/var/tmp"], indirect=True)
 def test_hosts_repeats_give_the_across_repeat_variation_warning(throttled, tmp_path,
                                                                 store_path):
     """The second of three repeats runs at a third of the cap: the run says the repeats
-    disagree (issue #11: --hosts runs used to skip this warning)."""
+    disagree (issue #11: --hosts runs used to skip this warning). The volume's mount point
+    is under /dev/shm: a directory there is no device (--hosts took every path under /dev
+    for one)."""
+    assert str(throttled.mnt).startswith("/dev/shm/")
     servers = WrappedFioServers(2, throttled.wrap)
     servers.start()
     try:

@@ -115,9 +115,13 @@ def test_a_device_in_use_on_a_host_is_refused_even_when_named_again(disks, store
     assert disks.blank(1)  # the other host's device was not touched either
 
 
-def test_a_device_on_hosts_needs_ssh(store_path):
-    proc = run_cli("run", "/dev/sbtest-none", "--hosts", "127.0.0.1:8765", "--suite",
-                   "quick", db=store_path)
+@pytest.mark.parametrize("path", ["/dev/sbtest-none", "/dev/shm/../sbtest-none",
+                                  "/dev//./sbtest-none", "/dev/shm/x/../../sbtest-none"])
+def test_a_device_on_hosts_needs_ssh(path, store_path):
+    """Every way of writing a path that ends in /dev (not /dev/shm) names a device:
+    a path out of /dev/shm by .. is no directory of files."""
+    proc = run_cli("run", path, "--hosts", "127.0.0.1:8765", "--suite", "quick",
+                   db=store_path)
     assert_one_line_error(proc, 2, "needs every host reached over SSH")
     proc = run_cli("run", "/dev/sbtest-none", "--hosts", "ssh://127.0.0.1", "--suite",
                    "quick", "--destructive", "/dev/other", db=store_path)

@@ -102,7 +102,7 @@ def choose_targets(f: TargetFlags) -> list[Target]:
     if f.ssh_config and not any(h.ssh for h in hosts):
         raise ConfigError("--ssh-config applies to ssh:// hosts (--hosts ssh://HOST)")
     devices = [p for p in f.given if is_block_device(p)]
-    remote_device = bool(hosts) and len(f.given) == 1 and str(f.given[0]).startswith("/dev/")
+    remote_device = bool(hosts) and len(f.given) == 1 and names_a_device(f.given[0])
     if remote_device and f.destructive is not None and f.destructive != str(f.given[0]):
         raise ConfigError(f"--destructive {f.destructive}: name the TARGET device again,"
                           f" as given ({f.given[0]})")
@@ -153,6 +153,17 @@ def choose_targets(f: TargetFlags) -> list[Target]:
                           " such as /dev/nvme1n1)")
     return [BlockTarget(p, f.destructive, f.size_given, f.precondition, f.reads_only)
             if p in devices else DirectoryTarget(p) for p in f.given]
+
+
+# Directories under /dev that hold files, not devices (tmpfs on every Linux).
+FILE_DIRS_IN_DEV = ("shm",)
+
+
+def names_a_device(path: Path) -> bool:
+    """Whether a path on other hosts (not looked at from here) names a device: under /dev,
+    lexically normalised (``/dev/shm/../sda`` is /dev/sda), and not in /dev/shm."""
+    parts = Path(os.path.normpath(path)).parts
+    return parts[:2] == ("/", "dev") and len(parts) > 2 and parts[2] not in FILE_DIRS_IN_DEV
 
 
 def is_block_device(path: Path) -> bool:
