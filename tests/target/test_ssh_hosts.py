@@ -78,6 +78,29 @@ def test_a_host_key_that_does_not_match_starts_nothing(ssh_hosts, tmp_path, stor
     assert set(fio_servers_on_loopback()) - set(before) == set()
 
 
+def test_a_check_failing_after_the_sessions_opened_ends_them(ssh_hosts, tmp_path,
+                                                             store_path):
+    """The fio versions are compared once every host's server listens: a mismatch fails
+    the run's check with the SSH sessions open, and the run loop's cleanup ends them (the
+    hosts target's check did it itself; tests/pipeline/test_loop.py shows the loop calls
+    cleanup, this that nothing is left on real hosts). The local client reports another
+    version: a stand-in (one fio version is packaged); everything else is real."""
+    fake = tmp_path / "fio"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo fio-3.28; exit 0; }}\n'
+                    f'exec {FIO} "$@"\n')
+    fake.chmod(0o755)
+    before = set(fio_servers_on_loopback())
+    proc = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
+                   "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path),
+                   "--fio", str(fake), db=store_path)
+    assert proc.returncode == 1 and "fio versions differ" in proc.stderr, proc.stderr
+    deadline = time.monotonic() + 10
+    while set(fio_servers_on_loopback()) - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert set(fio_servers_on_loopback()) - before == set()
+    assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
+
+
 def test_sigkill_of_storbench_stops_the_remote_servers(ssh_hosts, tmp_path, store_path):
     before = set(fio_servers_on_loopback())
     said = tmp_path / "stderr"

@@ -100,8 +100,8 @@ def run_on(target: Target, spec: RunSpec, store: Store,
             for leftover in target.leftovers():
                 target.remove_leftover(leftover)
                 rep.leftover_removed(leftover)
-            target.check(planned.plan, fio, workdir)
             try:
+                target.check(planned.plan, fio, workdir)
                 guard.check()
                 clock.since("preflight")
                 environment = {**target.describe(fio), "storbench_version": __version__}
@@ -115,8 +115,12 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                     label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER),
                     series=spec.series or auto_series(planned.plan.suite_name, target.name,
                                                       TargetFacts.of(environment)))
-            except BaseException:  # what check started (SSH sessions, servers) ends here
-                target.cleanup(hurry=guard.signum is not None)
+            except BaseException:  # what check started (SSH sessions, servers) ends here,
+                # also when check itself failed half-way; the first failure is what is said
+                try:
+                    target.cleanup(hurry=guard.signum is not None)
+                except StorbenchError as exc:
+                    rep.note(f"storbench: cleaning up: {exc}")
                 raise
             ctx = RunContext(target, planned, store, run_id, rep, guard, environment, clock)
             try:

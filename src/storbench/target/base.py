@@ -102,7 +102,8 @@ class Target(Protocol):
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         """Raise unless the plan can run here: usable, room for the largest test, the
-        right fio. Nothing is created yet."""
+        right fio. What it starts to ask (SSH sessions, fio servers) ``cleanup`` ends,
+        also when ``check`` raises half-way."""
         ...
 
     def leftovers(self) -> list[Leftover]:
@@ -143,8 +144,9 @@ class Target(Protocol):
         ...
 
     def cleanup(self, hurry: bool = False) -> None:
-        """Remove what ``check`` and ``prepare`` created (called after ``check`` on every
-        path, also when the run never began); raise naming what could not be removed. In a
+        """Remove what ``check`` and ``prepare`` created (called once ``check`` was called,
+        on every path: also when it raised, or the run never began; so also with nothing
+        to remove); raise naming what could not be removed. In a
         ``hurry`` (a signal came, or the target stopped responding) it waits for slow
         removals only briefly."""
         ...

@@ -166,13 +166,10 @@ class HostsTarget(Quiet):
             opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config,
                                   workdir, remote)
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
-        try:
-            endpoints = self.endpoints()
-            found = probe(fio, list(endpoints.values()), workdir)
-            self.versions = {w: found[key(s)] for w, s in endpoints.items()}
-        except BaseException:
-            self.cleanup()
-            raise
+        # what fails from here leaves the sessions open: the run loop's cleanup ends them
+        endpoints = self.endpoints()
+        found = probe(fio, list(endpoints.values()), workdir)
+        self.versions = {w: found[key(s)] for w, s in endpoints.items()}
 
     def endpoints(self) -> dict[str, Server]:
         """Where fio's client reaches each host's server: its address, its unix socket,
