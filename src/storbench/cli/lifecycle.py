@@ -121,13 +121,15 @@ def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_j
                      capacity: str, namespace: str | None, kube_context: str | None,
                      kubeconfig: str | None, image: str, timeout_s: float,
                      access_mode: str = "RWO") -> None:
-    """Each class through the run loop in turn (a class that fails does not stop the
-    others; Ctrl-C does); the runs printed; exit 1 if one did not complete, 3 if a
-    check failed."""
-    from storbench.pipeline.loop import run_on
+    """Each class through the run loop in turn (``run_all``, as `run` does with several
+    classes: every class is read before the first starts; a class that fails, or whose run
+    cannot be shown, does not stop the others; Ctrl-C does); the runs printed; exit 1 if one
+    did not complete, 3 if a check failed."""
+    from storbench.pipeline.loop import TargetOutcome, run_all
     from storbench.pipeline.reporter import NullReporter
     from storbench.render.json import run_dict
     from storbench.render.terminal import print_run
+    from storbench.target.base import Target
     from storbench.target.kubernetes.classtarget import ClassTarget
 
     class Notes(NullReporter):
@@ -136,28 +138,24 @@ def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_j
         def note(self, text: str) -> None:
             err.print(f"  {text}", markup=False)
 
-    runs, errors = [], []
-    for name in classes:
-        target = ClassTarget(_options(name, capacity, namespace, kube_context, kubeconfig,
-                                      image, timeout_s, access_mode), capacity)
-        try:
-            target.preflight()
-            outcome = run_on(target, spec, store, Notes())
-        except StorbenchError as exc:  # before anything was stored: no such class, ...
-            if len(classes) == 1:
-                raise
-            err.print(f"storbench: {name}: {exc}", markup=False)
-            errors.append(exc)
-            continue
-        runs.append(outcome.run)
-        if not as_json:
-            print_run(out, outcome.run)
-        if isinstance(outcome.error, Interrupted):
-            raise outcome.error
-        if outcome.error is not None:
-            if len(classes) > 1:
-                err.print(f"storbench: {name}: {outcome.error}", markup=False)
-            errors.append(outcome.error)
+    def shown(done: TargetOutcome) -> None:
+        if done.outcome is not None and not as_json:
+            print_run(out, done.outcome.run)
+        if done.error is not None and len(classes) > 1 and not isinstance(done.error,
+                                                                          Interrupted):
+            err.print(f"storbench: {done.target.short_name}: {done.error}", markup=False)
+
+    targets: list[Target] = [
+        ClassTarget(_options(name, capacity, namespace, kube_context, kubeconfig, image,
+                             timeout_s, access_mode), capacity) for name in classes]
+    done = run_all(targets, spec, store, lambda target: Notes(), shown)
+    runs = [d.outcome.run for d in done if d.outcome is not None]
+    errors = [d.error for d in done if d.error is not None]
+    for d in done:
+        if isinstance(d.error, Interrupted):
+            raise d.error
+    if len(classes) == 1 and done[0].outcome is None and done[0].error is not None:
+        raise done[0].error  # before anything was stored: its own exit status
     if as_json and runs:
         print_json([run_dict(r) for r in runs] if len(classes) > 1 else run_dict(runs[0]))
     if errors:

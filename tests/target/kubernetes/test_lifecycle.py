@@ -78,24 +78,34 @@ def test_two_classes_timed_stored_and_gated(kube, namespace, k8s_env, store_path
 
 def test_a_class_that_never_binds_fails_and_says_why(kube, namespace, k8s_env, store_path):
     """A PVC of a class with no provisioner stays Pending: the run fails at the timeout
-    quoting the claim's events, and nothing is left."""
+    quoting the claim's events, the next class is measured all the same, and nothing is
+    left. A misspelt class among several fails the command before any starts."""
     from kubernetes import client
 
+    proc = run_cli("k8s", "lifecycle", "--storage-class", "local-hostpath",
+                   "--storage-class", "sbt-no-such-class", "-n", namespace, db=store_path,
+                   env=k8s_env)
+    assert_one_line_error(proc, 2, "sbt-no-such-class")
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
     storage = client.StorageV1Api(kube.core.api_client)
     name = f"sbt-nobody-{namespace[4:]}"
     storage.create_storage_class({"metadata": {"name": name}, "provisioner": "example.com/none",
                                   "volumeBindingMode": "Immediate"})
     try:
-        proc = run_cli("k8s", "lifecycle", "--storage-class", name, "--volumes", "1",
-                       "--timeout", "5", "-n", namespace, db=store_path, env=k8s_env)
+        proc = run_cli("k8s", "lifecycle", "--storage-class", name, "--storage-class",
+                       "local-hostpath", "--volumes", "1", "--timeout", "5", "-n", namespace,
+                       db=store_path, env=k8s_env)
     finally:
         storage.delete_storage_class(name)
     assert proc.returncode == 1
-    assert "not bound after 5 s" in proc.stderr
+    assert f"storbench: {name}: " in proc.stderr and "not bound after 5 s" in proc.stderr
+    assert proc.stdout.count("Lifecycle of") == 2
     assert leftovers(kube, namespace) == []
-    run = show_json(store_path)
-    assert run["status"] == "failed" and "not bound" in run["error"]
-    assert run["data"]["lifecycle"]["summary"]["bind"]["n"] == 0
+    failed, measured = show_json(store_path, "1"), show_json(store_path, "2")
+    assert failed["status"] == "failed" and "not bound" in failed["error"]
+    assert failed["data"]["lifecycle"]["summary"]["bind"]["n"] == 0
+    assert measured["status"] == "completed" and measured["label"] == "local-hostpath"
+    assert failed["label"] == name
 
 
 @pytest.mark.parametrize("command", [
