@@ -17,11 +17,18 @@ snapshot CRDs. Changed, and why:
   one below the test-bed's state;
 - the snapshot controller runs one replica;
 - StorageClass csi-hostpath-sc (WaitForFirstConsumer, volume expansion allowed).
+
+With --noclone, only a second instance of the driver, built without the CLONE_VOLUME
+capability (as AWS EBS's driver has none): CSIDriver hostpath-noclone.csi.k8s.io, its own
+plugin StatefulSet (driver, registrar, provisioner, attacher: no snapshots, no resizing;
+the first instance's service account), socket and data directories, and StorageClass
+csi-hostpath-noclone-sc (no expansion). Deployed beside the first for one test.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,6 +83,42 @@ def pod_spec(doc: dict[str, Any], image: str, kubelet: str, data: str) -> None:
                 host["type"] = "DirectoryOrCreate"
 
 
+NOCLONE = "hostpath-noclone.csi.k8s.io"
+NOCLONE_DROPPED = {"csi-resizer", "csi-snapshotter"}
+
+
+def noclone(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The second instance, from the first's CSIDriver and (rewritten) StatefulSet."""
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        if doc["kind"] == "CSIDriver":
+            doc = copy.deepcopy(doc)
+            doc["metadata"]["name"] = NOCLONE
+            doc["metadata"]["labels"] = {"app.kubernetes.io/part-of": "csi-driver-host-path",
+                                         "app.kubernetes.io/instance": NOCLONE}
+            out.append(doc)
+        elif doc["kind"] == "StatefulSet":
+            doc = copy.deepcopy(doc)
+            account = doc["spec"]["template"]["spec"]["serviceAccountName"]
+            text = (yaml.safe_dump(doc).replace("hostpath.csi.k8s.io", NOCLONE)
+                    .replace("csi-hostpathplugin", "csi-hostpathplugin-noclone")
+                    .replace("plugins/csi-hostpath/", "plugins/csi-hostpath-noclone/")
+                    .replace("plugins/csi-hostpath\n", "plugins/csi-hostpath-noclone\n"))
+            doc = yaml.safe_load(text)
+            spec = doc["spec"]["template"]["spec"]
+            spec["serviceAccountName"] = account
+            spec["containers"] = [c for c in spec["containers"]
+                                  if c["name"] not in NOCLONE_DROPPED]
+            for c in spec["containers"]:
+                if c["name"] == "hostpath":
+                    c["command"] = ["/hostpathplugin-noclone"]
+            out.append(doc)
+    out.append({**STORAGE_CLASS, "metadata": {**STORAGE_CLASS["metadata"],
+                                              "name": "csi-hostpath-noclone-sc"},
+                "provisioner": NOCLONE, "allowVolumeExpansion": False})
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--driver", type=Path, required=True, help="the driver's source tree")
@@ -87,6 +130,8 @@ def main() -> int:
     p.add_argument("--image", required=True)
     p.add_argument("--kubelet", required=True, help="the kubelet's --root-dir")
     p.add_argument("--data", required=True, help="where the driver keeps the volumes")
+    p.add_argument("--noclone", action="store_true",
+                   help="only the second instance, without CLONE_VOLUME (see above)")
     a = p.parse_args()
 
     docs: list[dict[str, Any]] = []
@@ -110,7 +155,7 @@ def main() -> int:
                 pod_spec(doc, a.image, a.kubelet, a.data)
             docs.append(doc)
     docs.append(STORAGE_CLASS)
-    yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
+    yaml.safe_dump_all(noclone(docs) if a.noclone else docs, sys.stdout, sort_keys=False)
     return 0
 
 

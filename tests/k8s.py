@@ -75,6 +75,24 @@ def csi_driver(kubeconfig: str) -> str:
     return "csi-hostpath-sc"
 
 
+@pytest.fixture
+def noclone_driver(csi_driver: str) -> Iterator[str]:
+    """A second CSI hostpath driver, built without the CLONE_VOLUME capability (as AWS
+    EBS's driver has none), beside the first for one test; its StorageClass's name."""
+    script = str(REPO / "scripts/install-csi-hostpath")
+    env = {**os.environ, "STORBENCH_K8S_TESTBED": str(TESTBED)}
+    proc = subprocess.run([script, "--noclone"], capture_output=True, text=True, timeout=600,
+                          env=env)
+    try:
+        if proc.returncode != 0 or proc.stdout.strip().splitlines()[-1:] != ["ready"]:
+            _unavailable(f"the driver without CLONE_VOLUME did not install:"
+                         f" {proc.stderr[-1500:]}")
+        yield "csi-hostpath-noclone-sc"
+    finally:
+        subprocess.run([script, "--remove-noclone"], capture_output=True, timeout=300,
+                       env=env, check=False)
+
+
 def kubelet_orphans() -> set[str]:
     """The kubelet's directories of CSI hostpath volumes the driver no longer has
     (scripts/csi_orphans.py): what a pod deleted without a grace period leaves."""

@@ -246,6 +246,32 @@ def test_a_csi_class_snapshots_restores_clones_and_expands(kube, namespace, k8s_
     assert failing.returncode == 3 and "no CSIDriver object" in failing.stdout
 
 
+def test_a_csi_driver_that_cannot_clone_says_so_at_once(kube, namespace, k8s_env,
+                                                        store_path, noclone_driver):
+    """A CSI driver without CLONE_VOLUME (AWS EBS's has none) has a CSIDriver object like
+    any other: only its provisioner's ProvisioningFailed event says it cannot clone. The
+    clone row says so in its words, the volumes carry on (their clone claims deleted), and
+    the run completes; it waited for --timeout, then failed every volume."""
+    start = time.monotonic()
+    proc = run_cli("k8s", "lifecycle", "--storage-class", noclone_driver, "--volumes", "2",
+                   "--timeout", "90", "-n", namespace, db=store_path, env=k8s_env)
+    took = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    assert leftovers(kube, namespace) == []
+    said = ("not supported by hostpath-noclone.csi.k8s.io (its provisioner: CSI driver does"
+            " not support clone operations: controller CLONE_VOLUME capability is not"
+            " reported)")
+    assert "no clones: the provisioner says CSI driver does not support clone" in proc.stderr
+    life = show_json(store_path)["data"]["lifecycle"]
+    assert life["not_measured"]["clone"] == said
+    assert "clone" in proc.stdout and "its provisioner: CSI driver does not support" in proc.stdout
+    assert "PVC from the PVC (clone)" not in proc.stdout  # no row of n/a beside it
+    for v in life["volumes"]:
+        assert v["error"] is None and v["clone"] is None
+        assert v["verified"] == ["volume after the pod moved"] and v["reattach"] > 0
+    assert took < 90  # not one --timeout per volume
+
+
 def test_ctrl_c_while_a_snapshot_is_restored_leaves_nothing(kube, namespace, k8s_env,
                                                             store_path, csi_driver):
     """Ctrl-C once a VolumeSnapshot exists: the snapshot, its content, the restore's claim

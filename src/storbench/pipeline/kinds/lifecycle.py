@@ -79,6 +79,8 @@ class LifecycleKind(Plain):
                               can=can)
         with ctx.phase(f"volumes ({self.spec.volumes}, {self.spec.parallel} at a time)"):
             self.volumes = self.life.measure(self.spec.volumes, self.spec.parallel)
+        for copy, said in self.life.refused.items():  # known only once asked for
+            self.not_measured[copy] = f"not supported by {sc.provisioner} (its provisioner: {said})"
 
     def record(self) -> dict[str, Any]:
         if self.life is None:

@@ -10,7 +10,10 @@ claim: detach and attach again); and what the class's driver can do: a VolumeSna
 (→ readyToUse), a restore of it (a PVC from the snapshot and a pod: → Bound, → the first
 4 KiB read back, then the whole file read once with direct I/O: lazily loaded restores
 show there), a clone (a PVC from the PVC), and an online expansion to twice the size
-(→ the claim's capacity is the new size; polled every EXPAND_POLL_S).
+(→ the claim's capacity is the new size; polled every EXPAND_POLL_S). A copy the driver
+turns down (no object says so beforehand: a CSI driver without the CLONE_VOLUME
+capability, as AWS EBS's) is known by its provisioner's ProvisioningFailed event: that
+copy is then not supported (``Lifecycle.refused``), not a failure after --timeout.
 
 Every object carries the managed-by label and the run's id (`storbench k8s cleanup`
 finds what a killed run left); all are deleted on success, on errors, on Ctrl-C and
@@ -52,6 +55,20 @@ DATA_FILE = f"{DATA_DIR}/storbench-data"
 WRITE_DATA = ["sh", "-c", f"dd if=/dev/urandom of={DATA_FILE} bs=1M count={DATA_MIB}"
               f" 2>/dev/null && sync && md5sum {DATA_FILE}"]
 CHECKSUM = ["md5sum", DATA_FILE]
+# What external-provisioner says (event ProvisioningFailed) of a copy the driver cannot
+# make (its checkDriverCapabilities); the claim's events are read every REFUSAL_POLL_S.
+REFUSALS = {"clone": "does not support clone operations",
+            "restore": "does not support snapshot restore"}
+REFUSAL_POLL_S = 1.0
+
+
+class Refused(KubeError):
+    """The provisioner turned a copy down for good; ``said``: its words. Where it is not
+    caught (a restore: its driver took the snapshot), the volume fails saying so."""
+
+    def __init__(self, said: str) -> None:
+        super().__init__(f"the provisioner refuses: {said}")
+        self.said = said
 FIRST_READ = ["dd", f"if={DATA_FILE}", "of=/dev/null", "bs=4k", "count=1"]
 READ_BACK = ["fio", "--name=restored-read", f"--filename={DATA_FILE}", "--rw=read",
              "--bs=1m", f"--size={DATA_MIB}m", "--direct=1", "--ioengine=psync",
@@ -82,6 +99,7 @@ class Lifecycle:
     note: Callable[[str], None]
     wait_for_consumer: bool = False
     can: Abilities = field(default_factory=Abilities)
+    refused: dict[str, str] = field(default_factory=dict)  # copy -> the provisioner's words
     created: list[tuple[str, str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -188,15 +206,27 @@ class Lifecycle:
                             f" {found[0] if found else 'none'}, written {checksum}")
         record["verified"].append(copy)
 
-    def _copy(self, name: str, data_source: dict[str, str]) -> tuple[float, float, float]:
+    def _copy(self, name: str, data_source: dict[str, str],
+              copy: str) -> tuple[float, float, float]:
         """A PVC from ``data_source`` and a pod on it: seconds from the claim's creation to
-        Bound, to the pod Running and to its first 4 KiB read back."""
+        Bound, to the pod Running and to its first 4 KiB read back. Refused if the
+        provisioner says the driver cannot make this ``copy`` (REFUSALS)."""
         t0 = time.monotonic()
         self._create(pvc_manifest(self.uid, self.namespace, self.o, self.capacity, name,
                                   data_source))
         self._create(pod_for(self.uid, self.namespace, self.o, name, name,
                              int(self.timeout_s) + 120))
-        bound, running, _, _ = self._wait_running(name, t0)
+        look_at = [t0 + REFUSAL_POLL_S]
+
+        def refusal(pvc: Any) -> None:
+            if pvc.status.phase != "Pending" or time.monotonic() < look_at[0]:
+                return
+            look_at[0] = time.monotonic() + REFUSAL_POLL_S
+            for line in self.kube.events(self.namespace, "PersistentVolumeClaim", name):
+                if line.startswith("Warning ProvisioningFailed:") and REFUSALS[copy] in line:
+                    raise Refused(line.split(":", 1)[1].strip().rsplit(" (x", 1)[0])
+
+        bound, running, _, _ = self._wait_running(name, t0, refusal)
         self._run(name, FIRST_READ, "the first read")
         return bound - t0, running - t0, time.monotonic() - t0
 
@@ -244,17 +274,26 @@ class Lifecycle:
             restored = f"{name}-restore"
             bound, _, first = self._copy(restored, {
                 "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
-                "name": snap})
+                "name": snap}, "restore")
             record["restore"], record["restore_first_read"] = round(bound, 3), round(first, 3)
             record["restore_read_mibs"] = self._read_back(restored)
             self._verify(restored, checksum, "restore", record)
             self._delete_all([("Pod", restored), ("PersistentVolumeClaim", restored),
                               ("VolumeSnapshot", snap)])
-        if self.can.clone:
+        if self.can.clone and "clone" not in self.refused:
             cloned = f"{name}-clone"
-            bound, _, _ = self._copy(cloned, {"kind": "PersistentVolumeClaim", "name": name})
-            record["clone"] = round(bound, 3)
-            self._verify(cloned, checksum, "clone", record)
+            try:
+                bound, _, _ = self._copy(cloned, {"kind": "PersistentVolumeClaim",
+                                                  "name": name}, "clone")
+            except Refused as exc:  # the next volumes do not ask again
+                with self.lock:
+                    first = "clone" not in self.refused
+                    self.refused.setdefault("clone", exc.said)
+                if first:
+                    self.note(f"no clones: the provisioner says {exc.said}")
+            else:
+                record["clone"] = round(bound, 3)
+                self._verify(cloned, checksum, "clone", record)
             self._delete_all([("Pod", cloned), ("PersistentVolumeClaim", cloned)])
         # the pod moved: deleted, and a new one on the same claim (detach, attach, mount)
         at("pod_moved")
