@@ -47,6 +47,11 @@ RATES = {"restore_read_mibs": "restored data's first read (16 MiB, direct I/O)"}
 MAY_NOT = {"snapshot": "snapshot", "restore": "restore", "restore_first_read": "restore",
            "restore_read_mibs": "restore", "clone": "clone", "expand": "resize"}
 STATS = ("p50", "p90", "max")
+# How often storbench reads what each phase waits for (seconds): a phase seen over within
+# one read is shorter than this, not zero. first_write is fio's own figure; the restored
+# read's first 4 KiB ends when the read returns.
+READ_EVERY_S = {"bind": 0.1, "running": 0.1, "reattach": 0.1, "snapshot": 0.1,
+                "restore": 0.1, "clone": 0.1, "expand": 0.5, "delete": 0.5}
 
 
 def phase_label(phase: str, binding_mode: str | None) -> str:

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from storbench.analysis.lifecycle import MAY_NOT, PHASES, RATES, STATS, phase_label
+from storbench.analysis.lifecycle import (
+    MAY_NOT,
+    PHASES,
+    RATES,
+    READ_EVERY_S,
+    STATS,
+    phase_label,
+)
 from storbench.render import units
 from storbench.render.table import Table
 from storbench.result.sections import FAILOVER, LIFECYCLE, FailoverSection, LifecycleSection
@@ -24,12 +31,13 @@ def lifecycle_table(life: LifecycleSection) -> Table:
         if row is None or MAY_NOT.get(phase) in missing:
             continue
         if phase in RATES:
-            what, fmt = RATES[phase], _mibs
+            what, cells = RATES[phase], [_mibs(row[s]) for s in STATS]
         else:
-            what, fmt = phase_label(phase, life.get("binding_mode")), _s
+            what = phase_label(phase, life.get("binding_mode"))
+            cells = [_s(row[s], phase) for s in STATS]
         why = next((v.get("delete_note") for v in life["volumes"]
                     if phase == "delete" and v.get("delete_note")), "")
-        rows.append([what, *(fmt(row[s]) for s in STATS),
+        rows.append([what, *cells,
                      f"{row['n']} of {row['of']}" + (f" ({why})" if why else "")])
     for phase, why in missing.items():
         rows.append([phase, "", "", "", why])
@@ -68,9 +76,15 @@ def is_kube_life(run: Any) -> bool:
     return bool(LIFECYCLE.of(run) or FAILOVER.of(run))
 
 
-def _s(value: float | None) -> str:
-    """Seconds in the unit that suits them: 40.0 µs, 112 ms, 2.88 s."""
-    return "n/a" if value is None else units.latency(value * 1e9)
+def _s(value: float | None, phase: str = "") -> str:
+    """Seconds in the unit that suits them: 40.0 µs, 112 ms, 2.88 s; a ``phase`` seen over
+    within one read of the API (READ_EVERY_S) is "< 100 ms", not "0.00 ns"."""
+    if value is None:
+        return "n/a"
+    every = READ_EVERY_S.get(phase)
+    if every is not None and value < every:
+        return f"< {units.latency(every * 1e9)}"
+    return units.latency(value * 1e9)
 
 
 def classes_table(runs: list[Any]) -> Table:
@@ -86,7 +100,7 @@ def classes_table(runs: list[Any]) -> Table:
         s = life["summary"] if life else {}
 
         def stat(phase: str, which: str, s: dict[str, Any] = s) -> str:
-            return _s((s.get(phase) or {}).get(which)) if s else ""
+            return _s((s.get(phase) or {}).get(which), phase) if s else ""
 
         rows.append([f"#{r.id}", r.label or "", r.target.split("/")[-1],
                      (r.environment.get("target") or {}).get("binding_mode", ""),
