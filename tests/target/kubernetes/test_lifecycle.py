@@ -160,6 +160,13 @@ def test_a_failover_pause_is_measured_and_no_acknowledged_write_is_lost(kube, na
     (phase,) = [p for p in run["data"]["phases"] if p["name"].startswith("failover")]
     assert phase["end_s"] - phase["start_s"] > found["pause_s"]
     assert found["intact"] and found["acknowledged_writes"] >= 50  # ~150 in 3 s at 50/s
+    # two counts, said so that they do not read as a contradiction: the old pod writes on
+    # through its grace period
+    so_far = int(re.search(r"\((\d+) writes acknowledged so far; it writes until its"
+                           r" containers stop\)", proc.stderr)[1])
+    read = int(re.search(r"reading back the (\d+) acknowledged writes in pod \S+ \(all the"
+                         r" old pod's\)", proc.stderr)[1])
+    assert so_far <= read == found["acknowledged_writes"]
     # the parts add up to the pause; the old pod's containers stop before the new runs
     assert sum(found["parts"].values()) == pytest.approx(found["pause_s"], abs=0.01)
     assert all(v >= 0 for v in found["parts"].values())

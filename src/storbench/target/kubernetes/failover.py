@@ -100,7 +100,8 @@ class Failover:
             raise KubeError(f"fio in pod {old} reported no write in {before_s:g} s")
         deleted = time.monotonic()
         how = "evicting" if self.evict else "deleting"
-        self.note(f"{how} pod {old} ({acks.writes} writes acknowledged)")
+        self.note(f"{how} pod {old} ({acks.writes} writes acknowledged so far; it writes"
+                  " until its containers stop)")
         # a grace period: the pod's object stays until its containers are stopped (at
         # grace 0 it goes at once while fio may still write: the two pods would overlap)
         problems, _ = self.kube.delete_and_wait([("Pod", self.namespace, old)], DELETE_WAIT_S,
@@ -122,7 +123,8 @@ class Failover:
         first = time.monotonic()
         if res.timed_out or res.returncode != 0:
             raise KubeError(f"the first write in the new pod {new} failed: {res.stderr.strip()}")
-        self.note(f"reading back the {writes} acknowledged writes in pod {new}")
+        self.note(f"reading back the {writes} acknowledged writes in pod {new} (all the old"
+                  " pod's)")
         check = self.kube.exec(self.namespace, new, verifier(writes), deadline_s=600)
         lost = check.returncode != 0 or check.timed_out
         return {
