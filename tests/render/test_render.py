@@ -169,3 +169,12 @@ def test_a_lifecycle_phase_seen_over_within_one_read_is_below_the_read_interval(
     assert rows["PVC deleted → PV gone"][0] == "< 500 ms"
     assert rows["PVC deleted → PV gone"][2] == "600 ms"
     assert not any("0.00 ns" in c for r in table.rows for c in r)
+    # the intervals the table states are those the code reads at
+    from storbench.analysis.lifecycle import READ_EVERY_S
+    from storbench.execute import kubecleanup
+    from storbench.target.kubernetes import lifecycle
+
+    assert READ_EVERY_S == {**dict.fromkeys(("bind", "running", "reattach", "snapshot",
+                                             "restore", "clone"), lifecycle.POLL_S),
+                            "expand": lifecycle.EXPAND_POLL_S,
+                            "delete": kubecleanup.READ_EVERY_S}

@@ -49,7 +49,9 @@ MAY_NOT = {"snapshot": "snapshot", "restore": "restore", "restore_first_read": "
 STATS = ("p50", "p90", "max")
 # How often storbench reads what each phase waits for (seconds): a phase seen over within
 # one read is shorter than this, not zero. first_write is fio's own figure; the restored
-# read's first 4 KiB ends when the read returns.
+# read's first 4 KiB ends when the read returns. (The intervals are target/kubernetes/
+# lifecycle.py's POLL_S and EXPAND_POLL_S and execute/kubecleanup.py's READ_EVERY_S; a
+# test holds them equal.)
 READ_EVERY_S = {"bind": 0.1, "running": 0.1, "reattach": 0.1, "snapshot": 0.1,
                 "restore": 0.1, "clone": 0.1, "expand": 0.5, "delete": 0.5}
 

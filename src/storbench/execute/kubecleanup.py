@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 from storbench.execute.kubestatus import KubeError
 
+READ_EVERY_S = 0.5  # how often what is being deleted is read again
+
 
 class Kube(Protocol):
     """What of `storbench.execute.kubernetes.Kube` this needs."""
@@ -123,7 +125,7 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
         deps = remaining
         if not left and not deps:
             break
-        time.sleep(0.5)
+        time.sleep(READ_EVERY_S)
     problems += [f"{k} {ns}/{n}: still there after {wait_s:.0f} s" for k, ns, n in left]
     problems += [f"{k} {n}: still there after {wait_s:.0f} s" for _, (k, _, n) in deps
                  if kube.read_or(k, n, "", True) is not None]

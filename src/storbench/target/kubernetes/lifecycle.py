@@ -287,9 +287,9 @@ class Lifecycle:
                                                   "name": name}, "clone")
             except Refused as exc:  # the next volumes do not ask again
                 with self.lock:
-                    first = "clone" not in self.refused
+                    said_before = "clone" in self.refused
                     self.refused.setdefault("clone", exc.said)
-                if first:
+                if not said_before:
                     self.note(f"no clones: the provisioner says {exc.said}")
             else:
                 record["clone"] = round(bound, 3)
