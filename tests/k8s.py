@@ -76,19 +76,33 @@ def csi_driver(kubeconfig: str) -> str:
 
 
 @pytest.fixture
-def noclone_driver(csi_driver: str) -> Iterator[str]:
+def noclone_driver(csi_driver: str, kube: Kube) -> Iterator[str]:
     """A second CSI hostpath driver, built without the CLONE_VOLUME capability (as AWS
-    EBS's driver has none), beside the first for one test; its StorageClass's name."""
+    EBS's driver has none), beside the first for one test; its StorageClass's name. Its
+    volumes go before it does (what a failed test left: a volume whose driver is gone
+    stays mounted, and the kubelet retries its unmount for ever)."""
     script = str(REPO / "scripts/install-csi-hostpath")
     env = {**os.environ, "STORBENCH_K8S_TESTBED": str(TESTBED)}
+    sc = "csi-hostpath-noclone-sc"
     proc = subprocess.run([script, "--noclone"], capture_output=True, text=True, timeout=600,
                           env=env)
     try:
         if proc.returncode != 0 or proc.stdout.strip().splitlines()[-1:] != ["ready"]:
             _unavailable(f"the driver without CLONE_VOLUME did not install:"
                          f" {proc.stderr[-1500:]}")
-        yield "csi-hostpath-noclone-sc"
+        yield sc
     finally:
+        claims = [(c.metadata.namespace, c.metadata.name) for c in
+                  kube.core.list_persistent_volume_claim_for_all_namespaces().items
+                  if c.spec.storage_class_name == sc]
+        pods = [("Pod", p.metadata.namespace, p.metadata.name) for p in
+                kube.core.list_pod_for_all_namespaces().items
+                if any(v.persistent_volume_claim is not None
+                       and (p.metadata.namespace, v.persistent_volume_claim.claim_name) in claims
+                       for v in p.spec.volumes or [])]
+        if claims:
+            kube.delete_and_wait([*pods, *(("PersistentVolumeClaim", ns, n)
+                                           for ns, n in claims)], 120)
         subprocess.run([script, "--remove-noclone"], capture_output=True, timeout=300,
                        env=env, check=False)
 
