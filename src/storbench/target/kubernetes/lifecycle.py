@@ -55,6 +55,10 @@ DATA_FILE = f"{DATA_DIR}/storbench-data"
 WRITE_DATA = ["sh", "-c", f"dd if=/dev/urandom of={DATA_FILE} bs=1M count={DATA_MIB}"
               f" 2>/dev/null && sync && md5sum {DATA_FILE}"]
 CHECKSUM = ["md5sum", DATA_FILE]
+FIRST_READ = ["dd", f"if={DATA_FILE}", "of=/dev/null", "bs=4k", "count=1"]
+READ_BACK = ["fio", "--name=restored-read", f"--filename={DATA_FILE}", "--rw=read",
+             "--bs=1m", f"--size={DATA_MIB}m", "--direct=1", "--ioengine=psync",
+             "--output-format=json"]
 # What external-provisioner says (event ProvisioningFailed) of a copy the driver cannot
 # make (its checkDriverCapabilities); the claim's events are read every REFUSAL_POLL_S.
 REFUSALS = {"clone": "does not support clone operations",
@@ -69,10 +73,6 @@ class Refused(KubeError):
     def __init__(self, said: str) -> None:
         super().__init__(f"the provisioner refuses: {said}")
         self.said = said
-FIRST_READ = ["dd", f"if={DATA_FILE}", "of=/dev/null", "bs=4k", "count=1"]
-READ_BACK = ["fio", "--name=restored-read", f"--filename={DATA_FILE}", "--rw=read",
-             "--bs=1m", f"--size={DATA_MIB}m", "--direct=1", "--ioengine=psync",
-             "--output-format=json"]
 
 
 @dataclass(frozen=True)
