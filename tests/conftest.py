@@ -17,7 +17,7 @@ import pytest
 
 from storbench.store import Store
 
-pytest_plugins = ["tests.k8s"]  # the Kubernetes test-bed's fixtures
+pytest_plugins = ["tests.k8s", "tests.images"]  # the Kubernetes test-bed, image builds
 
 IS_ROOT = os.geteuid() == 0
 FIO = shutil.which("fio")

@@ -1,4 +1,4 @@
-"""`storbench k8s classes|cleanup` (and lifecycle, failover: cli/lifecycle.py); the
+"""`storbench k8s classes|cleanup|image` (and lifecycle, failover: cli/lifecycle.py); the
 manifests of `run --dry-run`."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from storbench.cli.lifecycle import failover, lifecycle
 from storbench.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
+ENGINE_CHOICES = ("auto", "docker", "podman", "buildah")  # execute/imagebuild.ENGINES, unimported
 
 
 def manifests_yaml(manifests: list[dict[str, Any]]) -> str:
@@ -155,6 +156,103 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
             err.print(f"nothing to clean up in {where}", markup=False)
     if problems:
         raise KubeError("cleaning up: " + "; ".join(problems))
+
+
+@k8s.group()
+def image() -> None:
+    """The runner image: fio and a POSIX sh, run as uid 1000 (the pods of `run
+    --storage-class`, `k8s lifecycle` and `k8s failover`).
+
+    The default image (see `run --help`, --image) is published by each release; where a
+    cluster cannot pull it (air-gapped, a registry mirror, a policy on registries) build
+    it, push it where the nodes pull from, and give it with --image or STORBENCH_IMAGE.
+
+    \b
+    Example:
+      storbench k8s image build --push registry.example.com/storbench/fio:3.33-1
+      storbench k8s image dockerfile > Dockerfile
+    """
+
+
+@image.command()
+@click.option("--push", "destination", metavar="REF",
+              help="Push it here once built: a registry reference (podman and buildah also"
+                   " take oci-archive:PATH, docker-archive:PATH, oci:DIR, dir:DIR).")
+@click.option("--tag", default=None, metavar="REF",
+              help="The local name  [default: localhost/ + the default image's path]")
+@click.option("--base", default=None, metavar="REF",
+              help="The Debian 12 image to start from, e.g. your mirror's copy  [default: the"
+                   " Dockerfile's, debian:12.11-slim]")
+@click.option("--engine", type=click.Choice(ENGINE_CHOICES), default="auto", show_default=True,
+              help="The image engine: auto takes the first of docker, podman, buildah that"
+                   " can build here.")
+@click.option("--network", metavar="MODE",
+              help="The build's network (the engine's --network, e.g. host) for apt-get.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not show the engine's output.")
+def build(destination: str | None, tag: str | None, base: str | None, engine: str,
+          network: str | None, quiet: bool) -> None:
+    """Build the runner image here and check that fio runs in it (as uid 1000).
+
+    With docker, podman or buildah, whichever can build here (docker's client without a
+    daemon is passed over, saying so), from the Dockerfile inside storbench: Debian 12
+    and its fio 3.33, nothing else. The build's apt-get needs Debian's mirror (or the
+    one the base image's apt names). Prints the name to give --image on stdout: the
+    pushed reference, or the local name when nothing was pushed to a registry.
+
+    \b
+    Example:
+      storbench k8s image build --push registry.example.com/storbench/fio:3.33-1
+      storbench run --storage-class fast --image registry.example.com/storbench/fio:3.33-1
+      storbench k8s image build --base mirror.example.com/debian:12.11-slim --push ...
+    """
+    from storbench.execute import imagebuild
+    from storbench.render.text import harmless
+    from storbench.target.kubernetes.manifests import DEFAULT_IMAGE
+
+    tag = imagebuild.check_reference("--tag", tag or "localhost/" + DEFAULT_IMAGE.split("/", 1)[1])
+    base = imagebuild.check_reference("--base", base or imagebuild.default_base())
+    if network is not None and not re.fullmatch(r"[a-z0-9][a-z0-9_.:-]*", network):
+        raise ConfigError(f"--network {network!r} is not a network mode (e.g. host)")
+    chosen, passed = imagebuild.choose_engine(None if engine == "auto" else engine)
+    if destination is not None:
+        imagebuild.check_destination(chosen, destination)
+    for why in passed:
+        err.print(f"passed over {why}", markup=False)
+    err.print(f"building {tag} from {base} with {chosen}", markup=False)
+    built = imagebuild.build(chosen, tag, base, destination, network,
+                             None if quiet else lambda line: err.print(
+                                 "  " + harmless(line), markup=False, highlight=False))
+    err.print(f"built {built.tag} with {built.engine} in {built.seconds:.0f} s;"
+              f" {built.fio_version} runs in it as uid 1000", markup=False)
+    if destination is not None and imagebuild.pushes_to_registry(destination):
+        err.print(f"pushed to {destination}; give it to the runs: --image {destination}"
+                  f" (or STORBENCH_IMAGE={destination})", markup=False)
+        click.echo(destination)
+        return
+    if destination is not None:
+        err.print(f"written to {destination}: load it where the nodes take images from"
+                  " under a name of yours (ctr -n k8s.io images import, kind load"
+                  " image-archive, …), then give that name with --image", markup=False)
+    else:
+        err.print(f"the cluster's nodes cannot pull {tag} from here: push it to a registry they"
+                  " pull from (--push REGISTRY/storbench/fio:3.33-1) or load it onto them"
+                  " (kind load, minikube image load, …), then give it with --image",
+                  markup=False)
+    click.echo(tag)
+
+
+@image.command()
+def dockerfile() -> None:
+    """Print the runner image's Dockerfile, to build it where an engine runs.
+
+    \b
+    Example:
+      storbench k8s image dockerfile > Dockerfile
+      docker build -t registry.example.com/storbench/fio:3.33-1 .
+    """
+    from storbench.execute.imagebuild import dockerfile_text
+
+    click.echo(dockerfile_text(), nl=False)
 
 
 k8s.add_command(lifecycle)

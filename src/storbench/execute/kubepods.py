@@ -24,10 +24,10 @@ _CAUSES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeve
            "CrashLoopBackOff")
 
 _PULL = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
-IMAGE_HINT = (". The runner image is fio and a POSIX sh: build it from the repository's"
-              " images/fio (`docker build -t REGISTRY/storbench-fio images/fio`, then"
-              " push it where the cluster pulls from; docs/install.md) and give it with"
-              " --image or STORBENCH_IMAGE")
+IMAGE_HINT = (". The runner image is fio and a POSIX sh: build it and push it where the"
+              " cluster pulls from with `storbench k8s image build --push"
+              " REGISTRY/storbench/fio:3.33-1` (docker, podman or buildah), then give that"
+              " with --image or STORBENCH_IMAGE")
 
 
 def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard: SignalGuard,

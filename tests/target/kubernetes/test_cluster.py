@@ -148,7 +148,7 @@ def test_image_that_does_not_exist(kube, namespace, k8s_env, store_path):
                    "--image", "localhost/storbench-no-such-image:0", db=store_path, env=k8s_env)
     assert_one_line_error(proc, 1, "cannot start", "localhost/storbench-no-such-image:0")
     assert "ErrImagePull" in proc.stderr or "ImagePullBackOff" in proc.stderr
-    assert "build it from the repository's images/fio" in proc.stderr  # and how to go on
+    assert "storbench k8s image build --push" in proc.stderr  # and how to go on
     assert leftovers(kube, namespace) == []
 
 
