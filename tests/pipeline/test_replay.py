@@ -187,7 +187,10 @@ def test_record_says_what_is_wrong(tmp_path):
         (["run", str(d), "--replay", "nosuch"], "no recorded workload 'nosuch'"),
         (["record", "w", "--dir", str(d), "--pid", "999999", "--duration", "1"],
          "strace could not follow PID 999999"),
-        (["record", "w", "--dir", str(d), "--pid", "1", "--measure-cost"], "--measure-cost"),
+        (["record", "w", "--dir", str(d), "--pid", "1", "--measure-cost"],
+         "--measure-cost with --pid needs --duration"),
+        (["record", "w", "--dir", str(d), "--pid", "999999", "--duration", "1",
+          "--measure-cost"], "cannot read the I/O calls of PID 999999"),
         (["run", str(d), "--replay-fast"], "--replay-fast applies to --replay"),
     ]
     for args, said in cases:
@@ -229,6 +232,39 @@ def test_measure_cost_times_the_command_untraced_too(tmpfs, tmp_path):
     assert "without: tracing cost" in proc.stdout, proc.stdout
     assert 0 < w["untraced_s"] and 0 < w["wall_s"]
     assert proc.stdout.count('"fio version"') == 2  # the application ran twice
+
+
+@needs_fio
+@needs_strace
+def test_measure_cost_of_a_followed_process_counts_its_calls_before_and_traced(tmpfs,
+                                                                             tmp_path):
+    """fio as a steady application (one process, its job a thread) followed with --pid:
+    its read and write calls per second untraced (5 s) and traced (3 s), from /proc; the
+    traced rate agrees with what strace itself recorded."""
+    import subprocess
+    import time
+
+    data = tmpfs / "data"
+    data.write_bytes(b"\0" * (1 << 20))
+    app = subprocess.Popen([*_app(f"--filename={data}"), "--thread", "--time_based",
+                            "--runtime=40"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)  # past fio's start-up, in its steady loop
+        db = tmp_path / "r.db"
+        proc = run_cli("record", "steady", "--dir", str(tmpfs), "--pid", str(app.pid),
+                       "--duration", "3", "--measure-cost", db=db, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert app.poll() is None  # followed, then left running
+    finally:
+        app.kill()
+        app.wait()
+    assert "read and write calls/s in the 5 s before tracing" in proc.stdout, proc.stdout
+    assert "× lower traced" in proc.stdout
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    untraced, traced = w["untraced_calls_per_s"], w["traced_calls_per_s"]
+    assert untraced > traced > 0 and untraced > 1000, (untraced, traced)
+    recorded = (w["counts"]["reads"] + w["counts"]["writes"]) / w["wall_s"]
+    assert abs(recorded - traced) < 0.25 * traced, (recorded, traced)
 
 
 @needs_fio

@@ -10,11 +10,12 @@ from typing import Any
 import click
 
 from storbench.cli.common import NUMBER, cli, db_option, err, json_option, out
-from storbench.errors import ConfigError
+from storbench.errors import ConfigError, StorbenchError
 from storbench.store import Store
 from storbench.workload.guard import plain
 from storbench.workload.sizes import format_bytes_iec, parse_size
 
+COST_WINDOW_S = 5.0  # --measure-cost --pid: the untraced calls are counted this long
 NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fallocate) and"
                 " files outside the directory are not in a file-level trace; it holds no data,"
                 " only offsets and sizes (a replay writes fio's buffers)")
@@ -37,8 +38,10 @@ NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fa
               help="Stop recording when strace's output grows past this (~100-300 bytes per"
                    " I/O call); what was recorded until then is kept, and said so.")
 @click.option("--measure-cost", is_flag=True,
-              help="Run COMMAND once without strace first, and say how much slower it ran"
-                   " traced (only for a command that can run twice).")
+              help="Say how much strace slowed the application: COMMAND is run once without"
+                   f" it first; with --pid (and --duration), its read and write calls per"
+                   f" second are counted for {COST_WINDOW_S:g} s before tracing and while"
+                   " traced.")
 @click.option("--replace", is_flag=True, help="Replace a workload of the same name.")
 @json_option
 @db_option
@@ -59,7 +62,7 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
       storbench record app --dir /data --pid 4242 --duration 60
       storbench run /mnt/candidate --replay pg
     """
-    from storbench.execute.capture import capture
+    from storbench.execute.capture import call_rate, capture, io_calls
     from storbench.store import workloads
     from storbench.store.sqlite import now_iso
     from storbench.target.environment import host_facts, path_facts
@@ -84,15 +87,28 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
             err.print(f"\rrecording: {elapsed:5.0f} s, {format_bytes_iec(size)} traced",
                       end="")
 
-    if measure_cost and not command:
-        raise ConfigError("--measure-cost runs COMMAND twice: it needs a command, not --pid")
+    if measure_cost and pids and duration is None:
+        raise ConfigError("--measure-cost with --pid needs --duration: the calls are counted"
+                          " again when the recording ends, while the processes still run")
     what = (f"PID {', '.join(map(str, pids))}" if pids else os.path.basename(command[0]))
     untraced = None
-    if measure_cost:
+    rates: tuple[float, float] | None = None  # --pid: calls per second untraced, traced
+    before = 0.0
+    if measure_cost and command:
         err.print(f"Running {what} once without strace, to measure what tracing costs ...")
         untraced = _untraced(command)
+    elif measure_cost:
+        err.print(f"Counting the read and write calls of {what} for {COST_WINDOW_S:g} s"
+                  " before tracing ...")
+        before = call_rate(pids, COST_WINDOW_S)
     err.print(f"Recording the I/O of {what} on {directory} (strace) ...")
-    got = capture(directory, CALLS, from_strace, command, pids, duration, max_bytes, progress)
+    got = capture(directory, CALLS, from_strace, command, pids, duration, max_bytes, progress,
+                  (lambda: io_calls(pids)) if measure_cost and pids else None)
+    if measure_cost and pids:
+        if got.calls_per_s is None:
+            raise StorbenchError(f"{what} ended (or did no traced call) during the recording:"
+                                 " its traced call rate is unknown; nothing was stored")
+        rates = (before, got.calls_per_s)
     if err.is_terminal:
         err.print()
     trace = got.trace
@@ -105,6 +121,8 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
         **trace.facts(),
         "wall_s": round(got.wall_s, 3), "stopped": got.stopped, "program": what,
         "untraced_s": None if untraced is None else round(untraced, 3),
+        **({} if rates is None else {"untraced_calls_per_s": round(rates[0], 1),
+                                     "traced_calls_per_s": round(rates[1], 1)}),
         "tool": got.tool, "directory": str(directory.resolve()),
         "environment": {**host_facts(), "target": path_facts(directory)},
     }
@@ -125,10 +143,17 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
         out.print(f"The command ran {got.wall_s:.2f} s under strace, {untraced:.2f} s without:"
                   f" tracing cost {got.wall_s / max(untraced, 1e-6):.2f} × its time.",
                   markup=False)
+    elif rates is not None:
+        slower = (f"its call rate {rates[0] / rates[1]:.2f} × lower traced" if rates[1]
+                  else "no call at all while traced")
+        out.print(f"{what} made {rates[0]:,.0f} read and write calls/s in the"
+                  f" {COST_WINDOW_S:g} s before tracing and {rates[1]:,.0f}/s traced:"
+                  f" {slower} (a steady load's slowdown; a varying load's rate varies of"
+                  " itself).", markup=False)
     else:
-        out.print(f"The command ran {got.wall_s:.1f} s under strace (slower than without it:"
-                  " each traced call stops it twice; --measure-cost says how much).",
-                  markup=False)
+        out.print(f"{'It was followed' if pids else 'The command ran'} {got.wall_s:.1f} s"
+                  " under strace (slower than without it: each traced call stops it twice;"
+                  " --measure-cost says how much).", markup=False)
     if got.stopped:
         out.print(f"Stopped early by {got.stopped}: the workload holds what came before.",
                   markup=False)

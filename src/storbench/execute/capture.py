@@ -32,6 +32,7 @@ class Capture(Generic[T]):
     stopped: str | None  # why recording ended early (--max-size), else None
     raw_bytes: int  # strace's output: what --max-size counts
     tool: str  # "strace 6.1"
+    calls_per_s: float | None = None  # ``count``'s rate while strace was attached
 
 
 def strace_path() -> str:
@@ -52,11 +53,14 @@ def strace_version(path: str) -> str:
 def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T],
             command: Sequence[str] = (), pids: Sequence[int] = (),
             duration_s: float | None = None, max_bytes: int = 256 << 20,
-            on_progress: Callable[[float, int], None] | None = None) -> Capture[T]:
+            on_progress: Callable[[float, int], None] | None = None,
+            count: Callable[[], int | None] | None = None) -> Capture[T]:
     """Run ``command`` (or follow ``pids`` for ``duration_s``) under strace, tracing
     ``calls``, and return what ``parse`` makes of its lines and ``directory`` (resolved)
     (workload/trace.from_strace). StorbenchError when the command fails or strace cannot
-    follow it (its own message)."""
+    follow it (its own message). ``count`` (a counter of the application's calls) is read
+    at every poll once strace has written its first line, until recording ends: its rate
+    over that span is the traced rate (the attaching and detaching left out)."""
     strace = strace_path()
     root = str(directory.resolve())
     with tempfile.TemporaryDirectory(prefix="storbench-record-") as tmp:
@@ -72,11 +76,14 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL if pids else None,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         stopped = None
+        counted: list[tuple[float, int]] = []  # (when, count) while traced
         try:
             while proc.poll() is None:
                 time.sleep(POLL_S)
                 size = out.stat().st_size if out.exists() else 0
                 elapsed = time.monotonic() - started
+                if count is not None and size and (n := count()) is not None:
+                    counted.append((time.monotonic(), n))
                 if on_progress is not None:
                     on_progress(elapsed, size)
                 if size > max_bytes:
@@ -102,7 +109,10 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
         raw = out.stat().st_size if out.exists() else 0
         with out.open(errors="replace") as text:
             trace = parse(text, root)
-    return Capture(trace, wall, stopped, raw, strace_version(strace))
+    rate = None
+    if len(counted) >= 2 and counted[-1][0] > counted[0][0]:
+        rate = (counted[-1][1] - counted[0][1]) / (counted[-1][0] - counted[0][0])
+    return Capture(trace, wall, stopped, raw, strace_version(strace), rate)
 
 
 def _stop(proc: subprocess.Popen[str], with_command: bool) -> None:
@@ -121,3 +131,32 @@ def _stop(proc: subprocess.Popen[str], with_command: bool) -> None:
         proc.wait()
     except ProcessLookupError:
         pass
+
+
+def io_calls(pids: Sequence[int]) -> int | None:
+    """Read and write calls the processes made so far (/proc/PID/io: syscr + syscw, every
+    thread's, also those that ended); None if one of them is gone or unreadable."""
+    total = 0
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/io").read_text()
+        except OSError:
+            return None
+        fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+        try:
+            total += int(fields["syscr"]) + int(fields["syscw"])
+        except (KeyError, ValueError):
+            return None
+    return total
+
+
+def call_rate(pids: Sequence[int], seconds: float) -> float:
+    """The processes' read and write calls per second over the next ``seconds``
+    (untraced). StorbenchError if one ends or cannot be read meanwhile."""
+    first, began = io_calls(pids), time.monotonic()
+    time.sleep(seconds)
+    last, ended = io_calls(pids), time.monotonic()
+    if first is None or last is None:
+        raise StorbenchError(f"cannot read the I/O calls of PID {', '.join(map(str, pids))}"
+                             " in /proc/PID/io (one ended, or it is not ours to read)")
+    return (last - first) / (ended - began)
