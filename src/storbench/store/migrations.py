@@ -231,3 +231,19 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0010_workloads", WORKLOADS),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run
+MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS schema_migrations"
+                    " (name TEXT PRIMARY KEY, applied_at TEXT)")
+
+
+def pending(done: set[str], where: str,
+            migrations: list[tuple[str, str]] = MIGRATIONS) -> list[tuple[str, str]]:
+    """The migrations a database that applied ``done`` still lacks, in order (SQLite's
+    and PostgreSQL's alike); StoreError if it applied one this storbench does not know
+    (a newer storbench wrote it)."""
+    from storbench.errors import StoreError
+
+    unknown = done - {name for name, _ in migrations}
+    if unknown:
+        raise StoreError(f"the database {where!r} was written by a newer storbench"
+                         f" (migrations {sorted(unknown)}); upgrade storbench")
+    return [(name, sql) for name, sql in migrations if name not in done]

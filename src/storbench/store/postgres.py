@@ -20,10 +20,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from storbench.store.migrations import (
+    MIGRATIONS_TABLE,
     RELABEL_POSTGRES,
     RUN_LOCKS,
     SERIES_POSTGRES,
     WORKLOADS_POSTGRES,
+    pending,
 )
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -143,21 +145,12 @@ class Connection:
 def migrate(db: Connection, migrations: list[tuple[str, str]], now: str,
             where: str) -> None:
     """Apply what is missing, all in one transaction under the migration lock."""
-    from storbench.errors import StoreError
-
     db.execute("BEGIN")
     try:
         db.execute(f"SELECT pg_advisory_xact_lock({_LOCK})")
-        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations"
-                   " (name TEXT PRIMARY KEY, applied_at TEXT)")
+        db.execute(MIGRATIONS_TABLE)
         done = {r[0] for r in db.execute("SELECT name FROM schema_migrations", ())}
-        unknown = done - {name for name, _ in migrations}
-        if unknown:
-            raise StoreError(f"the database {where!r} was written by a newer storbench"
-                             f" (migrations {sorted(unknown)}); upgrade storbench")
-        for name, _ in migrations:
-            if name in done:
-                continue
+        for name, _ in pending(done, where, migrations):
             script = SCRIPTS.get(name)
             if script:
                 db.execute(script)

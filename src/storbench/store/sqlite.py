@@ -30,7 +30,7 @@ from storbench.result.record import (
     Verdict,
     Warning,
 )
-from storbench.store.migrations import MIGRATIONS, REBUILDS
+from storbench.store.migrations import MIGRATIONS, MIGRATIONS_TABLE, REBUILDS, pending
 from storbench.store.postgres import is_url
 from storbench.store.processes import crash_note, this_process, vanished
 
@@ -120,17 +120,9 @@ class Store:
         self.db.execute("COMMIT")
 
     def _migrate(self) -> None:
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
-        )
+        self.db.execute(MIGRATIONS_TABLE)
         done = {r[0] for r in self.db.execute("SELECT name FROM schema_migrations")}
-        unknown = done - {name for name, _ in MIGRATIONS}
-        if unknown:
-            raise StoreError(f"the database {self.path!r} was written by a newer storbench"
-                             f" (migrations {sorted(unknown)}); upgrade storbench")
-        for name, sql in MIGRATIONS:
-            if name in done:
-                continue
+        for name, sql in pending(done, self.path):
             # One transaction: the schema change and the row that records it.
             record = f"INSERT INTO schema_migrations VALUES ('{name}', '{now_iso()}');"
             rebuild = name in REBUILDS

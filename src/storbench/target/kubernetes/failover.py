@@ -18,16 +18,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from storbench.execute.kubepods import wait_running
-from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
+from storbench.execute.kubernetes import DELETE_WAIT_S
 from storbench.execute.kubestatus import KubeError
-from storbench.execute.signals import SignalGuard
-from storbench.target.kubernetes.lifecycle import pod_for
-from storbench.target.kubernetes.manifests import DATA_DIR, KubeOptions, name_of, pvc_manifest
+from storbench.target.kubernetes.lifecycle import OnClass, pod_for
+from storbench.target.kubernetes.manifests import DATA_DIR, name_of, pvc_manifest
 
 STATUS_S = 0.25
 FILE = f"{DATA_DIR}/storbench-failover"
@@ -71,15 +69,7 @@ class _Acks:
 
 
 @dataclass
-class Failover:
-    kube: Kube
-    o: KubeOptions
-    uid: str
-    namespace: str
-    capacity: str
-    timeout_s: float
-    guard: SignalGuard
-    note: Callable[[str], None]
+class Failover(OnClass):
     evict: bool = False  # the Eviction API (as a node drain), not a plain delete
     created: list[tuple[str, str, str]] = field(default_factory=list)
 

@@ -86,8 +86,8 @@ class Abilities:
 
 
 @dataclass
-class Lifecycle:
-    """One class's measurement: its volumes' phases, and what was created."""
+class OnClass:
+    """What a measurement on one StorageClass's volumes works with (Lifecycle, Failover)."""
 
     kube: Kube
     o: KubeOptions
@@ -97,6 +97,12 @@ class Lifecycle:
     timeout_s: float
     guard: SignalGuard
     note: Callable[[str], None]
+
+
+@dataclass
+class Lifecycle(OnClass):
+    """One class's measurement: its volumes' phases, and what was created."""
+
     wait_for_consumer: bool = False
     can: Abilities = field(default_factory=Abilities)
     refused: dict[str, str] = field(default_factory=dict)  # copy -> the provisioner's words
