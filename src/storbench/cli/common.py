@@ -205,7 +205,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("importing", "Import fio's output from elsewhere as runs: JSON, json+, terse"
                             " or normal text."),
     "k8s": ("k8s", "Kubernetes: list StorageClasses, time their volumes' lifecycle,"
-                   " remove what crashed runs left."),
+                   " remove what crashed runs left, build the runner image."),
     "label": ("history", "Give a stored run a new label (its name in tables); its results"
                          " never change."),
     "list": ("history", "List stored runs, newest first."),

@@ -40,7 +40,7 @@ def manifests_yaml(manifests: list[dict[str, Any]]) -> str:
 @cli.group()
 def k8s() -> None:
     """Kubernetes: list StorageClasses, time their volumes' lifecycle, remove what
-    crashed runs left.
+    crashed runs left, build the runner image.
 
     Benchmarks run with `storbench run --storage-class CLASS`.
 
@@ -49,6 +49,7 @@ def k8s() -> None:
       storbench k8s classes
       storbench k8s lifecycle --storage-class fast --volumes 10
       storbench k8s cleanup --older-than 1h
+      storbench k8s image build --push registry.example.com/storbench/fio:3.33-1
     """
 
 
