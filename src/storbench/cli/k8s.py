@@ -161,10 +161,10 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
 
 @k8s.group()
 def image() -> None:
-    """The runner image: fio and a POSIX sh, run as uid 1000 (the pods of `run
-    --storage-class`, `k8s lifecycle` and `k8s failover`).
+    """Build the runner image where the default cannot be pulled.
 
-    The default image (see `run --help`, --image) is published by each release; where a
+    The runner image is fio and a POSIX sh, run as uid 1000: the pods of `run
+    --storage-class`, `k8s lifecycle` and `k8s failover` run it. The default image (see `run --help`, --image) is published by each release; where a
     cluster cannot pull it (air-gapped, a registry mirror, a policy on registries) build
     it, push it where the nodes pull from, and give it with --image or STORBENCH_IMAGE.
 
