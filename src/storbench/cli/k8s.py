@@ -164,9 +164,10 @@ def image() -> None:
     """Build the runner image where the default cannot be pulled.
 
     The runner image is fio and a POSIX sh, run as uid 1000: the pods of `run
-    --storage-class`, `k8s lifecycle` and `k8s failover` run it. The default image (see `run --help`, --image) is published by each release; where a
-    cluster cannot pull it (air-gapped, a registry mirror, a policy on registries) build
-    it, push it where the nodes pull from, and give it with --image or STORBENCH_IMAGE.
+    --storage-class`, `k8s lifecycle` and `k8s failover` run it. The default image (see
+    `run --help`, --image) is published by each release; where a cluster cannot pull it
+    (air-gapped, a registry mirror, a policy on registries) build it, push it where the
+    nodes pull from, and give it with --image or STORBENCH_IMAGE.
 
     \b
     Example:
