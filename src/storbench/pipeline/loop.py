@@ -59,6 +59,7 @@ def plan_run(spec: RunSpec, target: Target, kind: Measurement | None = None) -> 
     """The plan and every invocation's job files for ``target``; nothing is touched."""
     spec.check()
     kind = kind or kinds.choose(spec)
+    kind.check_target(target)
     uid = secrets.token_hex(6)
     plan = kind.plan(make_plan(spec, target.scratch_path(uid)))
     if isinstance(target, Restricting):

@@ -51,6 +51,11 @@ class Measurement(Protocol):
         """ConfigError for what this kind cannot do, before anything runs."""
         ...
 
+    def check_target(self, target: Target) -> None:
+        """ConfigError for a target this kind cannot run on, before anything is created
+        there (a replay needs one that takes its iolog)."""
+        ...
+
     def plan(self, plan: Plan) -> Plan:
         """The tests (and how often each may run) of this kind, from the suite's or job
         file's tests."""
@@ -91,6 +96,9 @@ class Plain:
 
     def settings(self) -> dict[str, Any]:
         return {}
+
+    def check_target(self, target: Target) -> None:
+        pass
 
     def warnings(self, run: Run) -> list[Warning]:
         return []

@@ -171,3 +171,15 @@ class Quiet:
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
         return default_deadline(test)
+
+
+@runtime_checkable
+class PutsFiles(Protocol):
+    """A target that can put a file of storbench's into a run's scratch directory where
+    fio runs (a replay's iolog): the directory target writes it, the StorageClass target
+    writes it in its pod. Targets without it cannot take a replay."""
+
+    def check_put(self) -> None:
+        """ConfigError if this target, as configured, cannot take such a file."""
+
+    def put_file(self, uid: str, name: str, text: str) -> None: ...

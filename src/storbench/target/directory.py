@@ -22,6 +22,7 @@ from storbench.execute.workdir import (
 )
 from storbench.target.base import Deadline, default_deadline
 from storbench.target.environment import host_facts, local_confinement, path_facts
+from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
@@ -61,6 +62,14 @@ class DirectoryTarget:
 
     def scratch_path(self, uid: str) -> Path:
         return self.path.resolve() / f"{PREFIX}{uid}"
+
+    def check_put(self) -> None:
+        pass
+
+    def put_file(self, uid: str, name: str, text: str) -> None:
+        if not plain(name):
+            raise ValueError(f"not a plain file name: {name!r}")
+        (self.scratch_path(uid) / name).write_text(text)
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         free = self.usable()  # again: with several targets, this one's turn comes later

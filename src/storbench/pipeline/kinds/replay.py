@@ -22,6 +22,7 @@ from storbench.pipeline.measure import Plain, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.sections import REPLAY
+from storbench.target.base import PutsFiles, Target
 from storbench.workload.guard import FILENAME_FORMAT
 from storbench.workload.jobfile import JobFile, Section, parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest
@@ -92,13 +93,18 @@ class ReplayKind(Plain):
     def settings(self) -> dict[str, Any]:
         return {"replay": {"workload": self.spec.name, "timed": not self.spec.fast}}
 
+    def check_target(self, target: Target) -> None:
+        if not isinstance(target, PutsFiles):
+            raise ConfigError(f"--replay runs on directories and StorageClasses so far, not"
+                              f" on a {target.kind}")
+        target.check_put()
+
     def measure(self, ctx: RunContext, executor: Executor) -> None:
-        if ctx.target.kind != "directory":
-            raise ConfigError(f"--replay runs on directories so far, not on a"
-                              f" {ctx.target.kind}")
+        assert isinstance(ctx.target, PutsFiles)
         scratch = ctx.target.scratch_path(ctx.planned.uid)
         trace = self.spec.trace
-        (scratch / IOLOG).write_text(trace.iolog({f: str(scratch / f) for f in trace.files}))
+        ctx.target.put_file(ctx.planned.uid, IOLOG,
+                            trace.iolog({f: str(scratch / f) for f in trace.files}))
         self._prefill(ctx, executor, scratch)
         ctx.guard.check()
         [step] = ctx.planned.steps

@@ -45,11 +45,13 @@ from storbench.target.kubernetes.manifests import (
     pvc_manifest,
     quantity_bytes,
 )
+from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
 START_S = 300.0  # bind the volume, schedule, pull the image, start the pods
 TEST_GRACE_S = 60.0  # beyond a test's runtime (laying out files, fio's start and end)
+PUT_CHUNK = 96 * 1024  # characters of a file put in the pod per exec (an argument: < 128 KiB)
 
 
 def _test_s(t: PlannedTest) -> float:
@@ -244,6 +246,30 @@ class KubeTarget:
         if self.o.block:
             self.environment["target"].update(
                 volume_guard(kube, kp.namespace, kp.pods, writes(self.plan), note))
+
+    def check_put(self) -> None:
+        if self.o.block or self.o.clients != 1:
+            raise ConfigError("a replay's iolog goes to one pod on a Filesystem volume: leave"
+                              " out --volume-mode Block and --clients")
+
+    def put_file(self, uid: str, name: str, text: str) -> None:
+        """Write ``text`` as ``name`` in the run's scratch directory in the pod, from
+        arguments of PUT_CHUNK characters each (exec has no stdin here; an argument is at
+        most 128 KiB): a replay's iolog. One pod on a Filesystem volume only."""
+        if not plain(name):
+            raise ValueError(f"not a plain file name: {name!r}")
+        self.check_put()
+        assert self.layout is not None
+        pod, path = self.layout.pods[0][0], f"{self.layout.scratch}/{name}"
+        chunk = PUT_CHUNK if text.isascii() else PUT_CHUNK // 4  # UTF-8: up to 4 bytes each
+        for start in range(0, max(len(text), 1), chunk):
+            into = ">" if start == 0 else ">>"
+            res = self._kube().exec(self.namespace, pod, [
+                "sh", "-c", f'printf "%s" "$1" {into} {path}', "sh",
+                text[start:start + chunk]], deadline_s=120)
+            if res.timed_out or res.returncode != 0:
+                raise KubeError(f"writing {name} in pod {self.namespace}/{pod} failed (exit"
+                                f" code {res.returncode}): {res.stderr.strip()[-300:]}")
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         shipped = set(self.layout.jobs) if self.layout is not None else None
