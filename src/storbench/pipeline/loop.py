@@ -175,8 +175,11 @@ def run_all(targets: list[Target], spec: RunSpec, store: Store,
     its error and the others still run).
     """
     spec.check()
-    kinds.choose(spec).plan(make_plan(spec, Path("storbench-scratch")))  # a bad flag: once
+    kind = kinds.choose(spec)
+    kind.plan(make_plan(spec, Path("storbench-scratch")))  # a bad flag: once
     _baseline(spec, store)
+    for target in targets:  # a target the kind cannot run on: before any is reached
+        kind.check_target(target)
     for target in targets:
         target.preflight()
     done: list[TargetOutcome] = []
