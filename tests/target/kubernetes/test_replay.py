@@ -43,7 +43,7 @@ def test_a_long_iolog_goes_to_the_pod_in_pieces(kube, namespace, k8s_env, store_
     """An iolog several times one exec's piece (PUT_CHUNK), replayed as fast as possible:
     every call issued, so every piece arrived, in order (a lost or reordered piece breaks
     fio's parsing of the iolog or its counts)."""
-    _, w = _record_fio(store_path, tmpfs, "long", fio=("--size=4m",))
+    _, w = _record_fio(store_path, tmpfs, "long", fio=("--size=32m",))
     store = Store(store_path)
     try:
         iolog = workloads.get(store, "long").iolog(store)
