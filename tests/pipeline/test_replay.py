@@ -139,6 +139,22 @@ def test_the_gate_judges_the_names_an_iolog_holds():
         check_iolog("fio version 2 iolog\n/dev/sda add\n", ["/s/x"], "t")
 
 
+def test_calls_are_in_the_order_they_began_not_the_order_strace_wrote_them():
+    """Two threads: a read that began first but ended last (unfinished, then resumed
+    after the other thread's write) comes first, at 0; no time before the first I/O (a
+    negative time made the stored trace unreadable: one CI run of the replay test)."""
+    lines = [
+        '7 1.000100 pread64(3</d/a>, <unfinished ...>',
+        '8 1.000200 pwrite64(4</d/b>, ""..., 512, 0) = 512 <0.000010>',
+        '7 1.000300 <... pread64 resumed>""..., 4096, 0) = 4096 <0.000200>',
+    ]
+    t = from_strace(lines, "/d")
+    assert [(o.at_us, o.action, t.files[o.file]) for o in t.ops] == [
+        (0, "read", "a"), (100, "write", "b")]
+    again = Trace.from_iolog(t.iolog(), t.files, t.skipped, t.depth)
+    assert again.ops == t.ops and t.depth == 2
+
+
 def test_strace_lines_become_the_trace():
     """strace's forms: a call split by another thread (unfinished/resumed), read() at
     the position lseek left, O_APPEND writes at the end, files elsewhere left out."""

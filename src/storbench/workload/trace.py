@@ -283,6 +283,9 @@ def from_strace(text: Iterable[str], root: str) -> Trace:
             raw.append((ts, dur, path, action, offset, result))
     if not raw:
         return Trace([], {}, dict(skipped))
+    # strace writes a call when it ends (a call another thread interrupted: when it
+    # resumes): in the order the application issued them, by when each began
+    raw.sort(key=lambda r: r[0])
     t0 = raw[0][0]
     ops = []
     for start, _dur, path, action, offset, length in raw:
