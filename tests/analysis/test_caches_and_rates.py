@@ -72,7 +72,21 @@ def test_buffered_reads_that_never_reach_the_device(disk_dir, tmp_path, store_pa
     assert "never reached it" in proc.stdout
 
 
-def test_a_clean_throttled_volume_is_silent(throttled, tmp_path, store_path):
+def test_a_clean_throttled_volume_is_silent(tmp_path, store_path):
+    """A gp3-like volume on the disk. Not the conftest's RAM-backed one: under the cap's
+    budget its reads are answered from RAM in ~20 µs, at the cache-in-front limit (both
+    local CI runs of 2026-11-26 failed here; the second's: dbench's read_latency, qd4, p30
+    19.1 µs), and rightly so, RAM is a cache; a gp3 is not. The disk here answers in ~100 µs (p30 116 µs at qd4); its stalls
+    cost throughput, which this test does not hold, and raise none of these warnings."""
+    from tests.testbed import Throttled, missing_for_throttled
+
+    if (reason := missing_for_throttled()) is not None:
+        pytest.skip(reason)
+    with Throttled() as throttled:
+        _silent(throttled, store_path)
+
+
+def _silent(throttled, store_path) -> None:
     for suite, size in (("quick", "256m"), ("dbench", "512m")):
         proc = run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--suite", suite,
                                "--size", size, "--runtime", "3", db=store_path)
@@ -80,4 +94,5 @@ def test_a_clean_throttled_volume_is_silent(throttled, tmp_path, store_path):
         run = last(store_path)
         found = kinds(run) & {"small-working-set", "device-not-reached", "cache-in-front",
                               "rate-not-reached"}
-        assert found == set(), [w["message"] for w in run["warnings"]]
+        assert found == set(), "\n".join(f"{w['message']} {w['details']}"
+                                          for w in run["warnings"] if w["kind"] in found)
