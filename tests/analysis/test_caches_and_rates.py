@@ -76,8 +76,9 @@ def test_a_clean_throttled_volume_is_silent(tmp_path, store_path):
     """A gp3-like volume on the disk. Not the conftest's RAM-backed one: under the cap's
     budget its reads are answered from RAM in ~20 µs, at the cache-in-front limit (both
     local CI runs of 2026-11-26 failed here; the second's: dbench's read_latency, qd4, p30
-    19.1 µs), and rightly so, RAM is a cache; a gp3 is not. The disk here answers in ~100 µs (p30 116 µs at qd4); its stalls
-    cost throughput, which this test does not hold, and raise none of these warnings."""
+    19.1 µs), and rightly so, RAM is a cache; a gp3 is not. The disk here answers in
+    ~100 µs (p30 116 µs at qd4); its stalls cost throughput, which this test does not
+    hold, and raise none of these warnings."""
     from tests.testbed import Throttled, missing_for_throttled
 
     if (reason := missing_for_throttled()) is not None:
