@@ -237,8 +237,8 @@ def build(destination: str | None, tag: str | None, base: str | None, engine: st
                   " image-archive, …), then give that name with --image", markup=False)
     else:
         err.print(f"the cluster's nodes cannot pull {tag} from here: push it to a registry they"
-                  " pull from (--push REGISTRY/storbench/fio:3.33-1) or load it onto them"
-                  " (kind load, minikube image load, …), then give it with --image",
+                  f" pull from (--push REGISTRY/{DEFAULT_IMAGE.split('/', 1)[1]}) or load it"
+                  " onto them (kind load, minikube image load, …), then give it with --image",
                   markup=False)
     click.echo(tag)
 

@@ -36,9 +36,7 @@ HYBRID = "cgroups in hybrid mode not supported"  # crun's words
 
 
 class EngineError(StorbenchError):
-    """The image engine failed: its own last words are in the message."""
-
-    exit_code = 1
+    """The image engine failed (exit 1): its own last words are in the message."""
 
 
 def dockerfile_text() -> str:
