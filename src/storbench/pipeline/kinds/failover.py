@@ -5,7 +5,7 @@ its section (result/sections.FAILOVER) holds the pause and its parts."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from storbench.errors import StorbenchError
 from storbench.execute.base import Executor
@@ -13,8 +13,10 @@ from storbench.pipeline.kinds.lifecycle import class_target
 from storbench.pipeline.measure import Plain, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.sections import FAILOVER, FailoverSection
-from storbench.target.kubernetes.failover import Failover
 from storbench.workload.plan import Plan
+
+if TYPE_CHECKING:  # the Kubernetes client is imported by runs on a class only
+    from storbench.target.kubernetes.failover import Failover
 
 SUITE = "k8s-failover"
 
@@ -51,6 +53,8 @@ class FailoverKind(Plain):
                 "evict": self.spec.evict, "timeout_s": self.spec.timeout_s}
 
     def measure(self, ctx: RunContext, executor: Executor) -> None:
+        from storbench.target.kubernetes.failover import Failover
+
         target = class_target(ctx, "k8s failover")
         ctx.note(f"StorageClass {target.o.storage_class} ({target.sc.provisioner}): a PVC of"
                  f" {self.spec.capacity} in namespace {target.namespace}, two pods one after"

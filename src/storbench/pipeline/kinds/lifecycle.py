@@ -5,7 +5,7 @@ holds every volume's phases and their percentiles (result/sections.LIFECYCLE).""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from storbench.analysis import lifecycle
 from storbench.errors import ConfigError, StorbenchError
@@ -13,9 +13,11 @@ from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.sections import LIFECYCLE
-from storbench.target.kubernetes.classtarget import ClassTarget
-from storbench.target.kubernetes.lifecycle import Abilities, Lifecycle
 from storbench.workload.plan import Plan
+
+if TYPE_CHECKING:  # the Kubernetes client takes ~0.3 s to import: only runs on a class do
+    from storbench.target.kubernetes.classtarget import ClassTarget
+    from storbench.target.kubernetes.lifecycle import Abilities, Lifecycle
 
 SUITE = "k8s-lifecycle"
 
@@ -29,6 +31,8 @@ class LifecycleSpec:
 
 
 def class_target(ctx: RunContext, what: str) -> ClassTarget:
+    from storbench.target.kubernetes.classtarget import ClassTarget
+
     if not isinstance(ctx.target, ClassTarget):
         raise ConfigError(f"{what} measures a StorageClass, not a {ctx.target.kind}")
     return ctx.target
@@ -59,6 +63,8 @@ class LifecycleKind(Plain):
                 "timeout_s": self.spec.timeout_s}
 
     def measure(self, ctx: RunContext, executor: Executor) -> None:
+        from storbench.target.kubernetes.lifecycle import Abilities, Lifecycle
+
         target = class_target(ctx, "k8s lifecycle")
         sc = target.sc
         self.binding_mode = sc.volume_binding_mode
