@@ -10,7 +10,7 @@ import pytest
 
 from storbench.cli import cli, load_all
 from storbench.cli.common import COMMANDS
-from tests.conftest import run_cli
+from tests.conftest import needs_fio, run_cli
 
 
 def loaded_after(argv: list[str], store_path) -> set[str]:
@@ -48,8 +48,15 @@ def test_help_lines_of_unloaded_commands_are_the_commands_own():
                 "storbench.result.fio_json"}),
     (["compare", "1"], {"storbench.cli.run", "storbench.pipeline.loop", "yaml", "kubernetes",
                         "resvg_py", "storbench.execute.local"}),
+    # a run on a directory: the Kubernetes client (~0.3 s) is for runs on a class only
+    pytest.param(["run", "{tmp}", "--job", "{tmp}/read.fio"],
+                 {"kubernetes", "yaml", "storbench.execute.kubernetes",
+                  "storbench.target.kubernetes.classtarget", "storbench.cli.lifecycle"},
+                 marks=needs_fio),
 ])
 def test_a_command_loads_only_what_it_needs(argv, unwanted, store_path, fio_json_text, tmp_path):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    (tmp_path / "read.fio").write_text("[r]\nrw=read\nsize=1m\n")
     src = tmp_path / "run.json"
     src.write_text(fio_json_text)
     load = subprocess.run([sys.executable, "-m", "storbench", "import", str(src)],
@@ -58,6 +65,8 @@ def test_a_command_loads_only_what_it_needs(argv, unwanted, store_path, fio_json
     assert load.returncode == 0, load.stderr
     loaded = loaded_after(argv, store_path)
     assert "click" in loaded and "storbench.cli.common" in loaded  # the probe works
+    if argv[0] == "run":
+        assert "storbench.pipeline.kinds.lifecycle" in loaded  # the kinds' registry was read
     assert loaded & unwanted == set()
 
 
