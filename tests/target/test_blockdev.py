@@ -341,3 +341,21 @@ def test_a_loop_device_over_a_network_file_system_shows_its_round_trip(sshfs_ser
     p50 = {float(k): v for k, v in read["clat"]["percentiles_ns"].items()}[50.0]
     assert p50 >= 2_000_000, read["clat"]
     assert not [w for w in run["warnings"] if "cache" in w["kind"]]
+
+
+@needs_fio
+def test_a_test_shorter_than_fio_s_disk_sampling_is_not_called_uncached(loop, tmp_path,
+                                                                          store_path):
+    """fio reads the devices' counters every 250 ms: a test that ends before it did shows
+    its device untouched, which is no evidence of a cache (it was said once as "100% of
+    what fio was told is written never reached it")."""
+    job = tmp_path / "w.fio"
+    job.write_text("[w]\nrw=randwrite\nbs=4k\nsize=4m\nioengine=libaio\niodepth=4\n")
+    proc = run_cli("run", loop.dev, "--job", str(job), "--size", "4m", "--destructive",
+                   loop.dev, db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    [test] = run["tests"]
+    if test["write"]["runtime_ms"] >= 500:
+        pytest.skip(f"the writes took {test['write']['runtime_ms']} ms here: fio sampled")
+    assert "device-not-reached" not in {w["kind"] for w in run["warnings"]}, run["warnings"]

@@ -302,3 +302,24 @@ def test_the_last_look_passes_storbench_own_job_files():
     check_final(parse_jobfile(hosts), ["/s/storbench-1"], allow_exec=False, source="t")
     check_final(parse_jobfile("[a]\nfilename=/dev/loop7\nrw=read\n"), ["/dev/loop7"],
                 allow_exec=False, source="t")
+
+
+def test_a_device_replay_reads_its_log_from_the_run_s_work_directory_only():
+    """A replay on a device: fio reads the iolog storbench put in the run's own work
+    directory; nothing may write there, and no other log is read from elsewhere."""
+    from storbench.workload.guard import check_final
+
+    work = ["/tmp/storbench-fio-1"]
+    ok = ("[a]\nread_iolog=/tmp/storbench-fio-1/replay.iolog\nreplay_redirect=/dev/loop7\n"
+          "filename=/dev/loop7\nrw=randrw\n")
+    check_final(parse_jobfile(ok), ["/dev/loop7"], allow_exec=False, source="t",
+                reads_from=work)
+    for text in (ok,  # without the work directory given, refused
+                 "[a]\nread_iolog=/etc/x.iolog\nfilename=/dev/loop7\n",
+                 "[a]\nread_iolog=/tmp/storbench-fio-1/../x.iolog\nfilename=/dev/loop7\n",
+                 "[a]\nwrite_iolog=/tmp/storbench-fio-1/replay.iolog\nfilename=/dev/loop7\n",
+                 "[a]\nfilename=/tmp/storbench-fio-1/replay.iolog\n",
+                 "[a]\nreplay_redirect=/dev/sda\nfilename=/dev/loop7\n"):
+        with pytest.raises(ConfigError, match="not inside"):
+            check_final(parse_jobfile(text), ["/dev/loop7"], allow_exec=False, source="t",
+                        reads_from=[] if text == ok else work)

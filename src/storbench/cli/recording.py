@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +14,9 @@ from storbench.errors import ConfigError, StorbenchError
 from storbench.store import Store
 from storbench.workload.guard import plain
 from storbench.workload.sizes import format_bytes_iec, parse_size
+
+if TYPE_CHECKING:
+    from storbench.workload.trace import Trace
 
 COST_WINDOW_S = 5.0  # --measure-cost --pid: the untraced calls are counted this long
 NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fallocate) and"
@@ -24,10 +27,15 @@ NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fa
 @cli.command()
 @click.argument("name")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
-@click.option("--dir", "directory", required=True, metavar="DIR",
+@click.option("--dir", "directory", metavar="DIR",
               type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="The directory whose files the application uses: only their I/O is"
-                   " recorded, their names kept relative to it.")
+              help="File level: the directory whose files the application uses: only their"
+                   " I/O is recorded, their names kept relative to it.")
+@click.option("--device", metavar="DEVICE",
+              help="Block level instead: every request queued on this whole block device"
+                   " while COMMAND runs (or for --duration), by any process, with the"
+                   " kernel's blk tracer (root). Replay it on a device (--destructive) or,"
+                   " as a disk image, in a file.")
 @click.option("--pid", "pids", type=click.IntRange(1), multiple=True,
               help="Follow this running process (its threads, and the processes it starts"
                    " from now on) instead of starting COMMAND; repeat it for several (a"
@@ -45,8 +53,8 @@ NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fa
 @click.option("--replace", is_flag=True, help="Replace a workload of the same name.")
 @json_option
 @db_option
-def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
-           pids: tuple[int, ...], duration: float | None, max_size: str,
+def record(store: Store, name: str, command: tuple[str, ...], directory: Path | None,
+           device: str | None, pids: tuple[int, ...], duration: float | None, max_size: str,
            measure_cost: bool, replace: bool, as_json: bool) -> None:
     """Record an application's I/O on the files under DIR as the workload NAME, to replay
     it on any directory later (`storbench run TARGET --replay NAME`).
@@ -56,37 +64,38 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
     in the results database. strace slows the traced calls (each one stops the process
     twice): the time the command took under strace is said beside the recording.
 
+    Block level (--device), with the kernel's blk tracer through tracefs (it works
+    where debugfs is locked down): every request the block layer received for the
+    device, before merging, whoever sent it (the page cache's write-back too).
+
     \b
     Example:
       storbench record pg --dir /var/lib/postgresql -- pgbench -T 30 bench
       storbench record app --dir /data --pid 4242 --duration 60
+      storbench record disk --device /dev/nvme1n1 --duration 60
       storbench run /mnt/candidate --replay pg
     """
     from storbench.execute.capture import call_rate, capture, io_calls
-    from storbench.store import workloads
-    from storbench.store.sqlite import now_iso
     from storbench.target.environment import host_facts, path_facts
     from storbench.workload.trace import CALLS, from_strace
 
     if not plain(name):
         raise ConfigError(f"workload name {name!r}: use letters, digits, '.', '_', '-'")
+    if (directory is None) == (device is None):
+        raise ConfigError("say where to record: --dir DIR (file level) or --device DEVICE"
+                          " (block level), one of them")
+    if device is not None:
+        _record_block(store, name, command, device, pids, duration, max_size, measure_cost,
+                      replace, as_json)
+        return
+    assert directory is not None
     if bool(pids) == bool(command):
         raise ConfigError("give the command to record after --, or --pid PID of a running"
                           " process (not both)")
     if duration is not None and (not pids or duration <= 0):
         raise ConfigError("--duration is a positive number of seconds, with --pid")
-    max_bytes = parse_size(max_size)
-    if not max_bytes:
-        raise ConfigError(f"--max-size {max_size!r} is not a size (e.g. 256m)")
-    if not replace and any(w.name == name for w in workloads.listed(store)):
-        raise ConfigError(f"a workload named {name!r} is stored already: pass --replace, or"
-                          " another name")
-
-    def progress(elapsed: float, size: int) -> None:
-        if err.is_terminal:
-            err.print(f"\rrecording: {elapsed:5.0f} s, {format_bytes_iec(size)} traced",
-                      end="")
-
+    max_bytes = _max_bytes(max_size)
+    _not_stored_yet(store, name, replace)
     if measure_cost and pids and duration is None:
         raise ConfigError("--measure-cost with --pid needs --duration: the calls are counted"
                           " again when the recording ends, while the processes still run")
@@ -102,7 +111,7 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
                   " before tracing ...")
         before = call_rate(pids, COST_WINDOW_S)
     err.print(f"Recording the I/O of {what} on {directory} (strace) ...")
-    got = capture(directory, CALLS, from_strace, command, pids, duration, max_bytes, progress,
+    got = capture(directory, CALLS, from_strace, command, pids, duration, max_bytes, _progress,
                   (lambda: io_calls(pids)) if measure_cost and pids else None)
     if measure_cost and pids:
         if got.calls_per_s is None:
@@ -127,18 +136,8 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
         "environment": {**host_facts(), "target": path_facts(directory)},
     }
     method = "file level (strace)"
-    size = workloads.save(store, name, now_iso(), method, facts, trace.iolog(),
-                          replace=replace)
-    if as_json:
-        out.print_json(json.dumps({"name": name, "method": method, "stored_bytes": size,
-                                   **facts}))
+    if not _stored(store, name, method, trace, facts, replace, as_json):
         return
-    c = trace.counts()
-    out.print(f"Recorded workload {name!r} ({method}) in {store.path}: {c['reads']:,} reads"
-              f" ({format_bytes_iec(c['read_bytes'])}), {c['writes']:,} writes"
-              f" ({format_bytes_iec(c['write_bytes'])}), {c['syncs']:,} syncs on"
-              f" {c['files']} file(s) over {trace.duration_s:.2f} s; at most {trace.depth} in"
-              f" flight; {format_bytes_iec(size)} stored.", markup=False)
     if untraced is not None:
         out.print(f"The command ran {got.wall_s:.2f} s under strace, {untraced:.2f} s without:"
                   f" tracing cost {got.wall_s / max(untraced, 1e-6):.2f} × its time.",
@@ -154,12 +153,119 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path,
         out.print(f"{'It was followed' if pids else 'The command ran'} {got.wall_s:.1f} s"
                   " under strace (slower than without it: each traced call stops it twice;"
                   " --measure-cost says how much).", markup=False)
-    if got.stopped:
-        out.print(f"Stopped early by {got.stopped}: the workload holds what came before.",
+    _said_after(got.stopped, trace, name)
+
+
+def _stored(store: Store, name: str, method: str, trace: Trace, facts: dict[str, Any],
+            replace: bool, as_json: bool) -> bool:
+    """Store the workload and say so; False when that was said as JSON (all of it)."""
+    from storbench.store import workloads
+    from storbench.store.sqlite import now_iso
+
+    size = workloads.save(store, name, now_iso(), method, facts, trace.iolog(),
+                          replace=replace)
+    if as_json:
+        out.print_json(json.dumps({"name": name, "method": method, "stored_bytes": size,
+                                   **facts}))
+        return False
+    c = trace.counts()
+    where = "on the device" if "device" in facts else f"on {c['files']} file(s)"
+    out.print(f"Recorded workload {name!r} ({method}) in {store.path}: {c['reads']:,} reads"
+              f" ({format_bytes_iec(c['read_bytes'])}), {c['writes']:,} writes"
+              f" ({format_bytes_iec(c['write_bytes'])}), {c['syncs']:,} syncs {where}"
+              f" over {trace.duration_s:.2f} s; at most {trace.depth} in"
+              f" flight; {format_bytes_iec(size)} stored.", markup=False)
+    return True
+
+
+def _said_after(stopped: str | None, trace: Trace, name: str) -> None:
+    if stopped:
+        out.print(f"Stopped early by {stopped}: the workload holds what came before.",
                   markup=False)
     for why, n in sorted(trace.skipped.items()):
         out.print(f"Not recorded: {n:,} × {why}.", markup=False)
     out.print(f"Replay it: storbench run TARGET --replay {name}", markup=False)
+
+
+def _record_block(store: Store, name: str, command: tuple[str, ...], device: str,
+                  pids: tuple[int, ...], duration: float | None, max_size: str,
+                  measure_cost: bool, replace: bool, as_json: bool) -> None:
+    """`record --device`: the block level (execute/blkcapture.py)."""
+    from storbench.execute.blkcapture import capture_block
+    from storbench.target.blockguard import device_facts, inspect
+    from storbench.target.environment import host_facts
+    from storbench.workload.trace import from_blk
+
+    if pids:
+        raise ConfigError("--pid follows processes, which is file level: the block level"
+                          " sees the device, not who sent each request; give COMMAND, or"
+                          " --duration to record everything on it for that long")
+    if bool(command) == (duration is not None):
+        raise ConfigError("with --device, give the command to record after --, or"
+                          " --duration SECONDS (not both)")
+    if duration is not None and duration <= 0:
+        raise ConfigError("--duration is a positive number of seconds")
+    if measure_cost and not command:
+        raise ConfigError("--measure-cost runs COMMAND once untraced: it needs COMMAND")
+    max_bytes = _max_bytes(max_size)
+    _not_stored_yet(store, name, replace)
+    what = os.path.basename(command[0]) if command else f"{duration:g} s"
+    untraced = None
+    if measure_cost:
+        err.print(f"Running {what} once untraced, to measure what tracing costs ...")
+        untraced = _untraced(command)
+    err.print(f"Recording every request queued on {device} "
+              + (f"while {what} runs" if command else f"for {what}")
+              + " (the kernel's blk tracer) ...")
+    got = capture_block(device, lambda text, dev: from_blk(text, dev.majmin, dev.name),
+                        command, duration, max_bytes, _progress)
+    if err.is_terminal:
+        err.print()
+    trace = got.trace
+    if not trace.ops:
+        raise ConfigError(f"no read, write or flush reached {device} while recording: nothing"
+                          " stored (the page cache may have answered: is the application's"
+                          " storage on that device?)")
+    found = inspect(device)
+    facts: dict[str, Any] = {
+        **trace.facts(), "level": "block",
+        "wall_s": round(got.wall_s, 3), "stopped": got.stopped,
+        "program": os.path.basename(command[0]) if command else f"everything for {what}",
+        "untraced_s": None if untraced is None else round(untraced, 3),
+        "tool": got.tool, "device": found.device,
+        "environment": {**host_facts(),
+                        "target": {"kind": "block device", "device": found.device,
+                                   **device_facts(found.name)}},
+    }
+    if not _stored(store, name, "block level (ftrace blk)", trace, facts, replace, as_json):
+        return
+    if untraced is not None:
+        out.print(f"The command ran {got.wall_s:.2f} s traced, {untraced:.2f} s untraced.",
+                  markup=False)
+    out.print("A block trace replayed in a file is a disk-image test of that storage, not"
+              " the application on its file system; on a device it needs --destructive"
+              " when it writes.", markup=False)
+    _said_after(got.stopped, trace, name)
+
+
+def _max_bytes(max_size: str) -> int:
+    max_bytes = parse_size(max_size)
+    if not max_bytes:
+        raise ConfigError(f"--max-size {max_size!r} is not a size (e.g. 256m)")
+    return max_bytes
+
+
+def _not_stored_yet(store: Store, name: str, replace: bool) -> None:
+    from storbench.store import workloads
+
+    if not replace and any(w.name == name for w in workloads.listed(store)):
+        raise ConfigError(f"a workload named {name!r} is stored already: pass --replace, or"
+                          " another name")
+
+
+def _progress(elapsed: float, size: int) -> None:
+    if err.is_terminal:
+        err.print(f"\rrecording: {elapsed:5.0f} s, {format_bytes_iec(size)} traced", end="")
 
 
 def _untraced(command: tuple[str, ...]) -> float:
@@ -215,4 +321,6 @@ def workloads(store: Store, delete: str | None, as_json: bool) -> None:
         out.print(f"{harmless(w.name)}  {w.created_at}  {w.method}  {c['reads']:,} reads,"
                   f" {c['writes']:,} writes, {c['syncs']:,} syncs, {c['files']} file(s),"
                   f" {w.facts['duration_s']:.2f} s, from {harmless(w.facts['program'])}"
-                  f" in {harmless(w.facts['directory'])}", markup=False)
+                  f" {'on' if 'device' in w.facts else 'in'}"
+                  f" {harmless(w.facts.get('directory') or w.facts.get('device', ''))}",
+                  markup=False)

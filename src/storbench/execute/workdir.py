@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,12 @@ def _younger_than(path: Path, seconds: float) -> bool:
         return time.time() - path.stat().st_mtime < seconds
     except OSError:
         return True  # gone meanwhile: nothing to remove
+
+
+def run_workdir(run_uid: str) -> Path:
+    """Where the run ``run_uid`` keeps fio's job files, output and logs (its work
+    directory, created by the loop with create_marked)."""
+    return Path(tempfile.gettempdir()) / f"storbench-fio-{run_uid}"
 
 
 def create_marked(path: Path, run_uid: str) -> Path:

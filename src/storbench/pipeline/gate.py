@@ -20,11 +20,14 @@ from storbench.workload.jobfile import JobFile, parse_jobfile
 
 class Gated:
     """An Executor that runs only job files inside ``within`` (the scratch directory, or
-    the one device named)."""
+    the one device named); the I/O logs they replay may also be read from
+    ``reads_from`` (the run's own work directory)."""
 
-    def __init__(self, inner: Executor, within: list[Path], *, allow_exec: bool) -> None:
+    def __init__(self, inner: Executor, within: list[Path], *, allow_exec: bool,
+                 reads_from: list[Path] | None = None) -> None:
         self.inner = inner
         self.within = [str(p) for p in within]
+        self.reads_from = [str(p) for p in reads_from or []]
         self.allow_exec = allow_exec
 
     def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
@@ -32,7 +35,8 @@ class Gated:
         for job in jobs:
             source = f"job file {job.key}"
             parsed = parse_jobfile(job.text, source)
-            check_final(parsed, self.within, allow_exec=self.allow_exec, source=source)
+            check_final(parsed, self.within, allow_exec=self.allow_exec, source=source,
+                        reads_from=self.reads_from)
             self._iologs(parsed, source)
         # only now may a job run programs (confine.py lets fio execute nothing else)
         jobs = [replace(job, may_exec=self.allow_exec) for job in jobs]

@@ -31,7 +31,7 @@ from storbench.errors import ConfigError, Interrupted, StorbenchError, TargetHun
 from storbench.execute import FioBinary, SignalGuard, find_fio
 from storbench.execute.fsops import remove_marked
 from storbench.execute.local import Confinement, FioProcess
-from storbench.execute.workdir import MARKER, create_marked, leftovers
+from storbench.execute.workdir import MARKER, create_marked, leftovers, run_workdir
 from storbench.pipeline import kinds
 from storbench.pipeline.gate import Gated
 from storbench.pipeline.measure import Measurement, RunContext
@@ -91,7 +91,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
     for leftover in leftovers(tmp):  # work directories of runs that were killed
         if remove_marked(leftover.path, WORKDIR_WAIT_S):
             rep.leftover_removed(leftover)
-    workdir = create_marked(tmp / f"storbench-fio-{planned.uid}", planned.uid)
+    workdir = create_marked(run_workdir(planned.uid), planned.uid)
     try:
         with SignalGuard() as guard:
             if fio is not None:
@@ -130,7 +130,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                     ctx.prepare(fio)
                     executor = Gated(target.executor(fio, workdir, guard),
                                      [target.scratch_path(planned.uid)],
-                                     allow_exec=spec.allow_exec)
+                                     allow_exec=spec.allow_exec, reads_from=[workdir])
                     ctx.start(spec.probe_metadata, spec.timeout_s)
                     kind.measure(ctx, executor)
                 except BaseException as exc:  # cleaned up first, then recorded

@@ -9,6 +9,7 @@ stored and once more right before fio starts.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,10 +18,12 @@ from typing import Any
 from storbench.errors import TargetError
 from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard
 from storbench.execute.local import Confinement
+from storbench.execute.workdir import run_workdir
 from storbench.result.record import BLANK_DEVICE
 from storbench.target.base import Quiet
 from storbench.target.blockguard import Findings, decide, device_facts, inspect
 from storbench.target.environment import host_facts, local_confinement
+from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile, Section
 from storbench.workload.plan import Plan
 from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
@@ -111,6 +114,19 @@ class BlockTarget(Quiet):
     def scratch_path(self, uid: str) -> Path:
         return Path(self.device)
 
+    def check_put(self) -> None:
+        pass
+
+    def put_file(self, uid: str, name: str, text: str) -> None:
+        """A file of storbench's (a replay's iolog) in the run's own work directory
+        (0700): fio reads it there; its I/O goes to the device (replay_redirect)."""
+        if not plain(name):
+            raise ValueError(f"not a plain file name: {name!r}")
+        fd = os.open(run_workdir(uid) / name,
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.writers = writes(plan) + (["--precondition"] if self.precondition else [])
         self._judge(self.writers)
@@ -133,7 +149,8 @@ class BlockTarget(Quiet):
         write, whatever the options say."""
         self.size_bytes = self.size_bytes or self.device_size()
         text, args = device_job(jobfile, self.device,
-                                None if self.size_given else self.size_bytes)
+                                None if self.size_given else self.size_bytes,
+                                run_workdir(uid))
         return [FioJob("", f"t{index:03d}.fio", text, args)]
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
@@ -200,26 +217,35 @@ def identity(device: str, facts: dict[str, Any], signatures: list[str], writes: 
             f" found on it: {', '.join(found_on_it(signatures))}")
 
 
-def device_job(jobfile: JobFile, device: str, size_bytes: int | None
-               ) -> tuple[str, tuple[str, ...]]:
+def device_job(jobfile: JobFile, device: str, size_bytes: int | None,
+               files: Path | None = None) -> tuple[str, tuple[str, ...]]:
     """The job file's text on ``device`` (on_device), and fio's options for it:
     --readonly for one that only reads (said in the text, which is stored)."""
-    text = on_device(jobfile, device, size_bytes).render()
+    text = on_device(jobfile, device, size_bytes, files).render()
     if only_reads(jobfile):
         return (f"; run as: fio --readonly (only reads: fio refuses any write)\n{text}",
                 ("--readonly",))
     return text, ()
 
 
-def on_device(jobfile: JobFile, device: str, size_bytes: int | None) -> JobFile:
+def on_device(jobfile: JobFile, device: str, size_bytes: int | None,
+              files: Path | None = None) -> JobFile:
     """The job file pointed at ``device``: its file options replaced by filename= the
     device, direct I/O, and with ``size_bytes`` (None: the sizes it has, from --size),
     each job's size the device (split among the jobs of a test that has them work side
-    by side with offset_increment)."""
+    by side with offset_increment). A replay's iolog (read_iolog) is read from ``files``
+    (the run's work directory, where put_file wrote it) and every file it names is the
+    device (replay_redirect)."""
     effective = dict(jobfile.effective())
     sections: list[Section] = []
     for section in jobfile.sections:
         section = section.without(*FILE_OPTIONS)
+        iolog = section.get("read_iolog")
+        if iolog is not None:
+            if files is None:
+                raise TargetError("a replay on a device needs the run's work directory")
+            section = section.with_option("read_iolog", str(files / Path(iolog).name)) \
+                .with_option("replay_redirect", device)
         if not section.is_global:
             section = section.with_option("filename", device).with_option("direct", "1")
             options = effective.get(section.name, {})

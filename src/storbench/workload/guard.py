@@ -43,6 +43,7 @@ FILENAME_FORMAT = "$jobname.$jobnum.$filenum"
 
 # Paths fio resolves against its working directory, not directory=: storbench points
 # them into the scratch directory (on the target: a --hosts server writes them there).
+READ_ONLY = ("read_iolog",)  # path options whose file fio only reads
 INTO_SCRATCH = ("write_iolog", "read_iolog", "merge_blktrace_file", "mem", "iomem",
                 "opendir", "dp_scheme", "donorname")
 
@@ -161,22 +162,26 @@ class _JobFile(Protocol):
 
 
 def check_final(jobfile: _JobFile, within: Iterable[str], *, allow_exec: bool,
-                source: str) -> None:
+                source: str, reads_from: Iterable[str] = ()) -> None:
     """The job file fio is about to run (parsed from its text), judged once more as a
     whole: every section name plain, every option classified and allowed, the one ``$``
     storbench's own filename_format, every path inside ``within`` (absolute) or relative
-    without ``..``.
+    without ``..``; an I/O log fio only reads (read_iolog) may also be in ``reads_from``
+    (the run's own work directory, where storbench puts a device replay's log).
 
     ConfigError otherwise: whatever built the text (a user's file, a suite, storbench's
     own rewriting), fio never gets a job that reaches outside.
     """
     roots = [PurePosixPath(os.path.normpath(r)) for r in within]
+    read_roots = roots + [PurePosixPath(os.path.normpath(r)) for r in reads_from]
     for section in jobfile.sections:
         why = check_section_name(section.name)
         for key, value in section.options:
             if why is not None:
                 break
-            why = _final_option(section.name, key, value, roots, allow_exec)
+            why = _final_option(section.name, key, value,
+                                read_roots if options.canonical(key) in READ_ONLY else roots,
+                                allow_exec)
         if why is not None:
             raise ConfigError(f"{source}: {why}")
 

@@ -308,3 +308,59 @@ def _depth(spans: Iterable[tuple[float, float]]) -> int:
         now += step
         most = max(most, now)
     return max(1, most)
+
+
+# the blk tracer's text lines (tracefs trace_pipe): "TASK-PID [CPU] FLAGS SECONDS: MAJ,MIN
+# ACTION RWBS [SECTOR + COUNT] [COMM]"; FLAGS is there with the irq-info option (default)
+_BLK = re.compile(r"^\s*.+?-\d+\s+\[\d+\]\s+(?:\S+\s+)?(?P<ts>\d+\.\d+):\s+(?P<dev>\d+,\d+)"
+                  r"\s+(?P<act>[A-Z]{1,2})\s+(?P<rwbs>[A-Z]+)"
+                  r"(?:\s+(?P<sector>\d+)\s+\+\s+(?P<count>\d+))?")
+SECTOR = 512
+FUA = "FUA writes (replayed as plain writes: an iolog has no FUA)"
+DISCARD = "discards (not replayed)"
+
+
+def from_blk(text: Iterable[str], majmin: str, name: str) -> Trace:
+    """The trace of the blk tracer's events on the device ``majmin`` ("7,0"): each
+    request queued (action Q) as the kernel's block layer received it, before merging.
+    An empty flush (fsync's cache flush: RWBS ``FWS``, ``FN``) is a sync; a write with a
+    flush before it is a sync then the write; FUA (a ``F`` after the direction) and
+    discards are counted and said. The depth is the most requests the device had in
+    flight (issued, D, and not yet completed, C). The device is the trace's one file."""
+    skipped: Counter[str] = Counter()
+    raw: list[tuple[float, int, str, int, int]] = []  # time, order, action, offset, length
+    flight = depth = 0
+    for line in text:
+        m = _BLK.match(line)
+        if m is None or m["dev"] != majmin:
+            continue
+        act, rwbs, sector = m["act"], m["rwbs"], m["sector"]
+        if act in ("D", "C") and sector is not None and m["count"] != "0":
+            flight = flight + 1 if act == "D" else max(0, flight - 1)
+            depth = max(depth, flight)
+        if act != "Q":
+            continue
+        preflush = len(rwbs) > 1 and rwbs[0] == "F" and rwbs[1] in "RWDN"
+        direction = rwbs[1] if preflush else rwbs[0]
+        ts = float(m["ts"])
+        if preflush:
+            raw.append((ts, len(raw), "sync", 0, 0))
+        if sector is None or direction not in "RWD":
+            continue
+        if direction == "D":
+            skipped[DISCARD] += 1
+            continue
+        length = int(m["count"]) * SECTOR
+        if length == 0:
+            continue
+        if direction == "W" and "F" in rwbs[2 if preflush else 1:]:
+            skipped[FUA] += 1
+        raw.append((ts, len(raw), "read" if direction == "R" else "write",
+                    int(sector) * SECTOR, length))
+    if not raw:
+        return Trace([], {}, dict(skipped))
+    raw.sort()
+    t0 = raw[0][0]
+    ops = [Op(round((ts - t0) * 1e6), "f0001", action, offset, length)
+           for ts, _, action, offset, length in raw]
+    return Trace(ops, {"f0001": name}, dict(skipped), max(1, depth))

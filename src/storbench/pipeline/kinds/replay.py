@@ -23,6 +23,7 @@ from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.sections import REPLAY
 from storbench.target.base import PutsFiles, Target
+from storbench.target.blockdev import BlockTarget
 from storbench.workload.guard import FILENAME_FORMAT
 from storbench.workload.jobfile import JobFile, Section, parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest
@@ -32,6 +33,8 @@ from storbench.workload.trace import Trace
 IOLOG = "replay.iolog"
 FILL_BYTES_PER_S = 16 << 20  # the prefill's time limit: its bytes at 16 MiB/s, + 60 s
 LOST = 0.01  # more than 1% of the recorded I/O not issued: the replay failed
+DISK_IMAGE = ("a block-level trace replayed in a file is a disk-image test of this storage,"
+              " not the application on its file system")
 NO_DATA = ("a trace holds no data, only offsets and sizes: fio writes its own buffers"
            " (storage that deduplicates or compresses sees those, not the application's)")
 
@@ -52,8 +55,12 @@ class ReplaySpec:
         return [("ioengine", "libaio"), ("iodepth", str(depth))]
 
     def plan_tests(self, scratch: Path) -> Plan:
+        # rw says whether the trace writes (fio takes each I/O's direction from the
+        # iolog): the device guard asks --destructive, and fio --readonly, by it
+        writes = self.trace.counts()["writes"] > 0
         options: list[tuple[str, str | None]] = [
-            ("read_iolog", str(scratch / IOLOG)), *self.engine()]
+            ("read_iolog", str(scratch / IOLOG)), ("rw", "randrw" if writes else "randread"),
+            *self.engine()]
         if self.fast:
             options.append(("replay_no_stall", "1"))
         # no directory=: fio 3.33 crashes replaying an iolog with one set (the iolog's
@@ -73,6 +80,7 @@ class ReplayKind(Plain):
     spec: ReplaySpec
     result: TestResult | None = None
     prefilled: dict[str, int] = field(default_factory=dict)
+    on_device: bool = False
 
     @classmethod
     def from_spec(cls, spec: RunSpec) -> ReplayKind | None:
@@ -95,17 +103,29 @@ class ReplayKind(Plain):
 
     def check_target(self, target: Target) -> None:
         if not isinstance(target, PutsFiles):
-            raise ConfigError(f"--replay runs on directories and StorageClasses so far, not"
-                              f" on a {target.kind}")
+            raise ConfigError(f"--replay runs on directories, devices and StorageClasses so"
+                              f" far, not on a {target.kind}")
         target.check_put()
+        if isinstance(target, BlockTarget):
+            reach = max((o.offset + o.length for o in self.spec.trace.ops), default=0)
+            size = target.device_size()
+            if reach > size:
+                raise ConfigError(
+                    f"the workload {self.spec.name!r} reaches {format_bytes_iec(reach)} into"
+                    f" its device; {target.path} holds {format_bytes_iec(size)}")
 
     def measure(self, ctx: RunContext, executor: Executor) -> None:
         assert isinstance(ctx.target, PutsFiles)
         scratch = ctx.target.scratch_path(ctx.planned.uid)
         trace = self.spec.trace
-        ctx.target.put_file(ctx.planned.uid, IOLOG,
-                            trace.iolog({f: str(scratch / f) for f in trace.files}))
-        self._prefill(ctx, executor, scratch)
+        if isinstance(ctx.target, BlockTarget):  # every file of the trace is the device
+            self.on_device = True
+            ctx.target.put_file(ctx.planned.uid, IOLOG,
+                                trace.iolog({f: str(scratch) for f in trace.files}))
+        else:
+            ctx.target.put_file(ctx.planned.uid, IOLOG,
+                                trace.iolog({f: str(scratch / f) for f in trace.files}))
+            self._prefill(ctx, executor, scratch)
         ctx.guard.check()
         [step] = ctx.planned.steps
         found = ctx.run_step(executor, step, {IOLOG, *trace.files})
@@ -148,6 +168,8 @@ class ReplayKind(Plain):
             return {}
         replay_s = max((d.runtime_ms for _, d in r.directions()), default=0) / 1000
         notes = [NO_DATA]
+        if self.spec.method.startswith("block") and not self.on_device:
+            notes.append(DISK_IMAGE)
         notes += [f"not in the trace: {n:,} × {why}" for why, n in sorted(trace.skipped.items())]
         return REPLAY.put({
             "workload": self.spec.name, "method": self.spec.method,
