@@ -139,7 +139,10 @@ class Trace:
         for n, line in enumerate(lines[1:], start=2):
             m = _IOLOG_LINE.match(line.strip())
             if m is None:
-                raise ConfigError(f"the stored trace's line {n} is not one storbench writes")
+                raise ConfigError(f"the stored trace's line {n} is not one storbench writes"
+                                  " (a trace recorded before storbench sorted the calls"
+                                  " of several threads can hold a negative time): record"
+                                  " the workload again")
             at, name, action, offset, length = m.groups()
             if not _NAME.fullmatch(name) or name not in files:
                 raise ConfigError(f"the stored trace's line {n} names a file that is not one"
