@@ -155,7 +155,7 @@ def test_calls_are_in_the_order_they_began_not_the_order_strace_wrote_them():
     assert again.ops == t.ops and t.depth == 2
     # what a trace stored before the sort held: a negative time, refused with the way out
     stored = t.iolog().replace("\n0 f0001 read", "\n-100 f0001 read")
-    with pytest.raises(ConfigError, match="negative time.*record the workload again"):
+    with pytest.raises(ConfigError, match=r"negative time.*record the workload again"):
         Trace.from_iolog(stored, t.files, t.skipped, t.depth)
 
 
