@@ -17,6 +17,7 @@ import pytest
 
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
+from tests.pipeline.test_replay import _record_fio, needs_strace
 from tests.target.test_hosts import job, merged_percentile
 from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs, tcp_listeners
 
@@ -365,3 +366,41 @@ def test_a_host_whose_session_fails_unexpectedly_ends_the_others(ssh_hosts, tmp_
     assert "1 of 4 host(s)" in str(refused.value)
     assert ssh_clients(ssh_hosts) == []  # the three real sessions were ended, and waited for
     assert servers_left(before) == set()
+
+
+@needs_strace
+def test_a_recorded_workload_replays_on_every_host(ssh_hosts, tmp_path, store_path, tmpfs):
+    """fio as the application, recorded with strace; replayed on four SSH hosts at once:
+    each host gets its own copy of the iolog (a new file over SSH, in its own target),
+    the file the trace reads is written on each first, every host issues what was
+    recorded, and each host's session removes every file of the run."""
+    _, w = _record_fio(store_path, tmpfs, "app")
+    recorded = w["counts"]
+    before = fio_servers_on_loopback()
+    for fast in ((), ("--replay-fast",)):
+        proc = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
+                       "--ssh-config", str(ssh_hosts.config), "--replay", "app", *fast,
+                       db=store_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr + ssh_hosts.logs()
+        run = last(store_path)
+        assert run["status"] == "completed"
+        replay = run["data"]["replay"]
+        assert replay["workers"] == 4 and replay["prefilled"]
+        assert replay["issued"] == {k: 4 * recorded[k] for k in ("reads", "writes", "syncs")}
+        rows = [h for h in run["per_host"] if h["name"] == "app"]
+        assert len(rows) == 4
+        assert all(h["read"]["total_ios"] == recorded["reads"] for h in rows)
+        assert all(h["write"]["total_ios"] == recorded["writes"] for h in rows)
+        assert "× 4 hosts" in proc.stdout
+        jobs = "\n".join(run["job_files"])
+        assert all(f"read_iolog={ssh_hosts.target}/storbench-{run['uid']}-h{i}-replay.iolog"
+                   in jobs for i in range(4)), jobs
+        time.sleep(0.5)
+        assert all(ssh_hosts.files_on(i) == [] for i in range(4))  # its session removed all
+    assert set(fio_servers_on_loopback()) - set(before) == set()
+    assert list(ssh_hosts.target.iterdir()) == []  # nothing of it on this machine
+    # every host must be reached over SSH to take the iolog; and each its own files
+    proc = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
+                   "--ssh-config", str(ssh_hosts.config), "--shared-file", "--replay", "app",
+                   db=store_path)
+    assert_one_line_error(proc, 2, "leave out --shared-file")

@@ -211,9 +211,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("history", "List stored runs, newest first."),
     "push": ("push", "Push runs' figures to a Prometheus Pushgateway, grouped as"
                      ' job="storbench", instance=TARGET.'),
-    "record": ("recording", "Record an application's I/O on the files under DIR as the"
-                            " workload NAME, to replay it on any directory later"
-                            " (`storbench run TARGET --replay NAME`)."),
+    "record": ("recording", "Record an application's I/O (on the files under DIR, or on a"
+                            " whole device) as the workload NAME, to replay it on any"
+                            " target later (`storbench run TARGET --replay NAME`)."),
     "reference": ("catalog", "Published reference figures (the studies storbench was built"
                              " from)."),
     "report": ("report", "Write an HTML report of 1 to 20 runs: charts, verdicts, warnings,"

@@ -56,8 +56,8 @@ NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fa
 def record(store: Store, name: str, command: tuple[str, ...], directory: Path | None,
            device: str | None, pids: tuple[int, ...], duration: float | None, max_size: str,
            measure_cost: bool, replace: bool, as_json: bool) -> None:
-    """Record an application's I/O on the files under DIR as the workload NAME, to replay
-    it on any directory later (`storbench run TARGET --replay NAME`).
+    """Record an application's I/O (on the files under DIR, or on a whole device) as the
+    workload NAME, to replay it on any target later (`storbench run TARGET --replay NAME`).
 
     File level, with strace: every read, write and sync of the command's processes and
     threads on files under DIR, with offsets and times, kept as fio's iolog (version 3)

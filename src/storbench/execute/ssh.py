@@ -252,6 +252,18 @@ def run_remote(host: SshHost, config: str | None, command: str, stdin: str,
     return proc.stdout
 
 
+# Writes stdin to a new file $1 (never an existing one, nor through a link: set -C),
+# readable by the SSH user only
+PUT = 'umask 077; set -C; cat > "$1"'
+
+
+def put_remote(host: SshHost, config: str | None, path: str, text: str) -> None:
+    """A new file ``path`` on the host holding ``text`` (a replay's iolog); TargetError
+    with the host's words if it cannot be written (it exists already, no such
+    directory)."""
+    run_remote(host, config, f"sh -c {shlex.quote(PUT)} sh {shlex.quote(path)}", text)
+
+
 def _open(host: SshHost, local: Path, config: str | None, remote: Remote) -> Tunnel:
     source = Path(confine.__file__).read_text()
     for _ in range(TRIES):

@@ -90,7 +90,9 @@ def replay_lines(replay: ReplaySection) -> list[str]:
     """What a replay issued of what was recorded, how it kept time, what it cannot hold."""
     lines = [f"replay of {replay['workload']} ({replay['method']}, {replay['engine']}):"
              f" {replay_counts(replay['issued'], named=True)} issued of"
-             f" {replay_counts(replay['recorded'])} recorded"]
+             f" {replay_counts(replay['recorded'])} recorded"
+             + (f" × {replay.get('workers', 1)} hosts" if replay.get("workers", 1) > 1
+                else "")]
     if replay["timed"]:
         lag = replay["lag_s"] or 0.0
         lines.append(f"timed: the recorded {replay['recorded_s']:.3f} s took"

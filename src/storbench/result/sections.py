@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypedDict, TypeVar, cast
+from typing import Any, Generic, NotRequired, Protocol, TypedDict, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -102,7 +102,8 @@ class ReplaySection(TypedDict):
     timed: bool  # on the recorded timeline (False: as fast as fio can)
     engine: str  # fio's ioengine and depth: "libaio, iodepth 4"
     recorded: dict[str, int]  # reads, writes, syncs (and bytes, files) in the trace
-    issued: dict[str, int]  # reads, writes, syncs fio issued
+    issued: dict[str, int]  # reads, writes, syncs fio issued (every worker's together)
+    workers: NotRequired[int]  # fio workers that each replayed the trace (hosts); 1 if absent
     recorded_s: float  # the trace's span, first I/O to last
     replay_s: float  # how long the replay's I/O took
     lag_s: float | None  # timed: how far the replay fell behind the recorded timeline

@@ -173,13 +173,23 @@ class Quiet:
         return default_deadline(test)
 
 
+# A file's text made for one worker (a host, a pod, this machine) from ``where``: the
+# path by which fio on that worker opens the run's file of a given name
+Placed = Callable[[Callable[[str], str]], str]
+
+
 @runtime_checkable
 class PutsFiles(Protocol):
-    """A target that can put a file of storbench's into a run's scratch directory where
-    fio runs (a replay's iolog): the directory target writes it, the StorageClass target
-    writes it in its pod. Targets without it cannot take a replay."""
+    """A target that can put a file of storbench's where each of its fio workers reads it
+    (a replay's iolog): the directory target writes it into the scratch directory, the
+    StorageClass target into its pod's, the block device target into the run's work
+    directory, the hosts target onto each host over SSH. Targets without it cannot take
+    a replay."""
 
     def check_put(self) -> None:
         """ConfigError if this target, as configured, cannot take such a file."""
 
-    def put_file(self, uid: str, name: str, text: str) -> None: ...
+    def put_file(self, uid: str, name: str, text: Placed) -> None:
+        """Put ``text(where)`` as the run's file ``name`` for each worker, ``where``
+        naming that worker's run files (an iolog names them); the job files' read_iolog
+        is then found by job_files."""

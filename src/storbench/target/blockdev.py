@@ -20,7 +20,7 @@ from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, Signal
 from storbench.execute.local import Confinement
 from storbench.execute.workdir import run_workdir
 from storbench.result.record import BLANK_DEVICE
-from storbench.target.base import Quiet
+from storbench.target.base import Placed, Quiet
 from storbench.target.blockguard import Findings, decide, device_facts, inspect
 from storbench.target.environment import host_facts, local_confinement
 from storbench.workload.guard import plain
@@ -117,15 +117,16 @@ class BlockTarget(Quiet):
     def check_put(self) -> None:
         pass
 
-    def put_file(self, uid: str, name: str, text: str) -> None:
+    def put_file(self, uid: str, name: str, text: Placed) -> None:
         """A file of storbench's (a replay's iolog) in the run's own work directory
-        (0700): fio reads it there; its I/O goes to the device (replay_redirect)."""
+        (0700): fio reads it there; every run file it names is the device (and
+        replay_redirect says so to fio)."""
         if not plain(name):
             raise ValueError(f"not a plain file name: {name!r}")
         fd = os.open(run_workdir(uid) / name,
                      os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(text)
+            f.write(text(lambda _: self.device))
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.writers = writes(plan) + (["--precondition"] if self.precondition else [])

@@ -20,7 +20,7 @@ from storbench.execute.workdir import (
     create_marked,
     leftovers,
 )
-from storbench.target.base import Deadline, default_deadline
+from storbench.target.base import Deadline, Placed, default_deadline
 from storbench.target.environment import host_facts, local_confinement, path_facts
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
@@ -66,10 +66,11 @@ class DirectoryTarget:
     def check_put(self) -> None:
         pass
 
-    def put_file(self, uid: str, name: str, text: str) -> None:
+    def put_file(self, uid: str, name: str, text: Placed) -> None:
         if not plain(name):
             raise ValueError(f"not a plain file name: {name!r}")
-        (self.scratch_path(uid) / name).write_text(text)
+        scratch = self.scratch_path(uid)
+        (scratch / name).write_text(text(lambda n: str(scratch / n)))
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         free = self.usable()  # again: with several targets, this one's turn comes later

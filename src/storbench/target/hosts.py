@@ -20,6 +20,7 @@ import ipaddress
 import re
 import socket
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,20 @@ from typing import Any
 from storbench.errors import ConfigError, TargetError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
-from storbench.execute.ssh import Remote, SshHost, Tunnel, open_tunnels, parse_ssh, stop_all
-from storbench.target.base import Quiet
+from storbench.execute.ssh import (
+    Remote,
+    SshHost,
+    Tunnel,
+    open_tunnels,
+    parse_ssh,
+    put_remote,
+    stop_all,
+)
+from storbench.target.base import Placed, Quiet
 from storbench.target.blockdev import access, device_job, found_on_it, identity, writes
 from storbench.target.environment import host_facts
 from storbench.target.remoteguard import judge_all
+from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan
 
@@ -182,10 +192,61 @@ class HostsTarget(Quiet):
             return [FioJob(h.key, f"t{index:03d}-h{i}.fio", *device_job(
                 jobfile, str(self.path), None if self.size_given else self._size(h)))
                 for i, h in enumerate(self.hosts)]
-        return [FioJob(h.key, f"t{index:03d}-h{i}.fio",
-                       jobfile.for_host(f"storbench-{uid}", f"h{i}",
-                                        shared=self.shared_file).render())
+        return [FioJob(h.key, f"t{index:03d}-h{i}.fio", self._for_host(jobfile, uid, i).render())
                 for i, h in enumerate(self.hosts)]
+
+    def _for_host(self, jobfile: JobFile, uid: str, i: int) -> JobFile:
+        """The job file for host ``i``: its own file names (for_host); an iolog it
+        replays is that host's copy (put_file); with every host reached over SSH, a
+        job that says unlink=0 keeps its files until the host's session ends and
+        removes them (a replay's prefill: the replay reads them next)."""
+        mine = jobfile.for_host(f"storbench-{uid}", f"h{i}", shared=self.shared_file)
+        keep = all(h.ssh is not None for h in self.hosts)
+        effective = dict(jobfile.effective())
+        sections = []
+        for section in mine.sections:
+            log = section.get("read_iolog")
+            if log is not None:
+                section = section.with_option("read_iolog",
+                                              self.run_file(uid, i, Path(log).name))
+            if keep and not section.is_global and \
+                    effective.get(section.name, {}).get("unlink") == "0":
+                section = section.with_option("unlink", "0")
+            sections.append(section)
+        return JobFile(tuple(sections))
+
+    def run_file(self, uid: str, i: int, name: str) -> str:
+        """Where host ``i`` keeps the run's file ``name`` (as for_host names it; its
+        session removes every such file when it ends)."""
+        return f"{self.path}/storbench-{uid}-h{i}-{name}"
+
+    def check_put(self) -> None:
+        if self.device:
+            raise ConfigError("--replay on --hosts runs in a directory of theirs so far, not"
+                              " on a device")
+        if self.shared_file:
+            raise ConfigError("--replay on --hosts gives each host its own files: leave out"
+                              " --shared-file")
+        agents = [h.key for h in self.hosts if h.ssh is None]
+        if agents:
+            raise ConfigError(f"--replay puts its iolog on each host over SSH; not reached"
+                              f" over SSH (ssh://HOST): {', '.join(agents)}")
+
+    def put_file(self, uid: str, name: str, text: Placed) -> None:
+        """Write ``text`` for each host as its own file of the run, over SSH (a new file,
+        the SSH user's only), all hosts at once."""
+        if not plain(name):
+            raise ValueError(f"not a plain file name: {name!r}")
+        self.check_put()
+
+        def one(i: int) -> None:
+            host = self.hosts[i].ssh
+            assert host is not None
+            put_remote(host, self.ssh_config, self.run_file(uid, i, name),
+                       text(lambda n: self.run_file(uid, i, n)))
+
+        with ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
+            list(pool.map(one, range(len(self.hosts))))
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         here = host_facts()

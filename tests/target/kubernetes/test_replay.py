@@ -70,7 +70,9 @@ def test_replay_on_several_pods_is_refused(namespace, k8s_env, store_path, tmpfs
 
 
 def test_replay_on_fio_servers_is_refused_before_any_is_reached(tmp_path, store_path, tmpfs):
+    """A host whose fio server storbench did not start over SSH (an agent) has no way to
+    take the iolog: refused before any host is reached (none listens at port 1)."""
     _record_fio(store_path, tmpfs, "app")
     proc = run_cli("run", str(tmp_path), "--hosts", "127.0.0.1:1", "--replay", "app",
                    db=store_path, timeout=60)
-    assert_one_line_error(proc, 2, "--replay runs on directories and StorageClasses so far")
+    assert_one_line_error(proc, 2, "not reached over SSH (ssh://HOST): 127.0.0.1:1")

@@ -81,6 +81,7 @@ class ReplayKind(Plain):
     result: TestResult | None = None
     prefilled: dict[str, int] = field(default_factory=dict)
     on_device: bool = False
+    workers: int = 1  # fio workers that each replayed it (hosts): the issued I/O is theirs
 
     @classmethod
     def from_spec(cls, spec: RunSpec) -> ReplayKind | None:
@@ -118,13 +119,13 @@ class ReplayKind(Plain):
         assert isinstance(ctx.target, PutsFiles)
         scratch = ctx.target.scratch_path(ctx.planned.uid)
         trace = self.spec.trace
-        if isinstance(ctx.target, BlockTarget):  # every file of the trace is the device
+        # each worker's iolog names the run's files as fio there opens them
+        ctx.target.put_file(ctx.planned.uid, IOLOG,
+                            lambda where: trace.iolog({f: where(f) for f in trace.files}))
+        self.workers = len(ctx.planned.steps[0].jobs)
+        if isinstance(ctx.target, BlockTarget):  # the device holds what its reads find
             self.on_device = True
-            ctx.target.put_file(ctx.planned.uid, IOLOG,
-                                trace.iolog({f: str(scratch) for f in trace.files}))
         else:
-            ctx.target.put_file(ctx.planned.uid, IOLOG,
-                                trace.iolog({f: str(scratch / f) for f in trace.files}))
             self._prefill(ctx, executor, scratch)
         ctx.guard.check()
         [step] = ctx.planned.steps
@@ -137,7 +138,8 @@ class ReplayKind(Plain):
         if not needed:
             return
         sizes = {f: -(-n // 4096) * 4096 for f, n in needed.items()}  # whole 4 KiB pages
-        text = "[global]\nrw=write\nioengine=psync\nend_fsync=1\n" + "".join(
+        # unlink=0: kept for the replay (hosts: until the session ends and removes them)
+        text = "[global]\nrw=write\nioengine=psync\nend_fsync=1\nunlink=0\n" + "".join(
             f"[fill-{f}]\nfilename={f}\nsize={n}\nbs={min(n, 1 << 20)}\n"
             for f, n in sorted(sizes.items()))
         jobfile = parse_jobfile(text, "the replay's prefill").prepared(scratch)
@@ -153,6 +155,10 @@ class ReplayKind(Plain):
                            + (execution.stderr.strip()[-300:] or "fio said nothing"),
                            returncode=execution.returncode, stderr=execution.stderr)
         self.prefilled = needed
+
+    def expected(self) -> dict[str, int]:
+        """What the workers together should issue: the recording once each."""
+        return {k: v * self.workers for k, v in self.spec.trace.counts().items()}
 
     def issued(self) -> dict[str, int]:
         r = self.result
@@ -175,16 +181,17 @@ class ReplayKind(Plain):
             "workload": self.spec.name, "method": self.spec.method,
             "timed": not self.spec.fast,
             "engine": ", ".join(f"{k} {v}" for k, v in self.spec.engine()),
-            "recorded": trace.counts(), "issued": self.issued(),
+            "recorded": trace.counts(), "issued": self.issued(), "workers": self.workers,
             "recorded_s": round(trace.duration_s, 6), "replay_s": replay_s,
             "lag_s": None if self.spec.fast else round(replay_s - trace.duration_s, 6),
             "prefilled": self.prefilled, "notes": notes})
 
     def failed(self) -> str | None:
-        issued, recorded = self.issued(), self.spec.trace.counts()
+        issued, recorded = self.issued(), self.expected()
         if not issued:
             return None
-        short = [f"{issued[k]:,} {k} of {recorded[k]:,} recorded" for k in issued
+        times = f" ({self.workers} × the recording)" if self.workers > 1 else ""
+        short = [f"{issued[k]:,} {k} of {recorded[k]:,} recorded{times}" for k in issued
                  if abs(issued[k] - recorded[k]) > LOST * max(recorded[k], 1)]
         return (f"the replay of {self.spec.name} issued {'; '.join(short)}" if short
                 else None)

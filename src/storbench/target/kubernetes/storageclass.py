@@ -28,7 +28,7 @@ from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.kubepods import PodExecutor, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
-from storbench.target.base import MARGIN_S, Deadline, Leftover, default_deadline
+from storbench.target.base import MARGIN_S, Deadline, Leftover, Placed, default_deadline
 from storbench.target.blockdev import device_job, writes
 from storbench.target.kubernetes.facts import class_facts, pod_facts, volume_guard
 from storbench.target.kubernetes.manifests import (
@@ -252,7 +252,7 @@ class KubeTarget:
             raise ConfigError("a replay's iolog goes to one pod on a Filesystem volume: leave"
                               " out --volume-mode Block and --clients")
 
-    def put_file(self, uid: str, name: str, text: str) -> None:
+    def put_file(self, uid: str, name: str, made: Placed) -> None:
         """Write ``text`` as ``name`` in the run's scratch directory in the pod, from
         arguments of PUT_CHUNK characters each (exec has no stdin here; an argument is at
         most 128 KiB): a replay's iolog. One pod on a Filesystem volume only."""
@@ -260,7 +260,9 @@ class KubeTarget:
             raise ValueError(f"not a plain file name: {name!r}")
         self.check_put()
         assert self.layout is not None
-        pod, path = self.layout.pods[0][0], f"{self.layout.scratch}/{name}"
+        scratch = self.layout.scratch
+        pod, path = self.layout.pods[0][0], f"{scratch}/{name}"
+        text = made(lambda n: f"{scratch}/{n}")
         chunk = PUT_CHUNK if text.isascii() else PUT_CHUNK // 4  # UTF-8: up to 4 bytes each
         for start in range(0, max(len(text), 1), chunk):
             into = ">" if start == 0 else ">>"
