@@ -404,3 +404,35 @@ def test_a_recorded_workload_replays_on_every_host(ssh_hosts, tmp_path, store_pa
                    "--ssh-config", str(ssh_hosts.config), "--shared-file", "--replay", "app",
                    db=store_path)
     assert_one_line_error(proc, 2, "leave out --shared-file")
+
+
+def test_a_file_put_on_a_host_is_new_named_as_given_and_never_followed(ssh_hosts):
+    """The way a replay's iolog reaches a host: a path with shell syntax in it is one
+    name there (nothing it says runs), a file that exists is not overwritten, and a link
+    planted at the name is not followed."""
+    from storbench.errors import TargetError
+    from storbench.execute.ssh import parse_ssh, put_remote
+
+    address, port = ssh_hosts.addresses[0]
+    host = parse_ssh(f"ssh://root@{address}:{port}")
+    assert host is not None
+    config, target = str(ssh_hosts.config), ssh_hosts.target
+    name = "a b$(id>ran);x'\"`id>ran2`"  # run, it would leave ran, ran2 in the shell's cwd
+    odd = f"{target}/{name}"
+    put_remote(host, config, odd, "fio version 3 iolog\n")
+    there = ["nsenter", "-t", str(ssh_hosts.sshd[0].pid), "-m", "--"]
+    listed = subprocess.run([*there, "ls", "-A1", str(target)], capture_output=True,
+                            text=True, check=True).stdout
+    assert listed == name + "\n"
+    assert not any(Path(d, f).exists() for d in (Path.home(), Path("/")) for f in ("ran", "ran2"))
+    with pytest.raises(TargetError, match="exists"):
+        put_remote(host, config, odd, "again")
+    victim = f"{target}/victim"
+    subprocess.run([*there, "sh", "-c", f"echo kept > {victim} && ln -s {victim}"
+                    f" {target}/link"], check=True)
+    with pytest.raises(TargetError, match="exists"):
+        put_remote(host, config, f"{target}/link", "overwritten?")
+    kept = subprocess.run([*there, "cat", victim], capture_output=True, text=True).stdout
+    assert kept == "kept\n"
+    subprocess.run([*there, "sh", "-c", f"rm -f -- {target}/* {target}/.??*"], check=True)
+    assert ssh_hosts.files_on(0) == []
