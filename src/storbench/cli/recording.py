@@ -240,8 +240,10 @@ def _record_block(store: Store, name: str, command: tuple[str, ...], device: str
     if not _stored(store, name, "block level (ftrace blk)", trace, facts, replace, as_json):
         return
     if untraced is not None:
-        out.print(f"The command ran {got.wall_s:.2f} s traced, {untraced:.2f} s untraced.",
-                  markup=False)
+        out.print(f"The command ran {got.wall_s:.2f} s traced, {untraced:.2f} s untraced:"
+                  f" tracing cost {got.wall_s / max(untraced, 1e-6):.2f} × its time (the"
+                  " tracer records each request in the kernel; the command itself is not"
+                  " stopped).", markup=False)
     out.print("A block trace replayed in a file is a disk-image test of that storage, not"
               " the application on its file system; on a device it needs --destructive"
               " when it writes.", markup=False)
