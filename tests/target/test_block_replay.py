@@ -122,8 +122,12 @@ def test_a_device_the_trace_does_not_fit_is_refused_before_anything(devices, sto
     old, small = devices("old"), devices("small", 4 * 2**20)
     app = ["fio", "--name=w", f"--filename={old.dev}", "--rw=write", "--bs=64k",
            "--offset=32m", "--size=1m", "--direct=1", "--output=/dev/null"]
-    assert run_cli("record", "far", "--device", old.dev, "--", *app,
-                   db=store_path).returncode == 0
+    rec = run_cli("record", "far", "--device", old.dev, "--measure-cost", "--", *app,
+                  db=store_path)
+    assert rec.returncode == 0, rec.stderr
+    assert "s untraced: tracing cost" in rec.stdout, rec.stdout  # the command ran twice
+    [w] = json.loads(run_cli("workloads", "--json", db=store_path).stdout)
+    assert w["untraced_s"] > 0 and w["counts"]["writes"] == 16  # 1 MiB in 64 KiB
     blank = small.digest()
     proc = run_cli("run", small.dev, "--replay", "far", "--destructive", small.dev,
                    db=store_path)
