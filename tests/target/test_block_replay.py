@@ -194,6 +194,14 @@ def test_a_recording_ended_by_sigterm_puts_the_tracer_back(devices, store_path):
     assert rec.returncode == 0, rec.stderr
     [w] = json.loads(run_cli("workloads", "--json", db=store_path).stdout)
     assert w["name"] == "y" and w["counts"]["reads"] == 8
+    # a trace that only reads replays on a device without --destructive, fio --readonly
+    other = devices("other")
+    blank = other.digest()
+    proc = run_cli("run", other.dev, "--replay", "y", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    assert run["data"]["replay"]["issued"]["reads"] == 8
+    assert "fio --readonly" in run["job_files"][0] and other.digest() == blank
 
 
 # Lines the blk tracer wrote here (tracefs trace_pipe, kernel 6.18) for dd writing with
