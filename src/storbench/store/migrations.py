@@ -1,8 +1,12 @@
-"""The schema, as an ordered list of named migrations (SQL scripts).
+"""How a database made by an earlier storbench reaches the schema of store/schema.py: an
+ordered list of named migrations (SQL scripts; SQLite's here, PostgreSQL's in
+store/postgres.SCRIPTS). A new database is made from the declaration at once.
 
 Never edit one that has shipped: add another. Each is applied in one transaction
 with the row that records it (store/sqlite.py).
 """
+
+from storbench.store.schema import INDEXES, index_sql
 
 _INITIAL = """
         CREATE TABLE runs (
@@ -217,6 +221,9 @@ CREATE TABLE workloads (
 WORKLOADS = _WORKLOADS.format(bytes="BLOB")
 WORKLOADS_POSTGRES = _WORKLOADS.format(bytes="BYTEA")
 
+# Both databases get every declared index (each lacked some the other had).
+SAME_INDEXES = "".join(index_sql(name, if_not_exists=True) for name in INDEXES)
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -229,6 +236,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0008_series", SERIES),
     ("0009_relabel", RELABEL),
     ("0010_workloads", WORKLOADS),
+    ("0011_same_indexes", SAME_INDEXES),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run
 MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS schema_migrations"

@@ -30,6 +30,7 @@ from storbench.result.record import (
     Verdict,
     Warning,
 )
+from storbench.store import schema
 from storbench.store.migrations import MIGRATIONS, MIGRATIONS_TABLE, REBUILDS, pending
 from storbench.store.postgres import is_url
 from storbench.store.processes import crash_note, this_process, vanished
@@ -122,7 +123,25 @@ class Store:
     def _migrate(self) -> None:
         self.db.execute(MIGRATIONS_TABLE)
         done = {r[0] for r in self.db.execute("SELECT name FROM schema_migrations")}
-        for name, sql in pending(done, self.path):
+        if not done and not self.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+        ).fetchall():  # a new database: made from the declaration at once
+            now = now_iso()
+            records = "".join(f"INSERT INTO schema_migrations VALUES ('{name}', '{now}');\n"
+                              for name, _ in MIGRATIONS)
+            try:
+                self.db.executescript(f"BEGIN IMMEDIATE;\n{schema.script('sqlite')}"
+                                      f"{records}COMMIT;")
+            except sqlite3.Error:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+            return
+        self.apply(pending(done, self.path))
+
+    def apply(self, migrations: list[tuple[str, str]]) -> None:
+        """Apply ``migrations`` in order, each in one transaction with its record."""
+        for name, sql in migrations:
             # One transaction: the schema change and the row that records it.
             record = f"INSERT INTO schema_migrations VALUES ('{name}', '{now_iso()}');"
             rebuild = name in REBUILDS
