@@ -44,10 +44,22 @@ iodepth=4
 """
 
 
-def tracer_state(dev: str) -> dict[str, str]:
+@pytest.fixture
+def tracefs(tmp_path):
+    """tracefs mounted where the test sees it (a recording then uses this mount)."""
+    where = tmp_path / "tracefs"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tracefs", "nodev", str(where)], check=True)
+    yield where
+    subprocess.run(["umount", str(where)], check=True)
+
+
+def tracer_state(dev: str, fs: Path) -> dict[str, str]:
     """What the recording must leave as it found it."""
     name = Path(dev).name
-    return {"enable": Path(f"/sys/block/{name}/trace/enable").read_text().strip()}
+    return {"enable": Path(f"/sys/block/{name}/trace/enable").read_text().strip(),
+            **{f: (fs / f).read_text().strip() for f in ("current_tracer", "tracing_on",
+                                                          "buffer_size_kb")}}
 
 
 @pytest.fixture
@@ -65,16 +77,16 @@ def devices(tmp_path):
 
 
 def test_a_block_capture_replays_onto_a_second_device_through_the_guard(devices, tmp_path,
-                                                                         store_path):
+                                                                         store_path, tracefs):
     old, new = devices("old"), devices("new")
     job = tmp_path / "app.fio"
     job.write_text(APP.format(dev=old.dev))
     report = tmp_path / "app.json"
-    before = tracer_state(old.dev)
+    before = tracer_state(old.dev, tracefs)
     rec = run_cli("record", "app", "--device", old.dev, "--", "fio", "--output-format=json",
                   f"--output={report}", str(job), db=store_path)
     assert rec.returncode == 0, rec.stderr
-    assert tracer_state(old.dev) == before
+    assert tracer_state(old.dev, tracefs) == before  # the buffer size too (raised to record)
     fio = {j["jobname"]: j for j in json.loads(report.read_text())["jobs"]}
     sent = {"reads": fio["r"]["read"]["total_ios"], "writes": fio["w"]["write"]["total_ios"],
             "syncs": fio["w"]["sync"]["total_ios"]}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -133,9 +134,13 @@ def _tracer_on(fs: Path, dev: Device) -> Iterator[None]:
     try:
         _write(fs / "tracing_on", "0")
         undo.append(lambda: _write(fs / "tracing_on", was_on))
-        if not size.isdigit() or int(size) < BUFFER_KB:
+        # "7 (expanded: 1408)": not allocated yet; once used it is the expanded size
+        found = re.search(r"expanded:\s*(\d+)", size) or re.match(r"(\d+)", size)
+        before = found.group(1) if found else ""
+        if not before or int(before) < BUFFER_KB:
             _write(fs / "buffer_size_kb", str(BUFFER_KB))
-            undo.append(lambda: _write(fs / "buffer_size_kb", size.split()[0]))
+            if before:
+                undo.append(lambda: _write(fs / "buffer_size_kb", before))
         _write(fs / "trace", "")  # what was in the buffer is not ours
         _write(dev.trace_dir / "enable", "1")
         undo.append(lambda: _write(dev.trace_dir / "enable", "0"))
