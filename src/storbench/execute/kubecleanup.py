@@ -23,6 +23,9 @@ class Kube(Protocol):
 
     def annotate_content(self, name: str, annotations: dict[str, str]) -> None: ...
 
+    def annotate_snapshot(self, namespace: str, name: str,
+                          annotations: dict[str, str]) -> None: ...
+
 Obj = tuple[str, str, str]  # (kind, namespace, name); "" for a cluster-scoped object
 BEING_DELETED = "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"
 BEING_CREATED = "snapshot.storage.kubernetes.io/volumesnapshot-being-created"
@@ -67,6 +70,23 @@ def awaits_sidecar(content: dict[str, Any]) -> bool:
         and BEING_CREATED not in notes
 
 
+def _nudge_snapshots(kube: Kube, snapshots: list[Obj], waiting: dict[str, float]) -> None:
+    """A VolumeSnapshot still there a few seconds after its deletion is annotated, and
+    again every few seconds: the snapshot controller retries a snapshot it could not
+    let go (a claim being restored from it was still Pending) with a growing back-off,
+    ~50 s after a minute of it on the test-bed; each update is an event it acts on
+    at once."""
+    now = time.monotonic()
+    for _, ns, name in snapshots:
+        since = waiting.setdefault(f"{ns}/{name}", now)
+        if now - since > NUDGE_AFTER_S:
+            waiting[f"{ns}/{name}"] = now
+            try:
+                kube.annotate_snapshot(ns, name, {NUDGE: f"{time.time():.1f}"})
+            except KubeError:  # gone meanwhile, or this user may not: waited for
+                pass
+
+
 def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int = 1,
                     evict: bool = False) -> tuple[list[str], list[str]]:
     """Delete ``objects`` in this order, then wait until they and what others delete after
@@ -101,6 +121,7 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
     waiting: dict[str, float] = {}  # content -> since when it awaits the sidecar, or nudged
     while time.monotonic() < deadline:
         left = [(k, ns, n) for k, ns, n in left if kube.read_or(k, n, ns, True) is not None]
+        _nudge_snapshots(kube, [o for o in left if o[0] == "VolumeSnapshot"], waiting)
         remaining = []
         for obj, (kind, _, name) in deps:
             found = kube.read_or(kind, name, "", True)

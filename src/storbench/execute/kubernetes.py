@@ -289,6 +289,11 @@ class Kube:
         PVs and snapshot contents are gone (`kubecleanup.delete_and_wait`)."""
         return kubecleanup.delete_and_wait(self, objects, wait_s, grace_s, evict)
 
+    def annotate_snapshot(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        with self.call(f"annotating VolumeSnapshot {namespace}/{name}"):
+            snapshots(self.custom, "patch")(name, namespace, body={"metadata": {
+                "annotations": annotations}})
+
     def annotate_content(self, name: str, annotations: dict[str, str]) -> None:
         with self.call(f"annotating VolumeSnapshotContent {name}"):
             snapshot_contents(self.custom, "patch")(name, {"metadata": {

@@ -113,3 +113,51 @@ def test_snapshots_deleted_while_they_are_taken_leave_no_content(
         time.sleep(0.5)
     assert leftovers(kube, namespace) == []
     assert kubelet_orphans() - orphans == set()
+
+
+def test_a_snapshot_a_pending_restore_held_goes_when_the_restore_does(
+        kube: Kube, namespace: str, csi_driver: str) -> None:
+    """A snapshot deleted while a claim restored from it is still Pending keeps its
+    as-source finalizer; the snapshot controller retries it with a doubling back-off
+    (1 s, 2 s, 4 s…), so after ~40 s of that its next look comes ~20 s after the claim
+    is gone (~50 s after a minute; a lifecycle run's cleanup once waited 120 s for one).
+    delete_and_wait nudges it (an annotation: an event the controller acts on at once):
+    gone within 15 s."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user", "namespace": namespace},
+           "spec": {"containers": [{"name": "c", "image": IMAGE, "imagePullPolicy": "Never",
+                                    "command": ["sleep", "600"],
+                                    "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+                    "terminationGracePeriodSeconds": 2,
+                    "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "src"}}]}}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "src", "namespace": namespace},
+             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": csi_driver,
+                      "resources": {"requests": {"storage": "1Gi"}}}}
+    kube.create(claim)
+    kube.create(pod)
+    kube.create({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+                 "metadata": {"name": "snap", "namespace": namespace},
+                 "spec": {"volumeSnapshotClassName": "csi-hostpath-snapclass",
+                          "source": {"persistentVolumeClaimName": "src"}}})
+    deadline = time.monotonic() + 120
+    while not ((kube.read_or("VolumeSnapshot", "snap", namespace, None) or {}).get("status")
+               or {}).get("readyToUse") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    # restored into a WaitForFirstConsumer class with no consumer: Pending for good
+    kube.create({**claim, "metadata": {"name": "restore", "namespace": namespace},
+                 "spec": {**claim["spec"], "dataSource": {
+                     "name": "snap", "kind": "VolumeSnapshot",
+                     "apiGroup": "snapshot.storage.k8s.io"}}})
+    kube.delete("VolumeSnapshot", "snap", namespace)
+    time.sleep(38)
+    found = kube.read_or("VolumeSnapshot", "snap", namespace, None)
+    assert found is not None, "the snapshot went while its restore was Pending"
+    assert any("as-source" in f for f in found["metadata"].get("finalizers", []))
+    start = time.monotonic()
+    problems, _ = kube.delete_and_wait([("PersistentVolumeClaim", namespace, "restore"),
+                                        ("VolumeSnapshot", namespace, "snap")], 15)
+    assert problems == [], problems
+    assert time.monotonic() - start < 15
+    problems, _ = kube.delete_and_wait([("Pod", namespace, "user"),
+                                        ("PersistentVolumeClaim", namespace, "src")], 60)
+    assert problems == []
