@@ -96,9 +96,19 @@ def test_a_new_postgresql_database_is_the_declaration(postgres_server, postgres_
         tables = {r[0] for r in made["columns"]}
         assert tables == {t.name for t in TABLES} | {"schema_migrations"}
         assert {r[0] for r in made["indexes"]} >= set(INDEXES)
-        s = Store(postgres_db)
-        with pytest.raises(psycopg.errors.RaiseException, match="immutable"):
+        s = Store(postgres_db)  # what was stored stays as it was
+        s.db.execute("INSERT INTO runs (uid, created_at, status, suite, target, environment,"
+                     " settings, storbench_version) VALUES ('u', 't', 'completed', 'quick',"
+                     " '/x', '{}', '{}', '0')", ())
+        s.db.execute("INSERT INTO invocations (run_id, ordinal, job_text, raw_json, stderr)"
+                     " VALUES (1, 0, '', '', '')", ())
+        s.db.execute("INSERT INTO results (run_id, invocation_id, ordinal, test, result)"
+                     " VALUES (1, 1, 0, 't', '{}')", ())
+        with pytest.raises(psycopg.errors.RaiseException, match="results are immutable"):
             s.db.execute("UPDATE results SET test = 'x'", ())
+        with pytest.raises(psycopg.errors.RaiseException, match="a finished run is immutable"):
+            s.db.execute("UPDATE runs SET status = 'failed'", ())
+        s.db.execute("UPDATE runs SET label = 'renamed'", ())  # its label may change
         s.close()
     finally:
         with psycopg.connect(postgres_server, autocommit=True) as conn:
