@@ -104,8 +104,8 @@ class ReplayKind(Plain):
 
     def check_target(self, target: Target) -> None:
         if not isinstance(target, PutsFiles):
-            raise ConfigError(f"--replay runs on directories, devices and StorageClasses so"
-                              f" far, not on a {target.kind}")
+            raise ConfigError(f"--replay runs on directories, devices, --hosts and"
+                              f" StorageClasses, not on a {target.kind}")
         target.check_put()
         if isinstance(target, BlockTarget):
             reach = max((o.offset + o.length for o in self.spec.trace.ops), default=0)
