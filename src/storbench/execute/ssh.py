@@ -65,6 +65,10 @@ if command -v flock >/dev/null 2>&1; then
     [ "$(cat "$old/ns" 2>/dev/null)" = "$ns" ] || continue
     flock -n "$old/lock" true 2>/dev/null || continue
     left=$(cat "$old/prefix")
+    # its fio server and the processes it forked, if they outlived it
+    for f in $(grep -la -e "=sock:$old/fio[.]sock" /proc/[0-9]*/cmdline 2>/dev/null); do
+      f=${f#/proc/}; kill -9 "${f%/cmdline}" 2>/dev/null
+    done
     [ -n "$left" ] && rm -f -- "$left"*
     rm -rf -- "$old"
     echo "storbench-removed ${left:-$old}"
@@ -100,6 +104,9 @@ until [ -S "$dir/fio.sock" ]; do
     echo "storbench-error fio --server did not listen"; exit 3; }
   sleep 0.1
 done
+# storbench may be gone already (killed while the server started): the echo then fails
+# instead of ending this script by SIGPIPE before its cleanup, which left the server running
+trap '' PIPE
 echo "storbench-ready"
 read _ || true
 # storbench closed the session (or died): the server and every process it forked, found
