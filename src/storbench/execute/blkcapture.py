@@ -20,7 +20,6 @@ import contextlib
 import errno
 import os
 import re
-import signal
 import stat
 import subprocess
 import tempfile
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 from storbench.errors import ConfigError, StorbenchError
-from storbench.execute.capture import POLL_S, Capture
+from storbench.execute.capture import POLL_S, Capture, stop
 from storbench.execute.signals import SignalGuard
 
 T = TypeVar("T")
@@ -192,7 +191,7 @@ def capture_block(device: str, parse: Callable[[Iterable[str], Device], T],
                         time.sleep(POLL_S)
                 finally:
                     if proc is not None:
-                        _end(proc)
+                        stop(proc, with_command=True)  # still running: it ends too
                 wall = time.monotonic() - started
                 _write(fs / "tracing_on", "0")
                 _drain(pipe, sink)
@@ -219,20 +218,6 @@ def _start(command: Sequence[str]) -> subprocess.Popen[bytes] | None:
         return subprocess.Popen(list(command), start_new_session=True)
     except OSError as exc:
         raise ConfigError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-
-
-def _end(proc: subprocess.Popen[bytes]) -> None:
-    """A command still running when recording ends (--max-size, Ctrl-C) ends with it."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def _drain(pipe: int, sink: BinaryIO) -> int:

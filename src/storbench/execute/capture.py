@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from storbench.errors import ConfigError, StorbenchError
 
@@ -89,12 +89,12 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
                 if size > max_bytes:
                     stopped = (f"--max-size: strace's output passed {max_bytes:,} bytes after"
                                f" {elapsed:.1f} s")
-                    _stop(proc, not pids)
+                    stop(proc, not pids)
                 elif duration_s is not None and elapsed >= duration_s:
-                    _stop(proc, False)  # detach: the process goes on, untraced
+                    stop(proc, False)  # detach: the process goes on, untraced
                     break
         except BaseException:
-            _stop(proc, not pids)
+            stop(proc, not pids)
             raise
         _, stderr = proc.communicate()
         wall = time.monotonic() - started
@@ -115,9 +115,9 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
     return Capture(trace, wall, stopped, raw, strace_version(strace), rate)
 
 
-def _stop(proc: subprocess.Popen[str], with_command: bool) -> None:
+def stop(proc: subprocess.Popen[Any], with_command: bool) -> None:
     """End recording: strace detaches on SIGINT; a command started for the recording
-    ends with it (its whole process group)."""
+    ends with it (its whole process group: SIGTERM, SIGKILL after 10 s)."""
     if proc.poll() is not None:
         return
     try:
