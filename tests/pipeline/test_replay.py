@@ -1,5 +1,5 @@
-"""`storbench record` and `run --replay`: a real application's I/O captured with strace and
-replayed by fio's iolog replay on another directory.
+"""`storbench record` and `run --replay`: a real application's I/O captured with strace or
+bpftrace (eBPF) and replayed by fio's iolog replay on another directory.
 
 The application is fio itself, the "exactly known" one: its own JSON says how many
 reads, writes and syncs it issued, so the recording and the replay are checked against
@@ -16,13 +16,20 @@ from pathlib import Path
 import pytest
 
 from storbench.errors import ConfigError
+from storbench.execute import bpfcapture
 from storbench.workload.guard import check_iolog
-from storbench.workload.trace import Trace, from_strace
+from storbench.workload.syscalls import CUT, from_bpf, from_strace
+from storbench.workload.trace import Trace
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import FIO, needs_fio, run_cli
 
 needs_strace = pytest.mark.skipif(shutil.which("strace") is None,
                                   reason="strace is not installed (scripts/install-testbed)")
+needs_bpftrace = pytest.mark.skipif(not bpfcapture.usable(),
+                                    reason="bpftrace is not installed (scripts/install-testbed)"
+                                    " or not root")
+TRACERS = [pytest.param("strace", marks=needs_strace),
+           pytest.param("bpftrace", marks=needs_bpftrace)]
 
 
 def _app(*where: str) -> list[str]:
@@ -40,14 +47,16 @@ def _fio_counts(stdout: str) -> tuple[int, int, int]:
 
 
 @pytest.fixture
-def recorded(tmpfs: Path, tmp_path: Path):
-    """fio (two threads, each on its own file) recorded on a tmpfs; its own counts."""
+def recorded(tmpfs: Path, tmp_path: Path, request: pytest.FixtureRequest):
+    """fio (two threads, each on its own file) recorded on a tmpfs (by strace unless the
+    test says a tracer); its own counts."""
+    tracer = getattr(request, "param", "strace")
     app = tmpfs / "app"
     app.mkdir()
     db = tmp_path / "results.db"
     for n in range(2):  # laid out beforehand: the recording is the random I/O alone
         (app / f"data.{n}").write_bytes(b"\0" * (512 << 10))
-    proc = run_cli("record", "app", "--dir", str(app), "--",
+    proc = run_cli("record", "app", "--dir", str(app), "--tracer", tracer, "--",
                    *_app("--numjobs=2", "--thread", "--filename_format=data.$jobnum",
                          f"--directory={app}"), db=db)
     assert proc.returncode == 0, proc.stderr
@@ -55,9 +64,10 @@ def recorded(tmpfs: Path, tmp_path: Path):
 
 
 @needs_fio
-@needs_strace
-def test_a_recording_holds_what_the_application_did(recorded, tmp_path):
+@pytest.mark.parametrize("recorded", TRACERS, indirect=True)
+def test_a_recording_holds_what_the_application_did(recorded, tmp_path, request):
     db, stdout, _ = recorded
+    tracer = request.node.callspec.params["recorded"]
     [recorded_json] = json.loads(run_cli("workloads", "--json", db=db).stdout)
     c = recorded_json["counts"]
     assert (c["reads"], c["writes"], c["syncs"]) == _fio_counts(stdout), c
@@ -65,7 +75,9 @@ def test_a_recording_holds_what_the_application_did(recorded, tmp_path):
     assert sorted(recorded_json["files"].values()) == ["data.0", "data.1"]  # relative
     assert recorded_json["skipped"]["outside the directory"] > 0  # fio's own /proc reads
     assert recorded_json["name"] == "app" and recorded_json["stored_bytes"] > 0
-    assert "Recorded workload 'app'" in stdout and "under strace" in stdout
+    assert "Recorded workload 'app'" in stdout and f"under {tracer}" in stdout
+    assert recorded_json["method"] == f"file level ({tracer})"
+    assert recorded_json["tool"].startswith(f"{tracer} ")
     again = run_cli("record", "app", "--dir", str(tmp_path), "--", "true", db=db)
     assert_one_line_error(again, again.returncode, "stored already: pass --replace")
     gone = run_cli("workloads", "--delete", "app", db=db)
@@ -73,7 +85,7 @@ def test_a_recording_holds_what_the_application_did(recorded, tmp_path):
 
 
 @needs_fio
-@needs_strace
+@pytest.mark.parametrize("recorded", TRACERS, indirect=True)
 @pytest.mark.parametrize("fast", [False, True], ids=["timed", "fast"])
 def test_the_replay_issues_what_was_recorded(recorded, tmp_path, fast):
     db, stdout, tmpfs = recorded
@@ -193,6 +205,103 @@ def test_strace_lines_become_the_trace():
     assert again.ops == t.ops
 
 
+def test_bpftrace_events_become_the_trace():
+    """bpftrace's events (execute/bpfcapture.lines): paths resolved against the working
+    directory (also after chdir) and a dirfd, a forked process's copy of the descriptors
+    and their positions, dup, lseek, O_APPEND, a descriptor (int) the raw tracepoint gave
+    as unsigned, a cut path, the file a process had open before tracing."""
+    at_fdcwd = str((1 << 32) - 100)
+    events = [
+        "C 7 /d",
+        "I 7 9 4096 0 /d/old",  # open before tracing, at 4096
+        "openat 7 7 1000000000 1000100000 3 " + at_fdcwd + " 66 a",  # O_RDWR|O_CREAT, relative
+        "pwrite64 7 7 1000100000 1000200000 8192 3 0",
+        "lseek 7 7 1000200000 1000210000 4096 3 0",
+        "F 7 7 8",  # a new process: copies fd 3 at 4096
+        "read 8 8 1000300000 1000500000 4096 3 -1",  # the child: at 4096
+        "read 7 7 1000400000 1000450000 4096 3 -1",  # the parent's own copy: at 4096 too
+        "openat 7 7 1000500000 1000510000 4 " + at_fdcwd + " 0 sub",
+        "openat 7 7 1000520000 1000530000 5 4 1089 log",  # O_APPEND, relative to fd 4 (/d/sub)
+        "write 7 7 1000600000 1000610000 100 5 -1",
+        "dup 7 7 1000620000 1000630000 6 5 0",
+        "write 7 7 1000700000 1000710000 100 6 -1",  # appending through the copy: at 100
+        "fdatasync 7 7 1000800000 1001300000 0 5 0",
+        "read 7 7 1000900000 1000910000 100 9 -1",  # the old file: at 4096
+        "chdir 7 7 1001000000 1001010000 0 0 0 /etc",
+        "openat 7 7 1001100000 1001110000 10 " + at_fdcwd + " 0 hosts",  # /etc/hosts: outside
+        "read 7 7 1001200000 1001210000 10 10 -1",
+        "openat 7 7 1001300000 1001310000 11 -100 0 /d/" + "x" * 200,  # cut by bpftrace
+        "write 7 7 1001400000 1001410000 10 11 -1",
+        "read 7 7 1001500000 1001510000 -9 3 -1",  # failed: not I/O
+        "mmap 7 7 1001600000 1001610000 140000 3 0",
+    ]
+    t = from_bpf(events, "/d")
+    assert t.files == {"f0001": "a", "f0002": "sub/log", "f0003": "old"}
+    assert [(o.action, t.files[o.file], o.offset, o.length) for o in t.ops] == [
+        ("write", "a", 0, 8192), ("read", "a", 4096, 4096), ("read", "a", 4096, 4096),
+        ("write", "sub/log", 0, 100), ("write", "sub/log", 100, 100),
+        ("datasync", "sub/log", 0, 0), ("read", "old", 4096, 100)]
+    assert t.ops[1].at_us == 200 and t.depth == 2  # the two reads of "a" overlap
+    assert t.skipped == {"outside the directory": 1, CUT: 1,
+                         "mmap of a file (its reads and writes through memory are not seen)": 1}
+
+
+@needs_fio
+@needs_bpftrace
+def test_bpftrace_keeps_a_path_with_a_line_break_one_file(tmp_path):
+    """An application's file named with a line break and what looks like an event after
+    it: one file, its own writes; no event made of its name (each of bpftrace's lines
+    starts with a token of the run's)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    name = "x\\nS 1 1 1 2 4096 1 3 0 0 0 0\\nwrite 1 1 1 2 4096 3 0"
+    db = tmp_path / "r.db"
+    proc = run_cli("record", "nl", "--dir", str(d), "--tracer", "bpftrace", "--", "sh", "-c",
+                   f'cd "$0"; f="$(printf "{name}")"; for i in 1 2 3; do echo hi >> "$f"; done',
+                   str(d), db=db)
+    assert proc.returncode == 0, proc.stderr
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    assert list(w["files"].values()) == [p.name for p in d.iterdir()]
+    assert "\n" in next(iter(w["files"].values()))
+    assert (w["counts"]["writes"], w["counts"]["reads"], w["counts"]["files"]) == (3, 0, 1)
+
+
+@needs_fio
+@needs_bpftrace
+def test_bpftrace_follows_a_running_process_and_what_it_had_open(tmpfs, tmp_path):
+    """fio followed with --pid for 2 s: its file was opened before the recording (its
+    descriptor and position come from /proc); every call it made is in the trace (its
+    read and write calls from /proc/PID/io over the same span, ±10%)."""
+    import subprocess
+    import time
+
+    from storbench.execute.capture import io_calls
+
+    data = tmpfs / "data"
+    data.write_bytes(b"\0" * (1 << 20))
+    app = subprocess.Popen([*_app(f"--filename={data}", "--fsync=0"), "--thread",
+                            "--time_based", "--runtime=40", "--rate_iops=2000"],
+                           stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        db = tmp_path / "r.db"
+        before = io_calls([app.pid])
+        proc = run_cli("record", "live", "--dir", str(tmpfs), "--tracer", "bpftrace",
+                       "--pid", str(app.pid), "--duration", "2", db=db, timeout=60)
+        after = io_calls([app.pid])
+        assert proc.returncode == 0, proc.stderr
+        assert app.poll() is None  # followed, then left running
+    finally:
+        app.kill()
+        app.wait()
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    assert w["files"] == {"f0001": "data"} and w["method"] == "file level (bpftrace)"
+    got = w["counts"]["reads"] + w["counts"]["writes"]
+    assert before is not None and after is not None
+    # /proc counted over a little more than the recording (bpftrace's attaching): ≤
+    assert 2 * 2000 * 0.8 < got <= (after - before), (got, after - before)
+
+
 @needs_strace
 def test_record_says_what_is_wrong(tmp_path):
     db = tmp_path / "r.db"
@@ -205,8 +314,10 @@ def test_record_says_what_is_wrong(tmp_path):
         (["record", "w", "--dir", str(d), "--", "true"], "did no read, write or sync"),
         (["record", "w", "--dir", str(d), "--max-size", "lots", "--", "true"], "--max-size"),
         (["run", str(d), "--replay", "nosuch"], "no recorded workload 'nosuch'"),
-        (["record", "w", "--dir", str(d), "--pid", "999999", "--duration", "1"],
-         "strace could not follow PID 999999"),
+        (["record", "w", "--dir", str(d), "--tracer", "strace", "--pid", "999999",
+          "--duration", "1"], "strace could not follow PID 999999"),
+        (["record", "w", "--device", "/dev/null", "--tracer", "strace", "--duration", "1"],
+         "--tracer is for file level"),
         (["record", "w", "--dir", str(d), "--pid", "1", "--measure-cost"],
          "--measure-cost with --pid needs --duration"),
         (["record", "w", "--dir", str(d), "--pid", "999999", "--duration", "1",

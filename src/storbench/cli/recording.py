@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     from storbench.workload.trace import Trace
 
 COST_WINDOW_S = 5.0  # --measure-cost --pid: the untraced calls are counted this long
-NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fallocate) and"
-                " files outside the directory are not in a file-level trace; it holds no data,"
-                " only offsets and sizes (a replay writes fio's buffers)")
 
 
 @cli.command()
@@ -43,10 +40,16 @@ NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fa
 @click.option("--duration", type=NUMBER, default=None, metavar="SECONDS",
               help="With --pid: how long to follow it (default: until it ends).")
 @click.option("--max-size", default="256m", show_default=True, metavar="SIZE",
-              help="Stop recording when strace's output grows past this (~100-300 bytes per"
-                   " I/O call); what was recorded until then is kept, and said so.")
+              help="Stop recording when the tracer's output grows past this (~60-300 bytes"
+                   " per I/O call); what was recorded until then is kept, and said so.")
+@click.option("--tracer", type=click.Choice(["auto", "bpftrace", "strace"]), default="auto",
+              show_default=True,
+              help="File level: bpftrace (eBPF: the kernel records each call, the"
+                   " application is not stopped; root) or strace (stops the application"
+                   " at each call; any user). auto: bpftrace when it is installed and"
+                   " storbench runs as root, else strace.")
 @click.option("--measure-cost", is_flag=True,
-              help="Say how much strace slowed the application: COMMAND is run once without"
+              help="Say how much tracing slowed the application: COMMAND is run once without"
                    f" it first; with --pid (and --duration), its read and write calls per"
                    f" second are counted for {COST_WINDOW_S:g} s before tracing and while"
                    " traced.")
@@ -55,14 +58,15 @@ NOT_RECORDED = ("I/O through mmap, metadata calls (rename, unlink, ftruncate, fa
 @db_option
 def record(store: Store, name: str, command: tuple[str, ...], directory: Path | None,
            device: str | None, pids: tuple[int, ...], duration: float | None, max_size: str,
-           measure_cost: bool, replace: bool, as_json: bool) -> None:
+           tracer: str, measure_cost: bool, replace: bool, as_json: bool) -> None:
     """Record an application's I/O (on the files under DIR, or on a whole device) as the
     workload NAME, to replay it on any target later (`storbench run TARGET --replay NAME`).
 
-    File level, with strace: every read, write and sync of the command's processes and
-    threads on files under DIR, with offsets and times, kept as fio's iolog (version 3)
-    in the results database. strace slows the traced calls (each one stops the process
-    twice): the time the command took under strace is said beside the recording.
+    File level, with bpftrace (eBPF) or strace: every read, write and sync of the
+    command's processes and threads on files under DIR, with offsets and times, kept as
+    fio's iolog (version 3) in the results database. bpftrace records each call in the
+    kernel; strace stops the process twice per call (slower): the time the command took
+    traced is said beside the recording.
 
     Block level (--device), with the kernel's blk tracer through tracefs (it works
     where debugfs is locked down): every request the block layer received for the
@@ -75,15 +79,19 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
       storbench record disk --device /dev/nvme1n1 --duration 60
       storbench run /mnt/candidate --replay pg
     """
+    from storbench.execute import bpfcapture
     from storbench.execute.capture import call_rate, capture, io_calls
     from storbench.target.environment import host_facts, path_facts
-    from storbench.workload.trace import CALLS, from_strace
+    from storbench.workload.syscalls import CALLS, from_bpf, from_strace
 
     if not plain(name):
         raise ConfigError(f"workload name {name!r}: use letters, digits, '.', '_', '-'")
     if (directory is None) == (device is None):
         raise ConfigError("say where to record: --dir DIR (file level) or --device DEVICE"
                           " (block level), one of them")
+    if device is not None and tracer != "auto":
+        raise ConfigError("--tracer is for file level (--dir); --device records with the"
+                          " kernel's blk tracer")
     if device is not None:
         _record_block(store, name, command, device, pids, duration, max_size, measure_cost,
                       replace, as_json)
@@ -99,20 +107,27 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
     if measure_cost and pids and duration is None:
         raise ConfigError("--measure-cost with --pid needs --duration: the calls are counted"
                           " again when the recording ends, while the processes still run")
+    if tracer == "auto":
+        tracer = "bpftrace" if bpfcapture.usable() else "strace"
     what = (f"PID {', '.join(map(str, pids))}" if pids else os.path.basename(command[0]))
     untraced = None
     rates: tuple[float, float] | None = None  # --pid: calls per second untraced, traced
     before = 0.0
     if measure_cost and command:
-        err.print(f"Running {what} once without strace, to measure what tracing costs ...")
+        err.print(f"Running {what} once untraced, to measure what tracing costs ...")
         untraced = _untraced(command)
     elif measure_cost:
         err.print(f"Counting the read and write calls of {what} for {COST_WINDOW_S:g} s"
                   " before tracing ...")
         before = call_rate(pids, COST_WINDOW_S)
-    err.print(f"Recording the I/O of {what} on {directory} (strace) ...")
-    got = capture(directory, CALLS, from_strace, command, pids, duration, max_bytes, _progress,
-                  (lambda: io_calls(pids)) if measure_cost and pids else None)
+    err.print(f"Recording the I/O of {what} on {directory} ({tracer}) ...")
+    counter = (lambda: io_calls(pids)) if measure_cost and pids else None
+    if tracer == "bpftrace":
+        got = bpfcapture.capture_bpf(directory, from_bpf, command, pids, duration,
+                                     max_bytes, _progress, counter)
+    else:
+        got = capture(directory, CALLS, from_strace, command, pids, duration, max_bytes,
+                      _progress, counter)
     if measure_cost and pids:
         if got.calls_per_s is None:
             raise StorbenchError(f"{what} ended (or did no traced call) during the recording:"
@@ -124,7 +139,7 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
     if not trace.ops:
         seen = "; ".join(f"{n:,} × {why}" for why, n in sorted(trace.skipped.items()))
         raise ConfigError(f"{what} did no read, write or sync on a file under {directory}"
-                          f" that strace can follow ({seen or 'no I/O call at all'}): nothing"
+                          f" that {tracer} can follow ({seen or 'no I/O call at all'}): nothing"
                           " stored; is --dir where its files are?")
     facts: dict[str, Any] = {
         **trace.facts(),
@@ -135,11 +150,11 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
         "tool": got.tool, "directory": str(directory.resolve()),
         "environment": {**host_facts(), "target": path_facts(directory)},
     }
-    method = "file level (strace)"
+    method = f"file level ({tracer})"
     if not _stored(store, name, method, trace, facts, replace, as_json):
         return
     if untraced is not None:
-        out.print(f"The command ran {got.wall_s:.2f} s under strace, {untraced:.2f} s without:"
+        out.print(f"The command ran {got.wall_s:.2f} s under {tracer}, {untraced:.2f} s without:"
                   f" tracing cost {got.wall_s / max(untraced, 1e-6):.2f} × its time.",
                   markup=False)
     elif rates is not None:
@@ -151,8 +166,11 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
                   " itself).", markup=False)
     else:
         out.print(f"{'It was followed' if pids else 'The command ran'} {got.wall_s:.1f} s"
-                  " under strace (slower than without it: each traced call stops it twice;"
-                  " --measure-cost says how much).", markup=False)
+                  f" under {tracer} ("
+                  + ("slower than without it: each traced call stops it twice"
+                     if tracer == "strace" else "each call is recorded in the kernel, not"
+                     " stopped; a busy application runs a little slower")
+                  + "; --measure-cost says how much).", markup=False)
     _said_after(got.stopped, trace, name)
 
 
@@ -271,7 +289,7 @@ def _progress(elapsed: float, size: int) -> None:
 
 
 def _untraced(command: tuple[str, ...]) -> float:
-    """How long ``command`` takes without strace (it must succeed)."""
+    """How long ``command`` takes untraced (it must succeed)."""
     import subprocess
     import time
 
@@ -284,7 +302,7 @@ def _untraced(command: tuple[str, ...]) -> float:
         raise ConfigError(f"cannot run {command[0]!r}: {exc.strerror}") from None
     if done.returncode != 0:
         raise StorbenchError(f"the command exited with status {done.returncode} when run"
-                             " without strace: nothing was recorded")
+                             " untraced: nothing was recorded")
     return time.monotonic() - began
 
 

@@ -2,7 +2,7 @@
 
 strace follows the command (or the processes ``--pid``) and every process and thread it
 starts, and writes one line per I/O call: the descriptor's path (-y), the time (-ttt),
-how long the call took (-T); never the data (-s 0). workload/trace.py turns that into
+how long the call took (-T); never the data (-s 0). workload/syscalls.py turns that into
 fio's iolog. The raw output lives in a 0700 temporary directory and is removed at once.
 """
 
@@ -57,7 +57,7 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
             count: Callable[[], int | None] | None = None) -> Capture[T]:
     """Run ``command`` (or follow ``pids`` for ``duration_s``) under strace, tracing
     ``calls``, and return what ``parse`` makes of its lines and ``directory`` (resolved)
-    (workload/trace.from_strace). StorbenchError when the command fails or strace cannot
+    (workload/syscalls.from_strace). StorbenchError when the command fails or strace cannot
     follow it (its own message). ``count`` (a counter of the application's calls) is read
     at every poll once strace has written its first line, until recording ends: its rate
     over that span is the traced rate (the attaching and detaching left out)."""

@@ -1,18 +1,20 @@
 """An application's recorded I/O (`storbench record`), as fio replays it (`run --replay`).
 
-A trace is what strace saw the application's processes do to the files under one
-directory: each read, write, sync with its file, offset, length and time. It is kept
-as fio's iolog version 3 (``fio version 3 iolog``; timestamps in microseconds from the
-first I/O), with files named ``f0001``, ``f0002``… and their names relative to the
-recorded directory beside it (``files``): the iolog itself holds no name a user or an
-application chose, so nothing in it can point fio elsewhere, and ``from_iolog`` refuses
-any other name. A trace holds no data, only offsets and sizes.
+A trace is what strace or bpftrace (eBPF) saw the application's processes do to the
+files under one directory (or the blk tracer saw reach one device): each read, write,
+sync with its file, offset, length and time. It is kept as fio's iolog version 3 (``fio
+version 3 iolog``; timestamps in microseconds from the first I/O), with files named
+``f0001``, ``f0002``… and their names relative to the recorded directory beside it
+(``files``): the iolog itself holds no name a user or an application chose, so nothing
+in it can point fio elsewhere, and ``from_iolog`` refuses any other name. A trace holds
+no data, only offsets and sizes.
 
-What strace's view leaves out (said with the trace, ``skipped``): I/O through mmap,
-metadata calls (rename, unlink, mkdir, ftruncate, fallocate), files outside the
-directory, and the calls of other processes. Offsets of read()/write() follow each file
-description's position (lseek, dup); across processes that share one by fork, the
-last position one of them left is used.
+What a file-level view leaves out (said with the trace, ``skipped``): I/O through mmap,
+asynchronous I/O (io_submit, io_uring), metadata calls (rename, unlink, mkdir,
+ftruncate, fallocate), files outside the directory, and the calls of other processes.
+Offsets of read()/write() follow each descriptor's position (lseek, dup); across
+processes that share one by fork, from strace the last position one of them left is
+used, from bpftrace each process's own copy from the fork on.
 """
 
 from __future__ import annotations
@@ -27,28 +29,6 @@ from typing import Any
 from storbench.errors import ConfigError
 
 HEADER = "fio version 3 iolog"
-# what `record` asks strace to show (-e trace=...): I/O, positions, descriptors
-CALLS = ("open,openat,openat2,creat,close,dup,dup2,dup3,lseek,read,pread64,readv,preadv,"
-         "preadv2,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,sync_file_range,"
-         "ftruncate,fallocate,mmap,sendfile,copy_file_range,splice")
-_READS = {"read": False, "readv": False, "pread64": True, "preadv": True, "preadv2": True}
-_WRITES = {"write": False, "writev": False, "pwrite64": True, "pwritev": True,
-           "pwritev2": True}
-_SYNCS = {"fsync": "sync", "fdatasync": "datasync", "sync_file_range": "datasync"}
-_OPENS = ("open", "openat", "openat2", "creat")
-_NOT_REPLAYED = ("ftruncate", "fallocate")
-# I/O strace sees begin but cannot follow (mmap: the pages' reads and writes) or moves
-# data between descriptors in the kernel: counted and said, not replayed
-_UNSEEN = {"mmap": "mmap of a file (its reads and writes through memory are not seen)",
-           "sendfile": "sendfile", "copy_file_range": "copy_file_range", "splice": "splice"}
-_ANY_FD = re.compile(r"(?<![\w<])(?P<fd>\d+)<(?P<path>(?:[^>\\]|\\.)*)>")
-
-_LINE = re.compile(r"^(?P<pid>\d+)\s+(?P<ts>\d+\.\d+)\s+(?P<rest>.*)$")
-_CALL = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)"
-                   r"(?:<(?P<path>(?:[^>\\]|\\.)*)>)?(?P<tail>.*?)(?:\s+<(?P<dur>[\d.]+)>)?$")
-_UNFINISHED = re.compile(r"^(?P<call>\w+)\((?P<args>.*?)\s*<unfinished \.\.\.>$")
-_RESUMED = re.compile(r"^<\.\.\. (?P<call>\w+) resumed>(?P<rest>.*)$")
-_FD = re.compile(r"^(?P<fd>\d+)<(?P<path>(?:[^>\\]|\\.)*)>")
 _NAME = re.compile(r"f\d{4,6}")
 _IOLOG_LINE = re.compile(r"^(\d+) (\S+) (add|open|close|read|write|sync|datasync|trim)"
                          r"(?: (\d+) (\d+))?$")
@@ -165,156 +145,6 @@ def check_relative(rel: str) -> None:
                           " record the workload again")
 
 
-def _unescape(path: str) -> str:
-    """strace's quoting of a path (\\n, \\x.., \\>) back to the path."""
-    if "\\" not in path:
-        return path
-    return path.encode("latin-1", "backslashreplace").decode("unicode_escape").encode(
-        "latin-1", "replace").decode("utf-8", "replace")
-
-
-def _lines(text: Iterable[str]) -> Iterable[tuple[int, float, str]]:
-    """strace -f -ttt -T lines as (pid, time, 'call(args) = ret<path> <dur>'), each
-    call's unfinished and resumed halves joined."""
-    pending: dict[int, tuple[float, str, str]] = {}
-    for raw in text:
-        m = _LINE.match(raw.rstrip("\n"))
-        if m is None:
-            continue
-        pid, ts, rest = int(m["pid"]), float(m["ts"]), m["rest"]
-        u = _UNFINISHED.match(rest)
-        if u is not None:
-            pending[pid] = (ts, u["call"], u["args"])
-            continue
-        r = _RESUMED.match(rest)
-        if r is not None:
-            if pid not in pending:
-                continue
-            ts, call, args = pending.pop(pid)
-            tail = r["rest"]
-            rest = f"{call}({args}{' ' if args.endswith(',') else ''}{tail}"
-        yield pid, ts, rest
-
-
-def from_strace(text: Iterable[str], root: str) -> Trace:
-    """The trace of strace's output (-f -ttt -T -y, ``CALLS``) of the files under
-    ``root`` (absolute, resolved)."""
-    root = root.rstrip("/") or "/"
-    names: dict[str, str] = {}  # absolute path -> f0001
-    files: dict[str, str] = {}
-    position: dict[tuple[int, str], int] = {}  # (fd, path) -> its offset
-    appending: set[tuple[int, str]] = set()
-    size: dict[str, int] = {}
-    skipped: Counter[str] = Counter()
-    raw: list[tuple[float, float, str, str, int, int]] = []  # start, dur, path, action, off, len
-
-    def inside(path: str) -> str | None:
-        if path == root or not path.startswith(root + "/"):
-            return None
-        return path[len(root) + 1:]
-
-    for _pid, ts, rest in _lines(text):
-        m = _CALL.match(rest)
-        if m is None:
-            continue
-        call, args, ret = m["call"], m["args"], m["ret"]
-        if ret == "?" or int(ret) < 0:
-            continue
-        result = int(ret)
-        if call in _OPENS:
-            if m["path"] is None:
-                continue
-            path = _unescape(m["path"])
-            key = (result, path)
-            position[key] = 0
-            flags = args.split(", ")[2 if call in ("openat", "openat2") else 1] \
-                if args.count(", ") >= 1 else ""
-            if "O_APPEND" in flags:
-                appending.add(key)
-            else:
-                appending.discard(key)
-            if "O_TRUNC" in flags or call == "creat":
-                size[path] = 0
-            continue
-        if call in _UNSEEN:
-            if any(inside(_unescape(f["path"])) for f in _ANY_FD.finditer(args)):
-                skipped[_UNSEEN[call]] += 1
-            continue
-        fd = _FD.match(args)
-        if fd is None:
-            continue
-        path = _unescape(fd["path"])
-        key = (int(fd["fd"]), path)
-        if call in ("dup", "dup2", "dup3"):
-            position[(result, path)] = position.get(key, 0)
-            continue
-        if call == "close":
-            position.pop(key, None)
-            appending.discard(key)
-            continue
-        if call == "lseek":
-            position[key] = result
-            continue
-        rel = inside(path)
-        if rel is None:
-            if call in _READS or call in _WRITES or call in _SYNCS:
-                skipped["outside the directory"] += 1
-            continue
-        dur = float(m["dur"] or 0.0)
-        if call in _NOT_REPLAYED:
-            skipped[call] += 1
-            continue
-        if call in _SYNCS:
-            raw.append((ts, dur, path, _SYNCS[call], 0, 0))
-            continue
-        if call in _READS or call in _WRITES:
-            positioned = _READS.get(call, _WRITES.get(call))
-            parts = args.rsplit(", ", 2 if call.endswith("v2") else 1)
-            if positioned:
-                offset = int(parts[-2] if call.endswith("v2") else parts[-1])
-            elif call in _WRITES and key in appending:
-                offset = size.get(path, 0)
-            else:
-                offset = position.get(key, 0)
-            if not positioned:
-                position[key] = offset + result
-            if result == 0:
-                continue
-            action = "read" if call in _READS else "write"
-            if action == "write":
-                size[path] = max(size.get(path, 0), offset + result)
-            raw.append((ts, dur, path, action, offset, result))
-    if not raw:
-        return Trace([], {}, dict(skipped))
-    # strace writes a call when it ends (a call another thread interrupted: when it
-    # resumes): in the order the application issued them, by when each began
-    raw.sort(key=lambda r: r[0])
-    t0 = raw[0][0]
-    ops = []
-    for start, _dur, path, action, offset, length in raw:
-        if path not in names:
-            names[path] = f"f{len(names) + 1:04d}"
-            rel = inside(path)
-            assert rel is not None
-            files[names[path]] = rel
-        ops.append(Op(round((start - t0) * 1e6), names[path], action, offset, length))
-    return Trace(ops, files, dict(skipped), _depth((s, s + d) for s, d, *_ in raw))
-
-
-def _depth(spans: Iterable[tuple[float, float]]) -> int:
-    """The most calls in flight at once (strace -T: each call's start and duration)."""
-    spans = list(spans)
-    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans],
-                    key=lambda x: (x[0], x[1]))
-    most = now = 0
-    for _, step in events:
-        now += step
-        most = max(most, now)
-    return max(1, most)
-
-
-# the blk tracer's text lines (tracefs trace_pipe): "TASK-PID [CPU] FLAGS SECONDS: MAJ,MIN
-# ACTION RWBS [SECTOR + COUNT] [COMM]"; FLAGS is there with the irq-info option (default)
 _BLK = re.compile(r"^\s*.+?-\d+\s+\[\d+\]\s+(?:\S+\s+)?(?P<ts>\d+\.\d+):\s+(?P<dev>\d+,\d+)"
                   r"\s+(?P<act>[A-Z]{1,2})\s+(?P<rwbs>[A-Z]+)"
                   r"(?:\s+(?P<sector>\d+)\s+\+\s+(?P<count>\d+))?")
