@@ -8,6 +8,7 @@ numbers that come from neither."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import zlib
@@ -300,6 +301,66 @@ def test_bpftrace_follows_a_running_process_and_what_it_had_open(tmpfs, tmp_path
     assert before is not None and after is not None
     # /proc counted over a little more than the recording (bpftrace's attaching): ≤
     assert 2 * 2000 * 0.8 < got <= (after - before), (got, after - before)
+
+
+def _processes(first: str, *words: str) -> list[int]:
+    """PIDs of the processes that run ``first`` (its base name) with every one of
+    ``words`` in their command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            text = b" ".join(argv).decode(errors="replace")
+            if os.path.basename(argv[0].decode(errors="replace")) == first and \
+                    all(w in text for w in words):
+                found.append(int(entry.name))
+    return found
+
+
+@needs_bpftrace
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_recording_ended_by_a_signal_leaves_no_bpftrace(tmp_path, how):
+    """storbench ended while bpftrace follows a command: SIGTERM ends bpftrace and the
+    command and stores nothing; SIGKILL (no cleanup possible) still ends bpftrace (its
+    program exits when storbench's process does)."""
+    import signal
+    import subprocess
+    import time
+
+    from tests.conftest import STORBENCH
+
+    d = tmp_path / "d"
+    d.mkdir()
+    db = tmp_path / "r.db"
+    marker = f"{6000 + len(how)}.{os.getpid()}"  # a sleep of this test's own
+    proc = subprocess.Popen([*STORBENCH, "record", "s", "--dir", str(d), "--tracer",
+                             "bpftrace", "--", "sleep", marker],
+                            env={**os.environ, "STORBENCH_DB": str(db)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not _processes("sleep", marker) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the command runs once bpftrace follows it
+    assert _processes("sleep", marker), "the command never started"
+    tracers = [p for p in _processes("bpftrace", "storbench-record-")
+               if f"PPid:\t{proc.pid}\n" in Path(f"/proc/{p}/status").read_text()]
+    assert tracers
+    proc.send_signal(getattr(signal, how))
+    proc.wait(timeout=30)  # not communicate: the command left running holds its pipes
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 15
+    while any(Path(f"/proc/{t}").exists() for t in tracers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    running = [t for t in tracers if Path(f"/proc/{t}").exists()]
+    left = _processes("sleep", marker)
+    for pid in [*running, *left]:  # this test's own, whatever it asserts next
+        os.kill(pid, signal.SIGKILL)
+    assert not running, "bpftrace left running"
+    if how == "SIGTERM":
+        assert not left, "the command left running"
+        assert json.loads(run_cli("workloads", "--json", db=db).stdout) == []
 
 
 @needs_strace

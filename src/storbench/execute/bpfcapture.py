@@ -34,6 +34,7 @@ from typing import IO, TypeVar
 
 from storbench.errors import ConfigError, StorbenchError
 from storbench.execute.capture import POLL_S, Capture, stop
+from storbench.execute.signals import SignalGuard
 
 T = TypeVar("T")
 STRLEN = 200  # bpftrace's longest string (BPFTRACE_STRLEN): a longer path is cut
@@ -100,7 +101,8 @@ def _any(ids: Iterable[int], of: str) -> str:
 def program(token: str, tids: Iterable[int], ours: int, numbers: Mapping[str, int]) -> str:
     """The bpftrace program: follow ``tids`` and what they start; a line per call that
     returned (two raw_syscalls probes: attaching one tracepoint per call takes seconds);
-    ``ours`` (this process) calling getppid() ends it once every line is out."""
+    ``ours`` (this process) calling getppid() ends it once every line is out, and its
+    end ends it too."""
     seeds = " ".join(f"@t[{t}] = 1;" for t in tids)
     traced = [n for c, n in numbers.items() if c in ARGS]
     second = [numbers[c] for c in ("openat", "openat2") if c in numbers]
@@ -114,6 +116,8 @@ def program(token: str, tids: Iterable[int], ours: int, numbers: Mapping[str, in
         f' @t[args->child_pid] = 1; printf("{token} F %d %d %d\\n", args->parent_pid, pid,'
         " args->child_pid); }",
         "tracepoint:sched:sched_process_exit /@t[tid]/ { delete(@t[tid]); delete(@s[tid]); }",
+        # storbench gone (even SIGKILL): nobody reads or ends this program any more
+        f"tracepoint:sched:sched_process_exit /tid == {ours}/ {{ exit(); }}",
         f"tracepoint:raw_syscalls:sys_enter /pid == {ours} && args->id =="
         f' {numbers["getppid"]}/ {{ printf("{token} E\\n"); exit(); }}',
         "tracepoint:raw_syscalls:sys_enter /@t[tid]/ { $id = args->id;"
@@ -232,30 +236,33 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
         os.mkfifo(gate, 0o600)
         proc = None
         counted: list[tuple[float, int]] = []  # (when, count) while traced
-        try:
-            if command:
-                proc = _held(command, gate)
-                seeds = [proc.pid]
-            else:
-                seeds = [t for p in pids for t in threads(p)]
-            (Path(tmp) / "p.bt").write_text(program(token, seeds, os.getpid(), numbers))
-            state = start_state([proc.pid] if proc is not None else list(pids))
-            with out.open("w") as sink, errs.open("w") as sink_err:
-                tracer = _bpftrace(found, Path(tmp) / "p.bt", sink, sink_err)
-                try:
-                    started = _wait_ready(tracer, out, errs, token)
-                    if proc is not None:
-                        _release(proc, gate)
-                    stopped = _follow(proc, pids, out, started, duration_s, max_bytes,
-                                      on_progress, count, counted)
-                    wall = time.monotonic() - started
-                    _end(tracer)
-                finally:
-                    if tracer.poll() is None:
-                        stop(tracer, False)
-        finally:
-            if proc is not None and proc.poll() is None:
-                stop(proc, True)
+        with SignalGuard() as guard:
+            try:
+                if command:
+                    proc = _held(command, gate)
+                    guard.set_child(proc.pid)  # its own session: SIGINT/SIGTERM go on to it
+                    seeds = [proc.pid]
+                else:
+                    seeds = [t for p in pids for t in threads(p)]
+                (Path(tmp) / "p.bt").write_text(program(token, seeds, os.getpid(), numbers))
+                state = start_state([proc.pid] if proc is not None else list(pids))
+                with out.open("w") as sink, errs.open("w") as sink_err:
+                    tracer = _bpftrace(found, Path(tmp) / "p.bt", sink, sink_err)
+                    try:
+                        started = _wait_ready(tracer, out, errs, token, guard)
+                        if proc is not None:
+                            _release(proc, gate)
+                        stopped = _follow(proc, pids, out, started, duration_s, max_bytes,
+                                          on_progress, count, counted, guard)
+                        wall = time.monotonic() - started
+                        _end(tracer)
+                    finally:
+                        if tracer.poll() is None:
+                            stop(tracer, False)
+            finally:
+                if proc is not None and proc.poll() is None:
+                    stop(proc, True)
+        guard.check()  # Ctrl-C, SIGTERM: bpftrace and the command ended; nothing stored
         said = errs.read_text(errors="replace") + "\n" + _tail(out)
         lost = sum(int(n) for n in _LOST.findall(said))
         if lost:
@@ -311,11 +318,13 @@ def _bpftrace(found: str, prog: Path, sink: IO[str], sink_err: IO[str]
         raise ConfigError(f"cannot run bpftrace: {exc.strerror}") from None
 
 
-def _wait_ready(tracer: subprocess.Popen[bytes], out: Path, errs: Path, token: str) -> float:
+def _wait_ready(tracer: subprocess.Popen[bytes], out: Path, errs: Path, token: str,
+                guard: SignalGuard) -> float:
     """Wait until bpftrace has attached every probe (its BEGIN line); the time then."""
     mark = f"{token} B".encode()
     deadline = time.monotonic() + READY_S
     while time.monotonic() < deadline:
+        guard.check()
         if mark in out.read_bytes():
             return time.monotonic()
         if tracer.poll() is not None:
@@ -330,10 +339,10 @@ def _follow(proc: subprocess.Popen[bytes] | None, pids: Sequence[int], out: Path
             started: float, duration_s: float | None, max_bytes: int,
             on_progress: Callable[[float, int], None] | None,
             count: Callable[[], int | None] | None,
-            counted: list[tuple[float, int]]) -> str | None:
-    """Until the command (or every followed process) ends, or ``duration_s``; why it
-    stopped early (--max-size), else None."""
-    while True:
+            counted: list[tuple[float, int]], guard: SignalGuard) -> str | None:
+    """Until the command (or every followed process) ends, or ``duration_s``, or a
+    signal; why it stopped early (--max-size), else None."""
+    while guard.signum is None:
         time.sleep(POLL_S)
         size = out.stat().st_size
         elapsed = time.monotonic() - started
@@ -350,6 +359,7 @@ def _follow(proc: subprocess.Popen[bytes] | None, pids: Sequence[int], out: Path
             return None
         if duration_s is not None and elapsed >= duration_s:
             return None
+    return None
 
 
 def _end(tracer: subprocess.Popen[bytes]) -> None:
