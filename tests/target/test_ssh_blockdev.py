@@ -126,3 +126,59 @@ def test_a_device_on_hosts_needs_ssh(path, store_path):
     proc = run_cli("run", "/dev/sbtest-none", "--hosts", "ssh://127.0.0.1", "--suite",
                    "quick", "--destructive", "/dev/other", db=store_path)
     assert_one_line_error(proc, 2, "name the TARGET device again")
+
+
+def test_a_block_recording_replays_on_each_hosts_device(disks, store_path, tmp_path):
+    """fio's direct random writes and reads on a loop device of the test's, recorded at
+    block level, replayed on both hosts' devices: refused without --destructive (both
+    untouched), then each host issues the whole recording on its own device (the iolog
+    put in each SSH session's 0700 directory, gone with it); no server left."""
+    from tests.conftest import FIO, IS_ROOT
+
+    if not IS_ROOT:
+        pytest.skip("recording a block device needs root")
+    (tmp_path / "src").mkdir()
+    src = Loop(tmp_path / "src", size=128 * MIB)
+    try:
+        far = run_cli("record", "far", "--device", src.dev, "--", str(FIO), "--name=f",
+                      f"--filename={src.dev}", "--rw=write", "--bs=4k", "--offset=100m",
+                      "--size=4k", "--direct=1", db=store_path)
+        assert far.returncode == 0, far.stderr
+        rec = run_cli("record", "blk", "--device", src.dev, "--", str(FIO), "--name=w",
+                      f"--filename={src.dev}", "--rw=randwrite", "--bs=4k", "--size=8m",
+                      "--io_size=512k", "--direct=1", "--ioengine=psync", "--name=r",
+                      "--stonewall", f"--filename={src.dev}", "--rw=randread", "--bs=4k",
+                      "--size=8m", "--io_size=256k", "--direct=1", "--ioengine=psync",
+                      db=store_path)
+    finally:
+        src.close()
+    assert rec.returncode == 0, rec.stderr
+    w = next(w for w in json.loads(run_cli("workloads", "--json", db=store_path).stdout)
+             if w["name"] == "blk")
+    c = w["counts"]
+    assert (c["writes"], c["reads"]) == (128, 64), c
+    before = fio_servers_on_loopback()
+    path = str(disks.hosts.device_path)
+    # beyond the smaller host's 64 MiB: refused, once the hosts' devices are known
+    beyond = disks.run("--replay", "far", "--destructive", path, db=store_path)
+    assert beyond.returncode != 0, beyond.stderr
+    assert "reaches 100.0 MiB into its device" in beyond.stderr, beyond.stderr
+    assert "holds 64.0 MiB on its smallest host" in beyond.stderr
+    refused = disks.run("--replay", "blk", "--replay-fast", db=store_path)
+    assert refused.returncode != 0 and "--destructive" in refused.stderr, refused.stderr
+    assert disks.blank(0) and disks.blank(1)
+    proc = disks.run("--replay", "blk", "--replay-fast", "--destructive", path, db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = show(store_path)
+    replay = run["data"]["replay"]
+    assert replay["workers"] == 2, replay
+    assert replay["issued"] == {"reads": 2 * 64, "writes": 2 * 128, "syncs": 0}, replay
+    assert not disks.blank(0) and not disks.blank(1)  # each host wrote its own device
+    assert all("replay_redirect=" + path in j for j in run["job_files"]), run["job_files"]
+    assert all("read_iolog=/tmp/storbench-" in j for j in run["job_files"])
+    assert set(fio_servers_on_loopback()) - set(before) == set()
+    # the sessions' directories (and the iologs in them) are gone
+    for j in run["job_files"]:
+        iolog = next(line.split("=", 1)[1] for line in j.splitlines()
+                     if line.startswith("read_iolog="))
+        assert not Path(iolog).parent.exists(), iolog

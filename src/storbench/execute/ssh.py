@@ -203,17 +203,19 @@ class Remote:
 
 
 def open_tunnels(hosts: list[SshHost], config: str | None, sockets: Path,
-                 remote: Remote) -> list[Tunnel]:
+                 remote: Remote, dirs: list[str] | None = None) -> list[Tunnel]:
     """Start every host's session at once, host i's server reached at
-    ``sockets``/hI.sock (``sockets``: a directory of storbench's, 0700); TargetError
-    naming each host that could not be reached (ssh's own words), after stopping the
-    others."""
+    ``sockets``/hI.sock (``sockets``: a directory of storbench's, 0700), its session
+    directory ``dirs[i]`` when given (chosen beforehand: job files name it), else one of
+    its own; TargetError naming each host that could not be reached (ssh's own words),
+    after stopping the others."""
     tunnels: list[Tunnel | None] = [None] * len(hosts)
     errors: list[str] = [""] * len(hosts)
 
     def one(i: int) -> None:
         try:
-            tunnels[i] = _open(hosts[i], sockets / f"h{i}.sock", config, remote)
+            tunnels[i] = _open(hosts[i], sockets / f"h{i}.sock", config, remote,
+                               dirs[i] if dirs else None)
         except TargetError as exc:
             errors[i] = str(exc)
         except Exception as exc:  # never a host left out unsaid, its neighbours' sessions open
@@ -271,10 +273,16 @@ def put_remote(host: SshHost, config: str | None, path: str, text: str) -> None:
     run_remote(host, config, f"sh -c {shlex.quote(PUT)} sh {shlex.quote(path)}", text)
 
 
-def _open(host: SshHost, local: Path, config: str | None, remote: Remote) -> Tunnel:
+def session_dir() -> str:
+    """A new name for a session's directory on a host (0700, made by the host's script)."""
+    return f"/tmp/storbench-{secrets.token_hex(8)}"
+
+
+def _open(host: SshHost, local: Path, config: str | None, remote: Remote,
+          chosen: str | None = None) -> Tunnel:
     source = Path(confine.__file__).read_text()
     for _ in range(TRIES):
-        there = f"/tmp/storbench-{secrets.token_hex(8)}"  # 0700, made by the host's script
+        there = chosen or session_dir()
         tunnel = Tunnel(host, local)
         argv = [*ssh_argv(host, config, "-o", "ExitOnForwardFailure=yes",
                           "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
@@ -294,6 +302,9 @@ def _open(host: SshHost, local: Path, config: str | None, remote: Remote) -> Tun
         if outcome == "ready":
             return tunnel
         tunnel.stop()
+        if outcome == "busy" and chosen:
+            raise TargetError(f"{host.key}: {chosen} exists already: not this run's session"
+                              " directory")
         if outcome != "busy":
             raise TargetError(f"{host.key}: {outcome}")
     raise TargetError(f"{host.key}: no free socket directory for fio's server after {TRIES}"

@@ -42,7 +42,7 @@ from storbench.pipeline.steps import PlannedRun, make_step
 from storbench.result.facts import TargetFacts
 from storbench.result.record import Run
 from storbench.store import Store
-from storbench.target.base import Restricting, Target
+from storbench.target.base import PutsFiles, Restricting, Target
 
 WORKDIR_WAIT_S = 5.0  # to remove storbench's own work directory (on local disk)
 
@@ -130,7 +130,8 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                     ctx.prepare(fio)
                     executor = Gated(target.executor(fio, workdir, guard),
                                      [target.scratch_path(planned.uid)],
-                                     allow_exec=spec.allow_exec, reads_from=[workdir])
+                                     allow_exec=spec.allow_exec,
+                                     reads_from=[workdir, *_put_dirs(target)])
                     ctx.start(spec.probe_metadata, spec.timeout_s)
                     kind.measure(ctx, executor)
                 except BaseException as exc:  # cleaned up first, then recorded
@@ -286,3 +287,9 @@ def _record_failure(store: Store, run_id: int, exc: BaseException,
     if not isinstance(exc, StorbenchError):
         raise exc
     return exc
+
+
+def _put_dirs(target: Target) -> list[Path]:
+    """Where the target put files of storbench's that fio may read (hosts: the SSH
+    sessions' directories holding a replay's iolog)."""
+    return [Path(d) for d in target.put_dirs()] if isinstance(target, PutsFiles) else []

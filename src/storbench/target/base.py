@@ -193,3 +193,11 @@ class PutsFiles(Protocol):
         """Put ``text(where)`` as the run's file ``name`` for each worker, ``where``
         naming that worker's run files (an iolog names them); the job files' read_iolog
         is then found by job_files."""
+
+    def replay_device(self) -> int | None:
+        """None: a replay runs in files (prefilled as far as it reads); else it runs on
+        block devices (every name in the iolog is the device) of at least this size."""
+
+    def put_dirs(self) -> list[str]:
+        """Where put_file wrote, outside the run's scratch and work directories: fio may
+        read an iolog there (the gate's reads_from)."""

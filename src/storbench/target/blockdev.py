@@ -117,6 +117,12 @@ class BlockTarget(Quiet):
     def check_put(self) -> None:
         pass
 
+    def replay_device(self) -> int:
+        return self.device_size()
+
+    def put_dirs(self) -> list[str]:
+        return []  # the run's work directory
+
     def put_file(self, uid: str, name: str, text: Placed) -> None:
         """A file of storbench's (a replay's iolog) in the run's own work directory
         (0700): fio reads it there; every run file it names is the device (and

@@ -66,6 +66,12 @@ class DirectoryTarget:
     def check_put(self) -> None:
         pass
 
+    def replay_device(self) -> None:
+        return None
+
+    def put_dirs(self) -> list[str]:
+        return []
+
     def put_file(self, uid: str, name: str, text: Placed) -> None:
         if not plain(name):
             raise ValueError(f"not a plain file name: {name!r}")

@@ -35,6 +35,7 @@ from storbench.execute.ssh import (
     open_tunnels,
     parse_ssh,
     put_remote,
+    session_dir,
     stop_all,
 )
 from storbench.target.base import Placed, Quiet
@@ -130,6 +131,7 @@ class HostsTarget(Quiet):
     reports: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)  # guard's
     writers: list[str] = field(default_factory=list, init=False)  # the tests that write
     uid: str = field(default="", init=False)  # the run's id (scratch_path)
+    session_dirs: dict[str, str] = field(default_factory=dict, init=False)  # _session_dir
 
     @property
     def name(self) -> str:
@@ -174,7 +176,7 @@ class HostsTarget(Quiet):
             else:
                 remote = Remote(f"{self.path}/storbench-{self.uid}-", ("--write", str(self.path)))
             opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config,
-                                  workdir, remote)
+                                  workdir, remote, [self._session_dir(h) for h in ssh])
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
         endpoints = self.endpoints()
@@ -190,7 +192,8 @@ class HostsTarget(Quiet):
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         if self.device:  # fio told --readonly for a job file that only reads
             return [FioJob(h.key, f"t{index:03d}-h{i}.fio", *device_job(
-                jobfile, str(self.path), None if self.size_given else self._size(h)))
+                jobfile, str(self.path), None if self.size_given else self._size(h),
+                Path(self._session_dir(h))))
                 for i, h in enumerate(self.hosts)]
         return [FioJob(h.key, f"t{index:03d}-h{i}.fio", self._for_host(jobfile, uid, i).render())
                 for i, h in enumerate(self.hosts)]
@@ -220,10 +223,19 @@ class HostsTarget(Quiet):
         session removes every such file when it ends)."""
         return f"{self.path}/storbench-{uid}-h{i}-{name}"
 
+    def _session_dir(self, host: Host) -> str:
+        """The host's SSH session directory (0700, made by its session, removed as it
+        ends), chosen before the session starts (job files name it): where a replay's
+        iolog is put when fio runs on the host's device."""
+        return self.session_dirs.setdefault(host.key, session_dir())
+
+    def replay_device(self) -> int | None:
+        return min(self._size(h) for h in self.hosts) if self.device else None
+
+    def put_dirs(self) -> list[str]:
+        return [self._session_dir(h) for h in self.hosts] if self.device else []
+
     def check_put(self) -> None:
-        if self.device:
-            raise ConfigError("--replay on --hosts runs in a directory of theirs so far, not"
-                              " on a device")
         if self.shared_file:
             raise ConfigError("--replay on --hosts gives each host its own files: leave out"
                               " --shared-file")
@@ -242,6 +254,11 @@ class HostsTarget(Quiet):
         def one(i: int) -> None:
             host = self.hosts[i].ssh
             assert host is not None
+            if self.device:  # into the session's directory; every name is the device
+                there = self._session_dir(self.hosts[i])
+                put_remote(host, self.ssh_config, f"{there}/{name}",
+                           text(lambda _: str(self.path)))
+                return
             put_remote(host, self.ssh_config, self.run_file(uid, i, name),
                        text(lambda n: self.run_file(uid, i, n)))
 

@@ -107,23 +107,30 @@ class ReplayKind(Plain):
             raise ConfigError(f"--replay runs on directories, devices, --hosts and"
                               f" StorageClasses, not on a {target.kind}")
         target.check_put()
-        if isinstance(target, BlockTarget):
-            reach = max((o.offset + o.length for o in self.spec.trace.ops), default=0)
-            size = target.device_size()
-            if reach > size:
-                raise ConfigError(
-                    f"the workload {self.spec.name!r} reaches {format_bytes_iec(reach)} into"
-                    f" its device; {target.path} holds {format_bytes_iec(size)}")
+        if isinstance(target, BlockTarget):  # known now: refused before the run begins
+            self._check_reach(target)
+
+    def _check_reach(self, target: PutsFiles) -> None:
+        """On devices: each must hold as far as the trace reaches."""
+        size = target.replay_device()
+        reach = max((o.offset + o.length for o in self.spec.trace.ops), default=0)
+        if size is not None and reach > size:
+            raise ConfigError(
+                f"the workload {self.spec.name!r} reaches {format_bytes_iec(reach)} into its"
+                f" device; {getattr(target, 'path', 'the target')} holds"
+                f" {format_bytes_iec(size)}"
+                + (" on its smallest host" if getattr(target, "hosts", None) else ""))
 
     def measure(self, ctx: RunContext, executor: Executor) -> None:
         assert isinstance(ctx.target, PutsFiles)
+        self._check_reach(ctx.target)  # hosts: their devices' sizes are known now
         scratch = ctx.target.scratch_path(ctx.planned.uid)
         trace = self.spec.trace
         # each worker's iolog names the run's files as fio there opens them
         ctx.target.put_file(ctx.planned.uid, IOLOG,
                             lambda where: trace.iolog({f: where(f) for f in trace.files}))
         self.workers = len(ctx.planned.steps[0].jobs)
-        if isinstance(ctx.target, BlockTarget):  # the device holds what its reads find
+        if ctx.target.replay_device() is not None:  # the device holds what its reads find
             self.on_device = True
         else:
             self._prefill(ctx, executor, scratch)

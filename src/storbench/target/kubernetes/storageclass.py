@@ -252,6 +252,12 @@ class KubeTarget:
             raise ConfigError("a replay's iolog goes to one pod on a Filesystem volume: leave"
                               " out --volume-mode Block and --clients")
 
+    def replay_device(self) -> None:
+        return None
+
+    def put_dirs(self) -> list[str]:
+        return []
+
     def put_file(self, uid: str, name: str, made: Placed) -> None:
         """Write ``text`` as ``name`` in the run's scratch directory in the pod, from
         arguments of PUT_CHUNK characters each (exec has no stdin here; an argument is at
