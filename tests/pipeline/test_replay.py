@@ -483,10 +483,11 @@ def test_postgresql_keeps_workloads_too(postgres_db, tmp_path, tmpfs):
 @pytest.mark.integration
 def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
     """A real application: PostgreSQL serving pgbench (300 transactions), recorded at file
-    level on a tmpfs by following the server's processes (--pid each, -f for the backend
-    pgbench's connection starts); its replay as fast as possible on volumes capped at 300
-    and 3000 IOPS gives their commits' (syncs') latency in the order real pgbench's own
-    throughput has on the same two caps."""
+    level on a tmpfs by following the server's processes (--pid each, and the backend
+    pgbench's connection starts; bpftrace where it can, else strace); its replay as fast
+    as possible on volumes capped at 300 and 3000 IOPS gives their commits' (syncs')
+    latency in the order real pgbench's own throughput has on the same two caps; on the
+    recorded timeline on the 3000-IOPS volume it issues all of it and says its lag."""
     import sys
 
     from tests.conftest import IS_ROOT, run_cli_wrapped
@@ -520,6 +521,14 @@ def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
             shown = json.loads(run_cli("show", "last", "--json", db=db).stdout)
             assert shown["data"]["replay"]["issued"]["syncs"] == c["syncs"]
             commit[cap] = shown["tests"][0]["sync"]["lat"]["mean_ns"]
+            if cap == 3000:  # on the recorded timeline too: all of it, and how far it lagged
+                timed = run_cli_wrapped(t.wrap, "run", str(t.mnt), "--replay", "pgbench",
+                                        "--label", "timed3000", db=db)
+                assert timed.returncode == 0, timed.stderr
+                replay = json.loads(run_cli("show", "last", "--json", db=db).stdout)[
+                    "data"]["replay"]
+                assert replay["timed"] and replay["lag_s"] is not None, replay
+                assert replay["issued"] == {k: c[k] for k in ("reads", "writes", "syncs")}
         with Throttled(cap, cap, backing_dir="/dev/shm") as t:
             (t.mnt / "real").mkdir()
             harness.traversable(t.mnt / "real")
@@ -565,7 +574,7 @@ def _record_pgbench(harness, where: Path, db: Path) -> None:
              *[a for p in [main, *map(int, children)] for a in ("--pid", str(p))]],
             env={**os.environ, "STORBENCH_DB": str(db)}, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
-        time.sleep(2)  # strace attached
+        time.sleep(2)  # the tracer attached
         harness.run([*pg, str(harness.PG_BIN / "pgbench"), *conn, "-c", "1", "-t", "300",
                      "postgres"])
         _, err = recording.communicate(timeout=60)
