@@ -482,7 +482,8 @@ def test_postgresql_keeps_workloads_too(postgres_db, tmp_path, tmpfs):
 @needs_strace
 @pytest.mark.integration
 def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
-    """A real application: PostgreSQL serving pgbench (300 transactions), recorded at file
+    """A real application: PostgreSQL serving pgbench for 30 s (20 transactions a second,
+    pgbench's -R: a database with clients, not a saturating loop), recorded at file
     level on a tmpfs by following the server's processes (--pid each, and the backend
     pgbench's connection starts; bpftrace where it can, else strace); its replay as fast
     as possible on volumes capped at 300 and 3000 IOPS gives their commits' (syncs')
@@ -545,7 +546,7 @@ def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
 
 
 def _record_pgbench(harness, where: Path, db: Path) -> None:
-    """PostgreSQL on ``where``, pgbench's tables made, then 300 transactions recorded by
+    """PostgreSQL on ``where``, pgbench's tables made, then 30 s of pgbench recorded by
     following every server process."""
     import os
     import subprocess
@@ -570,14 +571,14 @@ def _record_pgbench(harness, where: Path, db: Path) -> None:
         children = subprocess.run(["pgrep", "-P", str(main)], capture_output=True,
                                   text=True).stdout.split()
         recording = subprocess.Popen(
-            [*STORBENCH, "record", "pgbench", "--dir", str(data), "--duration", "10",
+            [*STORBENCH, "record", "pgbench", "--dir", str(data), "--duration", "36",
              *[a for p in [main, *map(int, children)] for a in ("--pid", str(p))]],
             env={**os.environ, "STORBENCH_DB": str(db)}, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
         time.sleep(2)  # the tracer attached
-        harness.run([*pg, str(harness.PG_BIN / "pgbench"), *conn, "-c", "1", "-t", "300",
-                     "postgres"])
-        _, err = recording.communicate(timeout=60)
+        harness.run([*pg, str(harness.PG_BIN / "pgbench"), *conn, "-c", "1", "-T", "30",
+                     "-R", "20", "postgres"])
+        _, err = recording.communicate(timeout=120)
         assert recording.returncode == 0, err
     finally:
         subprocess.run([*pg, str(harness.PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast",
