@@ -443,3 +443,19 @@ def test_a_file_put_on_a_host_is_new_named_as_given_and_never_followed(ssh_hosts
     assert kept == "kept\n"
     subprocess.run([*there, "sh", "-c", f"rm -f -- {target}/* {target}/.??*"], check=True)
     assert ssh_hosts.files_on(0) == []
+
+
+def test_a_target_word_names_the_hosts_and_the_path(ssh_hosts, tmp_path, store_path):
+    """`run ssh://HOST,HOST/PATH` is `run PATH --hosts ssh://HOST,ssh://HOST`: two of the
+    hosts run, each on its own files in PATH; nothing left on them."""
+    before = fio_servers_on_loopback()
+    two = [f"root@{a}:{p}" for a, p in ssh_hosts.addresses[:2]]
+    word = f"ssh://{','.join(two)}{ssh_hosts.target}"
+    proc = run_cli("run", word, "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path),
+                   db=store_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = last(store_path)
+    assert [h["host"] for h in run["environment"]["hosts"]] == [f"ssh://{h}" for h in two]
+    assert run["target"] == f"{ssh_hosts.target} on 2 hosts"
+    time.sleep(1)
+    assert set(fio_servers_on_loopback()) - set(before) == set()

@@ -55,7 +55,7 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
 @click.option("--timeout", "timeout_s", type=NUMBER, metavar="SECONDS",
               help="Time limit for the whole curve (of each target).")
 @measuring_options
-def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
+def curve(store: Store, targets_given: tuple[str, ...], workload: str,
           objectives: tuple[str, ...], steps: int | None, step_s: float, max_depth: int,
           size: str | None, label: str | None, tags: tuple[str, ...],
           series: str | None, hosts_text: str | None,
@@ -99,8 +99,9 @@ def curve(store: Store, targets_given: tuple[Path, ...], workload: str,
                    kind_spec=CurveSpec(test, objectives, step_s, steps, max_depth))
     spec.check()
     targets = choose_targets(TargetFlags(
-        targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
-        kube_params, False, False, timeout_s, destructive, size is not None, False, False))
+        (), hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
+        kube_params, False, False, timeout_s, destructive, size is not None, False, False,
+        words=targets_given))
     measure_and_report(targets, spec, store, as_json=as_json, push_to=push_to)
 
 

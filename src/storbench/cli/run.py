@@ -117,7 +117,7 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " pattern), not on the recorded timeline.")
 @measuring_options
 def run(
-    store: Store, targets_given: tuple[Path, ...], suite: str, job_file: Path | None,
+    store: Store, targets_given: tuple[str, ...], suite: str, job_file: Path | None,
     size: str | None, runtime: float | None, label: str | None, tags: tuple[str, ...],
     series: str | None,
     threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
@@ -147,6 +147,9 @@ def run(
     ConfigMap with the job files) at the end, on errors and on Ctrl-C. Several
     classes run one after the other and end with a comparison table.
 
+    TARGET may name where as well as what: k8s://CLASS is --storage-class CLASS, and
+    ssh://[USER@]HOST[:PORT][,HOST...]/PATH is PATH on those hosts (--hosts ssh://...).
+
     \b
     Example:
       storbench run /mnt/data
@@ -159,6 +162,8 @@ def run(
       storbench run /var/lib/etcd-test --suite etcd --rate 150
       storbench run /mnt/shared --hosts node1,node2,node3:8766 --suite randrw75
       storbench run --storage-class gp3 --storage-class efs-sc --suite quick
+      storbench run k8s://gp3 k8s://efs-sc --suite quick
+      storbench run ssh://db1,db2/data --suite randrw75
       storbench run --storage-class fast --namespace bench --capacity 100Gi --dry-run
       storbench run /dev/nvme1n1 --suite quick --destructive /dev/nvme1n1
       storbench run /mnt/data --push http://pushgateway:9091
@@ -174,9 +179,9 @@ def run(
                    max_rounds=max_rounds, kind_spec=_replay(store, replay, replay_fast))
     spec.check()
     targets = choose_targets(TargetFlags(
-        targets_given, hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
+        (), hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
         kube_params, probe_metadata, dry_run, timeout_s, destructive, size is not None,
-        precondition, reads_only))
+        precondition, reads_only, words=targets_given))
     if dry_run:
         _dry_run(spec, targets)
         return

@@ -1,15 +1,19 @@
 """Where `storbench run` measures: the one place flags become Targets.
 
-A new kind of target is one branch here (and its options), besides its file in
-target/ (docs/targets.md).
+A TARGET word is read by a table (``SCHEMES``): ``k8s://CLASS`` is a StorageClass,
+``ssh://HOST[,HOST...]/PATH`` a path on hosts over SSH, anything else a path here (a
+directory, or a block device); each scheme is the same as its flags (--storage-class,
+--hosts). A new kind of target is one line in that table or one branch below (and its
+options), besides its file in target/ (docs/targets.md).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,16 +30,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEVICE_STAT_S = 5.0  # is_block_device: for a TARGET outside /dev to be looked at
 
 
-class TargetPath(click.ParamType[Path]):
-    """A TARGET as given, not looked at while the command line is read (click.Path
-    stats it: on a file system whose server is silent that holds storbench in the
-    kernel before it has started, where not even Ctrl-C reaches it)."""
+class TargetPath(click.ParamType[str]):
+    """A TARGET as given (a path, ssh://…, k8s://…: read_targets), not looked at while
+    the command line is read (click.Path stats it: on a file system whose server is
+    silent that holds storbench in the kernel before it has started, where not even
+    Ctrl-C reaches it)."""
 
-    name = "path"
+    name = "target"
 
     def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Path:
-        return value if isinstance(value, Path) else Path(value)
+                ctx: click.Context | None) -> str:
+        return str(value)
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter,
                        incomplete: str) -> list[Any]:
@@ -69,6 +74,58 @@ def host_options(f: F) -> F:
     return f
 
 
+# a StorageClass's name: a DNS-1123 subdomain (Kubernetes' own rule)
+_CLASS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _k8s(word: str, f: TargetFlags) -> TargetFlags:
+    """k8s://CLASS: --storage-class CLASS."""
+    name = word[len("k8s://"):]
+    if len(name) > 253 or not _CLASS.fullmatch(name):
+        raise ConfigError(f"TARGET {word!r}: k8s://CLASS names a StorageClass (lower-case"
+                          " letters, digits, '-', '.')")
+    return replace(f, storage_classes=(*f.storage_classes, name))
+
+
+def _ssh(word: str, f: TargetFlags) -> TargetFlags:
+    """ssh://[USER@]HOST[:PORT][,[USER@]HOST[:PORT]...]/PATH: PATH on those hosts, as
+    --hosts ssh://HOST,... with TARGET PATH."""
+    hosts, slash, path = word[len("ssh://"):].partition("/")
+    if not slash or not hosts:
+        raise ConfigError(f"TARGET {word!r}: ssh://HOST[,HOST...]/PATH needs the hosts and"
+                          " the absolute path on them (ssh://db1,db2/data)")
+    if f.hosts_text is not None or f.hosts_file is not None:
+        raise ConfigError(f"TARGET {word!r} names its hosts: leave out --hosts and"
+                          " --hosts-file")
+    listed = ",".join(f"ssh://{h}" for h in hosts.split(","))
+    parse_hosts(listed, f"TARGET {word!r}")  # each host said wrong in the TARGET's words
+    return replace(f, hosts_text=listed, given=(*f.given, Path("/" + path)))
+
+
+# TARGET words by their start: (scheme, what it makes of the flags); any other word is a
+# path here (a directory, or a block device)
+SCHEMES: tuple[tuple[str, Callable[[str, TargetFlags], TargetFlags]], ...] = (
+    ("k8s://", _k8s),
+    ("ssh://", _ssh),
+)
+
+
+def read_targets(f: TargetFlags) -> TargetFlags:
+    """The flags with each TARGET word (``words``) read by ``SCHEMES`` into ``given``
+    paths, hosts or classes."""
+    words, f = f.words, replace(f, words=())
+    for word in words:
+        scheme = next((make for start, make in SCHEMES if word.startswith(start)), None)
+        if scheme is not None:
+            f = scheme(word, f)
+        elif re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", word):
+            raise ConfigError(f"TARGET {word!r}: a scheme storbench does not know (give a"
+                              " path, ssh://HOST/PATH or k8s://CLASS)")
+        else:
+            f = replace(f, given=(*f.given, Path(word)))
+    return f
+
+
 @dataclass(frozen=True)
 class TargetFlags:
     given: tuple[Path, ...]
@@ -85,10 +142,12 @@ class TargetFlags:
     size_given: bool = False
     precondition: bool = False
     reads_only: bool = False
+    words: tuple[str, ...] = ()  # TARGET as given: read_targets makes given (and more) of it
 
 
 def choose_targets(f: TargetFlags) -> list[Target]:
     """The targets the flags name: directories, one path on --hosts, or StorageClasses."""
+    f = read_targets(f)
     hosts: list[Host] = []
     if f.hosts_text is not None:
         hosts += parse_hosts(f.hosts_text)
