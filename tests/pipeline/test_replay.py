@@ -583,3 +583,12 @@ def _record_pgbench(harness, where: Path, db: Path) -> None:
     finally:
         subprocess.run([*pg, str(harness.PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast",
                         "stop"], capture_output=True)
+
+
+def test_bpftrace_buffers_stay_bounded_on_many_cpus():
+    """4 MiB a CPU, 64 MiB in all at most (a 128-CPU host must not lock 512 MiB); a
+    power of two, which the kernel requires."""
+    for cpus in (1, 2, 3, 16, 24, 128, 1024):
+        pages = bpfcapture.ring_pages(cpus)
+        assert pages & (pages - 1) == 0 and 64 <= pages <= 1024
+        assert pages * 4096 * cpus <= 64 << 20 or pages == 64

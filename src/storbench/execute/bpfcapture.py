@@ -306,7 +306,7 @@ def _release(proc: subprocess.Popen[bytes], gate: Path) -> None:
 def _bpftrace(found: str, prog: Path, sink: IO[str], sink_err: IO[str]
               ) -> subprocess.Popen[bytes]:
     env = {**os.environ, "BPFTRACE_STRLEN": str(STRLEN), "BPFTRACE_MAP_KEYS_MAX": "65536",
-           "BPFTRACE_PERF_RB_PAGES": "1024"}
+           "BPFTRACE_PERF_RB_PAGES": str(ring_pages(os.cpu_count() or 1))}
     argv = [found, "-B", "line", str(prog)]
     if not Path("/sys/kernel/tracing/events/syscalls").is_dir():
         argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",
@@ -316,6 +316,13 @@ def _bpftrace(found: str, prog: Path, sink: IO[str], sink_err: IO[str]
                                 env=env, start_new_session=True)
     except OSError as exc:
         raise ConfigError(f"cannot run bpftrace: {exc.strerror}") from None
+
+
+def ring_pages(cpus: int) -> int:
+    """Pages of bpftrace's event buffer per CPU: 4 MiB each (~40,000 lines between two
+    reads), at most 64 MiB in all (a power of two, as the kernel wants; 64 at least)."""
+    pages = max(64, min(1024, 16384 // max(1, cpus)))
+    return 1 << (pages.bit_length() - 1)
 
 
 def _wait_ready(tracer: subprocess.Popen[bytes], out: Path, errs: Path, token: str,
