@@ -113,8 +113,8 @@ def program(token: str, tids: Iterable[int], ours: int, numbers: Mapping[str, in
     return "\n".join([
         f'BEGIN {{ {seeds} printf("{token} B\\n"); }}',
         "tracepoint:sched:sched_process_fork /@t[args->parent_pid]/ {"
-        f' @t[args->child_pid] = 1; printf("{token} F %d %d %d\\n", args->parent_pid, pid,'
-        " args->child_pid); }",
+        f' @t[args->child_pid] = 1; printf("{token} F %d %d %d %lu\\n", args->parent_pid,'
+        " pid, args->child_pid, nsecs); }",
         "tracepoint:sched:sched_process_exit /@t[tid]/ { delete(@t[tid]); delete(@s[tid]); }",
         # storbench gone (even SIGKILL): nobody reads or ends this program any more
         f"tracepoint:sched:sched_process_exit /tid == {ours}/ {{ exit(); }}",

@@ -251,7 +251,7 @@ def from_bpf(events: Iterable[str], root: str) -> Trace:
         if path is not None and flags & _O_TRUNC:
             size[path] = 0
 
-    for event in events:
+    for event in sorted(events, key=_when):
         kind, _, rest = event.partition(" ")
         try:
             if kind == "C":
@@ -266,7 +266,7 @@ def from_bpf(events: Iterable[str], root: str) -> Trace:
                 opened(pid, int(fd_s), os.path.normpath(where), int(at_s), int(flags_s))
                 continue
             if kind == "F":
-                ptid, ppid, child = map(int, rest.split())
+                ptid, ppid, child = map(int, rest.split()[:3])
                 table = process(ptid, ppid)
                 forked[child] = (dict(table),
                                  {fd: p for (q, fd), p in position.items() if q == ppid},
@@ -343,6 +343,23 @@ def from_bpf(events: Iterable[str], root: str) -> Trace:
                 raw.append((t, dur, path, "read" if kind in _READS else "write", offset,
                             result))
     return _assemble(raw, inside, skipped)
+
+
+def _when(event: str) -> int:
+    """When an event took effect (ns), for from_bpf to follow them in that order: bpftrace
+    prints each CPU's events in turn, so an open on one CPU may come out after a read of
+    its descriptor on another. A call at its end (an open's descriptor exists from then;
+    a later call began after it), a fork when it happened, what /proc said first."""
+    kind, _, rest = event.partition(" ")
+    fields = rest.split(" ", 5)
+    try:
+        if kind == "F":
+            return int(fields[3])
+        if kind in ("C", "I"):
+            return -1
+        return int(fields[3])  # tid pid start END ...
+    except (IndexError, ValueError):
+        return -1
 
 
 def _under(path: str, root: str) -> str | None:
