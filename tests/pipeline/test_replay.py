@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import zlib
@@ -268,6 +269,41 @@ def test_bpftrace_keeps_a_path_with_a_line_break_one_file(tmp_path):
     assert list(w["files"].values()) == [p.name for p in d.iterdir()]
     assert "\n" in next(iter(w["files"].values()))
     assert (w["counts"]["writes"], w["counts"]["reads"], w["counts"]["files"]) == (3, 0, 1)
+
+
+def test_bpftrace_output_after_the_last_event_is_not_part_of_it():
+    """bpftrace prints every map left when it ends, after the last event, where a line
+    without the run's token is read as the last path's line break: the program leaves
+    none (its END clears every map it uses). What it prints then (blank lines) and a
+    path's line break are read as bpftrace means them."""
+    n = bpfcapture.NUMBERS["x86_64"]
+    program = bpfcapture.program("tok", [7], 1, n)
+    end = next(line for line in program.splitlines() if line.startswith("END"))
+    assert set(re.findall(r"@\w+", program)) == set(re.findall(r"clear\((@\w+)\)", end))
+    raw = [
+        f"tok S 7 7 100 200 3 {n['openat']} 4294967196 0 66 0 0 a\n", "b\n",  # "a\nb"
+        f"tok S 7 7 300 400 0 {n['fsync']} 3 0 0 0 0\n", "\n", "\n",
+    ]
+    assert list(bpfcapture.lines(raw, "tok", n)) == [
+        "openat 7 7 100 200 3 4294967196 66 a\nb", "fsync 7 7 300 400 0 3 0"]
+
+
+@needs_bpftrace
+def test_bpftrace_keeps_the_last_call_of_an_application(tmp_path):
+    """An application whose last call is its fsync (os._exit: no close after it): the
+    sync is in the trace, however bpftrace ends."""
+    import sys
+
+    d = tmp_path / "d"
+    d.mkdir()
+    db = tmp_path / "r.db"
+    code = ("import os; fd = os.open('x', os.O_WRONLY | os.O_CREAT, 0o600);"
+            " os.write(fd, b'x' * 4096); os.fsync(fd); os._exit(0)")
+    proc = run_cli("record", "last", "--dir", str(d), "--tracer", "bpftrace", "--", "sh",
+                   "-c", f'cd "$0" && exec {sys.executable} -c "{code}"', str(d), db=db)
+    assert proc.returncode == 0, proc.stderr
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    assert (w["counts"]["writes"], w["counts"]["syncs"]) == (1, 1), w["counts"]
 
 
 @needs_fio

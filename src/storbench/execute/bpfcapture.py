@@ -116,6 +116,9 @@ def program(token: str, tids: Iterable[int], ours: int, numbers: Mapping[str, in
         f' @t[args->child_pid] = 1; printf("{token} F %d %d %d %lu\\n", args->parent_pid,'
         " pid, args->child_pid, nsecs); }",
         "tracepoint:sched:sched_process_exit /@t[tid]/ { delete(@t[tid]); delete(@s[tid]); }",
+        # bpftrace prints every map left when it ends: none is
+        "END { clear(@t); clear(@s); clear(@i); clear(@p); clear(@r0); clear(@r1);"
+        " clear(@r2); clear(@r3); clear(@r4); }",
         # storbench gone (even SIGKILL): nobody reads or ends this program any more
         f"tracepoint:sched:sched_process_exit /tid == {ours}/ {{ exit(); }}",
         f"tracepoint:raw_syscalls:sys_enter /pid == {ours} && args->id =="
@@ -174,9 +177,9 @@ def lines(raw: Iterable[str], token: str, numbers: Mapping[str, int]) -> Iterato
     line break), a call's line (``S tid pid start end ret number r0..r4 [path]``) as
     ``CALL tid pid start end ret a b [path]``."""
     calls = {n: c for c, n in numbers.items() if c in ARGS}
-    held: str | None = None
     mark = token + " "
-    for line in _joined(raw, mark):
+    for joined in _joined(raw, mark):
+        line = joined.partition("\n")[0]  # only a path goes on past a line break
         kind, _, rest = line.partition(" ")
         if kind != "S":
             yield line
@@ -189,8 +192,10 @@ def lines(raw: Iterable[str], token: str, numbers: Mapping[str, int]) -> Iterato
             continue
         a, b, path = ARGS[call]
         regs = fields[6:11]
-        held = " ".join([call, *fields[:5], _arg(a, regs), _arg(b, regs)])
-        yield held + (" " + (fields[11] if len(fields) > 11 else "") if path else "")
+        said = " ".join([call, *fields[:5], _arg(a, regs), _arg(b, regs)])
+        if path:
+            said += " " + joined.split(" ", 12)[12] if joined.count(" ") >= 12 else " "
+        yield said
 
 
 def _joined(raw: Iterable[str], mark: str) -> Iterator[str]:
