@@ -452,32 +452,35 @@ def _record_fio(db, tmpfs: Path, name: str, flags: tuple[str, ...] = (),
 
 
 @needs_fio
-@needs_strace
-def test_max_size_stops_the_recording_and_keeps_what_came_before(tmpfs, tmp_path):
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_max_size_stops_the_recording_and_keeps_what_came_before(tmpfs, tmp_path, tracer):
     # fio's own start-up is ~110 KB of strace output before its first I/O; then ~360 KB a
     # second: 400k stops it about a second in, of its 30
-    proc, w = _record_fio(tmp_path / "r.db", tmpfs, "long", ("--max-size", "400k"),
+    proc, w = _record_fio(tmp_path / "r.db", tmpfs, "long",
+                          ("--max-size", "400k", "--tracer", tracer),
                           ("--time_based", "--runtime=30"))
     assert "Stopped early by --max-size" in proc.stdout, proc.stdout
     assert w["stopped"] and 0 < w["counts"]["reads"] < 10_000 and w["wall_s"] < 20
 
 
 @needs_fio
-@needs_strace
-def test_measure_cost_times_the_command_untraced_too(tmpfs, tmp_path):
-    proc, w = _record_fio(tmp_path / "r.db", tmpfs, "costly", ("--measure-cost",))
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_measure_cost_times_the_command_untraced_too(tmpfs, tmp_path, tracer):
+    proc, w = _record_fio(tmp_path / "r.db", tmpfs, "costly", ("--measure-cost", "--tracer",
+                                                               tracer))
     assert "without: tracing cost" in proc.stdout, proc.stdout
     assert 0 < w["untraced_s"] and 0 < w["wall_s"]
     assert proc.stdout.count('"fio version"') == 2  # the application ran twice
 
 
 @needs_fio
-@needs_strace
+@pytest.mark.parametrize("tracer", TRACERS)
 def test_measure_cost_of_a_followed_process_counts_its_calls_before_and_traced(tmpfs,
-                                                                             tmp_path):
+                                                                             tmp_path,
+                                                                             tracer):
     """fio as a steady application (one process, its job a thread) followed with --pid:
     its read and write calls per second untraced (5 s) and traced (3 s), from /proc; the
-    traced rate agrees with what strace itself recorded."""
+    traced rate agrees with what the tracer itself recorded."""
     import subprocess
     import time
 
@@ -489,7 +492,8 @@ def test_measure_cost_of_a_followed_process_counts_its_calls_before_and_traced(t
         time.sleep(1.5)  # past fio's start-up, in its steady loop
         db = tmp_path / "r.db"
         proc = run_cli("record", "steady", "--dir", str(tmpfs), "--pid", str(app.pid),
-                       "--duration", "3", "--measure-cost", db=db, timeout=60)
+                       "--duration", "3", "--measure-cost", "--tracer", tracer, db=db,
+                       timeout=60)
         assert proc.returncode == 0, proc.stderr
         assert app.poll() is None  # followed, then left running
     finally:
