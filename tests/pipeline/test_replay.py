@@ -363,8 +363,9 @@ def _processes(first: str, *words: str) -> list[int]:
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_a_recording_ended_by_a_signal_leaves_no_bpftrace(tmp_path, how):
     """storbench ended while bpftrace follows a command: SIGTERM ends bpftrace and the
-    command and stores nothing; SIGKILL (no cleanup possible) still ends bpftrace (its
-    program exits when storbench's process does)."""
+    command, removes the raw trace and stores nothing; SIGKILL (no cleanup possible)
+    still ends bpftrace (its program exits when storbench's process does), and the next
+    recording removes the raw trace the killed one left."""
     import signal
     import subprocess
     import time
@@ -400,8 +401,10 @@ def test_a_recording_ended_by_a_signal_leaves_no_bpftrace(tmp_path, how):
     for pid in [*running, *left]:  # this test's own, whatever it asserts next
         os.kill(pid, signal.SIGKILL)
     assert not running, "bpftrace left running"
-    if how == "SIGKILL":  # storbench could not remove it: this test does
-        shutil.rmtree(raw, ignore_errors=True)
+    if how == "SIGKILL":  # storbench could not remove it: the next recording does
+        assert raw.exists()
+        run_cli("record", "next", "--dir", str(d), "--tracer", "strace", "--", "true", db=db)
+        assert not raw.exists(), "a killed recording's directory was left"
     if how == "SIGTERM":
         assert not left, "the command left running"
         assert not raw.exists()  # what bpftrace wrote went with the recording

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 from storbench.errors import ConfigError, StorbenchError
-from storbench.execute.capture import POLL_S, Capture, stop
+from storbench.execute.capture import POLL_S, Capture, recording_dir, stop
 from storbench.execute.signals import SignalGuard
 
 T = TypeVar("T")
@@ -163,9 +163,8 @@ def capture_block(device: str, parse: Callable[[Iterable[str], Device], T],
     if os.geteuid() != 0:
         raise ConfigError("block-level recording needs root: it turns the kernel's block"
                           " tracer on")
-    with tempfile.TemporaryDirectory(prefix="storbench-record-") as tmp, tracefs() as fs:
-        os.chmod(tmp, 0o700)
-        raw = Path(tmp) / "blk.txt"
+    with recording_dir() as tmp, tracefs() as fs:
+        raw = tmp / "blk.txt"
         lost_before = _overruns(fs)
         stopped = None
         with SignalGuard() as guard, _tracer_on(fs, dev), raw.open("wb") as sink:

@@ -26,14 +26,13 @@ import re
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
 from storbench.errors import ConfigError, StorbenchError
-from storbench.execute.capture import POLL_S, Capture, stop
+from storbench.execute.capture import POLL_S, Capture, recording_dir, stop
 from storbench.execute.signals import SignalGuard
 
 T = TypeVar("T")
@@ -234,10 +233,9 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                           f" {os.uname().machine} (x86_64, aarch64); --tracer strace works")
     root = str(directory.resolve())
     token = secrets.token_hex(8)
-    with tempfile.TemporaryDirectory(prefix="storbench-record-") as tmp:
-        os.chmod(tmp, 0o700)
-        out, errs = Path(tmp) / "bpf.txt", Path(tmp) / "bpf.err"
-        gate = Path(tmp) / "gate"
+    with recording_dir() as tmp:
+        out, errs = tmp / "bpf.txt", tmp / "bpf.err"
+        gate = tmp / "gate"
         os.mkfifo(gate, 0o600)
         proc = None
         counted: list[tuple[float, int]] = []  # (when, count) while traced
@@ -249,10 +247,10 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                     seeds = [proc.pid]
                 else:
                     seeds = [t for p in pids for t in threads(p)]
-                (Path(tmp) / "p.bt").write_text(program(token, seeds, os.getpid(), numbers))
+                (tmp / "p.bt").write_text(program(token, seeds, os.getpid(), numbers))
                 state = start_state([proc.pid] if proc is not None else list(pids))
                 with out.open("w") as sink, errs.open("w") as sink_err:
-                    tracer = _bpftrace(found, Path(tmp) / "p.bt", sink, sink_err)
+                    tracer = _bpftrace(found, tmp / "p.bt", sink, sink_err)
                     try:
                         started = _wait_ready(tracer, out, errs, token, guard)
                         if proc is not None:

@@ -8,21 +8,26 @@ fio's iolog. The raw output lives in a 0700 temporary directory and is removed a
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from storbench.errors import ConfigError, StorbenchError
+from storbench.execute.fsops import remove_marked
+from storbench.execute.workdir import create_marked, leftovers
 
 POLL_S = 0.2
 T = TypeVar("T")
+RECORDING = "storbench-record-"  # a recording's raw trace: /tmp/storbench-record-<hex>
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,23 @@ class Capture(Generic[T]):
     raw_bytes: int  # strace's output: what --max-size counts
     tool: str  # "strace 6.1"
     calls_per_s: float | None = None  # ``count``'s rate while strace was attached
+
+
+@contextlib.contextmanager
+def recording_dir() -> Iterator[Path]:
+    """A 0700 directory for a recording's raw trace, marked as storbench's and locked
+    while the recording lives (execute/workdir); removed when it ends. One a killed
+    recording left (its lock free) is removed first, as a run removes a dead run's."""
+    tmp = Path(tempfile.gettempdir())
+    for left in leftovers(tmp):
+        if left.path.name.startswith(RECORDING):
+            remove_marked(left.path)
+    uid = secrets.token_hex(8)
+    path = create_marked(tmp / f"{RECORDING}{uid}", f"record-{uid}")
+    try:
+        yield path
+    finally:
+        remove_marked(path)
 
 
 def strace_path() -> str:
@@ -63,9 +85,8 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
     over that span is the traced rate (the attaching and detaching left out)."""
     strace = strace_path()
     root = str(directory.resolve())
-    with tempfile.TemporaryDirectory(prefix="storbench-record-") as tmp:
-        os.chmod(tmp, 0o700)
-        out = Path(tmp) / "strace.txt"
+    with recording_dir() as tmp:
+        out = tmp / "strace.txt"
         argv = [strace, "-f", "-qq", "-ttt", "-T", "-y", "-s", "0", "-e", f"trace={calls}",
                 "-o", str(out)]
         if pids:
