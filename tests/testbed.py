@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Self
 
@@ -413,9 +413,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def fio_servers_on_loopback() -> list[int]:
-    """PIDs of the fio servers storbench starts over SSH: on a unix socket in
-    /tmp/storbench-* (and, to catch a return of the old way, on 127.0.0.1)."""
+def processes(match: Callable[[list[bytes]], bool]) -> list[int]:
+    """PIDs of the processes whose command line (its words) ``match`` says yes to."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -423,11 +422,17 @@ def fio_servers_on_loopback() -> list[int]:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if any(a.startswith(b"--server=ip:127.0.0.1,") or (a.startswith(
-                    b"--server=sock:/tmp/storbench-") and a.endswith(b"/fio.sock"))
-                   for a in argv):
+            if match(argv):
                 found.append(int(entry.name))
     return found
+
+
+def fio_servers_on_loopback() -> list[int]:
+    """PIDs of the fio servers storbench starts over SSH: on a unix socket in
+    /tmp/storbench-* (and, to catch a return of the old way, on 127.0.0.1)."""
+    return processes(lambda argv: any(
+        a.startswith(b"--server=ip:127.0.0.1,") or (a.startswith(
+            b"--server=sock:/tmp/storbench-") and a.endswith(b"/fio.sock")) for a in argv))
 
 
 def tcp_listeners(pids: set[int]) -> list[str]:

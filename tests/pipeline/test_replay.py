@@ -345,18 +345,14 @@ def test_bpftrace_follows_a_running_process_and_what_it_had_open(tmpfs, tmp_path
 def _processes(first: str, *words: str) -> list[int]:
     """PIDs of the processes that run ``first`` (its base name) with every one of
     ``words`` in their command line."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            text = b" ".join(argv).decode(errors="replace")
-            if os.path.basename(argv[0].decode(errors="replace")) == first and \
-                    all(w in text for w in words):
-                found.append(int(entry.name))
-    return found
+    from tests.testbed import processes
+
+    def match(argv: list[bytes]) -> bool:
+        text = b" ".join(argv).decode(errors="replace")
+        return os.path.basename(argv[0].decode(errors="replace")) == first and \
+            all(w in text for w in words)
+
+    return processes(match)
 
 
 @needs_bpftrace
