@@ -87,7 +87,7 @@ def test_a_recording_holds_what_the_application_did(recorded, tmp_path, request)
 
 
 @needs_fio
-@pytest.mark.parametrize("recorded", TRACERS, indirect=True)
+@needs_strace  # a bpftrace recording's replays: the pgbench test's, the capped timed one's
 @pytest.mark.parametrize("fast", [False, True], ids=["timed", "fast"])
 def test_the_replay_issues_what_was_recorded(recorded, tmp_path, fast):
     db, stdout, tmpfs = recorded
@@ -535,8 +535,8 @@ def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
     level on a tmpfs by following the server's processes (--pid each, and the backend
     pgbench's connection starts; bpftrace where it can, else strace); its replay as fast
     as possible on volumes capped at 300 and 3000 IOPS gives their commits' (syncs')
-    latency in the order real pgbench's own throughput has on the same two caps; on the
-    recorded timeline on the 3000-IOPS volume it issues all of it and says its lag."""
+    latency in the order real pgbench's own throughput has on the same two caps (the
+    replay on the recorded timeline on a capped volume: the test after this one)."""
     import sys
 
     from tests.conftest import IS_ROOT, run_cli_wrapped
@@ -570,14 +570,6 @@ def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
             shown = json.loads(run_cli("show", "last", "--json", db=db).stdout)
             assert shown["data"]["replay"]["issued"]["syncs"] == c["syncs"]
             commit[cap] = shown["tests"][0]["sync"]["lat"]["mean_ns"]
-            if cap == 3000:  # on the recorded timeline too: all of it, and how far it lagged
-                timed = run_cli_wrapped(t.wrap, "run", str(t.mnt), "--replay", "pgbench",
-                                        "--label", "timed3000", db=db)
-                assert timed.returncode == 0, timed.stderr
-                replay = json.loads(run_cli("show", "last", "--json", db=db).stdout)[
-                    "data"]["replay"]
-                assert replay["timed"] and replay["lag_s"] is not None, replay
-                assert replay["issued"] == {k: c[k] for k in ("reads", "writes", "syncs")}
         with Throttled(cap, cap, backing_dir="/dev/shm") as t:
             (t.mnt / "real").mkdir()
             harness.traversable(t.mnt / "real")
@@ -591,6 +583,35 @@ def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
     made = run_cli("report", "cap300", "cap3000", "-o", str(report), db=db)
     assert made.returncode == 0, made.stderr
     assert f"{c['syncs']:,} syncs issued of" in report.read_text()
+
+
+@needs_fio
+@needs_bpftrace
+@pytest.mark.integration
+def test_a_timed_replay_on_a_capped_volume_issues_it_all_and_says_its_lag(tmp_path, tmpfs):
+    """fio as the application at 400 IOPS (a 1.5 s timeline) on tmpfs, replayed on its
+    recorded timeline on a volume capped at 100 IOPS each way: everything recorded is
+    issued, and
+    the replay says how far it fell behind the timeline (the volume could not keep up)."""
+    from tests.conftest import IS_ROOT, run_cli_wrapped
+    from tests.testbed import Throttled, missing_for_throttled
+
+    reason = (None if IS_ROOT else "needs root") or missing_for_throttled()
+    if reason:
+        pytest.skip(reason)
+    db = tmp_path / "r.db"
+    _, w = _record_fio(db, tmpfs, "paced", fio=("--rate_iops=400", "--time_based",
+                                                  "--runtime=1.5"))
+    c = w["counts"]
+    with Throttled(100, 100, backing_dir="/dev/shm") as t:
+        ran = run_cli_wrapped(t.wrap, "run", str(t.mnt), "--replay", "paced", db=db)
+        assert ran.returncode == 0, ran.stderr
+    replay = json.loads(run_cli("show", "last", "--json", db=db).stdout)["data"]["replay"]
+    assert replay["timed"] and replay["issued"] == {k: c[k] for k in ("reads", "writes",
+                                                                      "syncs")}
+    # ~400 reads and ~400 writes, each way capped at 100 a second: seconds behind (3.1 here)
+    assert replay["lag_s"] > 0.5, replay
+    assert "s behind the recorded timeline" in ran.stdout, ran.stdout
 
 
 def _record_pgbench(harness, where: Path, db: Path) -> None:
@@ -619,7 +640,7 @@ def _record_pgbench(harness, where: Path, db: Path) -> None:
         children = subprocess.run(["pgrep", "-P", str(main)], capture_output=True,
                                   text=True).stdout.split()
         recording = subprocess.Popen(
-            [*STORBENCH, "record", "pgbench", "--dir", str(data), "--duration", "36",
+            [*STORBENCH, "record", "pgbench", "--dir", str(data), "--duration", "33",
              *[a for p in [main, *map(int, children)] for a in ("--pid", str(p))]],
             env={**os.environ, "STORBENCH_DB": str(db)}, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)

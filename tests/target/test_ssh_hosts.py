@@ -358,10 +358,10 @@ def test_a_host_whose_session_fails_unexpectedly_ends_the_others(ssh_hosts, tmp_
     hosts = [h for h in (ssh.parse_ssh(x) for x in ssh_hosts.hosts.split(",")) if h]
     real = ssh._open
 
-    def third_fails(host, local, config, remote):
+    def third_fails(host, local, config, remote, chosen=None):
         if host == hosts[2]:
             raise RuntimeError("can't start new thread")
-        return real(host, local, config, remote)
+        return real(host, local, config, remote, chosen)
 
     monkeypatch.setattr(ssh, "_open", third_fails)
     sockets = Path(tempfile.mkdtemp(dir=tmp_path))
