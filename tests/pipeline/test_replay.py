@@ -656,7 +656,11 @@ def _record_pgbench(harness, where: Path, db: Path) -> None:
 
 def test_bpftrace_buffers_stay_bounded_on_many_cpus():
     """4 MiB a CPU, 64 MiB in all at most (a 128-CPU host must not lock 512 MiB); a
-    power of two, which the kernel requires."""
+    power of two, which the kernel requires. (And the string length bpftrace is given is
+    the one the parser judges cut paths by: two layers, one number.)"""
+    from storbench.workload import syscalls
+
+    assert bpfcapture.STRLEN == syscalls.BPF_STRLEN
     for cpus in (1, 2, 3, 16, 24, 128, 1024):
         pages = bpfcapture.ring_pages(cpus)
         assert pages & (pages - 1) == 0 and 64 <= pages <= 1024
