@@ -168,8 +168,9 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
         out.print(f"{'It was followed' if pids else 'The command ran'} {got.wall_s:.1f} s"
                   f" under {tracer} ("
                   + ("slower than without it: each traced call stops it twice"
-                     if tracer == "strace" else "each call is recorded in the kernel, not"
-                     " stopped; a busy application runs a little slower")
+                     if tracer == "strace" else "each call is recorded in the kernel, the"
+                     " application is not stopped, but one making many calls a second"
+                     " still runs slower")
                   + "; --measure-cost says how much).", markup=False)
     _said_after(got.stopped, trace, name)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from storbench.errors import ConfigError, StorbenchError
-from storbench.execute.capture import POLL_S, Capture, recording_dir, stop
+from storbench.execute.capture import POLL_S, Capture, recording_dir, stop, traced_rate
 from storbench.execute.signals import SignalGuard
 
 T = TypeVar("T")
@@ -192,8 +192,9 @@ def lines(raw: Iterable[str], token: str, numbers: Mapping[str, int]) -> Iterato
         a, b, path = ARGS[call]
         regs = fields[6:11]
         said = " ".join([call, *fields[:5], _arg(a, regs), _arg(b, regs)])
-        if path:
-            said += " " + joined.split(" ", 12)[12] if joined.count(" ") >= 12 else " "
+        if path:  # the path, line breaks and all: what follows the twelfth space
+            whole = joined.split(" ", 12)
+            said += " " + (whole[12] if len(whole) > 12 else "")
         yield said
 
 
@@ -277,10 +278,8 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                                  " was stored")
         with out.open(errors="replace") as text:
             trace = parse([*state, *lines(text, token, numbers)], root)
-        rate = None
-        if len(counted) >= 2 and counted[-1][0] > counted[0][0]:
-            rate = (counted[-1][1] - counted[0][1]) / (counted[-1][0] - counted[0][0])
-        return Capture(trace, wall, stopped, out.stat().st_size, _version(found), rate)
+        return Capture(trace, wall, stopped, out.stat().st_size, _version(found),
+                       traced_rate(counted))
 
 
 def _held(command: Sequence[str], gate: Path) -> subprocess.Popen[bytes]:

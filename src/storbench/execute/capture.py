@@ -130,10 +130,15 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
         raw = out.stat().st_size if out.exists() else 0
         with out.open(errors="replace") as text:
             trace = parse(text, root)
-    rate = None
-    if len(counted) >= 2 and counted[-1][0] > counted[0][0]:
-        rate = (counted[-1][1] - counted[0][1]) / (counted[-1][0] - counted[0][0])
-    return Capture(trace, wall, stopped, raw, strace_version(strace), rate)
+    return Capture(trace, wall, stopped, raw, strace_version(strace), traced_rate(counted))
+
+
+def traced_rate(counted: Sequence[tuple[float, int]]) -> float | None:
+    """The application's calls per second from (when, count so far) read while traced;
+    None without two readings apart in time."""
+    if len(counted) < 2 or counted[-1][0] <= counted[0][0]:
+        return None
+    return (counted[-1][1] - counted[0][1]) / (counted[-1][0] - counted[0][0])
 
 
 def stop(proc: subprocess.Popen[Any], with_command: bool) -> None:
