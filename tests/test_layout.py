@@ -245,3 +245,54 @@ def test_analysis_reads_a_target_through_its_typed_facts():
     offenders = {str(p.relative_to(SRC)): lines for p in (SRC / "analysis").rglob("*.py")
                  if (lines := environment_reads(p))}
     assert offenders == {}
+
+
+# options of the measuring commands declared apart on purpose: a different thing under the
+# same name, said in each command's help
+APART = {
+    "--capacity": "run: the PVC's size, default from the suite; lifecycle/failover: each"
+                  " PVC's, 1Gi",
+    "--timeout": "run/curve: the whole run; lifecycle/failover: per pod",
+    "--rate": "run: the etcd suite's open-loop write rate, none by default; failover: the"
+              " writes a second around the pause, 100",
+    "--storage-class": "run/curve: optional (or TARGET); lifecycle: required, repeatable;"
+                       " failover: one class",
+}
+
+
+def test_the_measuring_commands_declare_each_shared_option_once():
+    """`run`, `curve`, `k8s lifecycle` and `k8s failover` share their tail
+    (cli/targets.target_options, cli/measuring.measuring_options, the cluster options):
+    an option two of them take is the same declaration (same help, type, default), so it
+    is written once; APART names the few that are different things."""
+    import click
+
+    from storbench.cli import cli
+
+    ctx = click.Context(cli)
+
+    def command(*names: str) -> click.Command:
+        group: click.Command | None = cli
+        for name in names:
+            assert isinstance(group, click.Group)
+            group = group.get_command(ctx, name)
+        assert group is not None
+        return group
+
+    commands = {" ".join(n): command(*n) for n in (("run",), ("curve",), ("k8s", "lifecycle"),
+                                                    ("k8s", "failover"))}
+    seen: dict[str, tuple[str, object]] = {}
+    shared = set()
+    for name, command in commands.items():
+        for param in command.params:
+            what = (getattr(param, "help", None), param.type.to_info_dict(), param.default,
+                    param.multiple)
+            for opt in param.opts:
+                if opt in seen and opt not in APART:
+                    shared.add(opt)
+                    assert seen[opt][1] == what, (
+                        f"{opt} of {name} is declared apart from {seen[opt][0]}'s")
+                seen.setdefault(opt, (name, what))
+    # the tail really is shared: a test that compares nothing would pass anything
+    assert {"--size", "--destructive", "--hosts", "--kubeconfig", "--namespace",
+            "--image", "--access-mode", "--assert", "--json", "--db", "--label"} <= shared

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -14,7 +13,7 @@ from storbench.cli.common import (
     parse_tags,
 )
 from storbench.cli.measuring import measure_and_report, measuring_options
-from storbench.cli.targets import TargetFlags, TargetPath, choose_targets, host_options
+from storbench.cli.targets import TargetFlags, choose_targets
 from storbench.errors import ConfigError
 from storbench.pipeline.kinds.curve import CurveSpec
 from storbench.pipeline.spec import RunSpec
@@ -32,7 +31,6 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
 
 
 @cli.command()
-@click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=TargetPath())
 @click.option("--workload", "-w", default="quick:randread", show_default=True,
               metavar="SUITE:TEST|JOBFILE",
               help="What to load the target with: a suite's test, or a job file with one job.")
@@ -47,23 +45,13 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
               metavar="SECONDS", help="Each step's runtime (after a 1 s ramp).")
 @click.option("--max-depth", type=int, default=256, show_default=True,
               help="Closed loop: the deepest queue (or most jobs) tried.")
-@click.option("--size", metavar="SIZE", help="File (or device) size fio works on.")
 @naming_options
-@host_options
-@click.option("--destructive", metavar="DEVICE",
-              help="Allow writing to the block device TARGET, named again here.")
-@click.option("--timeout", "timeout_s", type=NUMBER, metavar="SECONDS",
-              help="Time limit for the whole curve (of each target).")
 @measuring_options
-def curve(store: Store, targets_given: tuple[str, ...], workload: str,
-          objectives: tuple[str, ...], steps: int | None, step_s: float, max_depth: int,
-          size: str | None, label: str | None, tags: tuple[str, ...],
-          series: str | None, hosts_text: str | None,
-          hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
-          destructive: str | None, timeout_s: float | None, assertions: tuple[str, ...],
+def curve(store: Store, where: TargetFlags, workload: str, objectives: tuple[str, ...],
+          steps: int | None, step_s: float, max_depth: int, label: str | None,
+          tags: tuple[str, ...], series: str | None, assertions: tuple[str, ...],
           baseline: str | None, max_regression: str, fio_path: str | None,
-          as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
-          push_to: str | None, **kube_params: Any) -> None:
+          as_json: bool, push_to: str | None) -> None:
     """Measure an IOPS-latency curve: the highest rate that meets a latency objective.
 
     First closed loop: the workload at queue depth 1, 2, 4, ... (more jobs for a
@@ -86,22 +74,19 @@ def curve(store: Store, targets_given: tuple[str, ...], workload: str,
       storbench curve /mnt/a /mnt/b --slo "p99<=5ms"     # two targets, then compared
       storbench curve --storage-class gp3 --slo "p99<=10ms"
     """
-    if dry_run:
+    if where.dry_run:
         raise ConfigError("--dry-run applies to `run`: a curve's steps are chosen as it"
                           " measures")
     if baseline is not None:
         raise ConfigError("--baseline applies to `run`; a curve is judged by --assert"
                           " (e.g. curve.p99_2ms.iops >= 2500)")
     suite, test, job_file = _workload(workload)
-    spec = RunSpec(suite=suite, job_file=job_file, size=size, label=label,
+    spec = RunSpec(suite=suite, job_file=job_file, size=where.size, label=label,
                    tags=parse_tags(tags), series=series, fio=fio_path, assertions=assertions,
-                   timeout_s=timeout_s, probe_metadata=False,
+                   timeout_s=where.timeout_s, probe_metadata=False,
                    kind_spec=CurveSpec(test, objectives, step_s, steps, max_depth))
     spec.check()
-    targets = choose_targets(TargetFlags(
-        (), hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
-        kube_params, False, False, timeout_s, destructive, size is not None, False, False,
-        words=targets_given))
+    targets = choose_targets(where)
     measure_and_report(targets, spec, store, as_json=as_json, push_to=push_to)
 
 

@@ -31,6 +31,10 @@ CONNECTION = (
 NAMESPACE = click.option("--namespace", "-n", metavar="NS",
                          help="Namespace for the PVCs and pods (default: the context's, else"
                               " default).")
+ACCESS_MODE = click.option(
+    "--access-mode", default="RWO", show_default=True, metavar="RWO|RWX|RWOP",
+    help="The PVC's access mode. RWOP (ReadWriteOncePod): Kubernetes itself keeps a second"
+         " pod off the volume until the first is gone.")
 IMAGE = click.option("--image", envvar=IMAGE_ENV, show_envvar=True, default=DEFAULT_IMAGE,
                      show_default=True, help="Runner image: fio and a POSIX sh (Dockerfile"
                                              " in the repository).")
@@ -59,8 +63,7 @@ def kube_options(f: F) -> F:
         click.option("--capacity", metavar="QUANTITY",
                      help="PVC size, e.g. 100Gi (default: what the suite writes + 25%, at"
                           " least 1Gi). Cloud volumes often scale speed with size."),
-        click.option("--access-mode", default="RWO", show_default=True,
-                     metavar="RWO|RWX|RWOP", help="The PVC's access mode."),
+        ACCESS_MODE,
         click.option("--volume-mode", default="Filesystem", show_default=True,
                      metavar="Filesystem|Block",
                      help="The PVC's volume mode. Block: fio on the raw volume (the pod"

@@ -4,6 +4,7 @@ take a first write and go away."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -15,12 +16,10 @@ from storbench.cli.common import (
     err,
     json_option,
     naming_options,
-    out,
     parse_tags,
-    print_json,
 )
-from storbench.cli.kubeflags import CONNECTION, IMAGE, NAMESPACE, build_options
-from storbench.errors import ConfigError, Interrupted, StorbenchError, ThresholdExceeded
+from storbench.cli.kubeflags import ACCESS_MODE, CONNECTION, IMAGE, NAMESPACE, build_options
+from storbench.errors import ConfigError
 from storbench.store import Store
 from storbench.target.kubernetes.manifests import quantity
 
@@ -121,49 +120,29 @@ def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_j
                      capacity: str, namespace: str | None, kube_context: str | None,
                      kubeconfig: str | None, image: str, timeout_s: float,
                      access_mode: str = "RWO") -> None:
-    """Each class through the run loop in turn (``run_all``, as `run` does with several
-    classes: every class is read before the first starts; a class that fails, or whose run
-    cannot be shown, does not stop the others; Ctrl-C does); the runs printed; exit 1 if one
-    did not complete, 3 if a check failed."""
-    from storbench.pipeline.loop import TargetOutcome, run_all
+    """Each class through the run loop in turn, as `run` does with several classes
+    (cli/measuring.measure_and_report): a class that fails does not stop the others,
+    Ctrl-C does; exit 1 if one did not complete, 3 if a check failed."""
+    from storbench.cli.measuring import measure_and_report
     from storbench.pipeline.reporter import NullReporter
-    from storbench.render.json import run_dict
-    from storbench.render.terminal import print_run
     from storbench.target.base import Target
     from storbench.target.kubernetes.classtarget import ClassTarget
+    from storbench.workload.plan import Plan
 
     class Notes(NullReporter):
-        """What the loop says of a lifecycle or failover run: its notes, indented."""
+        """What the loop says of a lifecycle or failover run: its number, its notes."""
+
+        def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
+            err.print(f"Run #{run_id}: {plan.suite_name}", markup=False)
 
         def note(self, text: str) -> None:
             err.print(f"  {text}", markup=False)
 
-    def shown(done: TargetOutcome) -> None:
-        if done.outcome is not None and not as_json:
-            print_run(out, done.outcome.run)
-        if done.error is not None and len(classes) > 1 and not isinstance(done.error,
-                                                                          Interrupted):
-            err.print(f"storbench: {done.target.short_name}: {done.error}", markup=False)
-
     targets: list[Target] = [
         ClassTarget(_options(name, capacity, namespace, kube_context, kubeconfig, image,
                              timeout_s, access_mode), capacity) for name in classes]
-    done = run_all(targets, spec, store, lambda target: Notes(), shown)
-    runs = [d.outcome.run for d in done if d.outcome is not None]
-    errors = [d.error for d in done if d.error is not None]
-    for d in done:
-        if isinstance(d.error, Interrupted):
-            raise d.error
-    if len(classes) == 1 and done[0].outcome is None and done[0].error is not None:
-        raise done[0].error  # before anything was stored: its own exit status
-    if as_json and runs:
-        print_json([run_dict(r) for r in runs] if len(classes) > 1 else run_dict(runs[0]))
-    if errors:
-        raise StorbenchError(f"run #{runs[-1].id}: {errors[0]}" if runs and len(errors) == 1
-                             and len(classes) == 1 else str(errors[0]))
-    failed = [text for r in runs for text in r.failed_checks]
-    if failed:
-        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
+    measure_and_report(targets, spec, store, as_json=as_json,
+                       reporter_for=lambda target: Notes())
 
 
 @click.command()
@@ -176,9 +155,7 @@ def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_j
 @click.option("--evict", is_flag=True,
               help="End the pod through the Eviction API, as a node drain does (a"
                    " PodDisruptionBudget may refuse it), instead of deleting it.")
-@click.option("--access-mode", default="RWO", show_default=True, metavar="RWO|RWOP|RWX",
-              help="The PVC's access mode. RWOP (ReadWriteOncePod): Kubernetes itself"
-                   " keeps a second pod off the volume until the first is gone.")
+@ACCESS_MODE
 @_cluster_options
 def failover(store: Store, storage_class: str, rate: int, before_s: float, evict: bool,
              access_mode: str, capacity: str,

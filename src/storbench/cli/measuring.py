@@ -1,7 +1,10 @@
-"""What `run` and `curve` share once their targets are chosen: run them one after the
-other, print each run, push it (--push), compare several, and exit as they ended."""
+"""What every command that measures shares once its targets are chosen (`run`, `curve`,
+`k8s lifecycle`, `k8s failover`): run them one after the other, print each run, push it
+(--push), compare several, and exit as they ended."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import click
 
@@ -16,10 +19,11 @@ from storbench.cli.common import (
     out,
     print_json,
 )
-from storbench.cli.kubeflags import apply, kube_options
+from storbench.cli.kubeflags import apply
 from storbench.cli.progress import ConsoleReporter
 from storbench.errors import Interrupted, StorbenchError, ThresholdExceeded
 from storbench.pipeline.loop import TargetOutcome, run_all
+from storbench.pipeline.reporter import Reporter
 from storbench.pipeline.spec import RunSpec
 from storbench.render import terminal
 from storbench.render.json import run_dict
@@ -34,25 +38,33 @@ push_option = click.option(
 
 
 def measuring_options(f: F) -> F:
-    """The tail every command that measures shares: Kubernetes targets, verdicts, fio,
-    --push, --json, --db."""
-    return apply(f, (kube_options, assert_options, fio_option, push_option, json_option,
+    """The tail every command that measures shares: its targets (targets.target_options),
+    verdicts, fio, --push, --json, --db."""
+    from storbench.cli.targets import target_options
+
+    return apply(f, (target_options, assert_options, fio_option, push_option, json_option,
                      db_option))
 
 
 def measure_and_report(targets: list[Target], spec: RunSpec, store: Store, *,
-                       as_json: bool, push_to: str | None) -> None:
-    """Raises the first target's error (Ctrl-C first), a failed push, or
-    ThresholdExceeded when a stored run failed a check."""
-    reporters: list[ConsoleReporter] = []
+                       as_json: bool, push_to: str | None = None,
+                       reporter_for: Callable[[Target], Reporter] | None = None) -> None:
+    """Every command that measures ends here (`run`, `curve`, `k8s lifecycle`, `k8s
+    failover`): the targets through the run loop in turn (``run_all``), each run printed
+    (and pushed: --push) as it ends, the comparison of several, --json of every stored
+    run (one that failed too, with its status and error). Raises the first target's error
+    (Ctrl-C first), a failed push, or ThresholdExceeded when a stored run failed a
+    check. ``reporter_for``: what shows a run's progress (default: the console's bars)."""
+    consoles: list[ConsoleReporter] = []
     pushed: list[StorbenchError] = []
 
-    def reporter_for(target: Target) -> ConsoleReporter:
-        reporters.append(ConsoleReporter(err))
-        return reporters[-1]
+    def console_for(target: Target) -> Reporter:
+        consoles.append(ConsoleReporter(err))
+        return consoles[-1]
 
     def on_done(done: TargetOutcome) -> None:
-        reporters[-1].close()
+        for c in consoles:
+            c.close()
         if push_to is not None and done.outcome is not None:
             pushed.extend(_push(push_to, done.outcome.run, store))
         if done.outcome is not None and not as_json:
@@ -61,13 +73,14 @@ def measure_and_report(targets: list[Target], spec: RunSpec, store: Store, *,
                                                                           Interrupted):
             err.print(f"storbench: {done.target.name}: {done.error}", markup=False)
 
-    outcomes = run_all(targets, spec, store, reporter_for, on_done)
+    outcomes = run_all(targets, spec, store, reporter_for or console_for, on_done)
+    stored = [o.outcome.run for o in outcomes if o.outcome is not None]
     runs = [o.outcome.run for o in outcomes if o.outcome is not None and o.error is None]
     if as_json:
-        if len(targets) == 1 and runs:
-            print_json(run_dict(runs[0]))
+        if len(targets) == 1 and stored:
+            print_json(run_dict(stored[0]))
         elif len(targets) > 1:
-            print_json([run_dict(r) for r in runs])
+            print_json([run_dict(r) for r in stored])
     elif len(runs) > 1:
         out.print()
         terminal.print_comparison(out, build_comparison(runs, None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from storbench.cli.common import (
     print_json,
 )
 from storbench.cli.measuring import measure_and_report, measuring_options
-from storbench.cli.targets import TargetFlags, TargetPath, choose_targets, host_options
+from storbench.cli.targets import TargetFlags, choose_targets
 from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
 from storbench.pipeline.loop import plan_run
 from storbench.pipeline.spec import STEADY_CRITERION, RunSpec
@@ -48,14 +49,11 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 
 
 @cli.command()
-@click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=TargetPath())
 @click.option("--suite", "-s", default="quick", show_default=True,
               help="Built-in suite to run (see `storbench suites`).")
 @click.option("--job", "job_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Run this fio job file instead of a suite (I/O goes to storbench's scratch"
                    " directory under TARGET).")
-@click.option("--size", metavar="SIZE",
-              help="File size per test, fio syntax (e.g. 256m, 2g). Default: the suite's.")
 @click.option("--runtime", type=NUMBER, metavar="SECONDS",
               help="Seconds per test (caps size-bound tests). Default: the suite's.")
 @naming_options
@@ -78,16 +76,10 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @click.option("--probe-metadata/--no-probe-metadata", default=None,
               help="Time stat, ls -la and create+unlink every 0.5 s, idle and under load"
                    " (default: on for network file systems).")
-@host_options
 @click.option("--allow-exec", is_flag=True,
               help="Let the job file run commands (exec_prerun=, exec_postrun=, the exec"
                    " engine, external engines). Default: refused; paths outside the"
                    " scratch directory are refused always.")
-@click.option("--destructive", metavar="DEVICE",
-              help="Allow writing to the block device TARGET, named again here: whatever is"
-                   " on it is destroyed. A device that is mounted or in use is refused"
-                   " even so. Without it, a device is only read (read-only tests, fio"
-                   " run with --readonly).")
 @click.option("--reads-only", is_flag=True,
               help="Block devices: run only the tests that only read (the read half of"
                    " dbench), with fio --readonly; no --destructive needed.")
@@ -103,12 +95,6 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
               metavar="SECONDS", help="With --precondition: the length of each round.")
 @click.option("--max-rounds", type=int, default=25, show_default=True,
               help="With --precondition: rounds before giving up on steady state.")
-@click.option("--timeout", "timeout_s", type=NUMBER, metavar="SECONDS",
-              help="Time limit for the whole run (of each target). Default: each test's"
-                   " runtime and ramp (or its size at 256 KiB/s), its file layout at"
-                   " 16 MiB/s and 60 s; Kubernetes: 300 s to start, then each test's"
-                   " runtime + 60 s. A test past its limit fails the run, saying whether"
-                   " the target stopped responding.")
 @click.option("--replay", "replay", metavar="NAME", default=None,
               help="Replay the recorded workload NAME (`storbench record`) instead of a"
                    " suite: the application's own I/O, on its recorded timeline.")
@@ -117,18 +103,14 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " pattern), not on the recorded timeline.")
 @measuring_options
 def run(
-    store: Store, targets_given: tuple[str, ...], suite: str, job_file: Path | None,
-    size: str | None, runtime: float | None, label: str | None, tags: tuple[str, ...],
-    series: str | None,
+    store: Store, where: TargetFlags, suite: str, job_file: Path | None,
+    runtime: float | None, label: str | None, tags: tuple[str, ...], series: str | None,
     threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
     until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
-    hosts_text: str | None, hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
-    fio_path: str | None, as_json: bool, storage_classes: tuple[str, ...], dry_run: bool,
-    timeout_s: float | None, allow_exec: bool, destructive: str | None, reads_only: bool,
-    precondition: bool,
-    precondition_size: str | None, round_s: float, max_rounds: int, push_to: str | None,
-    replay: str | None, replay_fast: bool, **kube_params: Any,
+    fio_path: str | None, as_json: bool, allow_exec: bool, reads_only: bool,
+    precondition: bool, precondition_size: str | None, round_s: float, max_rounds: int,
+    push_to: str | None, replay: str | None, replay_fast: bool,
 ) -> None:
     """Run a suite (or a fio job file) on the directory TARGET and store the results.
 
@@ -169,20 +151,20 @@ def run(
       storbench run /mnt/data --push http://pushgateway:9091
     """
     limit = percent(max_regression, "--max-regression", "10%")
-    spec = RunSpec(suite=suite, job_file=job_file, size=size, runtime=runtime, label=label,
+    spec = RunSpec(suite=suite, job_file=job_file, size=where.size, runtime=runtime,
+                   label=label,
                    tags=parse_tags(tags), series=series, threshold_ms=threshold_ms, fio=fio_path,
                    repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
                    probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
                    profile=profile, baseline=baseline, max_regression=limit,
-                   timeout_s=timeout_s, allow_exec=allow_exec, precondition=precondition,
+                   timeout_s=where.timeout_s, allow_exec=allow_exec,
+                   precondition=precondition,
                    precondition_size=precondition_size, round_s=round_s,
                    max_rounds=max_rounds, kind_spec=_replay(store, replay, replay_fast))
     spec.check()
-    targets = choose_targets(TargetFlags(
-        (), hosts_text, hosts_file, shared_file, ssh_config, storage_classes,
-        kube_params, probe_metadata, dry_run, timeout_s, destructive, size is not None,
-        precondition, reads_only, words=targets_given))
-    if dry_run:
+    targets = choose_targets(replace(where, probe_metadata=probe_metadata,
+                                     precondition=precondition, reads_only=reads_only))
+    if where.dry_run:
         _dry_run(spec, targets)
         return
     measure_and_report(targets, spec, store, as_json=as_json, push_to=push_to)

@@ -3,12 +3,14 @@
 A TARGET word is read by a table (``SCHEMES``): ``k8s://CLASS`` is a StorageClass,
 ``ssh://HOST[,HOST...]/PATH`` a path on hosts over SSH, anything else a path here (a
 directory, or a block device); each scheme is the same as its flags (--storage-class,
---hosts). A new kind of target is one line in that table or one branch below (and its
-options), besides its file in target/ (docs/targets.md).
+--hosts). A new kind of target is its file in target/ and one line in that table, a
+function that makes the target of the word (``made``); one that flags name instead is a
+branch of ``choose_targets`` (docs/targets.md; tests/target/test_a_new_target.py).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -19,6 +21,8 @@ from typing import Any, TypeVar
 
 import click
 
+from storbench.cli.common import NUMBER
+from storbench.cli.kubeflags import apply, kube_options
 from storbench.errors import ConfigError, TargetHung
 from storbench.execute import fsops
 from storbench.target.base import Target
@@ -49,29 +53,71 @@ class TargetPath(click.ParamType[str]):
         return [CompletionItem(incomplete, type="file")]
 
 
-def host_options(f: F) -> F:
-    """The options of `run` that choose many hosts."""
-    opts = [
-        click.option("--hosts", "hosts_text", metavar="HOST,...",
-                     help="Run on these hosts at once through fio's client/server mode;"
-                          " TARGET is the path on the hosts. ssh://[USER@]HOST[:PORT]: for"
-                          " this run only, fio's server is started on the host (on a"
-                          " private unix socket) over SSH, with your ssh config, agent and"
-                          " known_hosts. sock:PATH: a `storbench agent`'s socket here."
-                          " HOST[:PORT]: a host running `storbench agent --bind`."),
-        click.option("--hosts-file", type=click.Path(exists=True, dir_okay=False,
-                                                     path_type=Path),
-                     help="Hosts as for --hosts, one per line (# comments)."),
-        click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False),
-                     help="ssh client configuration for ssh:// hosts (ssh -F FILE; default:"
-                          " ~/.ssh/config)."),
-        click.option("--shared-file", is_flag=True,
-                     help="With --hosts (or --clients on an RWX volume): every host works on"
-                          " one file (default: a file per host)."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+HOST_OPTIONS = (
+    click.option("--hosts", "hosts_text", metavar="HOST,...",
+                 help="Run on these hosts at once through fio's client/server mode;"
+                      " TARGET is the path on the hosts. ssh://[USER@]HOST[:PORT]: for"
+                      " this run only, fio's server is started on the host (on a"
+                      " private unix socket) over SSH, with your ssh config, agent and"
+                      " known_hosts. sock:PATH: a `storbench agent`'s socket here."
+                      " HOST[:PORT]: a host running `storbench agent --bind`."),
+    click.option("--hosts-file", type=click.Path(exists=True, dir_okay=False,
+                                                 path_type=Path),
+                 help="Hosts as for --hosts, one per line (# comments)."),
+    click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False),
+                 help="ssh client configuration for ssh:// hosts (ssh -F FILE; default:"
+                      " ~/.ssh/config)."),
+    click.option("--shared-file", is_flag=True,
+                 help="With --hosts (or --clients on an RWX volume): every host works on"
+                      " one file (default: a file per host)."),
+)
+# what the storage is and how far a run may go with it, whoever runs fio on it
+STORAGE_OPTIONS = (
+    click.option("--size", metavar="SIZE",
+                 help="File (or device) size per test, fio syntax (e.g. 256m, 2g)."
+                      " Default: the suite's; on a block device, the whole device."),
+    click.option("--destructive", metavar="DEVICE",
+                 help="Allow writing to the block device TARGET, named again here:"
+                      " whatever is on it is destroyed. A device that is mounted or in use"
+                      " is refused even so. Without it, a device is only read (read-only"
+                      " tests, fio run with --readonly)."),
+    click.option("--timeout", "timeout_s", type=NUMBER, metavar="SECONDS",
+                 help="Time limit for the whole run (of each target). Default: each"
+                      " test's runtime and ramp (or its size at 256 KiB/s), its file"
+                      " layout at 16 MiB/s and 60 s; Kubernetes: 300 s to start, then"
+                      " each test's runtime + 60 s. A test past its limit fails the run,"
+                      " saying whether the target stopped responding."),
+)
+
+
+def _names(decorate: Callable[[Any], Any]) -> tuple[str, ...]:
+    """The parameter names a decorator of click options gives a command."""
+    def probe() -> None: ...
+
+    return tuple(str(p.name) for p in getattr(decorate(probe), "__click_params__", ()))
+
+
+def target_options(f: F) -> F:
+    """The tail of every command that measures TARGETs (`run`, `curve`, the kinds to
+    come), each option declared once: the TARGET words, the storage options (--size,
+    --destructive, --timeout), the hosts (HOST_OPTIONS) and the Kubernetes ones
+    (kubeflags.kube_options). The command gets them as one ``where: TargetFlags``;
+    its own flags that shape targets (--precondition, ...) it adds with ``replace``."""
+    kube = tuple(n for n in _names(kube_options) if n not in ("storage_classes", "dry_run"))
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, targets_given: tuple[str, ...], size: str | None,
+                destructive: str | None, timeout_s: float | None, hosts_text: str | None,
+                hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
+                storage_classes: tuple[str, ...], dry_run: bool, **kwargs: Any) -> Any:
+        where = TargetFlags((), hosts_text, hosts_file, shared_file, ssh_config,
+                            storage_classes, {n: kwargs.pop(n) for n in kube}, None,
+                            dry_run, timeout_s, destructive, size, words=targets_given)
+        return f(*args, where=where, **kwargs)
+
+    return apply(wrapper, (  # type: ignore[return-value]
+        click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=TargetPath()),
+        *STORAGE_OPTIONS, *HOST_OPTIONS, kube_options))
 
 
 # a StorageClass's name: a DNS-1123 subdomain (Kubernetes' own rule)
@@ -139,10 +185,15 @@ class TargetFlags:
     dry_run: bool
     timeout_s: float | None
     destructive: str | None = None
-    size_given: bool = False
+    size: str | None = None  # --size: else each test's (a device: all of it)
     precondition: bool = False
     reads_only: bool = False
     words: tuple[str, ...] = ()  # TARGET as given: read_targets makes given (and more) of it
+    made: tuple[Target, ...] = ()  # targets a scheme made itself: a kind no flag names
+
+    @property
+    def size_given(self) -> bool:
+        return self.size is not None
 
 
 def choose_targets(f: TargetFlags) -> list[Target]:
@@ -173,7 +224,7 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         raise ConfigError("a block device TARGET and --storage-class cannot be combined"
                           " (--volume-mode Block measures a raw volume of the class)")
     if f.storage_classes:
-        if f.given:
+        if f.given or f.made:
             raise ConfigError("give a directory TARGET or --storage-class, not both")
         if hosts:
             raise ConfigError("--hosts and --storage-class cannot be combined yet")
@@ -184,6 +235,11 @@ def choose_targets(f: TargetFlags) -> list[Target]:
 
         return [KubeTarget(build_options(c, f.kube_params, f.timeout_s), f.shared_file,
                            f.size_given) for c in f.storage_classes]
+    if f.made:  # a kind of target of its own scheme's: beside paths here, no flag of others
+        if hosts or f.dry_run:
+            raise ConfigError(f"TARGET {f.made[0].name} cannot be combined with --hosts or"
+                              " --dry-run")
+        return [*(_here(f, devices) if f.given else []), *f.made]
     if not f.given:
         raise ConfigError("give a directory TARGET (or --storage-class CLASS); see"
                           " `storbench run --help`")
@@ -204,6 +260,11 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config,
                             device=remote_device, destructive=f.destructive,
                             size_given=f.size_given)]
+    return _here(f, devices)
+
+
+def _here(f: TargetFlags, devices: list[Path]) -> list[Target]:
+    """The TARGET paths on this machine: directories and block devices."""
     # lexically: resolving a path looks at each part of it, a silent server's too
     if len({os.path.abspath(p) for p in f.given}) != len(f.given):
         raise ConfigError("a TARGET is given twice")

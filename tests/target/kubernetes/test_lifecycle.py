@@ -98,7 +98,8 @@ def test_a_class_that_never_binds_fails_and_says_why(kube, namespace, k8s_env, s
     finally:
         storage.delete_storage_class(name)
     assert proc.returncode == 1
-    assert f"storbench: {name}: " in proc.stderr and "not bound after 5 s" in proc.stderr
+    assert f"storbench: storageclass/{name}: " in proc.stderr
+    assert "not bound after 5 s" in proc.stderr
     assert proc.stdout.count("Lifecycle of") == 2
     assert leftovers(kube, namespace) == []
     failed, measured = show_json(store_path, "1"), show_json(store_path, "2")
