@@ -1,0 +1,133 @@
+"""Adding a target is its class and one line of cli/targets.SCHEMES: nothing else.
+
+The target made here for the proof is one a user could want: ``ram://SIZE``, a RAM disk
+of its own (a tmpfs of SIZE mounted for this run, in a fresh 0700 directory, unmounted
+and removed when the run ends, however it ends). It reuses the directory target for the
+rest. The test adds its scheme to the table and runs `storbench run ram://64m` through
+the real CLI, loop, fio and store: no other file knows of it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from storbench.cli import cli, targets
+from storbench.errors import ConfigError, TargetError
+from storbench.execute import FioBinary
+from storbench.store import Store
+from storbench.target.directory import DirectoryTarget
+from storbench.workload.plan import Plan
+from storbench.workload.sizes import parse_size
+from tests.conftest import needs_fio, needs_root
+
+
+@dataclass
+class RamDiskTarget(DirectoryTarget):
+    """A tmpfs of ``size`` bytes mounted for the run, then gone."""
+
+    size: int = 0
+    kind = "RAM disk"
+    mounted: bool = field(default=False, init=False)
+
+    @property
+    def name(self) -> str:
+        return f"ram://{self.size}"
+
+    def preflight(self) -> None:
+        pass  # nothing exists yet: check() makes it
+
+    def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
+        self.path.mkdir(mode=0o700)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size},mode=0700",
+                               "storbench-ram", str(self.path)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise TargetError(f"{self.name}: mount: {done.stderr.strip()}")
+        self.mounted = True
+        super().check(plan, fio, workdir)
+
+    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+        found = super().describe(fio)
+        return {**found, "target": {**found["target"], "ram_disk_bytes": self.size}}
+
+    def cleanup(self, hurry: bool = False) -> None:
+        try:
+            super().cleanup(hurry)
+        finally:
+            if self.mounted:
+                subprocess.run(["umount", str(self.path)], check=True)
+                self.mounted = False
+            if self.path.exists():
+                self.path.rmdir()
+
+
+def _ram(word: str, f: targets.TargetFlags) -> targets.TargetFlags:
+    """ram://SIZE: a RAM disk of SIZE for this run."""
+    size = parse_size(word[len("ram://"):])
+    if not size:
+        raise ConfigError(f"TARGET {word!r}: ram://SIZE, e.g. ram://64m")
+    place = Path(tempfile.gettempdir()) / f"storbench-ram-{os.urandom(6).hex()}"
+    return replace(f, made=(*f.made, RamDiskTarget(place, size=size)))
+
+
+@pytest.fixture
+def with_ram_scheme(monkeypatch):
+    monkeypatch.setattr(targets, "SCHEMES", (*targets.SCHEMES, ("ram://", _ram)))
+
+
+def _mounts() -> str:
+    return Path("/proc/self/mounts").read_text()
+
+
+@needs_root
+@needs_fio
+def test_a_new_target_is_its_class_and_one_scheme_line(with_ram_scheme, store_path, tmpfs,
+                                                       tmp_path):
+    before = set(Path(tempfile.gettempdir()).glob("storbench-ram-*"))
+    job = tmp_path / "one.fio"
+    job.write_text("[randrw]\nrw=randrw\nbs=4k\nsize=8m\nruntime=1\ntime_based=1\n")
+    res = CliRunner().invoke(cli, ["run", "ram://64m", str(tmpfs), "--job", str(job),
+                                   "--db", str(store_path), "--json"])
+    assert res.exit_code == 0, res.output
+    store = Store(store_path)
+    try:
+        ram, here = (store.get_run(i) for i in (2, 1))
+    finally:
+        store.close()
+    assert ram.status == "completed" and ram.target == "ram://67108864"
+    assert ram.environment["target"]["kind"] == "RAM disk"
+    assert ram.environment["target"]["fs_type"] == "tmpfs"  # measured on the mount
+    assert ram.environment["target"]["ram_disk_bytes"] == 64 * 2**20
+    assert here.status == "completed" and here.target == str(tmpfs.resolve())
+    assert set(ram.results_by_test()) == set(here.results_by_test()) != set()
+    # gone after: the mount and its directory
+    assert "storbench-ram" not in _mounts()
+    assert set(Path(tempfile.gettempdir()).glob("storbench-ram-*")) == before
+
+
+@needs_root
+@needs_fio
+def test_a_new_target_that_fails_is_cleaned_up_and_said(with_ram_scheme, store_path):
+    """A test larger than the RAM disk: the run is refused by the directory target's own
+    check (no room), and the mount is gone all the same."""
+    before = set(Path(tempfile.gettempdir()).glob("storbench-ram-*"))
+    res = CliRunner().invoke(cli, ["run", "ram://4m", "--suite", "quick", "--size", "32m",
+                                   "--db", str(store_path)])
+    assert res.exit_code == 1 and "not enough free space" in str(res.exception), res.output
+    assert "storbench-ram" not in _mounts()
+    assert set(Path(tempfile.gettempdir()).glob("storbench-ram-*")) == before
+
+
+def test_a_made_target_is_refused_beside_hosts_or_classes(with_ram_scheme):
+    for extra in (["--hosts", "ssh://db1"], ["--storage-class", "gp3"], ["k8s://gp3"]):
+        res = CliRunner().invoke(cli, ["run", "ram://64m", *extra])
+        said = str(res.exception)
+        assert isinstance(res.exception, ConfigError), said
+        assert "cannot be combined" in said or "not both" in said, said
