@@ -201,3 +201,19 @@ class PutsFiles(Protocol):
     def put_dirs(self) -> list[str]:
         """Where put_file wrote, outside the run's scratch and work directories: fio may
         read an iolog there (the gate's reads_from)."""
+
+
+class InScratch:
+    """PutsFiles' answers for a target that puts a file of storbench's (a replay's iolog)
+    into the run's scratch directory, as fio's files: nothing to refuse, a replay in
+    files (prefilled), no directory of its own beside the scratch (the directory and
+    StorageClass targets)."""
+
+    def check_put(self) -> None:
+        pass
+
+    def replay_device(self) -> None:
+        return None
+
+    def put_dirs(self) -> list[str]:
+        return []
