@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storbench.errors import ConfigError, TargetError
+from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
 from storbench.execute.ssh import (
@@ -39,9 +39,7 @@ from storbench.execute.ssh import (
     stop_all,
 )
 from storbench.target.base import Placed, Quiet
-from storbench.target.blockdev import access, device_job, found_on_it, identity, writes
 from storbench.target.environment import host_facts
-from storbench.target.remoteguard import judge_all
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan
@@ -119,17 +117,12 @@ class HostsTarget(Quiet):
     hosts: list[Host]
     shared_file: bool = False  # every host works on one file (a shared file system)
     ssh_config: str | None = None  # ssh -F FILE for hosts reached over SSH
-    device: bool = False  # ``path`` is a block device on each host (/dev/...)
-    destructive: str | None = None  # the device named again: writing to it is allowed
-    size_given: bool = False  # --size: else each test covers each host's device
     kind = "hosts"
     worker_noun = "host"
     needs_local_fio = True  # fio's client runs here
     series_logs = False
     versions: dict[str, str] = field(default_factory=dict, init=False)
     tunnels: dict[str, Tunnel] = field(default_factory=dict, init=False)
-    reports: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)  # guard's
-    writers: list[str] = field(default_factory=list, init=False)  # the tests that write
     uid: str = field(default="", init=False)  # the run's id (scratch_path)
     session_dirs: dict[str, str] = field(default_factory=dict, init=False)  # _session_dir
 
@@ -145,18 +138,7 @@ class HostsTarget(Quiet):
         return {"hosts": [h.key for h in self.hosts], "shared_file": self.shared_file}
 
     def preflight(self) -> None:
-        """A block device: every host must be reached over SSH (the guard runs there),
-        and none may have it in use."""
-        if self.device:
-            if any(h.ssh is None for h in self.hosts):
-                raise ConfigError(f"{self.path} on --hosts: a block device needs every host"
-                                  " reached over SSH (ssh://HOST): storbench checks the"
-                                  " device on each host before fio touches it")
-            self._judge(writes=False)
-
-    def _judge(self, writes: bool) -> None:
-        self.reports = judge_all([h.ssh for h in self.hosts if h.ssh is not None],
-                                 self.ssh_config, str(self.path), writes, self.destructive)
+        pass  # each host is reached in check: its session begins with the run
 
     def scratch_path(self, uid: str) -> Path:
         self.uid = uid  # the run's: each host's session removes its files when it ends
@@ -166,22 +148,20 @@ class HostsTarget(Quiet):
         """Start the SSH hosts' servers; ask every server its fio version. Nothing runs
         anywhere before every host answered (and, for a block device, allowed it)."""
         assert fio is not None
-        if self.device:
-            self.writers = writes(plan)
-            self._judge(writes=bool(self.writers))
         ssh = [h for h in self.hosts if h.ssh is not None]
         if ssh:
-            if self.device:
-                remote = Remote("", ("--file", str(self.path)) if self.writers else ())
-            else:
-                remote = Remote(f"{self.path}/storbench-{self.uid}-", ("--write", str(self.path)))
             opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config,
-                                  workdir, remote, [self._session_dir(h) for h in ssh])
+                                  workdir, self.remote(), [self._session_dir(h) for h in ssh])
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
         endpoints = self.endpoints()
         found = probe(fio, list(endpoints.values()), workdir)
         self.versions = {w: found[key(s)] for w, s in endpoints.items()}
+
+    def remote(self) -> Remote:
+        """What each host's session may write and removes as it ends: the run's files in
+        the path (a file per host, storbench-<uid>-...)."""
+        return Remote(f"{self.path}/storbench-{self.uid}-", ("--write", str(self.path)))
 
     def endpoints(self) -> dict[str, Server]:
         """Where fio's client reaches each host's server: its address, its unix socket,
@@ -190,11 +170,6 @@ class HostsTarget(Quiet):
                 else h.socket or (h.address, h.port) for h in self.hosts}
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
-        if self.device:  # fio told --readonly for a job file that only reads
-            return [FioJob(h.key, f"t{index:03d}-h{i}.fio", *device_job(
-                jobfile, str(self.path), None if self.size_given else self._size(h),
-                Path(self._session_dir(h))))
-                for i, h in enumerate(self.hosts)]
         return [FioJob(h.key, f"t{index:03d}-h{i}.fio", self._for_host(jobfile, uid, i).render())
                 for i, h in enumerate(self.hosts)]
 
@@ -230,10 +205,10 @@ class HostsTarget(Quiet):
         return self.session_dirs.setdefault(host.key, session_dir())
 
     def replay_device(self) -> int | None:
-        return min(self._size(h) for h in self.hosts) if self.device else None
+        return None  # in files, prefilled
 
     def put_dirs(self) -> list[str]:
-        return [self._session_dir(h) for h in self.hosts] if self.device else []
+        return []  # each host's copy is a file of the run's in the path
 
     def check_put(self) -> None:
         if self.shared_file:
@@ -251,19 +226,15 @@ class HostsTarget(Quiet):
             raise ValueError(f"not a plain file name: {name!r}")
         self.check_put()
 
-        def one(i: int) -> None:
-            host = self.hosts[i].ssh
-            assert host is not None
-            if self.device:  # into the session's directory; every name is the device
-                there = self._session_dir(self.hosts[i])
-                put_remote(host, self.ssh_config, f"{there}/{name}",
-                           text(lambda _: str(self.path)))
-                return
-            put_remote(host, self.ssh_config, self.run_file(uid, i, name),
-                       text(lambda n: self.run_file(uid, i, n)))
-
         with ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
-            list(pool.map(one, range(len(self.hosts))))
+            list(pool.map(lambda i: self._put_one(i, uid, name, text),
+                          range(len(self.hosts))))
+
+    def _put_one(self, i: int, uid: str, name: str, text: Placed) -> None:
+        host = self.hosts[i].ssh
+        assert host is not None
+        put_remote(host, self.ssh_config, self.run_file(uid, i, name),
+                   text(lambda n: self.run_file(uid, i, n)))
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         here = host_facts()
@@ -276,11 +247,6 @@ class HostsTarget(Quiet):
                 entry.update(this_machine=True, ram_bytes=here["ram_bytes"])
             entry.setdefault("confinement", "the agent's own: storbench does not start its"
                                             " fio server")
-            if h.key in self.reports:
-                report = self.reports[h.key]
-                entry["device"] = {**report["facts"], "device": report["findings"]["device"],
-                                   "found_on_it": found_on_it(report["findings"]["signatures"]),
-                                   "access": access(bool(self.writers))}
             hosts.append(entry)
         rams = [e.get("ram_bytes") for e in hosts]
         known = [r for r in rams if isinstance(r, int)]
@@ -289,33 +255,18 @@ class HostsTarget(Quiet):
             # the page cache that could answer is the smallest host's; unknown if any is
             "ram_bytes": min(known) if known and len(known) == len(rams) else None,
             "target": {"kind": self.kind, "path": str(self.path), "on_hosts": True,
-                       "shared_file": self.shared_file, "block_device": self.device},
+                       "shared_file": self.shared_file, "block_device": False},
             "hosts": hosts,
             **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {}),
         }
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
                 note: Callable[[str], None]) -> None:
-        """What earlier runs left on a host, said (its session removed it); a block
-        device: the guard once more on every host, right before fio; then each host's
-        device, said."""
+        """What earlier runs left on a host, said (its session removed it)."""
         for host, tunnel in self.tunnels.items():
             removed = tunnel.facts.get("removed_leftovers")
             for left in removed if isinstance(removed, list) else []:
                 note(f"{host}: removed {left}*, left by a run whose session had ended")
-        if not self.device:
-            return
-        self._judge(writes=bool(self.writers))
-        for host, report in self.reports.items():
-            found = report["findings"]
-            note(f"{host}: " + identity(found["device"], report["facts"], found["signatures"],
-                                       writes=bool(self.writers)))
-
-    def _size(self, host: Host) -> int:
-        size = int(self.reports.get(host.key, {}).get("facts", {}).get("size_bytes") or 0)
-        if not size:
-            raise TargetError(f"{host.key}: {self.path} has no size (an empty loop device?)")
-        return size
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None
