@@ -231,10 +231,12 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         if len(set(f.storage_classes)) != len(f.storage_classes):
             raise ConfigError("a --storage-class is given twice")
         from storbench.cli.kubeflags import build_options
+        from storbench.target.kubernetes.blockvolume import KubeBlockTarget
         from storbench.target.kubernetes.storageclass import KubeTarget
 
-        return [KubeTarget(build_options(c, f.kube_params, f.timeout_s), f.shared_file,
-                           f.size_given) for c in f.storage_classes]
+        options = [build_options(c, f.kube_params, f.timeout_s) for c in f.storage_classes]
+        return [(KubeBlockTarget if o.block else KubeTarget)(o, f.shared_file, f.size_given)
+                for o in options]
     if f.made:  # a kind of target of its own scheme's: beside paths here, no flag of others
         if hosts or f.dry_run:
             raise ConfigError(f"TARGET {f.made[0].name} cannot be combined with --hosts or"
@@ -257,9 +259,12 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         if remote_device and f.shared_file:
             raise ConfigError("--shared-file applies to a file system shared by the hosts,"
                               " not to a block device")
-        return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config,
-                            device=remote_device, destructive=f.destructive,
-                            size_given=f.size_given)]
+        if remote_device:
+            from storbench.target.hostsdevice import HostsDeviceTarget
+
+            return [HostsDeviceTarget(f.given[0], hosts, ssh_config=f.ssh_config,
+                                      destructive=f.destructive, size_given=f.size_given)]
+        return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config)]
     return _here(f, devices)
 
 

@@ -60,11 +60,13 @@ def test_a_long_iolog_goes_to_the_pod_in_pieces(kube, namespace, k8s_env, store_
     assert leftovers(kube, namespace) == []
 
 
-def test_replay_on_several_pods_is_refused(namespace, k8s_env, store_path, tmpfs):
+@pytest.mark.parametrize("shape", [("--clients", "2", "--access-mode", "RWX"),
+                                   ("--volume-mode", "Block")], ids=["pods", "block"])
+def test_replay_on_several_pods_or_a_block_volume_is_refused(shape, namespace, k8s_env,
+                                                             store_path, tmpfs):
     _record_fio(store_path, tmpfs, "app")
-    proc = run_cli("run", "--storage-class", "local-hostpath", "--replay", "app",
-                   "--clients", "2", "--access-mode", "RWX", "-n", namespace,
-                   db=store_path, env=k8s_env, timeout=600)
+    proc = run_cli("run", "--storage-class", "local-hostpath", "--replay", "app", *shape,
+                   "-n", namespace, db=store_path, env=k8s_env, timeout=600)
     assert_one_line_error(proc, 2, "one pod on a Filesystem volume")
     assert "StorageClass local-hostpath" not in proc.stderr  # refused before creating
 

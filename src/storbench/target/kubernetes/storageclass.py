@@ -28,12 +28,17 @@ from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.kubepods import PodExecutor, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
-from storbench.target.base import MARGIN_S, Deadline, Leftover, Placed, default_deadline
-from storbench.target.blockdev import device_job, writes
-from storbench.target.kubernetes.facts import class_facts, pod_facts, volume_guard
+from storbench.target.base import (
+    MARGIN_S,
+    Deadline,
+    InScratch,
+    Placed,
+    Quiet,
+    default_deadline,
+)
+from storbench.target.kubernetes.facts import class_facts, pod_facts
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
-    DEVICE_PATH,
     JOBS_DIR,
     WORK_DIR,
     KubeOptions,
@@ -52,6 +57,8 @@ from storbench.workload.plan import Plan, PlannedTest
 START_S = 300.0  # bind the volume, schedule, pull the image, start the pods
 TEST_GRACE_S = 60.0  # beyond a test's runtime (laying out files, fio's start and end)
 PUT_CHUNK = 96 * 1024  # characters of a file put in the pod per exec (an argument: < 128 KiB)
+PUT_REFUSED = ("a replay's iolog goes to one pod on a Filesystem volume: leave out"
+               " --volume-mode Block and --clients")
 
 
 def _test_s(t: PlannedTest) -> float:
@@ -81,8 +88,10 @@ class KubePlan:
         return Path(DATA_DIR) / f"storbench-{self.uid}"
 
 
-class KubeTarget:
-    """A StorageClass: PVC(s) of it and pod(s) that mount them, in one namespace."""
+class KubeTarget(Quiet, InScratch):
+    """A StorageClass: PVC(s) of it and pod(s) that mount them, in one namespace. What a
+    crashed run left is found by its label (`storbench k8s cleanup`), not as leftovers
+    of the loop's (Quiet)."""
 
     kind = "kubernetes"
     worker_noun = "pod"
@@ -92,7 +101,7 @@ class KubeTarget:
                  size_given: bool = False) -> None:
         self.o = options
         self.shared_file = shared_file
-        self.size_given = size_given  # --size: else a Block volume's tests cover --capacity
+        self.size_given = size_given  # --size given (a Block volume: else --capacity)
         self.series_logs = options.clients == 1  # several pods: no per-second series
         self.kube: Kube | None = None
         self.sc: Any = None
@@ -154,11 +163,8 @@ class KubeTarget:
         return KubePlan(uid, namespace, plan, pods, jobs, capacity, budget, manifests)
 
     def capacity(self, plan: Plan) -> str:
-        """The PVC's size: --capacity, else what the suite writes + 25 %. (A Block
-        volume of a given --capacity and no --size: the tests cover the volume.)"""
+        """The PVC's size: --capacity, else what the suite writes + 25 %."""
         o = self.o
-        if o.block and o.capacity and not self.size_given:
-            return o.capacity
         per_client = max((t.jobfile.estimated_bytes() or 0) for t in plan.tests)
         shared = o.clients > 1 and o.shared_volume
         needed = per_client * (o.clients if shared and not self.shared_file else 1)
@@ -178,7 +184,7 @@ class KubeTarget:
         self.sc = self.kube.storage_class(self.o.storage_class)
 
     def scratch_path(self, uid: str) -> Path:
-        return Path(DEVICE_PATH) if self.o.block else Path(DATA_DIR) / f"storbench-{uid}"
+        return Path(DATA_DIR) / f"storbench-{uid}"
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.check_options()
@@ -196,19 +202,8 @@ class KubeTarget:
         self.namespace = namespace
         self.plan = plan
 
-    def leftovers(self) -> list[Leftover]:
-        return []  # a crashed run's objects: `storbench k8s cleanup`, by label
-
-    def remove_leftover(self, leftover: Leftover) -> None:
-        pass
-
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         pods = pod_names(uid, self.o.clients)
-        if self.o.block:  # each pod its own volume (RWO): the same job file for all
-            size = None if self.size_given else quantity_bytes(self.o.capacity)
-            text, args = device_job(jobfile, DEVICE_PATH, size)
-            return [FioJob(pod, f"t{index:03d}.fio" if len(pods) == 1 else
-                           f"t{index:03d}-p{i}.fio", text, args) for i, pod in enumerate(pods)]
         if len(pods) == 1:
             return [FioJob(pods[0], f"t{index:03d}.fio", jobfile.render())]
         return [FioJob(pod, f"t{index:03d}-p{i}.fio",
@@ -242,21 +237,15 @@ class KubeTarget:
                                    else min(START_S, kp.budget_s))
         running = wait_running(kube, kp.namespace, kp.pods, guard, note, ready_by)
         self.environment = pod_facts(kube, kp.namespace, running, kp.pods[0][1], self.o,
-                                     environment, "" if self.o.block else str(kp.scratch))
-        if self.o.block:
-            self.environment["target"].update(
-                volume_guard(kube, kp.namespace, kp.pods, writes(self.plan), note))
+                                     environment, self.files_in(kp))
+
+    def files_in(self, kp: KubePlan) -> str:
+        """Where fio's files are in the pods (their file system's facts are read there)."""
+        return str(kp.scratch)
 
     def check_put(self) -> None:
-        if self.o.block or self.o.clients != 1:
-            raise ConfigError("a replay's iolog goes to one pod on a Filesystem volume: leave"
-                              " out --volume-mode Block and --clients")
-
-    def replay_device(self) -> None:
-        return None
-
-    def put_dirs(self) -> list[str]:
-        return []
+        if self.o.clients != 1:
+            raise ConfigError(PUT_REFUSED)
 
     def put_file(self, uid: str, name: str, made: Placed) -> None:
         """Write ``text`` as ``name`` in the run's scratch directory in the pod, from
@@ -284,12 +273,9 @@ class KubeTarget:
         return PodExecutor(self._kube(), self.namespace, guard, JOBS_DIR, WORK_DIR,
                            dict(self.o.limits).get("memory"), workdir / "pod-logs", shipped)
 
-    def probe_dir(self) -> Path | None:
-        return None
-
     def before_test(self, test: PlannedTest, keep: set[str]) -> None:
         """Between tests: the previous test's files go, those a later test names stay."""
-        if self.first_test or self.o.block:
+        if self.first_test:
             self.first_test = False
             return
         assert self.layout is not None
