@@ -292,6 +292,9 @@ def test_bad_flags(tmpfs, store_path):
                           "--size")
     assert_one_line_error(run_cli("run", str(tmpfs), "--tag", "novalue", db=store_path), 2,
                           "key=value")
+    # one of fio's one-second samples has no slope: fio wrote -nan and said "attained"
+    assert_one_line_error(run_cli("run", str(tmpfs), "--until-steady", "--steady-window", "1",
+                                  db=store_path), 2, "--steady-window 1", "2 or more seconds")
 
 
 def test_etcd_verdict_exit_code(tmpfs, store_path):

@@ -158,3 +158,21 @@ def test_text_before_json_is_skipped(outputs):
 def test_no_json_is_an_error(text):
     with pytest.raises(FioError, match="no JSON"):
         parse_fio_json(text)
+
+
+def test_a_bare_nan_of_fios_is_read_not_refused():
+    """fio 3.33 writes a steady-state slope over one sample as ``-nan`` (recorded real
+    output, tests/data/fio/steady-nan.json): the run's results were refused as 'no JSON
+    result'. The number reads as NaN; a quoted "-nan%" stays text."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "data" / "fio" / "steady-nan.json"
+            ).read_text()
+    assert '"slope" : -nan' in text
+    doc = load_fio_json(text)
+    [job] = doc["jobs"]
+    assert math.isnan(job["steadystate"]["slope"])
+    assert job["steadystate"]["criterion"] == "-nan%"
+    [result] = parse_fio_json(text)[1]
+    assert result.name == "steady" and result.read is not None and result.read.iops > 0
+    assert result.steady_state is not None and result.steady_state.window_s == 1

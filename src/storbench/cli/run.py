@@ -72,7 +72,8 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " iops_slope:0.5%); --runtime is then the maximum (default 120 s).")
 @click.option("--steady-window", "steady_window_s", type=NUMBER, default=5.0,
               show_default=True, metavar="SECONDS",
-              help="With --until-steady: the window the criterion must hold over.")
+              help="With --until-steady: the window the criterion must hold over (fio"
+                   " samples once a second: 2 s at least).")
 @click.option("--probe-metadata/--no-probe-metadata", default=None,
               help="Time stat, ls -la and create+unlink every 0.5 s, idle and under load"
                    " (default: on for network file systems).")

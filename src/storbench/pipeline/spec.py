@@ -128,8 +128,10 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
             f"--until-steady {spec.until_steady!r} is not a fio steady-state criterion"
             " (iops:2%, iops_slope:0.5%, bw:2%, bw_slope:0.5%); write --until-steady=CRITERION,"
             " or put a bare --until-steady after the target")
-    if spec.steady_window_s <= 0:
-        raise ConfigError(f"--steady-window must be positive, not {spec.steady_window_s}")
+    if spec.steady_window_s < 2:
+        raise ConfigError(f"--steady-window {spec.steady_window_s:g}: fio takes one sample a"
+                          " second, and a window needs two at least to have a slope or a"
+                          " spread (give 2 or more seconds)")
     return _plan_tests(spec, scratch)
 
 

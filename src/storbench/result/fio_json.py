@@ -9,6 +9,7 @@ from their bins instead).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -25,9 +26,14 @@ from storbench.result.model import (
     TestResult,
 )
 
+# fio prints an undefined number as a bare -nan (a steady-state slope over one sample):
+# not JSON; read as NaN, which Python's decoder takes
+_BARE_NAN = re.compile(r"(:\s*)-?nan\b")
+
 
 def load_fio_json(text: str) -> dict[str, Any]:
     """The JSON document in fio's output, skipping any text fio printed before it."""
+    text = _BARE_NAN.sub(r"\1NaN", text)
     start = text.find("{")
     while start != -1:
         try:
