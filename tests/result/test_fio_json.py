@@ -176,3 +176,10 @@ def test_a_bare_nan_of_fios_is_read_not_refused():
     [result] = parse_fio_json(text)[1]
     assert result.name == "steady" and result.read is not None and result.read.iops > 0
     assert result.steady_state is not None and result.steady_state.window_s == 1
+
+
+def test_a_string_holding_nan_in_good_json_is_left_as_it_is(outputs):
+    text = outputs["randread1", "json+"].replace('"jobname" : "randread1"',
+                                                  '"jobname" : "rate: nan"', 1)
+    assert '"rate: nan"' in text
+    assert load_fio_json(text)["jobs"][0]["jobname"] == "rate: nan"

@@ -32,8 +32,19 @@ _BARE_NAN = re.compile(r"(:\s*)-?nan\b")
 
 
 def load_fio_json(text: str) -> dict[str, Any]:
-    """The JSON document in fio's output, skipping any text fio printed before it."""
-    text = _BARE_NAN.sub(r"\1NaN", text)
+    """The JSON document in fio's output, skipping any text fio printed before it; an
+    output that is not JSON only for fio's bare -nan is read again with NaN there (only
+    then: a string holding ': nan' in a well-formed output is left as it is)."""
+    try:
+        return _load_fio_json(text)
+    except FioError:
+        fixed = _BARE_NAN.sub(r"\1NaN", text)
+        if fixed == text:
+            raise
+        return _load_fio_json(fixed)
+
+
+def _load_fio_json(text: str) -> dict[str, Any]:
     start = text.find("{")
     while start != -1:
         try:
