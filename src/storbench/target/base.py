@@ -155,7 +155,8 @@ class Target(Protocol):
 class Quiet:
     """The optional steps of the Target contract for a target that leaves nothing between
     runs and has nothing to do between tests (a device, hosts, a kind's class): no
-    leftovers, no probe directory, no work before a test, the default deadline."""
+    leftovers, no probe directory, no work before a test, the default deadline, nothing
+    to clean up."""
 
     def leftovers(self) -> list[Leftover]:
         return []
@@ -171,6 +172,9 @@ class Quiet:
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
         return default_deadline(test)
+
+    def cleanup(self, hurry: bool = False) -> None:
+        pass  # nothing was created (a kind's own objects are the kind's to remove)
 
 
 # A file's text made for one worker (a host, a pod, this machine) from ``where``: the

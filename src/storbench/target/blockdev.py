@@ -192,9 +192,6 @@ class BlockTarget(Quiet):
         return LocalExecutor(fio, workdir, guard,
                              Confinement(files=(self.device,) if self.writers else ()))
 
-    def cleanup(self, hurry: bool = False) -> None:
-        pass  # nothing was created
-
 
 def found_on_it(signatures: list[str]) -> list[str]:
     """What was found on a device, as stored and said: its signatures, or blank."""

@@ -82,9 +82,6 @@ class ClassTarget(Quiet):
     def deadline(self, test: PlannedTest) -> Deadline | None:
         return None
 
-    def cleanup(self, hurry: bool = False) -> None:
-        pass  # the kind removes what it created
-
 
 class _NoFio:
     def __init__(self, name: str) -> None:
