@@ -3,23 +3,22 @@
 The target made here for the proof is one a user could want: ``ram://SIZE``, a RAM disk
 of its own (a tmpfs of SIZE mounted for this run, in a fresh 0700 directory, unmounted
 and removed when the run ends, however it ends). It reuses the directory target for the
-rest. The test adds its scheme to the table and runs `storbench run ram://64m` through
-the real CLI, loop, fio and store: no other file knows of it.
+rest. The test adds its scheme to the table as storbench starts (a process of its own:
+`storbench` with one line more) and runs `storbench run ram://64m` through the real CLI,
+loop, fio and store: no other file knows of it.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pytest
-from click.testing import CliRunner
-
-from storbench.cli import cli, targets
+from storbench.cli import targets
 from storbench.errors import ConfigError, TargetError
 from storbench.execute import FioBinary
 from storbench.store import Store
@@ -77,9 +76,21 @@ def _ram(word: str, f: targets.TargetFlags) -> targets.TargetFlags:
     return replace(f, made=(*f.made, RamDiskTarget(place, size=size)))
 
 
-@pytest.fixture
-def with_ram_scheme(monkeypatch):
-    monkeypatch.setattr(targets, "SCHEMES", (*targets.SCHEMES, ("ram://", _ram)))
+ROOT = Path(__file__).resolve().parents[2]
+# storbench as users start it (cli.main), with the one line that adds the target; in a
+# process of its own (click keeps state of a command run in-process: the next test's
+# help text changed)
+WITH_RAM = ("import sys; from storbench.cli import main, targets;"
+            " from tests.target.test_a_new_target import _ram;"
+            " targets.SCHEMES = (*targets.SCHEMES, ('ram://', _ram)); main(sys.argv[1:])")
+
+
+def storbench_with_ram(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "STORBENCH_DB": str(db),
+           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT),
+                                                       os.environ.get("PYTHONPATH"))))}
+    return subprocess.run([sys.executable, "-c", WITH_RAM, *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300)
 
 
 def _mounts() -> str:
@@ -88,14 +99,13 @@ def _mounts() -> str:
 
 @needs_root
 @needs_fio
-def test_a_new_target_is_its_class_and_one_scheme_line(with_ram_scheme, store_path, tmpfs,
-                                                       tmp_path):
+def test_a_new_target_is_its_class_and_one_scheme_line(store_path, tmpfs, tmp_path):
     before = set(Path(tempfile.gettempdir()).glob("storbench-ram-*"))
     job = tmp_path / "one.fio"
     job.write_text("[randrw]\nrw=randrw\nbs=4k\nsize=8m\nruntime=1\ntime_based=1\n")
-    res = CliRunner().invoke(cli, ["run", "ram://64m", str(tmpfs), "--job", str(job),
-                                   "--db", str(store_path), "--json"])
-    assert res.exit_code == 0, res.output
+    proc = storbench_with_ram("run", "ram://64m", str(tmpfs), "--job", str(job), "--json",
+                              db=store_path)
+    assert proc.returncode == 0, proc.stderr
     store = Store(store_path)
     try:
         ram, here = (store.get_run(i) for i in (2, 1))
@@ -114,20 +124,19 @@ def test_a_new_target_is_its_class_and_one_scheme_line(with_ram_scheme, store_pa
 
 @needs_root
 @needs_fio
-def test_a_new_target_that_fails_is_cleaned_up_and_said(with_ram_scheme, store_path):
+def test_a_new_target_that_fails_is_cleaned_up_and_said(store_path):
     """A test larger than the RAM disk: the run is refused by the directory target's own
     check (no room), and the mount is gone all the same."""
     before = set(Path(tempfile.gettempdir()).glob("storbench-ram-*"))
-    res = CliRunner().invoke(cli, ["run", "ram://4m", "--suite", "quick", "--size", "32m",
-                                   "--db", str(store_path)])
-    assert res.exit_code == 1 and "not enough free space" in str(res.exception), res.output
+    proc = storbench_with_ram("run", "ram://4m", "--suite", "quick", "--size", "32m",
+                              db=store_path)
+    assert proc.returncode == 1 and "not enough free space" in proc.stderr, proc.stderr
     assert "storbench-ram" not in _mounts()
     assert set(Path(tempfile.gettempdir()).glob("storbench-ram-*")) == before
 
 
-def test_a_made_target_is_refused_beside_hosts_or_classes(with_ram_scheme):
+def test_a_made_target_is_refused_beside_hosts_or_classes(store_path):
     for extra in (["--hosts", "ssh://db1"], ["--storage-class", "gp3"], ["k8s://gp3"]):
-        res = CliRunner().invoke(cli, ["run", "ram://64m", *extra])
-        said = str(res.exception)
-        assert isinstance(res.exception, ConfigError), said
-        assert "cannot be combined" in said or "not both" in said, said
+        proc = storbench_with_ram("run", "ram://64m", *extra, db=store_path)
+        assert proc.returncode == ConfigError.exit_code, proc.stderr
+        assert "cannot be combined" in proc.stderr or "not both" in proc.stderr, proc.stderr
