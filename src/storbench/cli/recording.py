@@ -109,6 +109,8 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
                           " again when the recording ends, while the processes still run")
     if tracer == "auto":
         tracer = "bpftrace" if bpfcapture.usable() else "strace"
+    if pids:
+        pids = _running(pids)
     what = (f"PID {', '.join(map(str, pids))}" if pids else os.path.basename(command[0]))
     untraced = None
     rates: tuple[float, float] | None = None  # --pid: calls per second untraced, traced
@@ -267,6 +269,20 @@ def _record_block(store: Store, name: str, command: tuple[str, ...], device: str
               " the application on its file system; on a device it needs --destructive"
               " when it writes.", markup=False)
     _said_after(got.stopped, trace, name)
+
+
+def _running(pids: tuple[int, ...]) -> tuple[int, ...]:
+    """The --pid processes still running; one that ended since it was listed (a
+    database's short-lived backend, listed by pgrep a moment ago) is said and left out;
+    none running is an error."""
+    running = tuple(p for p in pids if Path(f"/proc/{p}").is_dir())
+    gone = [str(p) for p in pids if p not in running]
+    if not running:
+        raise ConfigError(f"--pid {', '.join(gone)}: no such process")
+    if gone:
+        err.print(f"PID {', '.join(gone)} ended before the recording began: not followed",
+                  markup=False)
+    return running
 
 
 def _max_bytes(max_size: str) -> int:

@@ -164,10 +164,11 @@ def start_state(pids: Sequence[int]) -> list[str]:
 
 
 def threads(pid: int) -> list[int]:
+    """The threads of a process; none when it has ended (since it was listed)."""
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:
-        raise ConfigError(f"--pid {pid}: no such process") from None
+        return []
 
 
 def lines(raw: Iterable[str], token: str, numbers: Mapping[str, int]) -> Iterator[str]:
@@ -248,6 +249,9 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                     seeds = [proc.pid]
                 else:
                     seeds = [t for p in pids for t in threads(p)]
+                    if not seeds:
+                        raise ConfigError(f"--pid {', '.join(map(str, pids))}: no such"
+                                          " process")
                 (tmp / "p.bt").write_text(program(token, seeds, os.getpid(), numbers))
                 state = start_state([proc.pid] if proc is not None else list(pids))
                 with out.open("w") as sink, errs.open("w") as sink_err:
