@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from storbench.errors import StorbenchError
@@ -71,6 +71,8 @@ RUN_FLAGS = ["--size", "--runtime", "--repeat", "--until-steady", "--threshold",
 
 @FUZZ
 @given(flags=st.lists(st.tuples(st.sampled_from(RUN_FLAGS), values), max_size=4))
+@example(flags=[("--hosts", "--debug")])  # found by CI: a value that is the group's option
+@example(flags=[("--suite", "--debug")])
 def test_run_flags_never_make_a_traceback(flags, db, tmp_path):
     argv = ["run", str(tmp_path / "does-not-exist")]
     for flag, value in flags:

@@ -186,6 +186,21 @@ def test_sigint_during_start_up_is_one_line(after, store_path):
     pytest.fail(f"in 5 attempts, storbench always finished before the signal after {after}")
 
 
+def test_debug_is_the_groups_option_only(store_path, tmp_path):
+    """`--debug` before the command shows the traceback; the same word as a value (a host
+    named "--debug" here, which is refused) is not the option (hypothesis found it so)."""
+    nowhere = str(tmp_path / "nowhere")
+    proc = run_cli("run", nowhere, "--hosts", "--debug", db=store_path)
+    assert_one_line_error(proc, 2, "'--debug' is not ssh://")
+    proc = subprocess.run([*STORBENCH, "--debug", "run", nowhere, "--hosts", "--debug",
+                           "--db", str(store_path)], capture_output=True, text=True, check=False)
+    assert "Traceback" in proc.stderr and "ConfigError" in proc.stderr, proc.stderr
+    proc = subprocess.run([*STORBENCH, "run", nowhere, "--db", str(store_path)],
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "STORBENCH_DEBUG": "1"})
+    assert "Traceback" in proc.stderr, proc.stderr
+
+
 def test_size_zero_is_refused_before_anything_runs(tmpfs, store_path):
     proc = run_cli("run", str(tmpfs), "--size", "0", db=store_path)
     assert_one_line_error(proc, 2, "--size '0'")

@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import sqlite3
+import subprocess
+import time
 import zlib
 from pathlib import Path
 
@@ -432,13 +434,13 @@ def test_record_says_what_is_wrong(tmp_path):
         (["record", "w", "--dir", str(d), "--max-size", "lots", "--", "true"], "--max-size"),
         (["run", str(d), "--replay", "nosuch"], "no recorded workload 'nosuch'"),
         (["record", "w", "--dir", str(d), "--tracer", "strace", "--pid", "999999",
-          "--duration", "1"], "strace could not follow PID 999999"),
+          "--duration", "1"], "--pid 999999: no such process"),
         (["record", "w", "--device", "/dev/null", "--tracer", "strace", "--duration", "1"],
          "--tracer is for file level"),
         (["record", "w", "--dir", str(d), "--pid", "1", "--measure-cost"],
          "--measure-cost with --pid needs --duration"),
         (["record", "w", "--dir", str(d), "--pid", "999999", "--duration", "1",
-          "--measure-cost"], "cannot read the I/O calls of PID 999999"),
+          "--measure-cost"], "--pid 999999: no such process"),
         (["run", str(d), "--replay-fast"], "--replay-fast applies to --replay"),
     ]
     for args, said in cases:
@@ -447,6 +449,33 @@ def test_record_says_what_is_wrong(tmp_path):
         assert_one_line_error(proc, proc.returncode)
         assert said in proc.stderr, (args, proc.stderr)
     assert json.loads(run_cli("workloads", "--json", db=db).stdout) == []
+
+
+@needs_strace
+def test_a_process_strace_cannot_follow_is_said_in_straces_words(tmp_path):
+    """A running process that another tracer holds (ptrace refuses a second): the
+    recording fails with strace's own message and stores nothing."""
+    d = tmp_path / "d"
+    d.mkdir()
+    app = subprocess.Popen(["sleep", "60"])
+    holder = subprocess.Popen(["strace", "-p", str(app.pid), "-o", os.devnull],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10  # until the first strace holds it
+        while f"TracerPid:\t{holder.pid}" not in Path(f"/proc/{app.pid}/status").read_text():
+            assert time.monotonic() < deadline, "the first strace never attached"
+            time.sleep(0.05)
+        proc = run_cli("record", "w", "--dir", str(d), "--tracer", "strace", "--pid",
+                       str(app.pid), "--duration", "1", db=tmp_path / "r.db")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert f"strace could not follow PID {app.pid}" in proc.stderr, proc.stderr
+        assert "Operation not permitted" in proc.stderr, proc.stderr
+        assert json.loads(run_cli("workloads", "--json", db=tmp_path / "r.db").stdout) == []
+    finally:
+        holder.terminate()
+        holder.wait()
+        app.kill()
+        app.wait()
 
 
 def _record_fio(db, tmpfs: Path, name: str, flags: tuple[str, ...] = (),

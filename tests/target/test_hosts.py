@@ -133,6 +133,9 @@ def test_parse_hosts():
         parse_hosts("a,a")
     with pytest.raises(ConfigError, match="no hosts"):
         parse_hosts(" , ")
+    for bad in ("--debug", "-oProxyCommand=x", "-h:8765"):  # an option, never a host name
+        with pytest.raises(ConfigError, match="is not ssh://"):
+            parse_hosts(bad)
 
 
 def test_agent_serves_a_run(tmpfs, tmp_path, store_path):

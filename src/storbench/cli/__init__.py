@@ -8,6 +8,8 @@ group, and `cli` imports only the module of the command that runs (common.COMMAN
 
 from __future__ import annotations
 
+import itertools
+import os
 import sys
 
 import click
@@ -26,9 +28,20 @@ def preload(argv: list[str]) -> None:
         load_command(word)
 
 
+def wants_tracebacks(argv: list[str]) -> bool:
+    """Whether ``--debug`` (or STORBENCH_DEBUG) asks for tracebacks: the option is the
+    group's, so only the words before the command count (``--hosts --debug`` names a
+    host)."""
+    if os.environ.get("STORBENCH_DEBUG", "").strip().lower() in ("1", "true", "t", "yes",
+                                                                  "y", "on"):
+        return True
+    before = itertools.takewhile(lambda a: a.startswith("-"), argv)
+    return "--debug" in before
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: the only place that prints errors and exits."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    debug = wants_tracebacks(argv if argv is not None else sys.argv[1:])
     try:
         cli.main(args=argv, prog_name="storbench", standalone_mode=False)
     except StorbenchError as exc:

@@ -45,7 +45,7 @@ from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan
 
 DEFAULT_PORT = 8765
-_HOST = re.compile(r"^\s*(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<name>[A-Za-z0-9._-]+))"
+_HOST = re.compile(r"^\s*(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<name>[A-Za-z0-9_][A-Za-z0-9._-]*))"
                    r"(?::(?P<port>[0-9]+))?\s*$")
 
 
