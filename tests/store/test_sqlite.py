@@ -172,3 +172,47 @@ def test_a_run_whose_process_is_gone_is_marked_crashed(store_path, fio_json_text
     assert s2.get_run(b).status == "crashed"
     assert s2.get_run(c).status == "running"  # this very process: still alive
     s2.close()
+
+
+def _open_at_once(path, barrier, said):
+    barrier.wait()  # every process opens the database in the same instant
+    try:
+        Store(path).close()
+        said.put("ok")
+    except Exception as exc:  # what a process said is the test's answer
+        said.put(repr(exc))
+
+
+def _several_at_once(path, n=4):
+    import multiprocessing
+
+    fork = multiprocessing.get_context("fork")
+    barrier, said = fork.Barrier(n), fork.Queue()
+    procs = [fork.Process(target=_open_at_once, args=(path, barrier, said)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    return [said.get(timeout=5) for _ in procs]
+
+
+@pytest.mark.parametrize("what", ["new", "old"])
+def test_several_storbench_open_one_database_at_once(what, tmp_path):
+    """Several storbench started together on a database that is new (a CI job's first
+    runs, side by side) or of an older schema: each opens it, the schema is made or
+    upgraded once (before: "table runs already exists", or "database is locked" from the
+    switch to WAL, for the slower ones)."""
+    import gzip
+    from pathlib import Path
+
+    old = Path(__file__).resolve().parent.parent / "data" / "old-runs" / "runs.db.gz"
+    for attempt in range(10 if what == "new" else 5):
+        path = tmp_path / f"{attempt}.db"
+        if what == "old":
+            path.write_bytes(gzip.decompress(old.read_bytes()))
+        assert _several_at_once(str(path)) == ["ok"] * 4, attempt
+        store = Store(path)
+        names = [r[0] for r in store.db.execute("SELECT name FROM schema_migrations")]
+        assert names == [n for n, _ in MIGRATIONS]
+        assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        store.close()

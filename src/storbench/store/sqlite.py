@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ def default_db_path() -> Path:
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
+WAL_WAIT_S = 30.0  # as long as sqlite3.connect's timeout: another storbench's switch to WAL
 
 
 def insert_warnings(db: Any, run_id: int, warnings: Sequence[Warning]) -> None:
@@ -83,12 +85,26 @@ class Store:
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA foreign_keys = ON")
             if self.path != ":memory:":
-                self.db.execute("PRAGMA journal_mode = WAL")
+                self._wal()
             self._migrate()
             self._mark_crashed()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open the results database {self.path!r}: {exc};"
                              " pass --db another file") from exc
+
+    def _wal(self) -> None:
+        """Write-ahead logging (readers never wait for the writer). Another storbench
+        switching a new database at the same instant makes SQLite say "locked" at once,
+        without waiting (its busy timeout does not apply to the switch): tried again."""
+        deadline = time.monotonic() + WAL_WAIT_S
+        while True:
+            try:
+                self.db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _open_postgres(self, url: str) -> None:
         import psycopg
@@ -135,9 +151,17 @@ class Store:
             except sqlite3.Error:
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
-                raise
+                if not self._recorded(MIGRATIONS[-1][0]):
+                    raise
+                # another storbench made it in the same instant (it waited for our lock,
+                # or we for its): the schema is whole
             return
         self.apply(pending(done, self.path))
+
+    def _recorded(self, name: str) -> bool:
+        """Is migration ``name`` recorded as applied (by this process or another)?"""
+        return bool(self.db.execute("SELECT 1 FROM schema_migrations WHERE name = ?",
+                                    (name,)).fetchall())
 
     def apply(self, migrations: list[tuple[str, str]]) -> None:
         """Apply ``migrations`` in order, each in one transaction with its record."""
@@ -153,7 +177,9 @@ class Store:
             except sqlite3.Error:
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
-                raise
+                if not self._recorded(name):
+                    raise
+                # another storbench applied it in the same instant: go on with the next
             finally:
                 if rebuild:
                     self.db.execute("PRAGMA foreign_keys = ON")
