@@ -181,7 +181,7 @@ def _stored(store: Store, name: str, method: str, trace: Trace, facts: dict[str,
             replace: bool, as_json: bool) -> bool:
     """Store the workload and say so; False when that was said as JSON (all of it)."""
     from storbench.store import workloads
-    from storbench.store.sqlite import now_iso
+    from storbench.store.sqliteopen import now_iso
 
     size = workloads.save(store, name, now_iso(), method, facts, trace.iolog(),
                           replace=replace)

@@ -3,7 +3,7 @@ ordered list of named migrations (SQL scripts; SQLite's here, PostgreSQL's in
 store/postgres.SCRIPTS). A new database is made from the declaration at once.
 
 Never edit one that has shipped: add another. Each is applied in one transaction
-with the row that records it (store/sqlite.py).
+with the row that records it (store/sqliteopen.py).
 """
 
 from storbench.store.schema import INDEXES, index_sql

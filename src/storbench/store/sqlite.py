@@ -14,10 +14,8 @@ import json
 import os
 import re
 import sqlite3
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +29,10 @@ from storbench.result.record import (
     Verdict,
     Warning,
 )
-from storbench.store import schema
-from storbench.store.migrations import MIGRATIONS, MIGRATIONS_TABLE, REBUILDS, pending
+from storbench.store.migrations import MIGRATIONS
 from storbench.store.postgres import is_url
 from storbench.store.processes import crash_note, this_process, vanished
+from storbench.store.sqliteopen import now_iso, open_sqlite
 
 if TYPE_CHECKING:
     from storbench.result.model import TestResult
@@ -46,7 +44,6 @@ def default_db_path() -> Path:
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
-WAL_WAIT_S = 30.0  # as long as sqlite3.connect's timeout: another storbench's switch to WAL
 
 
 def insert_warnings(db: Any, run_id: int, warnings: Sequence[Warning]) -> None:
@@ -56,10 +53,6 @@ def insert_warnings(db: Any, run_id: int, warnings: Sequence[Warning]) -> None:
 
 
 _RUN_ID = re.compile(r"#?[0-9]+")  # ASCII digits only: "²" is a digit to str.isdigit()
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Store:
@@ -81,30 +74,11 @@ class Store:
                 raise StoreError(f"cannot create the directory of the database {self.path!r}:"
                                  f" {exc.strerror}; pass --db a writable path") from exc
         try:
-            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-            self.db.row_factory = sqlite3.Row
-            self.db.execute("PRAGMA foreign_keys = ON")
-            if self.path != ":memory:":
-                self._wal()
-            self._migrate()
+            self.db = open_sqlite(self.path)
             self._mark_crashed()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open the results database {self.path!r}: {exc};"
                              " pass --db another file") from exc
-
-    def _wal(self) -> None:
-        """Write-ahead logging (readers never wait for the writer). Another storbench
-        switching a new database at the same instant makes SQLite say "locked" at once,
-        without waiting (its busy timeout does not apply to the switch): tried again."""
-        deadline = time.monotonic() + WAL_WAIT_S
-        while True:
-            try:
-                self.db.execute("PRAGMA journal_mode = WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
 
     def _open_postgres(self, url: str) -> None:
         import psycopg
@@ -135,54 +109,6 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
-
-    def _migrate(self) -> None:
-        self.db.execute(MIGRATIONS_TABLE)
-        done = {r[0] for r in self.db.execute("SELECT name FROM schema_migrations")}
-        if not done and not self.db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
-        ).fetchall():  # a new database: made from the declaration at once
-            now = now_iso()
-            records = "".join(f"INSERT INTO schema_migrations VALUES ('{name}', '{now}');\n"
-                              for name, _ in MIGRATIONS)
-            try:
-                self.db.executescript(f"BEGIN IMMEDIATE;\n{schema.script('sqlite')}"
-                                      f"{records}COMMIT;")
-            except sqlite3.Error:
-                if self.db.in_transaction:
-                    self.db.execute("ROLLBACK")
-                if not self._recorded(MIGRATIONS[-1][0]):
-                    raise
-                # another storbench made it in the same instant (it waited for our lock,
-                # or we for its): the schema is whole
-            return
-        self.apply(pending(done, self.path))
-
-    def _recorded(self, name: str) -> bool:
-        """Is migration ``name`` recorded as applied (by this process or another)?"""
-        return bool(self.db.execute("SELECT 1 FROM schema_migrations WHERE name = ?",
-                                    (name,)).fetchall())
-
-    def apply(self, migrations: list[tuple[str, str]]) -> None:
-        """Apply ``migrations`` in order, each in one transaction with its record."""
-        for name, sql in migrations:
-            # One transaction: the schema change and the row that records it.
-            record = f"INSERT INTO schema_migrations VALUES ('{name}', '{now_iso()}');"
-            rebuild = name in REBUILDS
-            try:
-                if rebuild:  # (PRAGMA foreign_keys cannot change inside a transaction)
-                    self.db.execute("PRAGMA foreign_keys = OFF")
-                check = "PRAGMA foreign_key_check;\n" if rebuild else ""
-                self.db.executescript(f"BEGIN IMMEDIATE;\n{sql}\n{check}{record}\nCOMMIT;")
-            except sqlite3.Error:
-                if self.db.in_transaction:
-                    self.db.execute("ROLLBACK")
-                if not self._recorded(name):
-                    raise
-                # another storbench applied it in the same instant: go on with the next
-            finally:
-                if rebuild:
-                    self.db.execute("PRAGMA foreign_keys = ON")
 
     def _mark_crashed(self) -> None:
         """Runs of this host still 'running' whose process is gone (or from before the
