@@ -154,9 +154,16 @@ class Target(Protocol):
 
 class Quiet:
     """The optional steps of the Target contract for a target that leaves nothing between
-    runs and has nothing to do between tests (a device, hosts, a kind's class): no
-    leftovers, no probe directory, no work before a test, the default deadline, nothing
-    to clean up."""
+    runs and has nothing to do between tests (a device, hosts, a kind's class): nothing
+    to check before the command's targets start, nothing to prepare, no leftovers, no
+    probe directory, no work before a test, the default deadline, nothing to clean up."""
+
+    def preflight(self) -> None:
+        pass  # what it needs is checked with the plan, in check()
+
+    def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
+                note: Callable[[str], None]) -> None:
+        pass  # check() made all there is
 
     def leftovers(self) -> list[Leftover]:
         return []
@@ -207,16 +214,17 @@ class PutsFiles(Protocol):
         read an iolog there (the gate's reads_from)."""
 
 
-class InScratch:
+class InRunDirs:
     """PutsFiles' answers for a target that puts a file of storbench's (a replay's iolog)
-    into the run's scratch directory, as fio's files: nothing to refuse, a replay in
-    files (prefilled), no directory of its own beside the scratch (the directory and
-    StorageClass targets)."""
+    into a directory of the run's that fio reads anyway (the scratch directory, as fio's
+    files: the directory and StorageClass targets; the run's work directory: the block
+    device target): nothing to refuse, no directory beside those, a replay in files
+    (prefilled; a device's target says its size instead)."""
 
     def check_put(self) -> None:
         pass
 
-    def replay_device(self) -> None:
+    def replay_device(self) -> int | None:
         return None
 
     def put_dirs(self) -> list[str]:

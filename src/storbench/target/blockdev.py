@@ -20,7 +20,7 @@ from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, Signal
 from storbench.execute.local import Confinement
 from storbench.execute.workdir import run_workdir
 from storbench.result.record import BLANK_DEVICE
-from storbench.target.base import Placed, Quiet
+from storbench.target.base import InRunDirs, Placed, Quiet
 from storbench.target.blockguard import Findings, decide, device_facts, inspect
 from storbench.target.environment import host_facts, local_confinement
 from storbench.workload.guard import plain
@@ -45,7 +45,7 @@ def writes(plan: Plan) -> list[str]:
 
 
 @dataclass
-class BlockTarget(Quiet):
+class BlockTarget(Quiet, InRunDirs):
     """A block device on this machine, by any of its names (/dev/disk/by-id/…)."""
 
     path: Path
@@ -114,14 +114,8 @@ class BlockTarget(Quiet):
     def scratch_path(self, uid: str) -> Path:
         return Path(self.device)
 
-    def check_put(self) -> None:
-        pass
-
     def replay_device(self) -> int:
         return self.device_size()
-
-    def put_dirs(self) -> list[str]:
-        return []  # the run's work directory
 
     def put_file(self, uid: str, name: str, text: Placed) -> None:
         """A file of storbench's (a replay's iolog) in the run's own work directory

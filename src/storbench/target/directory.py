@@ -20,7 +20,7 @@ from storbench.execute.workdir import (
     create_marked,
     leftovers,
 )
-from storbench.target.base import Deadline, InScratch, Placed, default_deadline
+from storbench.target.base import Deadline, InRunDirs, Placed, default_deadline
 from storbench.target.environment import host_facts, local_confinement, path_facts
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
@@ -34,7 +34,7 @@ RESPONDS_S = 15.0  # for the target directory to be looked at, before anything e
 
 
 @dataclass
-class DirectoryTarget(InScratch):
+class DirectoryTarget(InRunDirs):
     """A directory on this machine; fio runs here, in a marked scratch directory."""
 
     path: Path

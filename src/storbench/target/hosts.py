@@ -137,9 +137,6 @@ class HostsTarget(Quiet):
     def settings(self) -> dict[str, Any]:
         return {"hosts": [h.key for h in self.hosts], "shared_file": self.shared_file}
 
-    def preflight(self) -> None:
-        pass  # each host is reached in check: its session begins with the run
-
     def scratch_path(self, uid: str) -> Path:
         self.uid = uid  # the run's: each host's session removes its files when it ends
         return self.path  # files are named storbench-<uid>-... in it (job_files)

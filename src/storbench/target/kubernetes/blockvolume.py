@@ -14,12 +14,13 @@ from pathlib import Path
 
 from storbench.errors import ConfigError
 from storbench.execute import FioJob, SignalGuard
+from storbench.target.base import Quiet
 from storbench.target.blockdev import device_job, writes
 from storbench.target.kubernetes.facts import volume_guard
 from storbench.target.kubernetes.manifests import DEVICE_PATH, pod_names, quantity_bytes
 from storbench.target.kubernetes.storageclass import PUT_REFUSED, KubePlan, KubeTarget
 from storbench.workload.jobfile import JobFile
-from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.plan import Plan
 
 
 class KubeBlockTarget(KubeTarget):
@@ -57,5 +58,4 @@ class KubeBlockTarget(KubeTarget):
     def check_put(self) -> None:
         raise ConfigError(PUT_REFUSED)
 
-    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
-        pass  # nothing to remove between tests: fio's files are the device
+    before_test = Quiet.before_test  # nothing to remove between tests: the files are the device

@@ -72,10 +72,6 @@ class ClassTarget(Quiet):
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         return class_facts(self.cluster(), self.sc, self.o, self.namespace, self.capacity)
 
-    def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
-                note: Callable[[str], None]) -> None:
-        pass
-
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         return _NoFio(self.name)
 

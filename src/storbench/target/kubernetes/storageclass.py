@@ -31,7 +31,7 @@ from storbench.execute.kubestatus import KubeError
 from storbench.target.base import (
     MARGIN_S,
     Deadline,
-    InScratch,
+    InRunDirs,
     Placed,
     Quiet,
     default_deadline,
@@ -88,7 +88,7 @@ class KubePlan:
         return Path(DATA_DIR) / f"storbench-{self.uid}"
 
 
-class KubeTarget(Quiet, InScratch):
+class KubeTarget(Quiet, InRunDirs):
     """A StorageClass: PVC(s) of it and pod(s) that mount them, in one namespace. What a
     crashed run left is found by its label (`storbench k8s cleanup`), not as leftovers
     of the loop's (Quiet)."""
