@@ -80,6 +80,38 @@ def test_run_flags_never_make_a_traceback(flags, db, tmp_path):
     assert cli(argv, db) in (1, 2)  # refused: a bad flag, or the target does not exist
 
 
+CURVE_FLAGS = ["--workload", "--slo", "--steps", "--step-time", "--max-depth", "--size",
+               "--timeout", "--assert", "--hosts", "--destructive", "--series", "--label",
+               "--capacity", "--clients", "--access-mode", "--volume-mode"]
+K8S_FLAGS = ["--volumes", "--parallel", "--rate", "--before", "--capacity", "--timeout",
+             "--namespace", "--assert", "--baseline", "--access-mode", "--label", "--tag",
+             "--node-selector", "--image"]
+
+
+@FUZZ
+@given(flags=st.lists(st.tuples(st.sampled_from(CURVE_FLAGS), values), max_size=4))
+@example(flags=[("--slo", "--debug")])
+def test_curve_flags_never_make_a_traceback(flags, db, tmp_path):
+    """The measuring commands' shared tail (cli/targets.py) as curve takes it."""
+    argv = ["curve", str(tmp_path / "does-not-exist")]
+    for flag, value in flags:
+        argv += [flag, value]
+    assert cli(argv, db) in (1, 2)
+
+
+@FUZZ
+@given(command=st.sampled_from(["lifecycle", "failover"]),
+       flags=st.lists(st.tuples(st.sampled_from(K8S_FLAGS), values), max_size=4))
+def test_k8s_kind_flags_never_make_a_traceback(command, flags, db, tmp_path):
+    """`k8s lifecycle|failover` with a kubeconfig that does not exist: every flag is
+    judged, no cluster is reached."""
+    argv = ["k8s", command, "--storage-class", "fuzz", "--kubeconfig",
+            str(tmp_path / "no-kubeconfig")]
+    for flag, value in flags:
+        argv += [flag, value]
+    assert cli(argv, db) in (1, 2)
+
+
 HISTORY = st.one_of(
     st.tuples(st.just("show"), values).map(list),
     st.tuples(st.just("compare"), values, values).map(list),
