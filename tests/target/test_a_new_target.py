@@ -108,7 +108,7 @@ def test_a_new_target_is_its_class_and_one_scheme_line(store_path, tmpfs, tmp_pa
     assert proc.returncode == 0, proc.stderr
     store = Store(store_path)
     try:
-        ram, here = (store.get_run(i) for i in (2, 1))
+        ram, here = (store.get_run(i) for i in (1, 2))  # in the order given
     finally:
         store.close()
     assert ram.status == "completed" and ram.target == "ram://67108864"
@@ -140,3 +140,5 @@ def test_a_made_target_is_refused_beside_hosts_or_classes(store_path):
         proc = storbench_with_ram("run", "ram://64m", *extra, db=store_path)
         assert proc.returncode == ConfigError.exit_code, proc.stderr
         assert "cannot be combined" in proc.stderr or "not both" in proc.stderr, proc.stderr
+    proc = storbench_with_ram("run", "ram://64m", "--hosts", "ssh://db1", db=store_path)
+    assert "TARGET ram://64m cannot be combined" in proc.stderr, proc.stderr  # as typed

@@ -163,12 +163,15 @@ def read_targets(f: TargetFlags) -> TargetFlags:
     for word in words:
         scheme = next((make for start, make in SCHEMES if word.startswith(start)), None)
         if scheme is not None:
+            made = len(f.made)
             f = scheme(word, f)
+            if len(f.made) > made:  # in the order given, beside the paths here
+                f = replace(f, order=(*f.order, word))
         elif re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", word):
             raise ConfigError(f"TARGET {word!r}: a scheme storbench does not know (give a"
                               " path, ssh://HOST/PATH or k8s://CLASS)")
         else:
-            f = replace(f, given=(*f.given, Path(word)))
+            f = replace(f, given=(*f.given, Path(word)), order=(*f.order, ""))
     return f
 
 
@@ -190,6 +193,9 @@ class TargetFlags:
     reads_only: bool = False
     words: tuple[str, ...] = ()  # TARGET as given: read_targets makes given (and more) of it
     made: tuple[Target, ...] = ()  # targets a scheme made itself: a kind no flag names
+    # per path here and made target, in the order given: "" (a path), or the word that
+    # made one (as typed, for messages)
+    order: tuple[str, ...] = ()
 
     @property
     def size_given(self) -> bool:
@@ -238,10 +244,12 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         return [(KubeBlockTarget if o.block else KubeTarget)(o, f.shared_file, f.size_given)
                 for o in options]
     if f.made:  # a kind of target of its own scheme's: beside paths here, no flag of others
+        word = next(w for w in f.order if w)
         if hosts or f.dry_run:
-            raise ConfigError(f"TARGET {f.made[0].name} cannot be combined with --hosts or"
+            raise ConfigError(f"TARGET {word} cannot be combined with --hosts or"
                               " --dry-run")
-        return [*(_here(f, devices) if f.given else []), *f.made]
+        here, made = iter(_here(f, devices) if f.given else []), iter(f.made)
+        return [next(made) if w else next(here) for w in f.order]
     if not f.given:
         raise ConfigError("give a directory TARGET (or --storage-class CLASS); see"
                           " `storbench run --help`")
