@@ -80,14 +80,15 @@ def apply(db: sqlite3.Connection, migrations: list[tuple[str, str]]) -> None:
                 db.execute("PRAGMA foreign_keys = ON")
 
 
-def _script(db: sqlite3.Connection, script: str, records: str) -> None:
-    """Run the transaction ``script``, which records migration ``records``; one that
-    fails because another storbench did the same as it waited for the lock is done."""
+def _script(db: sqlite3.Connection, script: str, migration: str) -> None:
+    """Run the transaction ``script``, which ends by recording ``migration`` as applied;
+    one that fails because another storbench did the same as it waited for the lock is
+    done."""
     try:
         db.executescript(script)
     except sqlite3.Error:
         if db.in_transaction:
             db.execute("ROLLBACK")
         if not db.execute("SELECT 1 FROM schema_migrations WHERE name = ?",
-                          (records,)).fetchall():
+                          (migration,)).fetchall():
             raise
