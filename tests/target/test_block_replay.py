@@ -185,6 +185,38 @@ def test_what_record_device_refuses(devices, tmp_path, store_path):
         part.close()
 
 
+def test_the_trace_buffer_of_someone_else_is_left_to_them(devices, tracefs, store_path):
+    """The blk tracer writes into the kernel's one top-level buffer: events someone
+    enabled into it, or left unread in it, make the recording refuse, and are still
+    there after (storbench used to clear the buffer as it started)."""
+    old = devices("old")
+    event = "sched:sched_process_exec"
+    (tracefs / "set_event").write_text(event + "\n")
+    try:
+        proc = run_cli("record", "x", "--device", old.dev, "--duration", "1", db=store_path)
+        assert proc.returncode == 2, proc.stderr
+        assert "events are enabled into it" in proc.stderr and event in proc.stderr
+        assert (tracefs / "set_event").read_text().split() == [event]
+    finally:
+        (tracefs / "set_event").write_text("\n")
+        (tracefs / "trace").write_text("\n")
+    assert (tracefs / "tracing_on").read_text().strip() == "1"
+    (tracefs / "trace_marker").write_text("someone's marker\n")
+    try:
+        proc = run_cli("record", "x", "--device", old.dev, "--duration", "1", db=store_path)
+        assert proc.returncode == 2, proc.stderr
+        assert "holds 1 event nobody has read yet" in proc.stderr, proc.stderr
+        assert "someone's marker" in (tracefs / "trace").read_text()
+        assert (tracefs / "current_tracer").read_text().strip() == "nop"
+    finally:
+        (tracefs / "trace").write_text("\n")
+    assert json.loads(run_cli("workloads", "--json", db=store_path).stdout) == []
+    # the buffer read and cleared by its owner: the tracer is taken
+    rec = run_cli("record", "y", "--device", old.dev, "--", "dd", f"if={old.dev}",
+                  "of=/dev/null", "bs=4k", "count=4", "iflag=direct", db=store_path)
+    assert rec.returncode == 0, rec.stderr
+
+
 def test_a_recording_ended_by_sigterm_puts_the_tracer_back(devices, store_path):
     old = devices("old")
     switch = Path(f"/sys/block/{Path(old.dev).name}/trace/enable")

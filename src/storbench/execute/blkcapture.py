@@ -7,8 +7,10 @@ sends its events to the ftrace buffer, read here from ``trace_pipe`` as text (on
 per event: who, when, device, action, RWBS, sector + count). workload/trace.from_blk
 keeps the queued requests (action Q) as fio's iolog.
 
-The blk tracer is the machine's one global tracer: storbench takes it only when it is
-free (``nop``) and the device is not being traced, and puts back everything it changed
+The blk tracer is the machine's one global tracer, writing into the one top-level
+buffer: storbench takes them only when they are free (tracer ``nop``, no events enabled
+in ``set_event``, nothing unread in the buffer: it never clears or reads events of
+someone else's) and the device is not being traced, and puts back everything it changed
 (tracer, the device's switch, the buffer's size, tracing_on) however recording ends. It
 reads, never writes, the device. The raw events live in a 0700 temporary directory
 and are removed at once; a buffer that overflowed (events lost) fails the recording.
@@ -104,14 +106,38 @@ def _write(path: Path, value: str) -> None:
         raise StorbenchError(f"the kernel refused {value!r} in {path}: {exc.strerror}") from None
 
 
-def _overruns(fs: Path) -> int:
-    """Events the buffer lost so far, over every CPU."""
+def _stat(fs: Path, field: str) -> int:
+    """A count of the buffer's stats (``overrun``: events lost so far; ``entries``: events
+    in it, not yet read), over every CPU."""
     total = 0
     for stats in (fs / "per_cpu").glob("cpu*/stats"):
         for line in stats.read_text().splitlines():
-            if line.startswith("overrun:"):
+            if line.startswith(f"{field}:"):
                 total += int(line.split()[1])
     return total
+
+
+def _overruns(fs: Path) -> int:
+    return _stat(fs, "overrun")
+
+
+def _buffer_free(fs: Path) -> None:
+    """ConfigError unless the top-level buffer is nobody's: no events enabled into it
+    (their events would be read, so taken from them) and none left unread in it."""
+    events = _read(fs / "set_event").split() if (fs / "set_event").exists() else []
+    if events:
+        shown = ", ".join(events[:3]) + (f" and {len(events) - 3} more" if len(events) > 3
+                                         else "")
+        raise ConfigError(f"the kernel's trace buffer is in use: events are enabled into it"
+                          f" ({shown} in {fs}/set_event); block-level recording reads that"
+                          " buffer and would take their events: once they are no longer"
+                          f" wanted, disable them (echo > {fs}/set_event)")
+    unread = _stat(fs, "entries")
+    if unread:
+        raise ConfigError(f"the kernel's trace buffer holds {unread:,}"
+                          f" event{'s' if unread != 1 else ''} nobody has read yet;"
+                          " block-level recording would have to clear them: read them"
+                          f" ({fs}/trace) or clear them (echo > {fs}/trace) first")
 
 
 @contextlib.contextmanager
@@ -128,6 +154,7 @@ def _tracer_on(fs: Path, dev: Device) -> Iterator[None]:
     if _read(dev.trace_dir / "enable") != "0":
         raise ConfigError(f"{dev.path} is being traced already (blktrace?):"
                           f" {dev.trace_dir}/enable is on")
+    _buffer_free(fs)
     was_on, size = _read(fs / "tracing_on"), _read(fs / "buffer_size_kb")
     undo: list[Callable[[], None]] = []
     try:
@@ -140,7 +167,6 @@ def _tracer_on(fs: Path, dev: Device) -> Iterator[None]:
             _write(fs / "buffer_size_kb", str(BUFFER_KB))
             if before:
                 undo.append(lambda: _write(fs / "buffer_size_kb", before))
-        _write(fs / "trace", "")  # what was in the buffer is not ours
         _write(dev.trace_dir / "enable", "1")
         undo.append(lambda: _write(dev.trace_dir / "enable", "0"))
         _write(fs / "current_tracer", "blk")
