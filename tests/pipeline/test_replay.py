@@ -25,7 +25,7 @@ from storbench.workload.guard import check_iolog
 from storbench.workload.syscalls import CUT, from_bpf, from_strace
 from storbench.workload.trace import Trace
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import FIO, needs_fio, run_cli
+from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
 
 needs_strace = pytest.mark.skipif(shutil.which("strace") is None,
                                   reason="strace is not installed (scripts/install-testbed)")
@@ -354,6 +354,53 @@ def test_bpftrace_follows_a_running_process_and_what_it_had_open(tmpfs, tmp_path
     assert before is not None and after is not None
     # /proc counted over a little more than the recording (bpftrace's attaching): ≤
     assert 2 * 2000 * 0.8 < got <= (after - before), (got, after - before)
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_a_followed_process_that_ends_leaves_what_it_started_followed(tracer, tmpfs,
+                                                                        tmp_path):
+    """--pid of a shell that puts a job in the background and exits: the recording goes
+    on until the job ends too, and holds its writes (as strace -f does; bpftrace's
+    recording ended with the shell, the job's writes missing, before this was mended)."""
+    gate = tmp_path / "go"
+    os.mkfifo(gate)
+    temp = tmp_path / "tmp"  # the recording's raw trace is made here: seen to be ready
+    temp.mkdir()
+    script = ('read x < "$0"; (sleep 1.5; dd if=/dev/zero of="$1/late" bs=4k count=8'
+              ' conv=fsync status=none; sleep 0.5) & exit 0')
+    shell = subprocess.Popen(["sh", "-c", script, str(gate), str(tmpfs)])
+    db = tmp_path / "r.db"
+    rec = subprocess.Popen([*STORBENCH, "record", "bg", "--dir", str(tmpfs), "--tracer",
+                            tracer, "--pid", str(shell.pid)],
+                           env={**os.environ, "STORBENCH_DB": str(db), "TMPDIR": str(temp)},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _attached(tracer, shell.pid, temp):
+            assert rec.poll() is None and time.monotonic() < deadline, rec.communicate()
+            time.sleep(0.05)
+        gate.write_text("go\n")
+        shell.wait(timeout=10)  # it ended (reaped), its job not yet
+        _, err = rec.communicate(timeout=60)
+    finally:
+        for p in (rec, shell):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert rec.returncode == 0, err
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    assert w["files"] == {"f0001": "late"}, w
+    assert (w["counts"]["writes"], w["counts"]["syncs"]) == (8, 1), w["counts"]
+    assert w["wall_s"] >= 1.5, w  # it waited for the job
+
+
+def _attached(tracer: str, pid: int, temp: Path) -> bool:
+    """strace: the process is ptraced; bpftrace: its program printed its first line."""
+    if tracer == "strace":
+        status = Path(f"/proc/{pid}/status").read_text()
+        return re.search(r"^TracerPid:\s*[1-9]", status, re.M) is not None
+    return any(re.search(r"^\S+ B$", p.read_text(), re.M)
+               for p in temp.glob("*/bpf.txt"))
 
 
 def _processes(first: str, *words: str) -> list[int]:

@@ -38,7 +38,8 @@ COST_WINDOW_S = 5.0  # --measure-cost --pid: the untraced calls are counted this
                    " from now on) instead of starting COMMAND; repeat it for several (a"
                    " database's server processes that run already).")
 @click.option("--duration", type=NUMBER, default=None, metavar="SECONDS",
-              help="With --pid: how long to follow it (default: until it ends).")
+              help="With --pid: how long to follow it (default: until it ends, and every"
+                   " process it started since).")
 @click.option("--max-size", default="256m", show_default=True, metavar="SIZE",
               help="Stop recording when the tracer's output grows past this (~60-300 bytes"
                    " per I/O call); what was recorded until then is kept, and said so.")

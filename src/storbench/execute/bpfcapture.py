@@ -218,7 +218,8 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                 duration_s: float | None = None, max_bytes: int = 256 << 20,
                 on_progress: Callable[[float, int], None] | None = None,
                 count: Callable[[], int | None] | None = None) -> Capture[T]:
-    """Run ``command`` (or follow ``pids`` for ``duration_s``, else until they end)
+    """Run ``command`` (or follow ``pids`` for ``duration_s``, else until they and every
+    process they started end)
     traced by bpftrace; what ``parse`` (workload/syscalls.from_bpf) makes of the events of
     the files under ``directory``. ``count`` (the application's calls so far) is read at
     every poll while traced: its rate is the traced rate."""
@@ -260,8 +261,10 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                         started = _wait_ready(tracer, out, errs, token, guard)
                         if proc is not None:
                             _release(proc, gate)
-                        stopped = _follow(proc, pids, out, started, duration_s, max_bytes,
-                                          on_progress, count, counted, guard)
+                        followed = None if proc is not None else \
+                            _Followed(out, token, seeds)
+                        stopped = _follow(proc, followed, out, started, duration_s,
+                                          max_bytes, on_progress, count, counted, guard)
                         wall = time.monotonic() - started
                         _end(tracer)
                     finally:
@@ -348,13 +351,45 @@ def _wait_ready(tracer: subprocess.Popen[bytes], out: Path, errs: Path, token: s
     raise StorbenchError(f"bpftrace did not attach within {READY_S:g} s: nothing recorded")
 
 
-def _follow(proc: subprocess.Popen[bytes] | None, pids: Sequence[int], out: Path,
+class _Followed:
+    """The ``--pid`` processes' threads and every process and thread they started since
+    the tracer attached (its ``F`` lines, read as they come): the recording follows them
+    until all have ended, as strace's -f does (a process that ended while one it started
+    still works, a shell that put its job in the background, is not the end)."""
+
+    def __init__(self, out: Path, token: str, seeds: Iterable[int]) -> None:
+        self.out, self.fork = out, f"{token} F ".encode()
+        self.tids, self.offset = set(seeds), 0
+
+    def any_running(self) -> bool:
+        with self.out.open("rb") as f:
+            f.seek(self.offset)
+            new = f.read()
+        whole = new.rfind(b"\n") + 1  # a line bpftrace is still writing waits for the next
+        self.offset += whole
+        for line in new[:whole].splitlines() if self.fork in new[:whole] else ():
+            if line.startswith(self.fork):  # TOKEN F PARENT PID CHILD NSECS
+                self.tids.add(int(line.split()[4]))
+        self.tids = {t for t in self.tids if _running(t)}
+        return bool(self.tids)
+
+
+def _running(tid: int) -> bool:
+    """A thread or process that has not ended (a zombie waiting to be reaped has)."""
+    try:
+        stat = Path(f"/proc/{tid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X", "")
+
+
+def _follow(proc: subprocess.Popen[bytes] | None, followed: _Followed | None, out: Path,
             started: float, duration_s: float | None, max_bytes: int,
             on_progress: Callable[[float, int], None] | None,
             count: Callable[[], int | None] | None,
             counted: list[tuple[float, int]], guard: SignalGuard) -> str | None:
-    """Until the command (or every followed process) ends, or ``duration_s``, or a
-    signal; why it stopped early (--max-size), else None."""
+    """Until the command ends (or every followed process: ``followed``), or
+    ``duration_s``, or a signal; why it stopped early (--max-size), else None."""
     while guard.signum is None:
         time.sleep(POLL_S)
         size = out.stat().st_size
@@ -368,7 +403,7 @@ def _follow(proc: subprocess.Popen[bytes] | None, pids: Sequence[int], out: Path
                     f" {elapsed:.1f} s")
         if proc is not None and proc.poll() is not None:
             return None
-        if proc is None and not any(Path(f"/proc/{p}").exists() for p in pids):
+        if followed is not None and not followed.any_running():
             return None
         if duration_s is not None and elapsed >= duration_s:
             return None
