@@ -20,7 +20,6 @@ N events") fail the recording. Root only.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
@@ -33,6 +32,7 @@ from typing import IO, TypeVar
 
 from storbench.errors import ConfigError, StorbenchError
 from storbench.execute.capture import POLL_S, Capture, recording_dir, stop, traced_rate
+from storbench.execute.followed import Followed, start_state, threads
 from storbench.execute.signals import SignalGuard
 
 T = TypeVar("T")
@@ -138,39 +138,6 @@ def _arg(what: str, raw: Sequence[str]) -> str:
     return raw[int(what[1])] if what.startswith("r") else what
 
 
-def start_state(pids: Sequence[int]) -> list[str]:
-    """What the followed processes had before tracing, as lines from_bpf reads: ``C pid
-    cwd`` and ``I pid fd position flags path`` for each open descriptor."""
-    lines = []
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            lines.append(f"C {pid} {os.readlink(f'/proc/{pid}/cwd')}")
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                info = dict(line.split(":", 1) for line in
-                            Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines()
-                            if ":" in line)
-                pos, flags = int(info["pos"]), int(info["flags"], 8)
-            except (OSError, KeyError, ValueError):
-                continue
-            if target.startswith("/"):
-                lines.append(f"I {pid} {fd} {pos} {flags} {target}")
-    return lines
-
-
-def threads(pid: int) -> list[int]:
-    """The threads of a process; none when it has ended (since it was listed)."""
-    try:
-        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return []
-
-
 def lines(raw: Iterable[str], token: str, numbers: Mapping[str, int]) -> Iterator[str]:
     """bpftrace's output as the events from_bpf reads: its lines that start with
     ``token`` (the token dropped; a line without it is joined to the one before: a path's
@@ -262,7 +229,7 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                         if proc is not None:
                             _release(proc, gate)
                         followed = None if proc is not None else \
-                            _Followed(out, token, seeds)
+                            Followed(out, token, seeds)
                         stopped = _follow(proc, followed, out, started, duration_s,
                                           max_bytes, on_progress, count, counted, guard)
                         wall = time.monotonic() - started
@@ -351,39 +318,7 @@ def _wait_ready(tracer: subprocess.Popen[bytes], out: Path, errs: Path, token: s
     raise StorbenchError(f"bpftrace did not attach within {READY_S:g} s: nothing recorded")
 
 
-class _Followed:
-    """The ``--pid`` processes' threads and every process and thread they started since
-    the tracer attached (its ``F`` lines, read as they come): the recording follows them
-    until all have ended, as strace's -f does (a process that ended while one it started
-    still works, a shell that put its job in the background, is not the end)."""
-
-    def __init__(self, out: Path, token: str, seeds: Iterable[int]) -> None:
-        self.out, self.fork = out, f"{token} F ".encode()
-        self.tids, self.offset = set(seeds), 0
-
-    def any_running(self) -> bool:
-        with self.out.open("rb") as f:
-            f.seek(self.offset)
-            new = f.read()
-        whole = new.rfind(b"\n") + 1  # a line bpftrace is still writing waits for the next
-        self.offset += whole
-        for line in new[:whole].splitlines() if self.fork in new[:whole] else ():
-            if line.startswith(self.fork):  # TOKEN F PARENT PID CHILD NSECS
-                self.tids.add(int(line.split()[4]))
-        self.tids = {t for t in self.tids if _running(t)}
-        return bool(self.tids)
-
-
-def _running(tid: int) -> bool:
-    """A thread or process that has not ended (a zombie waiting to be reaped has)."""
-    try:
-        stat = Path(f"/proc/{tid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X", "")
-
-
-def _follow(proc: subprocess.Popen[bytes] | None, followed: _Followed | None, out: Path,
+def _follow(proc: subprocess.Popen[bytes] | None, followed: Followed | None, out: Path,
             started: float, duration_s: float | None, max_bytes: int,
             on_progress: Callable[[float, int], None] | None,
             count: Callable[[], int | None] | None,
