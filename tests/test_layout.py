@@ -176,6 +176,28 @@ def test_each_package_imports_only_what_lies_below_it():
         assert others <= ALLOWED[unit], f"{unit} imports {sorted(others - ALLOWED[unit])}"
 
 
+# The kinds that drive a target's own engine (Kubernetes objects, not fio's files): they
+# use the classes that know it, and say so here.
+OWN_ENGINE = {
+    "pipeline/kinds/lifecycle.py": "creates volumes, snapshots and clones of a class",
+    "pipeline/kinds/failover.py": "moves a pod and its volume between nodes",
+}
+
+
+def test_the_pipeline_reaches_targets_through_the_contract():
+    """The loop and the kinds know a target by target/base.py's contract (Target,
+    PutsFiles, Restricting, ...), never by its class: no branch for a block device
+    in a kind (the replay kind had one: isinstance(target, BlockTarget))."""
+    crossing = {}
+    for path in (SRC / "pipeline").rglob("*.py"):
+        reached = {m for m in imports(path, SRC) if m.startswith("storbench.target.")
+                   and not m.startswith("storbench.target.base")}
+        if reached:
+            crossing[str(path.relative_to(SRC))] = sorted(reached)
+    assert set(crossing) - set(OWN_ENGINE) == set(), crossing
+    assert set(OWN_ENGINE) <= set(crossing), "an OWN_ENGINE entry no longer applies"
+
+
 def test_analysis_and_render_import_neither_store_nor_execute():
     graph = package_graph()
     for unit in ("analysis", "render"):

@@ -184,6 +184,16 @@ class Quiet:
         pass  # nothing was created (a kind's own objects are the kind's to remove)
 
 
+@dataclass(frozen=True)
+class DeviceRoom:
+    """A replay on block devices: how far into them it may reach (the smallest one's
+    size; None until ``check`` reached them) and what a refusal names."""
+
+    size: int | None
+    device: str  # as given: /dev/loop0
+    smallest_of: str = ""  # several devices: "host" (it holds SIZE on its smallest host)
+
+
 # A file's text made for one worker (a host, a pod, this machine) from ``where``: the
 # path by which fio on that worker opens the run's file of a given name
 Placed = Callable[[Callable[[str], str]], str]
@@ -205,9 +215,9 @@ class PutsFiles(Protocol):
         naming that worker's run files (an iolog names them); the job files' read_iolog
         is then found by job_files."""
 
-    def replay_device(self) -> int | None:
+    def replay_device(self) -> DeviceRoom | None:
         """None: a replay runs in files (prefilled as far as it reads); else it runs on
-        block devices (every name in the iolog is the device) of at least this size."""
+        block devices (every name in the iolog is the device), and their room."""
 
     def put_dirs(self) -> list[str]:
         """Where put_file wrote, outside the run's scratch and work directories: fio may
@@ -224,7 +234,7 @@ class InRunDirs:
     def check_put(self) -> None:
         pass
 
-    def replay_device(self) -> int | None:
+    def replay_device(self) -> DeviceRoom | None:
         return None
 
     def put_dirs(self) -> list[str]:

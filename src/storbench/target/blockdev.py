@@ -20,7 +20,7 @@ from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, Signal
 from storbench.execute.local import Confinement
 from storbench.execute.workdir import run_workdir
 from storbench.result.record import BLANK_DEVICE
-from storbench.target.base import InRunDirs, Placed, Quiet
+from storbench.target.base import DeviceRoom, InRunDirs, Placed, Quiet
 from storbench.target.blockguard import Findings, decide, device_facts, inspect
 from storbench.target.environment import host_facts, local_confinement
 from storbench.workload.guard import plain
@@ -114,8 +114,8 @@ class BlockTarget(Quiet, InRunDirs):
     def scratch_path(self, uid: str) -> Path:
         return Path(self.device)
 
-    def replay_device(self) -> int:
-        return self.device_size()
+    def replay_device(self) -> DeviceRoom:
+        return DeviceRoom(self.device_size(), str(self.path))  # known before the run
 
     def put_file(self, uid: str, name: str, text: Placed) -> None:
         """A file of storbench's (a replay's iolog) in the run's own work directory

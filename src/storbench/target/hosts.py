@@ -38,7 +38,7 @@ from storbench.execute.ssh import (
     session_dir,
     stop_all,
 )
-from storbench.target.base import Placed, Quiet
+from storbench.target.base import DeviceRoom, Placed, Quiet
 from storbench.target.environment import host_facts
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
@@ -201,7 +201,7 @@ class HostsTarget(Quiet):
         iolog is put when fio runs on the host's device."""
         return self.session_dirs.setdefault(host.key, session_dir())
 
-    def replay_device(self) -> int | None:
+    def replay_device(self) -> DeviceRoom | None:
         return None  # in files, prefilled
 
     def put_dirs(self) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 from storbench.errors import ConfigError, TargetError
 from storbench.execute import FioBinary, FioJob, SignalGuard
 from storbench.execute.ssh import Remote, put_remote
-from storbench.target.base import Placed
+from storbench.target.base import DeviceRoom, Placed
 from storbench.target.blockdev import access, device_job, found_on_it, identity, writes
 from storbench.target.hosts import Host, HostsTarget
 from storbench.target.remoteguard import judge_all
@@ -65,8 +65,10 @@ class HostsDeviceTarget(HostsTarget):
             Path(self._session_dir(h))))
             for i, h in enumerate(self.hosts)]
 
-    def replay_device(self) -> int:
-        return min(self._size(h) for h in self.hosts)
+    def replay_device(self) -> DeviceRoom:
+        """The smallest host's device, once the guard reached them all (check)."""
+        size = min(self._size(h) for h in self.hosts) if self.reports else None
+        return DeviceRoom(size, str(self.path), smallest_of="host")
 
     def put_dirs(self) -> list[str]:
         return [self._session_dir(h) for h in self.hosts]

@@ -23,7 +23,6 @@ from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.sections import REPLAY
 from storbench.target.base import PutsFiles, Target
-from storbench.target.blockdev import BlockTarget
 from storbench.workload.guard import FILENAME_FORMAT
 from storbench.workload.jobfile import JobFile, Section, parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest
@@ -107,19 +106,17 @@ class ReplayKind(Plain):
             raise ConfigError(f"--replay runs on directories, devices, --hosts and"
                               f" StorageClasses, not on a {target.kind}")
         target.check_put()
-        if isinstance(target, BlockTarget):  # known now: refused before the run begins
-            self._check_reach(target)
+        self._check_reach(target)  # a device's size known now: refused before the run
 
     def _check_reach(self, target: PutsFiles) -> None:
         """On devices: each must hold as far as the trace reaches."""
-        size = target.replay_device()
+        room = target.replay_device()
         reach = max((o.offset + o.length for o in self.spec.trace.ops), default=0)
-        if size is not None and reach > size:
+        if room is not None and room.size is not None and reach > room.size:
             raise ConfigError(
                 f"the workload {self.spec.name!r} reaches {format_bytes_iec(reach)} into its"
-                f" device; {getattr(target, 'path', 'the target')} holds"
-                f" {format_bytes_iec(size)}"
-                + (" on its smallest host" if getattr(target, "hosts", None) else ""))
+                f" device; {room.device} holds {format_bytes_iec(room.size)}"
+                + (f" on its smallest {room.smallest_of}" if room.smallest_of else ""))
 
     def measure(self, ctx: RunContext, executor: Executor) -> None:
         assert isinstance(ctx.target, PutsFiles)
