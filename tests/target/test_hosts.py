@@ -133,9 +133,12 @@ def test_parse_hosts():
         parse_hosts("a,a")
     with pytest.raises(ConfigError, match="no hosts"):
         parse_hosts(" , ")
-    for bad in ("--debug", "-oProxyCommand=x", "-h:8765"):  # an option, never a host name
+    for bad in ("--debug", "-oProxyCommand=x", "-h:8765",  # an option, never a host name
+                "db-", "...", "a..b", "db-.example", "x" * 64):  # nor what DNS refuses
         with pytest.raises(ConfigError, match="is not ssh://"):
             parse_hosts(bad)
+    assert [h.address for h in parse_hosts("db-1.example.com.,10.0.0.7:9,my_host,a")] == \
+        ["db-1.example.com.", "10.0.0.7", "my_host", "a"]
 
 
 def test_agent_serves_a_run(tmpfs, tmp_path, store_path):

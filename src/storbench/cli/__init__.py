@@ -32,9 +32,11 @@ def wants_tracebacks(argv: list[str]) -> bool:
     """Whether ``--debug`` (or STORBENCH_DEBUG) asks for tracebacks: the option is the
     group's, so only the words before the command count (``--hosts --debug`` names a
     host)."""
-    if os.environ.get("STORBENCH_DEBUG", "").strip().lower() in ("1", "true", "t", "yes",
-                                                                  "y", "on"):
-        return True
+    try:  # read as the group reads it (its --debug's envvar): click's boolean words
+        if click.BOOL.convert(os.environ.get("STORBENCH_DEBUG", ""), None, None):
+            return True
+    except click.BadParameter:
+        pass  # the group refuses it, in one line
     before = itertools.takewhile(lambda a: a.startswith("-"), argv)
     return "--debug" in before
 

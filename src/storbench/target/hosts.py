@@ -45,7 +45,10 @@ from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan
 
 DEFAULT_PORT = 8765
-_HOST = re.compile(r"^\s*(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<name>[A-Za-z0-9_][A-Za-z0-9._-]*))"
+# a host name: labels of letters, digits, '-' (not first or last) and '_' (common in
+# practice), joined by dots; or an IPv4 address (such labels too), or [IPv6]
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST = re.compile(rf"^\s*(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<name>{_LABEL}(?:\.{_LABEL})*\.?))"
                    r"(?::(?P<port>[0-9]+))?\s*$")
 
 
