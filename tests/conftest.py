@@ -96,11 +96,11 @@ def disk_dir() -> Iterator[Path]:
 
 
 def run_cli(*args: str, db: Path, env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """storbench as a user runs it: a real subprocess."""
+            timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """storbench as a user runs it: a real subprocess (started in ``cwd``)."""
     full_env = {**os.environ, "STORBENCH_DB": str(db), **(env or {})}
     return subprocess.run([*STORBENCH, *args], capture_output=True, text=True, env=full_env,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 @pytest.fixture(scope="session")

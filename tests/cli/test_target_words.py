@@ -3,6 +3,7 @@ ssh://HOST[,HOST...]/PATH are the same runs as their flags; anything else is a p
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from storbench.cli.targets import TargetFlags, read_targets
 from storbench.errors import ConfigError
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import run_cli
+from tests.conftest import needs_fio, run_cli
 
 
 def flags(*words: str, **more: object) -> TargetFlags:
@@ -45,6 +46,9 @@ def test_each_word_becomes_what_its_flags_would_say():
     ("ssh://db1;id/x", "is not ssh://"),
     ("ssh://$(id)@db1/x", "is not ssh://"),
     ("ssh://db1,,db2/x", "is not ssh://"),
+    # Path("") is ".": an unset variable ("$DIR") would have measured where it was started
+    ("", "is empty (an unset variable?)"),
+    (" ", "is empty (an unset variable?)"),
 ])
 def test_a_word_that_names_nothing_it_can_reach_is_refused(word, said):
     with pytest.raises(ConfigError, match=re.escape(said)):
@@ -75,3 +79,33 @@ def test_k8s_word_makes_the_same_dry_run_as_the_flag(tmp_path):
 def test_a_bad_word_is_one_line_of_error(tmp_path):
     proc = run_cli("run", "ftp://x/y", db=tmp_path / "r.db")
     assert_one_line_error(proc, proc.returncode, "a scheme storbench does not know")
+
+
+SMALL = "[w]\nrw=randwrite\nbs=4k\nsize=1m\nio_size=256k\n"
+
+
+@needs_fio
+def test_a_path_relative_to_where_storbench_starts(tmpfs, tmp_path):
+    """`storbench run .` and `run data`: the directory where storbench was started (fio
+    starts in the run's work directory: its scratch directory and its confinement were
+    given relative to the wrong one, and every such run failed with exit 126, "cannot
+    confine fio", until this was mended)."""
+    job = tmp_path / "w.fio"
+    job.write_text(SMALL)
+    data = tmpfs / "data"
+    data.mkdir()
+    db = tmp_path / "r.db"
+    for where, word in ((data, "."), (tmpfs, "data"), (data / "..", "data/")):
+        proc = run_cli("run", word, "--job", str(job), db=db, cwd=where)
+        assert proc.returncode == 0, (word, proc.stderr)
+        assert "Run #" in proc.stdout and "completed" in proc.stdout, proc.stdout
+        assert list(data.iterdir()) == [] and sorted(p.name for p in tmpfs.iterdir()) \
+            == ["data"], "the scratch directory went where it should and is gone"
+    runs = [r["target"] for r in json.loads(run_cli("list", "--json", db=db).stdout)]
+    assert runs == [str(data)] * 3, runs
+    proc = run_cli("run", "", "--job", str(job), db=db, cwd=data)
+    assert_one_line_error(proc, 2, "TARGET '' is empty")
+    assert list(data.iterdir()) == []
+    # on hosts a relative path is relative to each fio server's own directory: refused
+    proc = run_cli("run", "data", "--hosts", "127.0.0.9:1", "--job", str(job), db=db)
+    assert_one_line_error(proc, 2, "TARGET is the absolute path on the hosts: 'data'")

@@ -170,6 +170,9 @@ def read_targets(f: TargetFlags) -> TargetFlags:
         elif re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", word):
             raise ConfigError(f"TARGET {word!r}: a scheme storbench does not know (give a"
                               " path, ssh://HOST/PATH or k8s://CLASS)")
+        elif not word.strip():  # Path("") is ".": an unset variable would measure here
+            raise ConfigError(f"TARGET {word!r} is empty (an unset variable?): give a"
+                              " directory (`.` for this one), a device or ssh://, k8s://")
         else:
             f = replace(f, given=(*f.given, Path(word)), order=(*f.order, ""))
     return f
@@ -258,6 +261,9 @@ def choose_targets(f: TargetFlags) -> list[Target]:
     if hosts:
         if len(f.given) > 1:
             raise ConfigError("with --hosts, give one TARGET: the path on the hosts")
+        if not f.given[0].is_absolute():
+            raise ConfigError(f"with --hosts, TARGET is the absolute path on the hosts:"
+                              f" {str(f.given[0])!r} is relative (to what, on each host?)")
         if f.probe_metadata:
             raise ConfigError("--probe-metadata runs on this machine; it cannot run on a"
                               " hosts target")

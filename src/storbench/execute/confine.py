@@ -188,8 +188,8 @@ def main(argv: list[str]) -> int:
         restrict(writable, files, [*executable, program[0], *([loader] if loader else [])],
                  exec_anything)
     except OSError as exc:
-        print(f"storbench-confine: cannot confine {program[0]}: {exc.strerror or exc}",
-              file=sys.stderr)
+        what = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror or exc
+        print(f"storbench-confine: cannot confine {program[0]}: {what}", file=sys.stderr)
         return 126
     try:
         os.execv(program[0], program)

@@ -67,8 +67,10 @@ class Confinement:
         page cache)."""
         if may_exec or not confine.abi():
             return program
-        flags = [f for d in (workdir, *self.directories) for f in ("--write", str(d))]
-        flags += [f for p in ("/dev/null", *self.files) for f in ("--file", p)]
+        # absolute: fio starts in the work directory, not where storbench was started
+        flags = [f for d in (workdir, *self.directories)
+                 for f in ("--write", os.path.abspath(d))]
+        flags += [f for p in ("/dev/null", *self.files) for f in ("--file", os.path.abspath(p))]
         return [sys.executable, "-I", confine.__file__, *flags, "--", *program]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,7 +176,10 @@ class DirectoryTarget(InRunDirs):
 
     def create_scratch(self, run_uid: str) -> Path:
         try:
-            return create_marked(self.path / f"{PREFIX}{run_uid}", run_uid)
+            # absolute (lexically: resolving looks at every part, a silent server's too):
+            # fio and its confinement start in the run's work directory
+            return create_marked(Path(os.path.abspath(self.path)) / f"{PREFIX}{run_uid}",
+                                 run_uid)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise TargetError(f"no space left in {str(self.path)!r} to start") from exc
