@@ -106,6 +106,13 @@ def test_a_path_relative_to_where_storbench_starts(tmpfs, tmp_path):
     proc = run_cli("run", "", "--job", str(job), db=db, cwd=data)
     assert_one_line_error(proc, 2, "TARGET '' is empty")
     assert list(data.iterdir()) == []
+    # a directory whose name has a ':' (fio reads /a:b as /a and b; escaped for it)
+    colon = tmpfs / "x:y"
+    colon.mkdir()
+    (tmpfs / "x").mkdir()  # what fio would have taken as the first directory
+    proc = run_cli("run", str(colon), "--job", str(job), db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert list(colon.iterdir()) == [] and list((tmpfs / "x").iterdir()) == []
     # on hosts a relative path is relative to each fio server's own directory: refused
     proc = run_cli("run", "data", "--hosts", "127.0.0.9:1", "--job", str(job), db=db)
     assert_one_line_error(proc, 2, "TARGET is the absolute path on the hosts: 'data'")

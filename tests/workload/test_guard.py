@@ -278,6 +278,9 @@ def test_plain_names_and_allowed_values_pass():
     ("[a]\nfilename=/etc/passwd\nrw=read\n", "is not inside"),
     ("[a]\nfilename=/s/storbench-1/../x\nrw=read\n", "is not inside"),
     ("[a]\ndirectory=/etc\nrw=read\n", "not inside"),
+    # fio reads directory= as a ':' list: an unescaped ':' makes two directories
+    ("[a]\ndirectory=/s/storbench-1:/etc\nrw=read\n", "not inside"),
+    ("[a]\ndirectory=/s/storbench-1:x\nrw=read\n", "not inside"),
     ("[a]\nfilename_format=$jobname\nrw=read\n", "not storbench's own"),
     ("[a]\nfilename_format=../x.$jobname.$jobnum.$filenum\nrw=read\n", "not storbench's own"),
     ("[../a]\nrw=read\n", "must be plain"),
@@ -302,6 +305,21 @@ def test_the_last_look_passes_storbench_own_job_files():
     check_final(parse_jobfile(hosts), ["/s/storbench-1"], allow_exec=False, source="t")
     check_final(parse_jobfile("[a]\nfilename=/dev/loop7\nrw=read\n"), ["/dev/loop7"],
                 allow_exec=False, source="t")
+
+
+def test_a_scratch_directory_with_a_colon_is_one_directory_to_fio():
+    """/mnt/a:b as directory= is /mnt/a and b to fio: storbench escapes it (fio's '\\:'),
+    and judges each name of a ':' list as fio opens it."""
+    from storbench.workload.guard import check_final, path_parts
+
+    scratch = "/mnt/x:y/storbench-1"
+    jf = parse_jobfile(BASE + "opendir=in:also\\:one\n").prepared(Path(scratch))
+    text = jf.render()
+    assert "directory=/mnt/x\\:y/storbench-1\n" in text
+    assert "opendir=/mnt/x\\:y/storbench-1/in:/mnt/x\\:y/storbench-1/also\\:one\n" in text
+    check_final(parse_jobfile(text), [scratch], allow_exec=False, source="t")
+    assert path_parts("filename", "a\\:b:c") == ["a:b", "c"]
+    assert path_parts("directory", "/mnt/x\\:y/s") == ["/mnt/x:y/s"]
 
 
 def test_a_device_replay_reads_its_log_from_the_run_s_work_directory_only():

@@ -23,7 +23,7 @@ from storbench.result.record import BLANK_DEVICE
 from storbench.target.base import DeviceRoom, InRunDirs, Placed, Quiet
 from storbench.target.blockguard import Findings, decide, device_facts, inspect
 from storbench.target.environment import host_facts, local_confinement
-from storbench.workload.guard import plain
+from storbench.workload.guard import fio_path, plain
 from storbench.workload.jobfile import JobFile, Section
 from storbench.workload.plan import Plan
 from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
@@ -177,7 +177,7 @@ class BlockTarget(Quiet, InRunDirs):
         size = self.size_bytes or self.device_size()
         total = min(2 * size, cap_bytes) if cap_bytes else 2 * size
         text = (f"[precondition]\nrw=write\nbs=128k\nioengine=libaio\niodepth=32\ndirect=1\n"
-                f"filename={self.device}\nsize={size}\nio_size={total}\n")
+                f"filename={fio_path(self.device)}\nsize={size}\nio_size={total}\n")
         return [FioJob("", "precondition.fio", text)]
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
@@ -245,7 +245,8 @@ def on_device(jobfile: JobFile, device: str, size_bytes: int | None,
             section = section.with_option("read_iolog", str(files / Path(iolog).name)) \
                 .with_option("replay_redirect", device)
         if not section.is_global:
-            section = section.with_option("filename", device).with_option("direct", "1")
+            section = section.with_option("filename", fio_path(device)) \
+                .with_option("direct", "1")
             options = effective.get(section.name, {})
             if size_bytes is not None:
                 numjobs = max(1, parse_count(options.get("numjobs")))

@@ -129,13 +129,23 @@ def _engine(engine: str, where: str, allow_exec: bool) -> str | None:
 
 
 def path_parts(key: str, value: str) -> list[str]:
-    """The paths in an option's value: filename's ':' list, mem=mmap:PATH's path."""
+    """The paths in an option's value as fio opens them: filename's (and directory's)
+    ':' list, '\\:' a colon of the name; mem=mmap:PATH's path."""
     if key in ("mem", "iomem"):
         kind, sep, path = value.partition(":")
         return [path] if sep and kind in ("mmap", "mmaphuge", "mmapshared") else []
-    if key in ("filename", "opendir"):
-        return [p for p in re.split(r"(?<!\\):", value) if p]
+    if key in LISTS:
+        return [p.replace("\\:", ":") for p in re.split(r"(?<!\\):", value) if p]
     return [value]
+
+
+LISTS = ("filename", "opendir", "directory")  # fio reads a ':' list of paths from them
+
+
+def fio_path(path: str) -> str:
+    """A path as one name in filename= or directory= (its ':' escaped: fio would read
+    /mnt/a:b as two directories, /mnt/a and b)."""
+    return path.replace(":", "\\:")
 
 
 def outside(part: str) -> str | None:
@@ -193,8 +203,9 @@ def _final_option(section: str, key: str, value: str | None, roots: list[PurePos
     if name == "filename_format":
         return None if value and OWN_FORMAT.fullmatch(value) else (
             f"{where}: not storbench's own filename_format")
-    if name == "directory":
-        return None if value and _inside(value, roots) else (
+    if name == "directory":  # every directory of its ':' list
+        parts = path_parts(name, value or "")
+        return None if parts and all(_inside(p, roots) for p in parts) else (
             f"{where}: not inside {', '.join(map(str, roots))}")
     if name == "gtod_reduce":
         return f"{where}: it drops latency"

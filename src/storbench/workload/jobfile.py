@@ -8,6 +8,7 @@ plus the few options storbench must set (the directory, size/runtime overrides).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -96,7 +97,8 @@ class JobFile:
         ``filename_format``.
         """
         sections: list[Section] = [Section("global", (
-            ("directory", str(directory)), ("filename_format", guard.FILENAME_FORMAT)))]
+            ("directory", guard.fio_path(str(directory))),
+            ("filename_format", guard.FILENAME_FORMAT)))]
         for section in self.sections:
             reason = guard.check_section_name(section.name)
             for key, value in section.options:
@@ -249,6 +251,9 @@ def _into(directory: Path, key: str, value: str) -> str:
     if key in ("mem", "iomem"):
         kind, sep, path = value.partition(":")
         return f"{kind}:{directory / path}" if sep and path else value
+    if key in guard.LISTS:  # each name of the ':' list (escapes kept), the directory's ':' too
+        return ":".join(f"{guard.fio_path(str(directory))}/{part}"
+                        for part in re.split(r"(?<!\\):", value) if part)
     return str(directory / value)
 
 
