@@ -195,6 +195,32 @@ def test_a_section_name_cannot_overwrite_a_file_outside(tmpfs, tmp_path, store_p
 
 @pytest.mark.integration
 @needs_fio
+@pytest.mark.parametrize("name, said", [
+    # a line break would end directory= and begin an option of the directory's naming
+    ("a\nexec_prerun=touch {marker}\ndescription=", "a line break"),
+    ("a\rx", "a line break"),
+    ("semi;x", "';'"),  # fio ends a value at ';' and '#' (a comment), with no escape
+    ("hash#x", "'#'"),
+    ("e\x1b]0;title\x07", "';'"),  # and said harmlessly: repr, no escape sequence
+])
+def test_a_directory_name_cannot_write_the_job_file(name, said, tmpfs, tmp_path, store_path):
+    """A TARGET whose name fio's job files cannot carry is refused before fio starts and
+    before the run is stored, even with --allow-exec (which trusts the job file, not the
+    names of directories): its options never reach fio."""
+    marker = tmp_path / "ran"
+    target = tmpfs / name.format(marker=marker)
+    target.mkdir(parents=True)  # the marker's path makes it several directories deep
+    job = tmp_path / "w.fio"
+    job.write_text("[w]\nrw=write\nbs=4k\nsize=64k\n")
+    proc = run_cli("run", str(target), "--job", str(job), "--allow-exec", db=store_path)
+    assert_one_line_error(proc, 2, f"fio's job files cannot name a path with {said}")
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
+    assert not marker.exists() and list(target.iterdir()) == []
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+
+
+@pytest.mark.integration
+@needs_fio
 @pytest.mark.parametrize("mounted", [False, True])
 def test_a_section_name_cannot_reach_a_device(tmp_path, store_path, mounted):
     from tests.conftest import IS_ROOT

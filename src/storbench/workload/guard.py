@@ -144,8 +144,20 @@ LISTS = ("filename", "opendir", "directory")  # fio reads a ':' list of paths fr
 
 def fio_path(path: str) -> str:
     """A path as one name in filename= or directory= (its ':' escaped: fio would read
-    /mnt/a:b as two directories, /mnt/a and b)."""
+    /mnt/a:b as two directories, /mnt/a and b). ConfigError for a path no job file can
+    name: a line break would end the option there and begin another (a directory named
+    "x\\nexec_prerun=..." would be an option of its own); fio ends a value at ';' or '#'
+    (a comment), with no escape."""
+    cannot = sorted({c for c in path if c in UNNAMEABLE})
+    if cannot:
+        shown = ", ".join("a line break" if c in "\n\r" else "a NUL" if c == "\0" else
+                          repr(c) for c in cannot)
+        raise ConfigError(f"{path!r}: fio's job files cannot name a path with {shown} in"
+                          " it; rename it, or give a directory above it")
     return path.replace(":", "\\:")
+
+
+UNNAMEABLE = "\n\r\0;#"  # fio_path: what no job file can carry in a path
 
 
 def outside(part: str) -> str | None:
