@@ -353,3 +353,24 @@ def test_a_storbench_in_another_pid_namespace_never_judges_a_live_run_dead(tmpfs
     listed = subprocess.run([*elsewhere, "list", "--json"], capture_output=True, text=True,
                             env=env, timeout=60)
     assert json.loads(listed.stdout)[0]["status"] == "crashed", listed.stdout
+
+
+def test_what_cannot_be_written_is_one_line_in_the_systems_words(fio_json_text, tmp_path,
+                                                                  store_path):
+    """An --output in a directory that does not exist, charts into a place no file can
+    be made, standard output on a full device: one line naming what and why, never a
+    traceback (each was one)."""
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    assert run_cli("import", str(got), db=store_path).returncode == 0
+    proc = run_cli("export", "last", "--output", str(tmp_path / "no" / "x.csv"),
+                   db=store_path)
+    assert_one_line_error(proc, 2, f"cannot write '{tmp_path / 'no' / 'x.csv'}': No such file")
+    proc = run_cli("report", "last", "--output", str(tmp_path / "r.html"), "--png",
+                   "/proc/storbench-charts", db=store_path)
+    assert_one_line_error(proc, 2, "cannot write the charts into '/proc/storbench-charts'")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([*STORBENCH, "show", "last", "--json"], stdout=full,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "STORBENCH_DB": str(store_path)})
+    assert_one_line_error(proc, 1, "No space left on device")

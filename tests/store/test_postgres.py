@@ -173,6 +173,12 @@ def test_copy_refuses_a_source_that_is_not_there(tmp_path):
                            str(tmp_path / "x.db")], capture_output=True, text=True)
     assert proc.returncode == 2 and "no such database file" in proc.stderr
     assert not (tmp_path / "x.db").exists()
+    # an empty name (an unset "$STORBENCH_DB"): SQLite's temporary database, the copy gone
+    (tmp_path / "src.db").write_bytes(b"")
+    for words in (["", str(tmp_path / "x.db")], [str(tmp_path / "src.db"), " "]):
+        proc = subprocess.run([*STORBENCH, "db", "copy", *words], capture_output=True,
+                              text=True)
+        assert proc.returncode == 2 and "names no database" in proc.stderr, proc.stderr
 
 
 @needs_fio

@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         err.print("storbench: interrupted")
         sys.exit(130)
+    except OSError as exc:  # the machine's refusal nobody turned into ours: its words
+        if debug:
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        err.print(f"storbench: error: {exc.strerror or exc}{where}", markup=False)
+        sys.exit(1)
     except click.ClickException as exc:  # a bad flag or argument: one line, as ours
         if debug:
             raise

@@ -10,6 +10,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -177,6 +178,14 @@ def percent(text: str, flag: str, example: str, *, below_100: bool = False) -> f
     if value < 0:
         raise ConfigError(f"{flag} must not be negative, not {text}")
     return value / 100
+
+
+def write_output(path: Path, text: str) -> None:
+    """``--output``: the file written, or ConfigError in the system's words."""
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {str(path)!r}: {exc.strerror}") from None
 
 
 def print_json(doc: Any) -> None:

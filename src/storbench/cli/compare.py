@@ -12,7 +12,16 @@ import click
 
 from storbench.analysis.compare import Comparison, select, sentences
 from storbench.analysis.compare import compare as build_comparison
-from storbench.cli.common import cli, db_option, err, json_option, load_run, out, print_json
+from storbench.cli.common import (
+    cli,
+    db_option,
+    err,
+    json_option,
+    load_run,
+    out,
+    print_json,
+    write_output,
+)
 from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
 from storbench.cli.trend import series_histories
 from storbench.errors import ConfigError
@@ -188,5 +197,5 @@ def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text)
+        write_output(output, text)
         err.print(f"Wrote {output}")

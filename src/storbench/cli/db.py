@@ -26,6 +26,9 @@ def db() -> None:
 
 
 def _open(where: str, *, must_exist: bool) -> Store:
+    if not where.strip():  # SQLite would open a temporary database: the copy would vanish
+        raise ConfigError(f"{where!r} names no database: give a SQLite file or a"
+                          " postgresql:// URL (an unset variable?)")
     if must_exist and not is_url(where) and not Path(where).is_file():
         raise ConfigError(f"{where}: no such database file")
     return Store(where)

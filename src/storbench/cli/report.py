@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from storbench.analysis import charts as chart_data
-from storbench.cli.common import cli, db_option, err
+from storbench.cli.common import cli, db_option, err, write_output
 from storbench.cli.compare import comparison, reference_options
 from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
 from storbench.errors import ConfigError
@@ -55,12 +55,13 @@ def report_cmd(store: Store, run_refs: tuple[str, ...], output: Path, png_dir: P
     priced = priced_runs(comp, costs, capacity, provisioned_iops, provisioned_mbps)
     charts = chart_data.build(comp)
     html = report.render(comp, charts, title=title, priced=priced)
-    try:
-        output.write_text(html)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {str(output)!r}: {exc.strerror}") from exc
+    write_output(output, html)
     err.print(f"Wrote {output} ({len(html.encode()) / 1024:,.0f} KiB, {len(charts)} charts)",
               markup=False)
     if png_dir is not None:
-        png.write_all(charts, png_dir)
+        try:
+            png.write_all(charts, png_dir)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the charts into {str(png_dir)!r}:"
+                              f" {exc.strerror}") from None
         err.print(f"Wrote {len(charts)} PNG charts to {png_dir}", markup=False)
