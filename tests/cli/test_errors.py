@@ -374,3 +374,29 @@ def test_what_cannot_be_written_is_one_line_in_the_systems_words(fio_json_text, 
                               stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "STORBENCH_DB": str(store_path)})
     assert_one_line_error(proc, 1, "No space left on device")
+
+
+# A stand-in for a fault this test machine cannot cause: its kernel gives a writer no
+# EPIPE when the pipe's reader has gone (a write of 100 MB "succeeds"), so the writer is
+# storbench with a standard output that raises what Linux raises elsewhere.
+BROKEN_STDOUT = """
+import io, os, sys
+class Broken(io.TextIOWrapper):
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+sys.stdout = Broken(os.fdopen(os.open(os.devnull, os.O_WRONLY), "wb"))
+from storbench.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_reader_that_went_away_ends_storbench_quietly():
+    """`storbench list | head`: the reader has what it wanted; no traceback, no error
+    line (rich's console and click's main each end such a process with 1, quietly,
+    before cli.main's handler of other OSErrors, which names them, sees it)."""
+    import sys
+
+    for words in (["suites"], ["reference", "list", "--json"]):  # rich; click.echo
+        proc = subprocess.run([sys.executable, "-c", BROKEN_STDOUT, *words],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 1 and proc.stderr == "", (words, proc.stderr)
