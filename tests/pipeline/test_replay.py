@@ -403,6 +403,26 @@ def _attached(tracer: str, pid: int, temp: Path) -> bool:
                for p in temp.glob("*/bpf.txt"))
 
 
+@needs_fio
+@needs_strace
+def test_a_replay_names_its_files_as_fio_s_io_log_can(recorded, tmp_path):
+    """fio reads an I/O log line's file name with sscanf("%256s"): a TARGET with a
+    space in its path (or longer) cannot be named there. Said in those words (it was the
+    gate's "'/mnt/a' is not inside /mnt/a b/...": safe, but not why), nothing left."""
+    db, _, tmpfs = recorded
+    spaced = tmpfs / "a b"
+    spaced.mkdir()
+    proc = run_cli("run", str(spaced), "--replay", "app", db=db)
+    assert proc.returncode == 2, proc.stderr
+    assert "which reads a name of at most 256 characters and no space" in proc.stderr
+    assert list(spaced.iterdir()) == []
+    deep = tmpfs / ("d" * 120) / ("e" * 120)
+    deep.mkdir(parents=True)
+    proc = run_cli("run", str(deep), "--replay", "app", db=db)
+    assert proc.returncode == 2 and "at most 256 characters" in proc.stderr, proc.stderr
+    assert list(deep.iterdir()) == []
+
+
 def _processes(first: str, *words: str) -> list[int]:
     """PIDs of the processes that run ``first`` (its base name) with every one of
     ``words`` in their command line."""
