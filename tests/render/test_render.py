@@ -178,3 +178,22 @@ def test_a_lifecycle_phase_seen_over_within_one_read_is_below_the_read_interval(
                                              "restore", "clone"), lifecycle.POLL_S),
                             "expand": lifecycle.EXPAND_POLL_S,
                             "delete": kubecleanup.READ_EVERY_S}
+
+
+@pytest.mark.parametrize("scale, word", [(0.996, None), (1.004, None), (0.9, "worse"),
+                                         (1.1, "better")])
+def test_a_ratio_shown_as_1_00_claims_no_direction(store, fio_json_text, scale, word):
+    """Two single runs (no repeats, no series: nothing to judge noise by): a ratio shown
+    as "1.00" says no direction ("1.00 × … (worse)" read as a contradiction); one
+    shown otherwise does."""
+    from storbench.analysis.compare import sentences
+
+    doc = json.loads(fio_json_text)
+    for job in doc["jobs"]:
+        job["read"]["iops"] *= scale
+    a = store.get_run(add_run(store, fio_json_text, label="before"))
+    b = store.get_run(add_run(store, json.dumps(doc), label="after"))
+    [said] = [s for s in sentences(compare([a, b], baseline=0)) if "read IOPS" in s]
+    assert re.search(r"after: \d\.\d\d × the mix read IOPS of before( \((\w+)\))?", said)
+    found = re.search(r"of before \((\w+)\)", said)
+    assert (found.group(1) if found else None) == word, said

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
 from storbench.analysis.references import Printed, printed
-from storbench.analysis.stats import Estimate, Ratio, estimate, ratio, times_pm
+from storbench.analysis.stats import Estimate, Ratio, estimate, ratio, times, times_pm
 from storbench.analysis.warnings import brief
 from storbench.errors import ConfigError
 from storbench.result import facts
@@ -212,7 +212,8 @@ def sentences(comp: Comparison) -> list[str]:
 def ratio_word(comp: Comparison, i: int, j: int) -> str | None:
     """What run ``i``'s ratio to the baseline in column ``j`` means: 'worse: change at
     run #42' or 'within noise, ±3%' (their series), 'within noise' (their repeats),
-    'better' or 'worse'; None without a ratio or a direction."""
+    'better' or 'worse'; None without a ratio or a direction, or for a ratio shown as
+    1.00 with nothing to judge its noise by."""
     r = comp.cells[i][j].ratio
     if comp.baseline is None or r is None:
         return None
@@ -221,6 +222,8 @@ def ratio_word(comp: Comparison, i: int, j: int) -> str | None:
         return told
     if r.within_noise:
         return "within noise"
+    if times(r.value) == times(1.0):
+        return None  # shown as 1.00: a direction would claim a change the figure does not show
     better = comp.better(j, i)
     return "better" if better else "worse" if better is False else None
 
