@@ -57,9 +57,9 @@ class Followed:
         with self.out.open("rb") as f:
             f.seek(self.offset)
             new = f.read()
-        whole = new.rfind(b"\n") + 1  # a line bpftrace is still writing waits for the next
-        self.offset += whole
-        for line in new[:whole].splitlines() if self.fork in new[:whole] else ():
+        done = new[:new.rfind(b"\n") + 1]  # a line bpftrace still writes waits for the next
+        self.offset += len(done)
+        for line in done.splitlines() if self.fork in done else ():
             if line.startswith(self.fork):  # TOKEN F PARENT PID CHILD NSECS
                 self.tids.add(int(line.split()[4]))
         self.tids = {t for t in self.tids if running(t)}

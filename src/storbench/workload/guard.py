@@ -135,8 +135,13 @@ def path_parts(key: str, value: str) -> list[str]:
         kind, sep, path = value.partition(":")
         return [path] if sep and kind in ("mmap", "mmaphuge", "mmapshared") else []
     if key in LISTS:
-        return [p.replace("\\:", ":") for p in re.split(r"(?<!\\):", value) if p]
+        return [p.replace("\\:", ":") for p in list_names(value)]
     return [value]
+
+
+def list_names(value: str) -> list[str]:
+    """The names of a ':' list as written (a '\\:' stays: a colon of the name)."""
+    return [p for p in re.split(r"(?<!\\):", value) if p]
 
 
 LISTS = ("filename", "opendir", "directory")  # fio reads a ':' list of paths from them
@@ -150,8 +155,9 @@ def fio_path(path: str) -> str:
     (a comment), with no escape."""
     cannot = sorted({c for c in path if c in UNNAMEABLE})
     if cannot:
-        shown = ", ".join("a line break" if c in "\n\r" else "a NUL" if c == "\0" else
-                          repr(c) for c in cannot)
+        shown = ", ".join(dict.fromkeys(  # \n and \r are one thing to say
+            "a line break" if c in "\n\r" else "a NUL" if c == "\0" else repr(c)
+            for c in cannot))
         raise ConfigError(f"{path!r}: fio's job files cannot name a path with {shown} in"
                           " it; rename it, or give a directory above it")
     return path.replace(":", "\\:")

@@ -8,7 +8,6 @@ plus the few options storbench must set (the directory, size/runtime overrides).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -253,7 +252,7 @@ def _into(directory: Path, key: str, value: str) -> str:
         return f"{kind}:{directory / path}" if sep and path else value
     if key in guard.LISTS:  # each name of the ':' list (escapes kept), the directory's ':' too
         return ":".join(f"{guard.fio_path(str(directory))}/{part}"
-                        for part in re.split(r"(?<!\\):", value) if part)
+                        for part in guard.list_names(value))
     return str(directory / value)
 
 
