@@ -104,6 +104,39 @@ def test_assertions_pass_and_fail(tmpfs, tmp_path, store_path):
     assert early.returncode == 2 and "Run #" not in early.stdout
 
 
+@pytest.mark.parametrize("text, said", [
+    ("nosuch.iops > 1", "the run has no test 'nosuch' (its tests: randread)"),
+    ("randread.foo > 1", "unknown figure 'foo'"),
+    ("randread.fdatasync.iops > 1", "unknown figure 'iops'"),
+    ("randread.p99 < 10", "no unit does not fit a latency figure"),
+    ("randread.bw > 1ms", "ms does not fit a bw figure"),
+])
+def test_an_assertion_no_run_could_pass_is_refused_before_any_io(tmpfs, tmp_path, store_path,
+                                                                 text, said):
+    """A typo in a CI gate is said at once (exit 2), not after the whole suite ran (it was
+    exit 3 then, the run stored)."""
+    proc = run_cli("run", str(tmpfs), "--job", job(tmp_path), "--assert", "randread.iops > 1",
+                   "--assert", text, db=store_path)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stdout + proc.stderr
+    assert "Run #" not in proc.stdout and list(tmpfs.iterdir()) == []
+    assert "No runs stored" in run_cli("list", db=store_path).stderr
+
+
+def test_a_kinds_own_answers_are_assertions_before_the_run(tmp_path):
+    """An application's estimate (postgresql.tps) and a curve's answer are not tests of
+    the plan: they pass the check before the run, which judges them when they exist."""
+    from storbench.pipeline.loop import plan_run
+    from storbench.pipeline.spec import RunSpec
+    from storbench.target.directory import DirectoryTarget
+
+    spec = RunSpec(suite="postgresql", assertions=("postgresql.tps >= 1",
+                                                   "postgresql.commit_p99 < 5ms"))
+    assert plan_run(spec, DirectoryTarget(tmp_path)).plan.tests
+    with pytest.raises(ConfigError, match="no test 'mysql'"):
+        plan_run(RunSpec(suite="postgresql", assertions=("mysql.tps >= 1",)),
+                 DirectoryTarget(tmp_path))
+
+
 def test_assertion_needs_direction_for_mixed_tests(tmpfs, tmp_path, store_path):
     text = READ3.replace("rw=randread", "rw=randrw")
     run_cli("run", str(tmpfs), "--job", job(tmp_path, text), "--runtime", "1", db=store_path)

@@ -147,10 +147,19 @@ def test_bad_curve_flags_are_one_clear_error(tmp_path, store_path):
                          (["--workload", "quick:nope"], "suite quick has no test 'nope'"),
                          (["--workload", "quick"], "a curve measures one test"),
                          (["--steps", "2"], "--steps must be 3 to 50"),
-                         (["--step-time", "0.5"], "--step-time must be at least 1 s")):
+                         (["--step-time", "0.5"], "--step-time must be at least 1 s"),
+                         # an assertion no curve could pass: said before minutes of steps
+                         (["--slo", "p99<=3ms", "--assert", "curve.p99_2ms.iops >= 1"],
+                          "the curve has no 'p99_2ms'; it has: p99_3ms, max, knee"),
+                         (["--assert", "curve.max.p99 >= 1"], "a curve's answers are rates"),
+                         (["--assert", "curve.max.iops >= 1ms"], "a curve's answers are IOPS"),
+                         (["--assert", "randread.foo >= 1"], "unknown figure 'foo'"),
+                         (["--assert", "seqread.iops >= 1"], "the run has no test 'seqread'")):
         proc = run_cli("curve", str(tmp_path), *args, db=store_path)
         assert proc.returncode == 2, (args, proc.stderr)
         assert needle in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+    assert list(tmp_path.glob("storbench-*")) == []
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
 
 
 def step(name, requested, achieved, p99, saturated=False):

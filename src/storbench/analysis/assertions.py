@@ -70,15 +70,47 @@ class Assertion:
         text = f"{self.test}.{self.path} {self.op} {number:g}{unit}"
         return Assertion(text, self.test, self.path, self.op, number, unit)
 
-    def resolve(self, result: TestResult) -> Metric:
-        """The metric this assertion names, for this test's result."""
+    def _figure(self) -> tuple[str | None, str]:
+        """The direction named (None: left out) and the figure: ("sync", "p99")."""
         parts = self.path.split(".")
         direction: str | None = None
         if parts[0] in ("read", "write", "trim"):
             direction, parts = parts[0], parts[1:]
         elif parts[0] in SYNC_NAMES:
             direction, parts = "sync", parts[1:]
-        rest = ".".join(parts)
+        return direction, ".".join(parts)
+
+    def check_before(self, tests: list[str]) -> None:
+        """ConfigError, before a run measures anything, for an assertion on a test's
+        figure that it could never pass: a test the run does not have (``tests``: fio's
+        job names), a figure no test has, a unit that does not fit the figure."""
+        if self.test not in tests:
+            raise ConfigError(f"--assert {self.text!r}: the run has no test {self.test!r}"
+                              f" (its tests: {', '.join(tests) or 'none'})")
+        direction, rest = self._figure()
+        if rest in ("iops", "bw") and direction != "sync":
+            self._unit_of(rest)
+        elif _FIGURE.match(rest):
+            self._unit_of("latency")
+        else:
+            raise self._unknown(rest)
+
+    def _unknown(self, figure: str) -> ConfigError:
+        return ConfigError(f"assertion {self.text!r}: unknown figure {figure!r}; use iops, bw,"
+                           " p50 … p99.99, mean, min, max (optionally lat./clat./slat.)")
+
+    def curve_answer(self) -> tuple[str, str, float]:
+        """A curve's answer named (curve.p99_2ms.iops: "p99_2ms"), its figure ("iops"), and
+        the limit in IOPS."""
+        key, _, figure = self.path.rpartition(".")
+        if self.unit not in COUNT_UNITS:
+            raise ConfigError(f"assertion {self.text!r}: a curve's answers are IOPS;"
+                              f" use no unit, k or M, not {self.unit}")
+        return key or figure, figure if key else "iops", self.number * COUNT_UNITS[self.unit]
+
+    def resolve(self, result: TestResult) -> Metric:
+        """The metric this assertion names, for this test's result."""
+        direction, rest = self._figure()
         if direction is None:
             if rest in ("iops", "bw") or _FIGURE.match(rest):
                 done = [d for d, _ in result.directions()]
@@ -92,19 +124,23 @@ class Assertion:
             return metric(f"{direction}.{rest}")
         fig = _FIGURE.match(rest)
         if fig is None:
-            raise ConfigError(f"assertion {self.text!r}: unknown figure {rest!r}; use iops, bw,"
-                              " p50 … p99.99, mean, min, max (optionally lat./clat./slat.)")
+            raise self._unknown(rest)
         which = "lat" if direction == "sync" else (fig["which"] or "clat")
         return metric(f"{direction}.{which}_{fig['stat']}")
 
     def limit(self, m: Metric) -> float:
         """The limit in the metric's base unit."""
-        table = TIME_UNITS if m.kind == "latency" else BW_UNITS if m.kind == "bw" else COUNT_UNITS
+        return self.number * self._unit_of(m.kind)
+
+    def _unit_of(self, kind: str) -> float:
+        """The given unit's factor to the base unit of a ``kind`` figure (latency: ns,
+        bw: B/s, iops: a count)."""
+        table = TIME_UNITS if kind == "latency" else BW_UNITS if kind == "bw" else COUNT_UNITS
         if self.unit not in table:
             raise ConfigError(
                 f"assertion {self.text!r}: {self.unit or 'no unit'} does not fit a"
-                f" {m.kind} figure; use one of: {', '.join(u for u in table if u)}")
-        return self.number * table[self.unit]
+                f" {kind} figure; use one of: {', '.join(u for u in table if u)}")
+        return table[self.unit]
 
 
 def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
@@ -115,13 +151,8 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
                        limit, passed, note, source)
 
     if assertion.test == "curve" and CURVE.of(run):
-        key, _, figure = assertion.path.rpartition(".")
-        if assertion.unit not in COUNT_UNITS:
-            raise ConfigError(f"assertion {assertion.text!r}: a curve's answers are IOPS;"
-                              f" use no unit, k or M, not {assertion.unit}")
-        return curve.check(run, assertion.text, key or figure, figure if key else "iops",
-                           OPS[assertion.op], assertion.number * COUNT_UNITS[assertion.unit],
-                           source)
+        key, figure, limit = assertion.curve_answer()
+        return curve.check(run, assertion.text, key, figure, OPS[assertion.op], limit, source)
     if (assertion.test == "lifecycle" and LIFECYCLE.of(run)) or (
             assertion.test == "failover" and FAILOVER.of(run)):
         if assertion.unit not in TIME_UNITS:
@@ -142,7 +173,7 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
     if not results:
         names = ", ".join(run.results_by_test()) or "none"
         return verdict(None, None, None, False,
-                       f"run #{run.id} has no test {assertion.test!r} (tests: {names})")
+                       f"has no test {assertion.test!r}: run #{run.id}'s tests are {names}")
     m = assertion.resolve(results[0])
     limit = assertion.limit(m)
     if any(r.error for r in results):

@@ -145,6 +145,17 @@ def describe(answer: dict[str, Any], fmt_latency: Any) -> str:
     return text
 
 
+def check_answer(text: str, key: str, figure: str, keys: list[str]) -> None:
+    """ConfigError unless an assertion names one of a curve's answers ``keys`` (its
+    objectives' keys, max, knee) as a rate."""
+    if figure != "iops":
+        raise ConfigError(f"assertion {text!r}: a curve's answers are rates: use"
+                          f" curve.{key}.iops")
+    if key not in keys:
+        raise ConfigError(f"assertion {text!r}: the curve has no {key!r}; it has:"
+                          f" {', '.join(keys)}")
+
+
 def check(run: Run, text: str, key: str, figure: str, op: Any, limit: float,
           source: str) -> Verdict:
     """An assertion on a curve's answer: curve.p99_2ms.iops, curve.max.iops,
@@ -153,14 +164,9 @@ def check(run: Run, text: str, key: str, figure: str, op: Any, limit: float,
     if not curve:
         return Verdict(text, None, None, None, limit, False,
                        f"run #{run.id} is not a curve (storbench curve)", source)
-    if figure != "iops":
-        raise ConfigError(f"assertion {text!r}: a curve's answers are rates: use"
-                          f" curve.{key}.iops")
     found = {a["key"]: a["iops"] for a in curve.get("answers", [])}
     found |= {"max": curve.get("max_iops"), "knee": curve.get("knee_iops")}
-    if key not in found:
-        raise ConfigError(f"assertion {text!r}: the curve has no {key!r}; it has:"
-                          f" {', '.join(found)}")
+    check_answer(text, key, figure, list(found))
     measured = found[key]
     note = "" if measured is not None else "never met"
     return Verdict(text, f"curve.{key}.iops", "iops", measured, limit,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from storbench import __version__
+from storbench.analysis.assertions import Assertion
 from storbench.analysis.history import auto_series
 from storbench.analysis.regression import regressions
 from storbench.analysis.verdicts import evaluate
@@ -64,6 +65,12 @@ def plan_run(spec: RunSpec, target: Target, kind: Measurement | None = None) -> 
     plan = kind.plan(make_plan(spec, target.scratch_path(uid)))
     if isinstance(target, Restricting):
         plan = target.restrict(plan)
+    jobs = list(dict.fromkeys(options.get("name") or job for t in plan.tests
+                              for job, options in t.jobfile.effective()))  # fio's results
+    for text in spec.assertions:  # one it could never pass fails now, not after the run
+        assertion = Assertion.parse(text)
+        if not kind.own_assertion(assertion):
+            assertion.check_before(jobs)
     if not kind.fixed_schedule:  # its steps are made as it measures
         return PlannedRun(uid, plan, [])
     return PlannedRun(uid, plan, [make_step(target, uid, index, repeat, test)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Protocol
 
 from storbench import __version__
 from storbench.analysis import warnings
+from storbench.analysis.assertions import Assertion
 from storbench.errors import FioError, TargetHung
 from storbench.execute import Execution, FioBinary, SignalGuard
 from storbench.execute.base import Executor, FioJob
@@ -88,6 +89,12 @@ class Measurement(Protocol):
         writes lost), or None."""
         ...
 
+    def own_assertion(self, assertion: Assertion) -> bool:
+        """Whether ``assertion`` names the kind's own answers (curve.max.iops, an
+        application's postgresql.tps), not a test's figure; checked here as far as it can
+        be before the run (ConfigError for one it could never pass)."""
+        ...
+
 
 class Plain:
     """The defaults of a kind that needs them: it is asked nothing beyond the RunSpec,
@@ -108,6 +115,9 @@ class Plain:
 
     def failed(self) -> str | None:
         return None
+
+    def own_assertion(self, assertion: Assertion) -> bool:
+        return False
 
 
 class RunContext:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from storbench.analysis import curve as answers
+from storbench.analysis.assertions import Assertion
 from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
 from storbench.execute.base import Executor
@@ -239,6 +240,15 @@ class CurveKind(Plain):
 
     def check(self) -> None:
         self.spec.check()
+
+    def own_assertion(self, assertion: Assertion) -> bool:
+        if assertion.test != "curve":
+            return False
+        key, figure, _ = assertion.curve_answer()
+        answers.check_answer(assertion.text, key, figure,
+                             [Objective.parse(t).key for t in self.spec.objectives]
+                             + ["max", "knee"])
+        return True
 
     def settings(self) -> dict[str, Any]:
         s = self.spec

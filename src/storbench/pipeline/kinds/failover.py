@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from storbench.analysis.assertions import Assertion
 from storbench.errors import StorbenchError
 from storbench.execute.base import Executor
 from storbench.pipeline.kinds.lifecycle import class_target
@@ -44,6 +45,9 @@ class FailoverKind(Plain):
 
     def check(self) -> None:
         pass
+
+    def own_assertion(self, assertion: Assertion) -> bool:
+        return assertion.test == self.kind  # the command checked its names
 
     def plan(self, plan: Plan) -> Plan:
         return replace(plan, suite_name=SUITE, tests=[], repeat=1)

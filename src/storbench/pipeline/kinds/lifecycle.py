@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from storbench.analysis import lifecycle
+from storbench.analysis.assertions import Assertion
 from storbench.errors import ConfigError, StorbenchError
 from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RunContext
@@ -54,6 +55,9 @@ class LifecycleKind(Plain):
 
     def check(self) -> None:
         pass  # the command line judged --volumes and --parallel
+
+    def own_assertion(self, assertion: Assertion) -> bool:
+        return assertion.test == self.kind  # the command checked its names
 
     def plan(self, plan: Plan) -> Plan:
         return replace(plan, suite_name=SUITE, tests=[], repeat=1)
