@@ -214,6 +214,27 @@ def test_size_zero_is_refused_before_anything_runs(tmpfs, store_path):
     assert scratch_dirs(tmpfs) == []
 
 
+@pytest.mark.parametrize("args, said", [
+    (["--size", "1k"], "--size 1k is smaller than a block of test 'seqwrite' (job 'seqwrite':"
+                       " 1.0 MiB): fio refuses a job with no room for one block; give 1.0 MiB"),
+    (["--size", "1k", "--suite", "etcd"], "(job 'etcd': 2,300 bytes)"),
+    (["--job", "{tmp}/j.fio"], "size=8k is smaller than a block of test 'j.fio' (job 'j':"
+                               " 64.0 KiB)"),
+])
+def test_a_size_smaller_than_a_block_is_refused_before_the_run(tmpfs, tmp_path, store_path,
+                                                               args, said):
+    """fio refuses such a job only as its test starts ("size too small, must not be less
+    than minimum block size"): the run was stored as failed."""
+    (tmp_path / "j.fio").write_text("[j]\nrw=randrw\nbs=64k,128k\nsize=8k\n")
+    proc = run_cli("run", str(tmpfs), *(a.format(tmp=tmp_path) for a in args), db=store_path)
+    assert_one_line_error(proc, 2, said)
+    assert scratch_dirs(tmpfs) == []
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+    ok = run_cli("run", str(tmpfs), "--job", str(tmp_path / "j.fio"), "--size", "64k",
+                 "--runtime", "1", db=store_path)
+    assert ok.returncode == 0, ok.stderr  # one block of its smallest is room enough
+
+
 def test_a_baseline_that_does_not_exist_is_found_before_the_benchmark(tmpfs, store_path):
     start = time.monotonic()
     proc = run_cli("run", str(tmpfs), "--baseline", "no-such-label", db=store_path)

@@ -14,7 +14,7 @@ from storbench.result.record import Run
 from storbench.workload.files import JOB_FILE_LIMIT, read_text
 from storbench.workload.jobfile import parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest, expected_seconds
-from storbench.workload.sizes import parse_size
+from storbench.workload.sizes import format_bytes_iec, parse_size
 from storbench.workload.suites import get_suite
 
 DEFAULT_STEADY_MAX_S = 120.0
@@ -132,7 +132,31 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
         raise ConfigError(f"--steady-window {spec.steady_window_s:g}: fio takes one sample a"
                           " second, and a window needs two at least to have a slope or a"
                           " spread (give 2 or more seconds)")
-    return _plan_tests(spec, scratch)
+    plan = _plan_tests(spec, scratch)
+    _holds_a_block(plan, spec.size)
+    return plan
+
+
+def _holds_a_block(plan: Plan, given: str | None) -> None:
+    """A job whose size is smaller than its smallest block: fio refuses it ("size too
+    small") only as the test starts, the run stored as failed; said before the run,
+    with the size every test of the plan can take."""
+    short: list[tuple[int, str, str, str]] = []  # (its smallest block, test, job, size=)
+    for t in plan.tests:
+        for job, options in t.jobfile.effective():
+            size = parse_size(options.get("size") or "")
+            blocks = [parse_size(b) for b in (options.get("bs") or options.get("blocksize")
+                                              or "4k").split(",") if b.strip()]
+            least = min((b for b in blocks if b), default=None)
+            if size and least and size < least:
+                short.append((least, t.name, job, options["size"]))
+    if short:
+        block, test, job, said = max(short)
+        need = format_bytes_iec(block) if block % 1024 == 0 else f"{block:,} bytes"
+        raise ConfigError(
+            f"{f'--size {given}' if given is not None else f'size={said}'} is smaller than a"
+            f" block of test {test!r} (job {job!r}: {need}): fio refuses a job with no room"
+            f" for one block; give {need} or more")
 
 
 @runtime_checkable
