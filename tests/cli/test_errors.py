@@ -421,3 +421,30 @@ def test_a_reader_that_went_away_ends_storbench_quietly():
         proc = subprocess.run([sys.executable, "-c", BROKEN_STDOUT, *words],
                               capture_output=True, text=True, check=False)
         assert proc.returncode == 1 and proc.stderr == "", (words, proc.stderr)
+
+
+def test_a_name_in_brackets_is_said_as_given(fio_json_text, tmp_path):
+    """A path, a label or a series name like '[/]' or '[red]x' is text, not the terminal
+    library's markup: `export -o '[/]/x.md'` ended in a traceback after writing the file,
+    '[x]/o.md' was said as '/o.md', and `list --label '[red]x'` said 'x'."""
+    home = tmp_path / "[/]" / "[red]db"
+    home.mkdir(parents=True)
+    db = home / "sb.db"
+    proc = run_cli("history", db=db)
+    assert proc.returncode == 0 and f"No series in {db} yet" in proc.stderr, proc.stderr
+    proc = run_cli("list", db=db)
+    assert f"No runs stored in {db} yet" in proc.stderr, proc.stderr
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    assert run_cli("import", str(got), "--label", "[bold]a", db=db).returncode == 0
+    for out in (home / "x.md", tmp_path / "[x]" / "o.md"):
+        out.parent.mkdir(exist_ok=True)
+        proc = run_cli("export", "last", "--format", "md", "--output", str(out), db=db)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.strip() == f"Wrote {out}" and out.exists()
+    proc = run_cli("list", "--label", "[red]x[/red]", "--tag", "[/]=1", db=db)
+    assert proc.stderr.strip() == f"No runs stored in {db} match --label [red]x[/red] --tag [/]=1."
+    proc = run_cli("series", "[/]", "last", db=db)
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("history", "[/]", db=db)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr

@@ -198,4 +198,4 @@ def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None
         click.echo(text, nl=False)
     else:
         write_output(output, text)
-        err.print(f"Wrote {output}")
+        err.print(f"Wrote {output}", markup=False)

@@ -44,7 +44,11 @@ def list_(store: Store, label: str | None, tags: tuple[str, ...], suite: str | N
                      for r in runs])
         return
     if not runs:
-        err.print(f"No runs stored in {store.path} (match your filters).")
+        asked = [f"--{k} {v}" for k, v in (("label", label), ("suite", suite)) if v] + [
+            f"--tag {t}" for t in tags]
+        err.print(f"No runs stored in {store.path} match {' '.join(asked)}." if asked else
+                  f"No runs stored in {store.path} yet: `storbench run DIR` stores one.",
+                  markup=False)
         return
     from storbench.render.runlist import print_run_list
 

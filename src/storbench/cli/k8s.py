@@ -78,7 +78,7 @@ def classes(kubeconfig: str | None, kube_context: str | None, as_json: bool) -> 
         print_json(rows)
         return
     if not rows:
-        err.print(f"no StorageClasses in context {kube.context}")
+        err.print(f"no StorageClasses in context {kube.context}", markup=False)
         return
     table = Table(title=f"StorageClasses ({kube.context})", title_justify="left")
     for col in ("name", "provisioner", "binding mode", "reclaim", "expansion", "parameters"):

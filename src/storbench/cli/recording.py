@@ -117,13 +117,14 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
     rates: tuple[float, float] | None = None  # --pid: calls per second untraced, traced
     before = 0.0
     if measure_cost and command:
-        err.print(f"Running {what} once untraced, to measure what tracing costs ...")
+        err.print(f"Running {what} once untraced, to measure what tracing costs ...",
+                  markup=False)
         untraced = _untraced(command)
     elif measure_cost:
         err.print(f"Counting the read and write calls of {what} for {COST_WINDOW_S:g} s"
-                  " before tracing ...")
+                  " before tracing ...", markup=False)
         before = call_rate(pids, COST_WINDOW_S)
-    err.print(f"Recording the I/O of {what} on {directory} ({tracer}) ...")
+    err.print(f"Recording the I/O of {what} on {directory} ({tracer}) ...", markup=False)
     counter = (lambda: io_calls(pids)) if measure_cost and pids else None
     if tracer == "bpftrace":
         got = bpfcapture.capture_bpf(directory, from_bpf, command, pids, duration,
@@ -234,11 +235,12 @@ def _record_block(store: Store, name: str, command: tuple[str, ...], device: str
     what = os.path.basename(command[0]) if command else f"{duration:g} s"
     untraced = None
     if measure_cost:
-        err.print(f"Running {what} once untraced, to measure what tracing costs ...")
+        err.print(f"Running {what} once untraced, to measure what tracing costs ...",
+                  markup=False)
         untraced = _untraced(command)
     err.print(f"Recording every request queued on {device} "
               + (f"while {what} runs" if command else f"for {what}")
-              + " (the kernel's blk tracer) ...")
+              + " (the kernel's blk tracer) ...", markup=False)
     got = capture_block(device, lambda text, dev: from_blk(text, dev.majmin, dev.name),
                         command, duration, max_bytes, _progress)
     if err.is_terminal:
@@ -303,7 +305,8 @@ def _not_stored_yet(store: Store, name: str, replace: bool) -> None:
 
 def _progress(elapsed: float, size: int) -> None:
     if err.is_terminal:
-        err.print(f"\rrecording: {elapsed:5.0f} s, {format_bytes_iec(size)} traced", end="")
+        err.print(f"\rrecording: {elapsed:5.0f} s, {format_bytes_iec(size)} traced", end="",
+                  markup=False)
 
 
 def _untraced(command: tuple[str, ...]) -> float:

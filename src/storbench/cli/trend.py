@@ -134,7 +134,7 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
                          "last_change": r[4] or None} for r in rows])
         elif not rows:
             err.print(f"No series in {store.path} yet: every completed `storbench run` joins"
-                      " one.")
+                      " one.", markup=False)
         else:
             render.print_series_list(out, rows)
         return
@@ -144,7 +144,7 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
         if as_json:
             print_json([render.history_dict(h) for h in found])
         elif not found:
-            err.print(f"Series {name!r} has no completed run with figures.")
+            err.print(f"Series {name!r} has no completed run with figures.", markup=False)
         else:
             render.print_overview(out, found)
         return
