@@ -448,3 +448,14 @@ def test_a_name_in_brackets_is_said_as_given(fio_json_text, tmp_path):
     assert proc.returncode == 0, proc.stderr
     proc = run_cli("history", "[/]", db=db)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("group", [[], ["db"], ["k8s"], ["reference"], ["cost"]])
+def test_a_group_without_its_command_shows_its_help(group, store_path):
+    """`storbench`, `storbench db`: the group's help (exit 2, as click's own), not an error
+    line holding the help and a hint to ask for it."""
+    proc = run_cli(*group, db=store_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"Usage: storbench {' '.join(group)}".rstrip()), proc.stderr
+    assert "Commands:" in proc.stderr and "storbench: error" not in proc.stderr
+    assert "see `" not in proc.stderr

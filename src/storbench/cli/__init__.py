@@ -60,6 +60,10 @@ def main(argv: list[str] | None = None) -> None:
         where = f": {exc.filename}" if exc.filename else ""
         err.print(f"storbench: error: {exc.strerror or exc}{where}", markup=False)
         sys.exit(1)
+    except click.exceptions.NoArgsIsHelpError as exc:  # `storbench`, `storbench db`: the
+        # group's help, as asked, not an error line with a hint to ask for it
+        err.print(exc.format_message(), markup=False, highlight=False)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:  # a bad flag or argument: one line, as ours
         if debug:
             raise
