@@ -459,3 +459,12 @@ def test_a_group_without_its_command_shows_its_help(group, store_path):
     assert proc.stderr.startswith(f"Usage: storbench {' '.join(group)}".rstrip()), proc.stderr
     assert "Commands:" in proc.stderr and "storbench: error" not in proc.stderr
     assert "see `" not in proc.stderr
+
+
+@pytest.mark.parametrize("target", ["/proc", "/sys"])
+def test_a_file_system_with_no_storage_is_said_so(target, store_path):
+    """/proc was refused as "not enough free space ... 0 B are free": a pseudo file
+    system has no size at all; said so, and what to pass instead."""
+    proc = run_cli("run", target, "--size", "4m", db=store_path)
+    assert_one_line_error(proc, 1, f"target directory '{target}' is on a file system of no"
+                                   " size (0 bytes in all)")

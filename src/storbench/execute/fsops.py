@@ -158,7 +158,7 @@ def look(path: Path) -> dict[str, Any]:
         return {"error": errno.errorcode.get(exc.errno or 0, "?"), "message": exc.strerror}
     return {"is_dir": is_dir, "read_only": bool(vfs.f_flag & os.ST_RDONLY),
             "writable": os.access(path, os.W_OK | os.X_OK),
-            "free_bytes": vfs.f_bavail * vfs.f_frsize}
+            "free_bytes": vfs.f_bavail * vfs.f_frsize, "total_bytes": vfs.f_blocks * vfs.f_frsize}
 
 
 def stat_mode(path: Path, timeout_s: float) -> int | None:

@@ -162,6 +162,10 @@ class DirectoryTarget(InRunDirs):
         if not seen["is_dir"]:
             raise TargetError(f"target {str(p)!r} is not a directory; storbench benchmarks a"
                               " directory on the file system you want to measure")
+        if seen.get("total_bytes") == 0:  # (before the look of an older storbench: absent)
+            raise TargetError(f"target directory {str(p)!r} is on a file system of no size (0"
+                              " bytes in all): no storage is behind it (/proc, /sys, cgroup's);"
+                              " pass a directory on the storage you want to measure")
         if seen["read_only"]:
             raise TargetError(f"target directory {str(p)!r} is on a read-only file system: not"
                               " writable; remount it read-write or pass another directory")
