@@ -194,6 +194,27 @@ def test_syncs_on_tmpfs_are_said_whatever_the_suite(tmpfs, disk_dir, store_path)
     assert "sync-in-ram" not in kinds(last_run(store_path))
 
 
+def test_devtmpfs_is_ram_as_tmpfs_is(tmpfs, store_path):
+    """`storbench run /dev` measured the kernel's devtmpfs (a tmpfs) with no word that RAM
+    was the storage: its syncs passed as a disk's, and its figures were said to be those
+    of "a cache of 8 MiB". A stand-in for the target only: fio's real figures of a run on
+    tmpfs, judged with the facts of a directory on devtmpfs (no test writes in this
+    machine's /dev)."""
+    from storbench.analysis.warnings import compute
+    from storbench.result.facts import TargetFacts
+    from storbench.store import Store
+
+    proc = run_cli("run", str(tmpfs), "--suite", "sync-iops", "--runtime", "1", "--size", "8m",
+                   db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = Store(store_path).get_run(last_run(store_path)["id"])
+    for fs, ram in (("devtmpfs", True), ("ext4", False)):
+        env = {**run.environment, "target": {**run.environment["target"], "fs_type": fs}}
+        facts = TargetFacts.of(env)
+        said = {w.kind for r in run.tests for w in compute(r.result, facts)}
+        assert ("sync-in-ram" in said) == ram, (fs, said)
+
+
 def test_iodepth_shortfall_with_sync_engine(tmpfs, tmp_path, store_path):
     text = ("[deep]\nrw=randread\nbs=4k\nsize=16m\ndirect=1\nioengine=psync\niodepth=32\n"
             "time_based\nruntime=5\n")

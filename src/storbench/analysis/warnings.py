@@ -18,7 +18,7 @@ from storbench.result.model import Direction, Series, TestResult
 from storbench.result.record import Warning
 from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
 
-RAM_FILESYSTEMS = ("tmpfs", "ramfs")
+RAM_FILESYSTEMS = ("tmpfs", "ramfs", "devtmpfs")  # /dev is devtmpfs: a tmpfs too
 CACHE_NS = 20_000  # direct random reads faster than this come from a cache
 MAX_CV = 0.10
 MIN_SAMPLES = 5
