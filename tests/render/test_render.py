@@ -197,3 +197,21 @@ def test_a_ratio_shown_as_1_00_claims_no_direction(store, fio_json_text, scale, 
     assert re.search(r"after: \d\.\d\d × the mix read IOPS of before( \((\w+)\))?", said)
     found = re.search(r"of before \((\w+)\)", said)
     assert (found.group(1) if found else None) == word, said
+
+
+def test_a_run_that_did_not_complete_says_so_beside_its_figures(store, fio_json_text):
+    """A run that failed before its first figure was a row of blank cells in `compare`,
+    with nothing to say it failed: its caveats begin with how it ended, in fio's words."""
+    ok = store.get_run(add_run(store, fio_json_text, label="ok"))
+    run_id = store.begin_run(uid="ufailed", suite="quick", target="/mnt/x", environment={},
+                             settings={}, storbench_version="0", fio_version="fio-3.33",
+                             label="broken")
+    store.finish_run(run_id, "failed", error="fio exited with status 1: fio: size too small,"
+                     " must not be less than minimum block size: 1024 < 4096\nmore")
+    comp = compare([ok, store.get_run(run_id)])
+    assert comp.caveats[0] == [] and comp.caveats[1] == [
+        "run failed: fio exited with status 1: fio: size too small, must not be less than"
+        " minimum block size: 1024 < 4096"]
+    table = comparison_table(comp)
+    assert table.headers[3] == "caveats" and table.rows[1][3].startswith("run failed: fio")
+    assert set(table.rows[1][4:]) == {""}  # no figure made up
