@@ -291,7 +291,11 @@ def test_bad_flags(tmpfs, store_path):
     assert_one_line_error(run_cli("run", str(tmpfs), "--size", "lots", db=store_path), 2,
                           "--size")
     assert_one_line_error(run_cli("run", str(tmpfs), "--tag", "novalue", db=store_path), 2,
-                          "key=value")
+                          "--tag 'novalue' is not KEY=VALUE")
+    assert_one_line_error(run_cli("run", str(tmpfs), "--tag", " =x", db=store_path), 2,
+                          "--tag ' =x' is not KEY=VALUE")  # was stored with an empty key
+    assert_one_line_error(run_cli("tag", "last", "=x", db=store_path), 2,
+                          "tag '=x' is not KEY=VALUE (example: tag zone=us-east-1a)")
     # one of fio's one-second samples has no slope: fio wrote -nan and said "attained"
     assert_one_line_error(run_cli("run", str(tmpfs), "--until-steady", "--steady-window", "1",
                                   db=store_path), 2, "--steady-window 1", "2 or more seconds")

@@ -75,12 +75,13 @@ class Number(click.ParamType[float]):
 NUMBER = Number()
 
 
-def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
+def parse_tags(values: tuple[str, ...], given: str = "--tag ") -> dict[str, str]:
+    """KEY=VALUE words as tags (``given``: how a message names where they came from)."""
     tags = {}
     for v in values:
         key, sep, val = v.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--tag {v!r} is not key=value (example: --tag zone=us-east-1a)")
+        if not sep or not key.strip():
+            raise ConfigError(f"{given}{v!r} is not KEY=VALUE (example: {given}zone=us-east-1a)")
         tags[key.strip()] = val.strip()
     return tags
 

@@ -150,8 +150,9 @@ def tag(store: Store, run_ref: str, tags: tuple[str, ...], remove: tuple[str, ..
 
     if not tags and not remove:
         raise ConfigError("give KEY=VALUE tags to set, or --remove KEY")
+    given = parse_tags(tags, given="tag ")
     run_id = store.resolve(run_ref)
-    set_tags(store, run_id, parse_tags(tags), remove)
+    set_tags(store, run_id, given, remove)
     now = store.get_run(run_id, with_results=False).tags
     err.print(f"Run #{run_id} tags: " + (" ".join(f"{k}={v}" for k, v in now.items())
                                           or "none"), markup=False)
