@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,15 +71,26 @@ def _server(argv: list[str], port: int, log: Path, *, user: str | None = None,
 
 
 @contextlib.contextmanager
-def pushgateway() -> Iterator[str]:
-    """A Pushgateway on 127.0.0.1; yields its URL."""
+def pushgateway(users: dict[str, str] | None = None) -> Iterator[str]:
+    """A Pushgateway on 127.0.0.1; yields its URL. With ``users`` (name: password) it
+    asks for HTTP basic auth (its web config, bcrypt hashes made by libcrypt)."""
     assert PUSHGATEWAY is not None, missing(("prometheus-pushgateway", PUSHGATEWAY))
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="sb-pgw-") as d, _server(
-            [PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{port}",
-             # Debian's build persists to /var/lib/prometheus by default
-             f"--persistence.file={d}/pushgateway.data"], port, Path(d) / "log"):
-        yield f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory(prefix="sb-pgw-") as d:
+        web = []
+        if users:
+            with warnings.catch_warnings():  # deprecated in 3.11, and here in Debian 12's
+                warnings.simplefilter("ignore", DeprecationWarning)
+                import crypt
+            hashes = {u: crypt.crypt(p, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << 4))
+                      for u, p in users.items()}
+            Path(d, "web.yml").write_text(
+                "basic_auth_users:\n" + "".join(f"  {u}: '{h}'\n" for u, h in hashes.items()))
+            web = [f"--web.config.file={d}/web.yml"]
+        with _server([PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{port}", *web,
+                      # Debian's build persists to /var/lib/prometheus by default
+                      f"--persistence.file={d}/pushgateway.data"], port, Path(d) / "log"):
+            yield f"http://127.0.0.1:{port}"
 
 
 class Prometheus:

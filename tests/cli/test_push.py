@@ -3,6 +3,7 @@ Prometheus that scrapes it."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -71,3 +72,43 @@ def test_a_push_that_fails_says_so_and_the_run_is_kept(tmpfs, store_path):
     assert shown(store_path)["status"] == "completed"
     bad = run_cli("push", "1", "--pushgateway", "pushgateway:9091", db=store_path)
     assert bad.returncode == 2 and "give its URL" in bad.stderr
+
+
+def test_a_pushgateway_behind_basic_auth_gets_its_password_and_nobody_sees_it(
+        fio_json_text, tmp_path, store_path):
+    """http://USER:PASSWORD@HOST: the password went nowhere (urllib sends no userinfo: the
+    request failed as 'Name or service not known') and every message printed it. Now it is
+    the Authorization header, to a real Pushgateway that asks for it, and never said."""
+    import os
+    import urllib.parse
+    import urllib.request
+
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    assert run_cli("import", str(got), db=store_path).returncode == 0
+    password = "s3cr:t/@%x"  # a colon, a slash, an at and a percent: quoted in the URL
+    with services.pushgateway({"bench": password}) as gateway:
+        host = gateway.split("//")[1]
+        quoted = urllib.parse.quote(password, safe="")
+        said = []
+        for given, code, needle in (
+                (gateway, 1, "HTTP 401 Unauthorized (give the user and password in its URL"),
+                (f"http://bench:wrong@{host}", 1, "HTTP 401 Unauthorized (the user or password"),
+                (f"http://bench:{quoted}@{host}", 0, f"Pushed to {gateway}/metrics/job/")):
+            proc = run_cli("push", "last", "--pushgateway", given, db=store_path)
+            assert proc.returncode == code and needle in proc.stderr, proc.stderr
+            said.append(proc.stdout + proc.stderr)
+        proc = run_cli("push", "last", db=store_path,
+                       env={"STORBENCH_PUSHGATEWAY": f"http://bench:{quoted}@{host}/"})
+        assert proc.returncode == 0, proc.stderr
+        said.append(proc.stdout + proc.stderr)
+        ask = urllib.request.Request(f"{gateway}/api/v1/metrics", headers={
+            "Authorization": "Basic " + base64.b64encode(f"bench:{password}".encode()).decode()})
+        with urllib.request.urlopen(ask, timeout=10) as r:
+            assert json.load(r)["data"][0]["storbench_iops"]["metrics"]
+    for text in said:
+        assert password not in text and quoted not in text and "wrong" not in text, text
+    proc = run_cli("run", os.fspath(tmp_path), "--push", f"ftp://bench:{quoted}@{host}",
+                   db=store_path)  # said before anything runs, the password left out
+    assert proc.returncode == 2 and f"--push 'ftp://{host}': give its URL" in proc.stderr
+    assert run_cli("list", "--json", db=store_path).stdout.count('"id"') == 1

@@ -34,7 +34,8 @@ from storbench.target.base import Target
 push_option = click.option(
     "--push", "push_to", metavar="URL",
     help="When each run ends, push its figures to this Prometheus Pushgateway (as"
-         " `storbench push`); a failed push is an error after the run is stored.")
+         " `storbench push`; http://USER:PASSWORD@HOST:PORT for basic auth); a failed"
+         " push is an error after the run is stored.")
 
 
 def measuring_options(f: F) -> F:
@@ -55,6 +56,10 @@ def measure_and_report(targets: list[Target], spec: RunSpec, store: Store, *,
     run (one that failed too, with its status and error). Raises the first target's error
     (Ctrl-C first), a failed push, or ThresholdExceeded when a stored run failed a
     check. ``reporter_for``: what shows a run's progress (default: the console's bars)."""
+    if push_to is not None:  # a URL it cannot push to is said now, not after the runs
+        from storbench.cli.push import Gateway
+
+        Gateway.parse(push_to, "--push")
     consoles: list[ConsoleReporter] = []
     pushed: list[StorbenchError] = []
 

@@ -7,6 +7,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import click
 
@@ -32,20 +33,47 @@ def _segment(name: str, value: str) -> str:
     return f"{name}@base64/{encoded}"
 
 
-def group_url(gateway: str, instance: str) -> str:
+@dataclass(frozen=True)
+class Gateway:
+    """A Pushgateway as given (``http://user:password@host:9091``): its URL without the
+    user and password, which go into an Authorization header (HTTP basic auth) and are
+    never said: messages name the URL only."""
+
+    url: str
+    authorization: str | None = None
+
+    @classmethod
+    def parse(cls, given: str, option: str = "--pushgateway") -> Gateway:
+        parsed = urllib.parse.urlsplit(given)
+        try:
+            port = parsed.port
+        except ValueError:
+            port = -1
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or port == -1:
+            shown = urllib.parse.urlsplit(given)._replace(netloc=parsed.netloc.rpartition("@")[2])
+            raise ConfigError(f"{option} {shown.geturl()!r}: give its URL, e.g."
+                              " http://pushgateway:9091 (or http://USER:PASSWORD@pushgateway:9091)")
+        host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
+        url = parsed._replace(netloc=host + (f":{port}" if port is not None else "")).geturl()
+        if parsed.username is None and parsed.password is None:
+            return cls(url.rstrip("/"))
+        pair = (f"{urllib.parse.unquote(parsed.username or '')}:"
+                f"{urllib.parse.unquote(parsed.password or '')}")
+        return cls(url.rstrip("/"), "Basic " + base64.b64encode(pair.encode()).decode())
+
+
+def group_url(gateway: Gateway, instance: str) -> str:
     """The group job="storbench", instance=INSTANCE at the Pushgateway ``gateway``."""
-    parsed = urllib.parse.urlparse(gateway)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigError(f"--pushgateway {gateway!r}: give its URL, e.g."
-                          " http://pushgateway:9091")
-    return (f"{gateway.rstrip('/')}/metrics/{_segment('job', 'storbench')}/"
+    return (f"{gateway.url}/metrics/{_segment('job', 'storbench')}/"
             f"{_segment('instance', instance)}")
 
 
-def push_runs(gateway: str, runs: Sequence[Run], store: Store | None = None) -> list[str]:
-    """PUT each target's runs as its group (job="storbench", instance=target): the
-    group then holds exactly these runs' figures (and, given the ``store``, the change
-    points of their series that begin at them). Returns the groups' URLs."""
+def push_runs(given: str, runs: Sequence[Run], store: Store | None = None) -> list[str]:
+    """PUT each target's runs as its group (job="storbench", instance=target) at the
+    Pushgateway ``given`` (its URL, a user and password in it for basic auth): the group
+    then holds exactly these runs' figures (and, given the ``store``, the change points
+    of their series that begin at them). Returns the groups' URLs (with no password)."""
+    gateway = Gateway.parse(given)
     changes = None
     if store is not None and any(r.series for r in runs):
         from storbench.analysis.history import marks
@@ -60,18 +88,23 @@ def push_runs(gateway: str, runs: Sequence[Run], store: Store | None = None) -> 
     for target, group in by_target.items():
         url = group_url(gateway, target)
         body = openmetrics.text(group, openmetrics=False, changes=changes).encode()
-        request = urllib.request.Request(url, data=body, method="PUT",
-                                         headers={"Content-Type": openmetrics.CONTENT_TYPE})
+        headers = {"Content-Type": openmetrics.CONTENT_TYPE}
+        if gateway.authorization is not None:
+            headers["Authorization"] = gateway.authorization
+        request = urllib.request.Request(url, data=body, method="PUT", headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S):
                 pass
         except urllib.error.HTTPError as exc:
             said = exc.read().decode(errors="replace").strip()
-            raise PushError(f"the Pushgateway at {gateway} refused the metrics of"
-                            f" {target}: HTTP {exc.code} {said}") from None
+            who = (" (give the user and password in its URL: http://USER:PASSWORD@HOST:PORT)"
+                   if exc.code == 401 and gateway.authorization is None else
+                   " (the user or password in its URL)" if exc.code == 401 else "")
+            raise PushError(f"the Pushgateway at {gateway.url} refused the metrics of"
+                            f" {target}: HTTP {exc.code} {said}{who}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise PushError(f"cannot reach the Pushgateway at {gateway}: {reason}") from None
+            raise PushError(f"cannot reach the Pushgateway at {gateway.url}: {reason}") from None
         urls.append(url)
     return urls
 
@@ -80,7 +113,10 @@ def push_runs(gateway: str, runs: Sequence[Run], store: Store | None = None) -> 
 @click.argument("run_refs", nargs=-1, required=True, metavar="RUN...")
 @click.option("--pushgateway", "gateway", required=True, metavar="URL",
               envvar="STORBENCH_PUSHGATEWAY", show_envvar=True,
-              help="The Pushgateway's URL, e.g. http://pushgateway:9091.")
+              help="The Pushgateway's URL, e.g. http://pushgateway:9091; behind basic"
+                   " auth, http://USER:PASSWORD@pushgateway:9091 (in STORBENCH_PUSHGATEWAY,"
+                   " the password is not in the command line `ps` shows). The password"
+                   " is never printed.")
 @db_option
 def push(store: Store, run_refs: tuple[str, ...], gateway: str) -> None:
     """Push runs' figures to a Prometheus Pushgateway, grouped as job="storbench",
