@@ -145,15 +145,8 @@ def run_caveats(run: Run) -> list[str]:
         if w.test not in named:
             named.append(w.test)
     every = set(run.results_by_test())
-    ended = [] if run.status == "completed" else [
-        f"run {run.status}" + (f": {_cut(run.error.splitlines()[0])}" if run.error else "")]
-    return ended + [
-        f"{'every test' if len(tests) > 1 and set(tests) >= every else ', '.join(tests)}:"
-        f" {text}" for text, tests in tests_of.items()]
-
-
-def _cut(text: str, most: int = 120) -> str:
-    return text if len(text) <= most else text[:most - 1] + "…"
+    return [f"{'every test' if len(tests) > 1 and set(tests) >= every else ', '.join(tests)}:"
+            f" {text}" for text, tests in tests_of.items()]
 
 
 def outcomes(run: Run) -> list[str]:
