@@ -468,3 +468,22 @@ def test_a_file_system_with_no_storage_is_said_so(target, store_path):
     proc = run_cli("run", target, "--size", "4m", db=store_path)
     assert_one_line_error(proc, 1, f"target directory '{target}' is on a file system of no"
                                    " size (0 bytes in all)")
+
+
+def test_a_database_path_given_makes_no_directories(tmp_path):
+    """`--db /mnt/typo/x.db` made /mnt/typo (and `db copy SRC /nowhere/x.db` made /nowhere)
+    and wrote a database there; a path a user gives names a file in a directory that is
+    there. The default place ($XDG_DATA_HOME/storbench) is still made."""
+    typo = tmp_path / "typo" / "deeper" / "x.db"
+    proc = run_cli("list", db=typo)
+    assert_one_line_error(proc, 1, f"the directory of the database '{typo}' does not exist")
+    src = tmp_path / "src.db"
+    assert run_cli("list", db=src).returncode == 0 and src.is_file()
+    proc = run_cli("db", "copy", str(src), str(typo), db=src)
+    assert_one_line_error(proc, 1, "does not exist: create it")
+    assert not (tmp_path / "typo").exists()
+    env = {k: v for k, v in os.environ.items() if k != "STORBENCH_DB"}
+    proc = subprocess.run([*STORBENCH, "list"], capture_output=True, text=True, check=False,
+                          env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "xdg" / "storbench" / "results.db").is_file()

@@ -96,7 +96,8 @@ def db_option(f: F) -> F:
     def wrapper(*args: Any, db: str | None, **kwargs: Any) -> Any:
         from storbench.store import Store, default_db_path
 
-        store = Store(db or default_db_path())
+        # a --db a user gave (a typo too) makes no directories; the default place does
+        store = Store(db or default_db_path(), make_dir=db is None)
         try:
             return f(*args, store=store, **kwargs)
         except store.errors as exc:

@@ -31,7 +31,7 @@ def _open(where: str, *, must_exist: bool) -> Store:
                           " postgresql:// URL (an unset variable?)")
     if must_exist and not is_url(where) and not Path(where).is_file():
         raise ConfigError(f"{where}: no such database file")
-    return Store(where)
+    return Store(where, make_dir=False)
 
 
 @db.command("copy")
