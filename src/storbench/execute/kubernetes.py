@@ -99,9 +99,15 @@ class Kube:
                         config_file=path)
                     active = next(c for c in contexts if c.get("name") == context)
                 self.namespace = active.get("context", {}).get("namespace") or "default"
-        except (ConfigException, OSError, StopIteration, KeyError, TypeError) as exc:
+        except (ConfigException, OSError, StopIteration, KeyError, TypeError,
+                AttributeError) as exc:
             where = f" (context {context!r})" if context else ""
-            raise ConfigError(f"cannot use the kubeconfig {path}{where}: {exc or 'not found'}."
+            files = [Path(p).expanduser() for p in path.split(":") if p]
+            why = ("it does not exist" if not any(f.exists() for f in files) else
+                   "it is not a kubeconfig (a YAML mapping of clusters, users and contexts)"
+                   if isinstance(exc, (TypeError, AttributeError)) else
+                   str(exc).strip().rstrip(".") or "not found")
+            raise ConfigError(f"cannot use the kubeconfig {path}{where}: {why}."
                               " Set KUBECONFIG or --kubeconfig, and --context") from None
         self.server = api.configuration.host
         self._configuration = api.configuration

@@ -309,7 +309,12 @@ def test_unreachable_cluster_is_one_clear_error(store_path, tmp_path):
     assert_one_line_error(proc, 1, "cannot reach the API server https://127.0.0.1:1")
     missing = run_cli("k8s", "classes", db=store_path,
                       env={"KUBECONFIG": str(tmp_path / "none")})
-    assert_one_line_error(missing, 2, "cannot use the kubeconfig")
+    assert_one_line_error(missing, 2, f"cannot use the kubeconfig {tmp_path / 'none'}: it does"
+                                      " not exist.")
+    (tmp_path / "text").write_text("not yaml of a kubeconfig\n")
+    text = run_cli("k8s", "classes", db=store_path, env={"KUBECONFIG": str(tmp_path / "text")})
+    assert_one_line_error(text, 2, "it is not a kubeconfig (a YAML mapping")  # was Python's
+    assert "object" not in text.stderr  # "'str' object does not support item assignment"
 
 
 def test_directory_or_storage_class(store_path, tmp_path):
