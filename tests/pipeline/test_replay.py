@@ -410,6 +410,7 @@ def test_a_replay_names_its_files_as_fio_s_io_log_can(recorded, tmp_path):
     space in its path (or longer) cannot be named there. Said in those words (it was the
     gate's "'/mnt/a' is not inside /mnt/a b/...": safe, but not why), nothing left."""
     db, _, tmpfs = recorded
+    stored = run_cli("list", "--json", db=db).stdout
     spaced = tmpfs / "a b"
     spaced.mkdir()
     proc = run_cli("run", str(spaced), "--replay", "app", db=db)
@@ -421,6 +422,8 @@ def test_a_replay_names_its_files_as_fio_s_io_log_can(recorded, tmp_path):
     proc = run_cli("run", str(deep), "--replay", "app", db=db)
     assert proc.returncode == 2 and "at most 256 characters" in proc.stderr, proc.stderr
     assert list(deep.iterdir()) == []
+    # refused before the run began: no failed run stored (one was, before this was known)
+    assert "Run #" not in proc.stdout and run_cli("list", "--json", db=db).stdout == stored
 
 
 def _processes(first: str, *words: str) -> list[int]:

@@ -30,6 +30,15 @@ from storbench.errors import ConfigError
 
 IOLOG_NAME_MAX = 256  # fio reads an iolog line with sscanf("%256s ...")
 
+
+def check_iolog_name(name: str) -> None:
+    """ConfigError unless fio's I/O log can name the file ``name`` (a replay opens it)."""
+    if len(name) > IOLOG_NAME_MAX or re.search(r"\s", name):
+        raise ConfigError(
+            f"a replay names each file in fio's I/O log, which reads a name of at most"
+            f" {IOLOG_NAME_MAX} characters and no space; {name!r} is not one: give a TARGET"
+            " whose path has no space (or is shorter)")
+
 HEADER = "fio version 3 iolog"
 _NAME = re.compile(r"f\d{4,6}")
 _IOLOG_LINE = re.compile(r"^(\d+) (\S+) (add|open|close|read|write|sync|datasync|trim)"
@@ -86,11 +95,7 @@ class Trace:
             return paths[f] if paths is not None else f
 
         for f in sorted({o.file for o in self.ops}):
-            if len(name(f)) > IOLOG_NAME_MAX or re.search(r"\s", name(f)):
-                raise ConfigError(
-                    f"a replay names each file in fio's I/O log, which reads a name of at"
-                    f" most {IOLOG_NAME_MAX} characters and no space; {name(f)!r} is not"
-                    " one: give a TARGET whose path has no space (or is shorter)")
+            check_iolog_name(name(f))
         lines = [HEADER]
         opened: set[str] = set()
         for o in self.ops:

@@ -27,7 +27,7 @@ from storbench.workload.guard import FILENAME_FORMAT
 from storbench.workload.jobfile import JobFile, Section, parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
-from storbench.workload.trace import Trace
+from storbench.workload.trace import Trace, check_iolog_name
 
 IOLOG = "replay.iolog"
 FILL_BYTES_PER_S = 16 << 20  # the prefill's time limit: its bytes at 16 MiB/s, + 60 s
@@ -107,6 +107,18 @@ class ReplayKind(Plain):
                               f" StorageClasses, not on a {target.kind}")
         target.check_put()
         self._check_reach(target)  # a device's size known now: refused before the run
+        self._check_names(target, target)
+
+    def _check_names(self, target: Target, puts: PutsFiles) -> None:
+        """The names fio's I/O log will give the run's files, as far as they are known
+        before the run has its id (a uid's length; each worker's copy says it again as it
+        is put): a TARGET with a space in its path, or too long a one, is refused before
+        the run is stored."""
+        scratch = str(target.scratch_path("0" * 12))  # (the hosts target keeps the real
+        # uid plan_run gives it next)
+        on_device = puts.replay_device() is not None  # every name is the device
+        for name in [scratch] if on_device else [f"{scratch}/{f}" for f in self.spec.trace.files]:
+            check_iolog_name(name)
 
     def _check_reach(self, target: PutsFiles) -> None:
         """On devices: each must hold as far as the trace reaches."""
