@@ -208,7 +208,12 @@ def test_a_run_that_did_not_complete_says_so_beside_its_figures(store, fio_json_
                              label="broken")
     store.finish_run(run_id, "failed", error="fio exited with status 1: fio: size too small,"
                      " must not be less than minimum block size: 1024 < 4096\nmore")
-    table = comparison_table(compare([ok, store.get_run(run_id)]))
+    comp = compare([ok, store.get_run(run_id)])
+    assert comp.caveats[1] == ["run failed: fio exited with status 1: fio: size too small,"
+                               " must not be less than minimum block size: 1024 < 4096"]
+    for form in ("csv", "md", "wiki", "html-table"):  # every table of it says so
+        assert "run failed: fio exited with status 1" in FORMATS[form](comp), form
+    table = comparison_table(comp)
     assert table.headers[3] == "caveats" and table.rows[0][3] == ""
     assert table.rows[1][3] == ("run failed: fio exited with status 1: fio: size too small,"
                                 " must not be less than minimum block size: 1024 < 4096")

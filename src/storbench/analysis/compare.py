@@ -138,15 +138,27 @@ def test_caveats(run: Run, col: Column) -> list[str]:
 
 
 def run_caveats(run: Run) -> list[str]:
-    """Each warning in a few words with the tests it concerns ("every test" when all)."""
+    """How a run that did not complete ended (blank cells say nothing), then each
+    warning in a few words with the tests it concerns ("every test" when all)."""
     tests_of: dict[str, list[str]] = {}
     for w in run.warnings:
         named = tests_of.setdefault(brief(w), [])
         if w.test not in named:
             named.append(w.test)
     every = set(run.results_by_test())
-    return [f"{'every test' if len(tests) > 1 and set(tests) >= every else ', '.join(tests)}:"
-            f" {text}" for text, tests in tests_of.items()]
+    return ended(run) + [
+        f"{'every test' if len(tests) > 1 and set(tests) >= every else ', '.join(tests)}:"
+        f" {text}" for text, tests in tests_of.items()]
+
+
+def ended(run: Run) -> list[str]:
+    """How a run that did not complete ended, in fio's words: "run failed: fio exited
+    with status 1: …" (its error's first line, cut at 120 characters)."""
+    if run.status == "completed" or run.origin == "published":
+        return []
+    said = run.error.splitlines()[0] if run.error else ""
+    said = said if len(said) <= 120 else said[:119] + "…"
+    return [f"run {run.status}" + (f": {said}" if said else "")]
 
 
 def outcomes(run: Run) -> list[str]:

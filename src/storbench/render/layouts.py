@@ -7,7 +7,8 @@
 - ``rows``: one row per platform with its figures and its verdict (study 3's wiki).
 
 A table holds only the runs that have its figure (a rated test only one run has gets
-no rows of empty cells for the others), and no table is empty.
+no rows of empty cells for the others), and no table is empty; a run that ended before
+its first figure is in a table of its own, with how it ended.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from storbench.analysis.compare import Comparison, verdict_brief
+from storbench.analysis.compare import Comparison, ended, verdict_brief
 from storbench.render import units
 from storbench.render.formats import LAYOUTS
 from storbench.render.markdown import inert
@@ -43,6 +44,14 @@ def tables(comp: Comparison, layout: str) -> list[Titled]:
         groups = [[j] for j in range(len(comp.columns))] if layout == "per-metric" else _pairs(
             comp)
         out = [t for g in groups if (t := _group_table(comp, g)) is not None]
+        # a run in no table (it ended before its first figure) is said, not left out
+        gone = [i for i, r in enumerate(comp.runs)
+                if ended(r) and all(c.value is None and not c.failed for c in comp.cells[i])]
+        if gone:
+            out.append(("Runs without figures", Table(
+                ["run", "label", "how it ended"],
+                [[*_ident(comp, i), "; ".join(ended(comp.runs[i]))] for i in gone],
+                [False, False, False])))
     probes = probe_comparison_table(comp)
     if probes is not None:
         out.append((PROBE_TITLE, probes))

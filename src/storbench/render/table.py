@@ -12,7 +12,6 @@ if TYPE_CHECKING:  # types only: a run's own tables need not load the comparison
     from storbench.analysis.compare import Comparison
     from storbench.analysis.cost import Priced
     from storbench.analysis.summary import SummaryRow
-    from storbench.result.record import Run
 from storbench.render import units
 from storbench.result.sections import APP, CURVE, PROBE, REPLAY, AppSection, CurveSection
 from storbench.workload.sizes import format_bytes_iec
@@ -43,10 +42,8 @@ def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ")
         ["published" if r.origin == "published" else f"#{r.id}", r.label or "", r.suite]
         for r in comp.runs
     ]
-    # what a reader must know before the figures: how a run ended when it did not
-    # complete (blank cells say nothing), each run's warnings, its verdicts
-    caveats = [ended(r) + c for r, c in zip(comp.runs, comp.caveats, strict=True)]
-    for title, per_run in (("caveats", caveats), ("verdicts", comp.outcomes)):
+    # what a reader must know before the figures: each run's warnings and verdicts
+    for title, per_run in (("caveats", comp.caveats), ("verdicts", comp.outcomes)):
         if any(per_run):
             headers.append(title)
             for row, items in zip(rows, per_run, strict=True):
@@ -63,16 +60,6 @@ def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ")
         for i, row in enumerate(rows):
             row.append(cell_text(comp, i, j, unit, grouping=grouping))
     return Table(headers, rows, [False] * left + [True] * len(comp.columns))
-
-
-def ended(run: Run) -> list[str]:
-    """How a run that did not complete ended, in fio's words: "run failed: fio exited
-    with status 1: …" (its first line, cut at 120 characters)."""
-    if run.status == "completed":
-        return []
-    said = run.error.splitlines()[0] if run.error else ""
-    said = said if len(said) <= 120 else said[:119] + "…"
-    return [f"run {run.status}" + (f": {said}" if said else "")]
 
 
 def cell_text(comp: Comparison, i: int, j: int, unit: units.Unit, *,
