@@ -227,6 +227,13 @@ def test_a_run_joins_its_suite_and_storage_s_series(tmpfs, store_path):
 
     assert listed["series"] == f"job:one.fio@{socket.gethostname()}:{tmpfs.resolve()}"
     assert listed["runs"] == 2
+    # a run of other sizes and times is no history of that storage: a series of its own
+    assert run_cli("run", str(tmpfs), "--job", str(job), "--size", "2m", "--runtime", "1",
+                   db=store_path).returncode == 0
+    listed = json.loads(run_cli("history", "--json", db=store_path).stdout)
+    assert {(s["series"], s["runs"]) for s in listed} == {
+        (f"job:one.fio@{socket.gethostname()}:{tmpfs.resolve()}", 2),
+        (f"job:one.fio/size=2m,runtime=1@{socket.gethostname()}:{tmpfs.resolve()}", 1)}
 
 
 def test_no_change_needs_a_series(store_path, tmp_path):

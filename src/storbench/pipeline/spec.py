@@ -91,6 +91,18 @@ class RunSpec:
         elif self.precondition_size is not None:
             raise ConfigError("--precondition-size applies to --precondition")
 
+    def shaping(self) -> str:
+        """What of the spec shapes the workload beyond its suite or job file, as the name
+        of a series says it ("/size=4m,runtime=3"; "" for none): runs that differ in it
+        are no history of one storage (a smaller --size is no change of the storage)."""
+        parts = [f"size={self.size.strip()}" if self.size else "",
+                 f"runtime={self.runtime:g}" if self.runtime is not None else "",
+                 f"rate={self.rate_iops:g}" if self.rate_iops is not None else "",
+                 f"until-steady={self.until_steady}" if self.until_steady is not None else "",
+                 f"precondition={self.precondition_size or 'whole'}" if self.precondition
+                 else ""]
+        return "/" + ",".join(p for p in parts if p) if any(parts) else ""
+
     def settings(self, suite_name: str) -> dict[str, Any]:
         """What the run was asked to do, stored with it (verdicts are judged from it)."""
         return {
