@@ -50,7 +50,7 @@ class Gateway:
         except ValueError:
             port = -1
         if parsed.scheme not in ("http", "https") or not parsed.hostname or port == -1:
-            shown = urllib.parse.urlsplit(given)._replace(netloc=parsed.netloc.rpartition("@")[2])
+            shown = parsed._replace(netloc=parsed.netloc.rpartition("@")[2])  # no password
             raise ConfigError(f"{option} {shown.geturl()!r}: give its URL, e.g."
                               " http://pushgateway:9091 (or http://USER:PASSWORD@pushgateway:9091)")
         host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
