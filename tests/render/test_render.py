@@ -213,6 +213,9 @@ def test_a_run_that_did_not_complete_says_so_beside_its_figures(store, fio_json_
                                " must not be less than minimum block size: 1024 < 4096"]
     for form in ("csv", "md", "wiki", "html-table"):  # every table of it says so
         assert "run failed: fio exited with status 1" in FORMATS[form](comp), form
+    said = render_console(terminal.print_comparison, compare([ok, store.get_run(run_id)], 1))
+    assert ("Ratios (×) are to the baseline, run #2 broken (it has no figures: the run failed,"
+            " so there are no ratios);") in " ".join(said.split())
     table = comparison_table(comp)
     assert table.headers[3] == "caveats" and table.rows[0][3] == ""
     assert table.rows[1][3] == ("run failed: fio exited with status 1: fio: size too small,"

@@ -279,7 +279,10 @@ def print_comparison(console: Console, comp: Comparison) -> None:
         console.print(line, markup=False)
     if comp.baseline is not None:
         base = comp.runs[comp.baseline]
-        console.print(f"Ratios (×) are to the baseline, run #{base.id} {escape(base.label or '')};"
+        label = f" {escape(base.label)}" if base.label else ""
+        none = "" if any(c.value is not None for c in comp.cells[comp.baseline]) else (
+            f" (it has no figures: the run {escape(base.status)}, so there are no ratios)")
+        console.print(f"Ratios (×) are to the baseline, run #{base.id}{label}{none};"
                       " IOPS and BW: higher is better, latency: lower is better.")
 
 
