@@ -187,7 +187,12 @@ def test_list_compare_export_rm(tmpfs, store_path, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "first" in html.read_text() and "second" in html.read_text()
 
-    assert run_cli("rm", str(a), db=store_path).returncode == 0
+    # one run that does not exist deletes none (run a was deleted, then the error came)
+    assert_one_line_error(run_cli("rm", str(a), "999", db=store_path), 1,
+                          "run 999 does not exist")
+    assert run_cli("show", str(a), db=store_path).returncode == 0
+    proc = run_cli("rm", str(a), f"#{a}", db=store_path)  # one run, named twice
+    assert proc.returncode == 0 and proc.stderr.count("Deleted run") == 1, proc.stderr
     proc = run_cli("show", str(a), db=store_path)
     assert proc.returncode == 1 and "does not exist" in proc.stderr
 

@@ -97,14 +97,17 @@ def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
 @click.argument("run_refs", nargs=-1, required=True, metavar="RUN...")
 @db_option
 def rm(store: Store, run_refs: tuple[str, ...]) -> None:
-    """Delete stored runs (results, environment and fio output).
+    """Delete stored runs (results, environment and fio output). Every RUN is found
+    before any is deleted: one that does not exist deletes nothing.
 
     \b
     Example:
       storbench rm 12 13
     """
-    for ref in run_refs:
-        run_id = store.resolve(ref)
+    ids = list(dict.fromkeys(store.resolve(ref) for ref in run_refs))
+    for run_id in ids:  # each found before any goes (a number is resolved as it is)
+        store.get_run(run_id, with_results=False)
+    for run_id in ids:
         store.delete_run(run_id)
         err.print(f"Deleted run #{run_id}")
 
