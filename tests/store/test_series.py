@@ -99,3 +99,10 @@ def test_the_oldest_answers_go(tmp_path):
         os.utime(cache.root / f"k{i}", (i, i))
     left = sorted(p.name for p in cache.root.iterdir())
     assert len(left) <= KEEP and "k0" not in left and f"k{KEEP}" in left
+
+
+def test_a_run_named_twice_joins_a_series_once(any_store, fio_json_text):
+    """`storbench series s 4 4` was the database's "UNIQUE constraint failed"."""
+    run = add_run(any_store, fio_json_text)
+    set_series(any_store, [run, run], "s")
+    assert series_runs(any_store, "s") == [run]

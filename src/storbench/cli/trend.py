@@ -178,6 +178,6 @@ def series_(store: Store, name: str, run_refs: tuple[str, ...]) -> None:
     """
     if not name.strip() or any(not c.isprintable() for c in name):
         raise ConfigError(f"a series name must be printable text, not {name!r}")
-    ids = [store.resolve(r) for r in run_refs]
+    ids = list(dict.fromkeys(store.resolve(r) for r in run_refs))
     set_series(store, ids, name)
     err.print(f"{len(ids)} run(s) now in series {name!r}.", markup=False)

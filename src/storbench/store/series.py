@@ -12,7 +12,9 @@ if TYPE_CHECKING:
     from storbench.store.sqlite import Store
 
 def set_series(store: Store, run_ids: Sequence[int], name: str) -> None:
-    """Put runs in the series ``name`` (out of the one they were in)."""
+    """Put runs in the series ``name`` (out of the one they were in); a run given twice
+    is put there once."""
+    run_ids = list(dict.fromkeys(run_ids))
     for run_id in run_ids:
         store.get_run(run_id, with_results=False)
     with store._tx() as db:
