@@ -487,3 +487,18 @@ def test_a_database_path_given_makes_no_directories(tmp_path):
                           env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "xdg" / "storbench" / "results.db").is_file()
+
+
+def test_a_run_named_twice_is_one_run(fio_json_text, tmp_path, store_path):
+    """`export 4 4 -f openmetrics` held each sample twice (a Pushgateway refuses such a
+    group), `compare 4 4` two rows of one run, `series s 4 4` a database error."""
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    assert run_cli("import", str(got), db=store_path).returncode == 0
+    once = run_cli("export", "1", "--format", "openmetrics", db=store_path).stdout
+    assert run_cli("export", "1", "#1", "last", "--format", "openmetrics",
+                   db=store_path).stdout == once
+    rows = json.loads(run_cli("compare", "1", "1", "--json", db=store_path).stdout)["runs"]
+    assert [r["id"] for r in rows] == [1]
+    proc = run_cli("series", "s", "1", "1", db=store_path)
+    assert proc.returncode == 0 and "1 run(s) now in series 's'" in proc.stderr, proc.stderr

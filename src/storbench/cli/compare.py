@@ -37,7 +37,7 @@ def comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
                 reference: str | None = None, reference_file: Path | None = None) -> Comparison:
     if not refs:
         raise ConfigError("name at least one run (see `storbench list`)")
-    ids = [store.resolve(r) for r in refs]
+    ids = list(dict.fromkeys(store.resolve(r) for r in refs))  # a run named twice: once
     base_index = None
     if baseline is not None:
         base_id = store.resolve(baseline)

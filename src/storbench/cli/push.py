@@ -134,6 +134,7 @@ def push(store: Store, run_refs: tuple[str, ...], gateway: str) -> None:
       storbench push last --pushgateway http://pushgateway:9091
       storbench run /mnt/data --push http://pushgateway:9091    # when the run ends
     """
-    runs = [load_run(store, store.resolve(r)) for r in run_refs]
+    # a run named twice once: a group holding a sample twice is refused by the Pushgateway
+    runs = [load_run(store, i) for i in dict.fromkeys(store.resolve(r) for r in run_refs)]
     for url in push_runs(gateway, runs, store):
         err.print(f"Pushed to {url}", markup=False)
