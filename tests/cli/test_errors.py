@@ -502,3 +502,17 @@ def test_a_run_named_twice_is_one_run(fio_json_text, tmp_path, store_path):
     assert [r["id"] for r in rows] == [1]
     proc = run_cli("series", "s", "1", "1", db=store_path)
     assert proc.returncode == 0 and "1 run(s) now in series 's'" in proc.stderr, proc.stderr
+
+
+def test_an_output_of_dash_is_standard_output(fio_json_text, tmp_path, store_path):
+    """`report -o -` wrote a file named '-' (and said "Wrote -"); `-` is standard output,
+    as for fio and curl, its control characters shown, never obeyed."""
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    assert run_cli("import", str(got), "--label", "a\x1b[2Jb", db=store_path).returncode == 0
+    for command in (["report", "last", "-o", "-"], ["export", "last", "-f", "csv", "-o", "-"]):
+        proc = run_cli(*command, db=store_path, cwd=tmp_path)
+        assert proc.returncode == 0 and "Wrote" not in proc.stderr, proc.stderr
+        assert not (tmp_path / "-").exists()
+        assert "a\\x1b[2Jb" in proc.stdout and "\x1b" not in proc.stdout
+    assert proc.stdout.startswith("run,label,")

@@ -182,12 +182,19 @@ def percent(text: str, flag: str, example: str, *, below_100: bool = False) -> f
     return value / 100
 
 
-def write_output(path: Path, text: str) -> None:
-    """``--output``: the file written, or ConfigError in the system's words."""
+def write_output(path: Path, text: str) -> bool:
+    """``--output``: the file written (True), or ``-``: standard output (False); else
+    ConfigError in the system's words."""
+    if str(path) == "-":
+        from storbench.render.text import harmless
+
+        click.echo(harmless(text), nl=False)  # a label's escape sequence is never obeyed
+        return False
     try:
         path.write_text(text)
     except OSError as exc:
         raise ConfigError(f"cannot write {str(path)!r}: {exc.strerror}") from None
+    return True
 
 
 def print_json(doc: Any) -> None:

@@ -196,6 +196,5 @@ def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None
     text = harmless(text)  # a label's escape sequence is shown, never obeyed
     if output is None:
         click.echo(text, nl=False)
-    else:
-        write_output(output, text)
+    elif write_output(output, text):
         err.print(f"Wrote {output}", markup=False)

@@ -21,7 +21,8 @@ MAX_RUNS = 20
 @click.argument("run_refs", nargs=-1, required=True, metavar="RUN...")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("report.html"), show_default=True,
-              help="The HTML file to write (one file, works offline).")
+              help="The HTML file to write (one file, works offline); - for standard"
+                   " output.")
 @click.option("--png", "png_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write every chart as a PNG file into this directory.")
 @click.option("--baseline", "-b", metavar="RUN", help="Add ratios to this run.")
@@ -55,9 +56,9 @@ def report_cmd(store: Store, run_refs: tuple[str, ...], output: Path, png_dir: P
     priced = priced_runs(comp, costs, capacity, provisioned_iops, provisioned_mbps)
     charts = chart_data.build(comp)
     html = report.render(comp, charts, title=title, priced=priced)
-    write_output(output, html)
-    err.print(f"Wrote {output} ({len(html.encode()) / 1024:,.0f} KiB, {len(charts)} charts)",
-              markup=False)
+    if write_output(output, html):
+        err.print(f"Wrote {output} ({len(html.encode()) / 1024:,.0f} KiB, {len(charts)} charts)",
+                  markup=False)
     if png_dir is not None:
         try:
             png.write_all(charts, png_dir)
