@@ -148,7 +148,8 @@ def naming_options(f: F) -> F:
     """--label, --tag and --series of a run that is about to be made."""
     f = click.option("--series", metavar="NAME",
                      help="The history this run joins (`storbench history`; default: its"
-                          " suite and storage, e.g. quick@host1:/mnt/vol; with several"
+                          " workload and storage, e.g. quick@host1:/mnt/vol, or"
+                          " quick/size=4g@host1:/mnt/vol with --size; with several"
                           " targets, NAME-TARGET).")(f)
     f = click.option("--tag", "-t", "tags", multiple=True, metavar="KEY=VALUE",
                      help="Attach a tag (repeatable), e.g. --tag zone=a.")(f)
