@@ -49,6 +49,9 @@ def test_capacity():
 @pytest.mark.parametrize("text, needle", [
     ("- name: x\n  per_gb_month: 0.1\n", "missing date, source"),
     ("- {name: x, per_gb_month: -1, date: d, source: s}\n", "must be a number >= 0"),
+    # YAML's .nan and .inf are floats: a price of nan priced every run at $nan
+    ("- {name: x, per_gb_month: .nan, date: d, source: s}\n", "must be a number >= 0, not nan"),
+    ("- {name: x, per_gb_month: .inf, date: d, source: s}\n", "must be a number >= 0, not inf"),
     ("- {name: x, per_gb_month: 1, date: d, source: s, per_gb: 2}\n", "unknown field(s) per_gb"),
     ("[1, 2\n", "not YAML"),
 ])

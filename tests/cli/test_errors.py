@@ -516,3 +516,21 @@ def test_an_output_of_dash_is_standard_output(fio_json_text, tmp_path, store_pat
         assert not (tmp_path / "-").exists()
         assert "a\\x1b[2Jb" in proc.stdout and "\x1b" not in proc.stdout
     assert proc.stdout.startswith("run,label,")
+
+
+@pytest.mark.parametrize("args, said", [
+    (["check", "last", "--baseline", "1", "--max-regression", "nan"],
+     "--max-regression 'nan' is not a percentage"),
+    (["check", "last", "--baseline", "1", "--max-regression", "inf%"],
+     "--max-regression 'inf%' is not a percentage"),
+    (["history", "s", "--min-change", "100%"], "--min-change must be at least 0% and below"),
+    (["compare", "last", "--cost", "ebs-gp3", "--capacity", "500GiB", "--provisioned-iops",
+      "nan"], "--provisioned-iops 'nan': expected a number"),
+])
+def test_a_number_that_is_not_one_is_refused(args, said, fio_json_text, tmp_path, store_path):
+    """--max-regression nan passed: every comparison with nan is false, so no regression
+    ever failed the gate (a randwrite 104% worse was "noise")."""
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
+    assert_one_line_error(run_cli(*args, db=store_path), 2, said)

@@ -71,7 +71,8 @@ def load_sheets(text: str, source: str) -> list[CostSheet]:
             if k in ("name", "date", "source", "title", "currency"):
                 values[k] = str(v).strip()
             elif v is not None:
-                if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
+                if not isinstance(v, int | float) or isinstance(v, bool) or not (
+                        math.isfinite(v) and v >= 0):  # YAML's .nan and .inf are floats
                     raise ConfigError(f"{source}: sheet {i}: {k} must be a number >= 0, not"
                                       f" {v!r}")
                 values[k] = float(v)
@@ -243,7 +244,9 @@ def per_run(comp: Comparison, specs: list[str], what: str,
         try:
             v = parse(number) if parse else float(number)
         except ValueError:
-            raise ConfigError(f"{what} {spec!r}: expected a number or RUN=NUMBER") from None
+            v = math.nan
+        if not math.isfinite(v):  # nan would price every run at $nan
+            raise ConfigError(f"{what} {spec!r}: expected a number or RUN=NUMBER")
         if v < 0:
             raise ConfigError(f"{what} {spec!r} must not be negative")
         for i in runs_called(comp, who, f"{what} {spec!r}") if sep else range(len(comp.runs)):

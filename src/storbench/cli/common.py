@@ -175,9 +175,12 @@ def percent(text: str, flag: str, example: str, *, below_100: bool = False) -> f
     try:
         value = float(text.strip().rstrip("%"))
     except ValueError:
-        raise ConfigError(f"{flag} {text!r} is not a percentage (e.g. {example})") from None
+        value = math.nan
+    if not math.isfinite(value):  # nan% passed: every comparison with it is false,
+        # so --max-regression nan let any regression through
+        raise ConfigError(f"{flag} {text!r} is not a percentage (e.g. {example})")
     if below_100 and not 0 <= value < 100:
-        raise ConfigError(f"{flag} must be between 0% and 100%, not {text}")
+        raise ConfigError(f"{flag} must be at least 0% and below 100%, not {text}")
     if value < 0:
         raise ConfigError(f"{flag} must not be negative, not {text}")
     return value / 100
