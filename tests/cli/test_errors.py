@@ -526,6 +526,9 @@ def test_an_output_of_dash_is_standard_output(fio_json_text, tmp_path, store_pat
     (["history", "s", "--min-change", "100%"], "--min-change must be at least 0% and below"),
     (["compare", "last", "--cost", "ebs-gp3", "--capacity", "500GiB", "--provisioned-iops",
       "nan"], "--provisioned-iops 'nan': expected a number"),
+    # click's FloatRange lets nan through its bounds (before the cluster is asked)
+    (["k8s", "failover", "--storage-class", "x", "--before", "nan"],
+     "Invalid value for '--before': 'nan' is not a finite number"),
 ])
 def test_a_number_that_is_not_one_is_refused(args, said, fio_json_text, tmp_path, store_path):
     """--max-regression nan passed: every comparison with nan is false, so no regression

@@ -75,6 +75,16 @@ class Number(click.ParamType[float]):
 NUMBER = Number()
 
 
+class FiniteRange(click.FloatRange):
+    """click's FloatRange, refusing nan (which no bound of its refuses: every comparison
+    with nan is false)."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = NUMBER.convert(value, param, ctx)
+        return super().convert(number, param, ctx)
+
+
 def parse_tags(values: tuple[str, ...], given: str = "--tag ") -> dict[str, str]:
     """KEY=VALUE words as tags (``given``: how a message names where they came from)."""
     tags = {}

@@ -11,6 +11,7 @@ import click
 
 from storbench.cli.common import (
     NUMBER,
+    FiniteRange,
     assert_options,
     db_option,
     err,
@@ -150,7 +151,7 @@ def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_j
               help="The class whose volume fails over.")
 @click.option("--rate", type=click.IntRange(1, 100_000), default=100, show_default=True,
               metavar="WRITES/S", help="Synchronous 4 KiB writes per second before the pause.")
-@click.option("--before", "before_s", type=click.FloatRange(1, 3600), default=10.0,
+@click.option("--before", "before_s", type=FiniteRange(1, 3600), default=10.0,
               show_default=True, metavar="SECONDS", help="Writing before the pod is deleted.")
 @click.option("--evict", is_flag=True,
               help="End the pod through the Eviction API, as a node drain does (a"
