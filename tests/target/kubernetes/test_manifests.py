@@ -52,6 +52,11 @@ def test_capacity_follows_the_suite():
     ({"limits": (("gpu", "1"),)}, "choose cpu, memory"),
     ({"node_selector": (("bad key!", "x"),)}, "not a label key"),
     ({"timeout_s": 0.0}, "--timeout must be positive"),
+    # the API server's refusal came only once the cluster was asked (dry runs printed it)
+    ({"namespace": "Bad_NS"}, "not a namespace name"),
+    ({"namespace": "a" * 64}, "not a namespace name"),
+    ({"image": ""}, "not an image reference"),
+    ({"image": "fio 3.33"}, "not an image reference"),
 ])
 def test_bad_options(options, message):
     o = KubeOptions(**{"storage_class": "fast", **options})

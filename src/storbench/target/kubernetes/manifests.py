@@ -38,6 +38,7 @@ _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
                         r"[A-Za-z0-9])?$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS label (RFC 1123)
 GIB = 1024**3
 
 
@@ -96,6 +97,12 @@ class KubeOptions:
             if effect not in (None, *TAINT_EFFECTS):
                 raise ConfigError(f"--toleration {key}: effect {effect!r}: choose one of"
                                   f" {', '.join(TAINT_EFFECTS)}")
+        if self.namespace is not None and not _NAMESPACE.match(self.namespace):
+            raise ConfigError(f"--namespace {self.namespace!r} is not a namespace name (lower"
+                              " case letters, digits and '-', at most 63)")
+        if not self.image.strip() or any(c.isspace() for c in self.image):
+            raise ConfigError(f"--image {self.image!r} is not an image reference (e.g."
+                              " registry.example.com/fio:3.33)")
         for what, name in (("--service-account", self.service_account),
                            *(("--image-pull-secret", n) for n in self.image_pull_secrets)):
             if name is not None and not _NAME.match(name):
