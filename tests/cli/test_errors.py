@@ -537,3 +537,17 @@ def test_a_number_that_is_not_one_is_refused(args, said, fio_json_text, tmp_path
     got.write_text(fio_json_text)
     assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
     assert_one_line_error(run_cli(*args, db=store_path), 2, said)
+
+
+@pytest.mark.parametrize("args", [["run", "{tmp}", "--series", ""],
+                                  ["run", "{tmp}", "--series", "a\x1bb"],
+                                  ["import", "{tmp}/fio.json", "--series", " "]])
+def test_a_series_name_nobody_can_see_is_refused_before_the_run(args, fio_json_text, tmp_path,
+                                                                 store_path):
+    """`run --series ''` ran and joined the run's own series, unsaid (`series ''` refused
+    it); a control character in it was stored."""
+    (tmp_path / "fio.json").write_text(fio_json_text)
+    proc = run_cli(*(a.format(tmp=tmp_path) for a in args), db=store_path)
+    assert_one_line_error(proc, 2, "a series name must be printable text")
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+    assert list(tmp_path.glob("storbench-*")) == []

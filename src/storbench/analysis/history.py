@@ -27,6 +27,13 @@ MIN_CHANGE = 0.05  # below 5% a storage figure's change is not worth a word
 MIN_RUNS = 2  # runs on each side of a change: a single odd run is an outlier, not a change
 
 
+def check_series_name(name: str | None) -> None:
+    """ConfigError for a series name nobody could type or see (empty, control
+    characters); None is no name (the run's own series)."""
+    if name is not None and (not name.strip() or any(not c.isprintable() for c in name)):
+        raise ConfigError(f"a series name must be printable text, not {name!r}")
+
+
 def auto_series(suite: str, target: str, facts: TargetFacts) -> str:
     """The series a run joins when nobody names one: its suite @ where its I/O went."""
     if facts.place == "here" and facts.hostname:

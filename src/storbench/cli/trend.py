@@ -176,8 +176,7 @@ def series_(store: Store, name: str, run_refs: tuple[str, ...]) -> None:
     Example:
       storbench series nightly-gp3 12 13 14
     """
-    if not name.strip() or any(not c.isprintable() for c in name):
-        raise ConfigError(f"a series name must be printable text, not {name!r}")
+    hist.check_series_name(name)
     ids = list(dict.fromkeys(store.resolve(r) for r in run_refs))
     set_series(store, ids, name)
     err.print(f"{len(ids)} run(s) now in series {name!r}.", markup=False)

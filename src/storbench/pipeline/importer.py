@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from storbench import __version__
+from storbench.analysis.history import check_series_name
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError
 from storbench.result import fio_logs, fio_text
@@ -281,6 +282,7 @@ def import_runs(
     where each becomes the suite's test). ``label_from`` labels each run by its file
     (run_label()). ``series``: the history they join (none when not given: an imported
     file says too little of where it ran)."""
+    check_series_name(series)
     # all, before storing
     parsed = [parse_source(s.name, s.text, s.path) for s in sources]
     if split == "runs" or as_suite is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from storbench.analysis.assertions import Assertion
+from storbench.analysis.history import check_series_name
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.workload.files import JOB_FILE_LIMIT, read_text
@@ -68,6 +69,7 @@ class RunSpec:
                               " in a job file, set rate_iops= yourself")
         for text in self.assertions:
             Assertion.parse(text)  # syntax errors before any I/O
+        check_series_name(self.series)  # --series '' was the run's own series, unsaid
         if self.profile is not None:
             profiles = get_suite(self.suite).profiles or {}
             if self.profile not in profiles:
