@@ -551,3 +551,15 @@ def test_a_series_name_nobody_can_see_is_refused_before_the_run(args, fio_json_t
     assert_one_line_error(proc, 2, "a series name must be printable text")
     assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
     assert list(tmp_path.glob("storbench-*")) == []
+
+
+def test_record_says_what_duration_is_for(tmp_path, store_path):
+    """`record NAME --dir D --duration 5 -- CMD` said "--duration is a positive number of
+    seconds, with --pid" of a positive number."""
+    proc = run_cli("record", "w", "--dir", str(tmp_path), "--duration", "5", "--", "true",
+                   db=store_path)
+    assert_one_line_error(proc, 2, "--duration applies to --pid: a command after -- is"
+                                   " recorded until it ends")
+    proc = run_cli("record", "w", "--dir", str(tmp_path), "--pid", str(os.getpid()),
+                   "--duration", "0", db=store_path)
+    assert_one_line_error(proc, 2, "--duration is a positive number of seconds")

@@ -101,8 +101,11 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
     if bool(pids) == bool(command):
         raise ConfigError("give the command to record after --, or --pid PID of a running"
                           " process (not both)")
-    if duration is not None and (not pids or duration <= 0):
-        raise ConfigError("--duration is a positive number of seconds, with --pid")
+    if duration is not None and not pids:
+        raise ConfigError("--duration applies to --pid: a command after -- is recorded until"
+                          " it ends")
+    if duration is not None and duration <= 0:
+        raise ConfigError("--duration is a positive number of seconds")
     max_bytes = _max_bytes(max_size)
     _not_stored_yet(store, name, replace)
     if measure_cost and pids and duration is None:
