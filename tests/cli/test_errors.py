@@ -563,3 +563,19 @@ def test_record_says_what_duration_is_for(tmp_path, store_path):
     proc = run_cli("record", "w", "--dir", str(tmp_path), "--pid", str(os.getpid()),
                    "--duration", "0", db=store_path)
     assert_one_line_error(proc, 2, "--duration is a positive number of seconds")
+
+
+def test_no_change_in_a_series_too_short_to_tell_says_so(fio_json_text, tmp_path, store_path):
+    """`check --no-change` of a series of 1 to 3 runs said "no change in 1 runs": no change
+    could have been found there (2 runs on each side of one)."""
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    for _ in range(3):
+        assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
+    proc = run_cli("check", "last", "--no-change", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "too few runs to tell: 3 of s (a change needs 2 runs on each side)" in proc.stdout
+    assert "run(s)" not in proc.stdout and "no change in" not in proc.stdout
+    assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
+    assert "no change in 4 runs of s" in run_cli("check", "last", "--no-change",
+                                                 db=store_path).stdout

@@ -280,6 +280,7 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
             ) -> list[tuple[str, dict[str, Any], bool]]:
     """--no-change: per headline figure of the run's series (its runs up to this one),
     the change that began the stretch this run is in: (figure, the change, failed)."""
+    from storbench.analysis.history import MIN_RUNS
     from storbench.cli.trend import histories
     from storbench.render.history import change_text
 
@@ -295,8 +296,11 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
             continue
         c = h.last_change_before(index)
         if c is None:
-            out.append((h.figure.name, {"run": None, "said": f"no change in"
-                                        f" {len(h.points)} runs of {name}"}, False))
+            few = len(h.points) < 2 * MIN_RUNS  # no change could have been found
+            said = (f"too few runs to tell: {len(h.points)} of {name} (a change needs"
+                    f" {MIN_RUNS} runs on each side)" if few else
+                    f"no change in {len(h.points)} runs of {name}")
+            out.append((h.figure.name, {"run": None, "said": said}, False))
             continue
         bad = c.worse and abs(c.relative) > limit
         out.append((h.figure.name, {"run": c.run, "relative_change": c.relative,
