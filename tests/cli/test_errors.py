@@ -576,6 +576,10 @@ def test_no_change_in_a_series_too_short_to_tell_says_so(fio_json_text, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert "too few runs to tell: 3 of s (a change needs 2 runs on each side)" in proc.stdout
     assert "run(s)" not in proc.stdout and "no change in" not in proc.stdout
+    overview = run_cli("history", "s", db=store_path).stdout  # was "none"
+    assert "too few runs to tell" in overview and " none " not in overview
     assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
     assert "no change in 4 runs of s" in run_cli("check", "last", "--no-change",
                                                  db=store_path).stdout
+    overview = run_cli("history", "s", db=store_path).stdout
+    assert "too few" not in overview and " none " in overview
