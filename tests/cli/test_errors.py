@@ -583,3 +583,18 @@ def test_no_change_in_a_series_too_short_to_tell_says_so(fio_json_text, tmp_path
                                                  db=store_path).stdout
     overview = run_cli("history", "s", db=store_path).stdout
     assert "too few" not in overview and " none " in overview
+
+
+def test_show_says_what_it_cannot_show(fio_json_text, tmp_path, store_path):
+    """`show --raw` without --json was ignored; `show --timeline` of a run that failed
+    before its first test printed a blank line."""
+    store = Store(store_path)
+    run_id = store.begin_run(uid="ufail", suite="quick", target="/mnt/x", environment={},
+                             settings={}, storbench_version="0", fio_version="fio-3.33")
+    store.finish_run(run_id, "failed", error="fio exited with status 1: fio: bad")
+    store.close()
+    proc = run_cli("show", "last", "--timeline", db=store_path)
+    assert proc.returncode == 0
+    assert "no per-second series: run #1 has no test results (failed)" in proc.stdout
+    assert_one_line_error(run_cli("show", "last", "--raw", db=store_path), 2,
+                          "--raw adds fio's raw JSON to --json")

@@ -78,6 +78,8 @@ def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
     from storbench.render import terminal
     from storbench.render.timeline import render_timeline
 
+    if raw and not as_json:
+        raise ConfigError("--raw adds fio's raw JSON to --json: give both")
     r = load_run(store, store.resolve(run_ref))
     if as_json:
         print_json(run_dict(r, raw=raw))

@@ -44,6 +44,8 @@ def series_lines(direction: str, s: Series) -> list[str]:
 
 
 def render_timeline(run: Run) -> str:
+    if not run.tests:  # a run that ended before its first test: say so, not a blank line
+        return f"no per-second series: run #{run.id} has no test results ({run.status})\n"
     out = []
     for stored in run.tests:
         r = stored.result
