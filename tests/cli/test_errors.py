@@ -598,3 +598,22 @@ def test_show_says_what_it_cannot_show(fio_json_text, tmp_path, store_path):
     assert "no per-second series: run #1 has no test results (failed)" in proc.stdout
     assert_one_line_error(run_cli("show", "last", "--raw", db=store_path), 2,
                           "--raw adds fio's raw JSON to --json")
+
+
+@pytest.mark.parametrize("args, said", [
+    (["run", "{tmp}", "--max-regression", "5%"], "--max-regression applies to --baseline"),
+    (["run", "{tmp}", "--steady-window", "3"], "--steady-window applies to --until-steady"),
+    (["run", "{tmp}", "--round", "30"], "--round applies to --precondition"),
+    (["run", "{tmp}", "--max-rounds", "10"], "--max-rounds applies to --precondition"),
+    (["run", "{tmp}", "--threshold", "5"], "--threshold sets the limit of a suite's verdict"),
+    (["run", "{tmp}", "--job", "{tmp}/j.fio", "--suite", "etcd", "--threshold", "5"],
+     "--threshold sets the limit"),
+    (["curve", "{tmp}", "--max-regression", "5%"], "--max-regression applies to `run"),
+])
+def test_an_option_that_does_nothing_here_is_refused(args, said, tmp_path, store_path):
+    """Each was ignored, unsaid: a CI job that set --max-regression with no --baseline,
+    or --threshold on a suite with no verdict, gated on nothing it asked for."""
+    (tmp_path / "j.fio").write_text("[j]\nrw=read\nsize=1m\n")
+    proc = run_cli(*(a.format(tmp=tmp_path) for a in args), db=store_path)
+    assert_one_line_error(proc, 2, said)
+    assert list(tmp_path.glob("storbench-*")) == []

@@ -85,6 +85,19 @@ class FiniteRange(click.FloatRange):
         return super().convert(number, param, ctx)
 
 
+def only_with(*rules: tuple[str, str, bool, str]) -> None:
+    """ConfigError for an option given (on the command line or in its variable) that does
+    nothing without another: ``(parameter, its flag, the other is given, the other)``;
+    ``--max-regression 5%`` with no --baseline was ignored, unsaid."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    for param, flag, other_given, other in rules:
+        if not other_given and ctx.get_parameter_source(param) in (
+                ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            raise ConfigError(f"{flag} applies to {other}")
+
+
 def parse_tags(values: tuple[str, ...], given: str = "--tag ") -> dict[str, str]:
     """KEY=VALUE words as tags (``given``: how a message names where they came from)."""
     tags = {}

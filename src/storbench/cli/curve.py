@@ -10,6 +10,7 @@ from storbench.cli.common import (
     NUMBER,
     cli,
     naming_options,
+    only_with,
     parse_tags,
 )
 from storbench.cli.measuring import measure_and_report, measuring_options
@@ -80,6 +81,7 @@ def curve(store: Store, where: TargetFlags, workload: str, objectives: tuple[str
     if baseline is not None:
         raise ConfigError("--baseline applies to `run`; a curve is judged by --assert"
                           " (e.g. curve.p99_2ms.iops >= 2500)")
+    only_with(("max_regression", "--max-regression", False, "`run --baseline`"))
     suite, test, job_file = _workload(workload)
     spec = RunSpec(suite=suite, job_file=job_file, size=where.size, label=label,
                    tags=parse_tags(tags), series=series, fio=fio_path, assertions=assertions,

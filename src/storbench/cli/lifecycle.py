@@ -17,6 +17,7 @@ from storbench.cli.common import (
     err,
     json_option,
     naming_options,
+    only_with,
     parse_tags,
 )
 from storbench.cli.kubeflags import ACCESS_MODE, CONNECTION, IMAGE, NAMESPACE, build_options
@@ -110,6 +111,7 @@ def lifecycle(store: Store, storage_classes: tuple[str, ...], volumes: int,
     from storbench.pipeline.spec import RunSpec
 
     _check_assertions(assertions, baseline, "lifecycle", "lifecycle.bind.p90 < 30s")
+    only_with(("max_regression", "--max-regression", False, "`run --baseline`"))
     size = quantity(capacity, "--capacity")
     spec = RunSpec(label=label, tags=parse_tags(tags), series=series, assertions=assertions,
                    kind_spec=LifecycleSpec(volumes, parallel or volumes, size, timeout_s))
@@ -185,6 +187,7 @@ def failover(store: Store, storage_class: str, rate: int, before_s: float, evict
     from storbench.pipeline.spec import RunSpec
 
     _check_assertions(assertions, baseline, "failover", "failover.pause < 60s")
+    only_with(("max_regression", "--max-regression", False, "`run --baseline`"))
     size = quantity(capacity, "--capacity")
     spec = RunSpec(label=label, tags=parse_tags(tags), series=series, assertions=assertions,
                    kind_spec=FailoverSpec(rate, before_s, evict, size, timeout_s))

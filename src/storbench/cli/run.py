@@ -20,6 +20,7 @@ from storbench.cli.common import (
     json_option,
     load_run,
     naming_options,
+    only_with,
     out,
     parse_tags,
     percent,
@@ -151,6 +152,11 @@ def run(
       storbench run /dev/nvme1n1 --suite quick --destructive /dev/nvme1n1
       storbench run /mnt/data --push http://pushgateway:9091
     """
+    only_with(("max_regression", "--max-regression", baseline is not None, "--baseline"),
+              ("steady_window_s", "--steady-window", until_steady is not None,
+               "--until-steady"),
+              ("round_s", "--round", precondition, "--precondition"),
+              ("max_rounds", "--max-rounds", precondition, "--precondition"))
     limit = percent(max_regression, "--max-regression", "10%")
     spec = RunSpec(suite=suite, job_file=job_file, size=where.size, runtime=runtime,
                    label=label,

@@ -60,6 +60,12 @@ class RunSpec:
         if self.threshold_ms is not None and self.threshold_ms <= 0:
             raise ConfigError(f"--threshold must be a positive number of ms, not"
                               f" {self.threshold_ms}")
+        if self.threshold_ms is not None and (
+                self.job_file is not None or self.kind_spec is not None
+                or not get_suite(self.suite).profiles):
+            raise ConfigError("--threshold sets the limit of a suite's verdict (--suite etcd);"
+                              " this run has none: give --assert instead (e.g."
+                              " 'randread.p99 < 5ms')")
         if self.rate_iops is not None and self.rate_iops <= 0:
             raise ConfigError(f"--rate must be a positive number of writes/s, not"
                               f" {self.rate_iops}")
