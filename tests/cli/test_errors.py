@@ -609,6 +609,8 @@ def test_show_says_what_it_cannot_show(fio_json_text, tmp_path, store_path):
     (["run", "{tmp}", "--job", "{tmp}/j.fio", "--suite", "etcd", "--threshold", "5"],
      "--threshold sets the limit"),
     (["curve", "{tmp}", "--max-regression", "5%"], "--max-regression applies to `run"),
+    (["history", "--metric", "randread.read.iops"], "--metric applies to a SERIES"),
+    (["history", "s", "--all"], "--all applies to --metric"),
 ])
 def test_an_option_that_does_nothing_here_is_refused(args, said, tmp_path, store_path):
     """Each was ignored, unsaid: a CI job that set --max-regression with no --baseline,

@@ -6,7 +6,16 @@ from __future__ import annotations
 import click
 
 from storbench.analysis import history as hist
-from storbench.cli.common import cli, db_option, err, json_option, out, percent, print_json
+from storbench.cli.common import (
+    cli,
+    db_option,
+    err,
+    json_option,
+    only_with,
+    out,
+    percent,
+    print_json,
+)
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.store import Store
@@ -119,6 +128,9 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
     """
     from storbench.render import history as render
 
+    only_with(("metric", "--metric", series is not None, "a SERIES (`storbench history NAME"
+                                                         " --metric FIGURE`)"),
+              ("every", "--all", metric is not None, "--metric"))
     floor = percent(min_change, "--min-change", "5%", below_100=True)
     if series is None:
         rows = []
