@@ -611,6 +611,8 @@ def test_show_says_what_it_cannot_show(fio_json_text, tmp_path, store_path):
     (["curve", "{tmp}", "--max-regression", "5%"], "--max-regression applies to `run"),
     (["history", "--metric", "randread.read.iops"], "--metric applies to a SERIES"),
     (["history", "s", "--all"], "--all applies to --metric"),
+    (["check", "last", "--assert", "x.iops > 1", "--max-regression", "5%"],
+     "--max-regression applies to --baseline or --no-change"),
 ])
 def test_an_option_that_does_nothing_here_is_refused(args, said, tmp_path, store_path):
     """Each was ignored, unsaid: a CI job that set --max-regression with no --baseline,

@@ -238,6 +238,8 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
       storbench check last --baseline gp3 --max-regression 10%
       storbench check nightly-gp3 --no-change
     """
+    only_with(("max_regression", "--max-regression", baseline is not None or no_change,
+               "--baseline or --no-change"))
     limit = percent(max_regression, "--max-regression", "10%")
     series = None
     if no_change and run_ref in {row[0] for row in series_list(store)}:
