@@ -613,6 +613,8 @@ def test_show_says_what_it_cannot_show(fio_json_text, tmp_path, store_path):
     (["history", "s", "--all"], "--all applies to --metric"),
     (["check", "last", "--assert", "x.iops > 1", "--max-regression", "5%"],
      "--max-regression applies to --baseline or --no-change"),
+    # the agent listened on its unix socket: a user thought it was on TCP port 9000
+    (["agent", "--port", "9000", "--allow-root"], "--port applies to --bind"),
 ])
 def test_an_option_that_does_nothing_here_is_refused(args, said, tmp_path, store_path):
     """Each was ignored, unsaid: a CI job that set --max-regression with no --baseline,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from storbench.cli.common import cli, err
+from storbench.cli.common import cli, err, only_with
 from storbench.errors import ConfigError, StorbenchError
 from storbench.execute import find_fio
 from storbench.execute.agent import (
@@ -32,7 +32,8 @@ from storbench.target.hosts import DEFAULT_PORT
 @click.option("--bind", metavar="ADDR",
               help="Listen on TCP at this address of the host instead (IPv4 or IPv6):"
                    " whoever reaches it runs commands as this user; said on every start.")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int,
+@click.option("--port", default=DEFAULT_PORT, show_default=True,
+              type=click.IntRange(1, 65535),
               help="TCP port, with --bind.")
 @click.option("--allow-root", is_flag=True,
               help="Run as root anyway (refused without it: whoever reaches the agent acts"
@@ -64,6 +65,8 @@ def agent(socket_path: Path | None, bind: str | None, port: int, allow_root: boo
     """
     if socket_path is not None and bind is not None:
         raise ConfigError("--socket and --bind: give one (a unix socket, or a TCP address)")
+    only_with(("port", "--port", bind is not None, "--bind (without it the agent listens on"
+                                                   " a unix socket)"))
     spec = AgentSpec(None if bind is not None else (socket_path or default_socket()).absolute(),
                      bind, port, allow_root,
                      tuple(d.absolute() for d in confine_dirs))
