@@ -615,6 +615,9 @@ def test_show_says_what_it_cannot_show(fio_json_text, tmp_path, store_path):
      "--max-regression applies to --baseline or --no-change"),
     # the agent listened on its unix socket: a user thought it was on TCP port 9000
     (["agent", "--port", "9000", "--allow-root"], "--port applies to --bind"),
+    (["run", "{tmp}", "--capacity", "5Gi"],
+     "--capacity: Kubernetes options apply to --storage-class CLASS (or k8s://CLASS)"),
+    (["curve", "{tmp}", "-n", "bench"], "--namespace: Kubernetes options apply"),
 ])
 def test_an_option_that_does_nothing_here_is_refused(args, said, tmp_path, store_path):
     """Each was ignored, unsaid: a CI job that set --max-regression with no --baseline,
@@ -623,3 +626,10 @@ def test_an_option_that_does_nothing_here_is_refused(args, said, tmp_path, store
     proc = run_cli(*(a.format(tmp=tmp_path) for a in args), db=store_path)
     assert_one_line_error(proc, 2, said)
     assert list(tmp_path.glob("storbench-*")) == []
+
+
+def test_the_runner_image_variable_is_no_option_typed(store_path):
+    """STORBENCH_IMAGE is set once for every run: a directory run with it is no
+    Kubernetes option given (refused here for /proc's own reason, not for the image)."""
+    proc = run_cli("run", "/proc", db=store_path, env={"STORBENCH_IMAGE": "registry/fio:x"})
+    assert_one_line_error(proc, 1, "file system of no size")

@@ -90,6 +90,17 @@ STORAGE_OPTIONS = (
 )
 
 
+def _typed(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The flags of these parameters typed on the command line (not from a variable,
+    such as STORBENCH_IMAGE, which a user sets once for every run)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    return tuple(max((o for o in p.opts if o.startswith("--")), key=len)
+                 for p in ctx.command.params if p.name in names
+                 and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE)
+
+
 def _names(decorate: Callable[[Any], Any]) -> tuple[str, ...]:
     """The parameter names a decorator of click options gives a command."""
     def probe() -> None: ...
@@ -112,7 +123,8 @@ def target_options(f: F) -> F:
                 storage_classes: tuple[str, ...], dry_run: bool, **kwargs: Any) -> Any:
         where = TargetFlags((), hosts_text, hosts_file, shared_file, ssh_config,
                             storage_classes, {n: kwargs.pop(n) for n in kube}, None,
-                            dry_run, timeout_s, destructive, size, words=targets_given)
+                            dry_run, timeout_s, destructive, size, words=targets_given,
+                            kube_given=_typed(kube))
         return f(*args, where=where, **kwargs)
 
     return apply(wrapper, (  # type: ignore[return-value]
@@ -199,6 +211,7 @@ class TargetFlags:
     # per path here and made target, in the order given: "" (a path), or the word that
     # made one (as typed, for messages)
     order: tuple[str, ...] = ()
+    kube_given: tuple[str, ...] = ()  # the Kubernetes flags typed (they need a class)
 
     @property
     def size_given(self) -> bool:
@@ -246,6 +259,9 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         options = [build_options(c, f.kube_params, f.timeout_s) for c in f.storage_classes]
         return [(KubeBlockTarget if o.block else KubeTarget)(o, f.shared_file, f.size_given)
                 for o in options]
+    if f.kube_given:  # ignored, unsaid, before: --capacity 100Gi on a directory
+        raise ConfigError(f"{', '.join(f.kube_given)}: Kubernetes options apply to"
+                          " --storage-class CLASS (or k8s://CLASS)")
     if f.made:  # a kind of target of its own scheme's: beside paths here, no flag of others
         word = next(w for w in f.order if w)
         if hosts or f.dry_run:
