@@ -628,6 +628,16 @@ def test_an_option_that_does_nothing_here_is_refused(args, said, tmp_path, store
     assert list(tmp_path.glob("storbench-*")) == []
 
 
+@pytest.mark.parametrize("given", ["", ",", " , "])
+def test_columns_that_name_no_figure_are_refused(given, fio_json_text, tmp_path, store_path):
+    """`export --columns ','` made a table of no figure, and '' one of every figure."""
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    assert run_cli("import", str(got), db=store_path).returncode == 0
+    assert_one_line_error(run_cli("export", "last", "--columns", given, db=store_path), 2,
+                          "names no figure")
+
+
 def test_the_runner_image_variable_is_no_option_typed(store_path):
     """STORBENCH_IMAGE is set once for every run: a directory run with it is no
     Kubernetes option given (refused here for /proc's own reason, not for the image)."""

@@ -180,8 +180,12 @@ def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None
       promtool tsdb create-blocks-from openmetrics runs.om /var/lib/prometheus/metrics2
     """
     comp = comparison(store, run_refs, baseline, reference, reference_file)
-    if columns:
-        comp = select(comp, [c.strip() for c in columns.split(",") if c.strip()])
+    if columns is not None:
+        chosen = [c.strip() for c in columns.split(",") if c.strip()]
+        if not chosen:  # '' was every figure, ',' none: a table of no figure
+            raise ConfigError(f"--columns {columns!r} names no figure: give FIGURE,... (e.g."
+                              " randread.read.iops), or leave it out for every one")
+        comp = select(comp, chosen)
     if layout is not None and fmt not in ("md", "wiki", "html-table"):
         raise ConfigError(f"--layout shapes md, wiki and html-table tables, not {fmt}")
     if fmt == "openmetrics":  # each run's change points, for Grafana to annotate
