@@ -636,6 +636,8 @@ def test_columns_that_name_no_figure_are_refused(given, fio_json_text, tmp_path,
     assert run_cli("import", str(got), db=store_path).returncode == 0
     assert_one_line_error(run_cli("export", "last", "--columns", given, db=store_path), 2,
                           "names no figure")
+    assert_one_line_error(run_cli("compare", "last", "--reference", given, db=store_path), 2,
+                          "names no reference")  # it added none, unsaid
 
 
 def test_the_runner_image_variable_is_no_option_typed(store_path):

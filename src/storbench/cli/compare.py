@@ -45,6 +45,9 @@ def comparison(store: Store, refs: tuple[str, ...], baseline: str | None,
             ids.insert(0, base_id)
         base_index = ids.index(base_id)
     runs = [load_run(store, i) for i in ids]
+    if reference is not None and not reference.replace(",", "").strip():
+        raise ConfigError(f"--reference {reference!r} names no reference: give NAME,... (see"
+                          " `storbench reference list`), or leave it out")
     if reference or reference_file:
         from storbench.analysis import references  # only here: it loads the verdicts
 
