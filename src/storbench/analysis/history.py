@@ -101,6 +101,11 @@ class History:
     points: list[Point]
     changes: list[Change]
 
+    @property
+    def too_short(self) -> bool:
+        """Too few runs for any change to be found (MIN_RUNS on each side of one)."""
+        return len(self.points) < 2 * MIN_RUNS
+
     def segment(self, index: int) -> list[float]:
         """The values of the segment (between changes) that holds point ``index``."""
         cuts = [0, *(c.index for c in self.changes), len(self.points)]

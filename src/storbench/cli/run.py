@@ -304,9 +304,8 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
             continue
         c = h.last_change_before(index)
         if c is None:
-            few = len(h.points) < 2 * MIN_RUNS  # no change could have been found
             said = (f"too few runs to tell: {len(h.points)} of {name} (a change needs"
-                    f" {MIN_RUNS} runs on each side)" if few else
+                    f" {MIN_RUNS} runs on each side)" if h.too_short else
                     f"no change in {len(h.points)} runs of {name}")
             out.append((h.figure.name, {"run": None, "said": said}, False))
             continue

@@ -40,9 +40,7 @@ def print_series_list(console: Console, rows: list[tuple[str, int, str, str, str
 
 def print_overview(console: Console, histories: list[History]) -> None:
     """Every figure of a series: its latest value, its noise and its change points (or
-    too few runs for one: fewer than MIN_RUNS on each side)."""
-    from storbench.analysis.history import MIN_RUNS
-
+    too few runs for one)."""
     t = Table(header_style="bold", title=escape(harmless(histories[0].series)))
     for col in ("figure", "runs", "latest", "noise", "change points"):
         t.add_column(col, justify="right" if col in ("runs", "latest", "noise") else "left")
@@ -50,7 +48,7 @@ def print_overview(console: Console, histories: list[History]) -> None:
         kind = h.figure.metric.kind
         noise = h.noise(len(h.points) - 1)
         changes = "; ".join(f"run #{c.run}: {change_text(c, kind)}" for c in h.changes) or (
-            "none" if len(h.points) >= 2 * MIN_RUNS else "too few runs to tell")
+            "too few runs to tell" if h.too_short else "none")
         t.add_row(Text(harmless(h.figure.name)), str(len(h.points)),
                   units.figure(kind, h.points[-1].value),
                   f"±{100 * noise:.1f}%" if noise is not None else "",
