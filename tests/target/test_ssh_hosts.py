@@ -174,7 +174,10 @@ def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_
 
 def _sockets_of(proc: subprocess.Popen[bytes], servers: set[int]) -> tuple[list[str], list[str]]:
     """The run's forwarded sockets here (its work directory's h*.sock) and the hosts'
-    fio servers' sockets (from their command lines)."""
+    fio servers' sockets, each once it listens (from the command lines of fio's own
+    processes: on its way to becoming the server, a process is a shell, a pyenv shim's
+    bash with short-lived subshells, then the python3 that confines it, all with the
+    server's arguments, and its command line reads empty while it execs)."""
     from pathlib import Path
 
     here = [str(s) for d in Path(tempfile.gettempdir()).glob("storbench-fio-*")
@@ -186,8 +189,11 @@ def _sockets_of(proc: subprocess.Popen[bytes], servers: set[int]) -> tuple[list[
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
+        if Path(argv[0].decode()).name != "fio":
+            continue
         there += [a.decode()[len("--server=sock:"):] for a in argv
-                  if a.startswith(b"--server=sock:")]
+                  if a.startswith(b"--server=sock:")
+                  and os.path.exists(a.decode()[len("--server=sock:"):])]
     return here, sorted(set(there))  # a server's job processes carry its command line too
 
 
