@@ -45,19 +45,23 @@ def _measure(t, job: Path, db: Path, series: str, caps: list[int]) -> list[int]:
 
 @pytest.fixture(scope="module")
 def capped_history(tmp_path_factory):
-    """Two series measured for real on one capped volume: 'drop' (10 runs at 600 IOPS,
-    then 10 at 300) and 'steady' (20 at 300, with one run at 100 in the middle)."""
+    """Two series measured for real, each on a capped volume of its own, at once (into
+    one database): 'drop' (10 runs at 600 IOPS, then 10 at 300) and 'steady' (20 at
+    300, with one run at 100 in the middle)."""
     if not IS_ROOT:
         pytest.skip("throttled volumes need root")
+    from concurrent.futures import ThreadPoolExecutor
+
     from tests.testbed import Throttled
 
     d = tmp_path_factory.mktemp("history")
     db, job = d / "results.db", d / "randread.fio"
     job.write_text(JOB)
-    with Throttled(600, 600, backing_dir="/dev/shm") as t:
-        drop = _measure(t, job, db, "drop", [600] * 10 + [300] * 10)
-        steady = _measure(t, job, db, "steady", [300] * 10 + [100] + [300] * 9)
-    return db, drop, steady
+    with Throttled(600, 600, backing_dir="/dev/shm") as a, \
+            Throttled(300, 300, backing_dir="/dev/shm") as b, ThreadPoolExecutor(2) as pool:
+        drop = pool.submit(_measure, a, job, db, "drop", [600] * 10 + [300] * 10)
+        steady = pool.submit(_measure, b, job, db, "steady", [300] * 10 + [100] + [300] * 9)
+        return db, drop.result(), steady.result()
 
 
 def history(db, series: str, metric: str = "randread.read.iops", env=None) -> dict:
