@@ -82,6 +82,7 @@ def test_a_recording_holds_what_the_application_did(recorded, tmp_path, request)
     assert "Recorded workload 'app'" in stdout and f"under {tracer}" in stdout
     assert recorded_json["method"] == f"file level ({tracer})"
     assert recorded_json["tool"].startswith(f"{tracer} ")
+    assert recorded_json["direct"] == 0  # fio buffered: not one read or write O_DIRECT
     again = run_cli("record", "app", "--dir", str(tmp_path), "--", "true", db=db)
     assert_one_line_error(again, again.returncode, "stored already: pass --replace")
     gone = run_cli("workloads", "--delete", "app", db=db)
@@ -107,6 +108,7 @@ def test_the_replay_issues_what_was_recorded(recorded, tmp_path, fast):
     assert replay["prefilled"]  # the files it reads were written first
     [result] = shown["tests"]
     assert result["read"]["total_ios"] == reads and result["name"] == "app"
+    assert "direct=" not in shown["job_files"][0]  # buffered, as the application was
     assert list(candidate.iterdir()) == []  # the scratch directory is gone
     text = run_cli("show", "last", db=db).stdout
     assert f"{reads:,} reads / {writes:,} writes / {syncs:,} syncs issued of" in text, text
@@ -251,6 +253,101 @@ def test_bpftrace_events_become_the_trace():
                          "mmap of a file (its reads and writes through memory are not seen)": 1}
     # bpftrace prints each CPU's events in turn: what happened first may come out last
     assert from_bpf(list(reversed(events)), "/d") == t
+
+
+def test_o_direct_is_followed_per_descriptor_by_both_parsers():
+    """Which reads and writes went through an O_DIRECT descriptor: open's flags, fcntl
+    F_SETFL turning it on and off, dup (and fcntl F_DUPFD) copying it, a fork's copy
+    (bpftrace), close forgetting it; strace's words and bpftrace's numbers alike."""
+    strace = [
+        '7 1.000000 openat(AT_FDCWD</d>, "a", O_RDWR|O_CREAT|O_DIRECT, 0600) = 3</d/a>'
+        ' <0.000010>',
+        '7 1.000100 pwrite64(3</d/a>, ""..., 4096, 0) = 4096 <0.000010>',  # direct
+        '7 1.000200 fcntl(3</d/a>, F_SETFL, O_RDWR) = 0 <0.000001>',
+        '7 1.000300 pread64(3</d/a>, ""..., 4096, 0) = 4096 <0.000010>',  # buffered
+        '7 1.000400 fcntl(3</d/a>, F_SETFL, O_RDWR|O_DIRECT) = 0 <0.000001>',
+        '7 1.000500 fcntl(3</d/a>, F_DUPFD_CLOEXEC, 0) = 4</d/a> <0.000001>',
+        '7 1.000600 pread64(4</d/a>, ""..., 4096, 0) = 4096 <0.000010>',  # direct (copy)
+        '7 1.000700 close(3</d/a>) = 0 <0.000001>',
+        '7 1.000800 openat(AT_FDCWD</d>, "a", O_RDONLY) = 3</d/a> <0.000010>',
+        '7 1.000900 pread64(3</d/a>, ""..., 4096, 0) = 4096 <0.000010>',  # buffered: reopened
+        '7 1.001000 fsync(4</d/a>) = 0 <0.000100>',  # a sync is not a read or write
+    ]
+    t = from_strace(strace, "/d")
+    assert (t.direct, t.io_mode()) == (2, "mixed")
+    at, o_direct = str((1 << 32) - 100), os.O_DIRECT
+    bpf = [
+        "C 7 /d",
+        f"openat 7 7 1000000000 1000100000 3 {at} {2 | 0o100 | o_direct} a",
+        "pwrite64 7 7 1000100000 1000200000 4096 3 0",  # direct
+        "F 7 7 8 1000250000",  # the child's copy of fd 3: direct too
+        "pread64 8 8 1000300000 1000310000 4096 3 0",  # direct
+        "fcntl 7 7 1000400000 1000410000 0 3 4 2",  # F_SETFL O_RDWR: buffered from here
+        "pread64 7 7 1000500000 1000510000 4096 3 0",  # buffered
+        f"fcntl 8 8 1000600000 1000610000 0 3 4 {o_direct}",  # the child's own: still on
+        "dup 8 8 1000700000 1000710000 5 3 0",
+        "pwrite64 8 8 1000800000 1000810000 4096 5 4096",  # direct (copy)
+        "close 8 8 1000900000 1000910000 0 3 0",
+        "pread64 8 8 1001000000 1001010000 4096 5 0",  # direct: the copy stays open
+    ]
+    t = from_bpf(bpf, "/d")
+    assert len(t.ops) == 5 and (t.direct, t.io_mode()) == (4, "mixed")
+    assert from_bpf([e for e in bpf if "pread64 7" not in e], "/d").io_mode() == "direct"
+    plain = from_bpf([e.replace(f" {2 | 0o100 | o_direct} a", " 66 a") for e in bpf
+                      if not e.startswith("fcntl 8")], "/d")
+    assert (plain.direct, plain.io_mode()) == (0, "buffered")
+    # stored and read back; a trace stored before storbench looked: not known
+    again = Trace.stored(t.iolog(), t.facts())
+    assert again.direct == 4
+    assert Trace.stored(t.iolog(), {**t.facts(), "direct": None}).io_mode() is None
+    older = dict(t.facts())
+    del older["direct"]
+    assert Trace.stored(t.iolog(), older).direct is None
+
+
+def test_a_replay_issues_its_i_o_as_the_application_did():
+    """All of it O_DIRECT: fio replays with direct=1; none: buffered, unsaid; some, or not
+    known: buffered, and the replay says so."""
+    from storbench.pipeline.kinds.replay import ReplaySpec
+
+    t = from_bpf([f"openat 7 7 1 2 3 -100 {os.O_DIRECT} /d/a",
+                  "pwrite64 7 7 3 4 4096 3 0", "pread64 7 7 5 6 4096 3 0"], "/d")
+    assert t.io_mode() == "direct"
+    spec = ReplaySpec("w", "file level (bpftrace)", t)
+    assert ("direct", "1") in spec.engine() and spec.buffering() is None
+    job = spec.plan_tests(Path("/s")).tests[0].jobfile.render()
+    assert "\ndirect=1\n" in job, job
+    for direct, said in ((0, None), (1, "1 of the 2 recorded reads and writes were O_DIRECT"),
+                         (None, "recorded before storbench noted O_DIRECT")):
+        t.direct = direct
+        spec = ReplaySpec("w", "file level (strace)", t)
+        assert ("direct", "1") not in spec.engine()
+        got = spec.buffering()
+        assert (got is None) if said is None else (said in (got or "")), (direct, got)
+    # a block-level trace: below the page cache, whoever sent it; its target says how
+    t.direct = None
+    assert ReplaySpec("w", "block level (blk)", t).buffering() is None
+
+
+@needs_fio
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_an_o_direct_application_is_recorded_and_replayed_direct(tmpfs, tmp_path, tracer):
+    """fio with direct=1 as the application, by each tracer: every read and write of the
+    recording is O_DIRECT (fio's own counts), `record` says so, and the replay's job asks
+    direct=1; the buffered application's recording (the `recorded` fixture's) holds none."""
+    db = tmp_path / "r.db"
+    proc, w = _record_fio(db, tmpfs, "dio", ("--tracer", tracer), ("--direct=1",))
+    reads, writes, _ = _fio_counts(proc.stdout)
+    assert w["direct"] == reads + writes == w["counts"]["reads"] + w["counts"]["writes"], w
+    assert "; all of them O_DIRECT;" in proc.stdout, proc.stdout
+    candidate = tmpfs / "candidate"
+    candidate.mkdir()
+    ran = run_cli("run", str(candidate), "--replay", "dio", "--replay-fast", db=db)
+    assert ran.returncode == 0, ran.stderr
+    shown = json.loads(run_cli("show", "last", "--json", db=db).stdout)
+    assert "\ndirect=1\n" in shown["job_files"][0], shown["job_files"]
+    assert shown["data"]["replay"]["engine"].endswith("direct 1")
+    assert not any("O_DIRECT" in n for n in shown["data"]["replay"]["notes"])
 
 
 @needs_fio

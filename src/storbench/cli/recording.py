@@ -200,8 +200,19 @@ def _stored(store: Store, name: str, method: str, trace: Trace, facts: dict[str,
               f" ({format_bytes_iec(c['read_bytes'])}), {c['writes']:,} writes"
               f" ({format_bytes_iec(c['write_bytes'])}), {c['syncs']:,} syncs {where}"
               f" over {trace.duration_s:.2f} s; at most {trace.depth} in"
-              f" flight; {format_bytes_iec(size)} stored.", markup=False)
+              f" flight{_direct(trace)}; {format_bytes_iec(size)} stored.", markup=False)
     return True
+
+
+def _direct(trace: Trace) -> str:
+    """How many reads and writes went through an O_DIRECT descriptor (a replay issues
+    them as the application did: all of them direct, or none)."""
+    mode, n = trace.io_mode(), trace.direct
+    if mode == "direct":
+        return "; all of them O_DIRECT"
+    if mode == "mixed" and n is not None:
+        return f"; {n:,} of the reads and writes O_DIRECT"
+    return ""
 
 
 def _said_after(stopped: str | None, trace: Trace, name: str) -> None:

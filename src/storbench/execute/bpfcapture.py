@@ -142,7 +142,7 @@ def lines(raw: Iterable[str], token: str, numbers: Mapping[str, int]) -> Iterato
     """bpftrace's output as the events from_bpf reads: its lines that start with
     ``token`` (the token dropped; a line without it is joined to the one before: a path's
     line break), a call's line (``S tid pid start end ret number r0..r4 [path]``) as
-    ``CALL tid pid start end ret a b [path]``."""
+    ``CALL tid pid start end ret a b [path]`` (fcntl: ``... a b r2``)."""
     calls = {n: c for c, n in numbers.items() if c in ARGS}
     mark = token + " "
     for joined in _joined(raw, mark):
@@ -160,6 +160,8 @@ def lines(raw: Iterable[str], token: str, numbers: Mapping[str, int]) -> Iterato
         a, b, path = ARGS[call]
         regs = fields[6:11]
         said = " ".join([call, *fields[:5], _arg(a, regs), _arg(b, regs)])
+        if call == "fcntl":  # F_SETFL's flags: O_DIRECT, O_APPEND turned on or off
+            said += " " + regs[2]
         if path:  # the path, line breaks and all: what follows the twelfth space
             whole = joined.split(" ", 12)
             said += " " + (whole[12] if len(whole) > 12 else "")

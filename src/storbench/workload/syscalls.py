@@ -2,9 +2,10 @@
 bpftrace's events (``from_bpf``, execute/bpfcapture.py) -> workload/trace.Trace.
 
 Both follow the same calls (``CALLS``) the same way: each descriptor's file and position
-(open, dup, lseek, close), O_APPEND writes at the file's end, only files under the
-recorded directory kept (their names relative to it), what was seen and not kept
-counted in ``skipped``; calls in the order they began.
+(open, dup, lseek, close), O_APPEND writes at the file's end, which descriptors are
+O_DIRECT (open's flags, fcntl F_SETFL), only files under the recorded directory kept
+(their names relative to it), what was seen and not kept counted in ``skipped``; calls
+in the order they began.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ K = TypeVar("K")
 # what `record` asks strace to show (-e trace=...): I/O, positions, descriptors
 CALLS = ("open,openat,openat2,creat,close,dup,dup2,dup3,lseek,read,pread64,readv,preadv,"
          "preadv2,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,sync_file_range,"
-         "ftruncate,fallocate,mmap,sendfile,copy_file_range,splice")
+         "ftruncate,fallocate,mmap,sendfile,copy_file_range,splice,fcntl")
 _READS = {"read": False, "readv": False, "pread64": True, "preadv": True, "preadv2": True}
 _WRITES = {"write": False, "writev": False, "pwrite64": True, "pwritev": True,
            "pwritev2": True}
@@ -41,6 +42,9 @@ _CALL = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)"
 _UNFINISHED = re.compile(r"^(?P<call>\w+)\((?P<args>.*?)\s*<unfinished \.\.\.>$")
 _RESUMED = re.compile(r"^<\.\.\. (?P<call>\w+) resumed>(?P<rest>.*)$")
 _FD = re.compile(r"^(?P<fd>\d+)<(?P<path>(?:[^>\\]|\\.)*)>")
+# a read or write call seen: start, duration, absolute path, action, offset, length, and
+# whether its descriptor was O_DIRECT
+Call = tuple[float, float, str, str, int, int, bool]
 
 
 def _unescape(path: str) -> str:
@@ -80,9 +84,10 @@ def from_strace(text: Iterable[str], root: str) -> Trace:
     root = root.rstrip("/") or "/"
     position: dict[tuple[int, str], int] = {}  # (fd, path) -> its offset
     appending: set[tuple[int, str]] = set()
+    direct: set[tuple[int, str]] = set()
     size: dict[str, int] = {}
     skipped: Counter[str] = Counter()
-    raw: list[tuple[float, float, str, str, int, int]] = []  # start, dur, path, action, off, len
+    raw: list[Call] = []
 
     def inside(path: str) -> str | None:
         if path == root or not path.startswith(root + "/"):
@@ -105,10 +110,8 @@ def from_strace(text: Iterable[str], root: str) -> Trace:
             position[key] = 0
             flags = args.split(", ")[2 if call in ("openat", "openat2") else 1] \
                 if args.count(", ") >= 1 else ""
-            if "O_APPEND" in flags:
-                appending.add(key)
-            else:
-                appending.discard(key)
+            _flag(appending, key, "O_APPEND" in flags.split("|"))
+            _flag(direct, key, "O_DIRECT" in flags.split("|"))
             if "O_TRUNC" in flags or call == "creat":
                 size[path] = 0
             continue
@@ -121,12 +124,22 @@ def from_strace(text: Iterable[str], root: str) -> Trace:
             continue
         path = _unescape(fd["path"])
         key = (int(fd["fd"]), path)
+        if call == "fcntl":
+            cmd = args.split(", ")[1] if args.count(", ") >= 1 else ""
+            if cmd == "F_SETFL":
+                flags = args.split(", ")[2].split("|") if args.count(", ") >= 2 else []
+                _flag(appending, key, "O_APPEND" in flags)
+                _flag(direct, key, "O_DIRECT" in flags)
+            elif cmd in ("F_DUPFD", "F_DUPFD_CLOEXEC"):
+                _dup(key, (result, path), position, appending, direct)
+            continue
         if call in ("dup", "dup2", "dup3"):
-            position[(result, path)] = position.get(key, 0)
+            _dup(key, (result, path), position, appending, direct)
             continue
         if call == "close":
             position.pop(key, None)
             appending.discard(key)
+            direct.discard(key)
             continue
         if call == "lseek":
             position[key] = result
@@ -141,7 +154,7 @@ def from_strace(text: Iterable[str], root: str) -> Trace:
             skipped[call] += 1
             continue
         if call in _SYNCS:
-            raw.append((ts, dur, path, _SYNCS[call], 0, 0))
+            raw.append((ts, dur, path, _SYNCS[call], 0, 0, False))
             continue
         if call in _READS or call in _WRITES:
             positioned = _READS.get(call, _WRITES.get(call))
@@ -150,8 +163,22 @@ def from_strace(text: Iterable[str], root: str) -> Trace:
             offset = _offset(call, given, key, path, result, position, key in appending, size)
             if offset is not None:
                 raw.append((ts, dur, path, "read" if call in _READS else "write", offset,
-                            result))
+                            result, key in direct))
     return _assemble(raw, inside, skipped)
+
+
+def _flag(keys: set[K], key: K, on: bool) -> None:
+    if on:
+        keys.add(key)
+    else:
+        keys.discard(key)
+
+
+def _dup(old: K, new: K, position: dict[K, int], appending: set[K], direct: set[K]) -> None:
+    """A descriptor duplicated: the same open file, position and flags."""
+    position[new] = position.get(old, 0)
+    _flag(appending, new, old in appending)
+    _flag(direct, new, old in direct)
 
 
 def _offset(call: str, given: int, key: K, path: str, result: int, position: dict[K, int],
@@ -171,10 +198,10 @@ def _offset(call: str, given: int, key: K, path: str, result: int, position: dic
     return offset
 
 
-def _assemble(raw: list[tuple[float, float, str, str, int, int]],
-              inside: Callable[[str], str | None], skipped: Mapping[str, int]) -> Trace:
-    """The trace of calls (start, duration, absolute path, action, offset, length):
-    in the order the application issued them, files named f0001... by first use."""
+def _assemble(raw: list[Call], inside: Callable[[str], str | None],
+              skipped: Mapping[str, int]) -> Trace:
+    """The trace of calls (``Call``): in the order the application issued them, files
+    named f0001... by first use, and how many of its reads and writes were O_DIRECT."""
     if not raw:
         return Trace([], {}, dict(skipped))
     # a tracer writes a call when it ends (a call another thread interrupted: when it
@@ -184,18 +211,23 @@ def _assemble(raw: list[tuple[float, float, str, str, int, int]],
     names: dict[str, str] = {}  # absolute path -> f0001
     files: dict[str, str] = {}
     ops = []
-    for start, _dur, path, action, offset, length in raw:
+    for start, _dur, path, action, offset, length, _direct in raw:
         if path not in names:
             names[path] = f"f{len(names) + 1:04d}"
             rel = inside(path)
             assert rel is not None
             files[names[path]] = rel
         ops.append(Op(round((start - t0) * 1e6), names[path], action, offset, length))
-    return Trace(ops, files, dict(skipped), _depth((s, s + d) for s, d, *_ in raw))
+    return Trace(ops, files, dict(skipped), _depth((s, s + d) for s, d, *_ in raw),
+                 direct=sum(1 for *_, d in raw if d))
 
 
 _O_APPEND, _O_TRUNC = 0o2000, 0o1000
+# O_DIRECT is the machine's own (x86_64 0o40000, arm64 0o200000): bpftrace's events are
+# read where they were recorded
+_O_DIRECT = getattr(os, "O_DIRECT", 0o40000)
 _F_DUPFD = (0, 1030)  # fcntl's F_DUPFD, F_DUPFD_CLOEXEC
+_F_SETFL = 4
 _PATHS = ("open", "openat", "openat2", "creat", "chdir")
 _BPF_UNSEEN = {**_UNSEEN, "sendfile64": _UNSEEN["sendfile"]}
 BPF_STRLEN = 200  # execute/bpfcapture.STRLEN: a path this long may have been cut
@@ -209,18 +241,23 @@ def from_bpf(events: Iterable[str], root: str) -> Trace:
     followed process had before), ``F parent-tid parent-pid child-tid`` (a fork: a new
     process gets a copy of the parent's descriptors, positions and directory; a thread
     shares its process's), and ``CALL tid pid start-ns end-ns result a b [path]``
-    (execute/bpfcapture.CALLS says what a and b are). Paths of opens are resolved here
-    against the process's directory or the descriptor ``dirfd`` names, then their
-    directory's symbolic links, as strace's ``-y`` shows them."""
+    (execute/bpfcapture.CALLS says what a and b are; fcntl's third argument follows).
+    Paths of opens are resolved here against the process's directory or the descriptor
+    ``dirfd`` names, then their directory's symbolic links, as strace's ``-y`` shows
+    them."""
     root = root.rstrip("/") or "/"
     fds: dict[int, dict[int, str | None]] = {}  # pid -> fd -> absolute path (None: unknown)
     position: dict[tuple[int, int], int] = {}
     appending: set[tuple[int, int]] = set()
+    direct: set[tuple[int, int]] = set()
     cwd: dict[int, str | None] = {}
-    forked: dict[int, tuple[dict[int, str | None], dict[int, int], set[int], str | None]] = {}
+    # a child's copy of its parent's: descriptors, positions, O_APPEND and O_DIRECT ones,
+    # working directory
+    forked: dict[int, tuple[dict[int, str | None], dict[int, int], set[int], set[int],
+                            str | None]] = {}
     size: dict[str, int] = {}
     skipped: Counter[str] = Counter()
-    raw: list[tuple[float, float, str, str, int, int]] = []
+    raw: list[Call] = []
     resolved: dict[str, str | None] = {}
 
     def inside(path: str) -> str | None:
@@ -235,19 +272,19 @@ def from_bpf(events: Iterable[str], root: str) -> Trace:
     def process(tid: int, pid: int) -> dict[int, str | None]:
         if pid not in fds:
             got = forked.pop(pid, None) or forked.pop(tid, None)
-            table, pos, app, where = got if got is not None else ({}, {}, set(), None)
+            table, pos, app, dio, where = got if got is not None else (
+                {}, {}, set(), set(), None)
             fds[pid], cwd[pid] = dict(table), where
             position.update({(pid, fd): p for fd, p in pos.items()})
             appending.update((pid, fd) for fd in app)
+            direct.update((pid, fd) for fd in dio)
         return fds[pid]
 
     def opened(pid: int, fd: int, path: str | None, at: int, flags: int) -> None:
         fds[pid][fd] = path
         position[(pid, fd)] = at
-        if flags & _O_APPEND:
-            appending.add((pid, fd))
-        else:
-            appending.discard((pid, fd))
+        _flag(appending, (pid, fd), bool(flags & _O_APPEND))
+        _flag(direct, (pid, fd), bool(flags & _O_DIRECT))
         if path is not None and flags & _O_TRUNC:
             size[path] = 0
 
@@ -270,9 +307,10 @@ def from_bpf(events: Iterable[str], root: str) -> Trace:
                 table = process(ptid, ppid)
                 forked[child] = (dict(table),
                                  {fd: p for (q, fd), p in position.items() if q == ppid},
-                                 {fd for q, fd in appending if q == ppid}, cwd.get(ppid))
+                                 {fd for q, fd in appending if q == ppid},
+                                 {fd for q, fd in direct if q == ppid}, cwd.get(ppid))
                 continue
-            parts = rest.split(" ", 7 if kind in _PATHS else 6)
+            parts = rest.split(" ", 7 if kind in _PATHS or kind == "fcntl" else 6)
             tid, pid = int(parts[0]), int(parts[1])
             start, end, result, a, b = (int(x) for x in parts[2:7])
             if 1 << 31 <= a < 1 << 32:  # a descriptor (int) the tracepoint gave unsigned
@@ -299,10 +337,15 @@ def from_bpf(events: Iterable[str], root: str) -> Trace:
         if kind == "fchdir":
             cwd[pid] = table.get(a)
             continue
+        if kind == "fcntl" and b == _F_SETFL and given.lstrip("-").isdigit():
+            _flag(appending, (pid, a), bool(int(given) & _O_APPEND))
+            _flag(direct, (pid, a), bool(int(given) & _O_DIRECT))
+            continue
         if kind in ("dup", "dup2", "dup3") or (kind == "fcntl" and b in _F_DUPFD):
             if result != a and a in table:
                 opened(pid, result, table[a], position.get((pid, a), 0),
-                       _O_APPEND if (pid, a) in appending else 0)
+                       (_O_APPEND if (pid, a) in appending else 0)
+                       | (_O_DIRECT if (pid, a) in direct else 0))
             elif result != a:  # a pipe, a socket: no file
                 table.pop(result, None)
             continue
@@ -310,6 +353,7 @@ def from_bpf(events: Iterable[str], root: str) -> Trace:
             table.pop(a, None)
             position.pop((pid, a), None)
             appending.discard((pid, a))
+            direct.discard((pid, a))
             continue
         if kind == "lseek":
             position[(pid, a)] = result
@@ -334,14 +378,14 @@ def from_bpf(events: Iterable[str], root: str) -> Trace:
         if kind in _NOT_REPLAYED:
             skipped[kind] += 1
         elif kind in _SYNCS:
-            raw.append((t, dur, path, _SYNCS[kind], 0, 0))
+            raw.append((t, dur, path, _SYNCS[kind], 0, 0, False))
         else:
             key = (pid, a)
             at = b if _READS.get(kind) or _WRITES.get(kind) else -1
             offset = _offset(kind, at, key, path, result, position, key in appending, size)
             if offset is not None:
                 raw.append((t, dur, path, "read" if kind in _READS else "write", offset,
-                            result))
+                            result, key in direct))
     return _assemble(raw, inside, skipped)
 
 

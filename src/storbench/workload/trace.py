@@ -60,6 +60,9 @@ class Trace:
     files: dict[str, str]  # f0001 -> its name relative to the recorded directory
     skipped: dict[str, int] = field(default_factory=dict)  # what was seen, not kept
     depth: int = 1  # the most I/O calls in flight at once
+    # how many of its reads and writes went through an O_DIRECT descriptor (None: a
+    # trace stored before storbench looked; a block-level trace: every request)
+    direct: int | None = 0
 
     # --- what it holds ----------------------------------------------------------------
     def counts(self) -> dict[str, int]:
@@ -69,6 +72,17 @@ class Trace:
                 "read_bytes": sum(o.length for o in self.ops if o.action == "read"),
                 "write_bytes": sum(o.length for o in self.ops if o.action == "write"),
                 "files": len(self.files)}
+
+    def io_mode(self) -> str | None:
+        """How its reads and writes were issued: 'direct' (every one through an
+        O_DIRECT descriptor), 'buffered' (none), 'mixed', or None: not known (a trace
+        stored before storbench looked)."""
+        data = sum(1 for o in self.ops if o.action in ("read", "write"))
+        if self.direct is None:
+            return None
+        if self.direct == 0 or data == 0:
+            return "buffered"
+        return "direct" if self.direct >= data else "mixed"
 
     @property
     def duration_s(self) -> float:
@@ -112,13 +126,17 @@ class Trace:
     def facts(self) -> dict[str, Any]:
         """What `record` stores beside the iolog and ``stored`` reads back."""
         return {"counts": self.counts(), "files": self.files, "skipped": self.skipped,
-                "depth": self.depth, "duration_s": round(self.duration_s, 6)}
+                "depth": self.depth, "duration_s": round(self.duration_s, 6),
+                "direct": self.direct}
 
     @classmethod
     def stored(cls, iolog: str, facts: Mapping[str, Any]) -> Trace:
         """A trace as `record` stored it: its iolog and its ``facts``, checked."""
-        return cls.from_iolog(iolog, facts["files"], facts.get("skipped", {}),
-                              int(facts.get("depth", 1)))
+        trace = cls.from_iolog(iolog, facts["files"], facts.get("skipped", {}),
+                               int(facts.get("depth", 1)))
+        direct = facts.get("direct")
+        trace.direct = direct if isinstance(direct, int) and direct >= 0 else None
+        return trace
 
     @classmethod
     def from_iolog(cls, text: str, files: Mapping[str, str], skipped: Mapping[str, int],
@@ -209,4 +227,5 @@ def from_blk(text: Iterable[str], majmin: str, name: str) -> Trace:
     t0 = raw[0][0]
     ops = [Op(round((ts - t0) * 1e6), "f0001", action, offset, length)
            for ts, _, action, offset, length in raw]
-    return Trace(ops, {"f0001": name}, dict(skipped), max(1, depth))
+    # below the page cache, whoever sent them: O_DIRECT is not a question here
+    return Trace(ops, {"f0001": name}, dict(skipped), max(1, depth), direct=None)

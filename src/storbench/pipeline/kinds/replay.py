@@ -48,10 +48,32 @@ class ReplaySpec:
     fast: bool = False
 
     def engine(self) -> list[tuple[str, str | None]]:
+        """fio's engine, depth and buffering for it: as the application issued its I/O
+        (a file-level trace whose every read and write was O_DIRECT: direct=1)."""
         depth = self.trace.depth
+        direct = [("direct", "1")] if self.file_level and self.trace.io_mode() == "direct" \
+            else []
         if depth <= 1:
-            return [("ioengine", "psync")]
-        return [("ioengine", "libaio"), ("iodepth", str(depth))]
+            return [("ioengine", "psync"), *direct]
+        return [("ioengine", "libaio"), ("iodepth", str(depth)), *direct]
+
+    @property
+    def file_level(self) -> bool:
+        return not self.method.startswith("block")
+
+    def buffering(self) -> str | None:
+        """What a file-level replay says of its buffering when it is not the
+        application's own (None: it is)."""
+        mode = self.trace.io_mode()
+        if not self.file_level or mode in ("direct", "buffered"):
+            return None
+        if mode is None:
+            return ("recorded before storbench noted O_DIRECT: replayed through the page"
+                    " cache; record it again if the application uses O_DIRECT")
+        data = self.trace.counts()["reads"] + self.trace.counts()["writes"]
+        return (f"{self.trace.direct:,} of the {data:,} recorded reads and writes were"
+                " O_DIRECT, the others buffered: fio replays one way, through the page cache"
+                " here (the direct ones were not)")
 
     def plan_tests(self, scratch: Path) -> Plan:
         # rw says whether the trace writes (fio takes each I/O's direction from the
@@ -190,6 +212,8 @@ class ReplayKind(Plain):
             return {}
         replay_s = max((d.runtime_ms for _, d in r.directions()), default=0) / 1000
         notes = [NO_DATA]
+        if (buffering := self.spec.buffering()) is not None:
+            notes.append(buffering)
         if self.spec.method.startswith("block") and not self.on_device:
             notes.append(DISK_IMAGE)
         notes += [f"not in the trace: {n:,} × {why}" for why, n in sorted(trace.skipped.items())]
