@@ -21,8 +21,9 @@ import pytest
 
 from storbench.errors import ConfigError
 from storbench.execute import bpfcapture
+from storbench.workload.bpfevents import CUT, from_bpf
 from storbench.workload.guard import check_iolog
-from storbench.workload.syscalls import CUT, from_bpf, from_strace
+from storbench.workload.syscalls import from_strace
 from storbench.workload.trace import Trace
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
@@ -275,6 +276,11 @@ def test_o_direct_is_followed_per_descriptor_by_both_parsers():
     ]
     t = from_strace(strace, "/d")
     assert (t.direct, t.io_mode()) == (2, "mixed")
+    # --pid: what /proc said the process had open before strace attached (fdinfo)
+    before = from_strace([f"I 7 9 8192 {os.O_RDONLY | os.O_DIRECT} /d/old",
+                          '7 1.000000 read(9</d/old>, ""..., 4096) = 4096 <0.000010>'], "/d")
+    assert [(o.offset, o.length) for o in before.ops] == [(8192, 4096)]
+    assert before.io_mode() == "direct"
     at, o_direct = str((1 << 32) - 100), os.O_DIRECT
     bpf = [
         "C 7 /d",
@@ -451,6 +457,32 @@ def test_bpftrace_follows_a_running_process_and_what_it_had_open(tmpfs, tmp_path
     assert before is not None and after is not None
     # /proc counted over a little more than the recording (bpftrace's attaching): ≤
     assert 2 * 2000 * 0.8 < got <= (after - before), (got, after - before)
+
+
+@needs_fio
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_a_followed_process_s_o_direct_file_opened_before_is_known(tracer, tmpfs, tmp_path):
+    """fio with direct=1 followed with --pid: its file was opened before the tracer
+    attached, with O_DIRECT, which /proc says (fdinfo's flags): every read and write of
+    the recording is O_DIRECT, with strace as with bpftrace."""
+    data = tmpfs / "data"
+    data.write_bytes(b"\0" * (1 << 20))
+    app = subprocess.Popen([*_app(f"--filename={data}", "--fsync=0", "--direct=1"), "--thread",
+                            "--time_based", "--runtime=40", "--rate_iops=500"],
+                           stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        db = tmp_path / "r.db"
+        proc = run_cli("record", "live", "--dir", str(tmpfs), "--tracer", tracer,
+                       "--pid", str(app.pid), "--duration", "2", db=db, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        app.kill()
+        app.wait()
+    [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
+    data_ops = w["counts"]["reads"] + w["counts"]["writes"]
+    assert data_ops > 500 and w["direct"] == data_ops, w
+    assert "; all of them O_DIRECT;" in proc.stdout
 
 
 @pytest.mark.parametrize("tracer", TRACERS)
@@ -866,9 +898,9 @@ def test_bpftrace_buffers_stay_bounded_on_many_cpus():
     """4 MiB a CPU, 64 MiB in all at most (a 128-CPU host must not lock 512 MiB); a
     power of two, which the kernel requires. (And the string length bpftrace is given is
     the one the parser judges cut paths by: two layers, one number.)"""
-    from storbench.workload import syscalls
+    from storbench.workload import bpfevents
 
-    assert bpfcapture.STRLEN == syscalls.BPF_STRLEN
+    assert bpfcapture.STRLEN == bpfevents.BPF_STRLEN
     for cpus in (1, 2, 3, 16, 24, 128, 1024):
         pages = bpfcapture.ring_pages(cpus)
         assert pages & (pages - 1) == 0 and 64 <= pages <= 1024

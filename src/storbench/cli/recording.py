@@ -83,7 +83,8 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
     from storbench.execute import bpfcapture
     from storbench.execute.capture import call_rate, capture, io_calls
     from storbench.target.environment import host_facts, path_facts
-    from storbench.workload.syscalls import CALLS, from_bpf, from_strace
+    from storbench.workload.bpfevents import from_bpf
+    from storbench.workload.syscalls import CALLS, from_strace
 
     if not plain(name):
         raise ConfigError(f"workload name {name!r}: use letters, digits, '.', '_', '-'")

@@ -7,7 +7,7 @@ thread they start from then on (``sched_process_fork``), and prints one line per
 when it returns: the call, thread, process, start and end (ns), result and arguments
 (descriptor, offset); an open or chdir also its path as the application gave it. The
 descriptors' paths, positions and the working directories are followed by
-workload/syscalls.from_bpf, which starts from what /proc says of the followed processes
+workload/bpfevents.from_bpf, which starts from what /proc says of the followed processes
 (their open descriptors with positions, their working directory).
 
 Every line bpftrace prints starts with a random token known only to this run (written in
@@ -41,7 +41,7 @@ READY_S = 60.0  # how long bpftrace may take to attach its probes
 AT_FDCWD = -100
 O_CREAT_WRONLY_TRUNC = 0o1101
 
-# call -> (argument a, argument b, where its path is): what workload/syscalls.from_bpf reads
+# call -> (argument a, argument b, where its path is): what workload/bpfevents.from_bpf reads
 # of the raw arguments r0..r4 the kernel's raw_syscalls tracepoints give
 ARGS: dict[str, tuple[str, str, str | None]] = {
     "open": (str(AT_FDCWD), "r1", "r0"),
@@ -189,7 +189,7 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                 count: Callable[[], int | None] | None = None) -> Capture[T]:
     """Run ``command`` (or follow ``pids`` for ``duration_s``, else until they and every
     process they started end)
-    traced by bpftrace; what ``parse`` (workload/syscalls.from_bpf) makes of the events of
+    traced by bpftrace; what ``parse`` (workload/bpfevents.from_bpf) makes of the events of
     the files under ``directory``. ``count`` (the application's calls so far) is read at
     every poll while traced: its rate is the traced rate."""
     found = bpftrace_path()

@@ -9,6 +9,7 @@ fio's iolog. The raw output lives in a 0700 temporary directory and is removed a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import secrets
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from storbench.errors import ConfigError, StorbenchError
+from storbench.execute.followed import start_state
 from storbench.execute.fsops import remove_marked
 from storbench.execute.workdir import create_marked, leftovers
 
@@ -85,6 +87,9 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
     over that span is the traced rate (the attaching and detaching left out)."""
     strace = strace_path()
     root = str(directory.resolve())
+    # what the followed processes have open now: positions, O_APPEND, O_DIRECT (strace
+    # shows the calls from here on only)
+    state = start_state(list(pids)) if pids else []
     with recording_dir() as tmp:
         out = tmp / "strace.txt"
         argv = [strace, "-f", "-qq", "-ttt", "-T", "-y", "-s", "0", "-e", f"trace={calls}",
@@ -129,7 +134,7 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
                                  f" {stderr.strip()[-300:]}")
         raw = out.stat().st_size if out.exists() else 0
         with out.open(errors="replace") as text:
-            trace = parse(text, root)
+            trace = parse(itertools.chain(state, text), root)
     return Capture(trace, wall, stopped, raw, strace_version(strace), traced_rate(counted))
 
 
