@@ -346,6 +346,7 @@ def test_an_o_direct_application_is_recorded_and_replayed_direct(tmpfs, tmp_path
     reads, writes, _ = _fio_counts(proc.stdout)
     assert w["direct"] == reads + writes == w["counts"]["reads"] + w["counts"]["writes"], w
     assert "; all of them O_DIRECT;" in proc.stdout, proc.stdout
+    assert " s, O_DIRECT, from " in run_cli("workloads", db=db).stdout
     candidate = tmpfs / "candidate"
     candidate.mkdir()
     ran = run_cli("run", str(candidate), "--replay", "dio", "--replay-fast", db=db)

@@ -205,6 +205,14 @@ def _stored(store: Store, name: str, method: str, trace: Trace, facts: dict[str,
     return True
 
 
+def _o_direct(facts: dict[str, Any]) -> str:
+    """A listed workload's O_DIRECT reads and writes, when it had any."""
+    n, c = facts.get("direct"), facts["counts"]
+    if not isinstance(n, int) or n <= 0:
+        return ""
+    return ", O_DIRECT" if n >= c["reads"] + c["writes"] else f", {n:,} O_DIRECT"
+
+
 def _direct(trace: Trace) -> str:
     """How many reads and writes went through an O_DIRECT descriptor (a replay issues
     them as the application did: all of them direct, or none)."""
@@ -376,7 +384,8 @@ def workloads(store: Store, delete: str | None, as_json: bool) -> None:
         c = w.facts["counts"]
         out.print(f"{harmless(w.name)}  {w.created_at}  {w.method}  {c['reads']:,} reads,"
                   f" {c['writes']:,} writes, {c['syncs']:,} syncs, {c['files']} file(s),"
-                  f" {w.facts['duration_s']:.2f} s, from {harmless(w.facts['program'])}"
+                  f" {w.facts['duration_s']:.2f} s{_o_direct(w.facts)},"
+                  f" from {harmless(w.facts['program'])}"
                   f" {'on' if 'device' in w.facts else 'in'}"
                   f" {harmless(w.facts.get('directory') or w.facts.get('device', ''))}",
                   markup=False)
