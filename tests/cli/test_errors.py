@@ -553,6 +553,28 @@ def test_a_series_name_nobody_can_see_is_refused_before_the_run(args, fio_json_t
     assert list(tmp_path.glob("storbench-*")) == []
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["run", "{tmp}", "--label", "12"], "a label '12' reads as a run"),
+    (["run", "{tmp}", "--label", " "], "a label must be printable text"),
+    (["import", "{tmp}/fio.json", "--label", "last"], "a label 'last' reads as a run"),
+    (["import", "{tmp}/fio.json", "--label", "a\tb"], "a label must be printable text"),
+])
+def test_a_label_nobody_could_name_the_run_by_is_refused_before_the_run(
+        args, said, fio_json_text, tmp_path, store_path):
+    """`--label 12` was stored, and `show 12` (or `--baseline 12`) is run 12, never the
+    run labelled so; `--label ' '` made a blank name in every table."""
+    (tmp_path / "fio.json").write_text(fio_json_text)
+    proc = run_cli(*(a.format(tmp=tmp_path) for a in args), db=store_path)
+    assert_one_line_error(proc, 2, said)
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+    assert list(tmp_path.glob("storbench-*")) == []
+    assert run_cli("import", str(tmp_path / "fio.json"), db=store_path).returncode == 0
+    for label, said in (("#1", "a label '#1' reads as a run"),
+                        ("   ", "a label must be printable text")):
+        assert_one_line_error(run_cli("label", "1", label, db=store_path), 2, said)
+    assert run_cli("label", "1", "run-12", db=store_path).returncode == 0
+
+
 def test_record_says_what_duration_is_for(tmp_path, store_path):
     """`record NAME --dir D --duration 5 -- CMD` said "--duration is a positive number of
     seconds, with --pid" of a positive number."""

@@ -28,6 +28,7 @@ from storbench.result.model import TestResult
 from storbench.result.record import Invocation
 from storbench.result.sections import IMPORT_LEFT_OUT, IMPORT_SOURCES
 from storbench.store import Store
+from storbench.store.series import check_label
 from storbench.workload.suites import get_suite
 
 LABEL_FROM = ("filename", "dirname", "jobname")
@@ -283,6 +284,7 @@ def import_runs(
     (run_label()). ``series``: the history they join (none when not given: an imported
     file says too little of where it ran)."""
     check_series_name(series)
+    check_label(label)
     # all, before storing
     parsed = [parse_source(s.name, s.text, s.path) for s in sources]
     if split == "runs" or as_suite is not None:

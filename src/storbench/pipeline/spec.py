@@ -12,6 +12,7 @@ from storbench.analysis.assertions import Assertion
 from storbench.analysis.history import check_series_name
 from storbench.errors import ConfigError
 from storbench.result.record import Run
+from storbench.store.series import check_label
 from storbench.workload.files import JOB_FILE_LIMIT, read_text
 from storbench.workload.jobfile import parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest, expected_seconds
@@ -76,6 +77,7 @@ class RunSpec:
         for text in self.assertions:
             Assertion.parse(text)  # syntax errors before any I/O
         check_series_name(self.series)  # --series '' was the run's own series, unsaid
+        check_label(self.label)  # --label 12 named a run `show 12` could not find
         if self.profile is not None:
             profiles = get_suite(self.suite).profiles or {}
             if self.profile not in profiles:

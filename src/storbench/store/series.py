@@ -8,6 +8,9 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from storbench.errors import ConfigError
+from storbench.store.sqlite import RUN_ID
+
 if TYPE_CHECKING:
     from storbench.store.sqlite import Store
 
@@ -22,7 +25,22 @@ def set_series(store: Store, run_ids: Sequence[int], name: str) -> None:
         db.executemany("INSERT INTO run_series VALUES (?, ?)", [(i, name) for i in run_ids])
 
 
+def check_label(label: str | None) -> None:
+    """ConfigError for a label typed for a run that nobody could type back to name it:
+    blank, with control characters, or one that reads as a run (a number, ``#12``,
+    ``last``: `show 12` is run 12). None or "" is no label."""
+    if not label:
+        return
+    if not label.strip() or any(not c.isprintable() for c in label):
+        raise ConfigError(f"a label must be printable text, not {label!r}")
+    if label == "last" or RUN_ID.fullmatch(label):
+        raise ConfigError(f"a label {label!r} reads as a run (`storbench show {label}` is"
+                          f" {'the last run' if label == 'last' else 'run ' + label.lstrip('#')},"
+                          " not the run labelled so): give another")
+
+
 def set_label(store: Store, run_id: int, label: str | None) -> None:
+    check_label(label)
     store.get_run(run_id, with_results=False)
     with store._tx() as db:
         db.execute("UPDATE runs SET label = ? WHERE id = ?", (label, run_id))

@@ -52,7 +52,7 @@ def insert_warnings(db: Any, run_id: int, warnings: Sequence[Warning]) -> None:
         [(run_id, w.test, w.kind, w.message, json.dumps(w.details)) for w in warnings])
 
 
-_RUN_ID = re.compile(r"#?[0-9]+")  # ASCII digits only: "²" is a digit to str.isdigit()
+RUN_ID = re.compile(r"#?[0-9]+")  # ASCII digits only: "²" is a digit to str.isdigit()
 
 
 class Store:
@@ -254,7 +254,7 @@ class Store:
             if row[0] is None:
                 raise StoreError(f"no runs stored yet in {self.path}")
             return int(row[0])
-        if _RUN_ID.fullmatch(ref):
+        if RUN_ID.fullmatch(ref):
             run_id = int(ref.lstrip("#"))
             if run_id >= 2**63:  # beyond any SQLite row id
                 raise StoreError(f"run {run_id} does not exist in {self.path};"
@@ -269,7 +269,7 @@ class Store:
     def resolve_baseline(self, ref: str, *, exclude: int | None = None) -> int:
         """A run id, 'last', or a label: the latest completed run with that label.
         ConfigError (a bad flag, exit 2) when there is none."""
-        if ref == "last" or _RUN_ID.fullmatch(ref):
+        if ref == "last" or RUN_ID.fullmatch(ref):
             try:
                 run_id = self.resolve(ref)
             except StoreError as exc:
