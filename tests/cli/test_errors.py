@@ -482,6 +482,9 @@ def test_a_database_path_given_makes_no_directories(tmp_path):
     proc = run_cli("db", "copy", str(src), str(typo), db=src)
     assert_one_line_error(proc, 1, "does not exist: create it")
     assert not (tmp_path / "typo").exists()
+    # a database copied onto itself (another spelling of its path): said, not "0 copied"
+    same = run_cli("db", "copy", str(src), f"{tmp_path}/../{tmp_path.name}/src.db", db=src)
+    assert_one_line_error(same, 2, "are the same database: nothing to copy")
     env = {k: v for k, v in os.environ.items() if k != "STORBENCH_DB"}
     proc = subprocess.run([*STORBENCH, "list"], capture_output=True, text=True, check=False,
                           env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")})

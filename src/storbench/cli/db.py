@@ -55,6 +55,9 @@ def copy(src: str, dst: str) -> None:
     from storbench.store import workloads
     from storbench.store.copy import copy_runs
 
+    if not is_url(src) and not is_url(dst) and Path(dst).exists() and \
+            Path(src).resolve() == Path(dst).resolve():
+        raise ConfigError(f"{src} and {dst} are the same database: nothing to copy")
     source = _open(src, must_exist=True)
     try:
         target = _open(dst, must_exist=False)
