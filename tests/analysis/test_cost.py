@@ -53,12 +53,14 @@ def test_capacity():
     ("- {name: x, per_gb_month: .nan, date: d, source: s}\n", "must be a number >= 0, not nan"),
     ("- {name: x, per_gb_month: .inf, date: d, source: s}\n", "must be a number >= 0, not inf"),
     ("- {name: x, per_gb_month: 1, date: d, source: s, per_gb: 2}\n", "unknown field(s) per_gb"),
-    ("[1, 2\n", "not YAML"),
+    # one line (a CLI error is one): what is wrong and where, not PyYAML's four
+    ("[1, 2\n", "not YAML: expected ',' or ']', but got '<stream end>' at line 2, column 1"),
+    ("a: b: c\n", "not YAML: mapping values are not allowed here at line 1, column 5"),
 ])
 def test_bad_sheets(text, needle):
     with pytest.raises(ConfigError, match=r"mine\.yaml") as e:
         load_sheets(text, "mine.yaml")
-    assert needle in str(e.value)
+    assert needle in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
 def test_user_sheet_file(tmp_path):

@@ -50,8 +50,11 @@ def load_sheets(text: str, source: str) -> list[CostSheet]:
 
     try:
         doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not YAML ({exc})") from None
+    except yaml.YAMLError as exc:  # one line: what is wrong, and where
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{source}: not YAML: {problem}{where}") from None
     items = doc if isinstance(doc, list) else [doc]
     known = {f.name for f in fields(CostSheet)}
     sheets = []
