@@ -4,6 +4,7 @@ sequence obeyed. Each case is caused for real through the `storbench` command.""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,19 @@ def test_an_included_file_is_never_quoted(tmp_path, store_path):
     assert_one_line_error(proc, 2, f"{secret}:1")
     assert "SECRET-HASH" not in proc.stderr + proc.stdout
 
+    # an INI file parses as sections: its options were quoted by the option check
+    # ("job [client] sets password=..."): a CI log of a job file that includes ~/.my.cnf,
+    # ~/.pypirc or ~/.aws/credentials showed the password
+    for text in ("[client]\npassword=SECRET-PW\n",  # an option storbench does not know
+                 "[x]\nfilename=/SECRET-PW\n",  # one it knows, with a value it refuses
+                 "[SECRET-PW$x]\nrw=read\n"):  # a name it refuses
+        secret.write_text(text)
+        proc = run_cli("run", str(tmp_path), "--job", str(job), db=store_path)
+        assert_one_line_error(proc, 2, f"{secret} (included): a section it holds (the job"
+                                       " file's section 2")
+        assert "SECRET-PW" not in proc.stderr + proc.stdout
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+
 
 def test_a_password_is_never_shown(tmp_path):
     from tests.testbed import free_port
@@ -89,9 +103,15 @@ def test_escape_sequences_from_the_database_are_shown_not_obeyed(tmp_path, store
     doc["jobs"][0]["jobname"] = f"job{EVIL}"
     source = tmp_path / "evil.json"
     source.write_text(json.dumps(doc))
-    imported = run_cli("import", str(source), "--label", EVIL, "--tag", f"k={EVIL}",
+    refused = run_cli("import", str(source), "--label", EVIL, db=store_path)
+    assert_one_line_error(refused, 2, "a label must be printable text")  # shown, not obeyed
+    assert "\x1b" not in refused.stderr and "\u202e" not in refused.stderr
+    imported = run_cli("import", str(source), "--label", "evil", "--tag", f"k={EVIL}",
                        db=store_path)
     assert imported.returncode == 0, imported.stderr
+    # a label such as a database written by another tool (or an older storbench) holds
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE runs SET label = ?", (EVIL,))
     outputs = [imported.stderr,
                run_cli("list", db=store_path).stdout,
                run_cli("show", "last", db=store_path).stdout,

@@ -28,6 +28,9 @@ class Section:
 
     name: str
     options: tuple[Option, ...] = ()
+    # the included file it came from (None: the job file itself): what is refused in it is
+    # never quoted, for it may be any file (`include ~/.my.cnf`: [client] password=...)
+    origin: str | None = field(default=None, compare=False)
 
     @property
     def is_global(self) -> bool:
@@ -98,11 +101,17 @@ class JobFile:
         sections: list[Section] = [Section("global", (
             ("directory", guard.fio_path(str(directory))),
             ("filename_format", guard.FILENAME_FORMAT)))]
-        for section in self.sections:
+        for n, section in enumerate(self.sections, start=1):
             reason = guard.check_section_name(section.name)
             for key, value in section.options:
                 if reason is None:
                     reason = guard.check(section.name, key, value, allow_exec=allow_exec)
+            if reason is not None and section.origin is not None:
+                raise ConfigError(
+                    f"{section.origin} (included): a section it holds (the job file's"
+                    f" section {n}, counting included ones) sets an option or has a name"
+                    " storbench refuses; an included file's text is never shown (it may be"
+                    " any file): put what it should hold into the job file itself to see why")
             if reason is not None:
                 raise ConfigError(reason)
             new = section.without("directory", *_DROPPED)
@@ -280,6 +289,7 @@ def _parse_sections(text: str, source: str, base: Path | None, within: tuple[str
     sections: list[Section] = []
     current: list[Option] | None = None
     name = ""
+    origin = None if quote else source
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         shown = f" {line!r}" if quote else ""
@@ -288,7 +298,7 @@ def _parse_sections(text: str, source: str, base: Path | None, within: tuple[str
         if line.startswith("include "):
             included = _include(line, source, lineno, base, within)
             if current is not None:
-                sections.append(Section(name, tuple(current)))
+                sections.append(Section(name, tuple(current), origin))
                 current = None
             sections.extend(included)
             continue
@@ -296,7 +306,7 @@ def _parse_sections(text: str, source: str, base: Path | None, within: tuple[str
             if not line.endswith("]") or len(line) < 3:
                 raise ConfigError(f"{source}:{lineno}: malformed section header{shown}")
             if current is not None:
-                sections.append(Section(name, tuple(current)))
+                sections.append(Section(name, tuple(current), origin))
             name, current = line[1:-1].strip(), []
             continue
         if current is None:
@@ -304,7 +314,7 @@ def _parse_sections(text: str, source: str, base: Path | None, within: tuple[str
         key, sep, value = line.partition("=")
         current.append((key.strip(), value.strip() if sep else None))
     if current is not None:
-        sections.append(Section(name, tuple(current)))
+        sections.append(Section(name, tuple(current), origin))
     return sections
 
 
