@@ -12,6 +12,7 @@ Exit codes (also in ``storbench --help``):
 
 from __future__ import annotations
 
+import re
 import signal
 
 EXIT_CODES_HELP = """\b
@@ -22,6 +23,19 @@ Exit codes:
   3    a verdict failed (threshold exceeded)
   130  interrupted (SIGINT / Ctrl-C)
   143  terminated (SIGTERM)"""
+
+
+# the password of scheme://user:password@host, or of 'user:password@host' quoted whole,
+# as a message may quote it (the placeholder PASSWORD of a hint is left as it is)
+_USERINFO = re.compile(r"(?P<user>(?:://|(?<=')(?=[^'/:@\s]*:))[^/:@\s'\"]*)"
+                       r":(?!PASSWORD@)[^@/\s'\"]+@")
+
+
+def without_passwords(text: str) -> str:
+    """``text`` with the password of every URL in it (``scheme://user:password@host``,
+    or a quoted ``'user:password@host'``) shown as ``***``: an error quotes what a user
+    typed, and a CI log keeps it."""
+    return _USERINFO.sub(r"\g<user>:***@", text)
 
 
 class StorbenchError(Exception):

@@ -90,6 +90,34 @@ def test_a_password_is_never_shown(tmp_path):
         assert not Path("postgresql:").exists()  # never taken for a SQLite file's path
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    # ssh takes no password in an address: it was quoted back whole in the refusal
+    (["run", "/srv", "--hosts", "ssh://root:s3cretpw@127.0.0.1:1"],
+     "'ssh://root:***@127.0.0.1:1': an SSH address takes no password"),
+    (["run", "/srv", "--hosts", "root:s3cretpw@127.0.0.1"],
+     "'root:***@127.0.0.1': an SSH address takes no password"),
+    (["run", "ssh://root:s3cretpw@127.0.0.1/srv"], "TARGET 'ssh://root:***@127.0.0.1/srv'"),
+    # any error that quotes a URL a user typed (here: as a run's name)
+    (["show", "http://bench:s3cretpw@example.com"], "'http://bench:***@example.com' is"),
+    (["push", "1", "--pushgateway", "bench:s3cretpw@127.0.0.1"], "'bench:***@127.0.0.1'"),
+])
+def test_a_password_typed_in_an_address_is_never_said(args, said, store_path):
+    assert run_cli("import", str(DATA / "randread.json"), db=store_path).returncode == 0
+    proc = run_cli(*args, db=store_path)
+    assert_one_line_error(proc, proc.returncode, said)
+    assert proc.returncode in (1, 2) and "s3cret" not in proc.stderr + proc.stdout
+
+
+def test_only_the_password_of_an_address_is_hidden():
+    from storbench.errors import without_passwords
+
+    assert without_passwords("'https://u:p@h:1/x', postgresql://u:p%40w@h/db") == \
+        "'https://u:***@h:1/x', postgresql://u:***@h/db"
+    kept = ("give http://USER:PASSWORD@HOST:PORT; 'ssh://u@[::1]:22', 'h1:8766',"
+            " 'sock:/run/a@b', 'a@b:c', filename=/x:y@z")
+    assert without_passwords(kept) == kept
+
+
 def test_the_socket_form_shows_its_host_not_none():
     from storbench.store.postgres import shown
 

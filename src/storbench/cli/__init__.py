@@ -15,7 +15,7 @@ import sys
 import click
 
 from storbench.cli.common import cli, err, load_all, load_command
-from storbench.errors import StorbenchError
+from storbench.errors import StorbenchError, without_passwords
 
 __all__ = ["cli", "load_all", "main", "preload"]
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     except StorbenchError as exc:
         if debug:
             raise
-        err.print(f"storbench: error: {exc}", markup=False)
+        err.print(f"storbench: error: {without_passwords(str(exc))}", markup=False)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         err.print("storbench: interrupted")
@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         ctx = getattr(exc, "ctx", None)
         hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
-        err.print(f"storbench: error: {exc.format_message().rstrip('.')}{hint}", markup=False)
+        said = without_passwords(exc.format_message().rstrip("."))
+        err.print(f"storbench: error: {said}{hint}", markup=False)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

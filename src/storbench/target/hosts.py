@@ -78,6 +78,9 @@ class Host:
         return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
+_USER_PASSWORD = re.compile(r"^((?:ssh://)?[^/:@\s\[]*):[^@/\s]+@")  # user:PASSWORD@host
+
+
 def parse_hosts(text: str, source: str = "--hosts") -> list[Host]:
     """'h1,h2:8766,[::1]:8765' (or one per line, # comments) -> hosts."""
     hosts = []
@@ -85,6 +88,11 @@ def parse_hosts(text: str, source: str = "--hosts") -> list[Host]:
         item = line.split("#", 1)[0].strip()
         if not item:
             continue
+        shown = _USER_PASSWORD.sub(r"\1:***@", item)
+        if shown != item:
+            raise ConfigError(f"{source}: {shown!r}: an SSH address takes no password (ssh"
+                              " asks for it, or uses your key or agent): give"
+                              " ssh://[USER@]HOST[:PORT]")
         try:
             ssh = parse_ssh(item)
         except ValueError:
