@@ -115,6 +115,45 @@ def test_the_replay_issues_what_was_recorded(recorded, tmp_path, fast):
     assert f"{reads:,} reads / {writes:,} writes / {syncs:,} syncs issued of" in text, text
 
 
+@needs_fio
+@needs_strace
+def test_a_timed_replay_waits_after_the_first_i_o_too(tmpfs, tmp_path):
+    """One write, 0.4 s of nothing, two writes: the replay takes the 0.4 s. fio 3.33
+    reads a time of 0 as "no I/O yet" and waited for none of what followed an I/O at 0
+    (the replay "took 0.002 s (on the recorded timeline)"): a replay's times start at 1
+    µs."""
+    d = tmpfs / "app"
+    d.mkdir()
+    db = tmp_path / "r.db"
+    dd = "dd if=/dev/zero of=f bs=4k conv=notrunc status=none"
+    proc = run_cli("record", "gap", "--dir", str(d), "--tracer", "strace", "--", "sh", "-c",
+                   f'cd "$0" && {dd} count=1 && sleep 0.4 && {dd} count=2 seek=1', str(d),
+                   db=db)
+    assert proc.returncode == 0, proc.stderr
+    ran = run_cli("run", str(tmpfs / "app"), "--replay", "gap", db=db)
+    assert ran.returncode == 0, ran.stderr
+    replay = json.loads(run_cli("show", "last", "--json", db=db).stdout)["data"]["replay"]
+    assert replay["issued"]["writes"] == 3 and replay["recorded_s"] >= 0.4, replay
+    assert replay["replay_s"] >= replay["recorded_s"] - 0.02, replay
+
+
+def test_a_replay_that_ran_ahead_of_its_timeline_is_said_so():
+    """A timed replay shorter than its recording did not wait as recorded: said, never
+    "on the recorded timeline" (fio's clock counts milliseconds: within that it is on it);
+    the iolog a replay gets starts at 1 µs, the stored one at 0."""
+    from storbench.render.table import replay_lag
+
+    timed = {"recorded_s": 0.422, "lag_s": -0.42}
+    assert replay_lag(timed) == -0.42
+    assert replay_lag({**timed, "lag_s": -0.001}) == 0.0
+    assert replay_lag({**timed, "lag_s": 0.05}) == 0.05
+    assert replay_lag({**timed, "lag_s": None}) is None
+    t = from_bpf(["pwrite64 7 7 5 6 4096 3 0", "openat 7 7 1 2 3 -100 66 /d/a"], "/d")
+    assert t.iolog().splitlines()[1].startswith("0 f0001 add")
+    assert t.iolog({"f0001": "/s/a"}).splitlines()[1:4] == [
+        "1 /s/a add", "1 /s/a open", "1 /s/a write 0 4096"]
+
+
 def _tamper(db: Path, iolog: str | None = None, files: dict[str, str] | None = None) -> None:
     with sqlite3.connect(db) as c:
         if iolog is not None:

@@ -11,7 +11,13 @@ from rich.markup import escape
 
 from storbench.render import units
 from storbench.render.richtable import rich_table
-from storbench.render.table import app_caveats, app_table, curve_table, replay_counts
+from storbench.render.table import (
+    app_caveats,
+    app_table,
+    curve_table,
+    replay_counts,
+    replay_lag,
+)
 from storbench.result import sections
 from storbench.result.record import Run
 from storbench.result.sections import (
@@ -94,11 +100,12 @@ def replay_lines(replay: ReplaySection) -> list[str]:
              + (f" × {replay.get('workers', 1)} hosts" if replay.get("workers", 1) > 1
                 else "")]
     if replay["timed"]:
-        lag = replay["lag_s"] or 0.0
+        lag = replay_lag(replay) or 0.0
         lines.append(f"timed: the recorded {replay['recorded_s']:.3f} s took"
                      f" {replay['replay_s']:.3f} s ("
                      + (f"{lag:.3f} s behind the recorded timeline" if lag > 0
-                        else "on the recorded timeline") + ")")
+                        else f"{-lag:.3f} s ahead of the recorded timeline: fio did not wait"
+                        " as recorded" if lag < 0 else "on the recorded timeline") + ")")
     else:
         lines.append(f"as fast as possible: {replay['replay_s']:.3f} s for what took"
                      f" {replay['recorded_s']:.3f} s when recorded")

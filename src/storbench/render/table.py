@@ -265,6 +265,16 @@ def replay_counts(counts: dict[str, int], named: bool = False) -> str:
     return " / ".join(f"{counts.get(k, 0):,}" + (f" {k}" if named else "") for k in REPLAYED)
 
 
+def replay_lag(replay: Any) -> float | None:
+    """How far a timed replay fell behind its recorded timeline (s), negative when it ran
+    ahead of it beyond fio's millisecond clock (it did not wait as recorded); None for a
+    replay as fast as possible."""
+    lag = replay["lag_s"]
+    if lag is None:
+        return None
+    return lag if lag > 0 or -lag > 0.002 + 0.01 * replay["recorded_s"] else 0.0
+
+
 def replays_table(runs: list[Any]) -> Table:
     """Replays of recorded workloads side by side: what each issued of what was
     recorded, and how it kept time."""
@@ -274,11 +284,11 @@ def replays_table(runs: list[Any]) -> Table:
         if r is None:
             continue
         issued, recorded = replay_counts(r["issued"]), replay_counts(r["recorded"])
-        lag = r["lag_s"]
+        lag = replay_lag(r)
         rows.append([f"#{run.id}", run.label or "", r["workload"],
                      "timed" if r["timed"] else "as fast as possible", issued, recorded,
                      f"{r['replay_s']:.3f}", f"{r['recorded_s']:.3f}",
-                     "" if lag is None else f"{max(lag, 0.0):.3f}"])
+                     "" if lag is None else f"{lag:.3f}"])
     return Table(["run", "label", "workload", "replay", "issued r / w / sync",
                   "recorded r / w / sync", "took [s]", "recorded [s]", "behind [s]"], rows,
                  [False, False, False, False, True, True, True, True, True])

@@ -40,6 +40,10 @@ def check_iolog_name(name: str) -> None:
             " whose path has no space (or is shorter)")
 
 HEADER = "fio version 3 iolog"
+# fio 3.33 takes a time of 0 for "no I/O yet": every I/O at 0, and the wait after the
+# last of them, were replayed at once (0, 0, 300 ms: the 300 ms never waited). A replay's
+# times start at 1 µs, which it waits for from the first I/O on.
+REPLAY_START_US = 1
 _NAME = re.compile(r"f\d{4,6}")
 _IOLOG_LINE = re.compile(r"^(\d+) (\S+) (add|open|close|read|write|sync|datasync|trim)"
                          r"(?: (\d+) (\d+))?$")
@@ -104,23 +108,27 @@ class Trace:
     # --- as fio reads it ----------------------------------------------------------------
     def iolog(self, paths: Mapping[str, str] | None = None) -> str:
         """fio's iolog v3; each file under its name in ``paths`` (absolute paths in
-        the scratch directory, for a replay), else its own (f0001...)."""
+        the scratch directory, for a replay: its times from 1 µs, see REPLAY_START_US),
+        else its own (f0001..., as stored: from 0)."""
         def name(f: str) -> str:
             return paths[f] if paths is not None else f
+
+        start = 0 if paths is None else REPLAY_START_US
 
         for f in sorted({o.file for o in self.ops}):
             check_iolog_name(name(f))
         lines = [HEADER]
         opened: set[str] = set()
         for o in self.ops:
+            at = o.at_us + start
             if o.file not in opened:
                 opened.add(o.file)
-                lines += [f"{o.at_us} {name(o.file)} add", f"{o.at_us} {name(o.file)} open"]
+                lines += [f"{at} {name(o.file)} add", f"{at} {name(o.file)} open"]
             if o.action in ("sync", "datasync"):
-                lines.append(f"{o.at_us} {name(o.file)} {o.action} 0 0")
+                lines.append(f"{at} {name(o.file)} {o.action} 0 0")
             else:
-                lines.append(f"{o.at_us} {name(o.file)} {o.action} {o.offset} {o.length}")
-        lines += [f"{self.ops[-1].at_us} {name(f)} close" for f in sorted(opened)]
+                lines.append(f"{at} {name(o.file)} {o.action} {o.offset} {o.length}")
+        lines += [f"{self.ops[-1].at_us + start} {name(f)} close" for f in sorted(opened)]
         return "\n".join(lines) + "\n"
 
     def facts(self) -> dict[str, Any]:
