@@ -580,6 +580,17 @@ def test_a_label_nobody_could_name_the_run_by_is_refused_before_the_run(
     assert run_cli("label", "1", "run-12", db=store_path).returncode == 0
 
 
+@pytest.mark.parametrize("flag", [["--size", "4m"], ["--suite", "dbench"], ["-s", "quick"],
+                                  ["--runtime", "3"]])
+def test_what_a_replay_does_not_use_is_refused(flag, tmp_path, store_path):
+    """`run T --replay NAME --size 4m` replayed the recorded I/O as it was, the size (and
+    --suite, --runtime) ignored, unsaid."""
+    proc = run_cli("run", str(tmp_path), "--replay", "w", *flag, db=store_path)
+    assert_one_line_error(proc, 2, f"{flag[0] if flag[0] != '-s' else '--suite'} does nothing"
+                                   " with --replay NAME")
+    assert list(tmp_path.glob("storbench-*")) == []
+
+
 def test_record_says_what_duration_is_for(tmp_path, store_path):
     """`record NAME --dir D --duration 5 -- CMD` said "--duration is a positive number of
     seconds, with --pid" of a positive number."""

@@ -98,6 +98,18 @@ def only_with(*rules: tuple[str, str, bool, str]) -> None:
             raise ConfigError(f"{flag} applies to {other}")
 
 
+def none_with(other: str, *params: tuple[str, str]) -> None:
+    """ConfigError for an option given (on the command line or in its variable) that
+    does nothing with ``other``: ``(parameter, its flag)``."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    for param, flag in params:
+        if ctx.get_parameter_source(param) in (ParameterSource.COMMANDLINE,
+                                               ParameterSource.ENVIRONMENT):
+            raise ConfigError(f"{flag} does nothing with {other}: leave it out")
+
+
 def parse_tags(values: tuple[str, ...], given: str = "--tag ") -> dict[str, str]:
     """KEY=VALUE words as tags (``given``: how a message names where they came from)."""
     tags = {}

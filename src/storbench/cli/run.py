@@ -20,6 +20,7 @@ from storbench.cli.common import (
     json_option,
     load_run,
     naming_options,
+    none_with,
     only_with,
     out,
     parse_tags,
@@ -157,6 +158,9 @@ def run(
                "--until-steady"),
               ("round_s", "--round", precondition, "--precondition"),
               ("max_rounds", "--max-rounds", precondition, "--precondition"))
+    if replay is not None:  # ignored, unsaid: a replay issues the recorded I/O as it was
+        none_with("--replay NAME (it issues the recorded I/O as it was)",
+                  ("suite", "--suite"), ("size", "--size"), ("runtime", "--runtime"))
     limit = percent(max_regression, "--max-regression", "10%")
     spec = RunSpec(suite=suite, job_file=job_file, size=where.size, runtime=runtime,
                    label=label,
