@@ -89,25 +89,26 @@ def only_with(*rules: tuple[str, str, bool, str]) -> None:
     """ConfigError for an option given (on the command line or in its variable) that does
     nothing without another: ``(parameter, its flag, the other is given, the other)``;
     ``--max-regression 5%`` with no --baseline was ignored, unsaid."""
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context()
     for param, flag, other_given, other in rules:
-        if not other_given and ctx.get_parameter_source(param) in (
-                ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+        if not other_given and _given(param):
             raise ConfigError(f"{flag} applies to {other}")
 
 
 def none_with(other: str, *params: tuple[str, str]) -> None:
     """ConfigError for an option given (on the command line or in its variable) that
     does nothing with ``other``: ``(parameter, its flag)``."""
+    for param, flag in params:
+        if _given(param):
+            raise ConfigError(f"{flag} does nothing with {other}: leave it out")
+
+
+def _given(param: str) -> bool:
+    """The current command's ``param`` was given: on the command line or in its
+    variable (not a default)."""
     from click.core import ParameterSource
 
-    ctx = click.get_current_context()
-    for param, flag in params:
-        if ctx.get_parameter_source(param) in (ParameterSource.COMMANDLINE,
-                                               ParameterSource.ENVIRONMENT):
-            raise ConfigError(f"{flag} does nothing with {other}: leave it out")
+    return click.get_current_context().get_parameter_source(param) in (
+        ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
 def parse_tags(values: tuple[str, ...], given: str = "--tag ") -> dict[str, str]:

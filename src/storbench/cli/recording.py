@@ -207,10 +207,11 @@ def _stored(store: Store, name: str, method: str, trace: Trace, facts: dict[str,
 
 def _o_direct(facts: dict[str, Any]) -> str:
     """A listed workload's O_DIRECT reads and writes, when it had any."""
+    from storbench.workload.trace import io_mode
+
     n, c = facts.get("direct"), facts["counts"]
-    if not isinstance(n, int) or n <= 0:
-        return ""
-    return ", O_DIRECT" if n >= c["reads"] + c["writes"] else f", {n:,} O_DIRECT"
+    mode = io_mode(n if isinstance(n, int) else None, c["reads"] + c["writes"])
+    return ", O_DIRECT" if mode == "direct" else f", {n:,} O_DIRECT" if mode == "mixed" else ""
 
 
 def _direct(trace: Trace) -> str:

@@ -49,6 +49,16 @@ _IOLOG_LINE = re.compile(r"^(\d+) (\S+) (add|open|close|read|write|sync|datasync
                          r"(?: (\d+) (\d+))?$")
 
 
+def io_mode(direct: int | None, data: int) -> str | None:
+    """How ``data`` reads and writes, ``direct`` of them through an O_DIRECT descriptor,
+    were issued: 'direct' (every one), 'buffered' (none), 'mixed', or None (not known)."""
+    if direct is None:
+        return None
+    if direct == 0 or data == 0:
+        return "buffered"
+    return "direct" if direct >= data else "mixed"
+
+
 @dataclass(frozen=True)
 class Op:
     at_us: int  # from the first I/O
@@ -64,8 +74,8 @@ class Trace:
     files: dict[str, str]  # f0001 -> its name relative to the recorded directory
     skipped: dict[str, int] = field(default_factory=dict)  # what was seen, not kept
     depth: int = 1  # the most I/O calls in flight at once
-    # how many of its reads and writes went through an O_DIRECT descriptor (None: a
-    # trace stored before storbench looked; a block-level trace: every request)
+    # how many of its reads and writes went through an O_DIRECT descriptor (None: not
+    # known, a trace stored before storbench looked; or not asked, a block-level trace)
     direct: int | None = 0
 
     # --- what it holds ----------------------------------------------------------------
@@ -78,15 +88,9 @@ class Trace:
                 "files": len(self.files)}
 
     def io_mode(self) -> str | None:
-        """How its reads and writes were issued: 'direct' (every one through an
-        O_DIRECT descriptor), 'buffered' (none), 'mixed', or None: not known (a trace
-        stored before storbench looked)."""
-        data = sum(1 for o in self.ops if o.action in ("read", "write"))
-        if self.direct is None:
-            return None
-        if self.direct == 0 or data == 0:
-            return "buffered"
-        return "direct" if self.direct >= data else "mixed"
+        """io_mode() of its reads and writes."""
+        c = self.counts()
+        return io_mode(self.direct, c["reads"] + c["writes"])
 
     @property
     def duration_s(self) -> float:
