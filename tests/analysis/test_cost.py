@@ -18,6 +18,7 @@ from storbench.analysis.cost import (
     resolve_sheets,
 )
 from storbench.errors import ConfigError
+from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import STORBENCH, needs_fio, run_cli
 from tests.result.test_fio_text import FIO2_TEXT, _blog_post
 
@@ -106,6 +107,16 @@ def test_pasted_blog_text_beside_own_run_reference_and_price(tmpfs, store_path):
     assert published["usd_per_month"] == pytest.approx(0.30 * gb)
     ram = rows["ram"]
     assert ram["provisioned_iops"] == 16000  # achieved far more: gp3's maximum is priced
+    # and said so, with what was achieved
+    assert f"ebs-gp3 provisions at most 16,000 IOPS: priced at that, not the" \
+           f" {ram['best_iops']:,.0f} IOPS achieved" in ram["limits"], ram
+    assert imported["limits"] == [] and published["limits"] == []
+    assert "provisions at most 16,000 IOPS" in " ".join(text.stdout.split())
+    # more than the sheet can provision, asked for: refused, never priced as less
+    above = run_cli(*args, "--provisioned-iops", "ram=20000", db=store_path)
+    assert_one_line_error(above, 2, "--provisioned-iops 20,000 for ram: ebs-gp3"
+                          " provisions at most 16,000 IOPS a volume")
+    assert run_cli(*args, "--provisioned-iops", "ram=16000", db=store_path).returncode == 0
     # and its bandwidth (read + write), up to gp3's maximum of 1000 MB/s
     mbps = min(1000.0, ram["best_bw_bytes_per_s"] / 1e6)
     assert ram["provisioned_mbps"] == pytest.approx(mbps)

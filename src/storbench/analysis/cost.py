@@ -135,6 +135,9 @@ class Priced:
     # 1k IOPS and per MB/s divided by them), priced or not
     iops_caveats: tuple[str, ...] = ()
     bw_caveats: tuple[str, ...] = ()
+    # an achieved figure above the most the sheet provisions a volume: priced at that
+    # most (the $ per 1k IOPS and per MB/s still divide by what was achieved)
+    limits: tuple[str, ...] = ()
 
     @property
     def per_kiops(self) -> float | None:
@@ -209,6 +212,18 @@ def price(comp: Comparison, sheets: list[tuple[int, CostSheet]], capacity: dict[
             iops.value or 0.0) if sheet.per_iops_month else 0.0
         p_mbps = given_mbps if given_mbps is not None else (
             (bw.value or 0.0) / MB) if sheet.per_mbps_month else 0.0
+        limits = []
+        for given, wanted, most, unit, option in (
+                (given_iops, p_iops, sheet.max_iops, "IOPS", "--provisioned-iops"),
+                (given_mbps, p_mbps, sheet.max_mbps, "MB/s", "--provisioned-mbps")):
+            if most is None or wanted <= most:
+                continue
+            if given is not None:  # never a price of something else than was asked
+                raise ConfigError(f"{option} {given:,.0f} for {comp.runs[run].name}:"
+                                  f" {sheet.name} provisions at most {most:,.0f} {unit}"
+                                  " a volume")
+            limits.append(f"{sheet.name} provisions at most {most:,.0f} {unit}: priced at"
+                          f" that, not the {wanted:,.0f} {unit} achieved")
         if sheet.max_iops is not None:
             p_iops = min(p_iops, sheet.max_iops)
         if sheet.max_mbps is not None:
@@ -219,7 +234,8 @@ def price(comp: Comparison, sheets: list[tuple[int, CostSheet]], capacity: dict[
         out.append(Priced(run, sheet, size, iops.value, iops.column, bw.value,
                           bw.column, p_iops, p_mbps,
                           monthly_cost(sheet, size, p_iops, p_mbps),
-                          tuple(dict.fromkeys(used)), iops.caveats, bw.caveats))
+                          tuple(dict.fromkeys(used)), iops.caveats, bw.caveats,
+                          tuple(limits)))
     return out
 
 

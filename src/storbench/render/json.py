@@ -94,4 +94,6 @@ def cost_dict(comp: Comparison, p: Priced) -> dict[str, Any]:
             "best_bw_bytes_per_s": p.bw_bytes_per_s, "best_bw_column": p.bw_column,
             "per_1000_iops": p.per_kiops, "per_mbps": p.per_mbps,
             "caveats": list(p.caveats), "best_iops_caveats": list(p.iops_caveats),
-            "best_bw_caveats": list(p.bw_caveats)}
+            "best_bw_caveats": list(p.bw_caveats),
+            # an achieved figure above the sheet's most, priced at that most
+            "limits": list(p.limits)}

@@ -144,7 +144,8 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
     sizes = {p.capacity_bytes for p in priced}
     one = sizes.pop() if len(sizes) == 1 else None
     title = "Cost per month" if one is None else f"Cost per month at {_capacity(one)}"
-    flagged = any(p.caveats or p.iops_caveats or p.bw_caveats for p in priced)
+    marked = any(p.caveats or p.iops_caveats or p.bw_caveats for p in priced)
+    flagged = marked or any(p.limits for p in priced)  # a caveats column
     rows = []
     for p in priced:
         run = comp.runs[p.run]
@@ -168,7 +169,7 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
                      if c not in p.caveats]
             row.append("; ".join(x for x in (
                 f"priced from a flagged figure: {'; '.join(p.caveats)}" if p.caveats else "",
-                f"flagged figures: {'; '.join(shown)}" if shown else "") if x))
+                f"flagged figures: {'; '.join(shown)}" if shown else "", *p.limits) if x))
         rows.append(row)
     headers = ["run", "sheet", *(["capacity"] if one is None else []), "provisioned",
                "$/month", "best IOPS", "$ / 1k IOPS", "best BW [MB/s]", "$ / MB/s",
@@ -180,7 +181,7 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
              + (" ⚠: a figure storbench flagged (a cache, a burst, a cap...), and what is"
                 " divided by it; a ⚠ price comes from such a figure: it is what that figure"
                 " would cost, not what this storage needs; give --provisioned-iops /"
-                " --provisioned-mbps to price the volume you would buy." if flagged else "")
+                " --provisioned-mbps to price the volume you would buy." if marked else "")
              + (f" Not priced (no sheet given to them; --cost NAME=SHEET):"
                 f" {', '.join(left)}." if (left := unpriced(comp, priced)) else "")
              + " Sheets:"]
