@@ -93,6 +93,15 @@ def test_assertions_pass_and_fail(tmpfs, tmp_path, store_path):
     assert "FAIL randread.iops >= 100M: measured" in bad.stdout
     assert "FAIL randread.read.clat.p99.9 < 1ns: measured" in bad.stdout
     assert "2 check(s) failed" in bad.stderr
+    # a figure as `history --metric` names it (read.clat_p99): the same figure
+    named = run_cli("check", "last", "--assert", "randread.read.clat_p99 < 1s", "--assert",
+                    "randread.read.clat.p99 < 1s", "--assert", "randread.lat_mean < 1s",
+                    db=store_path)
+    assert named.returncode == 0, named.stdout + named.stderr
+    measured = re.findall(r"^PASS randread\.read\.clat[._]p99 < 1s: measured (.+)$",
+                          named.stdout, re.M)
+    assert len(measured) == 2 and measured[0] == measured[1], named.stdout
+    assert "PASS randread.lat_mean < 1s" in named.stdout
     missing = run_cli("check", "last", "--assert", "nosuch.iops > 1", db=store_path)
     assert missing.returncode == 3 and "has no test 'nosuch'" in missing.stdout
     syntax = run_cli("check", "last", "--assert", "randread iops big", db=store_path)

@@ -8,7 +8,8 @@ Syntax: ``TEST.[DIRECTION.]FIGURE OP VALUE[UNIT]``, for example::
 DIRECTION is read, write, trim, or sync (also fsync, fdatasync); it may be left
 out when the test did only one. FIGURE is iops, bw, or a latency statistic (p50,
 p90, p95, p99, p99.9, p99.99, mean, min, max), of clat by default or of lat/slat
-when named (``lat.p99``). With repeats, the median is compared.
+when named (``lat.p99``, or ``lat_p99`` as ``history --metric`` names it). With
+repeats, the median is compared.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ _EXPR = re.compile(
     r"^\s*(?P<test>[^.\s]+)\.(?P<path>[\w.]+?)\s*(?P<op><=|>=|<|>)\s*"
     r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-zµ/]*)\s*$"
 )
-_FIGURE = re.compile(r"^(?:(?P<which>slat|clat|lat)\.)?(?P<stat>p\d+(?:\.\d+)?|mean|min|max)$")
+# `clat.p99`, or `clat_p99` as history, compare's JSON and the exports name the figure
+_FIGURE = re.compile(r"^(?:(?P<which>slat|clat|lat)[._])?(?P<stat>p\d+(?:\.\d+)?|mean|min|max)$")
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }
