@@ -174,3 +174,21 @@ def test_an_iops_cap_is_said_whatever_the_suite(tmpfs, tmp_path, store_path):
     assert all(280 <= w["details"]["iops"] <= 310 for w in capped), capped
     said = run_cli("compare", "last", db=store_path, env={"COLUMNS": "300"}).stdout
     assert "write IOPS capped at 3" in said, said
+
+
+def test_a_warning_of_two_tests_names_both(tmpfs, tmp_path, store_path):
+    """The same warning on two tests is one line naming both (it named the first and
+    left the second out: only three tests or more were said as 'N tests (…)')."""
+    job = tmp_path / "two.fio"
+    job.write_text("[global]\nrw=randwrite\nbs=4k\nsize=4m\nruntime=1\ntime_based\n"
+                   "fsync=1\n[first]\n[second]\nstonewall\n[third]\nstonewall\n"
+                   "rw=randread\nfsync=0\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    for said in (proc.stdout, run_cli("show", "last", db=store_path).stdout):
+        lines = [ln for ln in said.splitlines() if ln.startswith("warning (")]
+        short = [ln for ln in lines if ln.startswith("warning (too-short)")]
+        assert len(short) == 1 and "3 tests (first, second, third): moved" in short[0], lines
+        # the syncs of the two writing tests on tmpfs: one line, both named
+        ram = [ln for ln in lines if ln.startswith("warning (sync-in-ram)")]
+        assert len(ram) == 1 and "2 tests (first, second): fsync on tmpfs" in ram[0], lines

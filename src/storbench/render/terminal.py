@@ -84,7 +84,7 @@ def print_run(console: Console, run: Run) -> None:
         per_repeat = run.repeats > 1 and "repeats" not in w.details
         times = f" (in {count} of {run.repeats} repeats)" if per_repeat else ""
         text = w.message
-        if len(tests) > 2:  # one line for the same warning on many tests (a curve's steps)
+        if len(tests) > 1:  # one line for the same warning on many tests (a curve's steps)
             named = ", ".join(tests[:4]) + (", …" if len(tests) > 4 else "")
             text = f"{len(tests)} tests ({named}): {text.removeprefix(f'{w.test}: ')}"
         console.print(f"[yellow]warning ({w.kind}):[/yellow] {escape(text)}{times}",
@@ -116,10 +116,10 @@ def print_run(console: Console, run: Run) -> None:
 
 def grouped_warnings(run: Run) -> list[tuple[Warning, int, list[str]]]:
     """distinct_warnings(), those that say the same of several tests once, with the
-    tests' names."""
-    groups: dict[tuple[str, str], tuple[Warning, int, list[str]]] = {}
+    tests' names (and as many repeats: "in 2 of 3 repeats" is said of each test)."""
+    groups: dict[tuple[str, str, int], tuple[Warning, int, list[str]]] = {}
     for w, count in distinct_warnings(run):
-        key = (w.kind, w.message.removeprefix(f"{w.test}: "))
+        key = (w.kind, w.message.removeprefix(f"{w.test}: "), count)
         if key in groups:
             groups[key][2].append(w.test)
         else:
