@@ -118,3 +118,27 @@ def test_steady_state_judges_sequential_jobs_on_bandwidth_without_ramp():
     for jf in by_name.values():
         assert all("ramp_time" not in opts for opts in dict(jf.effective()).values())
         assert "ramp_time" not in jf.render()
+
+
+@pytest.mark.parametrize("text, expected", [
+    # side by side: the longest
+    ("[global]\ntime_based\nruntime=10\n[a]\n[b]\nruntime=20\nramp_time=2\n", 22.0),
+    # one group after the other (stonewall, wait_for_previous): summed. A time-based job
+    # file of three stonewalled 35-s jobs was stopped as hung at 96 s ("no result from
+    # fio"): its deadline counted one group
+    ("[global]\ntime_based\nruntime=35\n[a]\n[b]\nstonewall\n[c]\nstonewall\n", 105.0),
+    ("[global]\ntime_based\nruntime=5\nstonewall\n[a]\n[b]\n[c]\n", 15.0),
+    ("[global]\ntime_based\nruntime=1m\n[a]\n[b]\nwait_for_previous\n[c]\n", 120.0),
+    ("[global]\ntime_based\nruntime=10\n[a]\n[b]\nstartdelay=5\n[c]\nstonewall\n"
+     "startdelay=1-3\n", 28.0),
+    ("[a]\nruntime=10\n", None),  # not time based: its size says how long
+])
+def test_expected_seconds_follows_the_groups_fio_runs(text, expected):
+    from storbench.target.base import MARGIN_S, default_deadline
+    from storbench.workload.plan import PlannedTest, expected_seconds
+
+    job = parse_jobfile(text)
+    assert expected_seconds(job) == expected
+    if expected is not None:
+        deadline = default_deadline(PlannedTest("t", "", job, expected))
+        assert deadline.seconds >= expected + MARGIN_S

@@ -118,11 +118,13 @@ class ConsoleReporter:
                 self.console.print(f"[{index + 1}] {text}", markup=False)
             return
         parts = []
+        several = len({r.name for r in results}) > 1  # a job file's jobs: each named
         for r in results:
             for name, d in r.directions():
                 bw = units.choose("bw", [d.bw_bytes_per_s])
-                parts.append(f"{name} {units.IOPS.fmt(d.iops)} IOPS"
-                             f" {bw.fmt(d.bw_bytes_per_s)} {bw.name}")
+                parts.append(f"{f'{r.name} ' if several else ''}{name}"
+                             f" {units.IOPS.fmt(d.iops)} IOPS {bw.fmt(d.bw_bytes_per_s)}"
+                             f" {bw.name}")
         text = "done: " + ", ".join(parts) if parts else "done"
         if self.bars is not None:
             self.bars.update(self.tasks[index], completed=100, eta="", live=text)

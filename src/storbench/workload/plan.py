@@ -29,17 +29,24 @@ class Plan:
 
 
 def expected_seconds(jobfile: JobFile) -> float | None:
-    """How long fio will run, when it is time based (runtime + ramp_time), else None."""
-    longest = 0.0
+    """How long fio will run, when it is time based (runtime + ramp_time + startdelay),
+    else None: the longest job of each group the jobs run in side by side, summed over
+    the groups a `stonewall` (`wait_for_previous`) starts one after the other."""
+    groups: list[float] = []
     for _, opts in jobfile.effective():
         if "time_based" not in opts or "runtime" not in opts:
             return None
         runtime = seconds(opts["runtime"])
         ramp = seconds(opts.get("ramp_time", "0"))
-        if runtime is None or ramp is None:
+        # startdelay=1-5 (a range): at most its upper end
+        delay = seconds(opts.get("startdelay", "0").rpartition("-")[2] or "0")
+        if runtime is None or ramp is None or delay is None:
             return None
-        longest = max(longest, runtime + ramp)
-    return longest
+        waits = any(opts.get(k, "0") != "0" for k in ("stonewall", "wait_for_previous"))
+        if waits or not groups:
+            groups.append(0.0)
+        groups[-1] = max(groups[-1], delay + runtime + ramp)
+    return sum(groups)
 
 
 def seconds(text: str) -> float | None:
