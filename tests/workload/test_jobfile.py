@@ -142,3 +142,31 @@ def test_expected_seconds_follows_the_groups_fio_runs(text, expected):
     if expected is not None:
         deadline = default_deadline(PlannedTest("t", "", job, expected))
         assert deadline.seconds >= expected + MARGIN_S
+
+
+@pytest.mark.parametrize("text, moved", [
+    ("[a]\nsize=64m\n", 64 * 2**20),
+    # a size-bound job that reads its file 10 times was given the time of one pass
+    ("[a]\nsize=64m\nloops=10\nnumjobs=2\n", 64 * 2**20 * 10 * 2),
+    ("[a]\nsize=64m\nio_size=1g\n", 2**30),
+    ("[a]\nsize=64m\nrw=write\nverify=crc32c\n", 2 * 64 * 2**20),
+    ("[a]\nsize=64m\nrw=write\nverify=crc32c\ndo_verify=0\n", 64 * 2**20),
+    ("[a]\nfilesize=8m\nnrfiles=4\n", 32 * 2**20),
+    ("[a]\nrw=read\n", None),
+])
+def test_a_size_bound_deadline_counts_what_fio_moves(text, moved):
+    from storbench.target.base import (
+        LAYOUT_BYTES_PER_S,
+        MARGIN_S,
+        SLOW_BYTES_PER_S,
+        default_deadline,
+    )
+    from storbench.workload.plan import PlannedTest, moved_bytes
+
+    job = parse_jobfile(text)
+    assert moved_bytes(job) == moved
+    if moved is not None:
+        deadline = default_deadline(PlannedTest("t", "", job, None))
+        on_disk = job.estimated_bytes() or 0
+        assert deadline.seconds == pytest.approx(
+            moved / SLOW_BYTES_PER_S + on_disk / LAYOUT_BYTES_PER_S + MARGIN_S)

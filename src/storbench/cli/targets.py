@@ -83,7 +83,7 @@ STORAGE_OPTIONS = (
                       " tests, fio run with --readonly)."),
     click.option("--timeout", "timeout_s", type=NUMBER, metavar="SECONDS",
                  help="Time limit for the whole run (of each target). Default: each"
-                      " test's runtime and ramp (or its size at 256 KiB/s), its file"
+                      " test's runtime and ramp (or its I/O at 256 KiB/s), its file"
                       " layout at 16 MiB/s and 60 s; Kubernetes: 300 s to start, then"
                       " each test's runtime + 60 s. A test past its limit fails the run,"
                       " saying whether the target stopped responding."),

@@ -21,7 +21,7 @@ from storbench.execute.fio import FioBinary
 from storbench.execute.signals import SignalGuard
 from storbench.execute.workdir import Leftover as Leftover
 from storbench.workload.jobfile import JobFile
-from storbench.workload.plan import Plan, PlannedTest, expected_seconds
+from storbench.workload.plan import Plan, PlannedTest, expected_seconds, moved_bytes
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,16 @@ UNKNOWN_S = 3600.0  # fio's options say neither how long nor how much
 
 
 def default_deadline(test: PlannedTest) -> Deadline:
-    """A test's time limit from its options: its runtime and ramp (or its bytes at
-    256 KiB/s when it is size-bound), its files laid out at 16 MiB/s, and 60 s."""
+    """A test's time limit from its options: its runtime and ramp (or the bytes it
+    moves at 256 KiB/s when it is size-bound), its files laid out at 16 MiB/s, and 60 s."""
     size = test.jobfile.estimated_bytes()
     run = expected_seconds(test.jobfile)
+    moved = moved_bytes(test.jobfile)
     layout = (size or 0) / LAYOUT_BYTES_PER_S
     if run is not None:
         why = "its runtime and ramp"
-    elif size:
-        run, why = size / SLOW_BYTES_PER_S, "its size at 256 KiB/s"
+    elif moved:  # loops=, io_size=, verify= move more than the files hold
+        run, why = moved / SLOW_BYTES_PER_S, "its I/O at 256 KiB/s"
     else:
         run, why = UNKNOWN_S, "an hour: its options say neither runtime nor size"
     return Deadline(run + layout + MARGIN_S,

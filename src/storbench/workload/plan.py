@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storbench.workload.jobfile import JobFile
+from storbench.workload.sizes import parse_count, parse_size
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,26 @@ def expected_seconds(jobfile: JobFile) -> float | None:
             groups.append(0.0)
         groups[-1] = max(groups[-1], delay + runtime + ramp)
     return sum(groups)
+
+
+def moved_bytes(jobfile: JobFile) -> int | None:
+    """Bytes fio will move when size-bound (reads and writes, each job's clones), or
+    None when its options don't say: its files' size, or io_size (io_limit) when given,
+    times `loops`, twice when it reads back what it wrote to verify it."""
+    total = 0
+    for _, opts in jobfile.effective():
+        raw = opts.get("io_size") or opts.get("io_limit") or opts.get("size")
+        size = parse_size(raw) if raw else None
+        if size is None and "filesize" in opts:
+            filesize = parse_size(opts["filesize"])
+            size = None if filesize is None else filesize * parse_count(opts.get("nrfiles"))
+        if size is None:
+            return None
+        verify = opts.get("verify", "0") not in ("0", "null") and opts.get(
+            "do_verify", "1") != "0"
+        total += (size * parse_count(opts.get("numjobs")) * parse_count(opts.get("loops"))
+                  * (2 if verify else 1))
+    return total
 
 
 def seconds(text: str) -> float | None:

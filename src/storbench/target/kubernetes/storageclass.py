@@ -296,7 +296,7 @@ class KubeTarget(Quiet, InRunDirs):
         limit = _test_s(test) + TEST_GRACE_S
         left = self.started + self.layout.budget_s - time.monotonic()
         return Deadline(min(limit, max(1.0, left)),
-                        f"its runtime (a size-bound test: its size at 256 KiB/s) +"
+                        f"its runtime (a size-bound test: its I/O at 256 KiB/s) +"
                         f" {TEST_GRACE_S:.0f} s, or the run's time limit")
 
     def cleanup(self, hurry: bool = False) -> None:
