@@ -127,3 +127,39 @@ def test_bad_input_is_one_clear_error_and_stores_nothing(text, needle, code, tmp
     assert proc.returncode == code, proc.stderr
     assert needle in proc.stderr and str(bad) in proc.stderr and "Traceback" not in proc.stderr
     assert json.loads(run_cli("list", "--json", db=store_path).stdout) == []
+
+
+@pytest.mark.parametrize("fmt, sig", [("json+", "INT"), ("normal", "TERM"), ("terse", "INT")])
+def test_a_fio_run_stopped_by_a_signal_is_imported_as_interrupted(fmt, sig, tmp_path,
+                                                                  store_path):
+    """fio stopped by Ctrl-C or a timeout's SIGTERM still writes what it measured, as
+    if whole, with "fio: terminating on signal N" above it: that run was imported as
+    completed. It is interrupted, in fio's words, its figures kept (of the time it ran)."""
+    import signal
+    import time
+
+    out = tmp_path / f"stopped.{fmt}"
+    fio = subprocess.Popen([FIO, "--name=cut", f"--directory={tmp_path}", "--size=4m",
+                            "--rw=randread", "--time_based", "--runtime=60",
+                            f"--output-format={fmt}", f"--output={out}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(2)  # laid out, reading
+    fio.send_signal(getattr(signal, f"SIG{sig}"))
+    assert fio.wait(timeout=30) != 0
+    number = getattr(signal, f"SIG{sig}").value
+    assert f"fio: terminating on signal {number}" in out.read_text()
+    proc = run_cli("import", str(out), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    said = f"interrupted: fio: terminating on signal {number}: fio was stopped before its jobs"
+    assert said in proc.stderr
+    run = last(store_path)
+    assert run["status"] == "interrupted", run
+    assert run["error"].startswith(f"fio: terminating on signal {number}")
+    assert run["tests"][0]["read"]["iops"] > 0  # what it measured, kept
+    shown = run_cli("show", "last", db=store_path).stdout
+    assert "status=interrupted" in shown and f"terminating on signal {number}" in shown
+    # and the same output without the signal's line: a completed run, as fio said
+    whole = tmp_path / f"whole.{fmt}"
+    whole.write_text(out.read_text().replace(f"fio: terminating on signal {number}", ""))
+    assert run_cli("import", str(whole), db=store_path).returncode == 0
+    assert last(store_path)["status"] == "completed"

@@ -84,7 +84,8 @@ def import_(store: Store, files: tuple[str, ...], label: str | None, label_from:
     runs = [store.get_run(i, with_results=False) for i in ids]
     for run in runs:
         named = f" {run.label}" if run.label else ""
-        err.print(f"Imported run #{run.id}{named} ({run.target})", markup=False)
+        ended = f", {run.status}: {run.error}" if run.status != "completed" else ""
+        err.print(f"Imported run #{run.id}{named} ({run.target}){ended}", markup=False)
     from storbench.cli.trend import refresh
 
     refresh(store, runs)

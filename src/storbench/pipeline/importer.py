@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -260,6 +261,17 @@ def split_runs(p: Parsed) -> list[Parsed]:
             for part in p.parts]
 
 
+_TERMINATED = re.compile(r"^\s*(fio: terminating on signal \d+)\s*$", re.M)
+
+
+def terminated(text: str) -> str:
+    """fio's own words when its output says it was stopped by a signal (Ctrl-C, a
+    timeout's SIGTERM) before its jobs ended: it still writes what it measured, as if
+    complete ("" when it was not)."""
+    m = _TERMINATED.search(text)
+    return m.group(1) if m else ""
+
+
 def run_label(p: Parsed, label: str | None, label_from: str | None) -> str | None:
     """``label``, or (--label-from) the file's name, its folder's name or its first
     job's name, after ``label`` if both are given."""
@@ -328,9 +340,13 @@ def import_runs(
         if p.left_out:
             data |= IMPORT_LEFT_OUT.put(p.left_out)
         failed = [r.name for r in p.results if r.error]
+        stopped = terminated(p.text)
         if failed:
             store.finish_run(run_id, "failed",
                              f"fio reported errors in: {', '.join(failed)}", data=data)
+        elif stopped:
+            store.finish_run(run_id, "interrupted", f"{stopped}: fio was stopped before its"
+                             " jobs ended; its figures are of the time it ran", data=data)
         else:
             store.finish_run(run_id, "completed", data=data, verdicts=evaluate(
                 store.get_run(run_id), unresolvable="fail"))
