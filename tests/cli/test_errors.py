@@ -616,11 +616,16 @@ def test_no_change_in_a_series_too_short_to_tell_says_so(fio_json_text, tmp_path
     assert "run(s)" not in proc.stdout and "no change in" not in proc.stdout
     overview = run_cli("history", "s", db=store_path).stdout  # was "none"
     assert "too few runs to tell" in overview and " none " not in overview
+    # one figure run by run: it said "No change point in 3 runs"
+    figure = run_cli("history", "s", "--metric", "mix.read.iops", db=store_path).stdout
+    assert "Too few runs to tell a change: 3 runs" in figure and "No change" not in figure
     assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
     assert "no change in 4 runs of s" in run_cli("check", "last", "--no-change",
                                                  db=store_path).stdout
     overview = run_cli("history", "s", db=store_path).stdout
     assert "too few" not in overview and " none " in overview
+    figure = run_cli("history", "s", "--metric", "mix.read.iops", db=store_path).stdout
+    assert "No change point in 4 runs" in figure and "Too few" not in figure
 
 
 def test_show_says_what_it_cannot_show(fio_json_text, tmp_path, store_path):

@@ -106,7 +106,14 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
     if not h.changes:
         noise = h.noise(len(h.points) - 1)
         spread = f" (runs vary by ±{100 * noise:.1f}%)" if noise is not None else ""
-        console.print(f"No change point in {len(h.points)} runs{spread}.")
+        runs = f"{len(h.points)} run{'s' if len(h.points) != 1 else ''}"
+        if h.too_short:  # "no change" would claim what so few runs cannot tell
+            from storbench.analysis.history import MIN_RUNS
+
+            console.print(f"Too few runs to tell a change: {runs}{spread}; a change needs"
+                          f" {MIN_RUNS} runs or more on each side of it.")
+        else:
+            console.print(f"No change point in {runs}{spread}.")
 
 
 def history_dict(h: History) -> dict[str, Any]:
