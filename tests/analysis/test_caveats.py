@@ -44,8 +44,11 @@ def test_caveats_and_verdicts_beside_every_row(tmpfs, tmp_path, store_path):
                             db=store_path).stdout.split())
     assert "caveats" in said and "verdicts" in said and "⚠" in said
     # the sentence with the ratio names what is wrong with the figure it stands on
-    assert re.search(r"sync: [\d.,]+ × the reads read IOPS of async \(\w+\) — caveats: sync:"
-                     r" [^;]*qd 1\.\d of 32 achieved", said), said
+    assert re.search(r"sync: [\d.,]+ × the reads read IOPS of async \([\w ]+\) — caveats:"
+                     r" sync: [^;]*qd 1\.\d of 32 achieved", said), said
+    # and that the two tests of one name are two workloads: no better or worse
+    assert "IOPS of async (another workload) — caveats: sync: " in said, said
+    assert "another workload than async's: ioengine psync vs libaio" in said, said
 
     md = run_cli("export", "async", "sync", db=store_path).stdout
     header, _, first, second = md.splitlines()[:4]

@@ -226,3 +226,35 @@ def test_assertion_parse(text, test, path):
 def test_assertion_parse_errors():
     with pytest.raises(ConfigError, match="cannot read"):
         Assertion.parse("iops > 3")
+
+
+def test_a_test_of_the_same_name_and_another_workload_is_never_better_or_worse(
+        tmpfs, tmp_path, store_path):
+    """Two runs whose 'randread' read 4 KiB and 64 KiB blocks: compare said '0.30 × …
+    (worse)' and `--baseline` judged the storage by it. The ratio stays, said to be of
+    another workload; the gate fails on it, saying why (not 'x% worse')."""
+    small = run_cli("run", str(tmpfs), "--job", job(tmp_path), "--runtime", "1", "-l", "4k",
+                    db=store_path)
+    assert small.returncode == 0, small.stderr
+    big = READ3.replace("bs=4k", "bs=64k")
+    gated = run_cli("run", str(tmpfs), "--job", job(tmp_path, big, "big.fio"), "--runtime",
+                    "1", "-l", "64k", "--baseline", "4k", "--max-regression", "99%",
+                    db=store_path)
+    assert gated.returncode == 3, gated.stdout + gated.stderr
+    assert ("UNLIKE randread read IOPS: another workload than 4k's (bs 64.0 KiB vs 4.0 KiB):"
+            " no baseline for it") in gated.stdout
+    assert "another workload than #1's (bs 64.0 KiB vs 4.0 KiB)" in gated.stderr
+    said = " ".join(run_cli("compare", "4k", "64k", "-b", "4k", db=store_path).stdout.split())
+    assert "× the randread read IOPS of 4k (another workload) — caveats: 64k: another" \
+           " workload than 4k's: bs 64.0 KiB vs 4.0 KiB" in said, said
+    assert "(worse)" not in said and "(better)" not in said, said
+    doc = json.loads(run_cli("compare", "4k", "64k", "-b", "4k", "--json",
+                             db=store_path).stdout)
+    assert "another workload than 4k's: bs 64.0 KiB vs 4.0 KiB" in doc["comparison"][
+        "rows"][1]["caveats"][0]
+    # the same job file again: alike, judged as ever
+    again = run_cli("run", str(tmpfs), "--job", job(tmp_path), "--runtime", "1",
+                    "--baseline", "4k", "--max-regression", "99%", db=store_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "UNLIKE" not in again.stdout and "another workload" not in run_cli(
+        "compare", "4k", "last", "-b", "4k", db=store_path).stdout

@@ -99,12 +99,16 @@ def compare(runs: list[Run], baseline: int | None = None,
         for col in columns:
             est, failed = figure(run, col.test, col.metric)
             r = None
+            said = test_caveats(run, col)
             if baseline is not None and est is not None:
                 base, _ = figure(runs[baseline], col.test, col.metric)
                 r = ratio(est, base) if base is not None else None
+                unlike = unlike_workload(run, runs[baseline], col.test) if r else []
+                if unlike:
+                    said.insert(0, f"{UNLIKE} than {runs[baseline].name}'s:"
+                                   f" {', '.join(unlike)}")
             shown = facts.printed(run.environment, col.test, col.metric.key)
-            row.append(Cell(est, r, failed, printed(shown) if shown else None,
-                            tuple(test_caveats(run, col))))
+            row.append(Cell(est, r, failed, printed(shown) if shown else None, tuple(said)))
         cells.append(row)
     return Comparison(runs, columns, cells, baseline, [run_caveats(r) for r in runs],
                       [outcomes(r) for r in runs], histories or {})
@@ -123,6 +127,55 @@ def select(comp: Comparison, chosen: list[str]) -> Comparison:
         keep += [j for j in found if j not in keep]
     return replace(comp, columns=[comp.columns[j] for j in keep],
                    cells=[[row[j] for j in keep] for row in comp.cells])
+
+
+UNLIKE = "another workload"  # a ratio of two tests that share a name, not a workload
+# fio's options that make a workload what it is, and their other names
+_WORKLOAD = {"rw": ("rw", "readwrite"), "bs": ("bs", "blocksize"), "bssplit": ("bssplit",),
+             "iodepth": ("iodepth",), "numjobs": ("numjobs",), "ioengine": ("ioengine",),
+             "direct": ("direct",), "rwmixread": ("rwmixread",), "fsync": ("fsync",),
+             "fdatasync": ("fdatasync",), "sync": ("sync",), "rate_iops": ("rate_iops",),
+             "rate": ("rate",)}
+
+
+def _workload(options: Mapping[str, str]) -> dict[str, str]:
+    """The options of ``_WORKLOAD`` a test's fio output names, as fio means them
+    (readwrite=rw, 4k = 4096 = 4K); an option not named is not known (an imported text
+    or terse output names few), never taken for fio's default."""
+    from storbench.workload.sizes import parse_count, parse_size
+
+    low = {k.lower(): v.strip() for k, v in options.items()}
+    out = {}
+    for key, names in _WORKLOAD.items():
+        given = next((low[n] for n in names if n in low), None)
+        if given is None:
+            continue
+        if key == "rw":
+            given = {"readwrite": "rw"}.get(given, given)
+        elif key == "bs":
+            size = parse_size(given)
+            given = str(size) if size is not None else given.lower()
+        elif key in ("iodepth", "numjobs", "fsync", "fdatasync", "rwmixread", "rate_iops"):
+            given = str(parse_count(given, default=-1))
+        out[key] = given.lower()
+    return out
+
+
+def unlike_workload(run: Run, base: Run, test: str) -> list[str]:
+    """How test ``test`` of ``run`` differs from the same-named test of ``base`` in
+    the options both name ("bs 64k vs 4k"): a ratio across them compares workloads,
+    not storage (a job file's test renamed, another version of a suite)."""
+    from storbench.workload.sizes import format_bytes_iec
+
+    mine, theirs = (run.results_by_test().get(test), base.results_by_test().get(test))
+    if not mine or not theirs:
+        return []
+    a, b = _workload(mine[0].options), _workload(theirs[0].options)
+
+    def said(key: str, v: str) -> str:
+        return format_bytes_iec(int(v)) if key == "bs" and v.isdigit() else v
+
+    return [f"{k} {said(k, a[k])} vs {said(k, b[k])}" for k in a if k in b and a[k] != b[k]]
 
 
 def test_caveats(run: Run, col: Column) -> list[str]:
@@ -229,6 +282,8 @@ def ratio_word(comp: Comparison, i: int, j: int) -> str | None:
     r = comp.cells[i][j].ratio
     if comp.baseline is None or r is None:
         return None
+    if any(c.startswith(UNLIKE) for c in comp.cells[i][j].caveats):
+        return UNLIKE  # better or worse would judge storage on two workloads
     told = _by_history(comp, comp.runs[comp.baseline], comp.runs[i], comp.columns[j])
     if told:
         return told

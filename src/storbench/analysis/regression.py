@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from storbench.analysis.compare import compare
+from storbench.analysis.compare import compare, unlike_workload
 from storbench.result.record import Regression, Run
 
 
@@ -10,7 +10,9 @@ def regressions(current: Run, baseline: Run, max_regression: float) -> list[Regr
     """Every headline figure both runs have: how much worse ``current`` got.
 
     A figure fails when it got worse by more than ``max_regression`` (a fraction)
-    and, when repeats give a confidence interval, by more than the noise too.
+    and, when repeats give a confidence interval, by more than the noise too; or when
+    the baseline's test of that name is another workload (another bs, iodepth, ...):
+    the gate cannot judge the storage by it.
     """
     comp = compare([baseline, current], baseline=0)
     out = []
@@ -20,8 +22,9 @@ def regressions(current: Run, baseline: Run, max_regression: float) -> list[Regr
             continue
         r = cur.ratio
         worse = (1 - r.value) if col.metric.higher_is_better else (r.value - 1)
-        failed = worse > max_regression and (r.ci95 is None or worse > r.ci95)
+        unlike = ", ".join(unlike_workload(current, baseline, col.test))
+        failed = bool(unlike) or (worse > max_regression and (r.ci95 is None or worse > r.ci95))
         out.append(Regression(col.title, col.metric.kind, baseline.id, baseline.name,
                               base.center, cur.estimate.center, worse, r.ci95,
-                              max_regression, failed))
+                              max_regression, failed, unlike))
     return out

@@ -280,8 +280,7 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
             word = "[red]CHANGED[/red]" if bad else "[green]ok[/green]"
             out.print(f"{word} {escape(harmless(name))}: {escape(harmless(change['said']))}")
     failed = [v.assertion for v in verdicts if not v.passed]
-    failed += [f"{c.figure} {100 * c.worse_by:.1f}% worse than #{c.baseline_run}"
-               for c in changes if c.failed]
+    failed += [c.said for c in changes if c.failed]
     failed += [f"{name} changed at run #{change['run']}" for name, change, bad in shifts
                if bad]
     if failed:

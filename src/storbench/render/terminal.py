@@ -49,6 +49,9 @@ def outcome_line(v: Verdict) -> str:
 
 
 def change_line(c: Regression) -> str:
+    if c.unlike:
+        return (f"[red]UNLIKE[/red] {escape(c.figure)}: another workload than"
+                f" {escape(c.baseline_name)}'s ({escape(c.unlike)}): no baseline for it")
     noise = f", noise ± {100 * c.noise:.1f}%" if c.noise is not None else ", no repeats"
     how = (f"{100 * c.worse_by:.1f}% worse" if c.worse_by > 0
            else f"{100 * -c.worse_by:.1f}% better")

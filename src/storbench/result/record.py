@@ -96,6 +96,9 @@ class Regression:
     noise: float | None  # the ratio's 95% CI half-width; None without repeats
     max_regression: float  # the limit, a fraction
     failed: bool
+    # how the baseline's test of the same name differs ("bs 64.0 KiB vs 4.0 KiB"): two
+    # workloads, not two storages, so failed whatever the ratio ("" when alike)
+    unlike: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,6 +106,13 @@ class Regression:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Regression:
         return cls(**d)
+
+    @property
+    def said(self) -> str:
+        """In a few words, what failed: for exit code 3's line."""
+        if self.unlike:
+            return f"{self.figure}: another workload than #{self.baseline_run}'s ({self.unlike})"
+        return f"{self.figure} {100 * self.worse_by:.1f}% worse than #{self.baseline_run}"
 
 
 @dataclass(frozen=True)
@@ -170,6 +180,5 @@ class Run:
     def failed_checks(self) -> list[str]:
         """What failed among its verdicts and regressions, in words (for exit code 3)."""
         failed = [v.assertion for v in self.judged if not v.passed]
-        failed += [f"{r.figure} {100 * r.worse_by:.1f}% worse than #{r.baseline_run}"
-                   for r in self.regressions if r.failed]
+        failed += [r.said for r in self.regressions if r.failed]
         return failed
