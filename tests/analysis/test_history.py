@@ -241,22 +241,37 @@ def test_series_moves_runs_and_names_are_checked(capped_history, tmp_path):
 
 
 def test_a_run_joins_its_suite_and_storage_s_series(tmpfs, store_path):
+    import hashlib
+    import socket
+
+    from storbench.workload.jobfile import parse_jobfile
+
     job = tmpfs.parent / "one.fio"
     job.write_text(JOB.replace("direct=1\n", "").replace("libaio", "psync"))
     for _ in range(2):
         assert run_cli("run", str(tmpfs), "--job", str(job), db=store_path).returncode == 0
     [listed] = json.loads(run_cli("history", "--json", db=store_path).stdout)
-    import socket
-
-    assert listed["series"] == f"job:one.fio@{socket.gethostname()}:{tmpfs.resolve()}"
+    # a job file's series: its name and a digest of its jobs as parsed
+    digest = hashlib.sha256(parse_jobfile(job.read_text()).render().encode()).hexdigest()[:6]
+    where = f"@{socket.gethostname()}:{tmpfs.resolve()}"
+    assert listed["series"] == f"job:one.fio#{digest}{where}"
     assert listed["runs"] == 2
     # a run of other sizes and times is no history of that storage: a series of its own
     assert run_cli("run", str(tmpfs), "--job", str(job), "--size", "2m", "--runtime", "1",
                    db=store_path).returncode == 0
+    # nor is the job file edited (another block size): it said "randread read IOPS -60%:
+    # worse" of the storage; a comment or spacing changes no workload
+    job.write_text("# 4 KiB blocks\n" + job.read_text().replace("bs=4k", "bs = 4k"))
+    assert run_cli("run", str(tmpfs), "--job", str(job), db=store_path).returncode == 0
+    job.write_text(job.read_text().replace("bs = 4k", "bs=64k"))
+    assert run_cli("run", str(tmpfs), "--job", str(job), db=store_path).returncode == 0
+    edited = hashlib.sha256(parse_jobfile(job.read_text()).render().encode()).hexdigest()[:6]
+    assert edited != digest
     listed = json.loads(run_cli("history", "--json", db=store_path).stdout)
     assert {(s["series"], s["runs"]) for s in listed} == {
-        (f"job:one.fio@{socket.gethostname()}:{tmpfs.resolve()}", 2),
-        (f"job:one.fio/size=2m,runtime=1@{socket.gethostname()}:{tmpfs.resolve()}", 1)}
+        (f"job:one.fio#{digest}{where}", 3),
+        (f"job:one.fio#{digest}/size=2m,runtime=1{where}", 1),
+        (f"job:one.fio#{edited}{where}", 1)}
 
 
 def test_no_change_needs_a_series(store_path, tmp_path):

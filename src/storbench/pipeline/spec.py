@@ -3,6 +3,7 @@ to judge it. Checked before any target is touched."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,7 +199,10 @@ def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
                                allow_exec=spec.allow_exec)
         names = ", ".join(s.name for s in jf.jobs())
         test = PlannedTest(spec.job_file.name, names, prepared, expected_seconds(prepared))
-        return Plan(f"job:{spec.job_file.name}", [test])
+        # its jobs as parsed (includes read; comments, blank lines and spacing not)
+        digest = hashlib.sha256(jf.render().encode()).hexdigest()[:6]
+        return Plan(f"job:{spec.job_file.name}", [test],
+                    workload_name=f"job:{spec.job_file.name}#{digest}")
     suite = get_suite(spec.suite)
     tests = []
     jobfiles = suite.jobfiles(size=spec.size, runtime=spec.runtime, rate_iops=spec.rate_iops)

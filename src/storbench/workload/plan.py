@@ -23,6 +23,14 @@ class Plan:
     suite_name: str
     tests: list[PlannedTest]
     repeat: int = 1
+    # what names the workload in a series' name when the suite's name does not say it
+    # all: a job file's name and a digest of its jobs ("job:my.fio#3fa9c2"; an edited
+    # job file is another workload, so another history)
+    workload_name: str = ""
+
+    @property
+    def workload(self) -> str:
+        return self.workload_name or self.suite_name
 
     def schedule(self) -> list[tuple[int, int, PlannedTest]]:
         """(test index, repeat, test): repeats interleaved across tests (t1 t2 t1 t2)."""
