@@ -243,6 +243,9 @@ def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpf
     assert curve["engine"] == "sync" and curve["closed_loop"][0]["test"] == "jobs1"
     assert all(s["iodepth"] == 1 for s in curve["closed_loop"])
     assert run["verdicts"] == []
+    # a history of its own: its steps and answers are no runs of the etcd suite
+    [series] = json.loads(run_cli("history", "--json", db=store_path).stdout)
+    assert series["series"].startswith("curve:etcd:etcd@"), series
 
 
 @needs_fio

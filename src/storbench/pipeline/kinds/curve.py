@@ -259,7 +259,9 @@ class CurveKind(Plain):
         """The one test it measures, scheduled as often as it may run (time budgets)."""
         test = replace(_curve_test(plan.tests, self.spec.test, plan.suite_name),
                        expected_s=self.spec.step_s + 1)
-        return replace(plan, tests=[test], repeat=self.spec.most_steps)
+        # its own history: a curve's steps and answers are no runs of its suite
+        return replace(plan, tests=[test], repeat=self.spec.most_steps,
+                       workload_name=f"curve:{plan.workload}:{test.name}")
 
     def measure(self, ctx: RunContext, executor: Executor) -> None:
         self.curve = Curve(self.spec, ctx.planned.plan.tests[0])
