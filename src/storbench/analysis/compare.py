@@ -37,6 +37,9 @@ class Cell:
     failed: bool
     printed: Printed | None = None  # a published figure as its study printed it
     caveats: tuple[str, ...] = ()  # the run's warnings on this test, in a few words
+    # how the baseline's test of this name is another workload ("bs 64.0 KiB vs 4.0
+    # KiB"; the first caveat too): its ratio is never better or worse
+    unlike: str = ""
 
     @property
     def value(self) -> float | None:
@@ -99,16 +102,16 @@ def compare(runs: list[Run], baseline: int | None = None,
         for col in columns:
             est, failed = figure(run, col.test, col.metric)
             r = None
-            said = test_caveats(run, col)
+            said: list[str] = []
+            unlike = ""
             if baseline is not None and est is not None:
                 base, _ = figure(runs[baseline], col.test, col.metric)
                 r = ratio(est, base) if base is not None else None
-                unlike = unlike_workload(run, runs[baseline], col.test) if r else []
-                if unlike:
-                    said.insert(0, f"{UNLIKE} than {runs[baseline].name}'s:"
-                                   f" {', '.join(unlike)}")
+                unlike = ", ".join(unlike_workload(run, runs[baseline], col.test)) if r else ""
+                said = [f"{UNLIKE} than {runs[baseline].name}'s: {unlike}"] if unlike else []
             shown = facts.printed(run.environment, col.test, col.metric.key)
-            row.append(Cell(est, r, failed, printed(shown) if shown else None, tuple(said)))
+            row.append(Cell(est, r, failed, printed(shown) if shown else None,
+                            tuple(said + test_caveats(run, col)), unlike))
         cells.append(row)
     return Comparison(runs, columns, cells, baseline, [run_caveats(r) for r in runs],
                       [outcomes(r) for r in runs], histories or {})
@@ -282,7 +285,7 @@ def ratio_word(comp: Comparison, i: int, j: int) -> str | None:
     r = comp.cells[i][j].ratio
     if comp.baseline is None or r is None:
         return None
-    if any(c.startswith(UNLIKE) for c in comp.cells[i][j].caveats):
+    if comp.cells[i][j].unlike:
         return UNLIKE  # better or worse would judge storage on two workloads
     told = _by_history(comp, comp.runs[comp.baseline], comp.runs[i], comp.columns[j])
     if told:

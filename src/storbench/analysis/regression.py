@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from storbench.analysis.compare import compare, unlike_workload
+from storbench.analysis.compare import compare
 from storbench.result.record import Regression, Run
 
 
@@ -22,9 +22,9 @@ def regressions(current: Run, baseline: Run, max_regression: float) -> list[Regr
             continue
         r = cur.ratio
         worse = (1 - r.value) if col.metric.higher_is_better else (r.value - 1)
-        unlike = ", ".join(unlike_workload(current, baseline, col.test))
-        failed = bool(unlike) or (worse > max_regression and (r.ci95 is None or worse > r.ci95))
+        failed = bool(cur.unlike) or (
+            worse > max_regression and (r.ci95 is None or worse > r.ci95))
         out.append(Regression(col.title, col.metric.kind, baseline.id, baseline.name,
                               base.center, cur.estimate.center, worse, r.ci95,
-                              max_regression, failed, unlike))
+                              max_regression, failed, cur.unlike))
     return out
