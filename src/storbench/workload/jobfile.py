@@ -226,11 +226,7 @@ class JobFile:
         unnamed = 0
         for _, opts in self.effective():
             numjobs = parse_count(opts.get("numjobs"))
-            nrfiles = parse_count(opts.get("nrfiles"))
-            size = parse_size(opts["size"]) if "size" in opts else None
-            if size is None and "filesize" in opts:
-                filesize = parse_size(opts["filesize"])
-                size = None if filesize is None else filesize * nrfiles
+            size = job_bytes(opts)
             if size is None:
                 return None
             filename = opts.get("filename")
@@ -252,6 +248,16 @@ class JobFile:
             for part in (opts.get("filename") or "").split(":")
             if part
         }
+
+
+def job_bytes(opts: dict[str, str]) -> int | None:
+    """What one clone of a job's files hold: its size, else filesize × nrfiles (None
+    when its options don't say)."""
+    size = parse_size(opts["size"]) if "size" in opts else None
+    if size is None and "filesize" in opts:
+        filesize = parse_size(opts["filesize"])
+        size = None if filesize is None else filesize * parse_count(opts.get("nrfiles"))
+    return size
 
 
 def _into(directory: Path, key: str, value: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storbench.workload.jobfile import JobFile
+from storbench.workload.jobfile import JobFile, job_bytes
 from storbench.workload.sizes import parse_count, parse_size
 
 
@@ -64,11 +64,8 @@ def moved_bytes(jobfile: JobFile) -> int | None:
     times `loops`, twice when it reads back what it wrote to verify it."""
     total = 0
     for _, opts in jobfile.effective():
-        raw = opts.get("io_size") or opts.get("io_limit") or opts.get("size")
-        size = parse_size(raw) if raw else None
-        if size is None and "filesize" in opts:
-            filesize = parse_size(opts["filesize"])
-            size = None if filesize is None else filesize * parse_count(opts.get("nrfiles"))
+        io = opts.get("io_size") or opts.get("io_limit")
+        size = (parse_size(io) if io else None) or job_bytes(opts)
         if size is None:
             return None
         verify = opts.get("verify", "0") not in ("0", "null") and opts.get(
