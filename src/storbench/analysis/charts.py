@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+from storbench.analysis.curve import off_rate
 from storbench.analysis.metrics import Kind
 from storbench.result import sections
 from storbench.result.model import Latency, Series, TestResult
@@ -63,7 +64,7 @@ class Chart:
     x_kind: Kind | None = None  # xs are latency (base units): scaled like the values
     x_ticks: list[float] = field(default_factory=list)  # label exactly these xs
     rules: list[tuple[float, str]] = field(default_factory=list)  # y lines: objectives
-    hollow_means: str = "saturated: fell behind its rate"  # what a hollow point says
+    hollow_means: str = "not at its rate: fell behind it (saturated) or ran faster"
 
     @property
     def empty(self) -> bool:
@@ -153,7 +154,7 @@ def history_charts(comp: Comparison) -> list[Chart]:
 
 def curve_charts(comp: Comparison) -> list[Chart]:
     """IOPS-latency curves (storbench curve): per workload, latency (log) against the
-    achieved rate, a line per percentile and run, saturated steps hollow, the
+    achieved rate, a line per percentile and run, steps not at their rate hollow, the
     objectives as horizontal lines."""
     by_workload: dict[str, list[Line]] = {}
     rules: dict[str, dict[float, str]] = {}
@@ -166,7 +167,7 @@ def curve_charts(comp: Comparison) -> list[Chart]:
             by_workload.setdefault(c["workload"], []).append(Line(
                 f"{_name(run)} p{p}", [float(s["achieved_iops"]) for s in steps],
                 [s["percentiles_ns"].get(p) for s in steps],
-                [bool(s["saturated"]) for s in steps]))
+                [off_rate(s) for s in steps]))
         for a in c.get("answers", []):
             rules.setdefault(c["workload"], {})[float(a["limit_ns"])] = a["objective"]
     return [Chart(_slug("curve", w), f"{w}: latency against the achieved rate", "line",

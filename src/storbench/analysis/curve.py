@@ -5,9 +5,11 @@ A curve run holds two kinds of steps. Closed loop (``qd1``, ``qd2``, … or ``jo
 ``jobs2`` … for a synchronous engine): as fast as the storage allows, depth doubled
 until IOPS stop rising by more than 5%; the highest is the maximum. Open loop
 (``rate-N``): fio issues N IOPS with Poisson arrivals (``rate_iops``,
-``rate_process=poisson``). A step that fell behind (achieved < 95% of the requested
+``rate_process=poisson``; N is the rate fio's whole-microsecond gaps really give,
+analysis/rates.poisson_pace). A step that fell behind (achieved < 95% of the requested
 rate, and short by more than Poisson chance: analysis/rates.py) is saturated: its
 latency is that of a queue that grew, and it never counts as meeting an objective.
+Neither does a step that ran faster than its rate (``exceeded``): it was not at it.
 
 Per objective (``p99<=2ms``): the highest achieved rate of a step that met it, and the
 next step that did not ("max 2,870 IOPS at p99 <= 2 ms"); when even the lowest step
@@ -18,6 +20,7 @@ rises past twice its low-load value.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,20 +71,29 @@ def latency(results: list[TestResult]) -> Latency | None:
 
 def step_record(name: str, requested: float | None, results: list[TestResult],
                 depth: int, jobs: int) -> dict[str, Any]:
-    """One step as stored: its rates, percentiles, and whether fio kept the rate."""
+    """One step as stored: its rates, percentiles, and whether fio kept the rate
+    (neither fell behind it, ``saturated``, nor ran faster, ``exceeded``)."""
     achieved = sum(d.iops for r in results for _, d in r.directions())
     seconds = max((d.runtime_ms for r in results for _, d in r.directions()), default=0) / 1000
     lat = latency(results)
     cpu = sum(r.usr_cpu_percent + r.sys_cpu_percent for r in results) / max(jobs, 1)
+    expected = (requested or 0.0) * seconds
     return {
         "test": name, "requested_iops": requested, "achieved_iops": achieved,
         "iodepth": depth, "numjobs": jobs,
         "saturated": requested is not None and not rates.kept(
-            requested, achieved, requested * seconds, poisson=True),
+            requested, achieved, expected, poisson=True),
+        "exceeded": requested is not None and rates.exceeded(
+            requested, achieved, expected, poisson=True),
         "percentiles_ns": {f"{p:g}": (lat.percentile(p) if lat else None)
                            for p in PERCENTILES},
         "cpu_percent": round(cpu, 1),
     }
+
+
+def off_rate(step: dict[str, Any]) -> bool:
+    """Whether an open-loop step did not run at its rate: behind it or faster."""
+    return bool(step["saturated"] or step.get("exceeded"))
 
 
 def answers(steps: list[dict[str, Any]], objectives: list[Objective]) -> list[dict[str, Any]]:
@@ -94,12 +106,12 @@ def answers(steps: list[dict[str, Any]], objectives: list[Objective]) -> list[di
             v = s["percentiles_ns"].get(f"{o.percentile:g}")
             return None if v is None else float(v)
 
-        met = [s for s in opened if not s["saturated"] and (v := value(s)) is not None
+        met = [s for s in opened if not off_rate(s) and (v := value(s)) is not None
                and v <= o.limit_ns]
         best = max(met, key=lambda s: s["achieved_iops"]) if met else None
         above = [s for s in opened if best is None or s["requested_iops"] > best[
             "requested_iops"]]
-        failed = next((s for s in above if s["saturated"] or (value(s) or 0) > o.limit_ns),
+        failed = next((s for s in above if off_rate(s) or (value(s) or 0) > o.limit_ns),
                       None)
         floor = value(opened[0]) if opened else None
         out.append({
@@ -108,26 +120,51 @@ def answers(steps: list[dict[str, Any]], objectives: list[Objective]) -> list[di
             "step": best["test"] if best else None,
             "next_failed": None if failed is None else {
                 "step": failed["test"], "achieved_iops": failed["achieved_iops"],
-                "latency_ns": value(failed), "saturated": failed["saturated"]},
+                "latency_ns": value(failed), "saturated": failed["saturated"],
+                "exceeded": bool(failed.get("exceeded"))},
             "never_met": best is None, "floor_ns": floor,
         })
     return out
 
 
 def knee(steps: list[dict[str, Any]]) -> float | None:
-    """The highest achieved rate before p99 passed KNEE times its low-load value."""
+    """The highest achieved rate before p99 passed KNEE times its low-load value (or
+    a step was not at its rate): ``bend`` says which ended it."""
+    return bend(steps)[0]
+
+
+def bend(steps: list[dict[str, Any]]) -> tuple[float | None, str | None]:
+    """The knee, and what the next step did: "p99" (more than KNEE times the floor),
+    "saturated", "exceeded"; None when no step bent (the knee is the fastest step's)."""
     opened = sorted((s for s in steps if s["requested_iops"] is not None
                      and s["percentiles_ns"].get("99") is not None),
                     key=lambda s: s["requested_iops"])
     if not opened:
-        return None
+        return None, None
     floor = float(opened[0]["percentiles_ns"]["99"])
     before = None
     for s in opened:
-        if s["saturated"] or float(s["percentiles_ns"]["99"]) > KNEE * floor:
-            break
+        if off_rate(s):
+            return before, "saturated" if s["saturated"] else "exceeded"
+        if float(s["percentiles_ns"]["99"]) > KNEE * floor:
+            return before, "p99"
         before = s["achieved_iops"]
-    return before
+    return before, None
+
+
+KNEE_BENT = {
+    "p99": "beyond it p99 is more than twice its low-load value",
+    "saturated": "beyond it the next step fell behind its rate",
+    "exceeded": "beyond it the next step ran faster than its rate",
+    None: "p99 stayed within twice its low-load value up to the fastest step: no knee"
+          " measured below it",
+}
+
+
+def knee_why(curve: Mapping[str, Any]) -> str:
+    """What the knee's next step did, in words; a curve stored before ``knee_bent``
+    was kept says the p99 reason, as it did then."""
+    return KNEE_BENT[curve.get("knee_bent", "p99")]
 
 
 def describe(answer: dict[str, Any], fmt_latency: Any) -> str:
@@ -140,6 +177,7 @@ def describe(answer: dict[str, Any], fmt_latency: Any) -> str:
     nxt = answer["next_failed"]
     if nxt is not None:
         why = ("fell behind its rate" if nxt["saturated"] else
+               "ran faster than its rate" if nxt.get("exceeded") else
                f"{fmt_latency(nxt['latency_ns'])}")
         text += f" (next step {nxt['achieved_iops']:,.0f} IOPS: {why})"
     return text

@@ -29,7 +29,8 @@ class SummaryRow:
     p99_ns: float | None
     p999_ns: float | None
     max_ns: float | None
-    rate_asked: float | None = None  # a rate fio was asked for and did not keep (IOPS)
+    rate_asked: float | None = None  # a rate fio was asked for and did not keep (IOPS):
+    # it fell behind (a saturated figure) or ran faster
 
 
 _LAT_FIELDS = (("mean_ns", "mean"), ("p50_ns", "p50"), ("p99_ns", "p99"),
@@ -55,7 +56,7 @@ def summarize_tests(by_test: dict[str, list[TestResult]]) -> list[SummaryRow]:
                 est = estimate(value(r, metric(key)) for r in results)
                 return est.center if est else None
 
-            asked = [rate.requested for rate in rates.shortfalls(results[0])
+            asked = [rate.requested for rate in rates.off_rate(results[0])
                      if rate.direction == d and rate.unit == "IOPS"]
             lat = "sync.lat" if d == "sync" else f"{d}.clat"
             iops = None if d == "sync" else estimate(value(r, metric(f"{d}.iops"))

@@ -35,6 +35,7 @@ class Kind(enum.StrEnum):
     IODEPTH_SHORTFALL = "iodepth-shortfall"
     HIGH_VARIATION = "high-variation"
     RATE_NOT_REACHED = "rate-not-reached"
+    RATE_EXCEEDED = "rate-exceeded"
     SMALL_WORKING_SET = "small-working-set"
     DEVICE_NOT_REACHED = "device-not-reached"
     UNWRITTEN_READS = "unwritten-reads"
@@ -141,18 +142,33 @@ def unwritten_reads(r: TestResult, facts: TargetFacts) -> Warning | None:
         {"devices": blank})
 
 
-def rate_not_reached(r: TestResult) -> list[Warning]:
-    """A rate fio was asked for (rate_iops=, rate=) and did not keep: a saturated figure."""
+def rate_not_reached(r: TestResult, paced: bool = False) -> list[Warning]:
+    """A rate fio was asked for (rate_iops=, rate=) and did not keep: a saturated
+    figure, or one of a faster rate than asked (``paced``: than fio's pace)."""
     out = []
-    for rate in rates.shortfalls(r):
+    for rate in rates.requested(r):
         unit = "IOPS" if rate.unit == "IOPS" else "bytes/s"
-        out.append(Warning(
-            Kind.RATE_NOT_REACHED, r.name,
-            f"{r.name}: achieved {rate.achieved:,.1f} of {rate.requested:,.6g} {rate.direction}"
-            f" {unit} requested: the storage could not keep up; its latency is a saturated"
-            " one (a growing queue), not the latency at the requested rate.",
-            {"direction": rate.direction, "requested": rate.requested,
-             "achieved": rate.achieved, "unit": rate.unit}))
+        asked = f"{rate.requested:,.6g} {rate.direction} {unit} requested" + (
+            f" ({rate.per_job:,.6g} a job × {rate.jobs})" if rate.jobs > 1 else "")
+        details = {"direction": rate.direction, "requested": rate.requested,
+                   "achieved": rate.achieved, "unit": rate.unit}
+        if not rate.kept:
+            pace = (f", {rate.offered:,.0f} as fio paced it" if rate.unlike_asked else "")
+            out.append(Warning(
+                Kind.RATE_NOT_REACHED, r.name,
+                f"{r.name}: achieved {rate.achieved:,.1f} of {asked}{pace}: the storage"
+                " could not keep up; its latency is a saturated one (a growing queue), not"
+                " the latency at the requested rate.", details))
+        elif rate.beyond_pace if paced else rate.exceeded:
+            why = ("" if not rate.unlike_asked else
+                   " (fio times Poisson gaps in whole microseconds: for"
+                   f" {rate.per_job:,.6g} IOPS a job it offers {rate.offered / rate.jobs:,.0f};"
+                   " rate_process=linear keeps the rate)")
+            out.append(Warning(
+                Kind.RATE_EXCEEDED, r.name,
+                f"{r.name}: achieved {rate.achieved:,.1f} of {asked}: fio issued I/O faster"
+                f" than asked{why}; its latency is the latency at the rate it ran, not at the"
+                " requested one.", details))
     return out
 
 
@@ -318,13 +334,14 @@ def sync_in_ram(r: TestResult, facts: TargetFacts) -> Warning | None:
     )
 
 
-def compute(r: TestResult, facts: TargetFacts) -> list[Warning]:
-    """Every warning that applies to one test, on a target of these facts."""
+def compute(r: TestResult, facts: TargetFacts, paced: bool = False) -> list[Warning]:
+    """Every warning that applies to one test, on a target of these facts (``paced``:
+    its rate is named as fio paces it, PlannedTest.paced)."""
     if r.error:
         return []
     found = [page_cache(r, facts), cache_in_front(r, facts), not_steady(r), too_short(r),
              iodepth_shortfall(r), unwritten_reads(r, facts), sync_in_ram(r, facts),
-             *rate_not_reached(r)]
+             *rate_not_reached(r, paced)]
     for direction, s in r.series.items():
         b = burst(direction, s, r.name)
         found.append(b if b is not None else variation(direction, s, r.name))
@@ -372,6 +389,8 @@ def _brief(w: Warning) -> str:
         return f"{d['direction']} IOPS varied {100 * d['cv']:.0f}%{across}"
     if w.kind == Kind.RATE_NOT_REACHED:
         return f"rate not reached ({d['achieved']:,.0f} of {d['requested']:,.6g} {d['unit']})"
+    if w.kind == Kind.RATE_EXCEEDED:
+        return f"rate exceeded ({d['achieved']:,.0f} of {d['requested']:,.6g} {d['unit']})"
     if w.kind == Kind.BURST_THEN_THROTTLE:
         return f"burst then {100 * (1 - d['after_iops'] / d['before_iops']):.0f}% lower"
     if w.kind == Kind.STALL:

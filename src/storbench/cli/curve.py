@@ -58,13 +58,14 @@ def curve(store: Store, where: TargetFlags, workload: str, objectives: tuple[str
     First closed loop: the workload at queue depth 1, 2, 4, ... (more jobs for a
     synchronous engine) until IOPS rise by less than 5%: the maximum. Then open loop,
     as real traffic arrives: fixed rates (fio rate_iops, Poisson arrivals) from 10% to
-    110% of that maximum, each with p50/p90/p99/p99.9 from fio's histogram bins. A step
+    110% of that maximum, each with p50/p90/p99/p99.9 from fio's histogram bins (each
+    step a rate fio really offers: it times Poisson gaps in whole microseconds). A step
     that fell behind its rate (achieved < 95%, and short by more than the chance of
-    Poisson arrivals) is saturated and never counts as meeting an objective (one
-    that fell behind while a faster step kept its rate was paused: measured again). The
-    answer per --slo: "max N IOPS at p99<=2ms", the next step that missed it, the knee
-    (where p99 doubles) and the latency floor at low load. Stored as a run (its steps
-    are its tests); exits 3 when an --assert fails.
+    Poisson arrivals) is saturated and never counts as meeting an objective, nor does
+    one that ran faster (one that fell behind while a faster step kept its rate was
+    paused: measured again). The answer per --slo: "max N IOPS at p99<=2ms", the next
+    step that missed it, the knee (where p99 doubles) and the latency floor at low
+    load. Stored as a run (its steps are its tests); exits 3 when an --assert fails.
 
     \b
     Example:

@@ -33,7 +33,7 @@ from storbench.workload.sizes import format_bytes_iec
 
 def print_curve(console: Console, run: Run, curve: CurveSection) -> None:
     """A curve's steps and its answers."""
-    from storbench.analysis.curve import describe
+    from storbench.analysis.curve import describe, knee_why
 
     console.print(rich_table(curve_table(curve), f"IOPS-latency curve of {curve['workload']}"))
     if curve.get("max_iops") is not None:
@@ -46,8 +46,7 @@ def print_curve(console: Console, run: Run, curve: CurveSection) -> None:
         console.print(f"latency floor at the lowest rate: p50 {units.latency(floor.get('50'))},"
                       f" p99 {units.latency(floor.get('99'))}")
     if curve.get("knee_iops") is not None:
-        console.print(f"knee: {units.figure('iops', curve['knee_iops'])} (beyond it p99 is"
-                      " more than twice its low-load value)")
+        console.print(f"knee: {units.figure('iops', curve['knee_iops'])} ({knee_why(curve)})")
     if curve.get("cpu_bound"):
         console.print(f"[yellow]warning (cpu_bound):[/yellow] fio used"
                       f" {curve['max_cpu_percent']:.0f}% of a core: the CPU, not the storage,"

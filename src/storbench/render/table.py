@@ -93,7 +93,7 @@ def summary_table(rows: list[SummaryRow]) -> Table:
         iops_text = iops.fmt(r.iops)
         if r.iops_ci95 is not None:
             iops_text += f" ± {iops.fmt(r.iops_ci95)}"
-        if r.rate_asked is not None:  # a saturated figure: say it in the cell
+        if r.rate_asked is not None:  # not at its rate (behind it, or faster): say it
             iops_text += f" (of {iops.fmt(r.rate_asked)} asked)"
         out.append([r.test, r.direction, iops_text, bw.fmt(r.bw_bytes_per_s),
                     lat.fmt(r.mean_ns), lat.fmt(r.p50_ns), lat.fmt(r.p99_ns),
@@ -209,7 +209,8 @@ def curve_table(curve: CurveSection) -> Table:
     rows = []
     for s in steps:
         requested = s["requested_iops"]
-        kept = "" if requested is None else "no: saturated" if s["saturated"] else "yes"
+        kept = ("" if requested is None else "no: saturated" if s["saturated"] else
+                "no: ran faster" if s.get("exceeded") else "yes")
         if "first" in s:  # measured again: the first fell behind, a faster step did not
             kept += f" (again; {s['first']['test']}: {units.IOPS.fmt(s['first']['achieved_iops'])})"
         rows.append([s["test"], "closed loop" if requested is None else units.IOPS.fmt(requested),

@@ -52,6 +52,7 @@ class CurveSection(TypedDict):
     max_iops: float | None
     max_at: str | None
     knee_iops: float | None
+    knee_bent: NotRequired[str | None]  # what ended the knee (analysis/curve.bend)
     floor_ns: dict[str, float | None] | None
     answers: list[dict[str, Any]]  # per objective (analysis/curve.answers)
     cpu_bound: bool

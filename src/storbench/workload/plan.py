@@ -16,6 +16,9 @@ class PlannedTest:
     description: str
     jobfile: JobFile
     expected_s: float | None  # wall time fio will take, when its options say
+    # its kind names each rate as fio paces it (a curve's steps: fio's Poisson pace,
+    # not the rate_iops= written, is the step's rate), so that difference is not warned of
+    paced: bool = False
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,12 @@ engine) until IOPS rise by less than 5%; the highest is the maximum. Then open l
 fio issues fixed rates (``rate_iops``, ``rate_process=poisson``) from ~10% to ~110% of
 that maximum, with a queue at least 32 deep (so that a Poisson burst finds room), and
 then, where latency bends or an objective stops being met, steps halfway between
-(adaptive), or ``--steps`` evenly spread. A step that fell behind its rate while a
-faster one kept its own is measured once more (``rate-900-again``): it was paused.
-Every step is a test of the run (``qd4``, ``rate-2700``); analysis/curve.py turns them
-into the answers.
+(adaptive), or ``--steps`` evenly spread. fio times Poisson gaps in whole microseconds,
+so a step is the rate nearest the wanted one that fio really offers, named and judged
+by it (analysis/rates.py: at 170,000 IOPS a job fio offers 153,567 or 181,360, never
+170,000). A step that fell behind its rate while a faster one kept its own is measured
+once more (``rate-900-again``): it was paused. Every step is a test of the run
+(``qd4``, ``rate-2700``); analysis/curve.py turns them into the answers.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from storbench.analysis import curve as answers
+from storbench.analysis import rates
 from storbench.analysis.assertions import Assertion
 from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
@@ -70,6 +73,8 @@ class Curve:
     closed: list[dict[str, Any]] = field(default_factory=list)
     opened: list[dict[str, Any]] = field(default_factory=list)
     index: int = 0
+    written: dict[float, str] = field(default_factory=dict)  # a rate: its rate_iops=
+    workers: int = 1  # hosts or pods that each run the job file (--hosts, --clients)
 
     def __post_init__(self) -> None:
         self.objectives = [Objective.parse(t) for t in self.spec.objectives]
@@ -117,7 +122,7 @@ class Curve:
         (the machine, or a hiccup of the storage), not saturated: it is measured once
         more and the second measurement stands, the first kept in it as ``first``."""
         for s in sorted(self.opened, key=lambda s: s["requested_iops"]):
-            faster_kept = any(not t["saturated"] and t["requested_iops"] > s["requested_iops"]
+            faster_kept = any(not answers.off_rate(t) and t["requested_iops"] > s["requested_iops"]
                               for t in self.opened)
             if not s["saturated"] or not faster_kept or "first" in s:
                 continue
@@ -130,9 +135,10 @@ class Curve:
             again["first"] = {k: s[k] for k in ("test", "achieved_iops", "saturated")}
 
     def _rate(self, ctx: RunContext, executor: Executor, rate: float, top: dict[str, Any]) -> None:
-        rate = max(1.0, round(rate))
-        if any(s["requested_iops"] == rate for s in self.opened):
-            return
+        written, rate = self._pace(max(1.0, round(rate)), top["numjobs"])
+        if any(round(s["requested_iops"]) == round(rate) for s in self.opened):
+            return  # the rate fio offers nearest this one is measured already
+        self.written[rate] = written
         # room for a burst of Poisson arrivals: the depth bounds what is outstanding, it
         # adds no load (at the closed-loop depth, qd1 say, fio falls behind its schedule)
         depth = top["iodepth"] if self.sync_engine else min(
@@ -149,7 +155,7 @@ class Curve:
             for a, b in itertools.pairwise(steps):
                 def ok(s: dict[str, Any], pct: str = pct, limit: float = limit) -> bool:
                     v = s["percentiles_ns"].get(pct)
-                    return not s["saturated"] and v is not None and v <= limit
+                    return not answers.off_rate(s) and v is not None and v <= limit
                 if ok(a) and not ok(b) and b["requested_iops"] > 1.05 * a["requested_iops"]:
                     return (float(a["requested_iops"]) + float(b["requested_iops"])) / 2
         return None
@@ -158,11 +164,21 @@ class Curve:
               jobs: int) -> dict[str, Any]:
         test = self._variant(name, rate, depth, jobs)
         step = ctx.step(self.index, 0, test)
+        self.workers = max(len(step.jobs), 1)  # hosts or pods: closed loop tells first
         self.index += 1
         results: list[TestResult] = ctx.run_step(executor, step, test.jobfile.named_files())
         record = answers.step_record(name, rate, results, depth, jobs)
         (self.closed if rate is None else self.opened).append(record)
         return record
+
+    def _pace(self, rate: float, jobs: int) -> tuple[str, float]:
+        """The rate_iops to write for about ``rate`` IOPS in all (per job and worker,
+        each direction), and the rate fio will offer with it (analysis/rates.poisson_pace):
+        the step's rate, as its name and its judgement say."""
+        shares = [self.read_share, 1 - self.read_share] if self.mixed else [1.0]
+        each = jobs * self.workers  # every host (pod) runs the jobs, each at its rate
+        paced = [rates.poisson_pace(rate / each * share) for share in shares]
+        return ",".join(str(iops) for iops, _ in paced), sum(got for _, got in paced) * each
 
     def _variant(self, name: str, rate: float | None, depth: int, jobs: int) -> PlannedTest:
         """The test's job renamed ``name``, time based for the step, at this depth and
@@ -179,17 +195,15 @@ class Curve:
                     ("time_based", None), ("runtime", runtime), ("ramp_time", f"{RAMP_S}"),
                     ("iodepth", str(depth)), ("numjobs", str(jobs))]
                 if rate is not None:
-                    per_job = rate / jobs
-                    read, write = per_job * self.read_share, per_job * (1 - self.read_share)
-                    rated = (f"{read:.0f},{write:.0f}" if self.mixed else f"{per_job:.0f}")
-                    options += [("rate_iops", rated), ("rate_process", "poisson")]
+                    written = self.written.get(rate) or self._pace(rate, jobs)[0]
+                    options += [("rate_iops", written), ("rate_process", "poisson")]
                 for key, value in options:
                     s = s.with_option(key, value)
             sections.append(s)
         what = (f"{rate:,.0f} IOPS, Poisson arrivals" if rate is not None else
                 f"closed loop, iodepth {depth}, numjobs {jobs}")
         return PlannedTest(name, what, JobFile(tuple(sections)),
-                           self.spec.step_s + RAMP_S)
+                           self.spec.step_s + RAMP_S, paced=True)
 
     # --- the record --------------------------------------------------------------------
     def record(self) -> CurveSection:
@@ -198,13 +212,14 @@ class Curve:
         found = answers.answers(steps, self.objectives)
         cpu = max((s["cpu_percent"] for s in steps), default=0.0)
         opened = sorted(self.opened, key=lambda s: s["requested_iops"])
+        knee, bent = answers.bend(steps)
         return {
             "workload": self.test.name,
             "engine": "sync" if self.sync_engine else "async",
             "closed_loop": self.closed, "steps": opened,
             "max_iops": top["achieved_iops"] if top else None,
             "max_at": top["test"] if top else None,
-            "knee_iops": answers.knee(steps),
+            "knee_iops": knee, "knee_bent": bent,
             "floor_ns": opened[0]["percentiles_ns"] if opened else None,
             "answers": found,
             "cpu_bound": cpu >= answers.CPU_BOUND,
