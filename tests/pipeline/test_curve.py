@@ -12,7 +12,15 @@ import time
 import pytest
 
 from storbench.analysis import rates
-from storbench.analysis.curve import Objective, answers, bend, knee, knee_why, step_record
+from storbench.analysis.curve import (
+    Objective,
+    answers,
+    bend,
+    describe,
+    knee,
+    knee_why,
+    step_record,
+)
 from storbench.errors import ConfigError
 from tests.conftest import STORBENCH, needs_fio, run_cli, run_cli_wrapped
 
@@ -198,6 +206,15 @@ def test_answers_skip_saturated_steps_and_name_the_next_that_failed():
     assert "no knee" in knee_why({"knee_bent": None})
     assert "fell behind" in knee_why({"knee_bent": "saturated"})
     assert "twice" in knee_why({})  # a curve stored before knee_bent was kept
+    # a slower step that missed the objective is said beside the answer
+    bumpy = [step("r100", 100, 100, 1e6), step("r200", 200, 199, 2.2e6),
+             step("r300", 300, 298, 1.8e6), step("r400", 400, 320, 1e6, saturated=True)]
+    (d,) = answers(bumpy, [Objective.parse("p99<=2ms")])
+    assert d["iops"] == 298 and d["slower_missed"]["step"] == "r200"
+    assert describe(d, lambda ns: f"{ns / 1e6:.1f} ms") == (
+        "max 298 IOPS at p99<=2ms (next step 320 IOPS: fell behind its rate); but the"
+        " slower r200 missed it (199 IOPS: 2.2 ms), so it does not hold at every lower rate")
+    assert a["slower_missed"] is None
     (c,) = answers([*flat, {**step("r400", 400, 470, 1e6), "exceeded": True}],
                    [Objective.parse("p99<=5ms")])  # a step that ran fast met nothing
     assert c["iops"] == 199 and c["next_failed"]["exceeded"]
