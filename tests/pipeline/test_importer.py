@@ -163,3 +163,13 @@ def test_a_fio_run_stopped_by_a_signal_is_imported_as_interrupted(fmt, sig, tmp_
     whole.write_text(out.read_text().replace(f"fio: terminating on signal {number}", ""))
     assert run_cli("import", str(whole), db=store_path).returncode == 0
     assert last(store_path)["status"] == "completed"
+    # in one series, the interrupted run is left out of its history, and said to be
+    moved = run_cli("series", "cut", str(run["id"]), "last", db=store_path)
+    assert moved.returncode == 0, moved.stderr
+    assert ("2 run(s) now in series 'cut' (1 did not complete: `storbench history`"
+            " leaves them out)") in moved.stderr
+    hist = run_cli("history", "cut", db=store_path)
+    assert hist.returncode == 0, hist.stderr
+    assert (f"Left out: 1 run(s) of series 'cut' that did not complete (#{run['id']}"
+            " interrupted): a history follows completed runs only.") in hist.stderr
+    assert run_cli("history", "cut", "--json", db=store_path).stdout.startswith("[")

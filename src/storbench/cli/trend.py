@@ -20,7 +20,7 @@ from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.store import Store
 from storbench.store.changes import ChangeCache
-from storbench.store.series import series_list, series_values, set_series
+from storbench.store.series import series_left_out, series_list, series_values, set_series
 
 
 def resolve_series(store: Store, ref: str) -> str:
@@ -50,6 +50,16 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
     return [hist.history(series, f, pts, min_change=min_change, cache=cache)
             for f in hist.figures_of(rows, metrics, suite)
             if (pts := hist.points(rows, metrics, f))]
+
+
+def say_left_out(store: Store, name: str) -> None:
+    """Say the runs of series ``name`` that history leaves out: they did not complete."""
+    left = series_left_out(store, name)
+    if left:
+        shown = ", ".join(f"#{i} {status}" for i, status in left[:5])
+        more = f", and {len(left) - 5} more" if len(left) > 5 else ""
+        err.print(f"Left out: {len(left)} run(s) of series {name!r} that did not complete"
+                  f" ({shown}{more}): a history follows completed runs only.", markup=False)
 
 
 SERIES_RUNS = 6  # compare, export, report and push consult a series this long
@@ -151,6 +161,7 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
             render.print_series_list(out, rows)
         return
     name = resolve_series(store, series)
+    say_left_out(store, name)
     if metric is None:
         found = histories(store, name, min_change=floor)
         if as_json:
@@ -191,4 +202,7 @@ def series_(store: Store, name: str, run_refs: tuple[str, ...]) -> None:
     hist.check_series_name(name)
     ids = list(dict.fromkeys(store.resolve(r) for r in run_refs))
     set_series(store, ids, name)
-    err.print(f"{len(ids)} run(s) now in series {name!r}.", markup=False)
+    left = {i for i, _ in series_left_out(store, name)} & set(ids)
+    note = (f" ({len(left)} did not complete: `storbench history` leaves them out)"
+            if left else "")
+    err.print(f"{len(ids)} run(s) now in series {name!r}{note}.", markup=False)

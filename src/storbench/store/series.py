@@ -77,6 +77,14 @@ def series_runs(store: Store, name: str) -> list[int]:
         " WHERE s.name = ? AND r.status = 'completed' ORDER BY r.created_at, r.id", (name,))]
 
 
+def series_left_out(store: Store, name: str) -> list[tuple[int, str]]:
+    """The runs of a series that did not complete (id, status), oldest first: history
+    follows completed runs only."""
+    return [(int(r[0]), str(r[1])) for r in store.db.execute(
+        "SELECT r.id, r.status FROM run_series s JOIN runs r ON r.id = s.run_id"
+        " WHERE s.name = ? AND r.status != 'completed' ORDER BY r.created_at, r.id", (name,))]
+
+
 def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
                   test: str | None = None) -> list[tuple[int, str, str, list[Any]]]:
     """Figures of a series' results without loading them: per result (one per test and
