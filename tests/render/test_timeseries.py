@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from storbench.analysis.summary import summarize
 from storbench.render.formats import FORMATS
 from storbench.render.openmetrics import text
 from storbench.render.samples import end_seconds
+from storbench.result.record import Warning
 from tests import services
 from tests.store.test_sqlite import add_run
 
@@ -24,7 +26,8 @@ TRICKY = 'gp3 "fast", {x}=1\nsecond line \\ end'
 def runs(store, fio_json_text):
     a = add_run(store, fio_json_text, label=TRICKY)
     b = add_run(store, fio_json_text, label="io2")
-    return [store.get_run(a), store.get_run(b)]
+    said = Warning("rate-not-reached", "mix", "mix: achieved 90 of 150 write IOPS", {})
+    return [store.get_run(a), replace(store.get_run(b), warnings=[said, said])]
 
 
 def exported(runs, fmt: str) -> str:
@@ -49,12 +52,18 @@ def test_every_figure_is_a_sample_in_base_units(runs):
         assert float(p99.rsplit(" ", 2)[1]) == pytest.approx(row.p99_ns / 1e9)
     # NDJSON: the same figures, one record each
     records = [json.loads(line) for line in exported(runs, "ndjson").splitlines()]
-    sync = [r for r in records if r["label"] == "io2" and r["direction"] == "sync"
+    sync = [r for r in records if r["label"] == "io2" and r.get("direction") == "sync"
             and r["metric"] == "latency_p99"]
     assert len(sync) == 1 and sync[0]["unit"] == "s"
     assert sync[0]["value"] == pytest.approx(rows["mix", "sync"].p99_ns / 1e9)
     assert not [r for r in records if r["value"] is None or r["value"] != r["value"]]
     assert {r["label"] for r in records} == {TRICKY, "io2"}
+    # a warning goes with the figures it is about: once per run, test and kind
+    (w,) = [line for line in om.splitlines() if line.startswith("storbench_warning{")]
+    assert 'label="io2"' in w and 'test="mix"' in w and 'kind="rate-not-reached"' in w
+    assert w.rsplit(" ", 2)[1] == "1.0"
+    (r,) = [r for r in records if r["metric"] == "warning"]
+    assert r["kind"] == "rate-not-reached" and r["label"] == "io2" and r["value"] == 1
 
 
 def test_a_figure_not_measured_is_no_sample(runs):

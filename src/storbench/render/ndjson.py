@@ -5,7 +5,8 @@ OpenSearch or Elasticsearch (see docs/teams.md) or any log pipeline.
 A record: ``@timestamp`` (the run's end, ISO 8601), ``run_uid``, ``label``, ``suite``,
 ``target_kind``, ``target``, ``storage_class``, ``test``, ``direction``, ``host``,
 ``metric`` (iops, bandwidth, latency_p50, latency_p99, latency_p99.9, latency_mean,
-latency_max), ``unit`` (IOPS, bytes/s, s) and ``value``. Absent labels are absent
+latency_max; and warning, with ``kind``: a warning of the run's test, value 1),
+``unit`` (IOPS, bytes/s, s; "" for a warning) and ``value``. Absent labels are absent
 keys; a figure that was not measured is no record.
 """
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 _NAMES = {"iops": ("iops", "IOPS"), "bandwidth_bytes_per_second": ("bandwidth", "bytes/s"),
           "latency_mean_seconds": ("latency_mean", "s"),
-          "latency_max_seconds": ("latency_max", "s")}
+          "latency_max_seconds": ("latency_max", "s"), "warning": ("warning", "")}
 _QUANTILES = {"0.5": "latency_p50", "0.99": "latency_p99", "0.999": "latency_p99.9"}
 
 

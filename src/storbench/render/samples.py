@@ -42,6 +42,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("run_info", "", "One per run: its status and versions in labels; value 1."),
     Family("run_end_timestamp_seconds", "seconds",
            "When the run ended (it started, while running), in seconds since the epoch."),
+    Family("warning", "",
+           "One per warning of the run and test, value 1: how a figure was measured that"
+           " a reader must know (label kind: page-cache, burst-then-throttle,"
+           " rate-not-reached, ...; storbench show RUN says it in words)."),
     Family("change_point", "",
            "A change point of the run's series begins at this run (storbench history;"
            " annotate it in Grafana): the figure's relative change, after/before - 1;"
@@ -88,6 +92,9 @@ def samples(run: Run) -> Iterator[Sample]:
     if run.origin == "published":
         return
     yield from _rows(base, run.results_by_test())
+    said = dict.fromkeys((w.test, str(w.kind)) for w in run.warnings)
+    for test, kind in said:
+        yield Sample("warning", {**base, **({"test": test} if test else {}), "kind": kind}, 1.0)
     for test, by_host in run.results_by_host().items():
         for host, results in sorted(by_host.items()):
             yield from _rows({**base, "host": host}, {test: results})
