@@ -264,7 +264,9 @@ class RunContext:
                 rows.append((ordinal, worker, r))
                 ordinal += 1
         facts = TargetFacts.of(self.environment)
-        found = [w for r in results for w in warnings.compute(r, facts, step.test.paced)]
+        planned = dict(step.test.jobfile.effective())  # the jobs as written: bare flags too
+        found = [w for r in results
+                 for w in warnings.compute(r, facts, step.test.paced, planned.get(r.name))]
         text = "\n".join(f"# {self.target.worker_noun} {j.worker}\n{j.text}" if several
                          else j.text for j in step.jobs)
         self.store.add_invocation(
