@@ -107,13 +107,17 @@ class Rate:
 
     @property
     def kept(self) -> bool:
-        """Whether the storage kept up with the pace fio set."""
+        """Whether the storage kept up with the pace fio set (none: with the rate)."""
+        if math.isinf(self.offered):
+            return kept(self.requested, self.achieved, self.expected_ios, self.poisson)
         return kept(self.offered, self.achieved, self.expected_ios * self.offered
                     / self.requested, self.poisson)
 
     @property
     def beyond_pace(self) -> bool:
         """Whether the test ran faster than fio's own pace, by more than chance."""
+        if math.isinf(self.offered):
+            return False
         return exceeded(self.offered, self.achieved,
                         self.expected_ios * self.offered / self.requested, self.poisson)
 

@@ -8,6 +8,7 @@ the run is shown.
 from __future__ import annotations
 
 import enum
+import math
 import statistics
 from dataclasses import replace
 
@@ -159,32 +160,40 @@ def unwritten_reads(r: TestResult, facts: TargetFacts) -> Warning | None:
         {"devices": blank})
 
 
+def _amount(value: float) -> str:
+    """A rate as the messages write it: 150, 2,000,000, 0.5 (never 2e+06)."""
+    return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.3g}"
+
+
 def rate_not_reached(r: TestResult, paced: bool = False) -> list[Warning]:
     """A rate fio was asked for (rate_iops=, rate=) and did not keep: a saturated
     figure, or one of a faster rate than asked (``paced``: than fio's pace)."""
     out = []
     for rate in rates.requested(r):
         unit = "IOPS" if rate.unit == "IOPS" else "bytes/s"
-        asked = f"{rate.requested:,.6g} {rate.direction} {unit} requested" + (
-            f" ({rate.per_job:,.6g} a job × {rate.jobs})" if rate.jobs > 1 else "")
+        asked = f"{_amount(rate.requested)} {rate.direction} {unit} requested" + (
+            f" ({_amount(rate.per_job)} a job × {rate.jobs})" if rate.jobs > 1 else "")
         details = {"direction": rate.direction, "requested": rate.requested,
                    "achieved": rate.achieved, "unit": rate.unit}
+        unpaced = math.isinf(rate.offered)
+        pace = ("" if not rate.unlike_asked else
+                " (fio times Poisson gaps in whole microseconds: above 1,000,000 IOPS a job"
+                " they are 0 µs, so it set no pace and ran as fast as the queue allowed;"
+                " rate_process=linear keeps the rate)" if unpaced else
+                " (fio times Poisson gaps in whole microseconds: for"
+                f" {_amount(rate.per_job)} IOPS a job it offers"
+                f" {_amount(rate.offered / rate.jobs)}; rate_process=linear keeps the rate)")
         if not rate.kept:
-            pace = (f", {rate.offered:,.0f} as fio paced it" if rate.unlike_asked else "")
             out.append(Warning(
                 Kind.RATE_NOT_REACHED, r.name,
                 f"{r.name}: achieved {rate.achieved:,.1f} of {asked}{pace}: the storage"
                 " could not keep up; its latency is a saturated one (a growing queue), not"
                 " the latency at the requested rate.", details))
         elif rate.beyond_pace if paced else rate.exceeded:
-            why = ("" if not rate.unlike_asked else
-                   " (fio times Poisson gaps in whole microseconds: for"
-                   f" {rate.per_job:,.6g} IOPS a job it offers {rate.offered / rate.jobs:,.0f};"
-                   " rate_process=linear keeps the rate)")
             out.append(Warning(
                 Kind.RATE_EXCEEDED, r.name,
                 f"{r.name}: achieved {rate.achieved:,.1f} of {asked}: fio issued I/O faster"
-                f" than asked{why}; its latency is the latency at the rate it ran, not at the"
+                f" than asked{pace}; its latency is the latency at the rate it ran, not at the"
                 " requested one.", details))
     return out
 
