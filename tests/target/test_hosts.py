@@ -228,10 +228,12 @@ def test_hosts_repeats_give_the_across_repeat_variation_warning(throttled, tmp_p
 
 def test_hosts_page_cache_warning(fio_servers, disk_dir, tmp_path, store_path):
     """Buffered reads of a file per host that fits in the hosts' memory (they are this
-    machine: loopback addresses)."""
+    machine: loopback addresses), its blocks read again (norandommap), so that the page
+    cache answers them."""
     servers = fio_servers(2)
     path = tmp_path / "buffered.fio"
-    path.write_text("[cached]\nrw=randread\nbs=4k\nsize=16m\ntime_based\nruntime=1\n")
+    path.write_text("[cached]\nrw=randread\nbs=4k\nsize=16m\ntime_based\nruntime=1\n"
+                    "norandommap\n")
     proc = run_cli("run", str(disk_dir), "--hosts", servers.hosts, "--job", str(path),
                    db=store_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

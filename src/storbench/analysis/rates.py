@@ -154,6 +154,11 @@ def requested(r: TestResult) -> list[Rate]:
     return out
 
 
+def amount(value: float) -> str:
+    """A rate as the messages write it: 150, 2,000,000, 0.5 (never 2e+06)."""
+    return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.3g}"
+
+
 def shortfalls(r: TestResult) -> list[Rate]:
     return [rate for rate in requested(r) if not rate.kept]
 

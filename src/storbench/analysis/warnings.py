@@ -13,7 +13,7 @@ import statistics
 from dataclasses import replace
 
 from storbench.analysis import levels, rates
-from storbench.analysis.caches import device_not_reached, small_working_set
+from storbench.analysis.caches import device_not_reached, every_read_misses, small_working_set
 from storbench.result.facts import TargetFacts
 from storbench.result.model import Direction, Series, TestResult
 from storbench.result.record import Warning
@@ -59,19 +59,6 @@ def working_set_bytes(r: TestResult) -> int | None:
         return size * r.jobs
     step = parse_size(r.options.get("offset_increment") or "0") or 0
     return size + step * (r.jobs - 1)
-
-
-def every_read_misses(options: dict[str, str]) -> bool:
-    """Whether fio's own cache drop makes each buffered read reach the storage: random
-    reads with its random map (each block once a pass) after ``invalidate`` (its
-    default, at every pass). Measured on a virtio disk: 18,000 IOPS at a 51-µs p50,
-    1.2 million at 0.5 µs with norandommap (blocks read again within a pass).
-    ``options`` must be the job file's: fio's JSON leaves bare flags (norandommap) out."""
-    o = options
-    shared = bool(o.get("filename")) and int(o.get("numjobs", "1") or 1) > 1
-    return (o.get("rw", o.get("readwrite")) == "randread" and not _flag(o, "norandommap")
-            and o.get("random_distribution", "random") == "random"
-            and o.get("invalidate", "1") != "0" and not _flag(o, "pre_read") and not shared)
 
 
 def page_cache(r: TestResult, facts: TargetFacts,
@@ -160,19 +147,14 @@ def unwritten_reads(r: TestResult, facts: TargetFacts) -> Warning | None:
         {"devices": blank})
 
 
-def _amount(value: float) -> str:
-    """A rate as the messages write it: 150, 2,000,000, 0.5 (never 2e+06)."""
-    return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.3g}"
-
-
 def rate_not_reached(r: TestResult, paced: bool = False) -> list[Warning]:
     """A rate fio was asked for (rate_iops=, rate=) and did not keep: a saturated
     figure, or one of a faster rate than asked (``paced``: than fio's pace)."""
     out = []
     for rate in rates.requested(r):
         unit = "IOPS" if rate.unit == "IOPS" else "bytes/s"
-        asked = f"{_amount(rate.requested)} {rate.direction} {unit} requested" + (
-            f" ({_amount(rate.per_job)} a job × {rate.jobs})" if rate.jobs > 1 else "")
+        asked = f"{rates.amount(rate.requested)} {rate.direction} {unit} requested" + (
+            f" ({rates.amount(rate.per_job)} a job × {rate.jobs})" if rate.jobs > 1 else "")
         details = {"direction": rate.direction, "requested": rate.requested,
                    "achieved": rate.achieved, "unit": rate.unit}
         unpaced = math.isinf(rate.offered)
@@ -181,8 +163,8 @@ def rate_not_reached(r: TestResult, paced: bool = False) -> list[Warning]:
                 " they are 0 µs, so it set no pace and ran as fast as the queue allowed;"
                 " rate_process=linear keeps the rate)" if unpaced else
                 " (fio times Poisson gaps in whole microseconds: for"
-                f" {_amount(rate.per_job)} IOPS a job it offers"
-                f" {_amount(rate.offered / rate.jobs)}; rate_process=linear keeps the rate)")
+                f" {rates.amount(rate.per_job)} IOPS a job it offers"
+                f" {rates.amount(rate.offered / rate.jobs)}; rate_process=linear keeps the rate)")
         if not rate.kept:
             out.append(Warning(
                 Kind.RATE_NOT_REACHED, r.name,
