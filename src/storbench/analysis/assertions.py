@@ -193,10 +193,12 @@ def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:
     a gist, a colon, then the detail (and no "; " inside: notes are joined by it)."""
     if run.origin == "published":
         return []  # how a study measured is not known beyond what it printed
-    out = [f"not at the requested rate: achieved {s.achieved:,.1f} of {s.requested:,.6g}"
-           f" {s.direction} {s.unit}, a saturated figure" for s in rates.shortfalls(r)]
-    out += [f"not at the requested rate: achieved {s.achieved:,.1f} of {s.requested:,.6g}"
-            f" {s.direction} {s.unit}, faster than asked" for s in rates.excesses(r)]
+    out = [f"not at the requested rate: achieved {s.achieved:,.1f} of"
+           f" {rates.amount(s.requested)} {s.direction} {s.unit}, a saturated figure"
+           for s in rates.shortfalls(r)]
+    out += [f"not at the requested rate: achieved {s.achieved:,.1f} of"
+            f" {rates.amount(s.requested)} {s.direction} {s.unit}, faster than asked"
+            for s in rates.excesses(r)]
     syncs = m.direction == "sync" or any(
         r.options.get(k) not in (None, "", "0") for k in ("fsync", "fdatasync")) or r.options.get(
         "sync") in ("1", "sync", "dsync")

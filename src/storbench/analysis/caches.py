@@ -97,7 +97,8 @@ def device_not_reached(r: TestResult, direct: bool) -> Evidence | None:
     return None
 
 
-def _set(options: dict[str, str], key: str) -> bool:
+def flag(options: dict[str, str], key: str) -> bool:
+    """Whether a fio option is on (set, and not 0, false or none)."""
     value = options.get(key)
     return value is not None and value.strip().lower() not in ("0", "false", "none")
 
@@ -110,6 +111,6 @@ def every_read_misses(options: dict[str, str]) -> bool:
     ``options`` must be the job file's: fio's JSON leaves bare flags (norandommap) out."""
     o = options
     shared = bool(o.get("filename")) and int(o.get("numjobs", "1") or 1) > 1
-    return (o.get("rw", o.get("readwrite")) == "randread" and not _set(o, "norandommap")
+    return (o.get("rw", o.get("readwrite")) == "randread" and not flag(o, "norandommap")
             and o.get("random_distribution", "random") == "random"
-            and o.get("invalidate", "1") != "0" and not _set(o, "pre_read") and not shared)
+            and o.get("invalidate", "1") != "0" and not flag(o, "pre_read") and not shared)

@@ -13,7 +13,12 @@ import statistics
 from dataclasses import replace
 
 from storbench.analysis import levels, rates
-from storbench.analysis.caches import device_not_reached, every_read_misses, small_working_set
+from storbench.analysis.caches import (
+    device_not_reached,
+    every_read_misses,
+    flag,
+    small_working_set,
+)
 from storbench.result.facts import TargetFacts
 from storbench.result.model import Direction, Series, TestResult
 from storbench.result.record import Warning
@@ -44,11 +49,6 @@ class Kind(enum.StrEnum):
     IOPS_CAP = "iops-cap"
 
 
-def _flag(options: dict[str, str], key: str) -> bool:
-    value = options.get(key)
-    return value is not None and value.strip().lower() not in ("0", "false", "none")
-
-
 def working_set_bytes(r: TestResult) -> int | None:
     """The bytes the test's jobs touch: one shared file (jobs at offset_increment apart
     in it), or a file per job."""
@@ -66,7 +66,7 @@ def page_cache(r: TestResult, facts: TargetFacts,
     """Buffered I/O on a working set that fits in the memory of the machine (each
     host, each pod) fio runs on; not random reads that fio keeps out of the cache, when
     the job as written (``planned``: its options in the job file) says so."""
-    if _flag(r.options, "direct") or r.options.get("buffered") == "0":
+    if flag(r.options, "direct") or r.options.get("buffered") == "0":
         return None
     if planned is not None and every_read_misses({**r.options, **planned}):
         return None
@@ -108,7 +108,7 @@ def page_cache(r: TestResult, facts: TargetFacts,
 def cache_in_front(r: TestResult, facts: TargetFacts) -> Warning | None:
     fs = facts.fs_type
     rw = r.options.get("rw", r.options.get("readwrite", ""))
-    if fs in RAM_FILESYSTEMS or not _flag(r.options, "direct") or r.read is None:
+    if fs in RAM_FILESYSTEMS or not flag(r.options, "direct") or r.read is None:
         return None
     if rw not in ("randread", "randrw") or r.read.clat is None:
         return None
@@ -192,11 +192,11 @@ def caches(r: TestResult, facts: TargetFacts, already: set[str]) -> list[Warning
             ws //= workers
         share = replace(r, read=_scaled(r.read, workers), write=_scaled(r.write, workers),
                         trim=None) if workers > 1 else r
-        found = small_working_set(share, ws, _flag(r.options, "direct"))
+        found = small_working_set(share, ws, flag(r.options, "direct"))
         if found is not None:
             out.append(Warning(Kind.SMALL_WORKING_SET, r.name, found.message, found.details))
     if facts.place != "hosts":
-        found = device_not_reached(r, _flag(r.options, "direct"))
+        found = device_not_reached(r, flag(r.options, "direct"))
         if found is not None:
             out.append(Warning(Kind.DEVICE_NOT_REACHED, r.name, found.message, found.details))
     return out
@@ -306,7 +306,7 @@ def iodepth_shortfall(r: TestResult) -> Warning | None:
     achieved = sum(_DEPTH_BUCKETS.get(k, 0) * v for k, v in r.iodepth_percent.items()) / max(
         sum(r.iodepth_percent.values()), 1e-9)
     engine = r.options.get("ioengine", "psync")
-    if engine == "libaio" and not _flag(r.options, "direct"):
+    if engine == "libaio" and not flag(r.options, "direct"):
         # fio counts queued I/Os, but io_submit() does buffered I/O synchronously
         achieved, why = 1.0, "libaio does buffered I/O (direct=0) synchronously in io_submit()"
     elif achieved < requested / 4:
@@ -325,7 +325,7 @@ def iodepth_shortfall(r: TestResult) -> Warning | None:
 
 def syncs(r: TestResult) -> bool:
     """The test syncs what it writes (fsync=, fdatasync=, sync=) or timed its syncs."""
-    return r.sync is not None or any(_flag(r.options, k) for k in ("fsync", "fdatasync")) or (
+    return r.sync is not None or any(flag(r.options, k) for k in ("fsync", "fdatasync")) or (
         r.options.get("sync") in ("1", "sync", "dsync"))
 
 
