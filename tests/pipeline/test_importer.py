@@ -173,3 +173,30 @@ def test_a_fio_run_stopped_by_a_signal_is_imported_as_interrupted(fmt, sig, tmp_
     assert (f"Left out: 1 run(s) of series 'cut' that did not complete (#{run['id']}"
             " interrupted): a history follows completed runs only.") in hist.stderr
     assert run_cli("history", "cut", "--json", db=store_path).stdout.startswith("[")
+
+
+@pytest.mark.parametrize("fmt", ["json+", "normal"])
+def test_an_imported_run_is_warned_of_what_its_output_shows(fmt, tmpfs, store_path):
+    """An imported run was stored with no warnings at all: a 1-s run, a rate fio did not
+    keep, shown as if sound. Those fio's output alone supports are now said; a run of
+    the same job measured long enough, at a rate kept, is not warned of them."""
+    def imported(*args):
+        out = subprocess.run([FIO, "--name=imp", f"--directory={tmpfs}", "--size=4m",
+                              "--bs=4k", "--rw=randread", "--time_based", *args,
+                              f"--output-format={fmt}"],
+                             capture_output=True, text=True, check=True).stdout
+        path = tmpfs / f"out-{len(args)}.txt"
+        path.write_text(out)
+        proc = run_cli("import", str(path), db=store_path)
+        assert proc.returncode == 0, proc.stderr
+        return {w["kind"]: w["message"] for w in last(store_path)["warnings"]}
+
+    # psync on tmpfs does well under a million IOPS here: 5,000,000 a job is not kept
+    found = imported("--runtime=1", "--rate_iops=5000000", "--rate_process=linear")
+    assert "moved its data in 1" in found["too-short"]
+    if fmt == "json+":  # the text's header line names no rate
+        assert "of 5,000,000 read IOPS requested" in found["rate-not-reached"]
+        shown = run_cli("show", "last", db=store_path).stdout
+        assert "(of 5,000,000 asked)" in shown and "warning (rate-not-reached)" in shown
+        calm = imported("--runtime=6", "--rate_iops=200", "--rate_process=linear")
+        assert not {"too-short", "rate-not-reached", "rate-exceeded"} & set(calm), calm

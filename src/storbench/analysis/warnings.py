@@ -121,9 +121,9 @@ def cache_in_front(r: TestResult, facts: TargetFacts) -> Warning | None:
     return Warning(
         Kind.CACHE_IN_FRONT, r.name,
         f"{r.name}: 30% of the direct random reads took under {p30 / 1000:.1f} µs{median}"
-        f" on {fs}: faster than any disk or network storage, so a cache answered (the"
-        " host's, a controller's or the hypervisor's). Use a working set larger than that"
-        " cache.",
+        f"{f' on {fs}' if fs else ''}: faster than any disk or network storage, so a cache"
+        " answered (the host's, a controller's or the hypervisor's). Use a working set larger"
+        " than that cache.",
         {"read_clat_p30_ns": p30, "read_clat_p50_ns": p50, "limit_ns": CACHE_NS,
          "fs_type": fs},
     )

@@ -19,14 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from storbench import __version__
+from storbench.analysis import warnings
 from storbench.analysis.history import check_series_name
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError
 from storbench.result import fio_logs, fio_text
 from storbench.result.documents import Document, Part, parse_document
+from storbench.result.facts import TargetFacts
 from storbench.result.fio_json import parse_fio_json, parse_per_host, results_of
 from storbench.result.model import TestResult
-from storbench.result.record import Invocation
+from storbench.result.record import Invocation, Warning
 from storbench.result.sections import IMPORT_LEFT_OUT, IMPORT_SOURCES
 from storbench.store import Store
 from storbench.store.series import check_label
@@ -283,6 +285,15 @@ def run_label(p: Parsed, label: str | None, label_from: str | None) -> str | Non
     return f"{label}-{own}" if label else own
 
 
+def imported_warnings(p: Parsed, results: list[TestResult]) -> list[Warning]:
+    """The warnings fio's output alone can support (too short, a queue depth or a rate
+    not kept, a cache in front of direct reads, a working set small for the speed, a
+    burst in the logs beside it, ...). Those that need the machine fio ran on (its RAM
+    for the page cache, its file system, a blank device) are not known of an import."""
+    facts = TargetFacts("hosts" if p.per_host else "here", len(p.per_host) or 1, None, None)
+    return [w for r in results for w in warnings.compute(r, facts)]
+
+
 def import_runs(
     store: Store, sources: list[Source], *, label: str | None = None,
     tags: dict[str, str] | None = None, as_suite: str | None = None, split: str = "tests",
@@ -332,7 +343,7 @@ def import_runs(
                         ordinal += 1
             text = part.text if part is not None and len(p.parts) > 1 else p.text
             store.add_invocation(run_id, Invocation(index, "", text, None, "", None), numbered,
-                                 per_host=host_rows)
+                                 warnings=imported_warnings(p, results), per_host=host_rows)
         data: dict[str, Any] = {}
         if p.parts and p.kind == "normal":
             data |= IMPORT_SOURCES.put([{**s, "test": r.name} for s, r in
