@@ -470,15 +470,25 @@ def test_a_file_system_with_no_storage_is_said_so(target, store_path):
                                    " size (0 bytes in all)")
 
 
-def test_a_database_path_given_makes_no_directories(tmp_path):
+def test_a_database_path_given_makes_no_directories(fio_json_text, tmp_path):
     """`--db /mnt/typo/x.db` made /mnt/typo (and `db copy SRC /nowhere/x.db` made /nowhere)
     and wrote a database there; a path a user gives names a file in a directory that is
-    there. The default place ($XDG_DATA_HOME/storbench) is still made."""
+    there. The default place ($XDG_DATA_HOME/storbench) is still made, by a command that
+    stores a run: one that only reads (`list`, `show`, `history`) made an empty database
+    file wherever it was pointed, a typo too; it now reads nothing and leaves nothing."""
     typo = tmp_path / "typo" / "deeper" / "x.db"
     proc = run_cli("list", db=typo)
     assert_one_line_error(proc, 1, f"the directory of the database '{typo}' does not exist")
     src = tmp_path / "src.db"
-    assert run_cli("list", db=src).returncode == 0 and src.is_file()
+    for words in (["list"], ["history"], ["workloads"]):
+        proc = run_cli(*words, db=src)
+        assert proc.returncode == 0 and "No " in proc.stdout + proc.stderr, proc
+    proc = run_cli("show", "last", db=src)
+    assert_one_line_error(proc, 1, f"no runs stored yet in {src}")
+    assert not list(tmp_path.glob("src.db*")), list(tmp_path.iterdir())
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    assert run_cli("import", str(got), db=src).returncode == 0 and src.is_file()
     proc = run_cli("db", "copy", str(src), str(typo), db=src)
     assert_one_line_error(proc, 1, "does not exist: create it")
     assert not (tmp_path / "typo").exists()
@@ -488,6 +498,10 @@ def test_a_database_path_given_makes_no_directories(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "STORBENCH_DB"}
     proc = subprocess.run([*STORBENCH, "list"], capture_output=True, text=True, check=False,
                           env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "xdg").exists()
+    proc = subprocess.run([*STORBENCH, "import", str(got)], capture_output=True, text=True,
+                          check=False, env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "xdg" / "storbench" / "results.db").is_file()
 

@@ -123,6 +123,17 @@ def parse_tags(values: tuple[str, ...], given: str = "--tag ") -> dict[str, str]
 
 
 def db_option(f: F) -> F:
+    """--db for a command that stores runs: the database is made if it is not there."""
+    return _db_option(f, create=True)
+
+
+def read_db_option(f: F) -> F:
+    """--db for a command that reads or changes stored runs: a database that is not there
+    reads as empty and is not made (`list --db typo.db` leaves no file behind)."""
+    return _db_option(f, create=False)
+
+
+def _db_option(f: F, create: bool) -> F:
     @click.option("--db", "db", type=click.Path(dir_okay=False), envvar="STORBENCH_DB",
                   default=None, show_envvar=True,
                   help="Results database: a SQLite file (default:"
@@ -133,7 +144,7 @@ def db_option(f: F) -> F:
         from storbench.store import Store, default_db_path
 
         # a --db a user gave (a typo too) makes no directories; the default place does
-        store = Store(db or default_db_path(), make_dir=db is None)
+        store = Store(db or default_db_path(), make_dir=db is None, create=create)
         try:
             return f(*args, store=store, **kwargs)
         except store.errors as exc:

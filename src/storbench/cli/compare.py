@@ -14,12 +14,12 @@ from storbench.analysis.compare import Comparison, select, sentences
 from storbench.analysis.compare import compare as build_comparison
 from storbench.cli.common import (
     cli,
-    db_option,
     err,
     json_option,
     load_run,
     out,
     print_json,
+    read_db_option,
     write_output,
 )
 from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
@@ -89,7 +89,7 @@ def reference_options(f: Any) -> Any:
 @reference_options
 @cost_options
 @json_option
-@db_option
+@read_db_option
 def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
                 reference: str | None, reference_file: Path | None, costs: tuple[str, ...],
                 capacity: tuple[str, ...], provisioned_iops: tuple[str, ...],
@@ -159,7 +159,7 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @reference_options
-@db_option
+@read_db_option
 def export(store: Store, run_refs: tuple[str, ...], fmt: str, layout: str | None,
            columns: str | None, baseline: str | None, output: Path | None,
            reference: str | None, reference_file: Path | None) -> None:

@@ -7,13 +7,13 @@ import click
 
 from storbench.cli.common import (
     cli,
-    db_option,
     err,
     json_option,
     load_run,
     out,
     parse_tags,
     print_json,
+    read_db_option,
 )
 from storbench.errors import ConfigError
 from storbench.render.json import run_dict
@@ -28,7 +28,7 @@ from storbench.store import Store
 @click.option("--limit", "-n", type=click.IntRange(1, 10**9), default=None,
               help="Show at most N runs, newest first.")
 @json_option
-@db_option
+@read_db_option
 def list_(store: Store, label: str | None, tags: tuple[str, ...], suite: str | None,
           limit: int | None, as_json: bool) -> None:
     """List stored runs, newest first.
@@ -62,7 +62,7 @@ def list_(store: Store, label: str | None, tags: tuple[str, ...], suite: str | N
               help="Also print each test's per-second IOPS, bandwidth and latency.")
 @click.option("--raw", is_flag=True, help="With --json: include fio's raw JSON output.")
 @json_option
-@db_option
+@read_db_option
 def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
          as_json: bool) -> None:
     """Show one run: results, verdicts and the environment it ran in.
@@ -97,7 +97,7 @@ def show(store: Store, run_ref: str, jobs: bool, timeline: bool, raw: bool,
 
 @cli.command()
 @click.argument("run_refs", nargs=-1, required=True, metavar="RUN...")
-@db_option
+@read_db_option
 def rm(store: Store, run_refs: tuple[str, ...]) -> None:
     """Delete stored runs (results, environment and fio output). Every RUN is found
     before any is deleted: one that does not exist deletes nothing.
@@ -118,7 +118,7 @@ def rm(store: Store, run_refs: tuple[str, ...]) -> None:
 @click.argument("run_ref", metavar="RUN")
 @click.argument("label", required=False)
 @click.option("--clear", is_flag=True, help="Remove the run's label.")
-@db_option
+@read_db_option
 def label(store: Store, run_ref: str, label: str | None, clear: bool) -> None:
     """Give a stored run a new label (its name in tables); its results never change.
 
@@ -142,7 +142,7 @@ def label(store: Store, run_ref: str, label: str | None, clear: bool) -> None:
 @click.argument("tags", nargs=-1, metavar="KEY=VALUE...")
 @click.option("--remove", "-r", "remove", multiple=True, metavar="KEY",
               help="Remove this tag (repeatable).")
-@db_option
+@read_db_option
 def tag(store: Store, run_ref: str, tags: tuple[str, ...], remove: tuple[str, ...]) -> None:
     """Add, change or remove tags of a stored run; its results never change.
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import click
 
-from storbench.cli.common import cli, db_option, err, load_run
+from storbench.cli.common import cli, err, load_run, read_db_option
 from storbench.errors import ConfigError, StorbenchError
 from storbench.render import openmetrics
 from storbench.result.record import Run
@@ -117,7 +117,7 @@ def push_runs(given: str, runs: Sequence[Run], store: Store | None = None) -> li
                    " auth, http://USER:PASSWORD@pushgateway:9091 (in STORBENCH_PUSHGATEWAY,"
                    " the password is not in the command line `ps` shows). The password"
                    " is never printed.")
-@db_option
+@read_db_option
 def push(store: Store, run_refs: tuple[str, ...], gateway: str) -> None:
     """Push runs' figures to a Prometheus Pushgateway, grouped as job="storbench",
     instance=TARGET.

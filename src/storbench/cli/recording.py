@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from storbench.cli.common import NUMBER, cli, db_option, err, json_option, out
+from storbench.cli.common import (
+    NUMBER,
+    cli,
+    db_option,
+    err,
+    json_option,
+    out,
+    read_db_option,
+)
 from storbench.errors import ConfigError, StorbenchError
 from storbench.store import Store
 from storbench.workload.guard import plain
@@ -355,7 +363,7 @@ def _untraced(command: tuple[str, ...]) -> float:
 @click.option("--delete", "delete", metavar="NAME", default=None,
               help="Delete the recorded workload NAME.")
 @json_option
-@db_option
+@read_db_option
 def workloads(store: Store, delete: str | None, as_json: bool) -> None:
     """List the recorded workloads (`storbench record`), or delete one.
 

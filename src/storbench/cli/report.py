@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from storbench.analysis import charts as chart_data
-from storbench.cli.common import cli, db_option, err, write_output
+from storbench.cli.common import cli, err, read_db_option, write_output
 from storbench.cli.compare import comparison, reference_options
 from storbench.cli.costing import check_cost_flags, cost_options, priced_runs
 from storbench.errors import ConfigError
@@ -30,7 +30,7 @@ MAX_RUNS = 20
               help="The report's title.")
 @reference_options
 @cost_options
-@db_option
+@read_db_option
 def report_cmd(store: Store, run_refs: tuple[str, ...], output: Path, png_dir: Path | None,
                baseline: str | None, title: str, reference: str | None,
                reference_file: Path | None, costs: tuple[str, ...], capacity: tuple[str, ...],

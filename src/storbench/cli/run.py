@@ -16,7 +16,6 @@ from storbench.cli.common import (
     NUMBER,
     assert_options,
     cli,
-    db_option,
     json_option,
     load_run,
     naming_options,
@@ -26,6 +25,7 @@ from storbench.cli.common import (
     parse_tags,
     percent,
     print_json,
+    read_db_option,
 )
 from storbench.cli.measuring import measure_and_report, measuring_options
 from storbench.cli.targets import TargetFlags, choose_targets
@@ -227,7 +227,7 @@ def how_it_ended(r: Run) -> str:
                    " --max-regression, significantly, and stayed (RUN may be a series: its"
                    " newest run).")
 @json_option
-@db_option
+@read_db_option
 def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str | None,
           max_regression: str, no_change: bool, as_json: bool) -> None:
     """Check a stored run against assertions and/or a baseline; exit 3 if one fails.

@@ -8,13 +8,13 @@ import click
 from storbench.analysis import history as hist
 from storbench.cli.common import (
     cli,
-    db_option,
     err,
     json_option,
     only_with,
     out,
     percent,
     print_json,
+    read_db_option,
 )
 from storbench.errors import ConfigError
 from storbench.result.record import Run
@@ -115,7 +115,7 @@ def refresh(store: Store, runs: list[Run]) -> None:
 @click.option("--min-change", default="5%", show_default=True, metavar="PERCENT",
               help="A smaller change of a figure's level is not called a change.")
 @json_option
-@db_option
+@read_db_option
 def history_(store: Store, series: str | None, metric: str | None, every: bool,
              min_change: str, as_json: bool) -> None:
     """Series of runs over time, and where a figure changed.
@@ -188,7 +188,7 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
 @cli.command(name="series")
 @click.argument("name")
 @click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
-@db_option
+@read_db_option
 def series_(store: Store, name: str, run_refs: tuple[str, ...]) -> None:
     """Put runs in the series NAME (out of the one they were in).
 

@@ -58,10 +58,12 @@ RUN_ID = re.compile(r"#?[0-9]+")  # ASCII digits only: "²" is a digit to str.is
 class Store:
     db: Any  # sqlite3.Connection, or postgres.Connection (the same calls)
 
-    def __init__(self, path: str | Path, make_dir: bool = True) -> None:
+    def __init__(self, path: str | Path, make_dir: bool = True, create: bool = True) -> None:
         """Open (or create) the database ``path``: a SQLite file, or a PostgreSQL URL.
         ``make_dir``: create its directory when missing (the default location's; a
-        path a user gave names a file in a directory that is there)."""
+        path a user gave names a file in a directory that is there). ``create=False``
+        (commands that only read or change stored runs): a SQLite file that is not there
+        is read as an empty database and not made (a typo leaves no file behind)."""
         self.path = str(path)  # as shown: a URL without its secrets
         # a message with the database's secrets replaced by *** (PostgreSQL's password)
         self.mask: Callable[[str], str] = str
@@ -73,6 +75,9 @@ class Store:
         if self.path != ":memory:" and not make_dir and not Path(self.path).parent.is_dir():
             raise StoreError(f"the directory of the database {self.path!r} does not exist:"
                              " create it, or give --db a file in a directory that does")
+        if not create and self.path != ":memory:" and not Path(self.path).exists():
+            self.db = open_sqlite(":memory:")
+            return
         if self.path != ":memory:":
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
