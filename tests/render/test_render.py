@@ -67,7 +67,7 @@ def test_terminal_summary_keeps_units_and_labels_literal(two_runs):
     text = render_console(terminal.print_run, two_runs[0])
     assert "[red]gp3[/red] <b>" in text  # markup in a label is shown, not interpreted
     header = next(line for line in text.splitlines() if "IOPS" in line)
-    for col in ("lat mean", "p50", "p99", "p99.9", "BW"):
+    for col in ("clat mean", "p50", "p99", "p99.9", "BW"):
         assert re.search(re.escape(col) + r" \[(ns|µs|ms|s|[KMG]iB/s)\]", text), col
     assert "mix" in text and "sync" in text
     del header

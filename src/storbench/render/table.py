@@ -83,7 +83,7 @@ def summary_table(rows: list[SummaryRow]) -> Table:
     iops = units.IOPS
     bw = units.choose("bw", [r.bw_bytes_per_s for r in rows])
     lat = units.choose("latency", [r.p99_ns for r in rows])
-    headers = ["test", "dir", "IOPS", f"BW [{bw.name}]", f"lat mean [{lat.name}]",
+    headers = ["test", "dir", "IOPS", f"BW [{bw.name}]", f"clat mean [{lat.name}]",
                f"p50 [{lat.name}]", f"p99 [{lat.name}]", f"p99.9 [{lat.name}]"]
     out = []
     for r in rows:
