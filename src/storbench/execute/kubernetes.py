@@ -300,6 +300,14 @@ class Kube:
             snapshots(self.custom, "patch")(name, namespace, body={"metadata": {
                 "annotations": annotations}})
 
+    def release_snapshot(self, namespace: str, name: str, finalizer: str) -> None:
+        """Take ``finalizer`` off a VolumeSnapshot if it is its only one (tested first)."""
+        with self.call(f"removing the finalizer {finalizer} of {namespace}/{name}"):
+            snapshots(self.custom, "patch")(name, namespace, body=[
+                {"op": "test", "path": "/metadata/finalizers", "value": [finalizer]},
+                {"op": "remove", "path": "/metadata/finalizers"}],
+                _content_type="application/json-patch+json")
+
     def annotate_content(self, name: str, annotations: dict[str, str]) -> None:
         with self.call(f"annotating VolumeSnapshotContent {name}"):
             snapshot_contents(self.custom, "patch")(name, {"metadata": {

@@ -161,3 +161,57 @@ def test_a_snapshot_a_pending_restore_held_goes_when_the_restore_does(
     problems, _ = kube.delete_and_wait([("Pod", namespace, "user"),
                                         ("PersistentVolumeClaim", namespace, "src")], 60)
     assert problems == []
+
+
+def test_a_snapshot_only_an_orphaned_provisioner_finalizer_holds_goes(
+        kube: Kube, namespace: str, csi_driver: str) -> None:
+    """The CSI provisioner (v6.3+) puts its own source protection on a snapshot while it
+    provisions a claim from it; when its removal meets another update of the snapshot
+    ("the object has been modified"), it stays until the provisioner's sweep, every 5 min:
+    a lifecycle run's cleanup waited 120 s for such a snapshot and failed (a local CI of
+    2026-11-28; the sweep took it ~4 min later). That race cannot be caused at will: here
+    the test puts the finalizer on (a stand-in for it). While a Pending claim is restored
+    from the snapshot it is not orphaned; once no claim is, delete_and_wait takes it off,
+    as the sweep would, at once."""
+    from storbench.execute.kubecleanup import PROVISIONER_SOURCE, restoring_from
+    from storbench.execute.kubesnapshots import snapshots
+
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "src", "namespace": namespace},
+             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": csi_driver,
+                      "resources": {"requests": {"storage": "1Gi"}}}}
+    kube.create(claim)
+    kube.create({"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "user", "namespace": namespace},
+                 "spec": {"containers": [{"name": "c", "image": IMAGE,
+                                          "imagePullPolicy": "Never", "command": ["sleep", "600"],
+                                          "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+                          "terminationGracePeriodSeconds": 2,
+                          "volumes": [{"name": "v",
+                                       "persistentVolumeClaim": {"claimName": "src"}}]}})
+    kube.create({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+                 "metadata": {"name": "snap", "namespace": namespace},
+                 "spec": {"volumeSnapshotClassName": "csi-hostpath-snapclass",
+                          "source": {"persistentVolumeClaimName": "src"}}})
+    deadline = time.monotonic() + 120
+    while not ((kube.read_or("VolumeSnapshot", "snap", namespace, None) or {}).get("status")
+               or {}).get("readyToUse") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    # a claim restored from it, Pending (no consumer in a WaitForFirstConsumer class)
+    kube.create({**claim, "metadata": {"name": "restore", "namespace": namespace},
+                 "spec": {**claim["spec"], "dataSource": {
+                     "name": "snap", "kind": "VolumeSnapshot",
+                     "apiGroup": "snapshot.storage.k8s.io"}}})
+    assert restoring_from(kube, namespace, "snap")
+    assert kube.delete_and_wait([("PersistentVolumeClaim", namespace, "restore")], 60)[0] == []
+    assert not restoring_from(kube, namespace, "snap")
+    held = kube.read("VolumeSnapshot", "snap", namespace)["metadata"].get("finalizers") or []
+    snapshots(kube.custom, "patch")("snap", namespace, body={"metadata": {
+        "finalizers": [*held, PROVISIONER_SOURCE]}})
+    start = time.monotonic()
+    problems, _ = kube.delete_and_wait([("VolumeSnapshot", namespace, "snap")], 20)
+    assert problems == [], problems
+    assert time.monotonic() - start < 20
+    problems, _ = kube.delete_and_wait([("Pod", namespace, "user"),
+                                        ("PersistentVolumeClaim", namespace, "src")], 60)
+    assert problems == []
