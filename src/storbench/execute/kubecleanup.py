@@ -126,17 +126,13 @@ def restoring_from(kube: Kube, namespace: str, snapshot: str) -> bool:
     return False
 
 
-def finalizers(kube: Kube, kind: str, name: str, namespace: str) -> list[str]:
-    """What still holds an object being deleted (none known: [])."""
-    found = kube.read_or(kind, name, namespace, None)
-    if isinstance(found, dict):
-        return list((found.get("metadata") or {}).get("finalizers") or [])
-    meta = getattr(found, "metadata", None)
-    return list(getattr(meta, "finalizers", None) or [])
-
-
 def _held(kube: Kube, kind: str, name: str, namespace: str) -> str:
-    held = finalizers(kube, kind, name, namespace)
+    """What still holds an object being deleted, for its message ("": none known)."""
+    found = kube.read_or(kind, name, namespace, None)
+    if isinstance(found, dict):  # a VolumeSnapshot(Content)
+        held = (found.get("metadata") or {}).get("finalizers") or []
+    else:  # a core object (a PersistentVolume, a claim, a pod), or None
+        held = getattr(getattr(found, "metadata", None), "finalizers", None) or []
     return f" (held by its finalizers: {', '.join(held)})" if held else ""
 
 

@@ -123,31 +123,7 @@ def test_a_snapshot_a_pending_restore_held_goes_when_the_restore_does(
     is gone (~50 s after a minute; a lifecycle run's cleanup once waited 120 s for one).
     delete_and_wait nudges it (an annotation: an event the controller acts on at once):
     gone within 15 s."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user", "namespace": namespace},
-           "spec": {"containers": [{"name": "c", "image": IMAGE, "imagePullPolicy": "Never",
-                                    "command": ["sleep", "600"],
-                                    "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
-                    "terminationGracePeriodSeconds": 2,
-                    "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "src"}}]}}
-    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-             "metadata": {"name": "src", "namespace": namespace},
-             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": csi_driver,
-                      "resources": {"requests": {"storage": "1Gi"}}}}
-    kube.create(claim)
-    kube.create(pod)
-    kube.create({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
-                 "metadata": {"name": "snap", "namespace": namespace},
-                 "spec": {"volumeSnapshotClassName": "csi-hostpath-snapclass",
-                          "source": {"persistentVolumeClaimName": "src"}}})
-    deadline = time.monotonic() + 120
-    while not ((kube.read_or("VolumeSnapshot", "snap", namespace, None) or {}).get("status")
-               or {}).get("readyToUse") and time.monotonic() < deadline:
-        time.sleep(0.5)
-    # restored into a WaitForFirstConsumer class with no consumer: Pending for good
-    kube.create({**claim, "metadata": {"name": "restore", "namespace": namespace},
-                 "spec": {**claim["spec"], "dataSource": {
-                     "name": "snap", "kind": "VolumeSnapshot",
-                     "apiGroup": "snapshot.storage.k8s.io"}}})
+    _snapshot_and_pending_restore(kube, namespace, csi_driver)
     kube.delete("VolumeSnapshot", "snap", namespace)
     time.sleep(38)
     found = kube.read_or("VolumeSnapshot", "snap", namespace, None)
@@ -176,6 +152,25 @@ def test_a_snapshot_only_an_orphaned_provisioner_finalizer_holds_goes(
     from storbench.execute.kubecleanup import PROVISIONER_SOURCE, restoring_from
     from storbench.execute.kubesnapshots import snapshots
 
+    _snapshot_and_pending_restore(kube, namespace, csi_driver)
+    assert restoring_from(kube, namespace, "snap")
+    assert kube.delete_and_wait([("PersistentVolumeClaim", namespace, "restore")], 60)[0] == []
+    assert not restoring_from(kube, namespace, "snap")
+    held = kube.read("VolumeSnapshot", "snap", namespace)["metadata"].get("finalizers") or []
+    snapshots(kube.custom, "patch")("snap", namespace, body={"metadata": {
+        "finalizers": [*held, PROVISIONER_SOURCE]}})
+    start = time.monotonic()
+    problems, _ = kube.delete_and_wait([("VolumeSnapshot", namespace, "snap")], 20)
+    assert problems == [], problems
+    assert time.monotonic() - start < 20
+    problems, _ = kube.delete_and_wait([("Pod", namespace, "user"),
+                                        ("PersistentVolumeClaim", namespace, "src")], 60)
+    assert problems == []
+
+
+def _snapshot_and_pending_restore(kube: Kube, namespace: str, csi_driver: str) -> None:
+    """Claim "src" in the CSI class, used by pod "user"; its snapshot "snap", ready; and
+    claim "restore" from it, Pending for good (WaitForFirstConsumer, no consumer)."""
     claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
              "metadata": {"name": "src", "namespace": namespace},
              "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": csi_driver,
@@ -197,21 +192,7 @@ def test_a_snapshot_only_an_orphaned_provisioner_finalizer_holds_goes(
     while not ((kube.read_or("VolumeSnapshot", "snap", namespace, None) or {}).get("status")
                or {}).get("readyToUse") and time.monotonic() < deadline:
         time.sleep(0.5)
-    # a claim restored from it, Pending (no consumer in a WaitForFirstConsumer class)
     kube.create({**claim, "metadata": {"name": "restore", "namespace": namespace},
                  "spec": {**claim["spec"], "dataSource": {
                      "name": "snap", "kind": "VolumeSnapshot",
                      "apiGroup": "snapshot.storage.k8s.io"}}})
-    assert restoring_from(kube, namespace, "snap")
-    assert kube.delete_and_wait([("PersistentVolumeClaim", namespace, "restore")], 60)[0] == []
-    assert not restoring_from(kube, namespace, "snap")
-    held = kube.read("VolumeSnapshot", "snap", namespace)["metadata"].get("finalizers") or []
-    snapshots(kube.custom, "patch")("snap", namespace, body={"metadata": {
-        "finalizers": [*held, PROVISIONER_SOURCE]}})
-    start = time.monotonic()
-    problems, _ = kube.delete_and_wait([("VolumeSnapshot", namespace, "snap")], 20)
-    assert problems == [], problems
-    assert time.monotonic() - start < 20
-    problems, _ = kube.delete_and_wait([("Pod", namespace, "user"),
-                                        ("PersistentVolumeClaim", namespace, "src")], 60)
-    assert problems == []
