@@ -49,6 +49,11 @@ def test_nothing_shows_as_zero_that_is_not():
     assert ms.name == "ms" and ms.fmt(322) == "322 ns" and ms.fmt(4_200_000) == "4.20"
     gib = units.choose("bw", [3 * 2**30, 4 * 2**30])
     assert gib.fmt(2048) == "2.00 KiB/s"
+    # two significant digits below a tenth of the column's unit: a buffered writer's
+    # 11.5 µs and 14.7 µs beside a reader's 27.9 ms were both "0.01" (ms)
+    assert [ms.fmt(ns) for ns in (11_500, 14_700, 60_000, 95_000, 99_900, 130_000, 0)] == [
+        "0.011", "0.015", "0.060", "0.095", "0.10", "0.13", "0.00"]
+    assert units.SHARE.fmt(0.001) == "0.0010"
     assert [times(x) for x in (0.0022, 0.014, 1.5, 13043.5, 0.0)] == [
         "0.0022", "0.01", "1.50", "13,044", "0.00"]
     # never scientific, and an uncertainty at the value's precision (study redone: a

@@ -42,6 +42,10 @@ class Unit:
             return f"{x:,.0f}" if grouping else f"{x:.0f}"
         if abs(x) >= 10:
             return f"{x:.1f}"
+        decimals = 1 - math.floor(math.log10(abs(x))) if x else 2
+        if abs(round(x, decimals)) < 0.1:  # two significant digits: 11.5 µs and
+            # 14.7 µs in a column of ms are 0.011 and 0.015, not both "0.01"
+            return f"{x:.{decimals}f}"
         return f"{x:.2f}"
 
 
