@@ -7,6 +7,7 @@ the three shapes and all the figures, by hand)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -46,6 +47,20 @@ def test_a_profile_answers_in_the_application_s_units(app, figures, disk_dir, st
         assert e["decided_by"]
     assert answer["validated"] is (app not in ("kafka", "prometheus"))
     assert list(disk_dir.iterdir()) == []
+
+
+def test_microseconds_are_never_said_as_hundredths_of_a_millisecond(tmpfs, store_path):
+    """RAM answers a commit in microseconds: the answer says "26.4 µs", "0.024 ms",
+    never "0.03 ms" or "0.00 ms" (a commit's time was printed as {s * 1e3:.2f} ms)."""
+    proc = run_cli("run", str(tmpfs), "--suite", "postgresql", "--runtime", "1", "--size",
+                   "8m", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    answer = shown(store_path)["data"]["app"]
+    tps = next(e for e in answer["estimates"] if e["metric"] == "tps")
+    alone = tps["decided_by"].split(" takes ")[1].split(" alone")[0]
+    assert alone.endswith((" µs", " ns")), tps["decided_by"]  # a no-op fdatasync: < 1 ms
+    assert alone in proc.stdout
+    assert not re.search(r"\b0\.0\d? ms\b|\b0\.00\b", proc.stdout), proc.stdout
 
 
 def test_estimates_gate_compare_and_export(disk_dir, store_path):

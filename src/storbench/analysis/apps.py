@@ -125,7 +125,7 @@ def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
     one = _one(lat, commits, cpu)
     figures = [Figure("tps", "pgbench TPC-B TPS, 1 client", *one, "transactions/s",
                       f"wal_idle: a commit (8 KiB WAL page + fdatasync) takes"
-                      f" {lat * 1e3:.2f} ms alone; wal_commit: {commits:,.0f} a second at"
+                      f" {format_latency(lat * 1e9)} alone; wal_commit: {commits:,.0f} a second at"
                       " most")]
     group = _median(results, "wal_group", "write.iops")
     n = GROUP["postgresql"]
@@ -168,7 +168,7 @@ def mysql(results: dict[str, list[TestResult]]) -> Answer | None:
     one = _one(lat, commits, cpu)
     figures = [Figure("tps", "sysbench oltp_write_only TPS, 1 thread", *one,
                       "transactions/s", f"redo_idle: a commit (4 KiB redo write, O_DIRECT,"
-                      f" + fdatasync) takes {lat * 1e3:.2f} ms alone; redo_commit:"
+                      f" + fdatasync) takes {format_latency(lat * 1e9)} alone; redo_commit:"
                       f" {commits:,.0f} a second at most")]
     if p99 is not None:
         figures.append(measured("commit_p99", "commit latency p99", p99 / 1e6, "ms",
@@ -187,7 +187,7 @@ def redis(results: dict[str, list[TestResult]]) -> Answer | None:
     lat = _commit_s(results, "aof_idle", always)
     one = _one(lat, always, cpu)
     figures = [Figure("ops", "SET ops/s, appendfsync always, 1 client", *one, "ops/s",
-                      f"aof_idle: an append + fdatasync takes {lat * 1e3:.2f} ms alone;"
+                      f"aof_idle: an append + fdatasync takes {format_latency(lat * 1e9)} alone;"
                       f" aof_always_1: {always:,.0f} a second at most")]
     batch = _median(results, "aof_always_50", "write.iops")
     n = GROUP["redis"]
@@ -195,10 +195,10 @@ def redis(results: dict[str, list[TestResult]]) -> Answer | None:
         k = PER_PASS
         busy = BUSY_S["redis"] * k
         many = (k / (1 / batch + busy), k / (1 / batch + 2 * busy), n * batch)
+        every = format_latency(1e9 / batch)
         figures.append(Figure(f"ops_{n}", f"SET ops/s, appendfsync always, {n} clients",
                               *many, "ops/s", f"aof_always_50: an event-loop pass's append +"
-                                              f" fdatasync every {1e3 / batch:.2f} ms, ~{k}"
-                                              " SETs each"))
+                                              f" fdatasync every {every}, ~{k} SETs each"))
     second = _median(results, "aof_everysec", "sync.lat_p99")
     if second is not None:
         figures.append(measured("everysec_fsync_p99", "fdatasync of a second's AOF, p99",

@@ -244,9 +244,7 @@ def curves_table(runs: list[Any]) -> Table:
 
 def _estimate_text(e: dict[str, Any]) -> str:
     """'1,150 (1,000–1,400) transactions/s', or '2.10 ms' for a figure measured as is."""
-    def n(v: float) -> str:
-        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
-
+    n = units.Unit("", 1.0).fmt  # two significant digits below 0.1: "0.024 ms"
     if e["unit"] == "ms" and e["low"] == e["high"] and 0 < abs(e["value"]) < 0.005:
         return units.latency(e["value"] * 1e6)  # '422 ns', never '0.00 ms' (tmpfs)
     span = f" ({n(e['low'])}–{n(e['high'])})" if e["low"] != e["high"] else ""
