@@ -129,6 +129,28 @@ def test_bad_input_is_one_clear_error_and_stores_nothing(text, needle, code, tmp
     assert json.loads(run_cli("list", "--json", db=store_path).stdout) == []
 
 
+@pytest.mark.parametrize("fmt", ["json", "normal"])
+def test_a_failed_fio_run_is_imported_failed_in_fio_s_words(fmt, small_tmpfs, tmp_path,
+                                                           store_path):
+    """fio that ran out of room (a 32 MiB file on a 16 MiB tmpfs): the import is failed
+    with fio's error number, its meaning and fio's own lines, as a measured run says it
+    (it said only "fio reported errors in: fill")."""
+    out = tmp_path / f"full.{fmt}"
+    with out.open("w") as f:  # as a user keeps it: fio's messages in the same file
+        fio = subprocess.run([FIO, "--name=fill", f"--directory={small_tmpfs}", "--size=32m",
+                              "--rw=write", "--bs=64k", f"--output-format={fmt}"],
+                             stdout=f, stderr=subprocess.STDOUT)
+    assert fio.returncode != 0
+    proc = run_cli("import", str(out), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    said = "fio job 'fill' failed with error 28 (No space left on device): fio: io_u error"
+    assert f"failed: {said}" in proc.stderr
+    run = last(store_path)
+    assert run["status"] == "failed" and run["error"].startswith(said), run["error"]
+    assert "error=No space left on device" in run["error"]
+    assert said in run_cli("show", "last", db=store_path).stdout
+
+
 @pytest.mark.parametrize("fmt, sig", [("json+", "INT"), ("normal", "TERM"), ("terse", "INT")])
 def test_a_fio_run_stopped_by_a_signal_is_imported_as_interrupted(fmt, sig, tmp_path,
                                                                   store_path):

@@ -45,6 +45,17 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
     return ""
 
 
+def job_errors(failed: list[TestResult], text: str) -> str:
+    """Why a run of fio's output (an import) failed: each failed job's error number and its
+    meaning, then fio's own error lines where the output holds them (its JSON's preamble,
+    the job lines of its normal output)."""
+    jobs = "; ".join(f"fio job {r.name!r} failed with error {r.error} ({_strerror(r.error)})"
+                     for r in failed)
+    lines = dict.fromkeys(ln.strip() for ln in _preamble(text).splitlines()
+                          if ln.strip().startswith("fio:") or "error=" in ln)
+    return f"{jobs}: {' | '.join(list(lines)[:6])}" if lines else jobs
+
+
 def _preamble(raw: str) -> str:
     """What fio printed into its output file before the JSON: its error messages."""
     start = raw.find("{")

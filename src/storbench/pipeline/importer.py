@@ -23,6 +23,7 @@ from storbench.analysis import warnings
 from storbench.analysis.history import check_series_name
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError
+from storbench.pipeline.failures import job_errors
 from storbench.result import fio_logs, fio_text
 from storbench.result.documents import Document, Part, parse_document
 from storbench.result.facts import TargetFacts
@@ -350,11 +351,10 @@ def import_runs(
                                         zip(p.sources(), p.results, strict=True)])
         if p.left_out:
             data |= IMPORT_LEFT_OUT.put(p.left_out)
-        failed = [r.name for r in p.results if r.error]
+        failed = [r for r in p.results if r.error]
         stopped = terminated(p.text)
         if failed:
-            store.finish_run(run_id, "failed",
-                             f"fio reported errors in: {', '.join(failed)}", data=data)
+            store.finish_run(run_id, "failed", job_errors(failed, p.text), data=data)
         elif stopped:
             store.finish_run(run_id, "interrupted", f"{stopped}: fio was stopped before its"
                              " jobs ended; its figures are of the time it ran", data=data)
