@@ -155,3 +155,38 @@ def test_a_mixed_test_shows_both_directions_tails():
             tails = {"read.clat_p99", "write.clat_p99"} & set(t.metrics)
             if rw in ("randrw", "rw", "readwrite") and tails:
                 assert {"read.clat_p99", "write.clat_p99"} <= set(t.metrics), (suite.name, t)
+
+
+def test_times_and_rates_are_written_as_fio_reads_them():
+    """fio drops a fraction of a second ("2.5" and "2.5s" run 2 s) and reads "1e+06" as
+    1: --runtime 2.5 ran 2 s, --runtime 1e9 ran no I/O at all (a row of zeros, stored as
+    completed), --rate 1000000 wrote 1 write/s, all labelled as asked."""
+    from storbench.workload.sizes import fio_seconds
+
+    assert [fio_seconds(s) for s in (30, 30.0, 2.5, 1e6, 1e9, 0.0004)] == [
+        "30", "30", "2500ms", "1000000", "1000000000", "1ms"]
+    etcd = get_suite("etcd").jobfiles(size=None, runtime=1e6, rate_iops=1e6)
+    rated = dict(etcd[-1][1].effective())["etcd_rated"]
+    assert rated["rate_iops"] == "1000000" and rated["runtime"] == "1000000", rated
+    steady = get_suite("quick").jobfiles(size=None, runtime=None)[0][1].with_steady_state(
+        "iops_slope:0.5%", 2.5, 1e6)
+    assert {"ss_dur": "2500ms", "runtime": "1000000"}.items() <= dict(
+        steady.effective())["randread"].items()
+
+
+@needs_fio
+@pytest.mark.integration
+def test_a_fractional_runtime_is_run_whole(tmpfs, store_path):
+    """--runtime 2.5 on a suite: fio measures 2.5 s (it ran 2 s), and a whole --rate only."""
+    import json
+
+    from tests.conftest import run_cli
+
+    proc = run_cli("run", str(tmpfs), "--suite", "sync-iops", "--runtime", "2.5", "--size",
+                   "8m", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(run_cli("show", "last", "--json", "--raw", db=store_path).stdout)
+    assert "runtime=2500ms" in run["job_files"][0]
+    assert 2400 <= run["tests"][0]["write"]["runtime_ms"] <= 2700, run["tests"][0]["write"]
+    refused = run_cli("run", str(tmpfs), "--suite", "etcd", "--rate", "150.5", db=store_path)
+    assert refused.returncode == 2 and "--rate must be a positive whole number" in refused.stderr

@@ -239,7 +239,7 @@ def _other_loop(run: Run, v: Verdict) -> str:
     if est is None or OPS[a.op](est.center, v.limit) == v.passed:
         return ""
     rate = run.settings.get("rate_iops")
-    at = f" at {rate:g} writes/s" if isinstance(rate, (int, float)) else ""
+    at = f" at {rate:,.0f} writes/s" if isinstance(rate, (int, float)) else ""
     return (f" — judged open loop{at} ({a.test}); the closed-loop {closed} (writing as"
             f" fast as it can) would {'PASS' if not v.passed else 'FAIL'} it")
 

@@ -31,7 +31,7 @@ def profile_assertions(run: Run) -> list[tuple[Assertion, str]]:
             a, source = a.with_limit(float(threshold), "ms"), f"--threshold {threshold:g} ms"
         if f"{a.test}_rated" in tests:  # --rate: judge the open-loop run, as etcd writes
             a = a.with_test(f"{a.test}_rated")
-            source += f"; open loop at {run.settings.get('rate_iops'):g} writes/s"
+            source += f"; open loop at {run.settings.get('rate_iops'):,.0f} writes/s"
         out.append((a, source))
     return out
 

@@ -68,9 +68,10 @@ class RunSpec:
             raise ConfigError("--threshold sets the limit of a suite's verdict (--suite etcd);"
                               " this run has none: give --assert instead (e.g."
                               " 'randread.p99 < 5ms')")
-        if self.rate_iops is not None and self.rate_iops <= 0:
-            raise ConfigError(f"--rate must be a positive number of writes/s, not"
-                              f" {self.rate_iops}")
+        if self.rate_iops is not None and (
+                self.rate_iops <= 0 or not float(self.rate_iops).is_integer()):
+            raise ConfigError(f"--rate must be a positive whole number of writes/s (fio's"
+                              f" rate_iops), not {self.rate_iops:g}")
         if self.rate_iops is not None and (
                 self.job_file is not None or not any(t.rated for t in get_suite(self.suite).tests)):
             raise ConfigError("--rate applies to suites with an open-loop variant (etcd);"

@@ -15,7 +15,7 @@ from pathlib import Path
 from storbench.errors import ConfigError
 from storbench.workload import guard
 from storbench.workload.files import JOB_FILE_LIMIT, read_text
-from storbench.workload.sizes import parse_count, parse_size
+from storbench.workload.sizes import fio_seconds, parse_count, parse_size
 
 Option = tuple[str, str | None]
 
@@ -125,7 +125,7 @@ class JobFile:
                 if size is not None:
                     new = new.with_option("size", size)
                 if runtime is not None:
-                    new = new.with_option("runtime", _fmt_seconds(runtime))
+                    new = new.with_option("runtime", fio_seconds(runtime))
             sections.append(new)
         return JobFile(tuple(sections))
 
@@ -166,8 +166,8 @@ class JobFile:
                 rw = options.get("rw", options.get("readwrite", "read"))
                 own = criterion.replace("iops", "bw", 1) if rw in SEQUENTIAL else criterion
                 settings: list[tuple[str, str | None]] = [
-                    ("steadystate", own), ("ss_dur", f"{window_s:g}s"),
-                    ("time_based", None), ("runtime", f"{max_s:g}")]
+                    ("steadystate", own), ("ss_dur", fio_seconds(window_s)),
+                    ("time_based", None), ("runtime", fio_seconds(max_s))]
                 if parse_count(options.get("numjobs")) > 1:
                     settings.append(("group_reporting", None))
                 for key, value in settings:
@@ -183,7 +183,7 @@ class JobFile:
             section = section.without("ramp_time")
             if not section.is_global:
                 section = section.with_option("time_based", None).with_option(
-                    "runtime", f"{seconds:g}")
+                    "runtime", fio_seconds(seconds))
             sections.append(section)
         return JobFile(tuple(sections))
 
@@ -269,10 +269,6 @@ def _into(directory: Path, key: str, value: str) -> str:
         return ":".join(f"{guard.fio_path(str(directory))}/{part}"
                         for part in guard.list_names(value))
     return str(directory / value)
-
-
-def _fmt_seconds(seconds: float) -> str:
-    return str(int(seconds)) if float(seconds).is_integer() else f"{int(seconds * 1000)}ms"
 
 
 def parse_jobfile(text: str, source: str = "<job file>", base: Path | None = None) -> JobFile:

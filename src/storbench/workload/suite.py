@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from storbench.errors import ConfigError
 from storbench.workload.jobfile import JobFile, Option, Section
-from storbench.workload.sizes import fio_size, parse_size
+from storbench.workload.sizes import fio_seconds, fio_size, parse_size
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ class Suite:
             if t.rated and rate_iops is not None:
                 out.append(replace(
                     t, name=f"{t.name}_rated",
-                    description=f"{t.description}, open loop at {rate_iops:g} writes/s",
-                    options=(*t.options, ("rate_iops", f"{rate_iops:g}"),
+                    description=f"{t.description}, open loop at {rate_iops:,.0f} writes/s",
+                    options=(*t.options, ("rate_iops", str(round(rate_iops))),
                              ("rate_process", "poisson")),
                     rated=False))
         return out
@@ -81,7 +81,7 @@ class Suite:
             if size is not None:
                 options["size"] = size
             if runtime is not None:
-                options["runtime"] = f"{runtime:g}"
+                options["runtime"] = fio_seconds(runtime)
             if test.split_size:
                 total = parse_size(options["size"] or "")
                 numjobs = int(options.get("numjobs") or 1)

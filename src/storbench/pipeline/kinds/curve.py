@@ -31,6 +31,7 @@ from storbench.result.model import TestResult
 from storbench.result.sections import CURVE, CurveSection
 from storbench.workload.jobfile import JobFile, Section
 from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.sizes import fio_seconds
 
 SYNC_ENGINES = {"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"}
 COARSE = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)  # of the closed-loop maximum
@@ -183,7 +184,7 @@ class Curve:
     def _variant(self, name: str, rate: float | None, depth: int, jobs: int) -> PlannedTest:
         """The test's job renamed ``name``, time based for the step, at this depth and
         job count, and at ``rate`` IOPS in total (open loop) or as fast as it goes."""
-        runtime = f"{self.spec.step_s:g}"
+        runtime = fio_seconds(self.spec.step_s)
         sections = []
         for s in self.test.jobfile.sections:
             s = s.without("rate", "rate_iops", "rate_process")  # the curve sets the rate
