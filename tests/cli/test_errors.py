@@ -256,6 +256,24 @@ def test_check_of_a_run_that_did_not_complete_fails_with_its_status(tmpfs, tmp_p
 
 @needs_fio
 @pytest.mark.integration
+def test_a_test_fio_did_no_i_o_in_fails_with_no_row_of_zeros(tmpfs, tmp_path, store_path):
+    """fio reads runtime=1e+09 as 1 and then does no I/O in the time it measures: that
+    run was completed with IOPS 0.00 (a test with no I/O at all had no row). It fails,
+    saying so; the figures fio gave are kept with the run."""
+    job = tmp_path / "never.fio"
+    job.write_text("[z]\nrw=randread\nsize=4m\ntime_based\nruntime=1e+09\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    said = "test 'never.fio': fio's job 'z' did no I/O in the time it measured"
+    assert_one_line_error(proc, 1, said)
+    assert "[1] FAILED: " + said in proc.stderr
+    run = show_json(store_path)
+    assert run["status"] == "failed" and run["error"].startswith(said)
+    assert "0.00" not in run_cli("show", "last", db=store_path).stdout
+    assert scratch_dirs(tmpfs) == []
+
+
+@needs_fio
+@pytest.mark.integration
 def test_the_progress_line_says_failed_for_a_failed_test(tmpfs, tmp_path, store_path):
     job = tmp_path / "nofile.fio"
     job.write_text("[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")

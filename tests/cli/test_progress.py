@@ -84,3 +84,11 @@ def test_no_layout_is_claimed_where_fio_said_nothing():
     reporter.progress(0, parse_status_line(
         "Jobs: 1 (f=1): [W(1)][60.0%][w=345KiB/s][w=150 IOPS][eta 00m:02s]"))
     assert out.getvalue().splitlines()[2:] == []
+
+
+def test_a_long_test_s_time_is_said_in_a_unit_one_reads():
+    """A test of --runtime 86400 said "~86401 s"; one of 1e9 s "~1000000001 s"."""
+    from storbench.cli.progress import about
+
+    assert [about(s) for s in (11, 119, 1500, 36_000, 86_401, 1e9 + 1)] == [
+        "11 s", "119 s", "25 min", "10 h", "24 h", "32 years"]

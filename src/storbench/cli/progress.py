@@ -23,6 +23,15 @@ WAITING = {"files": ("laying out files", "layout and start-up"),
            "device": ("starting fio (no I/O yet)", "start-up")}
 
 
+
+def about(seconds: float) -> str:
+    """A test's expected time as a person reads it: "11 s", "25 min", "10 h", "32 years"."""
+    for unit, size, below in (("s", 1, 120), ("min", 60, 7200), ("h", 3600, 172_800),
+                              ("days", 86_400, 2 * 31_557_600)):
+        if seconds < below:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds / 31_557_600:,.0f} years"
+
 class ConsoleReporter:
     """Implements pipeline.loop.Reporter. Costs a redraw twice a second at most."""
 
@@ -65,7 +74,7 @@ class ConsoleReporter:
         self.bars.start()
 
     def test_started(self, index: int, test: PlannedTest) -> None:
-        expected = f", ~{test.expected_s:.0f} s" if test.expected_s else ""
+        expected = f", ~{about(test.expected_s)}" if test.expected_s else ""
         if self.bars is not None:
             while index >= len(self.tasks):  # steps chosen as the run goes (a curve)
                 self.tasks.append(self.bars.add_task(test.name, total=100, eta="", live=""))

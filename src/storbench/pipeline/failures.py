@@ -42,6 +42,13 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
     if execution.returncode != 0 or missing:
         tail = f"; no result from {', '.join(missing)}" if missing else ""
         return f"fio exited with status {execution.returncode}{tail}: {said}"
+    nothing = [(w, r) for w, r in checked if not any(d.total_ios for _, d in r.directions())]
+    if nothing:  # a row of zeros, or none at all, is no figure
+        where, r = nothing[0]
+        on = f" on {where}" if where else ""
+        return (f"test {name!r}: fio's job {r.name!r} did no I/O{on} in the time it measured"
+                f" (fio ran {r.elapsed_s:.0f} s): no figure to show. Its runtime, ramp_time or"
+                " size leave nothing to measure")
     return ""
 
 
