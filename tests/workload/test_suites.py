@@ -158,8 +158,8 @@ def test_a_mixed_test_shows_both_directions_tails():
 
 
 def test_times_and_rates_are_written_as_fio_reads_them():
-    """fio drops a fraction of a second ("2.5" and "2.5s" run 2 s) and reads "1e+06" as
-    1: --runtime 2.5 ran 2 s, --runtime 1e9 ran no I/O at all (a row of zeros, stored as
+    """fio drops a fraction of a second ("2.5" and "2.5s" run 2 s) and reads "1e+06" as no
+    time: --runtime 2.5 ran 2 s, --runtime 1e9 ran no I/O at all (a row of zeros, stored as
     completed), --rate 1000000 wrote 1 write/s, all labelled as asked."""
     from storbench.workload.sizes import fio_seconds
 

@@ -23,7 +23,6 @@ WAITING = {"files": ("laying out files", "layout and start-up"),
            "device": ("starting fio (no I/O yet)", "start-up")}
 
 
-
 def about(seconds: float) -> str:
     """A test's expected time as a person reads it: "11 s", "25 min", "10 h", "32 years"."""
     for unit, size, below in (("s", 1, 120), ("min", 60, 7200), ("h", 3600, 172_800),
@@ -31,6 +30,7 @@ def about(seconds: float) -> str:
         if seconds < below:
             return f"{seconds / size:,.0f} {unit}"
     return f"{seconds / 31_557_600:,.0f} years"
+
 
 class ConsoleReporter:
     """Implements pipeline.loop.Reporter. Costs a redraw twice a second at most."""

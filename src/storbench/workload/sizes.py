@@ -63,7 +63,8 @@ def format_latency(ns: float | None) -> str:
 def fio_seconds(seconds: float) -> str:
     """A time as a fio option's value: whole seconds as they are ("30", "1000000"), else
     in milliseconds ("2500ms"). fio drops a fraction of a second ("2.5" and "2.5s" run
-    2 s) and reads "1e+06" as 1 s (Python's ``:g`` writes it above 999,999)."""
+    2 s) and reads "1e+06" as no time: no I/O at all (Python's ``:g`` writes that above
+    999,999)."""
     if float(seconds).is_integer():
         return str(int(seconds))
     return f"{max(1, round(seconds * 1000))}ms"
