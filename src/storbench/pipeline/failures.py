@@ -36,9 +36,7 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
     failed = [(where, r) for where, r in checked if r.error]
     if failed:
         where, r = failed[0]
-        on = f" on {where}" if where else ""
-        return (f"fio job {r.name!r} failed{on} with error {r.error}"
-                f" ({_strerror(r.error)}): {said}")
+        return f"{_job_failed(r, where)}: {said}"
     if execution.returncode != 0 or missing:
         tail = f"; no result from {', '.join(missing)}" if missing else ""
         return f"fio exited with status {execution.returncode}{tail}: {said}"
@@ -56,11 +54,16 @@ def job_errors(failed: list[TestResult], text: str) -> str:
     """Why a run of fio's output (an import) failed: each failed job's error number and its
     meaning, then fio's own error lines where the output holds them (its JSON's preamble,
     the job lines of its normal output)."""
-    jobs = "; ".join(f"fio job {r.name!r} failed with error {r.error} ({_strerror(r.error)})"
-                     for r in failed)
+    jobs = "; ".join(_job_failed(r) for r in failed)
     lines = dict.fromkeys(ln.strip() for ln in _preamble(text).splitlines()
                           if ln.strip().startswith("fio:") or "error=" in ln)
     return f"{jobs}: {' | '.join(list(lines)[:6])}" if lines else jobs
+
+
+def _job_failed(r: TestResult, where: str = "") -> str:
+    """'fio job 'w' failed [on HOST] with error 28 (No space left on device)'."""
+    on = f" on {where}" if where else ""
+    return f"fio job {r.name!r} failed{on} with error {r.error} ({_strerror(r.error)})"
 
 
 def _preamble(raw: str) -> str:
