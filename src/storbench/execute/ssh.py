@@ -47,12 +47,26 @@ dir=$1 prefix=$2 confine=$3
 shift 3
 command -v fio >/dev/null 2>&1 || {
   echo "storbench-error fio is not installed on this host"; exit 1; }
+path= prev=
 for a in "$@"; do
   case $a in --*) ;; *) [ -e "$a" ] || {
     echo "storbench-error $a does not exist on this host"; exit 1; } ;; esac
+  [ "$prev" = --write ] && path=$a
+  prev=$a
 done
 echo "storbench-host $(hostname)"
 echo "storbench-mem-kib $(awk '/^MemTotal:/ {print $2}' /proc/meminfo)"
+# the target path's file system (its mount's type, as /proc/mounts names it) and room
+if [ -n "$path" ] && real=$(cd -- "$path" 2>/dev/null && pwd -P); then
+  P=$real awk 'BEGIN { n = -1; p = ENVIRON["P"] }
+    { split($0, s, " - "); split(s[1], f, " "); split(s[2], r, " "); m = f[5]
+      gsub(/\\040/, " ", m); gsub(/\\011/, "\t", m); gsub(/\\012/, "\n", m)
+      gsub(/\\134/, "\\", m)
+      if ((p == m || m == "/" || index(p, m "/") == 1) && length(m) >= n) {
+        n = length(m); t = r[1] } }
+    END { if (n >= 0) print "storbench-fs " t }' /proc/self/mountinfo 2>/dev/null
+  stat -f -c "storbench-space %S %b %a" -- "$real" 2>/dev/null
+fi
 echo "storbench-fio $(fio --version)"
 umask 077
 # what a session that could not end well left (its shell killed, the host rebooted
@@ -330,6 +344,11 @@ def _until_ready(tunnel: Tunnel) -> str:
                 tunnel.facts["hostname"] = rest
             elif word == "storbench-mem-kib" and re.fullmatch(r"[0-9]+", rest):
                 tunnel.facts["ram_bytes"] = int(rest) * 1024
+            elif word == "storbench-fs" and rest:
+                tunnel.facts["fs_type"] = rest
+            elif word == "storbench-space" and re.fullmatch(r"[0-9]+ [0-9]+ [0-9]+", rest):
+                size, total, free = map(int, rest.split())
+                tunnel.facts.update(total_bytes=size * total, free_bytes=size * free)
             elif word == "storbench-fio":
                 tunnel.facts["fio_version"] = rest
             elif word == "storbench-confined":

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storbench.errors import ConfigError
+from storbench.errors import ConfigError, TargetError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
 from storbench.execute.ssh import (
@@ -43,6 +43,7 @@ from storbench.target.environment import host_facts
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan
+from storbench.workload.sizes import format_bytes_iec
 
 DEFAULT_PORT = 8765
 # a host name: labels of letters, digits, '-' (not first or last) and '_' (common in
@@ -162,9 +163,23 @@ class HostsTarget(Quiet):
                                   workdir, self.remote(), [self._session_dir(h) for h in ssh])
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
+        self._check_room(plan)
         endpoints = self.endpoints()
         found = probe(fio, list(endpoints.values()), workdir)
         self.versions = {w: found[key(s)] for w, s in endpoints.items()}
+
+    def _check_room(self, plan: Plan) -> None:
+        """Room for the largest test in the path on every host that said its free space
+        (each lays out its own files; or the shared one)."""
+        most, name = max((t.jobfile.estimated_bytes() or 0, t.name) for t in plan.tests)
+        short = [f"{host} has {format_bytes_iec(free)} free"
+                 for host, tunnel in self.tunnels.items()
+                 if isinstance(free := tunnel.facts.get("free_bytes"), int) and most > free]
+        if short:
+            raise TargetError(
+                f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"
+                f" {format_bytes_iec(most)} on each host; {', '.join(short)}; pass a smaller"
+                " --size or another path")
 
     def remote(self) -> Remote:
         """What each host's session may write and removes as it ends: the run's files in
@@ -258,12 +273,15 @@ class HostsTarget(Quiet):
             hosts.append(entry)
         rams = [e.get("ram_bytes") for e in hosts]
         known = [r for r in rams if isinstance(r, int)]
+        # the path's file system, when every host said it and all say the same
+        fs = {e.get("fs_type") for e in hosts}
         return {
             **here,
             # the page cache that could answer is the smallest host's; unknown if any is
             "ram_bytes": min(known) if known and len(known) == len(rams) else None,
             "target": {"kind": self.kind, "path": str(self.path), "on_hosts": True,
-                       "shared_file": self.shared_file, "block_device": False},
+                       "shared_file": self.shared_file, "block_device": False,
+                       **({"fs_type": fs.pop()} if len(fs) == 1 and None not in fs else {})},
             "hosts": hosts,
             **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {}),
         }
