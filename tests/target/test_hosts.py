@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import threading
 import time
@@ -28,6 +29,17 @@ def job(tmp_path, runtime=2):
 
 def last(db):
     return json.loads(run_cli("show", "last", "--json", "--raw", db=db).stdout)
+
+
+def assert_finish_line(stdout, test):
+    """The line under a test's per-host table: one host is never said to be first and last
+    to finish, nor a sub-second time as 0.0 s."""
+    m = re.search(rf"^{re.escape(test)}: (?:every host ran (?P<all>[0-9.]+ m?s)|first to finish"
+                  r" (?P<first>\S+) after (?P<t1>[0-9.]+ m?s), last (?P<last>\S+) after"
+                  r" (?P<t2>[0-9.]+ m?s)); slowest \S+ \([0-9,.]+ IOPS\)$", stdout, re.M)
+    assert m is not None, stdout
+    assert m["all"] or (m["first"] != m["last"] and m["t1"] != m["t2"]), m[0]
+    assert not re.search(r"(?<![0-9.])0(\.0)? m?s\b", m[0]), m[0]
 
 
 def merged_percentile(entries, direction, p):
@@ -61,7 +73,7 @@ def test_hosts_aggregate_is_the_sum_and_the_merged_histogram(n, fio_servers, tmp
             assert agg[direction]["clat"]["percentiles_ns"][str(p)] == merged_percentile(
                 hosts, direction, p)
         assert f"{test}: per host" in proc.stdout
-        assert f"{test}: first to finish" in proc.stdout and "slowest" in proc.stdout
+        assert_finish_line(proc.stdout, test)
     assert list(tmpfs.iterdir()) == []  # every host deleted its files (unlink=1)
     # per-host file names by default: hosts never collide
     texts = run["job_files"][0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -18,7 +19,7 @@ import pytest
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
 from tests.pipeline.test_replay import _record_fio, needs_strace
-from tests.target.test_hosts import job, merged_percentile
+from tests.target.test_hosts import assert_finish_line, job, merged_percentile
 from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs, tcp_listeners
 
 pytestmark = [needs_fio, pytest.mark.integration]
@@ -465,3 +466,46 @@ def test_a_target_word_names_the_hosts_and_the_path(ssh_hosts, tmp_path, store_p
     assert run["target"] == f"{ssh_hosts.target} on 2 hosts"
     time.sleep(1)
     assert set(fio_servers_on_loopback()) - set(before) == set()
+
+
+def test_each_host_s_file_system_is_read_and_its_room_checked(ssh_hosts, tmp_path,
+                                                               store_path):
+    """Each host says the file system of the path (its mount's type) and its free space:
+    fsync on the hosts' tmpfs is flagged as on this machine's, and a test too large for
+    one host's free space is said before anything runs, naming that host only."""
+    from tests.testbed import sh
+
+    proc = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts, "--ssh-config",
+                   str(ssh_hosts.config), "--suite", "etcd", "--size", "4m", db=store_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = last(store_path)
+    assert run["environment"]["target"]["fs_type"] == "tmpfs"
+    for h in run["environment"]["hosts"]:
+        assert h["fs_type"] == "tmpfs" and 0 < h["free_bytes"] <= h["total_bytes"]
+    assert "sync-in-ram" in [w["kind"] for w in run["warnings"]]
+    assert "warning (sync-in-ram): etcd: fsync on tmpfs is a no-op" in proc.stdout
+    assert_finish_line(proc.stdout, "etcd")  # each host's milliseconds, never "0.0 s"
+    shown = run_cli("show", "last", db=store_path, env={"COLUMNS": "200"}).stdout
+    assert re.search(r"hosts\[1\]\.fs_type +│ tmpfs", shown), shown  # a fact a line
+    assert re.search(r"hosts\[0\]\.free_bytes +│ [0-9.]+ MiB", shown), shown
+    assert "{'" not in shown  # no Python notation
+
+    before = set(fio_servers_on_loopback())
+    there = ["nsenter", "-t", str(ssh_hosts.sshd[1].pid), "-m", "--"]
+    full = ssh_hosts.target / "someone-else-s"
+    total = run["environment"]["hosts"][1]["total_bytes"]
+    sh(*there, "fallocate", "-l", str(total - 32 * 2**20), str(full))  # 32 MiB left
+    try:
+        proc = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
+                       "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path),
+                       "--size", "64m", db=store_path)
+        a, p = ssh_hosts.addresses[1]
+        assert_one_line_error(proc, 1, f"for test 'mh.fio': it needs 128.0 MiB on each host;"
+                              f" ssh://root@{a}:{p} has 32.0 MiB free; pass a smaller --size")
+        assert proc.stderr.count("ssh://") == 1, proc.stderr  # the others had room
+        assert len(json.loads(run_cli("list", "--json", db=store_path).stdout)) == 1
+        time.sleep(1)
+        assert set(fio_servers_on_loopback()) - before == set()
+        assert sh(*there, "ls", "-A", str(ssh_hosts.target)) == full.name  # nothing laid out
+    finally:
+        sh(*there, "rm", "-f", str(full))

@@ -94,10 +94,12 @@ def print_run(console: Console, run: Run) -> None:
                       soft_wrap=True)
     for spread in host_spread(run):
         console.print(rich_table(host_table(spread), f"{spread.test}: per host"))
+        first, last = _took(spread.first.runtime_s), _took(spread.last.runtime_s)
+        finished = (f"every host ran {first}" if first == last else
+                    f"first to finish {escape(spread.first.host)} after {first}, last"
+                    f" {escape(spread.last.host)} after {last}")
         console.print(
-            f"{escape(spread.test)}: first to finish {escape(spread.first.host)} after"
-            f" {spread.first.runtime_s:.1f} s, last {escape(spread.last.host)} after"
-            f" {spread.last.runtime_s:.1f} s; slowest {escape(spread.slowest.host)}"
+            f"{escape(spread.test)}: {finished}; slowest {escape(spread.slowest.host)}"
             f" ({units.figure('iops', spread.slowest.iops)})", soft_wrap=True)
     sources = sections.IMPORT_SOURCES.of(run)
     if sources and len(sources) > 1:
@@ -142,11 +144,17 @@ def distinct_warnings(run: Run) -> list[tuple[Warning, int]]:
     return [(w, n) for w, n in seen.values()]
 
 
+def _took(seconds: float) -> str:
+    """A host's time as read: "17 ms", "3.0 s"."""
+    ms = seconds * 1000
+    return f"{seconds:.1f} s" if seconds >= 1 else f"{ms:.0f} ms" if ms >= 1 else f"{ms:.2g} ms"
+
+
 def host_table(spread: HostSpread) -> Table:
     bw = units.choose("bw", [r.bw_bytes_per_s for r in spread.rows])
     lat = units.choose("latency", [r.clat_p99_ns for r in spread.rows])
     rows = [[r.host, units.IOPS.fmt(r.iops), bw.fmt(r.bw_bytes_per_s), lat.fmt(r.clat_p99_ns),
-             f"{r.runtime_s:.1f}"] for r in spread.rows]
+             units.SECONDS.fmt(r.runtime_s)] for r in spread.rows]
     return Table(["host", "IOPS", f"BW [{bw.name}]", f"clat p99 [{lat.name}]", "runtime [s]"],
                  rows, [False, True, True, True, True])
 
@@ -221,10 +229,17 @@ def environment_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Dotted keys; a list of sections (each host's facts) one key per fact, hosts[1].fs_type
+    (not a line of Python's notation), a list of words joined by commas."""
     out: list[tuple[str, Any]] = []
     for k, v in d.items():
         if isinstance(v, dict):
             out += _flatten(v, f"{prefix}{k}.")
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for i, x in enumerate(v):
+                out += _flatten(x, f"{prefix}{k}[{i}].")
+        elif isinstance(v, list) and all(isinstance(x, str | int | float) for x in v):
+            out.append((f"{prefix}{k}", ", ".join(map(str, v))))
         else:
             out.append((f"{prefix}{k}", v))
     return out

@@ -50,6 +50,7 @@ class Unit:
 
 
 IOPS = Unit("IOPS", 1.0)
+SECONDS = Unit("s", 1.0)
 SHARE = Unit("% of I/Os", 1.0)
 RATES = {"tps": Unit("TPS", 1.0), "ops": Unit("ops/s", 1.0)}  # an application's own
 
