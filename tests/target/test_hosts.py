@@ -31,10 +31,10 @@ def last(db):
     return json.loads(run_cli("show", "last", "--json", "--raw", db=db).stdout)
 
 
-def assert_finish_line(stdout, test):
+def assert_finish_line(stdout, test, worker="host"):
     """The line under a test's per-host table: one host is never said to be first and last
     to finish, nor a sub-second time as 0.0 s."""
-    m = re.search(rf"^{re.escape(test)}: (?:every host ran (?P<all>[0-9.]+ m?s)|first to finish"
+    m = re.search(rf"^{re.escape(test)}: (?:every {worker} ran (?P<all>[0-9.]+ m?s)|first to finish"
                   r" (?P<first>\S+) after (?P<t1>[0-9.]+ m?s), last (?P<last>\S+) after"
                   r" (?P<t2>[0-9.]+ m?s)); slowest \S+ \([0-9,.]+ IOPS\)$", stdout, re.M)
     assert m is not None, stdout

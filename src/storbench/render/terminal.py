@@ -25,6 +25,7 @@ from storbench.render.table import (
     summary_table,
 )
 from storbench.result import sections
+from storbench.result.facts import TargetFacts
 from storbench.result.record import Regression, Run, Verdict, Warning
 from storbench.workload.sizes import format_bytes_iec
 
@@ -92,10 +93,11 @@ def print_run(console: Console, run: Run) -> None:
             text = f"{len(tests)} tests ({named}): {text.removeprefix(f'{w.test}: ')}"
         console.print(f"[yellow]warning ({w.kind}):[/yellow] {escape(text)}{times}",
                       soft_wrap=True)
+    worker = "pod" if TargetFacts.of(run.environment).place == "pods" else "host"
     for spread in host_spread(run):
-        console.print(rich_table(host_table(spread), f"{spread.test}: per host"))
+        console.print(rich_table(host_table(spread, worker), f"{spread.test}: per {worker}"))
         first, last = _took(spread.first.runtime_s), _took(spread.last.runtime_s)
-        finished = (f"every host ran {first}" if first == last else
+        finished = (f"every {worker} ran {first}" if first == last else
                     f"first to finish {escape(spread.first.host)} after {first}, last"
                     f" {escape(spread.last.host)} after {last}")
         console.print(
@@ -150,12 +152,12 @@ def _took(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds >= 1 else f"{ms:.0f} ms" if ms >= 1 else f"{ms:.2g} ms"
 
 
-def host_table(spread: HostSpread) -> Table:
+def host_table(spread: HostSpread, worker: str = "host") -> Table:
     bw = units.choose("bw", [r.bw_bytes_per_s for r in spread.rows])
     lat = units.choose("latency", [r.clat_p99_ns for r in spread.rows])
     rows = [[r.host, units.IOPS.fmt(r.iops), bw.fmt(r.bw_bytes_per_s), lat.fmt(r.clat_p99_ns),
              units.SECONDS.fmt(r.runtime_s)] for r in spread.rows]
-    return Table(["host", "IOPS", f"BW [{bw.name}]", f"clat p99 [{lat.name}]", "runtime [s]"],
+    return Table([worker, "IOPS", f"BW [{bw.name}]", f"clat p99 [{lat.name}]", "runtime [s]"],
                  rows, [False, True, True, True, True])
 
 

@@ -21,7 +21,7 @@ from storbench.execute.kubernetes import Kube, KubeError
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, run_cli
 from tests.k8s import leftovers, managed_pods, restricted_kubeconfig
-from tests.target.test_hosts import merged_percentile
+from tests.target.test_hosts import assert_finish_line, merged_percentile
 
 pytestmark = pytest.mark.integration
 
@@ -357,7 +357,8 @@ def test_three_pods_on_one_rwx_volume(kube, namespace, k8s_env, store_path, tmp_
         for p in (50.0, 99.0, 99.9):
             assert agg[direction]["clat"]["percentiles_ns"][str(p)] == merged_percentile(
                 rows, direction, p)
-        assert f"{test}: per host" in proc.stdout and "slowest" in proc.stdout
+        assert f"{test}: per pod" in proc.stdout
+        assert_finish_line(proc.stdout, test, "pod")
     texts = run["job_files"][0]  # one volume: per-pod file names, so pods never collide
     assert "# pod " in texts and "-p0." in texts and "-p2." in texts
 
