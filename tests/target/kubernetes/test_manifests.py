@@ -113,9 +113,18 @@ def test_a_size_bound_test_gets_the_time_its_size_needs_not_an_hour():
 
 
 def test_capacity_smaller_than_the_suite():
+    """The bytes the largest test writes said as they are (16 MiB was "0.0 GiB"), the
+    test named, and the pods that share the volume counted."""
     o = KubeOptions(storage_class="fast", capacity="1Gi")
-    with pytest.raises(ConfigError, match="smaller than"):
+    with pytest.raises(ConfigError, match=r"--capacity 1Gi is smaller than the 4.0 GiB test"):
         plan_kube(RunSpec(size="4g"), o, "b")
+    o = KubeOptions(storage_class="fast", capacity="10Mi")
+    with pytest.raises(ConfigError, match=r"smaller than the 16.0 MiB test 'synclat' writes;"):
+        plan_kube(RunSpec(size="16m"), o, "b")
+    o = KubeOptions(storage_class="fast", capacity="40Mi", clients=3,
+                    access_mode="ReadWriteMany")
+    with pytest.raises(ConfigError, match=r"the 48.0 MiB test 'synclat' writes \(in its 3 pods\)"):
+        plan_kube(RunSpec(size="16m"), o, "b")
 
 
 def test_job_file_paths_stay_in_the_volume(tmp_path: Path):

@@ -53,6 +53,7 @@ from storbench.target.kubernetes.manifests import (
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.sizes import format_bytes_iec
 
 START_S = 300.0  # bind the volume, schedule, pull the image, start the pods
 TEST_GRACE_S = 60.0  # beyond a test's runtime (laying out files, fio's start and end)
@@ -165,15 +166,17 @@ class KubeTarget(Quiet, InRunDirs):
     def capacity(self, plan: Plan) -> str:
         """The PVC's size: --capacity, else what the suite writes + 25 %."""
         o = self.o
-        per_client = max((t.jobfile.estimated_bytes() or 0) for t in plan.tests)
+        per_client, name = max((t.jobfile.estimated_bytes() or 0, t.name) for t in plan.tests)
         shared = o.clients > 1 and o.shared_volume
-        needed = per_client * (o.clients if shared and not self.shared_file else 1)
+        pods = o.clients if shared and not self.shared_file else 1
+        needed = per_client * pods
         capacity = o.capacity or capacity_for(needed)
         have = quantity_bytes(capacity)
         if have is not None and needed > have:
             raise ConfigError(f"--capacity {capacity} is smaller than the"
-                              f" {needed / 2**30:.1f} GiB the suite writes; give more, or a"
-                              " smaller --size")
+                              f" {format_bytes_iec(needed)} test {name!r} writes"
+                              f"{f' (in its {pods} pods)' if pods > 1 else ''}; give more, or"
+                              " a smaller --size")
         return capacity
 
     # -- the Target contract -----------------------------------------------------------
