@@ -509,3 +509,21 @@ def test_each_host_s_file_system_is_read_and_its_room_checked(ssh_hosts, tmp_pat
         assert sh(*there, "ls", "-A", str(ssh_hosts.target)) == full.name  # nothing laid out
     finally:
         sh(*there, "rm", "-f", str(full))
+
+    # host 1's path on ramfs (it counts no free space: 0 bytes of 0), the others' on tmpfs
+    sh(*there, "mount", "-t", "ramfs", "ramfs", str(ssh_hosts.target))
+    try:
+        proc = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
+                       "--ssh-config", str(ssh_hosts.config), "--suite", "etcd", "--size", "4m",
+                       db=store_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        names = [f"ssh://root@{a}:{p}" for a, p in ssh_hosts.addresses]
+        others = ", ".join(n for i, n in enumerate(names) if i != 1)
+        assert (f"{ssh_hosts.target} is on different file systems on the hosts (tmpfs on"
+                f" {others}; ramfs on {names[1]}): each figure merges them") in proc.stderr
+        run = last(store_path)
+        assert "fs_type" not in run["environment"]["target"]
+        assert [h["fs_type"] for h in run["environment"]["hosts"]] == [
+            "ramfs" if i == 1 else "tmpfs" for i in range(len(names))]
+    finally:
+        sh(*there, "umount", str(ssh_hosts.target))

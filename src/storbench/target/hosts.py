@@ -170,11 +170,13 @@ class HostsTarget(Quiet):
 
     def _check_room(self, plan: Plan) -> None:
         """Room for the largest test in the path on every host that said its free space
-        (each lays out its own files; or the shared one)."""
+        (each lays out its own files; or the shared one); a file system that keeps no
+        count (ramfs: 0 bytes of 0) is not judged."""
         most, name = max((t.jobfile.estimated_bytes() or 0, t.name) for t in plan.tests)
         short = [f"{host} has {format_bytes_iec(free)} free"
                  for host, tunnel in self.tunnels.items()
-                 if isinstance(free := tunnel.facts.get("free_bytes"), int) and most > free]
+                 if isinstance(free := tunnel.facts.get("free_bytes"), int) and most > free
+                 and tunnel.facts.get("total_bytes")]  # ramfs says 0 of 0: no count kept
         if short:
             raise TargetError(
                 f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"
@@ -288,11 +290,19 @@ class HostsTarget(Quiet):
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
                 note: Callable[[str], None]) -> None:
-        """What earlier runs left on a host, said (its session removed it)."""
+        """What earlier runs left on a host, said (its session removed it); hosts whose
+        path is on different file systems, said (one figure merges them)."""
+        kinds: dict[str, list[str]] = {}
         for host, tunnel in self.tunnels.items():
             removed = tunnel.facts.get("removed_leftovers")
             for left in removed if isinstance(removed, list) else []:
                 note(f"{host}: removed {left}*, left by a run whose session had ended")
+            kinds.setdefault(str(tunnel.facts.get("fs_type", "unknown")), []).append(host)
+        if len(kinds) > 1:
+            note(f"{self.path} is on different file systems on the hosts ("
+                 + "; ".join(f"{fs} on {', '.join(hosts)}" for fs, hosts in kinds.items())
+                 + "): each figure merges them, and what holds for one file system only (fsync"
+                   " in RAM a no-op) is not warned of")
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None
