@@ -527,3 +527,28 @@ def test_each_host_s_file_system_is_read_and_its_room_checked(ssh_hosts, tmp_pat
             "ramfs" if i == 1 else "tmpfs" for i in range(len(names))]
     finally:
         sh(*there, "umount", str(ssh_hosts.target))
+
+
+def test_another_set_of_hosts_is_another_series(ssh_hosts, store_path):
+    """A series is one storage: the same path on other hosts starts its own (it joined
+    "etcd@PATH on 2 hosts" with any two hosts, and history compared other machines as
+    one); the same hosts in another order join theirs."""
+    names = [f"ssh://root@{a}:{p}" for a, p in ssh_hosts.addresses]
+
+    def series(*hosts: str) -> str:
+        proc = run_cli("run", str(ssh_hosts.target), "--hosts", ",".join(hosts),
+                       "--ssh-config", str(ssh_hosts.config), "--suite", "etcd", "--size",
+                       "4m", db=store_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return last(store_path)["series"]
+
+    first = series(names[0], names[1])
+    assert first == (f"etcd/size=4m@{ssh_hosts.target} on 2 hosts ({names[0]},"
+                     f" {names[1]})")
+    assert series(names[1], names[0]) == first
+    assert series(names[2], names[3]) != first
+    assert re.fullmatch(rf"etcd/size=4m@{re.escape(str(ssh_hosts.target))} on 4 hosts"
+                        rf" \({re.escape(min(names))} and 3 more #[0-9a-f]{{6}}\)",
+                        series(*reversed(names))), "four hosts: the first and a digest"
+    assert len({r["series"] for r in json.loads(
+        run_cli("list", "--json", db=store_path).stdout)}) == 3

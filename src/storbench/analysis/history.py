@@ -10,6 +10,7 @@ is the median over its repeats.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import statistics
@@ -35,11 +36,18 @@ def check_series_name(name: str | None) -> None:
 
 
 def auto_series(suite: str, target: str, facts: TargetFacts) -> str:
-    """The series a run joins when nobody names one: its suite @ where its I/O went."""
+    """The series a run joins when nobody names one: its suite @ where its I/O went
+    (hosts: which ones, in any order; beyond three, the first and a digest of all)."""
     if facts.place == "here" and facts.hostname:
         return f"{suite}@{facts.hostname}:{target}"
     if facts.place == "pods" and facts.kube_context:
         return f"{suite}@{facts.kube_context}:{target}"
+    if facts.place == "hosts" and facts.hosts:
+        hosts = sorted(facts.hosts)
+        digest = hashlib.sha256("\n".join(hosts).encode()).hexdigest()[:6]
+        named = (", ".join(hosts) if len(hosts) <= 3 else
+                 f"{hosts[0]} and {len(hosts) - 1} more #{digest}")
+        return f"{suite}@{target} ({named})"
     return f"{suite}@{target}"
 
 

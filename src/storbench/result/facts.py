@@ -35,6 +35,7 @@ class TargetFacts:
     hostname: str | None = None  # of the machine storbench ran on
     kube_context: str | None = None  # the kubeconfig context of a Kubernetes run
     memory_limited: bool = False  # ram_bytes is a memory cgroup's limit, below the RAM
+    hosts: tuple[str, ...] = ()  # the hosts fio ran on (ssh://db1, sock:PATH, ADDR:PORT)
 
     @classmethod
     def of(cls, environment: Mapping[str, Any]) -> TargetFacts:
@@ -48,7 +49,8 @@ class TargetFacts:
         return cls(place, workers, ram if isinstance(ram, int) else None,
                    target.get("fs_type"), devices, environment.get("hostname"),
                    (environment.get("kubernetes") or {}).get("context"),
-                   environment.get("memory_limit_bytes") is not None)
+                   environment.get("memory_limit_bytes") is not None,
+                   tuple(str(h["host"]) for h in hosts if isinstance(h, dict) and h.get("host")))
 
 
 def _device(facts: Mapping[str, Any]) -> Device:
