@@ -297,7 +297,8 @@ class HostsTarget(Quiet):
             removed = tunnel.facts.get("removed_leftovers")
             for left in removed if isinstance(removed, list) else []:
                 note(f"{host}: removed {left}*, left by a run whose session had ended")
-            kinds.setdefault(str(tunnel.facts.get("fs_type", "unknown")), []).append(host)
+            if isinstance(fs := tunnel.facts.get("fs_type"), str):
+                kinds.setdefault(fs, []).append(host)
         if len(kinds) > 1:
             note(f"{self.path} is on different file systems on the hosts ("
                  + "; ".join(f"{fs} on {', '.join(hosts)}" for fs, hosts in kinds.items())
