@@ -552,3 +552,36 @@ def test_another_set_of_hosts_is_another_series(ssh_hosts, store_path):
                         series(*reversed(names))), "four hosts: the first and a digest"
     assert len({r["series"] for r in json.loads(
         run_cli("list", "--json", db=store_path).stdout)}) == 3
+
+
+def test_a_shared_file_needs_a_path_the_hosts_share(ssh_hosts, store_path):
+    """--shared-file where each host has a tmpfs of its own at the path: refused before
+    anything runs, naming the hosts that did not see the file the first one wrote (each
+    would have worked on its own file, stored as one shared file); in a directory every
+    host sees (this machine's disk beneath their tmpfs mounts) it runs, on one file."""
+    from tests.testbed import sh
+
+    names = [f"ssh://root@{a}:{p}" for a, p in ssh_hosts.addresses]
+
+    def run(path: Path) -> subprocess.CompletedProcess[str]:
+        return run_cli("run", str(path), "--hosts", ssh_hosts.hosts, "--ssh-config",
+                       str(ssh_hosts.config), "--shared-file", "--suite", "etcd", "--size",
+                       "4m", db=store_path)
+
+    proc = run(ssh_hosts.target)
+    assert_one_line_error(proc, 1, f"--shared-file: {', '.join(names[1:])} did not see the"
+                          f" file {names[0]} wrote in '{ssh_hosts.target}'",
+                          "leave out --shared-file")
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+    first = ["nsenter", "-t", str(ssh_hosts.sshd[0].pid), "-m", "--"]
+    assert sh(*first, "ls", "-A", str(ssh_hosts.target)) == ""  # its file removed
+
+    shared = ssh_hosts.dir / "shared"
+    shared.mkdir()
+    try:
+        proc = run(shared)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert last(store_path)["environment"]["target"]["shared_file"] is True
+        assert list(shared.iterdir()) == []
+    finally:
+        shared.rmdir()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import shlex
 import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,9 +33,11 @@ from storbench.execute.ssh import (
     Remote,
     SshHost,
     Tunnel,
+    exists_remote,
     open_tunnels,
     parse_ssh,
     put_remote,
+    run_remote,
     session_dir,
     stop_all,
 )
@@ -164,6 +167,8 @@ class HostsTarget(Quiet):
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
         self._check_room(plan)
+        if self.shared_file:
+            self._check_shared()
         endpoints = self.endpoints()
         found = probe(fio, list(endpoints.values()), workdir)
         self.versions = {w: found[key(s)] for w, s in endpoints.items()}
@@ -182,6 +187,29 @@ class HostsTarget(Quiet):
                 f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"
                 f" {format_bytes_iec(most)} on each host; {', '.join(short)}; pass a smaller"
                 " --size or another path")
+
+    def _check_shared(self) -> None:
+        """--shared-file: the first host over SSH writes a file of the run's in the path
+        and every other one must see it; else the path is not one file system shared by
+        them, and each would work on a file of its own while the run says one."""
+        ssh = [h for h in self.hosts if h.ssh is not None]
+        if len(ssh) < 2:
+            return
+        first, mark = ssh[0], self.run_file(self.uid, 0, "shared")
+        assert first.ssh is not None
+        put_remote(first.ssh, self.ssh_config, mark, "storbench: is this path shared?\n")
+        try:
+            with ThreadPoolExecutor(max_workers=min(16, len(ssh))) as pool:
+                seen = list(pool.map(lambda h: h.ssh is not None and exists_remote(
+                    h.ssh, self.ssh_config, mark), ssh[1:]))
+        finally:
+            run_remote(first.ssh, self.ssh_config, f"rm -f -- {shlex.quote(mark)}", "")
+        blind = [h.key for h, saw in zip(ssh[1:], seen, strict=True) if not saw]
+        if blind:
+            raise TargetError(
+                f"--shared-file: {', '.join(blind)} did not see the file {first.key} wrote in"
+                f" {str(self.path)!r}: the path is not one file system shared by these hosts,"
+                " and each would work on a file of its own; leave out --shared-file")
 
     def remote(self) -> Remote:
         """What each host's session may write and removes as it ends: the run's files in
