@@ -232,7 +232,7 @@ def environment_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """Dotted keys; a list of sections (each host's facts) one key per fact, hosts[1].fs_type
-    (not a line of Python's notation), a list of words joined by commas."""
+    (not a line of Python's notation)."""
     out: list[tuple[str, Any]] = []
     for k, v in d.items():
         if isinstance(v, dict):
@@ -240,8 +240,6 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
             for i, x in enumerate(v):
                 out += _flatten(x, f"{prefix}{k}[{i}].")
-        elif isinstance(v, list) and all(isinstance(x, str | int | float) for x in v):
-            out.append((f"{prefix}{k}", ", ".join(map(str, v))))
         else:
             out.append((f"{prefix}{k}", v))
     return out
