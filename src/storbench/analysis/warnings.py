@@ -22,7 +22,7 @@ from storbench.analysis.caches import (
 from storbench.result.facts import TargetFacts
 from storbench.result.model import Direction, Series, TestResult
 from storbench.result.record import Warning
-from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
+from storbench.workload.sizes import format_bytes_iec, format_took, parse_count, parse_size
 
 RAM_FILESYSTEMS = ("tmpfs", "ramfs", "devtmpfs")  # /dev is devtmpfs: a tmpfs too
 CACHE_NS = 20_000  # direct random reads faster than this come from a cache
@@ -274,16 +274,12 @@ def io_seconds(r: TestResult) -> float | None:
     return ms / 1000 if ms > 0 else None
 
 
-def _took(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2g} s"
-
-
 def too_short(r: TestResult) -> Warning | None:
     """A test over in under MIN_SECONDS: a sub-second one as much as a 4-second one."""
     seconds = io_seconds(r)
     if r.steady_state is not None or seconds is None or seconds >= MIN_SECONDS:
         return None
-    took = _took(seconds)
+    took = format_took(seconds)
     return Warning(
         Kind.TOO_SHORT, r.name,
         f"{r.name}: moved its data in {took} only, too short to know whether the storage"
@@ -406,7 +402,7 @@ def _brief(w: Warning) -> str:
     if w.kind == Kind.STALL:
         return f"stall of {d['length_s']:.0f} s at {d['start_s']:.0f} s"
     if w.kind == Kind.TOO_SHORT:
-        return f"too short ({_took(d['seconds'])})"
+        return f"too short ({format_took(d['seconds'])})"
     if w.kind == Kind.SYNC_IN_RAM:
         return f"fsync on {d['fs_type']}: a no-op"
     if w.kind == Kind.IOPS_CAP:

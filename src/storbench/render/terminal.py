@@ -27,7 +27,7 @@ from storbench.render.table import (
 from storbench.result import sections
 from storbench.result.facts import TargetFacts
 from storbench.result.record import Regression, Run, Verdict, Warning
-from storbench.workload.sizes import format_bytes_iec
+from storbench.workload.sizes import format_bytes_iec, format_took
 
 if TYPE_CHECKING:  # types only: `list` and `show` need not load the comparison (or suites)
     from storbench.analysis.compare import Comparison
@@ -96,7 +96,7 @@ def print_run(console: Console, run: Run) -> None:
     worker = "pod" if TargetFacts.of(run.environment).place == "pods" else "host"
     for spread in host_spread(run):
         console.print(rich_table(host_table(spread, worker), f"{spread.test}: per {worker}"))
-        first, last = _took(spread.first.runtime_s), _took(spread.last.runtime_s)
+        first, last = format_took(spread.first.runtime_s), format_took(spread.last.runtime_s)
         finished = (f"every {worker} ran {first}" if first == last else
                     f"first to finish {escape(spread.first.host)} after {first}, last"
                     f" {escape(spread.last.host)} after {last}")
@@ -144,12 +144,6 @@ def distinct_warnings(run: Run) -> list[tuple[Warning, int]]:
         else:
             seen[key] = [w, 1]
     return [(w, n) for w, n in seen.values()]
-
-
-def _took(seconds: float) -> str:
-    """A host's time as read: "17 ms", "3.0 s"."""
-    ms = seconds * 1000
-    return f"{seconds:.1f} s" if seconds >= 1 else f"{ms:.0f} ms" if ms >= 1 else f"{ms:.2g} ms"
 
 
 def host_table(spread: HostSpread, worker: str = "host") -> Table:

@@ -72,8 +72,7 @@ class DirectoryTarget(InRunDirs):
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         free = self.usable()  # again: with several targets, this one's turn comes later
-        needed = [(t.jobfile.estimated_bytes() or 0, t.name) for t in plan.tests]
-        most, name = max(needed)
+        most, name = plan.largest()
         if most > free:
             raise TargetError(
                 f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"

@@ -16,6 +16,7 @@ says so instead of guessing.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 import shlex
@@ -177,7 +178,7 @@ class HostsTarget(Quiet):
         """Room for the largest test in the path on every host that said its free space
         (each lays out its own files; or the shared one); a file system that keeps no
         count (ramfs: 0 bytes of 0) is not judged."""
-        most, name = max((t.jobfile.estimated_bytes() or 0, t.name) for t in plan.tests)
+        most, name = plan.largest()
         short = [f"{host} has {format_bytes_iec(free)} free"
                  for host, tunnel in self.tunnels.items()
                  if isinstance(free := tunnel.facts.get("free_bytes"), int) and most > free
@@ -195,15 +196,17 @@ class HostsTarget(Quiet):
         ssh = [h for h in self.hosts if h.ssh is not None]
         if len(ssh) < 2:
             return
-        first, mark = ssh[0], self.run_file(self.uid, 0, "shared")
+        first = ssh[0]
+        mark = self.run_file(self.uid, self.hosts.index(first), "shared")
         assert first.ssh is not None
         put_remote(first.ssh, self.ssh_config, mark, "storbench: is this path shared?\n")
         try:
             with ThreadPoolExecutor(max_workers=min(16, len(ssh))) as pool:
                 seen = list(pool.map(lambda h: h.ssh is not None and exists_remote(
                     h.ssh, self.ssh_config, mark), ssh[1:]))
-        finally:
-            run_remote(first.ssh, self.ssh_config, f"rm -f -- {shlex.quote(mark)}", "")
+        finally:  # (else the host's session removes it, as every file of the run's)
+            with contextlib.suppress(TargetError):  # never in place of the first error
+                run_remote(first.ssh, self.ssh_config, f"rm -f -- {shlex.quote(mark)}", "")
         blind = [h.key for h, saw in zip(ssh[1:], seen, strict=True) if not saw]
         if blind:
             raise TargetError(

@@ -35,6 +35,10 @@ class Plan:
     def workload(self) -> str:
         return self.workload_name or self.suite_name
 
+    def largest(self) -> tuple[int, str]:
+        """(bytes, name) of the test whose files take the most room (0: unknown)."""
+        return max((t.jobfile.estimated_bytes() or 0, t.name) for t in self.tests)
+
     def schedule(self) -> list[tuple[int, int, PlannedTest]]:
         """(test index, repeat, test): repeats interleaved across tests (t1 t2 t1 t2)."""
         return [(i, r, t) for r in range(self.repeat) for i, t in enumerate(self.tests)]

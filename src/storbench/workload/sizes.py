@@ -60,6 +60,16 @@ def format_latency(ns: float | None) -> str:
     return f"{text} {name}"
 
 
+def format_took(seconds: float) -> str:
+    """How long something took, as one reads it: "0.4 ms", "17 ms", "2.3 s", "45 s"."""
+    ms = seconds * 1000
+    if ms < 1:
+        return f"{ms:.2g} ms"
+    if seconds < 1:
+        return f"{ms:.0f} ms"
+    return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:,.0f} s"
+
+
 def fio_seconds(seconds: float) -> str:
     """A time as a fio option's value: whole seconds as they are ("30", "1000000"), else
     in milliseconds ("2500ms"). fio drops a fraction of a second ("2.5" and "2.5s" run

@@ -166,7 +166,7 @@ class KubeTarget(Quiet, InRunDirs):
     def capacity(self, plan: Plan) -> str:
         """The PVC's size: --capacity, else what the suite writes + 25 %."""
         o = self.o
-        per_client, name = max((t.jobfile.estimated_bytes() or 0, t.name) for t in plan.tests)
+        per_client, name = plan.largest()
         shared = o.clients > 1 and o.shared_volume
         pods = o.clients if shared and not self.shared_file else 1
         needed = per_client * pods
