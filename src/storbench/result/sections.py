@@ -73,6 +73,9 @@ class LifecycleSection(TypedDict):
     summary: dict[str, dict[str, Any]]  # per phase: n, of, p50, p90, max
     binding_mode: str
     not_measured: dict[str, str]
+    # how the first write was made durable ("O_SYNC"); absent: stored before it was, its
+    # first_write is the write alone (analysis/lifecycle.first_write_unsynced)
+    first_write_sync: NotRequired[str]
 
 
 class FailoverSection(TypedDict, total=False):

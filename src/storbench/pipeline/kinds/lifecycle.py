@@ -98,7 +98,8 @@ class LifecycleKind(Plain):
         return LIFECYCLE.put({"volumes": self.volumes,
                               "summary": lifecycle.summary(self.volumes),
                               "binding_mode": self.binding_mode,
-                              "not_measured": self.not_measured})
+                              "not_measured": self.not_measured,
+                              "first_write_sync": lifecycle.FIRST_WRITE_SYNC})
 
     def cleanup(self, hurry: bool) -> None:
         if self.life is None:
