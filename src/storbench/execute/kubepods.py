@@ -39,6 +39,7 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
     """
     start = time.monotonic()
     said: set[str] = set()
+    looked = start  # when the waiting objects' warnings were last read
     while True:
         ready = []
         for name, claim in pods:
@@ -62,6 +63,12 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
             if step not in said:
                 said.add(step)
                 note(f"{step} ({time.monotonic() - start:.0f} s)")
+            if time.monotonic() - looked >= WARNINGS_EVERY_S:
+                kind, what = (("PersistentVolumeClaim", claim) if pvc.status.phase != "Bound"
+                              else ("Pod", name))
+                for warning in new_warnings(kube, namespace, kind, what, said):
+                    note(f"{kind} {what}: {warning} (still waiting, as Kubernetes retries:"
+                         f" up to {max(0.0, deadline - time.monotonic()):.0f} s more)")
             if time.monotonic() > deadline:
                 waited = time.monotonic() - start
                 if pvc.status.phase != "Bound":
@@ -79,7 +86,25 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
                                   " (--requests), or give it longer with --timeout")
         if len(ready) == len(pods):
             return ready
+        if time.monotonic() - looked >= WARNINGS_EVERY_S:
+            looked = time.monotonic()
         guard.sleep(1.0)
+
+
+WARNINGS_EVERY_S = 5.0  # a claim's or pod's warnings, read while waiting for it
+
+
+def new_warnings(kube: Kube, namespace: str, kind: str, name: str, said: set[str]) -> list[str]:
+    """The object's warning events not said before (one per reason and message, however
+    often Kubernetes repeats it, and whichever claim or pod of the run has it), adding
+    them to ``said``."""
+    found = []
+    for line in kube.events(namespace, kind, name):
+        text = re.sub(r" \(x\d+\)$", "", line)
+        if text.startswith("Warning ") and f"{kind} {text}" not in said:
+            said.add(f"{kind} {text}")
+            found.append(text[len("Warning "):])
+    return found
 
 
 def container_state(pod: Any) -> str:

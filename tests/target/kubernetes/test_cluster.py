@@ -143,6 +143,21 @@ def test_pvc_never_binds(kube, namespace, k8s_env, store_path, unbindable_class)
     assert show_json(store_path)["status"] == "failed"
 
 
+def test_a_provisioner_s_refusal_is_said_while_waiting(kube, namespace, k8s_env, store_path,
+                                                       csi_driver):
+    """A claim the CSI driver refuses (larger than its 1 TiB maximum): its warning is said
+    as it comes, once, while storbench waits on (provisioners retry); it was said only
+    in the error at the time limit (300 s by default)."""
+    proc = run_cli("run", "--storage-class", csi_driver, "--capacity", "2Ti", *SHORT,
+                   "--timeout", "15", "-n", namespace, db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 1, "not bound after 1", "exceeds maximum allowed")
+    said = [line for line in proc.stderr.splitlines() if "still waiting" in line]
+    assert len(said) == 1, proc.stderr
+    assert said[0].startswith("PersistentVolumeClaim storbench-")
+    assert "ProvisioningFailed: " in said[0] and "exceeds maximum allowed" in said[0]
+    assert leftovers(kube, namespace) == []
+
+
 def test_image_that_does_not_exist(kube, namespace, k8s_env, store_path):
     proc = run_cli("run", "--storage-class", "local-hostpath", *SHORT, "-n", namespace,
                    "--image", "localhost/storbench-no-such-image:0", db=store_path, env=k8s_env)
