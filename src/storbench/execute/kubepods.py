@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
     """
     start = time.monotonic()
     said: set[str] = set()
-    looked = start  # when the waiting objects' warnings were last read
+    warned = Warned(kube, namespace, note)
     while True:
         ready = []
         for name, claim in pods:
@@ -63,12 +64,8 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
             if step not in said:
                 said.add(step)
                 note(f"{step} ({time.monotonic() - start:.0f} s)")
-            if time.monotonic() - looked >= WARNINGS_EVERY_S:
-                kind, what = (("PersistentVolumeClaim", claim) if pvc.status.phase != "Bound"
-                              else ("Pod", name))
-                for warning in new_warnings(kube, namespace, kind, what, said):
-                    note(f"{kind} {what}: {warning} (still waiting, as Kubernetes retries:"
-                         f" up to {max(0.0, deadline - time.monotonic()):.0f} s more)")
+            warned.look(pod, None if pvc.status.phase == "Bound" else claim,
+                        deadline - time.monotonic())
             if time.monotonic() > deadline:
                 waited = time.monotonic() - start
                 if pvc.status.phase != "Bound":
@@ -86,25 +83,62 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
                                   " (--requests), or give it longer with --timeout")
         if len(ready) == len(pods):
             return ready
-        if time.monotonic() - looked >= WARNINGS_EVERY_S:
-            looked = time.monotonic()
         guard.sleep(1.0)
 
 
-WARNINGS_EVERY_S = 5.0  # a claim's or pod's warnings, read while waiting for it
+WARNINGS_EVERY_S = 5.0  # a claim's and its pod's warnings, read while waiting for them
 
 
-def new_warnings(kube: Kube, namespace: str, kind: str, name: str, said: set[str]) -> list[str]:
-    """The object's warning events not said before (one per reason and message, however
-    often Kubernetes repeats it, and whichever claim or pod of the run has it), adding
-    them to ``said``."""
-    found = []
-    for line in kube.events(namespace, kind, name):
-        text = re.sub(r" \(x\d+\)$", "", line)
-        if text.startswith("Warning ") and f"{kind} {text}" not in said:
-            said.add(f"{kind} {text}")
-            found.append(text[len("Warning "):])
-    return found
+@dataclass
+class Warned:
+    """The warnings of claims and pods being waited for, said as they come (a
+    provisioner's refusal, a scheduler's): each reason and message once, however often
+    Kubernetes repeats it and whichever volume of the run has it. Once a claim is bound,
+    its pod's warnings about claims (the scheduler waiting for it to bind) are over: not
+    said."""
+
+    kube: Kube
+    namespace: str
+    note: Callable[[str], None]
+    said: set[str] = field(default_factory=set)
+    looked: dict[str, float] = field(default_factory=dict)  # per pod: when (first) waited for
+    lock: threading.Lock = field(default_factory=threading.Lock)  # volumes wait in threads
+
+    def look(self, pod: Any, unbound_claim: str | None, left_s: float) -> None:
+        """Say the new warnings of the pod (and why the scheduler cannot place it, which
+        its events may not repeat), and of its claim while it is not bound (read every
+        WARNINGS_EVERY_S of each pod's wait: called as often as the wait looks)."""
+        name = pod.metadata.name
+        with self.lock:
+            now = time.monotonic()
+            if now - self.looked.setdefault(name, now) < WARNINGS_EVERY_S:
+                return
+            self.looked[name] = now
+            found = [("PersistentVolumeClaim", unbound_claim, w) for w in self._new(
+                "PersistentVolumeClaim", unbound_claim)] if unbound_claim else []
+            found += [("Pod", name, w) for w in self._new("Pod", name, bound=not unbound_claim)]
+            unplaced = next((f"{c.reason}: {c.message}" for c in pod.status.conditions or []
+                             if c.type == "PodScheduled" and c.status == "False" and c.message),
+                            None)
+            if unplaced and f"Pod {unplaced}" not in self.said:
+                self.said.add(f"Pod {unplaced}")
+                found.append(("Pod", name, unplaced))
+        for kind, what, warning in found:
+            self.note(f"{kind} {what}: {warning} (still waiting, as Kubernetes retries: up"
+                      f" to {max(0.0, left_s):.0f} s more)")
+
+    def _new(self, kind: str, name: str, bound: bool = False) -> list[str]:
+        """The object's warnings not said before, now counted as said (a pod whose claim
+        is ``bound``: not those about claims)."""
+        found = []
+        for line in self.kube.events(self.namespace, kind, name):
+            text = re.sub(r" \(x\d+\)$", "", line)
+            if bound and re.search(r"(?i)persistentvolumeclaim|binding volumes", text):
+                continue
+            if text.startswith("Warning ") and f"{kind} {text}" not in self.said:
+                self.said.add(f"{kind} {text}")
+                found.append(text[len("Warning "):])
+        return found
 
 
 def container_state(pod: Any) -> str:

@@ -152,9 +152,27 @@ def test_a_provisioner_s_refusal_is_said_while_waiting(kube, namespace, k8s_env,
                    "--timeout", "15", "-n", namespace, db=store_path, env=k8s_env)
     assert_one_line_error(proc, 1, "not bound after 1", "exceeds maximum allowed")
     said = [line for line in proc.stderr.splitlines() if "still waiting" in line]
+    claim = [line for line in said if line.startswith("PersistentVolumeClaim storbench-")]
+    assert len(claim) == 1, proc.stderr  # once, however often the provisioner retried
+    assert "ProvisioningFailed: " in claim[0] and "exceeds maximum allowed" in claim[0]
+    # the pod's, if any, are the scheduler's of this claim (WaitForFirstConsumer)
+    assert all(line.startswith("Pod storbench-") for line in said if line not in claim)
+    assert leftovers(kube, namespace) == []
+
+
+def test_a_pod_nowhere_to_run_is_said_while_waiting(kube, namespace, k8s_env, store_path):
+    """A pod that asks for more CPU than the node has, its claim (Immediate) bound at
+    once: why the scheduler cannot place it is said while storbench waits (from the pod's
+    condition: its events said only the first reason); the scheduler's words from before
+    the claim was bound ("unbound immediate PersistentVolumeClaims") are over: not said."""
+    proc = run_cli("run", "--storage-class", "local-hostpath-immediate", "--requests",
+                   "cpu=64", *SHORT, "--timeout", "12", "-n", namespace, db=store_path,
+                   env=k8s_env)
+    assert_one_line_error(proc, 1, "not running after 1", "Insufficient cpu")
+    said = [line for line in proc.stderr.splitlines() if "still waiting" in line]
     assert len(said) == 1, proc.stderr
-    assert said[0].startswith("PersistentVolumeClaim storbench-")
-    assert "ProvisioningFailed: " in said[0] and "exceeds maximum allowed" in said[0]
+    assert said[0].startswith("Pod storbench-") and "Unschedulable: " in said[0]
+    assert "Insufficient cpu" in said[0] and "unbound" not in said[0]
     assert leftovers(kube, namespace) == []
 
 

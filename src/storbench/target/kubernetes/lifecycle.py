@@ -30,13 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from storbench.execute.kubepods import (
-    WARNINGS_EVERY_S,
-    container_state,
-    events,
-    new_warnings,
-    pod_problem,
-)
+from storbench.execute.kubepods import Warned, container_state, events, pod_problem
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
 from storbench.execute.signals import SignalGuard
@@ -116,7 +110,10 @@ class Lifecycle(OnClass):
     refused: dict[str, str] = field(default_factory=dict)  # copy -> the provisioner's words
     created: list[tuple[str, str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    warned: set[str] = field(default_factory=set)  # warnings said while waiting, of any volume
+    warned: Warned = field(init=False)  # what claims and pods warned of while waited for
+
+    def __post_init__(self) -> None:
+        self.warned = Warned(self.kube, self.namespace, self.note)
 
     def measure(self, volumes: int, parallel: int) -> list[dict[str, Any]]:
         """Every volume's record, in order; objects left are deleted by cleanup()."""
@@ -252,7 +249,7 @@ class Lifecycle(OnClass):
         """Poll the claim and the pod of that name every POLL_S until the pod runs (each
         claim read also given to ``on_claim``): when it was Bound and when Running
         (monotonic; Bound no later than Running), the claim and the pod as last read."""
-        bound, looked = None, time.monotonic()
+        bound = None
         while True:
             self.guard.check()
             pvc = self.kube.read("PersistentVolumeClaim", name, self.namespace)
@@ -275,14 +272,7 @@ class Lifecycle(OnClass):
                 raise KubeError(f"pod {self.namespace}/{name}: {what} after {self.timeout_s:.0f} s"
                                 + events(self.kube, self.namespace, "PersistentVolumeClaim",
                                          name) + events(self.kube, self.namespace, "Pod", name))
-            if now - looked >= WARNINGS_EVERY_S:  # said once, whichever volume has it first
-                looked, kind = now, "PersistentVolumeClaim" if bound is None else "Pod"
-                with self.lock:
-                    for warning in new_warnings(self.kube, self.namespace, kind, name,
-                                                self.warned):
-                        self.note(f"{kind} {name}: {warning} (still waiting, as Kubernetes"
-                                  f" retries: up to {max(0, t0 + self.timeout_s - now):.0f} s"
-                                  " more)")
+            self.warned.look(pod, name if bound is None else None, t0 + self.timeout_s - now)
             time.sleep(POLL_S)
 
     def _abilities(self, name: str, record: dict[str, Any], at: Callable[[str], float]) -> None:
