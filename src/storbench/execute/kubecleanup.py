@@ -6,6 +6,7 @@ csi-snapshotter sidecar, by the content's deletion policy)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from storbench.execute.kubestatus import KubeError
@@ -24,6 +25,8 @@ class Kube(Protocol):
                evict: bool = False) -> bool: ...
 
     def annotate_content(self, name: str, annotations: dict[str, str]) -> None: ...
+
+    def volumes_of_claims(self, uids: set[str]) -> list[str]: ...
 
     def annotate_snapshot(self, namespace: str, name: str,
                           annotations: dict[str, str]) -> None: ...
@@ -61,6 +64,13 @@ def dependent(kube: Kube, obj: Obj) -> Obj | None:
     if kube.read_or(after[0], after[2], "", True) is True:
         return None
     return after
+
+
+def _uid(kube: Kube, obj: Obj) -> set[str]:
+    """The object's uid, if it is there."""
+    kind, ns, name = obj
+    found = kube.read_or(kind, name, ns, None)
+    return {found.metadata.uid} if found is not None and found.metadata is not None else set()
 
 
 def policy(kind: str, found: Any) -> str:
@@ -151,9 +161,12 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
     stays: each update is an event, and the sidecar then deletes the snapshot in the driver
     and the content."""
     after: dict[Obj, Obj] = {}
+    unbound: set[str] = set()  # uids of claims not bound yet: a PV may be on its way
     for obj in objects:
         if (dep := dependent(kube, obj)) is not None:
             after[obj] = dep
+        elif obj[0] == "PersistentVolumeClaim":
+            unbound |= _uid(kube, obj)
     problems = []
     refused = []
     for obj in objects:
@@ -193,6 +206,10 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
                     except KubeError:  # gone meanwhile, or this user may not: waited for
                         pass
         deps = remaining
+        if not left and not deps and unbound:  # the claims gone: was a PV provisioned
+            deps = [(("PersistentVolumeClaim", "", ""), ("PersistentVolume", "", pv))
+                    for pv in kube.volumes_of_claims(unbound)]  # for one meanwhile?
+            unbound = set()
         if not left and not deps:
             break
         time.sleep(READ_EVERY_S)
@@ -201,3 +218,13 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
     problems += [f"{k} {n}: still there after {wait_s:.0f} s{_held(kube, k, n, '')}"
                  for _, (k, _, n) in deps if kube.read_or(k, n, "", True) is not None]
     return problems, stays
+
+
+def delete_saying(kube: Kube, objects: list[Obj], wait_s: float,
+                  note: Callable[[str], None]) -> list[str]:
+    """`delete_and_wait`, what stays by its own policy said (a claim's PV of a Retain
+    class: it was not deleted, its data are kept); returns what is still there."""
+    problems, stays = delete_and_wait(kube, objects, wait_s)
+    for what in stays:
+        note(what)
+    return problems

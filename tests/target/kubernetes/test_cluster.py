@@ -176,6 +176,34 @@ def test_a_pod_nowhere_to_run_is_said_while_waiting(kube, namespace, k8s_env, st
     assert leftovers(kube, namespace) == []
 
 
+def test_a_volume_bound_after_its_claim_was_read_is_waited_for(kube, namespace):
+    """Ctrl-C while a claim is being provisioned: cleanup read the claim unbound, deleted
+    it, and returned once it was gone, while the PV the provisioner then made for it was
+    still there (a `k8s lifecycle` Ctrl-C test failed so). Here, deterministically: a PV
+    for the claim (its uid) that cannot bind (too small) until the claim is gone, then
+    Released; by its reclaim policy Retain it stays, and the cleanup must say so."""
+    claim = kube.create({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "late", "namespace": namespace},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "sbt-none",
+                 "resources": {"requests": {"storage": "64Mi"}}}})
+    pv = f"sbt-late-{secrets.token_hex(4)}"
+    kube.core.create_persistent_volume({
+        "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Mi"}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": "sbt-none", "persistentVolumeReclaimPolicy": "Retain",
+                 "hostPath": {"path": "/nonexistent/sbt-late"},
+                 "claimRef": {"namespace": namespace, "name": "late",
+                              "uid": claim.metadata.uid}}})
+    try:
+        problems, stays = kube.delete_and_wait(
+            [("PersistentVolumeClaim", namespace, "late")], 30)
+        assert problems == []
+        assert stays == [f"PersistentVolume {pv} stays, by its reclaim policy Retain"]
+    finally:
+        kube.core.delete_persistent_volume(pv)
+
+
 def test_image_that_does_not_exist(kube, namespace, k8s_env, store_path):
     proc = run_cli("run", "--storage-class", "local-hostpath", *SHORT, "-n", namespace,
                    "--image", "localhost/storbench-no-such-image:0", db=store_path, env=k8s_env)

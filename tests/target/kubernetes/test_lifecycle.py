@@ -8,6 +8,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -139,6 +140,53 @@ def test_ctrl_c_leaves_nothing(kube, namespace, k8s_env, store_path, command, si
     assert proc.returncode == code, stderr
     assert leftovers(kube, namespace) == []
     assert show_json(store_path)["status"] == "interrupted"
+
+
+@pytest.fixture
+def retain_class(kube):
+    """local-hostpath's provisioner with reclaim policy Retain; its PVs (and the node's
+    directories the provisioner made for them) deleted afterwards."""
+    name = f"sbt-retain-{secrets.token_hex(3)}"
+    provisioner = kube.storage.read_storage_class("local-hostpath").provisioner
+    kube.storage.create_storage_class({
+        "metadata": {"name": name}, "provisioner": provisioner, "reclaimPolicy": "Retain",
+        "volumeBindingMode": "WaitForFirstConsumer"})
+    try:
+        yield name
+    finally:
+        for pv in kube.core.list_persistent_volume().items:
+            if pv.spec.storage_class_name == name:
+                kube.core.delete_persistent_volume(pv.metadata.name)
+                if pv.spec.host_path is not None and pv.metadata.name in pv.spec.host_path.path:
+                    shutil.rmtree(pv.spec.host_path.path, ignore_errors=True)
+        kube.storage.delete_storage_class(name)
+
+
+def test_ctrl_c_says_what_stays_by_its_reclaim_policy(kube, namespace, k8s_env, store_path,
+                                                       retain_class):
+    """The cleanup after Ctrl-C deletes the claim; its PV stays (Retain), with its data:
+    said, as `run --storage-class` says it (the lifecycle's cleanup said nothing)."""
+    proc = subprocess.Popen(
+        [*STORBENCH, "k8s", "lifecycle", "--storage-class", retain_class, "--volumes", "2",
+         "--parallel", "1", "-n", namespace],
+        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+                p.status.phase == "Running" for p in managed_pods(kube, namespace)):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    kept = [pv.metadata.name for pv in kube.core.list_persistent_volume().items
+            if pv.spec.storage_class_name == retain_class]
+    assert kept and all(f"PersistentVolume {pv} stays, by its reclaim policy Retain"
+                        in stderr for pv in kept), stderr
+    assert [x for x in leftovers(kube, namespace) if x.split()[-1] not in kept] == []
 
 
 def test_the_first_write_has_become_durable_when_fio_times_it(tmp_path):

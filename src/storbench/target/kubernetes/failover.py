@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from storbench.execute.kubecleanup import delete_saying
 from storbench.execute.kubepods import wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S
 from storbench.execute.kubestatus import KubeError
@@ -137,7 +138,7 @@ class Failover(OnClass):
         left, self.created = self.created[::-1], []
         if not left:
             return []
-        return self.kube.delete_and_wait(left, DELETE_WAIT_S)[0]
+        return delete_saying(self.kube, left, DELETE_WAIT_S, self.note)
 
     def _create(self, manifest: dict[str, Any]) -> None:
         self.kube.create(manifest)

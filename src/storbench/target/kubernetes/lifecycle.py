@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from storbench.execute.kubecleanup import delete_saying
 from storbench.execute.kubepods import Warned, container_state, events, pod_problem
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
@@ -126,8 +127,7 @@ class Lifecycle(OnClass):
             left, self.created = self.created[::-1], []
         if not left:
             return []
-        problems, _ = self.kube.delete_and_wait(left, DELETE_WAIT_S)
-        return problems
+        return delete_saying(self.kube, left, DELETE_WAIT_S, self.note)
 
     # -- one volume ---------------------------------------------------------------------
 
@@ -369,8 +369,8 @@ class Lifecycle(OnClass):
             time.sleep(EXPAND_POLL_S)
 
     def _delete_all(self, objects: list[tuple[str, str]]) -> None:
-        problems, _ = self.kube.delete_and_wait(
-            [(kind, self.namespace, n) for kind, n in objects], DELETE_WAIT_S)
+        problems = delete_saying(self.kube, [(kind, self.namespace, n) for kind, n in objects],
+                                 DELETE_WAIT_S, self.note)
         if problems:
             raise KubeError("; ".join(problems))
         for kind, n in objects:

@@ -25,6 +25,7 @@ from typing import Any
 
 from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
+from storbench.execute.kubecleanup import delete_saying
 from storbench.execute.kubepods import PodExecutor, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
@@ -307,10 +308,8 @@ class KubeTarget(Quiet, InRunDirs):
         policy Delete) their PVs are gone. Raises KubeError naming what is left."""
         if not self.created:
             return
-        problems, retained = self._kube().delete_and_wait(self.created[::-1], DELETE_WAIT_S)
+        problems = delete_saying(self._kube(), self.created[::-1], DELETE_WAIT_S, self.note)
         self.created = []
-        for what in retained:
-            self.note(what)
         if problems:
             raise KubeError("cleaning up: " + "; ".join(problems)
                             + f". Run `storbench k8s cleanup --namespace {self.namespace}`")
