@@ -178,6 +178,20 @@ def test_a_lifecycle_phase_seen_over_within_one_read_is_below_the_read_interval(
     del life["first_write_sync"]
     (row,) = [r for r in lifecycle_table(life).rows if "4 KiB write" in r[0]]
     assert row[0].startswith("first 4 KiB write, not durable") and row[3] == "26.0 µs"
+    # and `compare`, which shows no row label, says it in the cell; a durable one is plain
+    from storbench.render.lifecycle import classes_table
+    from storbench.result.record import Run
+
+    def run(n: int, section: Any) -> Run:
+        return Run(n, f"u{n}", "", None, "ok", "", None, "", "k8s://local-hostpath", None,
+                   {"target": {"binding_mode": "WaitForFirstConsumer"}}, {}, "", None,
+                   data={"lifecycle": section})
+
+    compared = classes_table([run(1, life), run(2, {**life, "first_write_sync": "O_SYNC"})])
+    old, new = compared.rows
+    first = compared.headers.index("first write p50")
+    assert old[first] == "13.0 µs (not durable)" and new[first] == "13.0 µs"
+    assert old[4] == new[4] == "< 100 ms"  # bind p50: no caveat
     assert rows["PVC deleted → PV gone"][0] == "< 500 ms"
     assert rows["PVC deleted → PV gone"][2] == "600 ms"
     assert not any("0.00 ns" in c for r in table.rows for c in r)

@@ -61,15 +61,25 @@ READ_EVERY_S = {"bind": 0.1, "running": 0.1, "reattach": 0.1, "snapshot": 0.1,
                 "restore": 0.1, "clone": 0.1, "expand": 0.5, "delete": 0.5}
 
 
-def phase_label(phase: str, binding_mode: str | None) -> str:
+def phase_label(phase: str, life: LifecycleSection) -> str:
     """What a row measured: the bind row of an Immediate class counts from the PVC's
-    creation (no node is chosen first), of a WaitForFirstConsumer one from the node."""
+    creation (no node is chosen first), of a WaitForFirstConsumer one from the node; the
+    first write of a run stored before it was made durable is the write alone."""
+    if phase == "first_write" and first_write_unsynced(life):
+        return UNSYNCED
+    binding_mode = life.get("binding_mode")
     if phase == "bind":
         if binding_mode == "Immediate":
             return "PVC created → Bound (Immediate)"
         if binding_mode == "WaitForFirstConsumer":
             return "node chosen for the pod → Bound (WaitForFirstConsumer)"
     return PHASES[phase]
+
+
+def phase_caveat(phase: str, life: LifecycleSection) -> str:
+    """What a figure of the phase must say beside it where its row label is not shown
+    (`compare`): " (not durable)" for such an old run's first write."""
+    return " (not durable)" if phase == "first_write" and first_write_unsynced(life) else ""
 
 
 def first_write_unsynced(life: LifecycleSection) -> bool:

@@ -117,28 +117,33 @@ class Warned:
             found = [("PersistentVolumeClaim", unbound_claim, w) for w in self._new(
                 "PersistentVolumeClaim", unbound_claim)] if unbound_claim else []
             found += [("Pod", name, w) for w in self._new("Pod", name, bound=not unbound_claim)]
-            unplaced = next((f"{c.reason}: {c.message}" for c in pod.status.conditions or []
-                             if c.type == "PodScheduled" and c.status == "False" and c.message),
-                            None)
-            if unplaced and f"Pod {unplaced}" not in self.said:
-                self.said.add(f"Pod {unplaced}")
-                found.append(("Pod", name, unplaced))
+            found += [("Pod", name, f"{c.reason}: {c.message}")
+                      for c in pod.status.conditions or []
+                      if c.type == "PodScheduled" and c.status == "False" and c.message
+                      and self._once("Pod", f"{c.reason}: {c.message}", not unbound_claim)]
         for kind, what, warning in found:
             self.note(f"{kind} {what}: {warning} (still waiting, as Kubernetes retries: up"
                       f" to {max(0.0, left_s):.0f} s more)")
 
     def _new(self, kind: str, name: str, bound: bool = False) -> list[str]:
-        """The object's warnings not said before, now counted as said (a pod whose claim
-        is ``bound``: not those about claims)."""
+        """The object's warnings not said before, now counted as said."""
         found = []
         for line in self.kube.events(self.namespace, kind, name):
             text = re.sub(r" \(x\d+\)$", "", line)
-            if bound and re.search(r"(?i)persistentvolumeclaim|binding volumes", text):
-                continue
-            if text.startswith("Warning ") and f"{kind} {text}" not in self.said:
-                self.said.add(f"{kind} {text}")
+            if text.startswith("Warning ") and self._once(kind, text[len("Warning "):], bound):
                 found.append(text[len("Warning "):])
         return found
+
+    def _once(self, kind: str, text: str, bound: bool) -> bool:
+        """Whether to say this warning: not said before (now counted as said), and not the
+        scheduler's words about a claim once the claim is ``bound`` (they are over; the
+        pod's condition may still hold them until the scheduler's next try)."""
+        if bound and re.search(r"(?i)persistentvolumeclaim|binding volumes", text):
+            return False
+        if f"{kind} {text}" in self.said:
+            return False
+        self.said.add(f"{kind} {text}")
+        return True
 
 
 def container_state(pod: Any) -> str:

@@ -12,8 +12,7 @@ from storbench.analysis.lifecycle import (
     RATES,
     READ_EVERY_S,
     STATS,
-    UNSYNCED,
-    first_write_unsynced,
+    phase_caveat,
     phase_label,
 )
 from storbench.render import units
@@ -35,8 +34,7 @@ def lifecycle_table(life: LifecycleSection) -> Table:
         if phase in RATES:
             what, cells = RATES[phase], [_mibs(row[s]) for s in STATS]
         else:
-            what = (UNSYNCED if phase == "first_write" and first_write_unsynced(life)
-                    else phase_label(phase, life.get("binding_mode")))
+            what = phase_label(phase, life)
             cells = [_s(row[s], phase) for s in STATS]
         why = next((v.get("delete_note") for v in life["volumes"]
                     if phase == "delete" and v.get("delete_note")), "")
@@ -100,14 +98,12 @@ def classes_table(runs: list[Any]) -> Table:
         if not is_kube_life(r):
             continue
         life, fo = LIFECYCLE.of(r), FAILOVER.of(r)
-        s = life["summary"] if life else {}
-        unsynced = life is not None and first_write_unsynced(life)
 
-        def stat(phase: str, which: str, s: dict[str, Any] = s,
-                 unsynced: bool = unsynced) -> str:
-            said = _s((s.get(phase) or {}).get(which), phase) if s else ""
-            return f"{said} (not durable)" if said and unsynced and phase == "first_write" \
-                else said
+        def stat(phase: str, which: str, life: LifecycleSection | None = life) -> str:
+            if not life or not life["summary"]:
+                return ""
+            said = _s((life["summary"].get(phase) or {}).get(which), phase)
+            return said + phase_caveat(phase, life)
 
         rows.append([f"#{r.id}", r.label or "", r.target.split("/")[-1],
                      (r.environment.get("target") or {}).get("binding_mode", ""),

@@ -133,3 +133,29 @@ def test_job_file_paths_stay_in_the_volume(tmp_path: Path):
     o = KubeOptions(storage_class="fast")
     with pytest.raises(ConfigError, match="only writes inside"):
         plan_kube(RunSpec(job_file=job), o, "b")
+
+
+def test_the_scheduler_s_words_about_a_claim_are_over_once_it_is_bound():
+    """What the waits say (kubepods.Warned), as text alone: each warning once, and once
+    the claim is bound neither the pod's events nor its PodScheduled condition about
+    claims (the condition may hold them until the scheduler's next try). The cluster
+    tests (test_cluster.py) cover what a real scheduler and provisioner say."""
+    from storbench.execute.kubepods import Warned
+
+    said: list[str] = []
+    warned = Warned(kube=None, namespace="ns", note=said.append)  # type: ignore[arg-type]
+    unbound = ("Unschedulable: 0/1 nodes are available: pod has unbound immediate"
+               " PersistentVolumeClaims. preemption: 0/1 nodes are available: 1"
+               " Preemption is not helpful for scheduling.")
+    cpu = "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
+    assert warned._once("Pod", unbound, bound=False)
+    assert not warned._once("Pod", unbound, bound=False)  # said once
+    assert not warned._once("Pod", "FailedScheduling: running PreBind plugin"
+                            " \"VolumeBinding\": binding volumes: timed out", bound=True)
+    assert warned._once("Pod", cpu, bound=True)
+    assert not warned._once("Pod", cpu, bound=True)
+    # the claim's own refusal is said whatever the pod's state
+    assert warned._once("PersistentVolumeClaim", "ProvisioningFailed: exceeds maximum allowed",
+                        bound=False)
+    fresh = Warned(kube=None, namespace="ns", note=said.append)  # type: ignore[arg-type]
+    assert not fresh._once("Pod", unbound, bound=True)  # stale after bind: not said
