@@ -92,3 +92,5 @@ def test_a_long_test_s_time_is_said_in_a_unit_one_reads():
 
     assert [about(s) for s in (11, 119, 1500, 36_000, 86_401, 1e9 + 1)] == [
         "11 s", "119 s", "25 min", "10 h", "24 h", "32 years"]
+    # a replay of a 0.3 s recording said "~0 s"
+    assert [about(s) for s in (0.3, 0.99, 1, 1.4)] == ["< 1 s", "< 1 s", "1 s", "1 s"]

@@ -24,7 +24,10 @@ WAITING = {"files": ("laying out files", "layout and start-up"),
 
 
 def about(seconds: float) -> str:
-    """A test's expected time as a person reads it: "11 s", "25 min", "10 h", "32 years"."""
+    """A test's expected time as a person reads it: "11 s", "25 min", "10 h", "32 years";
+    under a second "< 1 s" (a short replay's; "0 s" read as no time at all)."""
+    if seconds < 1:
+        return "< 1 s"
     for unit, size, below in (("s", 1, 120), ("min", 60, 7200), ("h", 3600, 172_800),
                               ("days", 86_400, 2 * 31_557_600)):
         if seconds < below:
@@ -74,7 +77,8 @@ class ConsoleReporter:
         self.bars.start()
 
     def test_started(self, index: int, test: PlannedTest) -> None:
-        expected = f", ~{about(test.expected_s)}" if test.expected_s else ""
+        said = about(test.expected_s) if test.expected_s else ""
+        expected = f", {'' if said.startswith('<') else '~'}{said}" if said else ""
         if self.bars is not None:
             while index >= len(self.tasks):  # steps chosen as the run goes (a curve)
                 self.tasks.append(self.bars.add_task(test.name, total=100, eta="", live=""))
