@@ -7,8 +7,10 @@ import base64
 import importlib.util
 import os
 import secrets
+import signal
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -137,6 +139,29 @@ def leftovers(kube: Kube, namespace: str) -> list[str]:
               kube.core.list_persistent_volume().items
               if pv.spec.claim_ref is not None and pv.spec.claim_ref.namespace == namespace]
     return sorted(set(found))
+
+
+def interrupted(args: list[str], env: dict[str, str], ready: Callable[[], bool],
+                sig: int = signal.SIGINT, wait_s: float = 60) -> tuple[int, str, str]:
+    """Run `storbench ARGS` with ``env`` added, wait (up to ``wait_s``: it must come) until
+    ``ready()``, send ``sig`` while it still runs, and give its exit code, stdout and
+    stderr (killed if it has not ended 150 s later)."""
+    from tests.conftest import STORBENCH
+
+    proc = subprocess.Popen([*STORBENCH, *args], env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + wait_s
+        while not (seen := ready()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert seen, f"not ready after {wait_s:g} s"
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out, err
 
 
 def managed_pods(kube: Kube, namespace: str) -> list[client.V1Pod]:

@@ -20,7 +20,7 @@ from kubernetes import client
 from storbench.execute.kubernetes import Kube, KubeError
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, run_cli
-from tests.k8s import leftovers, managed_pods, restricted_kubeconfig
+from tests.k8s import interrupted, leftovers, managed_pods, restricted_kubeconfig
 from tests.target.test_hosts import assert_finish_line, merged_percentile
 
 pytestmark = pytest.mark.integration
@@ -263,39 +263,37 @@ def test_rbac_forbids_a_verb(kube, kubeconfig, namespace, k8s_env, store_path, t
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_mid_run_cleans_up(kube, namespace, k8s_env, store_path, sig, code):
-    proc = subprocess.Popen(
-        [*STORBENCH, "run", "--storage-class", "local-hostpath", "--runtime", "60", "--size",
-         "64m", "-n", namespace],
-        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for_fio(kube, namespace)
-        proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=150)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == code, stderr
+    returncode, _, stderr = interrupted(
+        ["run", "--storage-class", "local-hostpath", "--runtime", "60", "--size", "64m", "-n",
+         namespace], {**k8s_env, "STORBENCH_DB": str(store_path)},
+        lambda: _fio_runs(kube, namespace), sig, wait_s=120)
+    assert returncode == code, stderr
     assert f"interrupted by {sig.name}" in stderr
     assert leftovers(kube, namespace) == []
     assert show_json(store_path)["status"] == "interrupted"
 
 
 def _wait_for_fio(kube: Kube, namespace: str) -> None:
-    """Until fio runs in storbench's pod (seen through exec, like a user would)."""
+    """Until fio runs in storbench's pod."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        pods = [p for p in managed_pods(kube, namespace) if p.status.phase == "Running"]
-        if pods:
-            try:
-                res = kube.exec(namespace, pods[0].metadata.name, ["sh", "-c", "pidof fio"],
-                                deadline_s=10)
-                if res.returncode == 0 and res.stdout.strip():
-                    return
-            except KubeError:
-                pass
+        if _fio_runs(kube, namespace):
+            return
         time.sleep(0.5)
     raise AssertionError("fio never started in the pod")
+
+
+def _fio_runs(kube: Kube, namespace: str) -> bool:
+    """fio runs in storbench's pod (seen through exec, like a user would)."""
+    pods = [p for p in managed_pods(kube, namespace) if p.status.phase == "Running"]
+    if pods:
+        try:
+            res = kube.exec(namespace, pods[0].metadata.name, ["sh", "-c", "pidof fio"],
+                            deadline_s=10)
+            return res.returncode == 0 and bool(res.stdout.strip())
+        except KubeError:
+            pass
+    return False
 
 
 def test_sigkill_then_k8s_cleanup(kube, namespace, k8s_env, store_path):

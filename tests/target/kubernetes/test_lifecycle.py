@@ -5,7 +5,6 @@ PVs deleted; nothing left, also after Ctrl-C."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import shutil
@@ -18,8 +17,8 @@ from kubernetes import client
 
 from storbench.analysis.lifecycle import percentile, summary
 from tests.cli.test_cli import assert_one_line_error, show_json
-from tests.conftest import STORBENCH, run_cli
-from tests.k8s import kubelet_orphans, leftovers, managed_pods
+from tests.conftest import run_cli
+from tests.k8s import interrupted, kubelet_orphans, leftovers, managed_pods
 
 pytestmark = pytest.mark.integration
 
@@ -118,26 +117,19 @@ def test_a_class_that_never_binds_fails_and_says_why(kube, namespace, k8s_env, s
 ], ids=["lifecycle", "failover"])
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130)])
 def test_ctrl_c_leaves_nothing(kube, namespace, k8s_env, store_path, command, sig, code):
-    proc = subprocess.Popen(
-        [*STORBENCH, "k8s", *command, "--storage-class", "local-hostpath", "-n", namespace],
-        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not managed_pods(kube, namespace) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if command[0] == "failover":  # the writer pod up and fio writing in it
-            while time.monotonic() < deadline and not any(
-                    p.status.phase == "Running" for p in managed_pods(kube, namespace)):
-                time.sleep(0.2)
-            time.sleep(2)
-            assert proc.poll() is None, proc.communicate()
-        proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=150)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == code, stderr
+    def ready() -> bool:
+        pods = managed_pods(kube, namespace)
+        if command[0] == "lifecycle":
+            return bool(pods)
+        if not any(p.status.phase == "Running" for p in pods):
+            return False
+        time.sleep(2)  # the writer pod up and fio writing in it
+        return True
+
+    returncode, _, stderr = interrupted(
+        ["k8s", *command, "--storage-class", "local-hostpath", "-n", namespace],
+        {**k8s_env, "STORBENCH_DB": str(store_path)}, ready, sig)
+    assert returncode == code, stderr
     assert leftovers(kube, namespace) == []
     assert show_json(store_path)["status"] == "interrupted"
 
@@ -166,22 +158,11 @@ def test_ctrl_c_says_what_stays_by_its_reclaim_policy(kube, namespace, k8s_env, 
                                                        retain_class):
     """The cleanup after Ctrl-C deletes the claim; its PV stays (Retain), with its data:
     said, as `run --storage-class` says it (the lifecycle's cleanup said nothing)."""
-    proc = subprocess.Popen(
-        [*STORBENCH, "k8s", "lifecycle", "--storage-class", retain_class, "--volumes", "2",
-         "--parallel", "1", "-n", namespace],
-        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any(
-                p.status.phase == "Running" for p in managed_pods(kube, namespace)):
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=150)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, stderr
+    returncode, _, stderr = interrupted(
+        ["k8s", "lifecycle", "--storage-class", retain_class, "--volumes", "2",
+         "--parallel", "1", "-n", namespace], {**k8s_env, "STORBENCH_DB": str(store_path)},
+        lambda: any(p.status.phase == "Running" for p in managed_pods(kube, namespace)))
+    assert returncode == 130, stderr
     kept = [pv.metadata.name for pv in kube.core.list_persistent_volume().items
             if pv.spec.storage_class_name == retain_class]
     assert kept and all(f"PersistentVolume {pv} stays, by its reclaim policy Retain"
@@ -356,23 +337,11 @@ def test_ctrl_c_while_a_snapshot_is_restored_leaves_nothing(kube, namespace, k8s
                                                             store_path, csi_driver):
     """Ctrl-C once a VolumeSnapshot exists: the snapshot, its content, the restore's claim
     and pod are deleted with the rest."""
-    proc = subprocess.Popen(
-        [*STORBENCH, "k8s", "lifecycle", "--storage-class", csi_driver, "--volumes", "2",
-         "-n", namespace], env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(
-                m.kind == "VolumeSnapshot" for m in kube.managed(namespace)):
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.communicate()
-        assert any(m.kind == "VolumeSnapshot" for m in kube.managed(namespace))
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=150)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, stderr
+    returncode, _, stderr = interrupted(
+        ["k8s", "lifecycle", "--storage-class", csi_driver, "--volumes", "2", "-n",
+         namespace], {**k8s_env, "STORBENCH_DB": str(store_path)},
+        lambda: any(m.kind == "VolumeSnapshot" for m in kube.managed(namespace)), wait_s=120)
+    assert returncode == 130, stderr
     # the snapshot's content too, at exit: storbench waits for it (a snapshot deleted while
     # its content is being created left the content for the sidecar's 15-min resync)
     assert leftovers(kube, namespace) == []
