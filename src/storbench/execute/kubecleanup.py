@@ -26,7 +26,7 @@ class Kube(Protocol):
 
     def annotate_content(self, name: str, annotations: dict[str, str]) -> None: ...
 
-    def volumes_of_claims(self, uids: set[str]) -> list[str]: ...
+    def volumes_of_claims(self, uids: set[str]) -> dict[str, str]: ...
 
     def annotate_snapshot(self, namespace: str, name: str,
                           annotations: dict[str, str]) -> None: ...
@@ -66,11 +66,11 @@ def dependent(kube: Kube, obj: Obj) -> Obj | None:
     return after
 
 
-def _uid(kube: Kube, obj: Obj) -> set[str]:
-    """The object's uid, if it is there."""
+def _uid(kube: Kube, obj: Obj) -> str:
+    """The object's uid, or "" when it is not there."""
     kind, ns, name = obj
     found = kube.read_or(kind, name, ns, None)
-    return {found.metadata.uid} if found is not None and found.metadata is not None else set()
+    return str(found.metadata.uid or "") if found is not None and found.metadata else ""
 
 
 def policy(kind: str, found: Any) -> str:
@@ -161,12 +161,12 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
     stays: each update is an event, and the sidecar then deletes the snapshot in the driver
     and the content."""
     after: dict[Obj, Obj] = {}
-    unbound: set[str] = set()  # uids of claims not bound yet: a PV may be on its way
+    unbound: dict[str, Obj] = {}  # by uid, claims not bound yet: a PV may be on its way
     for obj in objects:
         if (dep := dependent(kube, obj)) is not None:
             after[obj] = dep
-        elif obj[0] == "PersistentVolumeClaim":
-            unbound |= _uid(kube, obj)
+        elif obj[0] == "PersistentVolumeClaim" and (uid := _uid(kube, obj)):
+            unbound[uid] = obj
     problems = []
     refused = []
     for obj in objects:
@@ -206,10 +206,10 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
                     except KubeError:  # gone meanwhile, or this user may not: waited for
                         pass
         deps = remaining
-        if not left and not deps and unbound:  # the claims gone: was a PV provisioned
-            deps = [(("PersistentVolumeClaim", "", ""), ("PersistentVolume", "", pv))
-                    for pv in kube.volumes_of_claims(unbound)]  # for one meanwhile?
-            unbound = set()
+        if not left and not deps and unbound:  # the claims gone: was a PV made for one?
+            deps = [(unbound[uid], ("PersistentVolume", "", pv))
+                    for pv, uid in kube.volumes_of_claims(set(unbound)).items()]
+            unbound = {}
         if not left and not deps:
             break
         time.sleep(READ_EVERY_S)

@@ -117,10 +117,11 @@ class Warned:
             found = [("PersistentVolumeClaim", unbound_claim, w) for w in self._new(
                 "PersistentVolumeClaim", unbound_claim)] if unbound_claim else []
             found += [("Pod", name, w) for w in self._new("Pod", name, bound=not unbound_claim)]
-            found += [("Pod", name, f"{c.reason}: {c.message}")
-                      for c in pod.status.conditions or []
-                      if c.type == "PodScheduled" and c.status == "False" and c.message
-                      and self._once("Pod", f"{c.reason}: {c.message}", not unbound_claim)]
+            for c in pod.status.conditions or []:
+                if c.type == "PodScheduled" and c.status == "False" and c.message:
+                    text = f"{c.reason}: {c.message}"
+                    if self._once("Pod", text, bound=not unbound_claim):
+                        found.append(("Pod", name, text))
         for kind, what, warning in found:
             self.note(f"{kind} {what}: {warning} (still waiting, as Kubernetes retries: up"
                       f" to {max(0.0, left_s):.0f} s more)")

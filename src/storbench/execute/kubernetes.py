@@ -211,11 +211,11 @@ class Kube:
     def read_pv(self, name: str) -> Any | None:
         return self.read("PersistentVolume", name, "")
 
-    def volumes_of_claims(self, uids: set[str]) -> list[str]:
-        """The PVs bound to the claims of these uids ([]: this user may not list PVs)."""
+    def volumes_of_claims(self, uids: set[str]) -> dict[str, str]:
+        """PV name -> the uid of its claim, of those uids ({}: this user may not list PVs)."""
         pvs = self._or_none("listing PersistentVolumes", self.core.list_persistent_volume)
-        return [pv.metadata.name for pv in (pvs.items if pvs else [])
-                if pv.spec.claim_ref is not None and pv.spec.claim_ref.uid in uids]
+        return {pv.metadata.name: pv.spec.claim_ref.uid for pv in (pvs.items if pvs else [])
+                if pv.spec.claim_ref is not None and pv.spec.claim_ref.uid in uids}
 
     def read_node(self, name: str) -> Any | None:
         """The node, or None when this user may not read nodes (namespaced users)."""
