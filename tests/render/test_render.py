@@ -88,6 +88,32 @@ def test_comparison_ratio_and_direction(two_runs):
     assert [c.metric.key for c in comp.columns][:2] == ["read.iops", "read.bw"]
 
 
+def test_an_unlabelled_run_is_known_by_where_it_ran(store, fio_json_text):
+    """Two unlabelled runs compared were two blank labels: the target is shown beside
+    them (in every table that names runs), and no column is added when all are named."""
+    from storbench.render.layouts import tables
+
+    runs = [store.get_run(add_run(store, fio_json_text, label=None, target="/mnt/gp3")),
+            store.get_run(add_run(store, fio_json_text, label="io2", target="/mnt/io2"))]
+    comp = compare(runs)
+    t = comparison_table(comp)
+    assert t.headers[:4] == ["run", "label", "target", "suite"]
+    assert [row[:4] for row in t.rows] == [[f"#{runs[0].id}", "", "/mnt/gp3", "quick"],
+                                           [f"#{runs[1].id}", "io2", "/mnt/io2", "quick"]]
+    for layout in ("per-metric", "read-write"):
+        for _, table in tables(comp, layout):
+            assert table.headers[:3] == ["run", "label", "target"], layout
+            assert table.rows[0][2] == "/mnt/gp3" and len(table.align_right) == len(
+                table.headers)
+    (_, rows), = tables(comp, "rows")
+    assert [row[0] for row in rows.rows] == [f"#{runs[0].id} /mnt/gp3", "io2"]
+    narrow = Console(width=60, record=True, force_terminal=False)
+    terminal.print_comparison(narrow, comp)  # too wide: a block per run, named in full
+    assert f"#{runs[0].id} /mnt/gp3 quick\n" in narrow.export_text()
+    named = compare([runs[1], store.get_run(add_run(store, fio_json_text, label="gp3"))])
+    assert comparison_table(named).headers[:3] == ["run", "label", "suite"]
+
+
 def test_markdown_escapes_pipes(two_runs, store, fio_json_text):
     run = store.get_run(add_run(store, fio_json_text, label="a|b"))
     md = FORMATS["md"](compare([run]))

@@ -8,9 +8,10 @@ from storbench.result.record import Invocation
 from storbench.store import MIGRATIONS, Store
 
 
-def add_run(store, text, *, label="a", suite="quick", tags=None, status="completed"):
+def add_run(store, text, *, label="a", suite="quick", tags=None, status="completed",
+            target="/mnt/x"):
     run_id = store.begin_run(
-        uid=f"u{label}{suite}{len(store.list_runs())}", suite=suite, target="/mnt/x",
+        uid=f"u{label}{suite}{len(store.list_runs())}", suite=suite, target=target,
         environment={"hostname": "h", "ram_bytes": 1}, settings={"size": None},
         storbench_version="0", fio_version="fio-3.33", label=label, tags=tags or {},
     )

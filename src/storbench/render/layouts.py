@@ -26,6 +26,8 @@ from storbench.render.table import (
     Table,
     cell_text,
     comparison_table,
+    ident_cells,
+    ident_heads,
     probe_comparison_table,
 )
 
@@ -48,19 +50,16 @@ def tables(comp: Comparison, layout: str) -> list[Titled]:
         gone = [i for i, r in enumerate(comp.runs)
                 if ended(r) and all(c.value is None and not c.failed for c in comp.cells[i])]
         if gone:
+            heads = ident_heads(comp.runs)
             out.append(("Runs without figures", Table(
-                ["run", "label", "how it ended"],
-                [[*_ident(comp, i), "; ".join(ended(comp.runs[i]))] for i in gone],
-                [False, False, False])))
+                [*heads, "how it ended"],
+                [[*ident_cells(comp.runs[i], heads), "; ".join(ended(comp.runs[i]))]
+                 for i in gone],
+                [False] * (len(heads) + 1))))
     probes = probe_comparison_table(comp)
     if probes is not None:
         out.append((PROBE_TITLE, probes))
     return out
-
-
-def _ident(comp: Comparison, i: int) -> list[str]:
-    run = comp.runs[i]
-    return ["published" if run.origin == "published" else f"#{run.id}", run.label or ""]
 
 
 def _judging(comp: Comparison, i: int, columns: list[int]) -> list[str]:
@@ -90,9 +89,10 @@ def _group_table(comp: Comparison, columns: list[int]) -> Titled | None:
                                                     for k in alike])
         label = (col.metric.direction.capitalize() if len(columns) > 1 else col.title)
         heads.append(units.header(label, col.metric.kind, unit_of[j]))
-    rows = [_ident(comp, i) + [cell_text(comp, i, j, unit_of[j]) for j in columns]
-            for i in present]
-    headers = ["run", "label", *heads]
+    idents = ident_heads(comp.runs)
+    rows = [ident_cells(comp.runs[i], idents) + [cell_text(comp, i, j, unit_of[j])
+                                                 for j in columns] for i in present]
+    headers = [*idents, *heads]
     caveats = [sorted({c for j in columns for c in comp.cells[i][j].caveats}) for i in present]
     judged = [_judging(comp, i, columns) for i in present]
     for title, per_run in (("caveats", caveats), ("verdict", judged)):
@@ -107,7 +107,7 @@ def _group_table(comp: Comparison, columns: list[int]) -> Titled | None:
         title = units.header(title, cols[0].metric.kind, unit_of[columns[0]])
     elif unit:
         title = f"{title} {unit}"
-    right = [False, False] + [True] * len(columns)
+    right = [False] * len(idents) + [True] * len(columns)
     return title, Table(headers, rows, right + [False] * (len(headers) - len(right)))
 
 
@@ -159,7 +159,9 @@ def _rows(comp: Comparison) -> Table:
         heads.append(units.header(col.title, col.metric.kind, unit))
     rows = []
     for i, run in enumerate(comp.runs):
-        name = run.label or (f"#{run.id}" if run.origin != "published" else run.target)
+        # an unlabelled run is known by its number and where it ran
+        name = run.label or (f"#{run.id} {run.target}" if run.origin != "published"
+                             else run.target)
         rows.append([name] + [cell_text(comp, i, j, u) for j, u in enumerate(unit_of)]
                     + ["; ".join(comp.outcomes[i]), "; ".join(comp.caveats[i])])
     headers = ["platform", *heads, "verdict", "caveats"]

@@ -24,6 +24,18 @@ class Table:
     align_right: list[bool]
 
 
+def ident_heads(runs: list[Any]) -> list[str]:
+    """The columns that name a row's run: its number and label, and its target when a
+    run has no label (unlabelled runs of two targets are told apart by where they ran)."""
+    return ["run", "label", *(["target"] if any(not r.label for r in runs) else [])]
+
+
+def ident_cells(run: Any, heads: list[str]) -> list[str]:
+    """The run's cells under ``ident_heads``."""
+    cells = ["published" if run.origin == "published" else f"#{run.id}", run.label or ""]
+    return cells + [run.target] * (len(heads) - 2)
+
+
 def transposed(t: Table, key_columns: int = 2) -> Table:
     """The table turned: a column per row (headed by its first ``key_columns`` cells,
     "#1 tmpfs"), a row per other column. A comparison of many figures and few runs
@@ -37,11 +49,9 @@ def transposed(t: Table, key_columns: int = 2) -> Table:
 
 def comparison_table(comp: Comparison, *, grouping: bool = True, sep: str = " ") -> Table:
     """Runs as rows, metrics as columns. ``sep`` joins test name and metric in headers."""
-    headers = ["run", "label", "suite"]
-    rows: list[list[str]] = [
-        ["published" if r.origin == "published" else f"#{r.id}", r.label or "", r.suite]
-        for r in comp.runs
-    ]
+    heads = ident_heads(comp.runs)
+    headers = [*heads, "suite"]
+    rows: list[list[str]] = [[*ident_cells(r, heads), r.suite] for r in comp.runs]
     # what a reader must know before the figures: each run's warnings and verdicts
     for title, per_run in (("caveats", comp.caveats), ("verdicts", comp.outcomes)):
         if any(per_run):
@@ -115,17 +125,18 @@ def probe_comparison_table(comp: Comparison) -> Table | None:
               for ph in by_phase.values() for k in PROBE_STATS]
     unit = units.choose("latency", values)
     phases = probe_phases([probe for _, probe in probed])
-    headers = ["run", "label", "operation"] + [
+    heads = ident_heads([run for run, _ in probed])
+    headers = [*heads, "operation"] + [
         f"{phase} {stat[:-3]} [{unit.name}]" for phase in phases for stat in PROBE_STATS]
     rows = []
     for run, probe in probed:
         for op, by_phase in probe.items():
-            row = [f"#{run.id}", run.label or "", op.replace("_", "+")]
+            row = [*ident_cells(run, heads), op.replace("_", "+")]
             for phase in phases:
                 d = by_phase.get(phase)
                 row += [unit.fmt(d[k]) if d else "" for k in PROBE_STATS]
             rows.append(row)
-    return Table(headers, rows, [False, False, False] + [True] * (len(phases) * 3))
+    return Table(headers, rows, [False] * (len(heads) + 1) + [True] * (len(phases) * 3))
 
 
 def probe_phases(probes: list[dict[str, Any]]) -> list[str]:
@@ -225,7 +236,8 @@ def curves_table(runs: list[Any]) -> Table:
     objectives = list(dict.fromkeys(a["objective"] for _, c in curves for a in c["answers"]))
     floors = [f.get("99") for _, c in curves if (f := c.get("floor_ns"))]
     unit = units.choose("latency", floors)
-    headers = ["run", "label", "workload", "max IOPS", "knee IOPS", f"p99 floor [{unit.name}]",
+    heads = ident_heads([r for r, _ in curves])
+    headers = [*heads, "workload", "max IOPS", "knee IOPS", f"p99 floor [{unit.name}]",
                *(f"IOPS at {o}" for o in objectives)]
     rows = []
     for run, c in curves:
@@ -235,11 +247,10 @@ def curves_table(runs: list[Any]) -> Table:
             a = found.get(o)
             cells.append("" if a is None else "never met" if a["never_met"]
                          else units.IOPS.fmt(a["iops"]))
-        rows.append([f"#{run.id}", run.label or "", c["workload"], units.IOPS.fmt(c["max_iops"]),
+        rows.append([*ident_cells(run, heads), c["workload"], units.IOPS.fmt(c["max_iops"]),
                      units.IOPS.fmt(c.get("knee_iops")),
                      unit.fmt((c.get("floor_ns") or {}).get("99")), *cells])
-    return Table(headers, rows, [False, False, False, True, True, True,
-                                 *([True] * len(objectives))])
+    return Table(headers, rows, [False] * (len(heads) + 1) + [True] * (3 + len(objectives)))
 
 
 def _estimate_text(e: dict[str, Any]) -> str:
@@ -279,19 +290,20 @@ def replays_table(runs: list[Any]) -> Table:
     """Replays of recorded workloads side by side: what each issued of what was
     recorded, and how it kept time."""
     rows = []
+    heads = ident_heads([run for run in runs if REPLAY.of(run)])
     for run in runs:
         r = REPLAY.of(run)
         if r is None:
             continue
         issued, recorded = replay_counts(r["issued"]), replay_counts(r["recorded"])
         lag = replay_lag(r)
-        rows.append([f"#{run.id}", run.label or "", r["workload"],
+        rows.append([*ident_cells(run, heads), r["workload"],
                      "timed" if r["timed"] else "as fast as possible", issued, recorded,
                      f"{r['replay_s']:.3f}", f"{r['recorded_s']:.3f}",
                      "" if lag is None else f"{lag:.3f}"])
-    return Table(["run", "label", "workload", "replay", "issued r / w / sync",
+    return Table([*heads, "workload", "replay", "issued r / w / sync",
                   "recorded r / w / sync", "took [s]", "recorded [s]", "behind [s]"], rows,
-                 [False, False, False, False, True, True, True, True, True])
+                 [False] * (len(heads) + 2) + [True] * 5)
 
 
 def app_caveats(run: Any, app: AppSection, said: str | None = None) -> list[str]:
@@ -314,15 +326,16 @@ def apps_table(runs: list[Any]) -> Table:
     labels = list(dict.fromkeys(f"{a['profile']}: {e['label']}" for _, a in found
                                 for e in a["estimates"]))
     rows, flagged = [], False
+    heads = ident_heads([run for run, _ in found])
     for run, a in found:
         mine = {f"{a['profile']}: {e['label']}": e for e in a["estimates"]}
         cells = [_estimate_text(mine[k]) + (" ⚠" if app_caveats(run, a, mine[k]["decided_by"])
                                             else "") if k in mine else "" for k in labels]
         said = app_caveats(run, a)
         flagged = flagged or bool(said)
-        rows.append([f"#{run.id}", run.label or "", a["application"], *cells, "; ".join(said)])
+        rows.append([*ident_cells(run, heads), a["application"], *cells, "; ".join(said)])
     if not flagged:
         rows = [row[:-1] for row in rows]
-    return Table(["run", "label", "application", *labels, *(["caveats"] if flagged else [])],
-                 rows, [False, False, False, *([True] * len(labels)),
-                        *([False] if flagged else [])])
+    return Table([*heads, "application", *labels, *(["caveats"] if flagged else [])],
+                 rows, [False] * (len(heads) + 1) + [True] * len(labels)
+                 + ([False] if flagged else []))

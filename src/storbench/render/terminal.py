@@ -283,7 +283,7 @@ def print_comparison(console: Console, comp: Comparison) -> None:
     if fits(console, table):
         console.print(rich_table(table))
     else:
-        print_blocks(console, table)
+        print_blocks(console, table, key_columns=table.headers.index("suite") + 1)
     probes = probe_comparison_table(comp)
     if probes is not None:
         console.print(rich_table(probes, PROBE_TITLE))
