@@ -561,6 +561,11 @@ def test_an_output_of_dash_is_standard_output(fio_json_text, tmp_path, store_pat
     (["check", "last", "--baseline", "1", "--max-regression", "inf%"],
      "--max-regression 'inf%' is not a percentage"),
     (["history", "s", "--min-change", "100%"], "--min-change must be at least 0% and below"),
+    # a fraction meant as 10% was 0.1%: a 9% regression passed the gate
+    (["check", "last", "--baseline", "1", "--max-regression", "0.1"],
+     "--max-regression 0.1: a fraction or a percentage? Write 0.1% or 10%"),
+    (["history", "s", "--min-change", " .05"],
+     "--min-change .05: a fraction or a percentage? Write 0.05% or 5%"),
     (["compare", "last", "--cost", "ebs-gp3", "--capacity", "500GiB", "--provisioned-iops",
       "nan"], "--provisioned-iops 'nan': expected a number"),
     # click's FloatRange lets nan through its bounds (before the cluster is asked)
@@ -574,6 +579,14 @@ def test_a_number_that_is_not_one_is_refused(args, said, fio_json_text, tmp_path
     got.write_text(fio_json_text)
     assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
     assert_one_line_error(run_cli(*args, db=store_path), 2, said)
+
+
+def test_a_percentage_is_read_as_written():
+    """What the refusal above leaves: a percentage with its sign, a whole number, zero."""
+    from storbench.cli.common import percent
+
+    assert [percent(t, "--max-regression", "10%") for t in ("0.1%", "10", "0", "1", "250%")] \
+        == pytest.approx([0.001, 0.1, 0.0, 0.01, 2.5])
 
 
 @pytest.mark.parametrize("args", [["run", "{tmp}", "--series", ""],

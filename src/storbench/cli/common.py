@@ -218,7 +218,8 @@ def assert_options(f: F) -> F:
 
 
 def percent(text: str, flag: str, example: str, *, below_100: bool = False) -> float:
-    """A flag's percentage ("10%", "10") as a fraction, with a one-line error."""
+    """A flag's percentage ("10%", "10") as a fraction, with a one-line error; a bare
+    number below 1 ("0.1": 10% or 0.1%?) is refused as ambiguous."""
     try:
         value = float(text.strip().rstrip("%"))
     except ValueError:
@@ -230,6 +231,9 @@ def percent(text: str, flag: str, example: str, *, below_100: bool = False) -> f
         raise ConfigError(f"{flag} must be at least 0% and below 100%, not {text}")
     if value < 0:
         raise ConfigError(f"{flag} must not be negative, not {text}")
+    if 0 < value < 1 and "%" not in text:  # 0.1 read as 0.1% lets a 9% regression pass
+        raise ConfigError(f"{flag} {text.strip()}: a fraction or a percentage? Write {value:g}% or"
+                          f" {value * 100:g}%")
     return value / 100
 
 
