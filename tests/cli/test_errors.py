@@ -561,7 +561,7 @@ def test_an_output_of_dash_is_standard_output(fio_json_text, tmp_path, store_pat
     (["check", "last", "--baseline", "1", "--max-regression", "inf%"],
      "--max-regression 'inf%' is not a percentage"),
     (["history", "s", "--min-change", "100%"], "--min-change must be at least 0% and below"),
-    # a fraction meant as 10% was 0.1%: a 9% regression passed the gate
+    # a fraction meant as 10% was read as 0.1%: a run 1% slower by chance failed the gate
     (["check", "last", "--baseline", "1", "--max-regression", "0.1"],
      "--max-regression 0.1: a fraction or a percentage? Write 0.1% or 10%"),
     (["history", "s", "--min-change", " .05"],

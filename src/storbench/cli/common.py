@@ -231,7 +231,7 @@ def percent(text: str, flag: str, example: str, *, below_100: bool = False) -> f
         raise ConfigError(f"{flag} must be at least 0% and below 100%, not {text}")
     if value < 0:
         raise ConfigError(f"{flag} must not be negative, not {text}")
-    if 0 < value < 1 and "%" not in text:  # 0.1 read as 0.1% lets a 9% regression pass
+    if 0 < value < 1 and "%" not in text:  # 0.1 meant as 10% was 0.1%: noise failed it
         raise ConfigError(f"{flag} {text.strip()}: a fraction or a percentage? Write {value:g}% or"
                           f" {value * 100:g}%")
     return value / 100
