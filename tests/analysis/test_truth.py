@@ -233,6 +233,17 @@ def test_devtmpfs_is_ram_as_tmpfs_is(tmpfs, store_path):
         facts = TargetFacts.of(env)
         said = {w.kind for r in run.tests for w in compute(r.result, facts)}
         assert ("sync-in-ram" in said) == ram, (fs, said)
+    # hosts whose path is on different file systems: the target has none, the hosts in
+    # RAM are named (their fsyncs are merged into each figure); none in RAM, none said
+    target = {k: v for k, v in run.environment["target"].items() if k != "fs_type"}
+    for kinds, said_of in ((["ext4", "tmpfs", "ext4"], "tmpfs on ssh://b (1 of 3 hosts)"),
+                           (["ext4", "xfs", "ext4"], None)):
+        hosts = [{"host": f"ssh://{n}", "fs_type": fs} for n, fs in zip("abc", kinds, strict=True)]
+        facts = TargetFacts.of({**run.environment, "target": target, "hosts": hosts})
+        said = [w.message for r in run.tests for w in compute(r.result, facts)
+                if w.kind == "sync-in-ram"]
+        assert all(f"fsync on {said_of} is a no-op" in m for m in said) and (
+            bool(said) == (said_of is not None)), said
 
 
 def test_iodepth_shortfall_with_sync_engine(tmpfs, tmp_path, store_path):

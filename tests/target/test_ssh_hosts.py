@@ -525,6 +525,14 @@ def test_each_host_s_file_system_is_read_and_its_room_checked(ssh_hosts, tmp_pat
         assert "fs_type" not in run["environment"]["target"]
         assert [h["fs_type"] for h in run["environment"]["hosts"]] == [
             "ramfs" if i == 1 else "tmpfs" for i in range(len(names))]
+        # every host's fsync was a no-op (tmpfs and ramfs are RAM): said, though no one
+        # file system is the target's (it was not warned of at all)
+        ram = f"fsync on tmpfs on {others} and ramfs on {names[1]} is a no-op"
+        assert f"warning (sync-in-ram): etcd: {ram}: RAM is the storage" in proc.stdout
+        # and the verdict's caveat
+        assert re.search(r"PASS etcd\.fdatasync\.p99 < 10ms: measured [\d.]+ [nµm]?s; "
+                         + re.escape(ram), proc.stdout), proc.stdout
+        assert "sync-in-ram" in [w["kind"] for w in run["warnings"]]
     finally:
         sh(*there, "umount", str(ssh_hosts.target))
 

@@ -23,7 +23,6 @@ from storbench.analysis import apps, curve, lifecycle, rates
 from storbench.analysis.caps import flat_rate
 from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
-from storbench.analysis.warnings import RAM_FILESYSTEMS
 from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import TestResult
@@ -202,9 +201,9 @@ def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:
     syncs = m.direction == "sync" or any(
         r.options.get(k) not in (None, "", "0") for k in ("fsync", "fdatasync")) or r.options.get(
         "sync") in ("1", "sync", "dsync")
-    fs = TargetFacts.of(run.environment).fs_type
-    if syncs and fs in RAM_FILESYSTEMS:
-        out.append(f"fsync on {fs} is a no-op: RAM is the storage and nothing is made"
+    ram = TargetFacts.of(run.environment).in_ram()
+    if syncs and ram is not None:
+        out.append(f"fsync on {ram[1]} is a no-op: RAM is the storage and nothing is made"
                    " durable, so this figure says nothing about a disk's sync latency")
     closed = not (r.options.get("rate_iops") or r.options.get("rate"))
     if syncs and closed and not passed and m.kind == "latency" and r.write is not None:

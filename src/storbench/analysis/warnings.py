@@ -19,12 +19,11 @@ from storbench.analysis.caches import (
     flag,
     small_working_set,
 )
-from storbench.result.facts import TargetFacts
+from storbench.result.facts import RAM_FILESYSTEMS, TargetFacts
 from storbench.result.model import Direction, Series, TestResult
 from storbench.result.record import Warning
 from storbench.workload.sizes import format_bytes_iec, format_took, parse_count, parse_size
 
-RAM_FILESYSTEMS = ("tmpfs", "ramfs", "devtmpfs")  # /dev is devtmpfs: a tmpfs too
 CACHE_NS = 20_000  # direct random reads faster than this come from a cache
 MAX_CV = 0.10
 MIN_SAMPLES = 5
@@ -327,14 +326,16 @@ def syncs(r: TestResult) -> bool:
 
 def sync_in_ram(r: TestResult, facts: TargetFacts) -> Warning | None:
     """Syncs on a file system in RAM make nothing durable: a figure of no disk, whatever
-    the suite (etcd's verdict said so; sync-iops and app profiles did not)."""
-    if facts.fs_type not in RAM_FILESYSTEMS or r.write is None or not syncs(r):
+    the suite (etcd's verdict said so; sync-iops and app profiles did not); on hosts
+    whose path is on different file systems, those in RAM (their figures are merged)."""
+    ram = facts.in_ram()
+    if ram is None or r.write is None or not syncs(r):
         return None
     return Warning(
         Kind.SYNC_IN_RAM, r.name,
-        f"{r.name}: fsync on {facts.fs_type} is a no-op: RAM is the storage and nothing is"
+        f"{r.name}: fsync on {ram[1]} is a no-op: RAM is the storage and nothing is"
         " made durable, so its write and sync figures say nothing about a disk's.",
-        {"fs_type": facts.fs_type},
+        {"fs_type": ram[0]},
     )
 
 

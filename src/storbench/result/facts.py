@@ -15,6 +15,8 @@ from typing import Any
 
 from storbench.result.record import BLANK_DEVICE
 
+RAM_FILESYSTEMS = ("tmpfs", "ramfs", "devtmpfs")  # /dev is devtmpfs: a tmpfs too
+
 
 @dataclass(frozen=True)
 class Device:
@@ -36,6 +38,26 @@ class TargetFacts:
     kube_context: str | None = None  # the kubeconfig context of a Kubernetes run
     memory_limited: bool = False  # ram_bytes is a memory cgroup's limit, below the RAM
     hosts: tuple[str, ...] = ()  # the hosts fio ran on (ssh://db1, sock:PATH, ADDR:PORT)
+    host_fs: tuple[tuple[str, str], ...] = ()  # (host, its path's file system) as each said
+
+    def in_ram(self) -> tuple[str, str] | None:
+        """The RAM file systems the run's writes went to, and where, for messages:
+        ("tmpfs", "tmpfs") for the target's; ("ramfs", "ramfs on ssh://b (1 of 3 hosts)")
+        when the hosts' differ (no one file system is the target's); None: none."""
+        if self.fs_type in RAM_FILESYSTEMS:
+            return self.fs_type, self.fs_type
+        by_fs: dict[str, list[str]] = {}
+        for host, fs in self.host_fs:
+            if fs in RAM_FILESYSTEMS:
+                by_fs.setdefault(fs, []).append(host)
+        if not by_fs:
+            return None
+        count = sum(map(len, by_fs.values()))
+        # no "; " in it: a verdict's caveats are joined by it
+        where = " and ".join(f"{fs} on {', '.join(hosts)}" for fs, hosts in by_fs.items())
+        if count < self.workers:
+            where += f" ({count} of {self.workers} hosts)"
+        return ", ".join(by_fs), where
 
     @classmethod
     def of(cls, environment: Mapping[str, Any]) -> TargetFacts:
@@ -50,7 +72,9 @@ class TargetFacts:
                    target.get("fs_type"), devices, environment.get("hostname"),
                    (environment.get("kubernetes") or {}).get("context"),
                    environment.get("memory_limit_bytes") is not None,
-                   tuple(str(h["host"]) for h in hosts if isinstance(h, dict) and h.get("host")))
+                   tuple(str(h["host"]) for h in hosts if isinstance(h, dict) and h.get("host")),
+                   tuple((str(h["host"]), h["fs_type"]) for h in hosts if isinstance(h, dict)
+                         and h.get("host") and isinstance(h.get("fs_type"), str)))
 
 
 def _device(facts: Mapping[str, Any]) -> Device:

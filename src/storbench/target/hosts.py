@@ -333,8 +333,8 @@ class HostsTarget(Quiet):
         if len(kinds) > 1:
             note(f"{self.path} is on different file systems on the hosts ("
                  + "; ".join(f"{fs} on {', '.join(hosts)}" for fs, hosts in kinds.items())
-                 + "): each figure merges them, and what holds for one file system only (fsync"
-                   " in RAM a no-op) is not warned of")
+                 + "): each figure merges them (the hosts whose fsync is a no-op in RAM are"
+                   " named in a warning; nothing else is judged per file system)")
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None
