@@ -246,6 +246,33 @@ def test_devtmpfs_is_ram_as_tmpfs_is(tmpfs, store_path):
             bool(said) == (said_of is not None)), said
 
 
+@pytest.mark.skipif(not IS_ROOT, reason="mounts a ramfs")
+def test_a_ramfs_directory_is_measured_with_the_memory_as_its_room(tmp_path, store_path):
+    """A ramfs counts no size (0 bytes of 0): a directory on it was refused as one "no
+    storage is behind" (/proc's reason), and had it been let in, every test's room check
+    said "0 B are free". Its room is the memory available; its fsync a no-op, said."""
+    from storbench.target.environment import memory_available
+
+    mnt = tmp_path / "ramfs"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "ramfs", "storbench-test", str(mnt)], check=True)
+    try:
+        proc = run_cli("run", str(mnt), "--suite", "etcd", "--size", "4m", "--runtime", "1",
+                       db=store_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        run = last_run(store_path)
+        assert run["environment"]["target"]["fs_type"] == "ramfs"
+        assert "warning (sync-in-ram): etcd: fsync on ramfs is a no-op" in proc.stdout
+        too_big = (memory_available() or 0) + 2**30
+        proc = run_cli("run", str(mnt), "--suite", "etcd", "--size", str(too_big),
+                       db=store_path)
+        assert proc.returncode == 1 and "of memory available (ramfs counts no size" in (
+            proc.stderr), proc.stderr
+        assert list(mnt.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
 def test_iodepth_shortfall_with_sync_engine(tmpfs, tmp_path, store_path):
     text = ("[deep]\nrw=randread\nbs=4k\nsize=16m\ndirect=1\nioengine=psync\niodepth=32\n"
             "time_based\nruntime=5\n")

@@ -22,7 +22,13 @@ from storbench.execute.workdir import (
     leftovers,
 )
 from storbench.target.base import Deadline, InRunDirs, Placed, default_deadline
-from storbench.target.environment import host_facts, local_confinement, path_facts
+from storbench.target.environment import (
+    host_facts,
+    local_confinement,
+    memory_available,
+    mount_of,
+    path_facts,
+)
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
@@ -46,6 +52,7 @@ class DirectoryTarget(InRunDirs):
     scratch: Path | None = field(default=None, init=False)
     # the run's: a signal ends a wait on the file system at once (fsops.call)
     guard: SignalGuard | None = field(default=None, init=False)
+    ramfs: bool = field(default=False, init=False)  # it counts no size (usable())
 
     @property
     def name(self) -> str:
@@ -76,7 +83,7 @@ class DirectoryTarget(InRunDirs):
         if most > free:
             raise TargetError(
                 f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"
-                f" {format_bytes_iec(most)}, {format_bytes_iec(free)} are free;"
+                f" {format_bytes_iec(most)}, {format_bytes_iec(free)} {self._room(free)[1]};"
                 " pass a smaller --size or another target")
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
@@ -117,11 +124,12 @@ class DirectoryTarget(InRunDirs):
             raise TargetError(f"cannot remove the previous test's files in"
                               f" {str(self.scratch)!r}") from None
         needed = max(0, (test.jobfile.estimated_bytes() or 0) - left["kept_bytes"])
-        if needed > left["free_bytes"]:
+        free, said = self._room(left["free_bytes"])
+        if needed > free:
             raise TargetError(
                 f"not enough free space in {str(self.path)!r} for test {test.name!r}: it"
-                f" needs {format_bytes_iec(needed)}, {format_bytes_iec(left['free_bytes'])}"
-                " are free; pass a smaller --size or another target")
+                f" needs {format_bytes_iec(needed)}, {format_bytes_iec(free)} {said};"
+                " pass a smaller --size or another target")
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
         return default_deadline(test)
@@ -161,7 +169,8 @@ class DirectoryTarget(InRunDirs):
         if not seen["is_dir"]:
             raise TargetError(f"target {str(p)!r} is not a directory; storbench benchmarks a"
                               " directory on the file system you want to measure")
-        if seen.get("total_bytes") == 0:  # (before the look of an older storbench: absent)
+        ramfs = seen.get("total_bytes") == 0 and getattr(mount_of(p), "fs_type", "") == "ramfs"
+        if seen.get("total_bytes") == 0 and not ramfs:  # (an older look: absent)
             raise TargetError(f"target directory {str(p)!r} is on a file system of no size (0"
                               " bytes in all): no storage is behind it (/proc, /sys, cgroup's);"
                               " pass a directory on the storage you want to measure")
@@ -171,7 +180,16 @@ class DirectoryTarget(InRunDirs):
         if not seen["writable"]:
             raise TargetError(f"target directory {str(p)!r} is not writable; pass a directory"
                               " you own, or run as a user who may write there")
-        return int(seen["free_bytes"])
+        self.ramfs = ramfs
+        return self._room(int(seen["free_bytes"]))[0]
+
+    def _room(self, free: int) -> tuple[int, str]:
+        """The bytes a test may lay out (a ramfs keeps no count, 0 of 0, and grows into
+        memory: its room is the memory available), and how to say them."""
+        if self.ramfs:
+            return (memory_available() or 0,
+                    "of memory available (ramfs counts no size: it grows into memory)")
+        return free, "are free"
 
     def leftovers(self) -> list[Leftover]:
         """Scratch directories of storbench runs that died without cleaning up."""

@@ -96,14 +96,20 @@ def memory_limit(proc_cgroup: Path = Path("/proc/self/cgroup"),
     return min(limits) if limits else None
 
 
-def _ram_bytes() -> int | None:
+def _ram_bytes(field: str = "MemTotal") -> int | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def memory_available() -> int | None:
+    """What the kernel thinks it can give without swapping (MemAvailable): the room of a
+    ramfs, which keeps no count and grows into memory."""
+    return _ram_bytes("MemAvailable")
 
 
 @dataclass(frozen=True)
