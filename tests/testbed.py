@@ -329,7 +329,9 @@ class SshHosts(_Target):
     as on real hosts). ``config`` is an ssh client configuration that reaches them
     (key, known_hosts with their host keys, strict checking). With ``devices`` (one
     block device per host), host i also sees device i at ``device_path`` (/dev/sbtest-…,
-    bind-mounted in its namespace): one device name, a different disk on each host."""
+    bind-mounted in its namespace): one device name, a different disk on each host.
+    ``shared``: a 64 MiB tmpfs every host sees (mounted before their namespaces are
+    made: one file system shared by them, as an NFS export is)."""
 
     def __init__(self, n: int, devices: list[str] | None = None) -> None:
         super().__init__()
@@ -343,6 +345,10 @@ class SshHosts(_Target):
                                                                        dir="/var/tmp")))
         self.dir, self.target = d, d / "target"
         self.target.mkdir()
+        self.shared = d / "shared-64m"
+        self.shared.mkdir()
+        sh("mount", "-t", "tmpfs", "-o", "size=64m", "sbshared", str(self.shared))
+        self._stack.callback(subprocess.run, ["umount", "-l", str(self.shared)], check=False)
         key = d / "client_key"
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
         (d / "authorized_keys").write_text((d / "client_key.pub").read_text())

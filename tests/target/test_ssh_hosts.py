@@ -537,6 +537,39 @@ def test_each_host_s_file_system_is_read_and_its_room_checked(ssh_hosts, tmp_pat
         sh(*there, "umount", str(ssh_hosts.target))
 
 
+def test_hosts_that_share_the_path_need_room_for_all_their_files(ssh_hosts, store_path):
+    """Each host works on its own files in the path: four hosts on one file system (an
+    NFS export) need room for four. The room was checked per host (64 MiB free for each:
+    4 × 24 MiB passed, and fio ran out of space mid-run). Which hosts share the path is
+    found by each writing a file of the run's and looking for the others'; said, stored."""
+    names = [f"ssh://root@{a}:{p}" for a, p in ssh_hosts.addresses]
+
+    def run(*hosts: str, size: str = "24m", path: Path = ssh_hosts.shared):
+        return run_cli("run", str(path), "--hosts", ",".join(hosts), "--ssh-config",
+                       str(ssh_hosts.config), "--suite", "etcd", "--size", size,
+                       db=store_path)
+
+    proc = run(*names)
+    assert_one_line_error(proc, 1, f"not enough free space in '{ssh_hosts.shared}' for test"
+                          f" 'etcd': {', '.join(names)} share it (each sees the others'"
+                          " files), so their 4 files need 96.0 MiB at once; 64.0 MiB are free")
+    assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+    time.sleep(1)
+    assert list(ssh_hosts.shared.iterdir()) == []  # the hosts' marks removed with them
+
+    proc = run(*names[:2])  # 48 MiB: room
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{names[0]}, {names[1]} share {ssh_hosts.shared} (each sees the others'" \
+        " files): each works on its own files in it, 2 at once" in proc.stderr
+    assert last(store_path)["environment"]["target"]["shared_by"] == [names[:2]]
+    assert list(ssh_hosts.shared.iterdir()) == []
+    # each host's own tmpfs at the path: shared by none, nothing said, 4 × 24 MiB run
+    proc = run(*names, path=ssh_hosts.target)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "shared_by" not in last(store_path)["environment"]["target"]
+    assert " share " not in proc.stderr
+
+
 def test_another_set_of_hosts_is_another_series(ssh_hosts, store_path):
     """A series is one storage: the same path on other hosts starts its own (it joined
     "etcd@PATH on 2 hosts" with any two hosts, and history compared other machines as

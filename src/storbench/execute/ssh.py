@@ -287,13 +287,6 @@ def put_remote(host: SshHost, config: str | None, path: str, text: str) -> None:
     run_remote(host, config, f"sh -c {shlex.quote(PUT)} sh {shlex.quote(path)}", text)
 
 
-def exists_remote(host: SshHost, config: str | None, path: str) -> bool:
-    """Whether ``path`` exists on the host (TargetError with ssh's words if it cannot be
-    asked)."""
-    return run_remote(host, config, f"if [ -e {shlex.quote(path)} ]; then echo yes; fi",
-                      "").strip() == "yes"
-
-
 def session_dir() -> str:
     """A new name for a session's directory on a host (0700, made by the host's script)."""
     return f"/tmp/storbench-{secrets.token_hex(8)}"

@@ -16,7 +16,6 @@ says so instead of guessing.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import re
 import shlex
@@ -34,7 +33,6 @@ from storbench.execute.ssh import (
     Remote,
     SshHost,
     Tunnel,
-    exists_remote,
     open_tunnels,
     parse_ssh,
     put_remote,
@@ -141,6 +139,9 @@ class HostsTarget(Quiet):
     tunnels: dict[str, Tunnel] = field(default_factory=dict, init=False)
     uid: str = field(default="", init=False)  # the run's id (scratch_path)
     session_dirs: dict[str, str] = field(default_factory=dict, init=False)  # _session_dir
+    # the hosts over SSH that see one another's files in the path (_sharing), in groups
+    sharing: list[list[str]] = field(default_factory=list, init=False)
+    files_in_path = True  # the path is a directory (a device's hosts write none)
 
     @property
     def name(self) -> str:
@@ -168,8 +169,11 @@ class HostsTarget(Quiet):
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
         self._check_room(plan)
-        if self.shared_file:
-            self._check_shared()
+        if self.files_in_path:
+            self.sharing = self._sharing()
+            if self.shared_file:
+                self._check_shared()
+            self._check_shared_room(plan)
         endpoints = self.endpoints()
         found = probe(fio, list(endpoints.values()), workdir)
         self.versions = {w: found[key(s)] for w, s in endpoints.items()}
@@ -189,30 +193,66 @@ class HostsTarget(Quiet):
                 f" {format_bytes_iec(most)} on each host; {', '.join(short)}; pass a smaller"
                 " --size or another path")
 
-    def _check_shared(self) -> None:
-        """--shared-file: the first host over SSH writes a file of the run's in the path
-        and every other one must see it; else the path is not one file system shared by
-        them, and each would work on a file of its own while the run says one."""
+    def _sharing(self) -> list[list[str]]:
+        """The hosts over SSH in groups that see one another's files in the path (one
+        file system shared by them: an NFS export, a cluster file system): each writes
+        a file of the run's and looks for the others'. The files stay until the hosts'
+        sessions end (each removes the run's files). [] for fewer than two hosts."""
         ssh = [h for h in self.hosts if h.ssh is not None]
         if len(ssh) < 2:
-            return
-        first = ssh[0]
-        mark = self.run_file(self.uid, self.hosts.index(first), "shared")
-        assert first.ssh is not None
-        put_remote(first.ssh, self.ssh_config, mark, "storbench: is this path shared?\n")
-        try:
-            with ThreadPoolExecutor(max_workers=min(16, len(ssh))) as pool:
-                seen = list(pool.map(lambda h: h.ssh is not None and exists_remote(
-                    h.ssh, self.ssh_config, mark), ssh[1:]))
-        finally:  # (else the host's session removes it, as every file of the run's)
-            with contextlib.suppress(TargetError):  # never in place of the first error
-                run_remote(first.ssh, self.ssh_config, f"rm -f -- {shlex.quote(mark)}", "")
-        blind = [h.key for h, saw in zip(ssh[1:], seen, strict=True) if not saw]
-        if blind:
+            return []
+        marks = [self.run_file(self.uid, self.hosts.index(h), "mark") for h in ssh]
+        look = "; ".join(f"if [ -e {shlex.quote(m)} ]; then echo {i}; fi"
+                         for i, m in enumerate(marks))
+
+        def put(i: int) -> None:
+            host = ssh[i].ssh
+            assert host is not None
+            put_remote(host, self.ssh_config, marks[i], "storbench: is this path shared?\n")
+
+        def seen(h: Host) -> set[int]:
+            assert h.ssh is not None
+            return {int(i) for i in run_remote(h.ssh, self.ssh_config, look, "").split()}
+
+        with ThreadPoolExecutor(max_workers=min(16, len(ssh))) as pool:
+            list(pool.map(put, range(len(ssh))))
+            sees = list(pool.map(seen, ssh))
+        groups: list[list[str]] = []
+        placed: set[int] = set()
+        for i in range(len(ssh)):
+            if i not in placed:
+                group = [j for j in range(len(ssh)) if j not in placed and (j == i or j in sees[i])]
+                placed.update(group)
+                groups.append([ssh[j].key for j in group])
+        return groups
+
+    def _check_shared(self) -> None:
+        """--shared-file: every host over SSH must see the file the first one wrote; else
+        the path is not one file system shared by them, and each would work on a file
+        of its own while the run says one."""
+        if len(self.sharing) > 1:
+            first = self.sharing[0][0]
+            blind = [h for group in self.sharing[1:] for h in group]
             raise TargetError(
-                f"--shared-file: {', '.join(blind)} did not see the file {first.key} wrote in"
+                f"--shared-file: {', '.join(blind)} did not see the file {first} wrote in"
                 f" {str(self.path)!r}: the path is not one file system shared by these hosts,"
                 " and each would work on a file of its own; leave out --shared-file")
+
+    def _check_shared_room(self, plan: Plan) -> None:
+        """Hosts that share the path each lay out their own files in it (but one file,
+        --shared-file): room for all of them at once, in the free space they all see."""
+        most, name = plan.largest()
+        for group in self.sharing:
+            free = [f for h in group if isinstance(f := self.tunnels[h].facts.get(
+                "free_bytes"), int) and self.tunnels[h].facts.get("total_bytes")]
+            files = 1 if self.shared_file else len(group)
+            if files > 1 and free and most * files > min(free):
+                raise TargetError(
+                    f"not enough free space in {str(self.path)!r} for test {name!r}:"
+                    f" {', '.join(group)} share it (each sees the others' files), so their"
+                    f" {files} files need {format_bytes_iec(most * files)} at once;"
+                    f" {format_bytes_iec(min(free))} are free; pass a smaller --size, fewer"
+                    " hosts, or --shared-file (one file for all)")
 
     def remote(self) -> Remote:
         """What each host's session may write and removes as it ends: the run's files in
@@ -314,6 +354,9 @@ class HostsTarget(Quiet):
             "ram_bytes": min(known) if known and len(known) == len(rams) else None,
             "target": {"kind": self.kind, "path": str(self.path), "on_hosts": True,
                        "shared_file": self.shared_file, "block_device": False,
+                       # hosts that see one another's files in the path (one file system)
+                       **({"shared_by": shared} if (shared := [
+                           g for g in self.sharing if len(g) > 1]) else {}),
                        **({"fs_type": fs.pop()} if len(fs) == 1 and None not in fs else {})},
             "hosts": hosts,
             **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {}),
@@ -330,6 +373,10 @@ class HostsTarget(Quiet):
                 note(f"{host}: removed {left}*, left by a run whose session had ended")
             if isinstance(fs := tunnel.facts.get("fs_type"), str):
                 kinds.setdefault(fs, []).append(host)
+        for group in self.sharing:
+            if len(group) > 1 and not self.shared_file:
+                note(f"{', '.join(group)} share {self.path} (each sees the others' files):"
+                     f" each works on its own files in it, {len(group)} at once")
         if len(kinds) > 1:
             note(f"{self.path} is on different file systems on the hosts ("
                  + "; ".join(f"{fs} on {', '.join(hosts)}" for fs, hosts in kinds.items())

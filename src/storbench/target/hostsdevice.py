@@ -34,6 +34,7 @@ class HostsDeviceTarget(HostsTarget):
     size_given: bool = False  # --size: else each test covers each host's device
     reports: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)  # guard's
     writers: list[str] = field(default_factory=list, init=False)  # the tests that write
+    files_in_path = False  # the device is no directory: no files of the run's in it
 
     def preflight(self) -> None:
         """Every host must be reached over SSH (the guard runs there), and none may have
