@@ -5,6 +5,7 @@ answers from PostgreSQL (the runs copied there) as from SQLite."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -241,7 +242,6 @@ def test_series_moves_runs_and_names_are_checked(capped_history, tmp_path):
 
 
 def test_a_run_joins_its_suite_and_storage_s_series(tmpfs, store_path):
-    import hashlib
     import socket
 
     from storbench.workload.jobfile import parse_jobfile
@@ -272,6 +272,35 @@ def test_a_run_joins_its_suite_and_storage_s_series(tmpfs, store_path):
         (f"job:one.fio#{digest}{where}", 3),
         (f"job:one.fio#{digest}/size=2m,runtime=1{where}", 1),
         (f"job:one.fio#{edited}{where}", 1)}
+
+
+def test_a_named_series_joined_by_another_workload_says_so(tmpfs, store_path):
+    """A series named with --series has no workload in its name: an edited job file (or
+    another --size) joined it unsaid, and `history` read the edit as the storage's."""
+    from storbench.workload.jobfile import parse_jobfile
+
+    job = tmpfs.parent / "nightly.fio"
+    job.write_text(JOB.replace("direct=1\n", "").replace("libaio", "psync"))
+
+    def run(*extra: str):
+        proc = run_cli("run", str(tmpfs), "--job", str(job), "--series", "nightly", *extra,
+                       db=store_path)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stderr
+
+    assert "its last run" not in run() + run()  # the same workload twice: nothing said
+    first = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    was = first["settings"]["workload"]
+    assert was.startswith("job:nightly.fio#")
+    job.write_text(job.read_text().replace("bs=4k", "bs=64k"))
+    now = "job:nightly.fio#" + hashlib.sha256(
+        parse_jobfile(job.read_text()).render().encode()).hexdigest()[:6]
+    assert " ".join(run().split()).count(
+        f"series 'nightly': its last run (#{first['id']}) ran {was}, this one runs {now}:"
+        " `history` and `check --no-change` will read the difference as the storage's") == 1
+    said = " ".join(run("--size", "2m").split())
+    assert f"ran {now}, this one runs {now}/size=2m:" in said
+    assert "its last run" not in run("--size", "2m")
 
 
 def test_no_change_needs_a_series(store_path, tmp_path):

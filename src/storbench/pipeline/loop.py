@@ -43,6 +43,7 @@ from storbench.pipeline.steps import PlannedRun, make_step
 from storbench.result.facts import TargetFacts
 from storbench.result.record import Run
 from storbench.store import Store
+from storbench.store.series import series_runs
 from storbench.target.base import PutsFiles, Restricting, Target
 
 WORKDIR_WAIT_S = 5.0  # to remove storbench's own work directory (on local disk)
@@ -114,11 +115,14 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 clock.since("preflight")
                 environment = {**target.describe(fio), "storbench_version": __version__}
                 _say_confinement(environment, spec.allow_exec, rep)
+                workload = planned.plan.workload + spec.shaping()
+                if spec.series:
+                    _say_another_workload(store, spec.series, workload, rep)
                 run_id = store.begin_run(
                     uid=planned.uid, suite=planned.plan.suite_name, target=target.name,
                     environment=environment,
                     settings={**spec.settings(planned.plan.suite_name), **kind.settings(),
-                              **target.settings()},
+                              **target.settings(), "workload": workload},
                     storbench_version=__version__, fio_version=environment.get("fio_version"),
                     label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER),
                     series=spec.series or auto_series(planned.plan.workload + spec.shaping(),
@@ -251,6 +255,21 @@ def _local_fio(spec: RunSpec, target: Target) -> FioBinary | None:
         return find_fio(spec.fio)
     except StorbenchError:
         return None
+
+
+def _say_another_workload(store: Store, series: str, workload: str, rep: Reporter) -> None:
+    """A series named with --series, joined by a run of another workload than its last
+    run's (its job file edited, another --size): said, since `history` and `check
+    --no-change` read what changed as the storage's (a series named by storbench has the
+    workload in its name, so an edit starts another)."""
+    ids = series_runs(store, series)
+    if not ids:
+        return
+    was = store.get_run(ids[-1]).settings.get("workload")
+    if isinstance(was, str) and was != workload:  # (runs stored before it was kept: none)
+        rep.note(f"series {series!r}: its last run (#{ids[-1]}) ran {was}, this one runs"
+                 f" {workload}: `history` and `check --no-change` will read the difference"
+                 " as the storage's; give the new workload its own --series")
 
 
 def _baseline(spec: RunSpec, store: Store) -> Run | None:
