@@ -125,8 +125,8 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                               **target.settings(), "workload": workload},
                     storbench_version=__version__, fio_version=environment.get("fio_version"),
                     label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER),
-                    series=spec.series or auto_series(planned.plan.workload + spec.shaping(),
-                                                      target.name, TargetFacts.of(environment)))
+                    series=spec.series or auto_series(workload, target.name,
+                                                      TargetFacts.of(environment)))
             except BaseException:  # what check started (SSH sessions, servers) ends here,
                 # also when check itself failed half-way; the first failure is what is said
                 try:
