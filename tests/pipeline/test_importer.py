@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -61,7 +62,8 @@ def test_import_json_plus_file_and_compare_with_a_measured_run(tmp_path, tmpfs, 
     measured = run_cli("run", str(tmpfs), "--size", "8m", "--runtime", "1", db=store_path)
     assert measured.returncode == 0, measured.stderr
     md = run_cli("export", "1", "2", db=store_path).stdout
-    assert "| #1 | old | imported |" in md and "imp read IOPS" in md
+    assert re.search(r"\| #1 \| old \| [^|]+ \| imported \|", md) and "imp read IOPS" in md
+    assert f"| #2 |  | {tmpfs.resolve()} | quick |" in md  # unlabelled: known by its target
 
 
 def test_import_from_stdin_with_a_terminal_log_around_it(tmp_path, store_path):
