@@ -33,7 +33,7 @@ def ident_heads(runs: list[Any]) -> list[str]:
 def ident_cells(run: Any, heads: list[str]) -> list[str]:
     """The run's cells under ``ident_heads``."""
     cells = ["published" if run.origin == "published" else f"#{run.id}", run.label or ""]
-    return cells + [run.target] * (len(heads) - 2)
+    return [*cells, run.target] if "target" in heads else cells
 
 
 def transposed(t: Table, key_columns: int = 2) -> Table:
