@@ -202,8 +202,8 @@ class HostsTarget(Quiet):
         if len(ssh) < 2:
             return []
         marks = [self.run_file(self.uid, self.hosts.index(h), "mark") for h in ssh]
-        look = "; ".join(f"if [ -e {shlex.quote(m)} ]; then echo {i}; fi"
-                         for i, m in enumerate(marks))
+        look = "sh -c " + shlex.quote("; ".join(  # sh: whatever the user's login shell
+            f"if [ -e {shlex.quote(m)} ]; then echo {i}; fi" for i, m in enumerate(marks)))
 
         def put(i: int) -> None:
             host = ssh[i].ssh
