@@ -208,7 +208,8 @@ def naming_options(f: F) -> F:
 def assert_options(f: F) -> F:
     f = click.option("--max-regression", default="10%", show_default=True, metavar="PERCENT",
                      help="With --baseline: how much worse a figure may get (beyond the"
-                          " noise, when repeats measure it).")(f)
+                          " noise, when repeats measure it), e.g. 10% or 10 (a bare 0.1 is"
+                          " refused: write 0.1% or 10%).")(f)
     f = click.option("--baseline", "-b", metavar="RUN|LABEL",
                      help="Fail when a headline figure got worse than in this run (an id,"
                           " or the latest run with this label).")(f)

@@ -113,7 +113,8 @@ def refresh(store: Store, runs: list[Run]) -> None:
               help="With --metric: a row for every run (a series longer than 60 runs shows"
                    " the runs around each change and the latest ten).")
 @click.option("--min-change", default="5%", show_default=True, metavar="PERCENT",
-              help="A smaller change of a figure's level is not called a change.")
+              help="A smaller change of a figure's level is not called a change (e.g."
+                   " 5% or 5; a bare 0.05 is refused: write 0.05% or 5%).")
 @json_option
 @read_db_option
 def history_(store: Store, series: str | None, metric: str | None, every: bool,
