@@ -121,6 +121,9 @@ done
 # storbench may be gone already (killed while the server started): the echo then fails
 # instead of ending this script by SIGPIPE before its cleanup, which left the server running
 trap '' PIPE
+# a file of the run's in the path, named by this session: storbench looks for the other
+# hosts' to see which share the path; removed with the run's files as the session ends
+[ -n "$prefix" ] && [ -n "$path" ] && (set -C; : > "$prefix${dir##*-}-mark") 2>/dev/null
 echo "storbench-ready"
 read _ || true
 # storbench closed the session (or died): the server and every process it forked, found

@@ -265,7 +265,7 @@ def _say_another_workload(store: Store, series: str, workload: str, rep: Reporte
     ids = series_runs(store, series)
     if not ids:
         return
-    was = store.get_run(ids[-1]).settings.get("workload")
+    was = store.get_run(ids[-1], with_results=False).settings.get("workload")
     if isinstance(was, str) and was != workload:  # (runs stored before it was kept: none)
         rep.note(f"series {series!r}: its last run (#{ids[-1]}) ran {was}, this one runs"
                  f" {workload}: `history` and `check --no-change` will read the difference"

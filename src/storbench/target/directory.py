@@ -83,7 +83,7 @@ class DirectoryTarget(InRunDirs):
         if most > free:
             raise TargetError(
                 f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"
-                f" {format_bytes_iec(most)}, {format_bytes_iec(free)} {self._room(free)[1]};"
+                f" {format_bytes_iec(most)}, {format_bytes_iec(free)} {self._free_words()};"
                 " pass a smaller --size or another target")
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
@@ -124,11 +124,12 @@ class DirectoryTarget(InRunDirs):
             raise TargetError(f"cannot remove the previous test's files in"
                               f" {str(self.scratch)!r}") from None
         needed = max(0, (test.jobfile.estimated_bytes() or 0) - left["kept_bytes"])
-        free, said = self._room(left["free_bytes"])
+        free = self._room(left["free_bytes"])
         if needed > free:
             raise TargetError(
                 f"not enough free space in {str(self.path)!r} for test {test.name!r}: it"
-                f" needs {format_bytes_iec(needed)}, {format_bytes_iec(free)} {said};"
+                f" needs {format_bytes_iec(needed)}, {format_bytes_iec(free)}"
+                f" {self._free_words()};"
                 " pass a smaller --size or another target")
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
@@ -181,15 +182,17 @@ class DirectoryTarget(InRunDirs):
             raise TargetError(f"target directory {str(p)!r} is not writable; pass a directory"
                               " you own, or run as a user who may write there")
         self.ramfs = ramfs
-        return self._room(int(seen["free_bytes"]))[0]
+        return self._room(int(seen["free_bytes"]))
 
-    def _room(self, free: int) -> tuple[int, str]:
-        """The bytes a test may lay out (a ramfs keeps no count, 0 of 0, and grows into
-        memory: its room is the memory available), and how to say them."""
-        if self.ramfs:
-            return (memory_available() or 0,
-                    "of memory available (ramfs counts no size: it grows into memory)")
-        return free, "are free"
+    def _room(self, free: int) -> int:
+        """The bytes a test may lay out: the file system's free bytes, or for a ramfs
+        (it keeps no count, 0 of 0, and grows into memory) the memory available."""
+        return (memory_available() or 0) if self.ramfs else free
+
+    def _free_words(self) -> str:
+        """How the room of ``_room`` is said after its size."""
+        return ("of memory available (ramfs counts no size: it grows into memory)"
+                if self.ramfs else "are free")
 
     def leftovers(self) -> list[Leftover]:
         """Scratch directories of storbench runs that died without cleaning up."""

@@ -183,39 +183,39 @@ class HostsTarget(Quiet):
         (each lays out its own files; or the shared one); a file system that keeps no
         count (ramfs: 0 bytes of 0) is not judged."""
         most, name = plan.largest()
-        short = [f"{host} has {format_bytes_iec(free)} free"
-                 for host, tunnel in self.tunnels.items()
-                 if isinstance(free := tunnel.facts.get("free_bytes"), int) and most > free
-                 and tunnel.facts.get("total_bytes")]  # ramfs says 0 of 0: no count kept
+        short = [f"{host} has {format_bytes_iec(free)} free" for host in self.tunnels
+                 if (free := self._free(host)) is not None and most > free]
         if short:
             raise TargetError(
                 f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"
                 f" {format_bytes_iec(most)} on each host; {', '.join(short)}; pass a smaller"
                 " --size or another path")
 
+    def _free(self, host: str) -> int | None:
+        """The free bytes a host over SSH said its path has; None when it did not say, or
+        its file system keeps no count (ramfs says 0 of 0)."""
+        facts = self.tunnels[host].facts
+        free = facts.get("free_bytes")
+        return free if isinstance(free, int) and facts.get("total_bytes") else None
+
     def _sharing(self) -> list[list[str]]:
         """The hosts over SSH in groups that see one another's files in the path (one
-        file system shared by them: an NFS export, a cluster file system): each writes
-        a file of the run's and looks for the others'. The files stay until the hosts'
-        sessions end (each removes the run's files). [] for fewer than two hosts."""
+        file system shared by them: an NFS export, a cluster file system): each host's
+        session wrote a file of the run's there as it started (removed as it ends), and
+        each host looks for the others'. [] for fewer than two hosts."""
         ssh = [h for h in self.hosts if h.ssh is not None]
         if len(ssh) < 2:
             return []
-        marks = [self.run_file(self.uid, self.hosts.index(h), "mark") for h in ssh]
+        marks = [f"{self.remote().prefix}{self._session_dir(h).rsplit('-', 1)[1]}-mark"
+                 for h in ssh]
         look = "sh -c " + shlex.quote("; ".join(  # sh: whatever the user's login shell
             f"if [ -e {shlex.quote(m)} ]; then echo {i}; fi" for i, m in enumerate(marks)))
-
-        def put(i: int) -> None:
-            host = ssh[i].ssh
-            assert host is not None
-            put_remote(host, self.ssh_config, marks[i], "storbench: is this path shared?\n")
 
         def seen(h: Host) -> set[int]:
             assert h.ssh is not None
             return {int(i) for i in run_remote(h.ssh, self.ssh_config, look, "").split()}
 
         with ThreadPoolExecutor(max_workers=min(16, len(ssh))) as pool:
-            list(pool.map(put, range(len(ssh))))
             sees = list(pool.map(seen, ssh))
         groups: list[list[str]] = []
         placed: set[int] = set()
@@ -243,8 +243,7 @@ class HostsTarget(Quiet):
         --shared-file): room for all of them at once, in the free space they all see."""
         most, name = plan.largest()
         for group in self.sharing:
-            free = [f for h in group if isinstance(f := self.tunnels[h].facts.get(
-                "free_bytes"), int) and self.tunnels[h].facts.get("total_bytes")]
+            free = [f for h in group if (f := self._free(h)) is not None]
             files = 1 if self.shared_file else len(group)
             if files > 1 and free and most * files > min(free):
                 raise TargetError(
