@@ -83,7 +83,8 @@ def test_the_wheel_installs_and_runs_a_suite_outside_the_tree(tmp_path, tmpfs):
     shown = subprocess.run([str(exe), "--version"], env=env, cwd=elsewhere, text=True,
                            capture_output=True, check=True).stdout
     assert shown.startswith(f"storbench {wheel.name.split('-')[1]}\n"), shown
-    run = subprocess.run([str(exe), "run", str(tmpfs), "--suite", "quick", "--runtime", "1",
+    run = subprocess.run([str(exe), "run", str(tmpfs), "--suite", "quick",
+                         "--runtime", "1", "--ramp", "0",
                           "--size", "8m", "--json"], env=env, cwd=elsewhere, text=True,
                          capture_output=True, timeout=600)
     assert run.returncode == 0, run.stderr

@@ -52,7 +52,8 @@ def test_a_profile_answers_in_the_application_s_units(app, figures, disk_dir, st
 def test_microseconds_are_never_said_as_hundredths_of_a_millisecond(tmpfs, store_path):
     """RAM answers a commit in microseconds: the answer says "26.4 µs", "0.024 ms",
     never "0.03 ms" or "0.00 ms" (a commit's time was printed as {s * 1e3:.2f} ms)."""
-    proc = run_cli("run", str(tmpfs), "--suite", "postgresql", "--runtime", "1", "--size",
+    proc = run_cli("run", str(tmpfs), "--suite", "postgresql",
+                   "--runtime", "1", "--ramp", "0", "--size",
                    "8m", db=store_path)
     assert proc.returncode == 0, proc.stderr
     answer = shown(store_path)["data"]["app"]
@@ -67,7 +68,8 @@ def test_estimates_gate_compare_and_export(disk_dir, store_path):
     for label, gate in (("a", []), ("b", ["--assert", "postgresql.tps >= 1"])):
         # an estimate is the kind's own answer: no test of the plan, let through to be
         # judged once measured (the check before the run refuses a test it does not have)
-        proc = run_cli("run", str(disk_dir), "--suite", "postgresql", "--runtime", "1",
+        proc = run_cli("run", str(disk_dir), "--suite", "postgresql",
+                       "--runtime", "1", "--ramp", "0",
                        "--size", "8m", "--label", label, *gate, db=store_path)
         assert proc.returncode == 0, proc.stderr
     assert "PASS postgresql.tps >= 1: measured" in proc.stdout

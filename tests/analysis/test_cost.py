@@ -81,7 +81,8 @@ def test_pasted_blog_text_beside_own_run_reference_and_price(tmpfs, store_path):
                           input=_blog_post(FIO2_TEXT), capture_output=True, text=True,
                           env={**os.environ, "STORBENCH_DB": str(store_path)})
     assert proc.returncode == 0, proc.stderr
-    mine = run_cli("run", str(tmpfs), "--suite", "randrw75", "--size", "16m", "--runtime", "1",
+    mine = run_cli("run", str(tmpfs), "--suite", "randrw75", "--size", "16m",
+                   "--runtime", "1", "--ramp", "0",
                    "--label", "ram", db=store_path)
     assert mine.returncode == 0, mine.stderr
     args = ("compare", "efs-2016", "ram", "--reference", "efs", "--cost", "efs",

@@ -28,7 +28,8 @@ def last(db):
 
 
 def test_repeats_interleave_and_give_confidence_intervals(tmpfs, store_path):
-    proc = run_cli("run", str(tmpfs), "--size", "8m", "--runtime", "1", "--repeat", "3",
+    proc = run_cli("run", str(tmpfs), "--size", "8m",
+                   "--runtime", "1", "--ramp", "0", "--repeat", "3",
                    "-l", "r", db=store_path)
     assert proc.returncode == 0, proc.stderr
     run = last(store_path)

@@ -69,7 +69,8 @@ def test_compare_with_references(tmpfs, store_path, tmp_path):
 @pytest.mark.integration
 def test_study_4_clat_mean_reaches_its_column(tmpfs, store_path):
     """Study 4 printed "1145 IOPS, clat avg 631 µs": both beside one's own run."""
-    proc = run_cli("run", str(tmpfs), "--suite", "sync-iops", "--size", "4m", "--runtime", "1",
+    proc = run_cli("run", str(tmpfs), "--suite", "sync-iops", "--size", "4m",
+                   "--runtime", "1", "--ramp", "0",
                    db=store_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(run_cli("compare", "last", "--reference", "ebs", "--json",

@@ -79,7 +79,8 @@ def test_study_3_wiki_rows_one_per_platform(tmpfs, store_path):
 
 def test_study_5_read_write_pairs(tmpfs, store_path):
     """AWS CSI drivers: DBench's figures as the write-up's tables, Read beside Write."""
-    proc = run_cli("run", str(tmpfs), "--suite", "dbench", "--size", "16m", "--runtime", "1",
+    proc = run_cli("run", str(tmpfs), "--suite", "dbench", "--size", "16m",
+                   "--runtime", "1", "--ramp", "0",
                    "-l", "local", db=store_path)
     assert proc.returncode == 0, proc.stderr
     md = run_cli("export", "local", "-R", "ebs-gp3,efs", "--format", "wiki", "--layout",
@@ -109,7 +110,8 @@ GLUSTER = """\
 
 
 def test_study_2_prices_a_fixed_fee_option_beside_efs(tmpfs, tmp_path: Path, store_path):
-    proc = run_cli("run", str(tmpfs), "--suite", "randrw75", "--size", "16m", "--runtime", "1",
+    proc = run_cli("run", str(tmpfs), "--suite", "randrw75", "--size", "16m",
+                   "--runtime", "1", "--ramp", "0",
                    "-l", "nfs-like", db=store_path)
     assert proc.returncode == 0, proc.stderr
     sheet = tmp_path / "gluster.yaml"

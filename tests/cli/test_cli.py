@@ -18,7 +18,7 @@ from tests.conftest import IS_ROOT, STORBENCH, mount_tmpfs, needs_fio, run_cli, 
 
 pytestmark = [needs_fio, pytest.mark.integration]
 
-SHORT = ("--size", "16m", "--runtime", "1")
+SHORT = ("--size", "16m", "--runtime", "1", "--ramp", "0")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -101,10 +101,10 @@ def test_disk_run_records_block_device(disk_dir, store_path):
 
 
 @pytest.mark.parametrize("suite, args", [
-    ("dbench", ("--size", "16m", "--runtime", "1")),
-    ("sync-iops", ("--size", "4m", "--runtime", "1")),
-    ("randrw75", ("--size", "8m", "--runtime", "1")),
-    ("app-mixed", ("--size", "8m", "--runtime", "1")),
+    ("dbench", ("--size", "16m", "--runtime", "1", "--ramp", "0")),
+    ("sync-iops", ("--size", "4m", "--runtime", "1", "--ramp", "0")),
+    ("randrw75", ("--size", "8m", "--runtime", "1", "--ramp", "0")),
+    ("app-mixed", ("--size", "8m", "--runtime", "1", "--ramp", "0")),
 ])
 @pytest.mark.parametrize("store_path", ["sqlite"], indirect=True)  # the store does not
 def test_each_suite_shortened(suite, args, tmpfs, store_path):      # depend on the suite
@@ -136,6 +136,31 @@ def test_job_file(tmpfs, tmp_path, store_path):
     proc = run_cli("compare", "last", db=store_path)
     md = run_cli("export", "last", db=store_path).stdout
     assert "reader read IOPS" in md and "writer write IOPS" in md
+
+
+@pytest.mark.parametrize("store_path", ["sqlite"], indirect=True)
+def test_ramp_is_what_fio_ran_before_it_measured(tmpfs, tmp_path, store_path):
+    """--ramp sets each test's ramp_time over the suite's or the job file's own: fio ran
+    it (its elapsed time holds it), the run stores it and its series is another."""
+    job = tmp_path / "r.fio"
+    job.write_text("[global]\nramp_time=3\n[r]\nrw=randread\nsize=4m\ntime_based\n"
+                   "runtime=1\n")
+    ran = {}
+    for ramp in ("2", "0"):
+        proc = run_cli("run", str(tmpfs), "--job", str(job), "--ramp", ramp, db=store_path)
+        assert proc.returncode == 0, proc.stderr
+        ran[ramp] = show_json(store_path)
+    slow, none = ran["2"]["tests"][0], ran["0"]["tests"][0]
+    assert slow["options"]["ramp_time"] == "2" and none["options"]["ramp_time"] == "0"
+    assert slow["elapsed_s"] >= 3 and none["elapsed_s"] <= 2, (slow, none)
+    assert ran["2"]["settings"]["ramp_s"] == 2 and ran["0"]["settings"]["ramp_s"] == 0
+    assert "/ramp=2@" in ran["2"]["series"] and "/ramp=0@" in ran["0"]["series"]
+    for args, said in ((["--ramp", "-1"], "--ramp must be 0 to 3,600 seconds, not -1"),
+                       (["--ramp", "1", "--until-steady"],
+                        "--ramp with --until-steady: its rounds before steady state are the"
+                        " ramp")):
+        assert_one_line_error(run_cli("run", str(tmpfs), *args, db=store_path), 2, said)
+    assert scratch_dirs(tmpfs) == []
 
 
 def test_list_compare_export_rm(tmpfs, store_path, tmp_path):
@@ -255,7 +280,8 @@ def test_target_not_writable(tmp_path, store_path):
 
 
 def test_not_enough_space(small_tmpfs, store_path):
-    proc = run_cli("run", str(small_tmpfs), "--size", "64m", "--runtime", "1", db=store_path)
+    proc = run_cli("run", str(small_tmpfs), "--size", "64m",
+                   "--runtime", "1", "--ramp", "0", db=store_path)
     assert_one_line_error(proc, 1, "not enough free space", "64.0 MiB", "--size")
     assert scratch_dirs(small_tmpfs) == []
 

@@ -231,7 +231,7 @@ def test_a_size_smaller_than_a_block_is_refused_before_the_run(tmpfs, tmp_path, 
     assert scratch_dirs(tmpfs) == []
     assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
     ok = run_cli("run", str(tmpfs), "--job", str(tmp_path / "j.fio"), "--size", "64k",
-                 "--runtime", "1", db=store_path)
+                 "--runtime", "1", "--ramp", "0", db=store_path)
     assert ok.returncode == 0, ok.stderr  # one block of its smallest is room enough
 
 

@@ -24,7 +24,8 @@ def shown(db) -> dict:
 
 def test_a_pushed_run_is_queryable_in_prometheus(tmpfs, store_path):
     with services.pushgateway() as gateway:
-        proc = run_cli("run", str(tmpfs), "--suite", "quick", "--size", "8m", "--runtime", "1",
+        proc = run_cli("run", str(tmpfs), "--suite", "quick", "--size", "8m",
+                       "--runtime", "1", "--ramp", "0",
                        "--label", "pushed", "--push", gateway, db=store_path)
         assert proc.returncode == 0, proc.stderr
         assert "Pushed run #1 to" in proc.stderr
@@ -45,7 +46,8 @@ def test_a_pushed_run_is_queryable_in_prometheus(tmpfs, store_path):
 
 def test_push_of_stored_runs_replaces_the_targets_group(tmpfs, store_path):
     for label in ("a", "b"):
-        assert run_cli("run", str(tmpfs), "--suite", "quick", "--size", "4m", "--runtime", "1",
+        assert run_cli("run", str(tmpfs), "--suite", "quick", "--size", "4m",
+                       "--runtime", "1", "--ramp", "0",
                        "--label", label, db=store_path).returncode == 0
     with services.pushgateway() as gateway:
         proc = run_cli("push", "1", "2", "--pushgateway", gateway, db=store_path)
@@ -65,7 +67,8 @@ def test_push_of_stored_runs_replaces_the_targets_group(tmpfs, store_path):
 
 def test_a_push_that_fails_says_so_and_the_run_is_kept(tmpfs, store_path):
     nowhere = f"http://127.0.0.1:{free_port()}"
-    proc = run_cli("run", str(tmpfs), "--suite", "quick", "--size", "4m", "--runtime", "1",
+    proc = run_cli("run", str(tmpfs), "--suite", "quick", "--size", "4m",
+                   "--runtime", "1", "--ramp", "0",
                    "--push", nowhere, db=store_path)
     assert proc.returncode == 1
     assert f"run #1 is stored, but: cannot reach the Pushgateway at {nowhere}" in proc.stderr

@@ -79,7 +79,7 @@ def test_a_socket_only_its_user_reaches(tmp_path, public, store_path, tmpfs):
         assert not marker.exists()
         # its own user runs benchmarks through it
         ran = run_cli("run", str(tmpfs), "--hosts", f"sock:{sock}", "--suite", "quick",
-                      "--runtime", "1", "--size", "4m", db=store_path)
+                      "--runtime", "1", "--ramp", "0", "--size", "4m", db=store_path)
         assert ran.returncode == 0, ran.stderr
         assert "sock:" + str(sock) in run_cli("show", "last", db=store_path).stdout
     finally:

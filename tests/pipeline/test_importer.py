@@ -59,7 +59,8 @@ def test_import_json_plus_file_and_compare_with_a_measured_run(tmp_path, tmpfs, 
     assert run["tests"][0]["jobs"] == 2 and run["tests"][0]["read"]["clat"]["bins"]
     raw = json.loads(run_cli("show", "last", "--json", "--raw", db=store_path).stdout)
     assert raw["fio_output"][0] == path.read_text()  # verbatim
-    measured = run_cli("run", str(tmpfs), "--size", "8m", "--runtime", "1", db=store_path)
+    measured = run_cli("run", str(tmpfs), "--size", "8m",
+                       "--runtime", "1", "--ramp", "0", db=store_path)
     assert measured.returncode == 0, measured.stderr
     md = run_cli("export", "1", "2", db=store_path).stdout
     assert re.search(r"\| #1 \| old \| [^|]+ \| imported \|", md) and "imp read IOPS" in md

@@ -118,7 +118,7 @@ def test_eight_writers_at_once_lose_nothing(postgres_db, tmpfs):
     8 runs with ids 1..8."""
     env = {"STORBENCH_DB": postgres_db, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     procs = [subprocess.Popen([*STORBENCH, "run", str(tmpfs), "--suite", "quick", "--size",
-                               "4m", "--runtime", "1", "--label", f"w{i}"],
+                               "4m", "--runtime", "1", "--ramp", "0", "--label", f"w{i}"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env) for i in range(8)]
     for p in procs:
@@ -141,7 +141,8 @@ def test_two_machines_histories_compare_in_one_database(postgres_db, tmpfs, tmp_
     a second copy stores nothing twice; copied back, a run is the same run."""
     machines = [tmp_path / "laptop.db", tmp_path / "ci.db"]
     for db, label in zip(machines, ("laptop", "ci"), strict=True):
-        proc = run_cli("run", str(tmpfs), "--suite", "quick", "--size", "4m", "--runtime", "1",
+        proc = run_cli("run", str(tmpfs), "--suite", "quick", "--size", "4m",
+                       "--runtime", "1", "--ramp", "0",
                        "--label", label, "--assert", "randread.iops > 1", db=db)
         assert proc.returncode == 0, proc.stderr
     for db in machines:

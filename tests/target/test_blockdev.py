@@ -20,7 +20,7 @@ from tests.conftest import IS_ROOT, needs_fio, run_cli
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="loop devices need root")
 
-QUICK = ("--suite", "quick", "--runtime", "1")
+QUICK = ("--suite", "quick", "--runtime", "1", "--ramp", "0")
 READS = "[reads]\nrw=randread\nbs=4k\niodepth=8\nioengine=libaio\ntime_based\nruntime=1\n"
 
 
@@ -299,10 +299,12 @@ def test_the_read_half_of_a_suite(loop, store_path):
     --readonly, the write tests left out and said so; not a byte written."""
     mkfs(loop.dev)
     before = loop.digest()
-    refused = run_cli("run", loop.dev, "--suite", "dbench", "--size", "16m", "--runtime", "1",
+    refused = run_cli("run", loop.dev, "--suite", "dbench", "--size", "16m",
+                      "--runtime", "1", "--ramp", "0",
                       db=store_path)
     assert refused.returncode == 1 and "--reads-only" in refused.stderr
-    proc = run_cli("run", loop.dev, "--suite", "dbench", "--size", "16m", "--runtime", "1",
+    proc = run_cli("run", loop.dev, "--suite", "dbench", "--size", "16m",
+                   "--runtime", "1", "--ramp", "0",
                    "--reads-only", db=store_path)
     assert proc.returncode == 0, proc.stderr
     said = proc.stdout + proc.stderr

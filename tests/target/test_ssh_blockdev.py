@@ -59,7 +59,8 @@ def show(db: Path) -> dict:
 def test_each_host_writes_its_own_device_whole_when_named_again(disks, store_path):
     before = fio_servers_on_loopback()
     path = str(disks.hosts.device_path)
-    proc = disks.run("--suite", "quick", "--runtime", "1", "--destructive", path, db=store_path)
+    proc = disks.run("--suite", "quick",
+                     "--runtime", "1", "--ramp", "0", "--destructive", path, db=store_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count(f"WRITING to {path}") == 2, proc.stderr
     assert "found on it: nothing (blank)" in proc.stderr
@@ -84,7 +85,7 @@ def test_a_host_whose_device_holds_a_file_system_refuses_the_run(disks, store_pa
                                                                    tmp_path):
     mkfs(disks.loops[1].dev)
     digests = [lo.digest() for lo in disks.loops]
-    proc = disks.run("--suite", "quick", "--runtime", "1", db=store_path)
+    proc = disks.run("--suite", "quick", "--runtime", "1", "--ramp", "0", db=store_path)
     # writing needs the device named again on every host; host 1 also says what it holds
     assert_one_line_error(proc, 1, "2 of 2 host(s) refuse",
                           f"{disks.hosts.hosts.split(',')[1]}: writing to",
@@ -108,7 +109,7 @@ def test_a_device_in_use_on_a_host_is_refused_even_when_named_again(disks, store
     mkfs(disks.loops[0].dev)
     disks.loops[0].mount(disks.loops[0].dev, tmp_path / "mnt")
     path = str(disks.hosts.device_path)
-    proc = disks.run("--suite", "quick", "--runtime", "1", "--destructive", path,
+    proc = disks.run("--suite", "quick", "--runtime", "1", "--ramp", "0", "--destructive", path,
                      db=store_path)
     assert_one_line_error(proc, 1, "1 of 2 host(s) refuse", "in use, storbench never"
                           " touches it", "Nothing was started")

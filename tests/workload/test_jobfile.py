@@ -59,13 +59,14 @@ def test_estimated_bytes_unknown_without_size():
 
 def test_prepared_points_at_directory_and_applies_overrides(tmp_path):
     jf = parse_jobfile(JOB + "\n[g2]\ndirectory=/etc\ngtod_reduce=1\nrw=read\n")
-    p = jf.prepared(tmp_path, size="1m", runtime=2)
+    p = jf.prepared(tmp_path, size="1m", runtime=2, ramp=0.5)
     assert p.sections[0].options == (("directory", str(tmp_path)),
                                      ("filename_format", "$jobname.$jobnum.$filenum"))
     text = p.render()
     assert "/etc" not in text and "gtod_reduce" not in text
     for _, opts in p.effective():
         assert opts["size"] == "1m" and opts["runtime"] == "2"
+        assert opts["ramp_time"] == "500ms"  # fio drops a fraction of "0.5"
         assert opts["directory"] == str(tmp_path)
 
 

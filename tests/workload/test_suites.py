@@ -69,6 +69,9 @@ def test_size_and_runtime_override():
     seq = dict(jfs[7][1].effective())["write_seq"]
     assert seq["size"] == "16m" and seq["offset_increment"] == "16m" and seq["runtime"] == "1"
     assert dict(jfs[0][1].effective())["read_iops"]["size"] == "64m"
+    assert dict(jfs[0][1].effective())["read_iops"]["ramp_time"] == "2"  # the suite's
+    ramped = s.jobfiles(ramp=0)
+    assert {dict(jf.effective())[t.name]["ramp_time"] for t, jf in ramped} == {"0"}
 
 
 def test_other_studies():

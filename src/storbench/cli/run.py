@@ -58,6 +58,10 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " directory under TARGET).")
 @click.option("--runtime", type=NUMBER, metavar="SECONDS",
               help="Seconds per test (caps size-bound tests). Default: the suite's.")
+@click.option("--ramp", type=NUMBER, metavar="SECONDS",
+              help="Seconds each test runs before fio measures it (fio's ramp_time: caches"
+                   " and queues fill first). Default: the suite's (quick 1 s, dbench 2 s) or"
+                   " the job file's; 0 for none.")
 @naming_options
 @click.option("--threshold", "threshold_ms", type=NUMBER, metavar="MS",
               help="Verdict limit in ms (etcd suite: fdatasync p99; default 10 ms).")
@@ -107,7 +111,8 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @measuring_options
 def run(
     store: Store, where: TargetFlags, suite: str, job_file: Path | None,
-    runtime: float | None, label: str | None, tags: tuple[str, ...], series: str | None,
+    runtime: float | None, ramp: float | None, label: str | None, tags: tuple[str, ...],
+    series: str | None,
     threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
     until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
@@ -160,10 +165,11 @@ def run(
               ("max_rounds", "--max-rounds", precondition, "--precondition"))
     if replay is not None:  # ignored, unsaid: a replay issues the recorded I/O as it was
         none_with("--replay NAME (it issues the recorded I/O as it was)",
-                  ("suite", "--suite"), ("size", "--size"), ("runtime", "--runtime"))
+                  ("suite", "--suite"), ("size", "--size"), ("runtime", "--runtime"),
+                  ("ramp", "--ramp"))
     limit = percent(max_regression, "--max-regression", "10%")
     spec = RunSpec(suite=suite, job_file=job_file, size=where.size, runtime=runtime,
-                   label=label,
+                   ramp=ramp, label=label,
                    tags=parse_tags(tags), series=series, threshold_ms=threshold_ms, fio=fio_path,
                    repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
                    probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,

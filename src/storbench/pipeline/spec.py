@@ -21,6 +21,7 @@ from storbench.workload.sizes import format_bytes_iec, parse_size
 from storbench.workload.suites import get_suite
 
 DEFAULT_STEADY_MAX_S = 120.0
+MAX_RAMP_S = 3600
 MAX_REPEAT = 1000
 STEADY_CRITERION = re.compile(r"^(iops|bw)(_slope)?:\d+(\.\d+)?%?$")
 
@@ -33,6 +34,7 @@ class RunSpec:
     job_file: Path | None = None
     size: str | None = None
     runtime: float | None = None
+    ramp: float | None = None  # each test's ramp_time (None: the suite's or job file's)
     label: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     series: str | None = None  # the history its runs join (None: their suite and storage)
@@ -109,6 +111,7 @@ class RunSpec:
         are no history of one storage (a smaller --size is no change of the storage)."""
         parts = [f"size={self.size.strip()}" if self.size else "",
                  f"runtime={self.runtime:g}" if self.runtime is not None else "",
+                 f"ramp={self.ramp:g}" if self.ramp is not None else "",
                  f"rate={self.rate_iops:g}" if self.rate_iops is not None else "",
                  f"until-steady={self.until_steady}" if self.until_steady is not None else "",
                  f"precondition={self.precondition_size or 'whole'}" if self.precondition
@@ -121,6 +124,7 @@ class RunSpec:
             "suite": suite_name,
             "size": self.size,
             "runtime_s": self.runtime,
+            **({"ramp_s": self.ramp} if self.ramp is not None else {}),
             "threshold_ms": self.threshold_ms,
             "job_file": str(self.job_file) if self.job_file else None,
             "repeat": self.repeat,
@@ -145,6 +149,12 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
                           " (examples: 64m, 1g, 512k)")
     if spec.runtime is not None and spec.runtime <= 0:
         raise ConfigError(f"--runtime must be a positive number of seconds, not {spec.runtime}")
+    if spec.ramp is not None and not 0 <= spec.ramp <= MAX_RAMP_S:
+        raise ConfigError(f"--ramp must be 0 to {MAX_RAMP_S:,} seconds, not {spec.ramp:g}")
+    if spec.ramp is not None and (spec.until_steady is not None or spec.precondition):
+        raise ConfigError(
+            f"--ramp with {'--until-steady' if spec.until_steady else '--precondition'}: its"
+            " rounds before steady state are the ramp (each round runs with none)")
     if not 1 <= spec.repeat <= MAX_REPEAT:
         raise ConfigError(f"--repeat must be 1 to {MAX_REPEAT}, not {spec.repeat}")
     if spec.until_steady is not None and not STEADY_CRITERION.match(spec.until_steady):
@@ -196,7 +206,7 @@ def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
     if spec.job_file is not None:
         text = read_text(spec.job_file, "job file", JOB_FILE_LIMIT)
         jf = parse_jobfile(text, str(spec.job_file), spec.job_file.parent)
-        prepared = jf.prepared(scratch, size=spec.size, runtime=spec.runtime,
+        prepared = jf.prepared(scratch, size=spec.size, runtime=spec.runtime, ramp=spec.ramp,
                                allow_exec=spec.allow_exec)
         names = ", ".join(s.name for s in jf.jobs())
         test = PlannedTest(spec.job_file.name, names, prepared, expected_seconds(prepared))
@@ -206,7 +216,8 @@ def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
                     workload_name=f"job:{spec.job_file.name}#{digest}")
     suite = get_suite(spec.suite)
     tests = []
-    jobfiles = suite.jobfiles(size=spec.size, runtime=spec.runtime, rate_iops=spec.rate_iops)
+    jobfiles = suite.jobfiles(size=spec.size, runtime=spec.runtime, rate_iops=spec.rate_iops,
+                              ramp=spec.ramp)
     for t, jf in jobfiles:
         prepared = jf.prepared(scratch)
         tests.append(PlannedTest(t.name, t.description, prepared, expected_seconds(prepared)))

@@ -87,7 +87,7 @@ class JobFile:
 
     def prepared(
         self, directory: Path, *, size: str | None = None, runtime: float | None = None,
-        allow_exec: bool = False,
+        ramp: float | None = None, allow_exec: bool = False,
     ) -> JobFile:
         """This job file pointed at ``directory``, with the user's overrides applied.
 
@@ -126,6 +126,8 @@ class JobFile:
                     new = new.with_option("size", size)
                 if runtime is not None:
                     new = new.with_option("runtime", fio_seconds(runtime))
+                if ramp is not None:
+                    new = new.with_option("ramp_time", fio_seconds(ramp))
             sections.append(new)
         return JobFile(tuple(sections))
 

@@ -71,9 +71,10 @@ class Suite:
 
     def jobfiles(
         self, *, size: str | None = None, runtime: float | None = None,
-        rate_iops: float | None = None,
+        rate_iops: float | None = None, ramp: float | None = None,
     ) -> list[tuple[TestSpec, JobFile]]:
-        """Each test and its job file, with ``--size``/``--runtime``/``--rate`` applied."""
+        """Each test and its job file, with ``--size``/``--runtime``/``--rate``/``--ramp``
+        applied."""
         out = []
         for test in self.all_tests(rate_iops):
             options = dict(self.defaults)
@@ -82,6 +83,8 @@ class Suite:
                 options["size"] = size
             if runtime is not None:
                 options["runtime"] = fio_seconds(runtime)
+            if ramp is not None:
+                options["ramp_time"] = fio_seconds(ramp)
             if test.split_size:
                 total = parse_size(options["size"] or "")
                 numjobs = int(options.get("numjobs") or 1)

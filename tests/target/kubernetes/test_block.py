@@ -92,7 +92,7 @@ def test_a_blank_block_volume_is_measured_raw_and_nothing_is_left(
     the loop device: it holds what fio wrote afterwards."""
     assert block_class.blank()
     proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--suite", "quick",
-                   "--runtime", "1", "-n", namespace, db=store_path, env=k8s_env)
+                   "--runtime", "1", "--ramp", "0", "-n", namespace, db=store_path, env=k8s_env)
     assert proc.returncode == 0, proc.stderr
     assert "WRITING to Block volume" in proc.stderr
     assert "found on it: nothing (blank)" in proc.stderr
@@ -118,7 +118,7 @@ def test_a_block_volume_holding_a_file_system_is_refused_for_writing(
     mkfs(block_class.loop.dev)
     before = block_class.loop.digest()
     proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--suite", "quick",
-                   "--runtime", "1", "-n", namespace, db=store_path, env=k8s_env)
+                   "--runtime", "1", "--ramp", "0", "-n", namespace, db=store_path, env=k8s_env)
     assert_one_line_error(proc, 1, "holds ext4 file system", "wrote nothing",
                           "tests that write: randwrite")
     assert block_class.loop.digest() == before

@@ -25,7 +25,7 @@ from tests.target.test_hosts import assert_finish_line, merged_percentile
 
 pytestmark = pytest.mark.integration
 
-SHORT = ("--runtime", "2", "--size", "64m")
+SHORT = ("--runtime", "2", "--ramp", "0", "--size", "64m")
 
 
 def write_job(tmp_path: Path, name: str, text: str) -> Path:
