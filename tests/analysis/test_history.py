@@ -288,7 +288,7 @@ def test_a_named_series_joined_by_another_workload_says_so(tmpfs, store_path):
         assert proc.returncode == 0, proc.stderr
         return proc.stderr
 
-    assert "its last run" not in run() + run()  # the same workload twice: nothing said
+    assert "its last run" not in run() + run() + run()  # the same workload: nothing said
     first = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
     was = first["settings"]["workload"]
     assert was.startswith("job:nightly.fio#")
@@ -301,6 +301,21 @@ def test_a_named_series_joined_by_another_workload_says_so(tmpfs, store_path):
     said = " ".join(run("--size", "2m").split())
     assert f"ran {now}, this one runs {now}/size=2m:" in said
     assert "its last run" not in run("--size", "2m")
+    # history marks the runs where the workload changed, for every figure
+    ids = [r["id"] for r in json.loads(run_cli("list", "--json", db=store_path).stdout)][::-1]
+    doc = json.loads(run_cli("history", "nightly", "--json", db=store_path).stdout)
+    assert doc and all(h["workload_changes"] == [
+        {"run": ids[3], "from": was, "to": now},
+        {"run": ids[4], "from": now, "to": f"{now}/size=2m"}] for h in doc), doc
+    text = " ".join(run_cli("history", "nightly", "--metric", "randread.read.iops",
+                            db=store_path).stdout.split())
+    assert text.count("another workload from this run") == 2, text
+    assert f"Run #{ids[3]} ran another workload than the runs before it ({was} → {now})" in text
+    # 4 KiB reads, then 64 KiB ones: a change the gate sees, and says whose it may be
+    checked = run_cli("check", "nightly", "--no-change", "--json", db=store_path)
+    iops = next(c for c in json.loads(checked.stdout) if c["figure"] == "randread.read.iops")
+    assert iops["run"] == ids[3] and iops["workload_changed"], iops
+    assert f"the workload changed at run #{ids[3]} ({was} → {now})" in iops["said"]
 
 
 def test_no_change_needs_a_series(store_path, tmp_path):
@@ -391,3 +406,45 @@ def test_the_report_charts_the_shared_series_with_its_change(capped_history, tmp
                      rf" #{drop[10]}\)", html), html[:2000]
     assert f"run #{drop[10]}: " in html and "(a change point begins here)" in html
     assert f"worse: change at run #{drop[10]}" in html  # the ratio's words, as compare's
+
+
+def test_a_change_where_the_workload_changed_is_said_so():
+    """A change point at a run that ran another workload (an edited job file in a named
+    series) is marked as such in every view: it may be the workload's, not the storage's.
+    Runs stored before the workload was kept (no workload) are passed over."""
+    from rich.console import Console
+
+    from storbench.analysis.history import Change, History, Point
+    from storbench.render.history import (
+        history_dict,
+        print_history,
+        print_overview,
+        shift_words,
+    )
+
+    fig = Figure.parse("randread.read.iops")
+    values = [1000, 1010, 990, 300, 310, 305]
+    pts = [Point(i, f"2026-11-0{i}T00:00:00Z", v) for i, v in enumerate(values, 1)]
+    change = Change(3, 4, 1000, 305, 1e-6, True)
+    ran = {1: "job:a.fio#aaaaaa", 3: "job:a.fio#aaaaaa", 4: "job:a.fio#bbbbbb",
+           5: "job:a.fio#bbbbbb", 6: "job:a.fio#bbbbbb"}  # run 2: stored before
+    h = History("nightly", fig, pts, [change], ran)
+    assert h.workload_shifts() == {4: ("job:a.fio#aaaaaa", "job:a.fio#bbbbbb")}
+    console = Console(width=250, record=True, force_terminal=False)
+    print_history(console, h)
+    print_overview(console, [h])
+    text = " ".join(console.export_text().split())
+    assert "▲ -69.5% (1,000 IOPS → 305 IOPS, p=1e-06): worse; ⚑ another workload from" \
+        " this run" in text
+    assert "run #4: -69.5% (1,000 IOPS → 305 IOPS, p=1e-06): worse (another workload from" \
+        " this run)" in text
+    assert text.count("Run #4 ran another workload than the runs before it"
+                      " (job:a.fio#aaaaaa → job:a.fio#bbbbbb)") == 2
+    doc = history_dict(h)
+    assert doc["workload_changes"] == [{"run": 4, "from": "job:a.fio#aaaaaa",
+                                        "to": "job:a.fio#bbbbbb"}]
+    assert doc["change_points"][0]["workload_changed"] is True
+    assert shift_words(h, 4).startswith("the workload changed at run #4")
+    assert shift_words(h, 5) == ""
+    same = History("nightly", fig, pts, [change], {i: "quick" for i in range(1, 7)})
+    assert same.workload_shifts() == {} and history_dict(same)["workload_changes"] == []

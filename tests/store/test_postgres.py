@@ -132,7 +132,15 @@ def test_eight_writers_at_once_lose_nothing(postgres_db, tmpfs):
     from storbench.workload.suites import SUITES
 
     assert {len(s.get_run(r.id).tests) for r in runs} == {len(SUITES["quick"].tests)}
+    # one series, one workload: what history reads of each run to mark where it changed
+    from storbench.store.series import series_list, series_workloads
+
+    [(name, n, _, _)] = series_list(s)
+    assert n == 8 and series_workloads(s, name) == {
+        i: "quick/size=4m,runtime=1,ramp=0" for i in range(1, 9)}
     s.close()
+    doc = json.loads(run_cli("history", name, "--json", db=postgres_db).stdout)
+    assert doc and all(h["workload_changes"] == [] and len(h["points"]) == 8 for h in doc)
 
 
 @needs_fio

@@ -15,7 +15,7 @@ import itertools
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from storbench.analysis.metrics import Metric, headline_metrics, metric, value_path
@@ -108,6 +108,23 @@ class History:
     figure: Figure
     points: list[Point]
     changes: list[Change]
+    workloads: dict[int, str] = field(default_factory=dict)  # run id -> what it ran
+
+    def workload_shifts(self) -> dict[int, tuple[str, str]]:
+        """Runs that ran another workload than the run before them (an edited job file,
+        another --size in a series named with --series): run id -> (before, after). A
+        change of a figure there may be the workload's, not the storage's. Runs with no
+        stored workload (stored before it was kept) are passed over."""
+        out: dict[int, tuple[str, str]] = {}
+        last: str | None = None
+        for p in self.points:
+            now = self.workloads.get(p.run)
+            if now is None:
+                continue
+            if last is not None and now != last:
+                out[p.run] = (last, now)
+            last = now
+        return out
 
     @property
     def too_short(self) -> bool:
@@ -212,11 +229,12 @@ class Cache(Protocol):
 
 def history(series: str, fig: Figure, pts: list[Point], *, min_change: float = MIN_CHANGE,
             max_pvalue: float = MAX_PVALUE, min_runs: int = MIN_RUNS,
-            cache: Cache | None = None) -> History:
+            cache: Cache | None = None, workloads: dict[int, str] | None = None) -> History:
     return History(series, fig, pts,
                    find_changes([p.value for p in pts], [p.run for p in pts],
                                 fig.metric.higher_is_better, min_change=min_change,
-                                max_pvalue=max_pvalue, min_runs=min_runs, cache=cache))
+                                max_pvalue=max_pvalue, min_runs=min_runs, cache=cache),
+                   workloads or {})
 
 
 def find_changes(values: Sequence[float], runs: Sequence[int], higher_is_better: bool, *,

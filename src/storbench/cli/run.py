@@ -299,7 +299,7 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
     the change that began the stretch this run is in: (figure, the change, failed)."""
     from storbench.analysis.history import MIN_RUNS
     from storbench.cli.trend import histories
-    from storbench.render.history import change_text
+    from storbench.render.history import change_text, shift_words
 
     name = series or series_of(store, r.id)
     if name is None:
@@ -319,10 +319,12 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
             out.append((h.figure.name, {"run": None, "said": said}, False))
             continue
         bad = c.worse and abs(c.relative) > limit
+        shift = shift_words(h, c.run)
         out.append((h.figure.name, {"run": c.run, "relative_change": c.relative,
-                                    "pvalue": c.pvalue,
+                                    "pvalue": c.pvalue, "workload_changed": bool(shift),
                                     "said": f"since run #{c.run}: "
-                                            + change_text(c, h.figure.metric.kind)}, bad))
+                                            + change_text(c, h.figure.metric.kind)
+                                            + (f"; {shift}" if shift else "")}, bad))
     if not out:
         raise ConfigError(f"series {name!r} has no figure of run #{r.id} to follow")
     return out

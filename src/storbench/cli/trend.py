@@ -20,7 +20,13 @@ from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.store import Store
 from storbench.store.changes import ChangeCache
-from storbench.store.series import series_left_out, series_list, series_values, set_series
+from storbench.store.series import (
+    series_left_out,
+    series_list,
+    series_values,
+    series_workloads,
+    set_series,
+)
 
 
 def resolve_series(store: Store, ref: str) -> str:
@@ -47,7 +53,8 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
         keep = set(order[:order.index(up_to) + 1]) if up_to in order else set()
         rows = [r for r in rows if r[0] in keep]
     cache = ChangeCache()
-    return [hist.history(series, f, pts, min_change=min_change, cache=cache)
+    ran = series_workloads(store, series)
+    return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
             for f in hist.figures_of(rows, metrics, suite)
             if (pts := hist.points(rows, metrics, f))]
 
@@ -179,7 +186,8 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
         known = ", ".join(h.figure.name for h in histories(store, name))
         raise ConfigError(f"series {name!r} has no figure {fig.name!r}"
                           + (f"; it has {known}" if known else ""))
-    h = hist.history(name, fig, pts, min_change=floor, cache=ChangeCache())
+    h = hist.history(name, fig, pts, min_change=floor, cache=ChangeCache(),
+                     workloads=series_workloads(store, name))
     if as_json:
         print_json(render.history_dict(h))
     else:

@@ -29,6 +29,30 @@ def change_text(c: Change, kind: str) -> str:
             f" {units.figure(kind, c.after)}, {p}): {word}")
 
 
+def shift_words(h: History, run: int) -> str:
+    """'' or, for a run that ran another workload than the run before it, what changed:
+    a change of a figure there may be the workload's, not the storage's."""
+    shift = h.workload_shifts().get(run)
+    if shift is None:
+        return ""
+    return (f"the workload changed at run #{run} ({shift[0]} → {shift[1]}): the change may"
+            " be the workload's, not the storage's")
+
+
+def print_shifts(console: Console, histories: list[History]) -> None:
+    """A line per run of the series that ran another workload than the one before it."""
+    shifts: dict[int, tuple[str, str]] = {}
+    for h in histories:
+        shifts.update(h.workload_shifts())
+    for run, (was, now) in sorted(shifts.items())[:5]:
+        console.print(f"Run #{run} ran another workload than the runs before it ({was} →"
+                      f" {now}): figures before and after it are of different workloads.",
+                      markup=False, highlight=False)
+    if len(shifts) > 5:
+        console.print(f"… and {len(shifts) - 5} more runs that changed the workload"
+                      " (`--json`: workload_changes).", markup=False, highlight=False)
+
+
 def print_series_list(console: Console, rows: list[tuple[str, int, str, str, str]]) -> None:
     t = Table(header_style="bold")
     for col in ("#", "series", "runs", "first (UTC)", "last (UTC)", "last change"):
@@ -47,7 +71,10 @@ def print_overview(console: Console, histories: list[History]) -> None:
     for h in histories:
         kind = h.figure.metric.kind
         noise = h.noise(len(h.points) - 1)
-        changes = "; ".join(f"run #{c.run}: {change_text(c, kind)}" for c in h.changes) or (
+        changes = "; ".join(f"run #{c.run}: {change_text(c, kind)}"
+                            + (" (another workload from this run)"
+                               if c.run in h.workload_shifts() else "")
+                            for c in h.changes) or (
             "too few runs to tell" if h.too_short else "none")
         t.add_row(Text(harmless(h.figure.name)), str(len(h.points)),
                   units.figure(kind, h.points[-1].value),
@@ -55,6 +82,7 @@ def print_overview(console: Console, histories: list[History]) -> None:
                   Text(changes, style="red" if any(c.worse for c in h.changes)
                        else ""))
     console.print(t)
+    print_shifts(console, histories)
 
 
 def shown_rows(h: History, every: bool = False) -> list[int | tuple[int, int]]:
@@ -65,8 +93,10 @@ def shown_rows(h: History, every: bool = False) -> list[int | tuple[int, int]]:
     if every or n <= SHORT:
         return list(range(n))
     keep = {0, *range(max(0, n - 10), n)}
-    for c in h.changes:
-        keep |= set(range(max(0, c.index - 2), min(n, c.index + 3)))
+    shifts = h.workload_shifts()
+    at = [c.index for c in h.changes] + [i for i, p in enumerate(h.points) if p.run in shifts]
+    for i in at:
+        keep |= set(range(max(0, i - 2), min(n, i + 3)))
     out: list[int | tuple[int, int]] = []
     for i in sorted(keep):
         last = out[-1] if out else None
@@ -87,6 +117,7 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
               title=f"{escape(harmless(h.series))}: {escape(harmless(h.figure.name))}")
     for col in ("run", "started (UTC)", h.figure.metric.label, "", "change"):
         t.add_column(col, justify="right" if col == h.figure.metric.label else "left")
+    shifts = h.workload_shifts()
     for row in shown_rows(h, every):
         if isinstance(row, tuple):
             values = [p.value for p in h.points[row[0]:row[1] + 1]]
@@ -98,11 +129,15 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
         p = h.points[row]
         c = h.change_at(p.run)
         bar = "█" * max(1, round(BAR * abs(p.value) / top))
+        said = Text(f"▲ {change_text(c, kind)}", style="red" if c.worse else "green") \
+            if c else Text("")
+        if p.run in shifts:
+            said.append(("; " if c else "") + "⚑ another workload from this run",
+                        style="yellow")
         t.add_row(f"#{p.run}", p.at, units.figure(kind, p.value),
-                  Text(bar, style="red" if c and c.worse else "cyan"),
-                  Text(f"▲ {change_text(c, kind)}", style="red" if c.worse else "green")
-                  if c else Text(""))
+                  Text(bar, style="red" if c and c.worse else "cyan"), said)
     console.print(t)
+    print_shifts(console, [h])
     if not h.changes:
         noise = h.noise(len(h.points) - 1)
         spread = f" (runs vary by ±{100 * noise:.1f}%)" if noise is not None else ""
@@ -117,14 +152,19 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
 
 
 def history_dict(h: History) -> dict[str, Any]:
-    """--json: base units (IOPS, bytes/s, ns), each change point with its run."""
+    """--json: base units (IOPS, bytes/s, ns), each change point with its run; the runs
+    that ran another workload than the one before them."""
+    shifts = h.workload_shifts()
     return {
         "series": h.series, "metric": h.figure.name, "kind": h.figure.metric.kind,
         "higher_is_better": h.figure.metric.higher_is_better,
         "points": [{"run": p.run, "started": p.at, "value": p.value} for p in h.points],
         "change_points": [
             {"run": c.run, "index": c.index, "mean_before": c.before, "mean_after": c.after,
-             "relative_change": c.relative, "pvalue": c.pvalue, "worse": c.worse}
+             "relative_change": c.relative, "pvalue": c.pvalue, "worse": c.worse,
+             "workload_changed": c.run in shifts}
             for c in h.changes],
+        "workload_changes": [{"run": run, "from": was, "to": now}
+                             for run, (was, now) in shifts.items()],
         "noise": h.noise(len(h.points) - 1) if h.points else None,
     }

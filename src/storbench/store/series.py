@@ -77,6 +77,17 @@ def series_runs(store: Store, name: str) -> list[int]:
         " WHERE s.name = ? AND r.status = 'completed' ORDER BY r.created_at, r.id", (name,))]
 
 
+def series_workloads(store: Store, name: str) -> dict[int, str]:
+    """What each completed run of a series ran (its stored ``settings.workload``: the
+    suite or job file and what shaped it), by run id; runs stored before it was kept
+    have none."""
+    col = ("r.settings->>'workload'" if store.postgres
+           else "json_extract(r.settings, '$.workload')")
+    return {int(r[0]): str(r[1]) for r in store.db.execute(
+        f"SELECT r.id, {col} FROM run_series s JOIN runs r ON r.id = s.run_id"
+        " WHERE s.name = ? AND r.status = 'completed'", (name,)) if r[1] is not None}
+
+
 def series_left_out(store: Store, name: str) -> list[tuple[int, str]]:
     """The runs of a series that did not complete (id, status), oldest first: history
     follows completed runs only."""
