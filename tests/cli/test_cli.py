@@ -194,7 +194,8 @@ def test_list_compare_export_rm(tmpfs, store_path, tmp_path):
 
     text = run_cli("export", str(a), str(b), "--format", "csv", db=store_path).stdout
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0][:3] == ["run", "label", "suite"] and len(rows) == 3
+    assert rows[0][:4] == ["run", "label", "suite", "target"] and len(rows) == 3
+    assert rows[1][3] == rows[2][3] == runs[0]["target"]  # where each run's I/O went
     assert any("[µs]" in h or "[ms]" in h for h in rows[0])
     float(rows[1][rows[0].index("randread read IOPS")])
 

@@ -158,9 +158,14 @@ def test_a_spreadsheet_never_runs_a_label(store_path):
 
     for label in ('=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)"):
         run_cli("import", str(DATA / "randread.json"), "--label", label, db=store_path)
+    with sqlite3.connect(store_path) as db:  # a target as another tool may have stored it
+        db.execute("DROP TRIGGER runs_final")
+        db.execute("UPDATE runs SET target = '=cmd|'' /C calc''!A0' WHERE id = 1")
     text = run_cli("export", "1", "2", "3", "4", "--format", "csv", db=store_path).stdout
-    labels = [row["label"] for row in csv.DictReader(io.StringIO(text))]
-    assert labels == ["'=HYPERLINK(\"http://x\",\"y\")", "'+1+1", "'-2+3", "'@SUM(A1)"]
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [row["label"] for row in rows] == [
+        "'=HYPERLINK(\"http://x\",\"y\")", "'+1+1", "'-2+3", "'@SUM(A1)"]
+    assert rows[0]["target"] == "'=cmd|' /C calc'!A0" and rows[1]["target"].startswith("/")
 
 
 def test_an_ssh_user_cannot_be_an_ssh_option(tmp_path, store_path):

@@ -19,7 +19,7 @@ from storbench.result.sections import PROBE
 def render(comp: Comparison) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    headers = ["run", "label", "suite", "status", "created_at"]
+    headers = ["run", "label", "suite", "target", "status", "created_at"]
     column_units = []
     for j, col in enumerate(comp.columns):
         unit = units.choose(col.metric.kind, [row[j].value for row in comp.cells])
@@ -37,7 +37,7 @@ def render(comp: Comparison) -> str:
     for k, (run, row) in enumerate(zip(comp.runs, comp.cells, strict=True)):
         ident = "published" if run.origin == "published" else str(run.id)
         line: list[str] = [ident, spreadsheet_cell(run.label or ""), spreadsheet_cell(run.suite),
-                           run.status, run.created_at]
+                           spreadsheet_cell(run.target), run.status, run.created_at]
         for j, (cell, unit) in enumerate(zip(row, column_units, strict=True)):
             line.append("" if cell.value is None else f"{cell.value / unit.divisor:.6g}")
             if comp.baseline is not None:
