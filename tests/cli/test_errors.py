@@ -733,3 +733,22 @@ def test_the_runner_image_variable_is_no_option_typed(store_path):
     Kubernetes option given (refused here for /proc's own reason, not for the image)."""
     proc = run_cli("run", "/proc", db=store_path, env={"STORBENCH_IMAGE": "registry/fio:x"})
     assert_one_line_error(proc, 1, "file system of no size")
+
+
+@needs_fio
+def test_fio_s_errors_that_differ_only_in_their_offsets_are_said_once(disk_dir, tmp_path,
+                                                                       store_path):
+    """Direct I/O in 1000-byte blocks on the disk: the kernel refuses each read (EINVAL)
+    and fio writes an io_u error per offset; the run's error printed all of them (four
+    per line, three times: the progress line, under the table, the last line)."""
+    job = tmp_path / "odd.fio"
+    job.write_text("[odd]\nrw=randread\nbs=1000\nsize=4m\nioengine=libaio\niodepth=8\n"
+                   "direct=1\n")
+    proc = run_cli("run", str(disk_dir), "--job", str(job), db=store_path)
+    assert proc.returncode == 1, proc.stderr
+    error = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)["error"]
+    assert error.startswith("fio job 'odd' failed with error 22 (Invalid argument): fio:"
+                            " io_u error on file "), error
+    assert error.count("io_u error") == 1, error  # the first as fio wrote it, then a count
+    assert re.search(r"read offset=\d+, buflen=1000 \(and [1-9]\d* more like it\)", error)
+    assert proc.stderr.count("io_u error") == 2  # the progress line and the last line

@@ -129,8 +129,14 @@ def status_feeder(on_progress: Callable[[Progress], None]) -> Callable[[str], No
 
 
 def fio_message(text: str) -> str:
-    """fio's error lines, verbatim, joined; the whole text if none look like errors."""
+    """fio's error lines, verbatim, joined; the whole text if none look like errors.
+    Lines that differ only in their numbers (an io_u error per offset) are said once,
+    the first as fio wrote it, with how many more there were."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("fio:") or "error" in ln.lower()]
-    chosen = list(dict.fromkeys(errors or lines))  # once each, in order
+    shapes: dict[str, list[str]] = {}  # a line with its numbers blanked -> its lines
+    for ln in errors or lines:
+        shapes.setdefault(re.sub(r"\d+", "#", ln), []).append(ln)
+    chosen = [same[0] + (f" (and {len(set(same)) - 1} more like it)" if len(set(same)) > 1
+                         else "") for same in shapes.values()]
     return " | ".join(chosen[:6]) if chosen else "(fio printed nothing)"
