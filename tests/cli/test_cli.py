@@ -158,7 +158,10 @@ def test_ramp_is_what_fio_ran_before_it_measured(tmpfs, tmp_path, store_path):
     for args, said in ((["--ramp", "-1"], "--ramp must be 0 to 3,600 seconds, not -1"),
                        (["--ramp", "1", "--until-steady"],
                         "--ramp with --until-steady: its rounds before steady state are the"
-                        " ramp")):
+                        " ramp"),
+                       # a size-bound test: the ramp spent its I/O (no fdatasync figure)
+                       (["--suite", "etcd", "--size", "1m", "--ramp", "3"],
+                        "--ramp 3: test 'etcd' (job 'etcd') is not time based")):
         assert_one_line_error(run_cli("run", str(tmpfs), *args, db=store_path), 2, said)
     assert scratch_dirs(tmpfs) == []
 

@@ -168,7 +168,22 @@ def make_plan(spec: RunSpec, scratch: Path) -> Plan:
                           " spread (give 2 or more seconds)")
     plan = _plan_tests(spec, scratch)
     _holds_a_block(plan, spec.size)
+    if spec.ramp:
+        _ramps_by_time(plan, spec.ramp)
     return plan
+
+
+def _ramps_by_time(plan: Plan, ramp: float) -> None:
+    """--ramp on a job that ends when its size is done: fio's ramp spends that size too
+    (the etcd suite with --ramp 3: 61 ms measured, no fdatasync figure at all), so the
+    figure would be of what the ramp left. Refused, naming the job."""
+    for t in plan.tests:
+        for job, options in t.jobfile.effective():
+            if options.get("time_based", "0") in ("0", "false"):
+                raise ConfigError(
+                    f"--ramp {ramp:g}: test {t.name!r} (job {job!r}) is not time based: it"
+                    " ends when its size is done, and fio's ramp would spend part of it"
+                    " unmeasured; leave --ramp out for it (or give 0)")
 
 
 def _holds_a_block(plan: Plan, given: str | None) -> None:
