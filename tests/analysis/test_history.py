@@ -446,5 +446,9 @@ def test_a_change_where_the_workload_changed_is_said_so():
     assert doc["change_points"][0]["workload_changed"] is True
     assert shift_words(h, 4).startswith("the workload changed at run #4")
     assert shift_words(h, 5) == ""
+    evil = History("nightly", fig, pts, [], {1: "job:a\x1b[2J.fio#1", 2: "job:b.fio#2"})
+    console = Console(width=250, record=True, force_terminal=False)
+    print_history(console, evil)
+    assert "(job:a\\x1b[2J.fio#1 → job:b.fio#2)" in console.export_text()  # made harmless
     same = History("nightly", fig, pts, [change], {i: "quick" for i in range(1, 7)})
     assert same.workload_shifts() == {} and history_dict(same)["workload_changes"] == []

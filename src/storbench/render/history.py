@@ -44,10 +44,10 @@ def print_shifts(console: Console, histories: list[History]) -> None:
     shifts: dict[int, tuple[str, str]] = {}
     for h in histories:
         shifts.update(h.workload_shifts())
-    for run, (was, now) in sorted(shifts.items())[:5]:
-        console.print(f"Run #{run} ran another workload than the runs before it ({was} →"
-                      f" {now}): figures before and after it are of different workloads.",
-                      markup=False, highlight=False)
+    for run, (was, now) in sorted(shifts.items())[:5]:  # (a job file's name: user text)
+        console.print(f"Run #{run} ran another workload than the runs before it"
+                      f" ({harmless(was)} → {harmless(now)}): figures before and after it"
+                      " are of different workloads.", markup=False, highlight=False)
     if len(shifts) > 5:
         console.print(f"… and {len(shifts) - 5} more runs that changed the workload"
                       " (`--json`: workload_changes).", markup=False, highlight=False)
