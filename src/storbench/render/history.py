@@ -71,9 +71,9 @@ def print_overview(console: Console, histories: list[History]) -> None:
     for h in histories:
         kind = h.figure.metric.kind
         noise = h.noise(len(h.points) - 1)
+        shifts = h.workload_shifts()
         changes = "; ".join(f"run #{c.run}: {change_text(c, kind)}"
-                            + (" (another workload from this run)"
-                               if c.run in h.workload_shifts() else "")
+                            + (" (another workload from this run)" if c.run in shifts else "")
                             for c in h.changes) or (
             "too few runs to tell" if h.too_short else "none")
         t.add_row(Text(harmless(h.figure.name)), str(len(h.points)),
