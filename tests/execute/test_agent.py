@@ -5,6 +5,7 @@ that writes outside."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -25,9 +26,9 @@ pytestmark = [needs_fio, pytest.mark.integration,
 
 
 class Agent:
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([*STORBENCH, "agent", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+    def __init__(self, *args: str, wrap: tuple[str, ...] = ()) -> None:
+        self.proc = subprocess.Popen([*wrap, *STORBENCH, "agent", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def wait_socket(self, path: Path) -> None:
         """Until it listens, its socket made 0600 (fio makes it open to all, in the 0700
@@ -168,3 +169,38 @@ def test_agent_over_the_default_path_for_a_user(tmp_path, store_path):
     finally:
         agent.terminate()
         agent.communicate(timeout=10)
+
+
+def test_an_agent_s_file_system_is_the_one_it_sees(tmp_path, disk_dir, store_path):
+    """fio's server says nothing of its path; storbench reads the path's file system and
+    space where an agent on a unix socket sees them, in its mount namespace (found through
+    the socket's peer). Here the agent's namespace has a tmpfs over a directory that is on
+    the disk for everyone else: fsync there is flagged as in RAM, and the tmpfs's size,
+    not the disk's, is the room a test must fit in."""
+    from storbench.target.environment import mount_of
+
+    assert getattr(mount_of(disk_dir), "fs_type", None) not in ("tmpfs", None)
+    sock = tmp_path / "storbench-agent" / "agent.sock"
+    private = ("unshare", "-m", "--propagation", "private", "sh", "-c",
+               f'mount -t tmpfs -o size=24m storbench-agent "{disk_dir}" && exec "$@"', "sh")
+    agent = Agent("--socket", str(sock), "--allow-root", wrap=private)
+    try:
+        agent.wait_socket(sock)
+        ran = run_cli("run", str(disk_dir), "--hosts", f"sock:{sock}", "--suite", "etcd",
+                      "--size", "4m", "--json", db=store_path)
+        assert ran.returncode == 0, ran.stderr
+        run = json.loads(ran.stdout)
+        [host] = run["environment"]["hosts"]
+        assert host["fs_type"] == "tmpfs" and host["total_bytes"] == 24 * 2**20
+        assert 0 < host["free_bytes"] <= host["total_bytes"]
+        assert run["environment"]["target"]["fs_type"] == "tmpfs"
+        [w] = [w for w in run["warnings"] if w["kind"] == "sync-in-ram"]
+        assert "etcd: fsync on tmpfs is a no-op" in w["message"]
+
+        big = run_cli("run", str(disk_dir), "--hosts", f"sock:{sock}", "--suite", "quick",
+                      "--size", "64m", "--ramp", "0", db=store_path)
+        assert_one_line_error(big, 1, "not enough free space", f"sock:{sock} has 24",
+                              "pass a smaller --size")
+    finally:
+        agent.stop()
+    assert not list(disk_dir.iterdir())  # the agent's tmpfs went with it; the disk kept none

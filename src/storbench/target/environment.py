@@ -127,13 +127,15 @@ def _unescape(field: str) -> str:
     )
 
 
-def mount_of(path: Path) -> Mount | None:
-    """The mount that holds ``path`` (longest mount point prefix in mountinfo)."""
+def mount_of(path: Path, process: str = "self") -> Mount | None:
+    """The mount that holds ``path`` (longest mount point prefix in mountinfo), as this
+    process sees it, or as ``process`` (a PID) does: in its mount namespace, from its
+    root (``path`` is then taken as written: its symlinks are the process's)."""
     try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        lines = Path(f"/proc/{process}/mountinfo").read_text().splitlines()
     except OSError:
         return None
-    target = str(path.resolve())
+    target = str(path.resolve()) if process == "self" else os.path.normpath(path)
     best: Mount | None = None
     for line in lines:
         left, _, right = line.partition(" - ")
@@ -174,6 +176,34 @@ def path_facts(path: Path) -> dict[str, Any]:
         st = os.statvfs(path)
         facts["free_bytes"] = st.f_bavail * st.f_frsize
         facts["total_bytes"] = st.f_blocks * st.f_frsize
+    except OSError:
+        pass
+    return facts
+
+
+def agent_path_facts(sock: str, path: Path) -> dict[str, Any]:
+    """The file system of ``path`` and its space as the agent (fio's server) listening on
+    unix socket ``sock`` sees them: in its mount namespace (a container's, a systemd
+    unit's private /tmp), found through the socket's peer (SO_PEERCRED: the process that
+    listens). {} when that cannot be known: the peer is out of this PID namespace, or its
+    mounts are not ours to read (another user's, hidepid)."""
+    import struct
+
+    try:
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(5)
+            conn.connect(sock)
+            pid = struct.unpack("3i", conn.getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+    except OSError:
+        return {}
+    mount = mount_of(path, str(pid)) if pid > 0 else None
+    if mount is None:
+        return {}
+    facts: dict[str, Any] = {"fs_type": mount.fs_type, "mount_point": mount.mount_point}
+    try:  # the path through the agent's root: its user's, or root's, to look at
+        st = os.statvfs(f"/proc/{pid}/root{os.path.normpath(path)}")
+        facts.update(free_bytes=st.f_bavail * st.f_frsize, total_bytes=st.f_blocks * st.f_frsize)
     except OSError:
         pass
     return facts

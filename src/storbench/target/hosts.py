@@ -41,7 +41,7 @@ from storbench.execute.ssh import (
     stop_all,
 )
 from storbench.target.base import DeviceRoom, Placed, Quiet
-from storbench.target.environment import host_facts
+from storbench.target.environment import agent_path_facts, host_facts
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan
@@ -141,6 +141,8 @@ class HostsTarget(Quiet):
     session_dirs: dict[str, str] = field(default_factory=dict, init=False)  # _session_dir
     # the hosts over SSH that see one another's files in the path (_sharing), in groups
     sharing: list[list[str]] = field(default_factory=list, init=False)
+    # the path's file system and space as each agent on a unix socket sees it
+    agent_facts: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
     files_in_path = True  # the path is a directory (a device's hosts write none)
 
     @property
@@ -168,6 +170,9 @@ class HostsTarget(Quiet):
                                   workdir, self.remote(), [self._session_dir(h) for h in ssh])
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
+        if self.files_in_path:
+            self.agent_facts = {h.key: agent_path_facts(h.socket, self.path)
+                                for h in self.hosts if h.socket}
         self._check_room(plan)
         if self.files_in_path:
             self.sharing = self._sharing()
@@ -183,7 +188,7 @@ class HostsTarget(Quiet):
         (each lays out its own files; or the shared one); a file system that keeps no
         count (ramfs: 0 bytes of 0) is not judged."""
         most, name = plan.largest()
-        short = [f"{host} has {format_bytes_iec(free)} free" for host in self.tunnels
+        short = [f"{host} has {format_bytes_iec(free)} free" for host in self.said()
                  if (free := self._free(host)) is not None and most > free]
         if short:
             raise TargetError(
@@ -191,10 +196,15 @@ class HostsTarget(Quiet):
                 f" {format_bytes_iec(most)} on each host; {', '.join(short)}; pass a smaller"
                 " --size or another path")
 
+    def said(self) -> dict[str, dict[str, Any]]:
+        """What each host said of itself and its path: over SSH, its session; an agent on
+        a unix socket, through it (agent_path_facts); an agent over TCP, nothing."""
+        return {**{h: t.facts for h, t in self.tunnels.items()}, **self.agent_facts}
+
     def _free(self, host: str) -> int | None:
-        """The free bytes a host over SSH said its path has; None when it did not say, or
-        its file system keeps no count (ramfs says 0 of 0)."""
-        facts = self.tunnels[host].facts
+        """The free bytes a host said its path has; None when it did not say, or its file
+        system keeps no count (ramfs says 0 of 0)."""
+        facts = self.said().get(host, {})
         free = facts.get("free_bytes")
         return free if isinstance(free, int) and facts.get("total_bytes") else None
 
@@ -339,7 +349,8 @@ class HostsTarget(Quiet):
             if h.key in self.tunnels:
                 entry.update(via="ssh", **self.tunnels[h.key].facts)
             elif h.is_this_machine():
-                entry.update(this_machine=True, ram_bytes=here["ram_bytes"])
+                entry.update(this_machine=True, ram_bytes=here["ram_bytes"],
+                             **self.agent_facts.get(h.key, {}))
             entry.setdefault("confinement", "the agent's own: storbench does not start its"
                                             " fio server")
             hosts.append(entry)
@@ -366,11 +377,11 @@ class HostsTarget(Quiet):
         """What earlier runs left on a host, said (its session removed it); hosts whose
         path is on different file systems, said (one figure merges them)."""
         kinds: dict[str, list[str]] = {}
-        for host, tunnel in self.tunnels.items():
-            removed = tunnel.facts.get("removed_leftovers")
+        for host, facts in self.said().items():
+            removed = facts.get("removed_leftovers")
             for left in removed if isinstance(removed, list) else []:
                 note(f"{host}: removed {left}*, left by a run whose session had ended")
-            if isinstance(fs := tunnel.facts.get("fs_type"), str):
+            if isinstance(fs := facts.get("fs_type"), str):
                 kinds.setdefault(fs, []).append(host)
         for group in self.sharing:
             if len(group) > 1 and not self.shared_file:
