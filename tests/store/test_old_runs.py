@@ -35,8 +35,10 @@ def old_db(tmp_path: Path) -> Path:
 
 
 # what today's storbench says differently by design, per run: (then, now), ...
-RELABELLED = {1: [("lat mean [µs]", "clat mean [µs]")],  # the column was always clat's mean:
-              2: [("lat mean [µs]", "clat mean [µs]")],  # fio's "lat" adds slat to it
+GROUPED = ("): 5 tests (", "): each of 5 tests (")  # a test's words said of several
+RELABELLED = {1: [("lat mean [µs]", "clat mean [µs]"), GROUPED],  # the column was always
+              2: [("lat mean [µs]", "clat mean [µs]"), GROUPED],  # clat's mean: fio's "lat"
+              3: [GROUPED],                                          # adds slat to it
               5: [("PVC created (WaitForFirstConsumer: node chosen) → Bound",  # fed9b89: the
                    "node chosen for the pod → Bound (WaitForFirstConsumer)"),  # bind row
                   # its fio issued no sync (--fsync=1 syncs before a next write): not durable

@@ -90,7 +90,8 @@ def print_run(console: Console, run: Run) -> None:
         text = w.message
         if len(tests) > 1:  # one line for the same warning on many tests (a curve's steps)
             named = ", ".join(tests[:4]) + (", …" if len(tests) > 4 else "")
-            text = f"{len(tests)} tests ({named}): {text.removeprefix(f'{w.test}: ')}"
+            # "each of": a test's words ("moved its data") said of several
+            text = f"each of {len(tests)} tests ({named}): {text.removeprefix(f'{w.test}: ')}"
         console.print(f"[yellow]warning ({w.kind}):[/yellow] {escape(text)}{times}",
                       soft_wrap=True)
     worker = "pod" if TargetFacts.of(run.environment).place == "pods" else "host"
