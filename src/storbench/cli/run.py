@@ -60,8 +60,8 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
               help="Seconds per test (caps size-bound tests). Default: the suite's.")
 @click.option("--ramp", type=NUMBER, metavar="SECONDS",
               help="Seconds each test runs before fio measures it (fio's ramp_time: caches"
-                   " and queues fill first). Default: the suite's (quick 1 s, dbench 2 s) or"
-                   " the job file's; 0 for none.")
+                   " and queues fill first). Default: the suite's (its ramp_time in"
+                   " `storbench suites NAME`) or the job file's; 0 for none.")
 @naming_options
 @click.option("--threshold", "threshold_ms", type=NUMBER, metavar="MS",
               help="Verdict limit in ms (etcd suite: fdatasync p99; default 10 ms).")
