@@ -191,7 +191,8 @@ def test_a_warning_of_two_tests_names_both(tmpfs, tmp_path, store_path):
     for said in (proc.stdout, run_cli("show", "last", db=store_path).stdout):
         lines = [ln for ln in said.splitlines() if ln.startswith("warning (")]
         short = [ln for ln in lines if ln.startswith("warning (too-short)")]
-        assert len(short) == 1 and "each of 3 tests (first, second, third): moved" in short[0], lines
+        assert len(short) == 1, lines
+        assert "each of 3 tests (first, second, third): moved" in short[0], lines
         # the syncs of the two writing tests on tmpfs: one line, both named
         ram = [ln for ln in lines if ln.startswith("warning (sync-in-ram)")]
         assert len(ram) == 1 and "each of 2 tests (first, second): fsync on tmpfs" in ram[0], lines
