@@ -204,3 +204,43 @@ def test_an_agent_s_file_system_is_the_one_it_sees(tmp_path, disk_dir, store_pat
     finally:
         agent.stop()
     assert not list(disk_dir.iterdir())  # the agent's tmpfs went with it; the disk kept none
+
+
+def test_agents_that_share_a_path_are_told_from_those_that_do_not(tmp_path, disk_dir,
+                                                                   small_tmpfs, store_path):
+    """Agents on unix sockets that see the path as one directory of one file system share
+    it: their files must fit in it together, and --shared-file is theirs to use. An agent
+    whose namespace mounts a tmpfs over the path sees another directory: --shared-file with
+    it is refused (each fio would work on a file of its own while the run says one)."""
+    socks = [tmp_path / f"storbench-agent-{n}" / "agent.sock" for n in "abc"]
+    private = ("unshare", "-m", "--propagation", "private", "sh", "-c",
+               f'mount -t tmpfs -o size=24m storbench-agent "{disk_dir}" && exec "$@"', "sh")
+    agents = [Agent("--socket", str(socks[0]), "--allow-root", wrap=private),
+              Agent("--socket", str(socks[1]), "--allow-root"),
+              Agent("--socket", str(socks[2]), "--allow-root")]
+    a, b, c = (f"sock:{s}" for s in socks)
+    quick = ("--suite", "quick", "--runtime", "1", "--ramp", "0")
+    try:
+        for agent, sock in zip(agents, socks, strict=True):
+            agent.wait_socket(sock)
+        apart = run_cli("run", str(disk_dir), "--hosts", f"{a},{b}", "--shared-file",
+                        *quick, "--size", "4m", db=store_path)
+        assert_one_line_error(apart, 1, "--shared-file: the agents do not see",
+                              f"({a}: tmpfs; {b}: ", "leave out --shared-file")
+
+        # b and c both see the 16 MiB tmpfs: two files of 10 MiB do not fit in it at once
+        both = run_cli("run", str(small_tmpfs), "--hosts", f"{b},{c}", *quick, "--size",
+                       "10m", db=store_path)
+        assert_one_line_error(both, 1, f"{b}, {c} share it", "2 files need 20.0 MiB")
+        fits = run_cli("run", str(small_tmpfs), "--hosts", f"{b},{c}", *quick, "--size",
+                       "4m", "--json", db=store_path)
+        assert fits.returncode == 0, fits.stderr
+        assert json.loads(fits.stdout)["environment"]["target"]["shared_by"] == [[b, c]]
+        assert f"{b}, {c} share {small_tmpfs} (each sees the others' files)" in fits.stderr
+        one = run_cli("run", str(small_tmpfs), "--hosts", f"{b},{c}", "--shared-file",
+                      *quick, "--size", "4m", db=store_path)
+        assert one.returncode == 0, one.stderr
+    finally:
+        for agent in agents:
+            agent.stop()
+    assert not list(small_tmpfs.iterdir()) and not list(disk_dir.iterdir())

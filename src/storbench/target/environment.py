@@ -119,6 +119,7 @@ class Mount:
     source: str
     options: str
     dev: str  # "major:minor"
+    root: str = "/"  # what of its file system is mounted there (a bind mount's directory)
 
 
 def _unescape(field: str) -> str:
@@ -146,7 +147,8 @@ def mount_of(path: Path, process: str = "self") -> Mount | None:
         inside = target == mp or target.startswith(mp.rstrip("/") + "/")
         if inside and (best is None or len(mp) >= len(best.mount_point)):
             options = fields[5] + ("," + rest[2] if len(rest) > 2 else "")
-            best = Mount(mp, rest[0], _unescape(rest[1]), options, fields[2])
+            best = Mount(mp, rest[0], _unescape(rest[1]), options, fields[2],
+                         _unescape(fields[3]))
     return best
 
 
@@ -200,7 +202,10 @@ def agent_path_facts(sock: str, path: Path) -> dict[str, Any]:
     mount = mount_of(path, str(pid)) if pid > 0 else None
     if mount is None:
         return {}
-    facts: dict[str, Any] = {"fs_type": mount.fs_type, "mount_point": mount.mount_point}
+    facts: dict[str, Any] = {"fs_type": mount.fs_type, "mount_point": mount.mount_point,
+                             # one directory of one file system, wherever it is mounted
+                             "fs_dir": f"{mount.dev}:" + os.path.normpath(os.path.join(
+                                 mount.root, os.path.relpath(path, mount.mount_point)))}
     try:  # the path through the agent's root: its user's, or root's, to look at
         st = os.statvfs(f"/proc/{pid}/root{os.path.normpath(path)}")
         facts.update(free_bytes=st.f_bavail * st.f_frsize, total_bytes=st.f_blocks * st.f_frsize)

@@ -209,6 +209,17 @@ class HostsTarget(Quiet):
         return free if isinstance(free, int) and facts.get("total_bytes") else None
 
     def _sharing(self) -> list[list[str]]:
+        """The hosts in groups that see one another's files in the path: those over SSH
+        (_ssh_sharing), then the agents on unix sockets whose path each saw as one
+        directory of one file system (the device and the place in it: agent_path_facts);
+        an agent whose view could not be read is in no group."""
+        agents: dict[str, list[str]] = {}
+        for host, facts in self.agent_facts.items():
+            if isinstance(facts.get("fs_dir"), str):
+                agents.setdefault(facts["fs_dir"], []).append(host)
+        return self._ssh_sharing() + list(agents.values())
+
+    def _ssh_sharing(self) -> list[list[str]]:
         """The hosts over SSH in groups that see one another's files in the path (one
         file system shared by them: an NFS export, a cluster file system): each host's
         session wrote a file of the run's there as it started (removed as it ends), and
@@ -237,12 +248,18 @@ class HostsTarget(Quiet):
         return groups
 
     def _check_shared(self) -> None:
-        """--shared-file: every host over SSH must see the file the first one wrote; else
-        the path is not one file system shared by them, and each would work on a file
-        of its own while the run says one."""
-        if len(self.sharing) > 1:
-            first = self.sharing[0][0]
-            blind = [h for group in self.sharing[1:] for h in group]
+        """--shared-file: every host over SSH must see the file the first one wrote, and
+        the agents on unix sockets one directory of one file system; else each would work
+        on a file of its own while the run says one."""
+        if len(agents := [g for g in self.sharing if g[0].startswith("sock:")]) > 1:
+            seen = "; ".join(f"{', '.join(g)}: {self.agent_facts[g[0]]['fs_type']}" for g in agents)
+            raise TargetError(f"--shared-file: the agents do not see {str(self.path)!r} as one"
+                              f" directory of one file system ({seen}): each would work on a"
+                              " file of its own; leave out --shared-file")
+        ssh = [g for g in self.sharing if not g[0].startswith("sock:")]
+        if len(ssh) > 1:
+            first = ssh[0][0]
+            blind = [h for group in ssh[1:] for h in group]
             raise TargetError(
                 f"--shared-file: {', '.join(blind)} did not see the file {first} wrote in"
                 f" {str(self.path)!r}: the path is not one file system shared by these hosts,"
