@@ -366,8 +366,8 @@ class HostsTarget(Quiet):
             if h.key in self.tunnels:
                 entry.update(via="ssh", **self.tunnels[h.key].facts)
             elif h.is_this_machine():
-                entry.update(this_machine=True, ram_bytes=here["ram_bytes"],
-                             **self.agent_facts.get(h.key, {}))
+                entry.update({k: v for k, v in self.agent_facts.get(h.key, {}).items()
+                              if k != "fs_dir"}, this_machine=True, ram_bytes=here["ram_bytes"])
             entry.setdefault("confinement", "the agent's own: storbench does not start its"
                                             " fio server")
             hosts.append(entry)
