@@ -244,3 +244,45 @@ def test_agents_that_share_a_path_are_told_from_those_that_do_not(tmp_path, disk
         for agent in agents:
             agent.stop()
     assert not list(small_tmpfs.iterdir()) and not list(disk_dir.iterdir())
+
+
+def test_a_shared_file_is_laid_out_once_for_every_host(tmp_path, small_tmpfs, store_path):
+    """--shared-file: fio lays out a file it finds short by unlinking it and writing it
+    anew, so hosts that start a test at once each laid out the one file, unlinking one
+    another's (its room held twice over, and a host could end on a file of its own). Now
+    the first host lays it out alone first: one file is created per job on the shared
+    tmpfs (its inode numbers are given in order: counted between two marks)."""
+    socks = [tmp_path / f"storbench-agent-{n}" / "agent.sock" for n in "bc"]
+    agents = [Agent("--socket", str(s), "--allow-root") for s in socks]
+    if confine.abi():  # an agent that may not write the path: its layout fails, loudly
+        (tmp_path / "elsewhere").mkdir()
+        socks.insert(0, tmp_path / "storbench-agent-a" / "agent.sock")
+        agents.insert(0, Agent("--socket", str(socks[0]), "--allow-root", "--confine",
+                               str(tmp_path / "elsewhere")))
+    job = tmp_path / "reads.fio"
+    job.write_text("[global]\nrw=randread\nbs=4k\nsize=3m\ntime_based\nruntime=1\n"
+                   "ramp_time=0\n" + "".join(f"[read{i}]\nstonewall\n" for i in range(4)))
+    try:
+        for agent, sock in zip(agents, socks, strict=True):
+            agent.wait_socket(sock)
+        if confine.abi():
+            denied = run_cli("run", str(small_tmpfs), "--hosts",
+                             ",".join(f"sock:{s}" for s in socks), "--shared-file", "--job",
+                             str(job), db=store_path)
+            assert_one_line_error(denied, 1,
+                                  "--shared-file: laying out the files of test 'reads.fio'",
+                                  f"from sock:{socks[0]} (before every host starts it)"
+                                  " failed: ", "Permission denied")
+            assert not list(small_tmpfs.iterdir())
+            socks.pop(0)
+        (small_tmpfs / "before").touch()
+        ran = run_cli("run", str(small_tmpfs), "--hosts", ",".join(f"sock:{s}" for s in socks),
+                      "--shared-file", "--job", str(job), db=store_path)
+        (small_tmpfs / "after").touch()
+        assert ran.returncode == 0, ran.stderr
+    finally:
+        for agent in agents:
+            agent.stop()
+    made = (small_tmpfs / "after").stat().st_ino - (small_tmpfs / "before").stat().st_ino - 1
+    assert made == 4, f"{made} files were made for the 4 jobs"
+    assert sorted(p.name for p in small_tmpfs.iterdir()) == ["after", "before"]

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from storbench.errors import ConfigError
-from storbench.target.hosts import Host, parse_hosts
+from storbench.target.hostlist import Host, parse_hosts
 from tests.conftest import FIO, STORBENCH, FioServers, needs_fio, run_cli
 
 pytestmark = [needs_fio, pytest.mark.integration]

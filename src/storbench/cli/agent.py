@@ -19,7 +19,7 @@ from storbench.execute.agent import (
     serve,
     warning,
 )
-from storbench.target.hosts import DEFAULT_PORT
+from storbench.target.hostlist import DEFAULT_PORT
 
 
 @cli.command()

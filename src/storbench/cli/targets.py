@@ -28,7 +28,8 @@ from storbench.execute import fsops
 from storbench.target.base import Target
 from storbench.target.blockdev import BlockTarget
 from storbench.target.directory import DirectoryTarget
-from storbench.target.hosts import Host, HostsTarget, parse_hosts
+from storbench.target.hostlist import Host, parse_hosts
+from storbench.target.hosts import HostsTarget
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEVICE_STAT_S = 5.0  # is_block_device: for a TARGET outside /dev to be looked at

@@ -16,10 +16,7 @@ says so instead of guessing.
 
 from __future__ import annotations
 
-import ipaddress
-import re
 import shlex
-import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,10 +28,8 @@ from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
 from storbench.execute.ssh import (
     Remote,
-    SshHost,
     Tunnel,
     open_tunnels,
-    parse_ssh,
     put_remote,
     run_remote,
     session_dir,
@@ -42,84 +37,12 @@ from storbench.execute.ssh import (
 )
 from storbench.target.base import DeviceRoom, Placed, Quiet
 from storbench.target.environment import agent_path_facts, host_facts
+from storbench.target.hostlist import Host
+from storbench.target.sharedlayout import lay_out
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
-from storbench.workload.plan import Plan
+from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
-
-DEFAULT_PORT = 8765
-# a host name: labels of letters, digits, '-' (not first or last) and '_' (common in
-# practice), joined by dots; or an IPv4 address (such labels too), or [IPv6]
-_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
-_HOST = re.compile(rf"^\s*(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<name>{_LABEL}(?:\.{_LABEL})*\.?))"
-                   r"(?::(?P<port>[0-9]+))?\s*$")
-
-
-@dataclass(frozen=True)
-class Host:
-    address: str
-    port: int = DEFAULT_PORT
-    ssh: SshHost | None = None  # reached over SSH (address and port unused)
-    socket: str = ""  # a `storbench agent`'s unix socket on this machine (sock:PATH)
-
-    @property
-    def key(self) -> str:
-        if self.socket:
-            return f"sock:{self.socket}"
-        return self.ssh.key if self.ssh is not None else f"{self.address}:{self.port}"
-
-    def is_this_machine(self) -> bool:
-        """Does the address reach this machine's loopback (127.0.0.0/8, ::1, localhost)?"""
-        if self.socket:
-            return True
-        if self.ssh is not None:
-            return False  # its facts come over SSH
-        try:
-            infos = socket.getaddrinfo(self.address, None, proto=socket.IPPROTO_TCP)
-        except OSError:
-            return False
-        return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
-
-
-_USER_PASSWORD = re.compile(r"^((?:ssh://)?[^/:@\s\[]*):[^@/\s]+@")  # user:PASSWORD@host
-
-
-def parse_hosts(text: str, source: str = "--hosts") -> list[Host]:
-    """'h1,h2:8766,[::1]:8765' (or one per line, # comments) -> hosts."""
-    hosts = []
-    for line in text.replace(",", "\n").splitlines():
-        item = line.split("#", 1)[0].strip()
-        if not item:
-            continue
-        shown = _USER_PASSWORD.sub(r"\1:***@", item)
-        if shown != item:
-            raise ConfigError(f"{source}: {shown!r}: an SSH address takes no password (ssh"
-                              " asks for it, or uses your key or agent): give"
-                              " ssh://[USER@]HOST[:PORT]")
-        try:
-            ssh = parse_ssh(item)
-        except ValueError:
-            raise ConfigError(f"{source}: {item!r} is not ssh://[USER@]HOST[:PORT] (a user name"
-                          " of letters, digits, '.', '_', '-')") from None
-        if ssh is not None:
-            hosts.append(Host("", 0, ssh))
-            continue
-        if item.startswith("sock:"):
-            if not item[5:].startswith("/"):
-                raise ConfigError(f"{source}: {item!r}: give the agent's socket as an absolute"
-                                  " path (sock:/run/storbench/agent.sock)")
-            hosts.append(Host("", 0, socket=item[5:]))
-            continue
-        m = _HOST.match(item)
-        if m is None:
-            raise ConfigError(f"{source}: {item!r} is not ssh://[USER@]HOST[:PORT],"
-                              " sock:PATH, HOST or HOST:PORT")
-        hosts.append(Host(m["v6"] or m["name"], int(m["port"] or DEFAULT_PORT)))
-    if not hosts:
-        raise ConfigError(f"{source}: no hosts given")
-    if len({h.key for h in hosts}) != len(hosts):
-        raise ConfigError(f"{source}: a host is listed twice")
-    return hosts
 
 
 @dataclass
@@ -143,6 +66,8 @@ class HostsTarget(Quiet):
     sharing: list[list[str]] = field(default_factory=list, init=False)
     # the path's file system and space as each agent on a unix socket sees it
     agent_facts: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
+    layout_with: tuple[FioBinary, Path] = field(init=False)  # check()'s: fio and its workdir
+    guard: SignalGuard = field(init=False)  # prepare()'s
     files_in_path = True  # the path is a directory (a device's hosts write none)
 
     @property
@@ -164,6 +89,7 @@ class HostsTarget(Quiet):
         """Start the SSH hosts' servers; ask every server its fio version. Nothing runs
         anywhere before every host answered (and, for a block device, allowed it)."""
         assert fio is not None
+        self.layout_with = (fio, workdir)
         ssh = [h for h in self.hosts if h.ssh is not None]
         if ssh:
             opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config,
@@ -393,6 +319,7 @@ class HostsTarget(Quiet):
                 note: Callable[[str], None]) -> None:
         """What earlier runs left on a host, said (its session removed it); hosts whose
         path is on different file systems, said (one figure merges them)."""
+        self.guard = guard  # before_test's layouts stop with the run
         kinds: dict[str, list[str]] = {}
         for host, facts in self.said().items():
             removed = facts.get("removed_leftovers")
@@ -413,6 +340,12 @@ class HostsTarget(Quiet):
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None
         return ClientServerExecutor(fio, workdir, guard, self.endpoints())
+
+    def before_test(self, test: PlannedTest, keep: set[str]) -> None:
+        """--shared-file: the test's file laid out from the first host alone (sharedlayout)."""
+        if self.shared_file and self.files_in_path:
+            lay_out(self.executor(*self.layout_with, self.guard), self.hosts[0].key, test.name,
+                    self._for_host(test.jobfile, self.uid, 0), self.deadline(test))
 
     def cleanup(self, hurry: bool = False) -> None:
         """End the SSH sessions: their fio servers stop with them."""

@@ -20,7 +20,8 @@ from storbench.execute import FioBinary, FioJob, SignalGuard
 from storbench.execute.ssh import Remote, put_remote
 from storbench.target.base import DeviceRoom, Placed
 from storbench.target.blockdev import access, device_job, found_on_it, identity, writes
-from storbench.target.hosts import Host, HostsTarget
+from storbench.target.hostlist import Host
+from storbench.target.hosts import HostsTarget
 from storbench.target.remoteguard import judge_all
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan

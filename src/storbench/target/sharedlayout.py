@@ -1,0 +1,59 @@
+"""`run --hosts … --shared-file`: each test's one file laid out from the first host alone,
+before every host starts the test.
+
+fio lays out a file it finds missing or short by unlinking it and writing it anew. Hosts
+that start one test at once each did so with the shared file: each unlinked another's
+while that one still wrote it, so the file system held it two or more times over (ENOSPC
+on a volume it fits in once), and a host that opened the name between two layouts worked
+on a file the others no longer saw: the figure was not one shared file's, as the run
+says. Laid out first, the file is found whole by every host, and none lays it out again.
+"""
+
+from __future__ import annotations
+
+import json
+
+from storbench.errors import FioError
+from storbench.execute.base import Executor, FioJob, fio_message
+from storbench.target.base import Deadline
+from storbench.workload.jobfile import JobFile
+
+RUN_ONCE = ("exec_prerun", "exec_postrun")  # a job's commands run with the test, not here
+
+
+def layout_job(jobfile: JobFile) -> JobFile:
+    """``jobfile`` (one host's) that only lays out its files and keeps them (fio's
+    create_only=1, unlink=0): the test itself removes them as it ends (unlink=1)."""
+    sections = []
+    for section in jobfile.sections:
+        section = section.without(*RUN_ONCE)
+        if not section.is_global:
+            section = section.with_option("create_only", "1").with_option("unlink", "0")
+        sections.append(section)
+    return JobFile(tuple(sections))
+
+
+def lay_out(executor: Executor, host: str, name: str, jobfile: JobFile,
+            deadline: Deadline | None) -> None:
+    """Lay out ``jobfile``'s files from ``host`` within the test's ``deadline``; FioError
+    with fio's message if it failed."""
+    done = executor.run([FioJob(host, f"{name}-layout.fio", layout_job(jobfile).render())],
+                        None, deadline.seconds if deadline is not None else None)
+    failed = done.returncode != 0 or done.lost or done.timed_out or _job_errors(done.raw_json)
+    if failed:
+        said = (f"it did not end within {deadline.seconds:.0f} s ({deadline.why})"
+                if done.timed_out and deadline is not None else
+                fio_message(f"{done.stderr}\n{done.raw_json}"))
+        raise FioError(f"--shared-file: laying out the files of test {name!r} from {host}"
+                       f" (before every host starts it) failed: {said}",
+                       returncode=done.returncode, stderr=done.stderr)
+
+
+def _job_errors(raw: str) -> bool:
+    """Does fio's client output report a job's error (its JSON's "error")?"""
+    start = raw.find("{")
+    try:
+        doc = json.loads(raw[start:]) if start >= 0 else {}
+    except ValueError:
+        return False
+    return any(j.get("error") for j in doc.get("client_stats", []) if isinstance(j, dict))
