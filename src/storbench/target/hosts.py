@@ -8,10 +8,12 @@ so that all run it at the same time against the path on their side. Results come
 back per host and are merged by the run loop: IOPS and bandwidth summed,
 percentiles from the merged json+ histogram bins.
 
-What a host is made of is known where storbench can see it: a host on a loopback
-address is this machine (its memory is this machine's); for others fio's protocol
-tells only the fio version, so their memory is unknown and the page-cache check
-says so instead of guessing.
+What a host is made of is known where storbench can see it: a host over SSH says it
+in its session; a host on a loopback address is this machine (its memory is this
+machine's), and an agent on a unix socket has its path's file system and space read
+where it sees them (agent_path_facts); for others fio's protocol tells only the fio
+version, so their memory is unknown and the page-cache check says so instead of
+guessing.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def lay_out(executor: Executor, host: str, name: str, jobfile: JobFile,
             deadline: Deadline | None) -> None:
     """Lay out ``jobfile``'s files from ``host`` within the test's ``deadline``; FioError
     with fio's message if it failed."""
-    done = executor.run([FioJob(host, f"{name}-layout.fio", layout_job(jobfile).render())],
+    done = executor.run([FioJob(host, "layout.fio", layout_job(jobfile).render())],
                         None, deadline.seconds if deadline is not None else None)
     failed = done.returncode != 0 or done.lost or done.timed_out or _job_errors(done.raw_json)
     if failed:
