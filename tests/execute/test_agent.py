@@ -283,6 +283,7 @@ def test_a_shared_file_is_laid_out_once_for_every_host(tmp_path, small_tmpfs, st
     finally:
         for agent in agents:
             agent.stop()
+    assert f"each test's file is laid out from sock:{socks[0]} first" in ran.stderr
     made = (small_tmpfs / "after").stat().st_ino - (small_tmpfs / "before").stat().st_ino - 1
     assert made == 4, f"{made} files were made for the 4 jobs"
     assert sorted(p.name for p in small_tmpfs.iterdir()) == ["after", "before"]

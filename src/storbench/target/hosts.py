@@ -333,6 +333,9 @@ class HostsTarget(Quiet):
             if len(group) > 1 and not self.shared_file:
                 note(f"{', '.join(group)} share {self.path} (each sees the others' files):"
                      f" each works on its own files in it, {len(group)} at once")
+        if self.shared_file and self.files_in_path:
+            note(f"--shared-file: each test's file is laid out from {self.hosts[0].key} first,"
+                 " then every host starts the test on it")
         if len(kinds) > 1:
             note(f"{self.path} is on different file systems on the hosts ("
                  + "; ".join(f"{fs} on {', '.join(hosts)}" for fs, hosts in kinds.items())
