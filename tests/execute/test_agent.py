@@ -232,13 +232,15 @@ def test_agents_that_share_a_path_are_told_from_those_that_do_not(tmp_path, disk
         both = run_cli("run", str(small_tmpfs), "--hosts", f"{b},{c}", *quick, "--size",
                        "10m", db=store_path)
         assert_one_line_error(both, 1, f"{b}, {c} share it", "2 files need 20.0 MiB")
-        fits = run_cli("run", str(small_tmpfs), "--hosts", f"{b},{c}", *quick, "--size",
-                       "4m", "--json", db=store_path)
+        one_test = tmp_path / "one.fio"  # one short test: the plumbing is what is checked
+        one_test.write_text("[w]\nrw=randwrite\nbs=4k\nsize=4m\ntime_based\nruntime=1\n")
+        fits = run_cli("run", str(small_tmpfs), "--hosts", f"{b},{c}", "--job", str(one_test),
+                       "--json", db=store_path)
         assert fits.returncode == 0, fits.stderr
         assert json.loads(fits.stdout)["environment"]["target"]["shared_by"] == [[b, c]]
         assert f"{b}, {c} share {small_tmpfs} (each sees the others' files)" in fits.stderr
         one = run_cli("run", str(small_tmpfs), "--hosts", f"{b},{c}", "--shared-file",
-                      *quick, "--size", "4m", db=store_path)
+                      "--job", str(one_test), db=store_path)
         assert one.returncode == 0, one.stderr
     finally:
         for agent in agents:
