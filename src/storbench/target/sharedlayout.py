@@ -11,10 +11,9 @@ says. Laid out first, the file is found whole by every host, and none lays it ou
 
 from __future__ import annotations
 
-import json
-
 from storbench.errors import FioError
 from storbench.execute.base import Executor, FioJob, fio_message
+from storbench.result.fio_json import job_entries, load_fio_json
 from storbench.target.base import Deadline
 from storbench.workload.jobfile import JobFile
 
@@ -50,10 +49,9 @@ def lay_out(executor: Executor, host: str, name: str, jobfile: JobFile,
 
 
 def _job_errors(raw: str) -> bool:
-    """Does fio's client output report a job's error (its JSON's "error")?"""
-    start = raw.find("{")
+    """Does fio's client output report a job's error (its JSON's "error")? An output
+    with no JSON is judged by fio's exit status and message alone."""
     try:
-        doc = json.loads(raw[start:]) if start >= 0 else {}
-    except ValueError:
+        return any(j.get("error") for j in job_entries(load_fio_json(raw)))
+    except FioError:
         return False
-    return any(j.get("error") for j in doc.get("client_stats", []) if isinstance(j, dict))
