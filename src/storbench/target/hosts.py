@@ -179,12 +179,12 @@ class HostsTarget(Quiet):
         """--shared-file: every host over SSH must see the file the first one wrote, and
         the agents on unix sockets one directory of one file system; else each would work
         on a file of its own while the run says one."""
-        if len(agents := [g for g in self.sharing if g[0].startswith("sock:")]) > 1:
+        if len(agents := [g for g in self.sharing if g[0] in self.agent_facts]) > 1:
             seen = "; ".join(f"{', '.join(g)}: {self.agent_facts[g[0]]['fs_type']}" for g in agents)
             raise TargetError(f"--shared-file: the agents do not see {str(self.path)!r} as one"
                               f" directory of one file system ({seen}): each would work on a"
                               " file of its own; leave out --shared-file")
-        ssh = [g for g in self.sharing if not g[0].startswith("sock:")]
+        ssh = [g for g in self.sharing if g[0] not in self.agent_facts]
         if len(ssh) > 1:
             first = ssh[0][0]
             blind = [h for group in ssh[1:] for h in group]

@@ -44,7 +44,8 @@ def lay_out(executor: Executor, host: str, name: str, jobfile: JobFile,
                 if done.timed_out and deadline is not None else
                 fio_message(f"{done.stderr}\n{done.raw_json}"))
         raise FioError(f"--shared-file: laying out the files of test {name!r} from {host}"
-                       f" (before every host starts it) failed: {said}",
+                       f" (before every host starts it) failed: {said}; check that {host}"
+                       " can write the path, or list another host first in --hosts",
                        returncode=done.returncode, stderr=done.stderr)
 
 
