@@ -139,7 +139,13 @@ def test_check_no_change_fails_after_the_drop_only(capped_history):
     assert "CHANGED randread.read.iops" in after.stdout
     before = run_cli("check", str(drop[9]), "--no-change", db=db)  # its history then
     assert before.returncode == 0, before.stdout + before.stderr
-    assert run_cli("check", "steady", "--no-change", db=db).returncode == 0
+    # the steady series: its one odd run (100 IOPS among 300s) is no change of its IOPS.
+    # Its other figures are not this test's question: the p99 sits on the throttle's
+    # 100 ms dispatch slice and moves with the machine's load (a CI's last two runs at
+    # 116 ms, the others ~100: a change at run #39, p=3e-5, rightly said)
+    steady = json.loads(run_cli("check", "steady", "--no-change", "--json", db=db).stdout)
+    iops = next(c for c in steady if c.get("figure") == "randread.read.iops")
+    assert iops["passed"] is True and iops["run"] is None, iops
     # a drop smaller than --max-regression is let through
     assert run_cli("check", "drop", "--no-change", "--max-regression", "60%",
                    db=db).returncode == 0
