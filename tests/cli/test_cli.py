@@ -298,6 +298,28 @@ def test_invalid_job_file(tmpfs, tmp_path, store_path):
     assert scratch_dirs(tmpfs) == []
 
 
+def test_a_suite_s_job_files_are_checked_at_once_and_the_bad_one_named(tmp_path):
+    """A run's tests are checked by one `fio --parse-only` over all their job files; when
+    fio rejects them, the error names the test whose file it rejects alone."""
+    from storbench.errors import ConfigError
+    from storbench.execute import SignalGuard
+    from storbench.execute.fio import find_fio
+    from storbench.execute.local import Confinement, FioProcess
+
+    good = "[global]\nsize=1m\n[{0}]\nrw=read\n"
+    with SignalGuard() as guard:
+        process = FioProcess(find_fio(), tmp_path, guard, Confinement())
+        process.validate_all([(good.format("a"), "for test 'a'"),
+                              (good.format("c"), "for test 'c'")])
+        with pytest.raises(ConfigError) as caught:
+            process.validate_all([(good.format("a"), "for test 'a'"),
+                                  ("[b]\nrw=raed\nsize=1m\n", "for test 'b'"),
+                                  (good.format("c"), "for test 'c'")])
+    said = str(caught.value)
+    assert said.startswith("fio rejects the job file for test 'b': "), said
+    assert "failed parsing rw=raed" in said and "'a'" not in said and "'c'" not in said
+
+
 def test_fio_job_error_is_stored_as_failed(disk_dir, tmp_path, store_path):
     # Direct I/O with a block size the disk cannot do: fio's job reports EINVAL.
     job = tmp_path / "unaligned.fio"

@@ -104,8 +104,8 @@ def run_on(target: Target, spec: RunSpec, store: Store,
         with SignalGuard() as guard:
             if fio is not None:
                 checker = FioProcess(fio, workdir, guard, Confinement())
-                for t in planned.plan.tests:
-                    checker.validate(t.jobfile.render(), f"for test {t.name!r}")
+                checker.validate_all([(t.jobfile.render(), f"for test {t.name!r}")
+                                      for t in planned.plan.tests])
             for leftover in target.leftovers():
                 target.remove_leftover(leftover)
                 rep.leftover_removed(leftover)
