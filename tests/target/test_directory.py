@@ -113,12 +113,12 @@ def test_a_signal_ends_storbench_within_5_s_on_a_silent_server(sig, code, sshfs_
 
 def clearing_child(timeout=20.0):
     """The PID of the child in which storbench clears the scratch directory before a
-    test (execute/fsops.py "clean"), once it runs."""
+    test (execute/scratchops.py "clean"), once it runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
         for line in ps.splitlines():
-            if "storbench.execute.fsops clean" in line:
+            if "storbench.execute.scratchops clean" in line:
                 return int(line.split()[0])
         time.sleep(0.05)
     raise AssertionError("storbench never cleared its scratch directory")

@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-MARKER = ".storbench-scratch"
+from storbench.execute.scratchops import MARKER as MARKER
+
 PREFIX = "storbench-"
 UNREADABLE_GRACE_S = 60.0  # a marker that cannot be read is left alone this long
 _HELD: dict[str, int] = {}  # marker path -> the open, locked descriptor of this process
