@@ -98,16 +98,14 @@ class FioProcess:
         path.write_text(text)
         return path
 
-    def validate(self, jobfile_text: str, source: str) -> None:
-        """fio --parse-only: ConfigError with fio's own message for an invalid job file."""
-        self.validate_all([(jobfile_text, source)])
-
     def validate_all(self, jobfiles: list[tuple[str, str]]) -> None:
-        """fio --parse-only over (text, source) job files at once: one fio start, not one
-        each (~0.16 s apiece: a suite's tests were checked one after the other before
-        anything ran). fio parses each file with its own [global] (none carries over to
-        the next), as it runs them one by one. When fio rejects them, each is checked
-        alone, so that the error names the one it rejects."""
+        """fio --parse-only: ConfigError with fio's own message for an invalid job file.
+
+        Over (text, source) job files at once: one fio start, not one each (~0.16 s
+        apiece: a suite's tests were checked one after the other before anything ran).
+        fio parses each file with its own [global] (none carries over to the next), as
+        it runs them one by one. When fio rejects them, each is checked alone, so that
+        the error names the one it rejects."""
         if not jobfiles:
             return
         paths = [self.write(text, "check.fio") for text, _ in jobfiles]
@@ -118,8 +116,8 @@ class FioProcess:
         if proc.returncode == 0:
             return
         if len(jobfiles) > 1:
-            for text, source in jobfiles:
-                self.validate(text, source)
+            for one in jobfiles:
+                self.validate_all([one])
         message = fio_message(proc.stderr + proc.stdout)
         sources = " and ".join(source for _, source in jobfiles)
         raise ConfigError(f"fio rejects the job file {sources}: {message}")
