@@ -113,15 +113,42 @@ def test_a_signal_ends_storbench_within_5_s_on_a_silent_server(sig, code, sshfs_
 
 def clearing_child(timeout=20.0):
     """The PID of the child in which storbench clears the scratch directory before a
-    test (execute/scratchops.py "clean"), once it runs."""
+    test (execute/scratchops.py, named "sb-clean" while it does), once it does."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        ps = subprocess.run(["ps", "-eo", "pid,comm"], capture_output=True, text=True).stdout
         for line in ps.splitlines():
-            if "storbench.execute.scratchops clean" in line:
+            if line.split()[1:] == ["sb-clean"]:
                 return int(line.split()[0])
         time.sleep(0.05)
     raise AssertionError("storbench never cleared its scratch directory")
+
+
+def test_one_child_serves_the_operations_and_a_stuck_one_is_left(sshfs_server, tmp_path):
+    """The operations on a target's file system are served by one child (a Python start
+    each cost ~45 ms, several a test); one that does not answer in time is left (killed
+    when the kernel lets go: its name says what it was doing) and the next operation gets
+    a new child. An operation asked while the child is busy gets one of its own."""
+    from storbench.execute import fsops
+
+    mnt = sshfs_server.mount(proxied=False)
+    assert json.loads(fsops.call("look", str(mnt), timeout_s=10))["is_dir"]
+    served = fsops._Server.proc
+    assert json.loads(fsops.call("mode", str(tmp_path), timeout_s=10)) is not None
+    assert fsops._Server.proc is served and served.poll() is None
+    assert Path(f"/proc/{served.pid}/comm").read_text() == "sb-idle\n"
+    names = []
+    with sshfs_server.frozen():
+        with pytest.raises(fsops.Stuck, match=f"PID {served.pid} left running"):
+            fsops.call("look", str(mnt), timeout_s=1, check=lambda: names.append(
+                Path(f"/proc/{served.pid}/comm").read_text().strip()))
+        assert fsops._Server.proc is None and "sb-look" in names
+        with fsops._Server.lock:  # busy (another thread's): a child of its own
+            assert json.loads(fsops.call("mode", str(tmp_path), timeout_s=10)) is not None
+        assert fsops._Server.proc is None
+    assert json.loads(fsops.call("look", str(mnt), timeout_s=10))["is_dir"]
+    assert fsops._Server.proc.pid != served.pid
+    assert served.wait(timeout=10) == -signal.SIGKILL
 
 
 def test_a_signal_ends_storbench_within_5_s_while_it_waits_on_a_silent_server(

@@ -4,16 +4,25 @@ process that can be left behind.
 A file system that stops answering (a network server gone silent) blocks a system
 call on it in the kernel, past SIGKILL: a thread of storbench's own stuck there
 would keep storbench from ever exiting. So removing files, measuring what is left
-and the metadata probe run in a child (``python -m storbench.execute.scratchops ...``,
+and the metadata probe run in a child (``python -m storbench.execute.scratchops``,
 which loads nothing of storbench's); storbench waits for it with a time limit,
 reports a stuck one by its PID and goes on.
+
+One child serves a process's operations one after the other (started at the first,
+ending when storbench does); one that does not answer in time is killed and left, and
+the next operation starts a child anew. An operation asked while the serving child is
+busy (another thread's) gets a child of its own.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import select
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,12 +51,85 @@ def start(*args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
 
+class _Server:
+    """The child that serves this process's operations (scratchops ``serve``)."""
+
+    lock = threading.Lock()  # one operation at a time
+    proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def ask(cls, args: tuple[str, ...], timeout_s: float,
+            check: Callable[[], None] | None) -> str:
+        ends = time.monotonic() + timeout_s
+        proc = cls._sent(json.dumps(args).encode() + b"\n")
+        try:
+            assert proc.stdout is not None
+            fd, got = proc.stdout.fileno(), b""
+            while not got.endswith(b"\n"):
+                if check is not None:
+                    check()
+                left = ends - time.monotonic()
+                if left <= 0:
+                    raise Stuck(proc.pid, timeout_s)
+                ready, _, _ = select.select([fd], [], [], min(left, CHECK_EVERY_S)
+                                            if check else left)
+                if ready:
+                    if not (chunk := os.read(fd, 65536)):  # it died: as a one-off child
+                        cls.proc = None  # that printed nothing
+                        return ""
+                    got += chunk
+            return str(json.loads(got)["out"])
+        except BaseException:
+            proc.kill()  # takes effect if and when the kernel lets go; not waited for
+            cls.proc = None
+            raise
+
+    @classmethod
+    def _sent(cls, request: bytes) -> subprocess.Popen[bytes]:
+        """The serving child (started if there is none), ``request`` written to it; a
+        child that ended since it was last asked is replaced, once."""
+        for again in (True, False):
+            if cls.proc is None or cls.proc.poll() is not None:
+                cls.proc = subprocess.Popen(
+                    [sys.executable, "-m", "storbench.execute.scratchops", "serve"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                    start_new_session=True)
+            assert cls.proc.stdin is not None
+            try:
+                cls.proc.stdin.write(request)
+                cls.proc.stdin.flush()
+                return cls.proc
+            except BrokenPipeError:
+                cls.proc = None
+                if not again:
+                    raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def end(cls) -> None:
+        """Let the child end (its stdin closed); not waited for."""
+        if cls.proc is not None and cls.proc.stdin is not None:
+            try:
+                cls.proc.stdin.close()
+            except OSError:
+                pass
+            cls.proc = None
+
+
+atexit.register(_Server.end)
+
+
 def call(*args: str, timeout_s: float, check: Callable[[], None] | None = None) -> str:
     """Run one operation to its end and return what it printed; Stuck past the limit.
 
     ``check`` (a SignalGuard's) is called every CHECK_EVERY_S while it waits: what it
     raises (a signal came) ends the wait at once, not at the limit, which on a file
     system gone silent would keep Ctrl-C waiting for a minute."""
+    if _Server.lock.acquire(blocking=False):
+        try:
+            return _Server.ask(args, timeout_s, check)
+        finally:
+            _Server.lock.release()
     proc = start(*args)
     ends = time.monotonic() + timeout_s
     try:

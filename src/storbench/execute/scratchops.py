@@ -1,10 +1,15 @@
-"""The operations storbench does on a target's file system in a child process
-(``python -m storbench.execute.scratchops OP PATH ...``, started by execute/fsops.py).
+"""The operations storbench does on a target's file system in a child process, started
+by execute/fsops.py: ``python -m storbench.execute.scratchops serve`` answers them one
+after the other (a JSON list [OP, PATH, ...] a line on stdin, {"out": TEXT} a line on
+stdout, until stdin ends); ``... scratchops OP PATH ...`` does one (the metadata probe,
+and an operation asked while the serving child is busy).
 
-The module imports the standard library only, nothing of storbench's: a run starts it
-several times (a look at the target, a clean before each test, the removal at the
-end), each time a Python start, and a child loading storbench's modules took ~100 ms
-where one that loads nothing of them takes ~40.
+A run asks for several (a look at the target, a clean before each test, the removal at
+the end): one child serves them all, where a child each cost a Python start (~45 ms).
+The module imports the standard library only, nothing of storbench's (a child that
+loaded storbench's modules took ~100 ms to start). While it works on an operation, the
+child's name (``ps -o comm``) is "sb-OP", so that one stuck in the kernel says what it
+was doing.
 """
 
 from __future__ import annotations
@@ -96,26 +101,60 @@ def look(path: Path) -> dict[str, Any]:
             "free_bytes": vfs.f_bavail * vfs.f_frsize, "total_bytes": vfs.f_blocks * vfs.f_frsize}
 
 
-def main(argv: list[str]) -> None:  # pragma: no cover - runs as its own process
-    op, path = argv[0], Path(argv[1])
+def answer(op: str, path: Path, rest: list[str]) -> str:
+    """What one operation prints (JSON; nothing for "remove")."""
     if op == "mode":
         try:
-            print(json.dumps(os.stat(path).st_mode))
+            return json.dumps(os.stat(path).st_mode)
         except OSError:
-            print("null")
-    elif op == "look":
-        print(json.dumps(look(path)))
-    elif op == "remove":
+            return "null"
+    if op == "look":
+        return json.dumps(look(path))
+    if op == "remove":
         remove(path)
-    elif op == "clean":
-        print(json.dumps(clean(path, set(argv[2:]))))
-    elif op == "probe":
+        return ""
+    if op == "clean":
+        return json.dumps(clean(path, set(rest)))
+    raise SystemExit(f"scratchops: unknown operation {op!r}")
+
+
+def _name(what: str) -> None:
+    """The process's name as ps shows it (15 bytes at most)."""
+    try:
+        with open("/proc/self/comm", "w") as comm:
+            comm.write(what[:15])
+    except OSError:
+        pass
+
+
+def serve() -> None:
+    """Answer operations until stdin ends; one that fails answers "" (as a child of its
+    own that died would have printed nothing)."""
+    while line := sys.stdin.readline():
+        op, path, *rest = json.loads(line)
+        _name(f"sb-{op}")
         try:
-            probe(path, float(argv[2]))
+            out = answer(op, Path(path), rest)
+        except Exception:
+            out = ""
+        _name("sb-idle")
+        sys.stdout.write(json.dumps({"out": out}) + "\n")
+        sys.stdout.flush()
+
+
+def main(argv: list[str]) -> None:  # pragma: no cover - runs as its own process
+    if argv == ["serve"]:
+        try:
+            serve()
+        except (BrokenPipeError, KeyboardInterrupt):
+            pass
+    elif argv[0] == "probe":
+        try:
+            probe(Path(argv[1]), float(argv[2]))
         except (BrokenPipeError, KeyboardInterrupt):
             pass
     else:
-        raise SystemExit(f"scratchops: unknown operation {op!r}")
+        print(answer(argv[0], Path(argv[1]), argv[2:]))
 
 
 if __name__ == "__main__":
