@@ -31,6 +31,9 @@ IMAGE_HINT = (". The runner image is fio and a POSIX sh: build it and push it wh
               " with --image or STORBENCH_IMAGE")
 
 
+QUICK_READ_S, QUICK_FOR_S, SLOW_READ_S = 0.25, 10.0, 1.0  # how often wait_running reads
+
+
 def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard: SignalGuard,
                  note: Callable[[str], None], deadline: float) -> list[Any]:
     """The pods ((pod, claim) names) once every container runs, in order.
@@ -83,7 +86,8 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
                                   " (--requests), or give it longer with --timeout")
         if len(ready) == len(pods):
             return ready
-        guard.sleep(1.0)
+        # a pod starts in a few seconds on a quiet node: read often then, seldom after
+        guard.sleep(QUICK_READ_S if time.monotonic() - start < QUICK_FOR_S else SLOW_READ_S)
 
 
 WARNINGS_EVERY_S = 5.0  # a claim's and its pod's warnings, read while waiting for them

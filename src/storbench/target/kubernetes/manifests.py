@@ -264,9 +264,11 @@ def snapshot_manifest(uid: str, namespace: str, o: KubeOptions, name: str, claim
                      "source": {"persistentVolumeClaimName": claim}}}
 
 
-# The pod idles until storbench execs fio in it; it stops at once on SIGTERM, and
-# by itself at activeDeadlineSeconds if storbench died without deleting it.
-IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done"]
+# The pod idles until storbench execs fio in it; it stops at once on SIGTERM (a trapped
+# signal ends `wait` at once, where a foreground `sleep 1` would run out first: up to a
+# second more for every pod deleted), and by itself at activeDeadlineSeconds if
+# storbench died without deleting it.
+IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1 & wait $!; done"]
 
 
 def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int,
