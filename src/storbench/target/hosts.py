@@ -349,8 +349,11 @@ class HostsTarget(Quiet):
     def before_test(self, test: PlannedTest, keep: set[str]) -> None:
         """--shared-file: the test's file laid out from the first host alone (sharedlayout)."""
         if self.shared_file and self.files_in_path:
-            lay_out(self.executor(*self.layout_with, self.guard), self.hosts[0].key, test.name,
-                    self._for_host(test.jobfile, self.uid, 0), self.deadline(test))
+            first = self.hosts[0].key
+            lay_out(self.executor(*self.layout_with, self.guard), first, test.name,
+                    self._for_host(test.jobfile, self.uid, 0), self.deadline(test),
+                    f"check that {first} can write the path, or list another host first"
+                    " in --hosts")
 
     def cleanup(self, hurry: bool = False) -> None:
         """End the SSH sessions: their fio servers stop with them."""

@@ -1,5 +1,5 @@
-"""`run --hosts … --shared-file`: each test's one file laid out from the first host alone,
-before every host starts the test.
+"""`run --hosts … --shared-file` (and `--storage-class … --clients N --shared-file`): each
+test's one file laid out from the first host (pod) alone, before every one starts the test.
 
 fio lays out a file it finds missing or short by unlinking it and writing it anew. Hosts
 that start one test at once each did so with the shared file: each unlinked another's
@@ -18,6 +18,8 @@ from storbench.target.base import Deadline
 from storbench.workload.jobfile import JobFile
 
 RUN_ONCE = ("exec_prerun", "exec_postrun")  # a job's commands run with the test, not here
+# a layout's samples are not the test's: no logs of it (create_only would write them empty)
+LOGS = ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log")
 
 
 def layout_job(jobfile: JobFile) -> JobFile:
@@ -25,7 +27,7 @@ def layout_job(jobfile: JobFile) -> JobFile:
     create_only=1, unlink=0): the test itself removes them as it ends (unlink=1)."""
     sections = []
     for section in jobfile.sections:
-        section = section.without(*RUN_ONCE)
+        section = section.without(*RUN_ONCE, *LOGS)
         if not section.is_global:
             section = section.with_option("create_only", "1").with_option("unlink", "0")
         sections.append(section)
@@ -33,9 +35,10 @@ def layout_job(jobfile: JobFile) -> JobFile:
 
 
 def lay_out(executor: Executor, host: str, name: str, jobfile: JobFile,
-            deadline: Deadline | None) -> None:
+            deadline: Deadline | None, hint: str, every: str = "host") -> None:
     """Lay out ``jobfile``'s files from ``host`` within the test's ``deadline``; FioError
-    with fio's message if it failed."""
+    with fio's message if it failed, then ``hint`` (what to do). ``every``: what the
+    test runs on (host, pod)."""
     done = executor.run([FioJob(host, "layout.fio", layout_job(jobfile).render())],
                         None, deadline.seconds if deadline is not None else None)
     failed = done.returncode != 0 or done.lost or done.timed_out or _job_errors(done.raw_json)
@@ -44,8 +47,7 @@ def lay_out(executor: Executor, host: str, name: str, jobfile: JobFile,
                 if done.timed_out and deadline is not None else
                 fio_message(f"{done.stderr}\n{done.raw_json}"))
         raise FioError(f"--shared-file: laying out the files of test {name!r} from {host}"
-                       f" (before every host starts it) failed: {said}; check that {host}"
-                       " can write the path, or list another host first in --hosts",
+                       f" (before every {every} starts it) failed: {said}; {hint}",
                        returncode=done.returncode, stderr=done.stderr)
 
 

@@ -422,6 +422,55 @@ def test_three_pods_on_one_rwx_volume(kube, namespace, k8s_env, store_path, tmp_
     assert "# pod " in texts and "-p0." in texts and "-p2." in texts
 
 
+def _volume_dir(kube, namespace: str, timeout: float = 60) -> Path:
+    """The directory on this machine of the one volume made in ``namespace`` (the
+    test-bed's hostPath provisioner makes it before the PV), once there is one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pv in kube.core.list_persistent_volume().items:
+            ref = pv.spec.claim_ref
+            if ref is not None and ref.namespace == namespace and pv.spec.host_path:
+                return Path(pv.spec.host_path.path)
+        time.sleep(0.05)
+    raise AssertionError(f"no volume was made in {namespace}")
+
+
+def test_a_shared_file_is_laid_out_once_from_the_first_pod(kube, namespace, k8s_env,
+                                                          store_path, tmp_path):
+    """--shared-file: every pod's fio found the file missing or short and laid it out
+    (unlinking it first), the others reading it meanwhile. Now the first pod lays each
+    test's files out alone first, and every pod starts on them whole: each file is
+    created and written once, and opened by nobody before it is whole (inotify on the
+    volume's directory). Without it the run failed here 4 times in 4 (a pod's fio:
+    "No such file or directory", the name unlinked under it by another's layout)."""
+    from tests.inotify import Events
+
+    job = write_job(tmp_path, "two.fio", "[global]\nrw=randread\nbs=512\nsize=128m\n"
+                                         "time_based\nruntime=2\n[a]\n[b]\n")
+    proc = subprocess.Popen(
+        [*STORBENCH, "run", "--storage-class", "local-hostpath", "--clients", "3",
+         "--access-mode", "RWX", "--shared-file", "--job", str(job), "-n", namespace],
+        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with Events(_volume_dir(kube, namespace)) as seen:
+            _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    run = show_json(store_path)
+    pods = sorted(run["environment"]["kubernetes"]["pods"])
+    uid = re.search(r"storbench-(\w+)", run["job_files"][0])[1]
+    for name in (f"storbench-{uid}-a.data", f"storbench-{uid}-b.data"):
+        events = [what for what, path in seen.events if path.name == name]
+        # created and written once; opened by nobody else before it was whole
+        assert events.count("create") == 1 and events.count("written") == 1, events
+        assert events[:events.index("written")].count("open") == 1, events
+    assert f"each test's file is laid out from pod {pods[0]} first" in stderr
+    assert leftovers(kube, namespace) == []
+
+
 def test_three_pods_each_on_its_own_throttled_volume(kube, namespace, k8s_env, store_path,
                                                      tmp_path):
     # Each pod's container is capped at 3000 write IOPS: together, 9000.
@@ -444,7 +493,7 @@ def test_three_pods_each_on_its_own_throttled_volume(kube, namespace, k8s_env, s
 
 def test_a_failing_pod_fails_the_run_naming_it(kube, namespace, k8s_env, store_path,
                                                tmp_path):
-    # The shared file is laid out by nobody: every pod's fio refuses to create it.
+    # The shared file is laid out by nobody: the first pod's fio refuses to create it.
     job = write_job(tmp_path, "nofile.fio",
                     "[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")
     proc = run_cli("run", "--storage-class", "local-hostpath", "--clients", "2",

@@ -51,6 +51,7 @@ from storbench.target.kubernetes.manifests import (
     pvc_manifest,
     quantity_bytes,
 )
+from storbench.target.sharedlayout import lay_out
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
@@ -115,6 +116,8 @@ class KubeTarget(Quiet, InRunDirs):
         self.namespace = ""
         self.plan: Plan | None = None
         self.note: Callable[[str], None] = lambda text: None
+        self.guard: SignalGuard | None = None
+        self.workdir = Path()
 
     # -- what it is ------------------------------------------------------------------
 
@@ -205,6 +208,7 @@ class KubeTarget(Quiet, InRunDirs):
                 " them (docs/cli.md lists what storbench needs), or choose --namespace.")
         self.namespace = namespace
         self.plan = plan
+        self.workdir = workdir  # before_test's layouts: their pod logs go there
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         pods = pod_names(uid, self.o.clients)
@@ -227,6 +231,7 @@ class KubeTarget(Quiet, InRunDirs):
         kube = self._kube()
         assert self.plan is not None
         self.note = note
+        self.guard = guard  # before_test's layouts stop with the run
         self.layout = kp = self.plan_layout(uid, self.plan, invocations, self.namespace)
         environment = self.describe(None)
         pods = f"{self.o.clients} pods, " if self.o.clients > 1 else ""
@@ -242,6 +247,9 @@ class KubeTarget(Quiet, InRunDirs):
         running = wait_running(kube, kp.namespace, kp.pods, guard, note, ready_by)
         self.environment = pod_facts(kube, kp.namespace, running, kp.pods[0][1], self.o,
                                      environment, self.files_in(kp))
+        if self.shared_file:
+            note(f"--shared-file: each test's file is laid out from pod {kp.pods[0][0]}"
+                 " first, then every pod starts the test on it")
 
     def files_in(self, kp: KubePlan) -> str:
         """Where fio's files are in the pods (their file system's facts are read there)."""
@@ -278,10 +286,22 @@ class KubeTarget(Quiet, InRunDirs):
                            dict(self.o.limits).get("memory"), workdir / "pod-logs", shipped)
 
     def before_test(self, test: PlannedTest, keep: set[str]) -> None:
-        """Between tests: the previous test's files go, those a later test names stay."""
+        """Between tests: the previous test's files go, those a later test names stay.
+        --shared-file: the test's file is then laid out from the first pod alone (every
+        pod's fio laying it out at once unlinked the others' copies: sharedlayout)."""
         if self.first_test:
             self.first_test = False
-            return
+        else:
+            self._remove_files(keep)
+        if self.shared_file:
+            assert self.layout is not None and self.guard is not None
+            pod = self.layout.pods[0][0]
+            lay_out(self.executor(None, self.workdir, self.guard), pod, test.name,
+                    test.jobfile.for_host(f"storbench-{self.layout.uid}", "p0", shared=True),
+                    self.deadline(test), "check that the pods can write their volume",
+                    every="pod")
+
+    def _remove_files(self, keep: set[str]) -> None:
         assert self.layout is not None
         names = " ".join(f"'{n}'" for n in sorted(keep) if "'" not in n)
         script = (f"cd {self.layout.scratch} && for f in * .[!.]*; do [ -e \"$f\" ] ||"
