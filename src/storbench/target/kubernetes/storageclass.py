@@ -214,10 +214,13 @@ class KubeTarget(Quiet, InRunDirs):
         pods = pod_names(uid, self.o.clients)
         if len(pods) == 1:
             return [FioJob(pods[0], f"t{index:03d}.fio", jobfile.render())]
-        return [FioJob(pod, f"t{index:03d}-p{i}.fio",
-                       jobfile.for_host(f"storbench-{uid}", f"p{i}",
-                                        shared=self.shared_file).render())
+        return [FioJob(pod, f"t{index:03d}-p{i}.fio", self._for_pod(jobfile, uid, i).render())
                 for i, pod in enumerate(pods)]
+
+    def _for_pod(self, jobfile: JobFile, uid: str, i: int) -> JobFile:
+        """Pod ``i``'s job file, of several pods on one volume: its own file names, or
+        the one shared file (for_host)."""
+        return jobfile.for_host(f"storbench-{uid}", f"p{i}", shared=self.shared_file)
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         if self.environment:
@@ -297,7 +300,7 @@ class KubeTarget(Quiet, InRunDirs):
             assert self.layout is not None and self.guard is not None
             pod = self.layout.pods[0][0]
             lay_out(self.executor(None, self.workdir, self.guard), pod, test.name,
-                    test.jobfile.for_host(f"storbench-{self.layout.uid}", "p0", shared=True),
+                    self._for_pod(test.jobfile, self.layout.uid, 0),
                     self.deadline(test), "check that the pods can write their volume",
                     every="pod")
 
