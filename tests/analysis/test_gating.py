@@ -69,9 +69,10 @@ def test_until_steady_records_attainment(throttled, tmp_path, store_path):
     run = last(store_path)
     ss = run["tests"][0]["steady_state"]
     assert ss["attained"] is True and ss["criterion"].startswith("iops_slope:0.5")
-    # well before 30 s; fio counts the window from its first sample and the run time
-    # from its first I/O, so a 3 s window can end at 2.6 s of run time
-    assert ss["window_s"] == 3 and 2 <= ss["stopped_after_s"] < 15
+    # before the 30 s; fio counts the window from its first sample and the run time
+    # from its first I/O, so a 3 s window can end at 2.6 s of run time (8 s in a CI
+    # run, 15.7 s in another on a busier machine: the slope's noise is the machine's)
+    assert ss["window_s"] == 3 and 2 <= ss["stopped_after_s"] < 25
     assert "steadystate=iops_slope:0.5%" in run["job_files"][0]
     assert run["tests"][0]["read"]["iops"] == pytest.approx(3000, rel=0.03)
 

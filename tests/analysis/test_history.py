@@ -317,11 +317,16 @@ def test_a_named_series_joined_by_another_workload_says_so(tmpfs, store_path):
                             db=store_path).stdout.split())
     assert text.count("another workload from this run") == 2, text
     assert f"Run #{ids[3]} ran another workload than the runs before it ({was} → {now})" in text
-    # 4 KiB reads, then 64 KiB ones: a change the gate sees, and says whose it may be
-    checked = run_cli("check", "nightly", "--no-change", "--json", db=store_path)
-    iops = next(c for c in json.loads(checked.stdout) if c["figure"] == "randread.read.iops")
-    assert iops["run"] == ids[3] and iops["workload_changed"], iops
-    assert f"the workload changed at run #{ids[3]} ({was} → {now})" in iops["said"]
+    # 4 KiB reads, then 64 KiB ones: a change the gate sees, and says whose it may be.
+    # Which figures it sees it in is the machine's: reads from RAM are CPU-bound, and in
+    # a CI run the three runs before the edit gave 825k, 737k and 556k IOPS, too spread
+    # for six runs to show the IOPS' drop (bandwidth and p99 showed it)
+    checked = json.loads(run_cli("check", "nightly", "--no-change", "--json",
+                                 db=store_path).stdout)
+    changed = [c for c in checked if c.get("run") is not None]
+    assert changed and all(c["run"] == ids[3] and c["workload_changed"] for c in changed)
+    assert all(f"the workload changed at run #{ids[3]} ({was} → {now})" in c["said"]
+               for c in changed), changed
 
 
 def test_no_change_needs_a_series(store_path, tmp_path):
