@@ -34,19 +34,22 @@ def test_throttled_volume_reads_back_its_caps(throttled, store_path):
     assert tests["randwrite"]["write"]["iops"] == pytest.approx(3000, rel=0.03)
     assert tests["seqread"]["read"]["bw_bytes_per_s"] == pytest.approx(125 * 2**20, rel=0.03)
     # per-second series agree with the cap too: what a token bucket guarantees is the
-    # median and every two seconds together (a busy machine may move some of one
-    # second's completions into the next: 2954, 2826, 3166 in CI)
+    # median and the running total (a busy machine may move some of one second's
+    # completions into the next: 2954, 2826, 3166 in a CI run; 2702, 3303, 3000 in
+    # another, whose last two seconds held 6303, 5% over two seconds' worth)
     series = tests["randread"]["series"]["read"]
     assert len(series["iops"]) >= 4
-    assert pairs_within(series["iops"][1:], 3000, rel=0.05)
+    assert running_total_within(series["iops"][1:], 3000, rel=0.05, moved=0.15)
 
 
-def pairs_within(values: list[float], expected: float, rel: float) -> bool:
-    """The median, and the sum of every two adjacent values, within ``rel`` of
-    ``expected`` (per value)."""
-    pairs = [a + b for a, b in itertools.pairwise(values)]
+def running_total_within(values: list[float], expected: float, rel: float,
+                         moved: float) -> bool:
+    """The median within ``rel`` of ``expected`` (per second), and the running total
+    after every second within ``moved`` seconds' worth of ``expected`` times the
+    seconds: completions moved from one second into the next leave the total as it was."""
+    totals = itertools.accumulate(values)
     return statistics.median(values) == pytest.approx(expected, rel=rel) and all(
-        p == pytest.approx(2 * expected, rel=rel) for p in pairs)
+        abs(total - expected * n) <= moved * expected for n, total in enumerate(totals, 1))
 
 
 def job(tmp_path: Path, text: str, name: str = "job.fio") -> Path:
