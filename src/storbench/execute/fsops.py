@@ -43,10 +43,13 @@ class Stuck(Exception):
         self.pid = pid
 
 
+CHILD = (sys.executable, "-m", "storbench.execute.scratchops")  # + serve, or OP PATH ...
+
+
 def start(*args: str) -> subprocess.Popen[str]:
     """A child running one operation; its output comes back through a pipe of its own
     (never storbench's stdout, which a stuck child would hold open)."""
-    return subprocess.Popen([sys.executable, "-m", "storbench.execute.scratchops", *args],
+    return subprocess.Popen([*CHILD, *args],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
@@ -91,7 +94,7 @@ class _Server:
         for again in (True, False):
             if cls.proc is None or cls.proc.poll() is not None:
                 cls.proc = subprocess.Popen(
-                    [sys.executable, "-m", "storbench.execute.scratchops", "serve"],
+                    [*CHILD, "serve"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     start_new_session=True)
             assert cls.proc.stdin is not None
