@@ -85,11 +85,22 @@ def test_a_host_whose_device_holds_a_file_system_refuses_the_run(disks, store_pa
                                                                    tmp_path):
     mkfs(disks.loops[1].dev)
     digests = [lo.digest() for lo in disks.loops]
-    proc = disks.run("--suite", "quick", "--runtime", "1", "--ramp", "0", db=store_path)
+    quick = ("--suite", "quick", "--size", "16m", "--runtime", "1", "--ramp", "0")
+    proc = disks.run(*quick, db=store_path)
     # writing needs the device named again on every host; host 1 also says what it holds
     assert_one_line_error(proc, 1, "2 of 2 host(s) refuse",
                           f"{disks.hosts.hosts.split(',')[1]}: writing to",
-                          "holds: ext4 file system", "--destructive")
+                          "holds: ext4 file system", "--destructive",
+                          "(tests that write: randwrite, seqwrite, synclat); or --reads-only")
+    assert [lo.digest() for lo in disks.loops] == digests
+    # the read half of the suite, as on a device here: the tests that write left out
+    proc = disks.run(*quick, "--reads-only", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Left out (--reads-only): randwrite, seqwrite, synclat: they write" in \
+        proc.stderr
+    run = show(store_path)
+    assert [t["name"] for t in run["tests"]] == ["randread", "seqread"]
+    assert all("fio --readonly" in j for j in run["job_files"])
     assert [lo.digest() for lo in disks.loops] == digests
     # reading needs no flag: fio --readonly on every host
     job = tmp_path / "reads.fio"
@@ -116,6 +127,38 @@ def test_a_device_in_use_on_a_host_is_refused_even_when_named_again(disks, store
     assert disks.blank(1)  # the other host's device was not touched either
 
 
+def test_the_device_rules_hold_on_hosts_as_here(disks, store_path, tmp_path):
+    """The device's rules are one (target/device.py), wherever fio runs on it: on the
+    hosts' devices as on one here, --size is held to the smallest host's device and
+    --precondition writes every host's device whole before its rounds (--reads-only:
+    the test above)."""
+    path = str(disks.hosts.device_path)
+    smallest = disks.hosts.hosts.split(",")[0]  # its device: 64 MiB
+    beyond = disks.run("--suite", "quick", "--size", "80m", "--destructive", path,
+                       db=store_path)
+    assert_one_line_error(beyond, 1, "reaches 80.0 MiB", f"{path} on {smallest}",
+                          "holds 64.0 MiB", "--size")
+    job = tmp_path / "reads.fio"
+    job.write_text("[randread]\nrw=randread\nbs=4k\niodepth=4\nioengine=libaio\n")
+    unnamed = disks.run("--job", str(job), "--precondition", "--round", "1",
+                        "--max-rounds", "5", db=store_path)  # writes: --destructive
+    assert_one_line_error(unnamed, 1, "2 of 2 host(s) refuse",
+                          "tests that write: --precondition")
+    proc = disks.run("--job", str(job), "--precondition", "--round", "1", "--max-rounds",
+                     "5", "--destructive", path, db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    run = show(store_path)
+    written = sorted(int(line.split("=", 1)[1]) for j in run["job_files"]
+                     if "[precondition]" in j for line in j.splitlines()
+                     if line.startswith("io_size="))
+    assert written == [2 * size for size in SIZES], run["job_files"]  # each host its own
+    assert all(h["device"]["preconditioned"] for h in run["environment"]["hosts"])
+    assert "unwritten-reads" not in {w["kind"] for w in run["warnings"]}  # written first
+    assert len(run["data"]["steady_rounds"]["reads.fio"]["values"]) >= 5
+    assert all(Path(lo.dev).read_bytes()[-4096:].strip(b"\0")
+               for lo in disks.loops)  # each written to its end
+
+
 @pytest.mark.parametrize("path", ["/dev/sbtest-none", "/dev/shm/../sbtest-none",
                                   "/dev//./sbtest-none", "/dev/shm/x/../../sbtest-none"])
 def test_a_device_on_hosts_needs_ssh(path, store_path):
@@ -127,6 +170,14 @@ def test_a_device_on_hosts_needs_ssh(path, store_path):
     proc = run_cli("run", "/dev/sbtest-none", "--hosts", "ssh://127.0.0.1", "--suite",
                    "quick", "--destructive", "/dev/other", db=store_path)
     assert_one_line_error(proc, 2, "name the TARGET device again")
+
+
+@pytest.mark.parametrize("flag", ["--reads-only", "--precondition"])
+def test_the_device_flags_on_hosts_need_a_device(flag, store_path):
+    """A directory on the hosts is no device: the flag is refused before any host is asked."""
+    proc = run_cli("run", "/data", "--hosts", "ssh://127.0.0.1", "--suite", "quick", flag,
+                   db=store_path)
+    assert_one_line_error(proc, 2, "apply to block devices", "here or on --hosts")
 
 
 def test_a_block_recording_replays_on_each_hosts_device(disks, store_path, tmp_path):

@@ -258,8 +258,14 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         from storbench.target.kubernetes.storageclass import KubeTarget
 
         options = [build_options(c, f.kube_params, f.timeout_s) for c in f.storage_classes]
-        return [(KubeBlockTarget if o.block else KubeTarget)(o, f.shared_file, f.size_given)
-                for o in options]
+        if f.precondition:
+            raise ConfigError("--precondition applies to a block device TARGET, here or on"
+                              " --hosts; not to a StorageClass's volume (new, so blank)")
+        if f.reads_only and not all(o.block for o in options):
+            raise ConfigError("--reads-only applies to block devices: with --storage-class,"
+                              " a raw volume (--volume-mode Block)")
+        return [KubeBlockTarget(o, f.shared_file, f.size_given, f.reads_only) if o.block
+                else KubeTarget(o, f.shared_file, f.size_given) for o in options]
     if f.kube_given:  # ignored, unsaid, before: --capacity 100Gi on a directory
         raise ConfigError(f"{', '.join(f.kube_given)}: Kubernetes options apply to"
                           " --storage-class CLASS (or k8s://CLASS)")
@@ -284,9 +290,9 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         if f.probe_metadata:
             raise ConfigError("--probe-metadata runs on this machine; it cannot run on a"
                               " hosts target")
-        if f.precondition or f.reads_only:
-            raise ConfigError("--precondition and --reads-only apply to a block device on"
-                              " this machine, for now: not with --hosts")
+        if (f.precondition or f.reads_only) and not remote_device:
+            raise ConfigError("--precondition and --reads-only apply to block devices (a TARGET"
+                              " such as /dev/nvme1n1), here or on --hosts")
         if remote_device and f.shared_file:
             raise ConfigError("--shared-file applies to a file system shared by the hosts,"
                               " not to a block device")
@@ -294,7 +300,8 @@ def choose_targets(f: TargetFlags) -> list[Target]:
             from storbench.target.hostsdevice import HostsDeviceTarget
 
             return [HostsDeviceTarget(f.given[0], hosts, ssh_config=f.ssh_config,
-                                      destructive=f.destructive, size_given=f.size_given)]
+                                      destructive=f.destructive, size_given=f.size_given,
+                                      precondition=f.precondition, reads_only=f.reads_only)]
         return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config)]
     return _here(f, devices)
 
@@ -306,7 +313,7 @@ def _here(f: TargetFlags, devices: list[Path]) -> list[Target]:
         raise ConfigError("a TARGET is given twice")
     if (f.precondition or f.reads_only) and len(devices) != len(f.given):
         raise ConfigError("--precondition and --reads-only apply to block devices (a TARGET"
-                          " such as /dev/nvme1n1)")
+                          " such as /dev/nvme1n1), here or on --hosts")
     return [BlockTarget(p, f.destructive, f.size_given, f.precondition, f.reads_only)
             if p in devices else DirectoryTarget(p) for p in f.given]
 

@@ -185,8 +185,14 @@ class RunContext:
         """fio's output of a step that measures no test (preconditioning), kept with the
         run as it is."""
         self.store.add_invocation(self.run_id, Invocation(
-            index, jobs[0].text, execution.raw_json, execution.returncode, execution.stderr,
-            execution.wall_s), [], [])
+            index, self._stored_text(jobs), execution.raw_json, execution.returncode,
+            execution.stderr, execution.wall_s), [], [])
+
+    def _stored_text(self, jobs: list[FioJob]) -> str:
+        """A step's job files as stored: each worker's under its name, when several."""
+        if len(jobs) == 1:
+            return jobs[0].text
+        return "\n".join(f"# {self.target.worker_noun} {j.worker}\n{j.text}" for j in jobs)
 
     # --- what the loop does around a kind ----------------------------------------------
     def prepare(self, fio: FioBinary | None) -> None:
@@ -267,12 +273,10 @@ class RunContext:
         planned = dict(step.test.jobfile.effective())  # the jobs as written: bare flags too
         found = [w for r in results
                  for w in warnings.compute(r, facts, step.test.paced, planned.get(r.name))]
-        text = "\n".join(f"# {self.target.worker_noun} {j.worker}\n{j.text}" if several
-                         else j.text for j in step.jobs)
         self.store.add_invocation(
             self.run_id,
-            Invocation(step.index, text, execution.raw_json, execution.returncode,
-                       execution.stderr, execution.wall_s),
+            Invocation(step.index, self._stored_text(step.jobs), execution.raw_json,
+                       execution.returncode, execution.stderr, execution.wall_s),
             numbered, found, repeat=step.repeat, per_host=rows)
         checked = ([(w, r) for w, rs in per_worker.items() for r in rs] if several
                    else [("", r) for r in results])

@@ -1,11 +1,14 @@
-"""A block device on many hosts at once: the hosts target (target/hosts.py) whose
-storage is each host's device, not files in a directory.
+"""A block device on many hosts at once: the Device storage (target/device.py: the
+device's rules, the same on every place) where fio runs on the hosts of
+target/hosts.py, each host's device at the same path.
 
 The device guard runs on every host over SSH (target/remoteguard.py: a device that is
 mounted or in use is never touched, writing needs ``--destructive``), before the run is
 stored and once more right before fio; fio on each host gets the job file pointed at
-the device (blockdev.device_job: ``--readonly`` for one that only reads) and a replay's
-iolog in the host's SSH session directory, every name in it the device.
+the device (``--readonly`` for one that only reads, each test the whole device unless
+--size, or only the tests that read with --reads-only), a replay's iolog in the host's
+SSH session directory, every name in it the device, and with --precondition the device
+written whole first on every host.
 """
 
 from __future__ import annotations
@@ -15,16 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storbench.errors import ConfigError, TargetError
+from storbench.errors import ConfigError
 from storbench.execute import FioBinary, FioJob, SignalGuard
 from storbench.execute.ssh import Remote, put_remote
 from storbench.target.base import DeviceRoom, Placed
-from storbench.target.blockdev import access, device_job, found_on_it, identity, writes
-from storbench.target.hostlist import Host
+from storbench.target.device import Device, Seen
 from storbench.target.hosts import HostsTarget
-from storbench.target.remoteguard import judge_all
+from storbench.target.remoteguard import look_all
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan
+
+REFUSED = "Nothing was started."  # what a refusal says after why
 
 
 @dataclass
@@ -33,9 +37,22 @@ class HostsDeviceTarget(HostsTarget):
 
     destructive: str | None = None  # the device named again: writing to it is allowed
     size_given: bool = False  # --size: else each test covers each host's device
-    reports: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)  # guard's
-    writers: list[str] = field(default_factory=list, init=False)  # the tests that write
+    precondition: bool = False  # --precondition: each host's device is written first
+    reads_only: bool = False  # --reads-only: only the plan's tests that only read
+    dev: Device = field(init=False)
     files_in_path = False  # the device is no directory: no files of the run's in it
+
+    def __post_init__(self) -> None:
+        self.dev = Device(str(self.path), self.destructive, self.size_given, self.precondition,
+                          self.reads_only)
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), **self.dev.settings()}
+
+    def look(self, writes: bool) -> list[Seen]:
+        """Each host's guard, over SSH, all hosts at once."""
+        return look_all([h.ssh for h in self.hosts if h.ssh is not None], self.ssh_config,
+                        str(self.path), writes, self.destructive)
 
     def preflight(self) -> None:
         """Every host must be reached over SSH (the guard runs there), and none may have
@@ -44,33 +61,33 @@ class HostsDeviceTarget(HostsTarget):
             raise ConfigError(f"{self.path} on --hosts: a block device needs every host"
                               " reached over SSH (ssh://HOST): storbench checks the"
                               " device on each host before fio touches it")
-        self._judge(writes=False)
+        self.dev.judge(self.look, every="host", after=REFUSED)
 
-    def _judge(self, writes: bool) -> None:
-        self.reports = judge_all([h.ssh for h in self.hosts if h.ssh is not None],
-                                 self.ssh_config, str(self.path), writes, self.destructive)
+    def restrict(self, plan: Plan) -> Plan:
+        return self.dev.restrict(plan)
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         """Nothing runs anywhere before every host allowed what the plan does."""
-        self.writers = writes(plan)
-        self._judge(writes=bool(self.writers))
+        self.dev.check(plan, self.look, every="host", after=REFUSED)
         super().check(plan, fio, workdir)
 
     def remote(self) -> Remote:
         """Each session may write the device only when the guard allowed writing."""
-        return Remote("", ("--file", str(self.path)) if self.writers else ())
+        return Remote("", ("--file", str(self.path)) if self.dev.writing else ())
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         """fio told --readonly for a job file that only reads."""
-        return [FioJob(h.key, f"t{index:03d}-h{i}.fio", *device_job(
-            jobfile, str(self.path), None if self.size_given else self._size(h),
-            Path(self._session_dir(h))))
-            for i, h in enumerate(self.hosts)]
+        return [self.dev.job(jobfile, h.key, str(self.path), f"t{index:03d}-h{i}.fio",
+                             self.dev.size_of(h.key), Path(self._session_dir(h)))
+                for i, h in enumerate(self.hosts)]
+
+    def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
+        return [self.dev.precondition_job(h.key, str(self.path), f"precondition-h{i}.fio",
+                                          cap_bytes) for i, h in enumerate(self.hosts)]
 
     def replay_device(self) -> DeviceRoom:
-        """The smallest host's device, once the guard reached them all (check)."""
-        size = min(self._size(h) for h in self.hosts) if self.reports else None
-        return DeviceRoom(size, str(self.path), smallest_of="host")
+        """The smallest host's device, once the guard reached them all."""
+        return self.dev.room(smallest_of="host")
 
     def put_dirs(self) -> list[str]:
         return [self._session_dir(h) for h in self.hosts]
@@ -84,12 +101,10 @@ class HostsDeviceTarget(HostsTarget):
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         facts = super().describe(fio)
+        seen = {s.worker: s for s in self.dev.seen}
         for entry in facts["hosts"]:
-            report = self.reports.get(entry["host"])
-            if report is not None:
-                entry["device"] = {**report["facts"], "device": report["findings"]["device"],
-                                   "found_on_it": found_on_it(report["findings"]["signatures"]),
-                                   "access": access(bool(self.writers))}
+            if entry["host"] in seen:
+                entry["device"] = self.dev.facts(seen[entry["host"]])
         facts["target"]["block_device"] = True
         return facts
 
@@ -98,14 +113,5 @@ class HostsDeviceTarget(HostsTarget):
         """The guard once more on every host, right before fio; then each host's device,
         said."""
         super().prepare(uid, invocations, guard, note)
-        self._judge(writes=bool(self.writers))
-        for host, report in self.reports.items():
-            found = report["findings"]
-            note(f"{host}: " + identity(found["device"], report["facts"], found["signatures"],
-                                       writes=bool(self.writers)))
-
-    def _size(self, host: Host) -> int:
-        size = int(self.reports.get(host.key, {}).get("facts", {}).get("size_bytes") or 0)
-        if not size:
-            raise TargetError(f"{host.key}: {self.path} has no size (an empty loop device?)")
-        return size
+        self.dev.judge(self.look, self.dev.writers, every="host", after=REFUSED)
+        self.dev.say(note)

@@ -20,7 +20,7 @@ from storbench.execute.kubernetes import Kube
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import needs_root, run_cli
 from tests.k8s import leftovers
-from tests.target.test_blockdev import READS, Loop, mkfs
+from tests.target.test_blockdev import Loop, mkfs
 
 pytestmark = [pytest.mark.integration, needs_root]
 
@@ -112,7 +112,7 @@ def test_a_blank_block_volume_is_measured_raw_and_nothing_is_left(
 
 
 def test_a_block_volume_holding_a_file_system_is_refused_for_writing(
-        kube, namespace, k8s_env, store_path, block_class, tmp_path):
+        kube, namespace, k8s_env, store_path, block_class):
     """One line naming what is on it; the device unchanged. Reading needs no more:
     fio --readonly."""
     mkfs(block_class.loop.dev)
@@ -120,18 +120,21 @@ def test_a_block_volume_holding_a_file_system_is_refused_for_writing(
     proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--suite", "quick",
                    "--runtime", "1", "--ramp", "0", "-n", namespace, db=store_path, env=k8s_env)
     assert_one_line_error(proc, 1, "holds ext4 file system", "wrote nothing",
-                          "tests that write: randwrite")
+                          "tests that write: randwrite", "or --reads-only")
     assert block_class.loop.digest() == before
     assert left(kube, namespace, block_class) == []
     block_class.offer()
-    job = tmp_path / "reads.fio"
-    job.write_text(READS)
-    proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--job", str(job),
-                   "-n", namespace, db=store_path, env=k8s_env)
+    # the read half of the suite (as on a device here and on hosts: target/device.py)
+    proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--suite", "quick",
+                   "--runtime", "1", "--ramp", "0", "--reads-only", "-n", namespace,
+                   db=store_path, env=k8s_env)
     assert proc.returncode == 0, proc.stderr
+    assert "Left out (--reads-only): randwrite, seqwrite, synclat: they write" in proc.stderr
     assert "Reading (fio --readonly) Block volume" in proc.stderr
     assert "found on it: ext4 file system" in proc.stderr
     run = show_json(store_path)
+    assert [t["name"] for t in run["tests"]] == ["randread", "seqread"]
+    assert all("fio --readonly" in j for j in run["job_files"])
     assert run["tests"][0]["read"]["iops"] > 0
     assert run["environment"]["target"]["access"] == "read only"
     assert block_class.loop.digest() == before
@@ -169,3 +172,11 @@ def test_block_in_the_dry_run_and_the_modes_it_refuses(store_path, k8s_env):
     proc = run_cli("run", "--storage-class", "local-hostpath", "--volume-mode", "raw",
                    "--suite", "quick", "--dry-run", db=store_path, env=k8s_env)
     assert_one_line_error(proc, 2, "choose Filesystem or Block")
+    # a device's flags on a class's volume: --reads-only needs a raw one; --precondition
+    # is refused (a new volume is blank)
+    proc = run_cli("run", "--storage-class", "local-hostpath", "--reads-only", "--suite",
+                   "quick", "--dry-run", db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 2, "--reads-only applies to block devices", "--volume-mode Block")
+    proc = run_cli("run", "--storage-class", "local-hostpath", *BLOCK, "--precondition",
+                   "--suite", "quick", "--dry-run", db=store_path, env=k8s_env)
+    assert_one_line_error(proc, 2, "--precondition applies to a block device TARGET")

@@ -6,14 +6,13 @@ from __future__ import annotations
 import base64
 import re
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
 from storbench.errors import TargetError
 from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
-from storbench.target.blockdev import access, found_on_it, verb
 from storbench.target.blockguard import signatures
+from storbench.target.device import Seen, found_on_it
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
     DEVICE_PATH,
@@ -21,7 +20,6 @@ from storbench.target.kubernetes.manifests import (
     int_or_none,
     quantity_bytes,
 )
-from storbench.workload.sizes import format_bytes_iec
 
 
 def class_facts(kube: Kube, sc: Any, o: KubeOptions, namespace: str,
@@ -114,14 +112,15 @@ def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOp
 GUARD_BYTES = 2**20  # from each end of a Block volume, probed by blkid -p on this machine
 
 
-def volume_guard(kube: Kube, namespace: str, pods: list[tuple[str, str]], writers: list[str],
-                 note: Callable[[str], None]) -> dict[str, Any]:
-    """Each Block volume's size, and what its first and last MiB hold (blkid -p on a
-    copy, on this machine: the image needs only sh, blockdev, dd and base64). A volume
-    holding a file system, partition table or other signature is refused before fio
-    writes to it."""
-    facts: dict[str, Any] = {"device": DEVICE_PATH}
-    for pod, claim in _one_per_claim(pods):
+def look_volumes(kube: Kube, namespace: str, pods: list[tuple[str, str]],
+                 writes: bool) -> list[Seen]:
+    """Each Block volume as its guard sees it: its size, and what its first and last MiB
+    hold (blkid -p on a copy, on this machine: the image needs only sh, blockdev, dd and
+    base64). A volume holding a file system, partition table or other signature is
+    refused for writing (device.Device.judge): storbench writes only to blank volumes."""
+    seen = []
+    claims = _one_per_claim(pods)
+    for pod, claim in claims:
         try:
             size = int(_read(kube, namespace, pod, f"blockdev --getsize64 {DEVICE_PATH}"))
             sectors = min(GUARD_BYTES, size) // 512
@@ -143,17 +142,13 @@ def volume_guard(kube: Kube, namespace: str, pods: list[tuple[str, str]], writer
             copy.write(tail)
             copy.flush()
             found = signatures(copy.name)
-        on_it = ", ".join(found_on_it(found))
-        if found and writers:
-            raise TargetError(
-                f"the Block volume of PVC {namespace}/{claim} holds {on_it} (blkid -p on its"
-                f" first and last MiB): storbench writes only to blank volumes, and wrote"
-                f" nothing (tests that write: {', '.join(writers)})")
-        note(f"{verb(bool(writers))} Block volume {claim} ({format_bytes_iec(size)},"
-             f" {DEVICE_PATH} in pod {pod}); found on it: {on_it}")
-        facts.update(size_bytes=size, found_on_it=found_on_it(found),
-                     access=access(bool(writers)))
-    return facts
+        refused = (f"the Block volume of PVC {namespace}/{claim} holds"
+                   f" {', '.join(found_on_it(found))} (blkid -p on its first and last MiB):"
+                   " storbench writes only to blank volumes, and wrote nothing"
+                   if found and writes else "")
+        seen.append(Seen(pod, DEVICE_PATH, tuple(found), {"size_bytes": size}, refused,
+                         pod if len(claims) > 1 else "", f"Block volume {claim}"))
+    return seen
 
 
 def _read(kube: Kube, namespace: str, pod: str, script: str) -> str:
