@@ -88,10 +88,12 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " engine, external engines). Default: refused; paths outside the"
                    " scratch directory are refused always.")
 @click.option("--reads-only", is_flag=True,
-              help="Block devices: run only the tests that only read (the read half of"
-                   " dbench), with fio --readonly; no --destructive needed.")
+              help="Block devices (here, on --hosts, a --volume-mode Block volume): run"
+                   " only the tests that only read (the read half of dbench), with fio"
+                   " --readonly; no --destructive needed.")
 @click.option("--precondition", is_flag=True,
-              help="Block devices, as the SNIA PTS does it: write the device twice"
+              help="Block devices (here, on --hosts), as the SNIA PTS does it: write the"
+                   " device twice"
                    " sequentially (128 KiB blocks), then run each test in rounds until"
                    " steady state (last 5 rounds within 20%, slope within 10%); the figures"
                    " are those 5 rounds'. Needs --destructive.")
