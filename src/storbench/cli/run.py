@@ -92,11 +92,12 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " only the tests that only read (the read half of dbench), with fio"
                    " --readonly; no --destructive needed.")
 @click.option("--precondition", is_flag=True,
-              help="Block devices (here, on --hosts), as the SNIA PTS does it: write the"
-                   " device twice"
+              help="Block devices (here, on --hosts, a --volume-mode Block volume), as"
+                   " the SNIA PTS does it: write the device twice"
                    " sequentially (128 KiB blocks), then run each test in rounds until"
                    " steady state (last 5 rounds within 20%, slope within 10%); the figures"
-                   " are those 5 rounds'. Needs --destructive.")
+                   " are those 5 rounds'. A device here or on --hosts needs --destructive"
+                   " (a Block volume: a blank one).")
 @click.option("--precondition-size", metavar="SIZE",
               help="With --precondition: write at most this much (default: twice the"
                    " device).")

@@ -258,14 +258,11 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         from storbench.target.kubernetes.storageclass import KubeTarget
 
         options = [build_options(c, f.kube_params, f.timeout_s) for c in f.storage_classes]
-        if f.precondition:
-            raise ConfigError("--precondition applies to a block device TARGET, here or on"
-                              " --hosts; not to a StorageClass's volume (new, so blank)")
-        if f.reads_only and not all(o.block for o in options):
-            raise ConfigError("--reads-only applies to block devices: with --storage-class,"
-                              " a raw volume (--volume-mode Block)")
-        return [KubeBlockTarget(o, f.shared_file, f.size_given, f.reads_only) if o.block
-                else KubeTarget(o, f.shared_file, f.size_given) for o in options]
+        if (f.precondition or f.reads_only) and not all(o.block for o in options):
+            raise ConfigError("--precondition and --reads-only apply to block devices: with"
+                              " --storage-class, a raw volume (--volume-mode Block)")
+        return [KubeBlockTarget(o, f.shared_file, f.size_given, f.reads_only, f.precondition)
+                if o.block else KubeTarget(o, f.shared_file, f.size_given) for o in options]
     if f.kube_given:  # ignored, unsaid, before: --capacity 100Gi on a directory
         raise ConfigError(f"{', '.join(f.kube_given)}: Kubernetes options apply to"
                           " --storage-class CLASS (or k8s://CLASS)")

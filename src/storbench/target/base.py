@@ -55,6 +55,9 @@ def default_deadline(test: PlannedTest) -> Deadline:
                     f"{why}, laying out its files at 16 MiB/s, and {MARGIN_S:.0f} s")
 
 
+PRECONDITION_BYTES_PER_S = 16 * 2**20  # its time limit: at least this fast, plus a minute
+
+
 @runtime_checkable
 class Preconditionable(Protocol):
     """A target that can be written whole before its tests (``run --precondition``)."""

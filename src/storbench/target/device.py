@@ -23,7 +23,7 @@ from typing import Any
 from storbench.errors import TargetError
 from storbench.execute.base import FioJob
 from storbench.result.record import BLANK_DEVICE
-from storbench.target.base import DeviceRoom
+from storbench.target.base import PRECONDITION_BYTES_PER_S, DeviceRoom
 from storbench.workload.guard import fio_path
 from storbench.workload.jobfile import JobFile, Section
 from storbench.workload.plan import Plan
@@ -199,6 +199,10 @@ class Device:
         before the guard reached them)."""
         return DeviceRoom(min(s.size for s in self.seen) if self.seen else None, self.path,
                           smallest_of=smallest_of)
+
+    def precondition_s(self, size_bytes: int) -> float:
+        """How long preconditioning a device of ``size_bytes`` may take (0: none asked)."""
+        return 2 * size_bytes / PRECONDITION_BYTES_PER_S + 60 if self.precondition else 0.0
 
     def precondition_job(self, worker: str, device: str, name: str,
                          cap_bytes: int | None) -> FioJob:

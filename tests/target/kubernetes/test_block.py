@@ -87,9 +87,12 @@ def left(kube: Kube, namespace: str, bc: BlockClass) -> list[str]:
 
 
 def test_a_blank_block_volume_is_measured_raw_and_nothing_is_left(
-        kube, namespace, k8s_env, store_path, block_class):
+        kube, namespace, k8s_env, store_path, block_class, tmp_path):
     """No --size: each test covers the volume (--capacity); the device node in the pod is
-    the loop device: it holds what fio wrote afterwards."""
+    the loop device: it holds what fio wrote afterwards. Its reads are warned of (the
+    volume was blank), and --precondition, as the warning says, writes it first."""
+    (tmp_path / "reads.fio").write_text(
+        "[randread]\nrw=randread\nbs=4k\niodepth=4\nioengine=libaio\n")
     assert block_class.blank()
     proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--suite", "quick",
                    "--runtime", "1", "--ramp", "0", "-n", namespace, db=store_path, env=k8s_env)
@@ -109,6 +112,21 @@ def test_a_blank_block_volume_is_measured_raw_and_nothing_is_left(
     unwritten = [w for w in run["warnings"] if w["kind"] == "unwritten-reads"]
     assert [w["test"] for w in unwritten] == ["randread", "seqread"], run["warnings"]
     assert unwritten[0]["details"]["devices"] == [f"a Block volume of class {block_class.name}"]
+    assert "Write the device first: --precondition" in unwritten[0]["message"]
+    # the warning's advice, taken: the volume written whole (twice) before the rounds
+    block_class.offer()
+    proc = run_cli("run", "--storage-class", block_class.name, *BLOCK, "--job",
+                   str(tmp_path / "reads.fio"), "--precondition", "--round", "1",
+                   "--max-rounds", "5", "-n", namespace, db=store_path, env=k8s_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Preconditioning: writing 512.0 MiB sequentially" in proc.stdout + proc.stderr
+    run = show_json(store_path)
+    assert any("[precondition]" in j and f"io_size={2 * SIZE}" in j and
+               "filename=/dev/storbench" in j for j in run["job_files"]), run["job_files"]
+    assert run["environment"]["target"]["preconditioned"] is True
+    assert "unwritten-reads" not in {w["kind"] for w in run["warnings"]}
+    assert len(run["data"]["steady_rounds"]["reads.fio"]["values"]) >= 5
+    assert left(kube, namespace, block_class) == []
 
 
 def test_a_block_volume_holding_a_file_system_is_refused_for_writing(
@@ -172,11 +190,9 @@ def test_block_in_the_dry_run_and_the_modes_it_refuses(store_path, k8s_env):
     proc = run_cli("run", "--storage-class", "local-hostpath", "--volume-mode", "raw",
                    "--suite", "quick", "--dry-run", db=store_path, env=k8s_env)
     assert_one_line_error(proc, 2, "choose Filesystem or Block")
-    # a device's flags on a class's volume: --reads-only needs a raw one; --precondition
-    # is refused (a new volume is blank)
-    proc = run_cli("run", "--storage-class", "local-hostpath", "--reads-only", "--suite",
-                   "quick", "--dry-run", db=store_path, env=k8s_env)
-    assert_one_line_error(proc, 2, "--reads-only applies to block devices", "--volume-mode Block")
-    proc = run_cli("run", "--storage-class", "local-hostpath", *BLOCK, "--precondition",
-                   "--suite", "quick", "--dry-run", db=store_path, env=k8s_env)
-    assert_one_line_error(proc, 2, "--precondition applies to a block device TARGET")
+    # a device's flags on a class's volume need a raw one
+    for flag in ("--reads-only", "--precondition"):
+        proc = run_cli("run", "--storage-class", "local-hostpath", flag, "--suite", "quick",
+                       "--dry-run", db=store_path, env=k8s_env)
+        assert_one_line_error(proc, 2, "--precondition and --reads-only apply to block"
+                              " devices", "--volume-mode Block")

@@ -26,7 +26,7 @@ from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.record import Run, Warning
 from storbench.result.sections import ROUNDS, RoundsEntry
-from storbench.target.base import Preconditionable
+from storbench.target.base import PRECONDITION_BYTES_PER_S, Preconditionable, Target
 from storbench.workload.jobfile import SEQUENTIAL
 from storbench.workload.plan import Plan
 from storbench.workload.sizes import format_bytes_iec, parse_size
@@ -114,9 +114,6 @@ class Rounds:
                 for test, values in self.values.items() if test not in self.reached]
 
 
-PRECONDITION_BYTES_PER_S = 16 * 2**20  # its time limit: at least this fast, plus a minute
-
-
 @dataclass
 class RoundsKind(Plain):
     """``run --precondition``: the device written whole, then each test in rounds until
@@ -140,6 +137,11 @@ class RoundsKind(Plain):
 
     def check(self) -> None:
         pass  # RunSpec.check judged --round, --max-rounds and --precondition-size
+
+    def check_target(self, target: Target) -> None:
+        """A target that cannot be written whole is refused before anything is made."""
+        if not isinstance(target, Preconditionable):
+            raise ConfigError(f"--precondition applies to block devices, not a {target.kind}")
 
     def plan(self, plan: Plan) -> Plan:
         """Each test time based for a round, no ramp (the rounds before steady state are

@@ -4,9 +4,9 @@ pods of storageclass.py, each pod's volume the device DEVICE_PATH.
 
 Each pod gets its own volume (RWO); fio works on it (``--readonly`` for a job file that
 only reads, the whole volume unless --size, only the tests that read with
---reads-only), and the volume is looked at before a test writes to it
-(facts.look_volumes: a volume holding a file system or partition table is refused for
-writing).
+--reads-only; with --precondition each volume is written whole first), and the volume
+is looked at before a test writes to it (facts.look_volumes: a volume holding a file
+system or partition table is refused for writing).
 """
 
 from __future__ import annotations
@@ -34,9 +34,15 @@ class KubeBlockTarget(KubeTarget):
     """--volume-mode Block."""
 
     def __init__(self, options: KubeOptions, shared_file: bool = False,
-                 size_given: bool = False, reads_only: bool = False) -> None:
+                 size_given: bool = False, reads_only: bool = False,
+                 precondition: bool = False) -> None:
         super().__init__(options, shared_file, size_given)
-        self.dev = Device(DEVICE_PATH, size_given=size_given, reads_only=reads_only)
+        self.dev = Device(DEVICE_PATH, size_given=size_given, precondition=precondition,
+                          reads_only=reads_only)
+
+    def before_tests_s(self, capacity: str) -> float:
+        """--precondition: writing each volume whole, twice, before the tests."""
+        return self.dev.precondition_s(quantity_bytes(capacity) or 0)
 
     def capacity(self, plan: Plan) -> str:
         """A given --capacity and no --size: the tests cover the volume."""
@@ -76,6 +82,14 @@ class KubeBlockTarget(KubeTarget):
         self.dev.judge(self.look, self.dev.plan_writers(self.plan), every="pod")
         self.dev.say(note)
         self.environment["target"].update(self.dev.facts(self.dev.seen[0]))
+
+    def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
+        """Each pod's volume written whole (its size as looked at), twice."""
+        assert self.layout is not None
+        pods = [pod for pod, _ in self.layout.pods]
+        return [self.dev.precondition_job(pod, DEVICE_PATH, "precondition.fio" if len(pods) == 1
+                                          else f"precondition-p{i}.fio", cap_bytes)
+                for i, pod in enumerate(pods)]
 
     def check_put(self) -> None:
         raise ConfigError(PUT_REFUSED)

@@ -156,8 +156,8 @@ class KubeTarget(Quiet, InRunDirs):
         o = self.o
         jobs = {job.key: job.text for jobs in invocations for job in jobs}
         capacity = self.capacity(plan)
-        budget = o.timeout_s or START_S + sum(_test_s(t) + TEST_GRACE_S
-                                              for _, _, t in plan.schedule())
+        budget = o.timeout_s or START_S + self.before_tests_s(capacity) + sum(
+            _test_s(t) + TEST_GRACE_S for _, _, t in plan.schedule())
         pods = list(zip(pod_names(uid, o.clients), claim_names(uid, o), strict=True))
         deadline = int(budget + TEST_GRACE_S)
         manifests = [configmap_manifest(uid, namespace, o, jobs)]
@@ -166,6 +166,10 @@ class KubeTarget(Quiet, InRunDirs):
         manifests += [pod_manifest(uid, namespace, o, deadline, pod, claim)
                       for pod, claim in pods]
         return KubePlan(uid, namespace, plan, pods, jobs, capacity, budget, manifests)
+
+    def before_tests_s(self, capacity: str) -> float:
+        """How long the run may take before its first test, beyond starting the pods."""
+        return 0.0
 
     def capacity(self, plan: Plan) -> str:
         """The PVC's size: --capacity, else what the suite writes + 25 %."""
