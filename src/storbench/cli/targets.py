@@ -33,6 +33,9 @@ from storbench.target.hosts import HostsTarget
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEVICE_STAT_S = 5.0  # is_block_device: for a TARGET outside /dev to be looked at
+DEVICE_FLAGS = ("--precondition and --reads-only apply to block devices: a TARGET such as"
+                " /dev/nvme1n1 (here or on --hosts), or a --storage-class's raw volume"
+                " (--volume-mode Block)")
 
 
 class TargetPath(click.ParamType[str]):
@@ -259,8 +262,7 @@ def choose_targets(f: TargetFlags) -> list[Target]:
 
         options = [build_options(c, f.kube_params, f.timeout_s) for c in f.storage_classes]
         if (f.precondition or f.reads_only) and not all(o.block for o in options):
-            raise ConfigError("--precondition and --reads-only apply to block devices: with"
-                              " --storage-class, a raw volume (--volume-mode Block)")
+            raise ConfigError(DEVICE_FLAGS)
         return [KubeBlockTarget(o, f.shared_file, f.size_given, f.reads_only, f.precondition)
                 if o.block else KubeTarget(o, f.shared_file, f.size_given) for o in options]
     if f.kube_given:  # ignored, unsaid, before: --capacity 100Gi on a directory
@@ -288,8 +290,7 @@ def choose_targets(f: TargetFlags) -> list[Target]:
             raise ConfigError("--probe-metadata runs on this machine; it cannot run on a"
                               " hosts target")
         if (f.precondition or f.reads_only) and not remote_device:
-            raise ConfigError("--precondition and --reads-only apply to block devices (a TARGET"
-                              " such as /dev/nvme1n1), here or on --hosts")
+            raise ConfigError(DEVICE_FLAGS)
         if remote_device and f.shared_file:
             raise ConfigError("--shared-file applies to a file system shared by the hosts,"
                               " not to a block device")
@@ -309,8 +310,7 @@ def _here(f: TargetFlags, devices: list[Path]) -> list[Target]:
     if len({os.path.abspath(p) for p in f.given}) != len(f.given):
         raise ConfigError("a TARGET is given twice")
     if (f.precondition or f.reads_only) and len(devices) != len(f.given):
-        raise ConfigError("--precondition and --reads-only apply to block devices (a TARGET"
-                          " such as /dev/nvme1n1), here or on --hosts")
+        raise ConfigError(DEVICE_FLAGS)
     return [BlockTarget(p, f.destructive, f.size_given, f.precondition, f.reads_only)
             if p in devices else DirectoryTarget(p) for p in f.given]
 
