@@ -130,6 +130,21 @@ def test_a_database_damaged_in_the_middle(command, store_path, fio_json_text, tm
         assert "damaged" in proc.stderr and ".recover" in proc.stderr
 
 
+@pytest.mark.parametrize("command", [["list"], ["show", "1"], ["compare", "1", "2"]])
+def test_a_database_damaged_where_it_is_opened(command, store_path, fio_json_text, tmp_path):
+    """Its first page (the schema) overwritten: opening it fails, and the error says so in
+    the words of any other damage: damaged, and how to recover what is readable (a CI run
+    got "cannot open the results database …: malformed; pass --db another file" for
+    every command of the test above, whose damage lands where it may)."""
+    damaged(store_path, fio_json_text)  # then the first page, after its 100-byte header
+    with store_path.open("r+b") as f:
+        f.seek(100)
+        f.write(b"\xa5" * 3996)
+    proc = run_cli(*[c.format(tmp=tmp_path) for c in command], db=store_path)
+    assert_one_line_error(proc, 1, str(store_path), "is damaged", "malformed",
+                          f"sqlite3 '{store_path}' .recover")
+
+
 @pytest.mark.parametrize("command", [["show", "2"], ["export", "1", "2"], ["compare", "1", "2"],
                                      ["report", "1", "2", "-o", "{tmp}/r.html"]])
 def test_a_stored_text_that_is_no_longer_utf8(command, store_path, fio_json_text, tmp_path):

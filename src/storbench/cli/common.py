@@ -8,7 +8,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -176,14 +175,10 @@ def database_error(path: str, exc: Exception,
     # of garbage included): the column's name is enough.
     said, undecodable = re.subn(r"^(Could not decode to UTF-8 column '[^']*').*", r"\1",
                                 said, flags=re.S)
-    if isinstance(exc, sqlite3.DatabaseError) and (
-            type(exc) is sqlite3.DatabaseError or "malformed" in said
-            or "not a database" in said or undecodable):
-        return StoreError(
-            f"the results database {path!r} is damaged ({said}); recover what is readable"
-            f" with: sqlite3 {path!r} .recover | sqlite3 recovered.db, then pass --db"
-            " recovered.db")
-    return StoreError(f"the results database {path!r}: {said}")
+    from storbench.store.sqlite import damaged
+
+    return damaged(path, exc, said, bool(undecodable)) or StoreError(
+        f"the results database {path!r}: {said}")
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

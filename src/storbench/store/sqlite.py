@@ -55,6 +55,20 @@ def insert_warnings(db: Any, run_id: int, warnings: Sequence[Warning]) -> None:
 RUN_ID = re.compile(r"#?[0-9]+")  # ASCII digits only: "²" is a digit to str.isdigit()
 
 
+
+def damaged(path: str, exc: Exception, said: str, undecodable: bool = False
+            ) -> StoreError | None:
+    """A SQLite file found damaged (``said``: the driver's words for ``exc``), in our
+    words: how to save what is readable. None for any other error."""
+    if isinstance(exc, sqlite3.DatabaseError) and (
+            type(exc) is sqlite3.DatabaseError or "malformed" in said
+            or "not a database" in said or undecodable):
+        return StoreError(
+            f"the results database {path!r} is damaged ({said}); recover what is readable"
+            f" with: sqlite3 {path!r} .recover | sqlite3 recovered.db, then pass --db"
+            " recovered.db")
+    return None
+
 class Store:
     db: Any  # sqlite3.Connection, or postgres.Connection (the same calls)
 
@@ -88,8 +102,9 @@ class Store:
             self.db = open_sqlite(self.path)
             self._mark_crashed()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open the results database {self.path!r}: {exc};"
-                             " pass --db another file") from exc
+            raise damaged(self.path, exc, str(exc)) or StoreError(
+                f"cannot open the results database {self.path!r}: {exc}; pass --db another"
+                " file") from exc
 
     def _open_postgres(self, url: str) -> None:
         import psycopg
