@@ -56,6 +56,15 @@ RUN_ID = re.compile(r"#?[0-9]+")  # ASCII digits only: "²" is a digit to str.is
 
 
 
+def _sqlite_header(path: str) -> bool:
+    """Whether the file begins as every SQLite database does."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 def damaged(path: str, exc: Exception, said: str, undecodable: bool = False
             ) -> StoreError | None:
     """A SQLite file found damaged (``said``: the driver's words for ``exc``), in our
@@ -102,9 +111,10 @@ class Store:
             self.db = open_sqlite(self.path)
             self._mark_crashed()
         except sqlite3.DatabaseError as exc:
-            raise damaged(self.path, exc, str(exc)) or StoreError(
-                f"cannot open the results database {self.path!r}: {exc}; pass --db another"
-                " file") from exc
+            # a SQLite file that cannot be opened is damaged; any other file is no database
+            raise (damaged(self.path, exc, str(exc)) if _sqlite_header(self.path) else None) \
+                or StoreError(f"cannot open the results database {self.path!r}: {exc}; pass"
+                              " --db another file") from exc
 
     def _open_postgres(self, url: str) -> None:
         import psycopg
