@@ -717,6 +717,15 @@ def test_a_process_strace_cannot_follow_is_said_in_straces_words(tmp_path):
         app.wait()
 
 
+def _skip_if_outrun(proc) -> None:
+    """fio on tmpfs, unthrottled, can outrun bpftrace: the recording then fails saying so,
+    and stores nothing (as it must); what the test would check was not recorded. Seen on
+    a 2-core machine (544, 931, 13,708 and 37,343 events lost in four runs; it kept up on
+    the machines before)."""
+    if proc.returncode == 1 and "storbench: error: bpftrace lost" in proc.stderr:
+        pytest.skip(f"bpftrace could not keep up with fio here: {proc.stderr.strip()[-200:]}")
+
+
 def _record_fio(db, tmpfs: Path, name: str, flags: tuple[str, ...] = (),
                 fio: tuple[str, ...] = ()):
     """fio as the application on a laid-out file in ``tmpfs``, recorded as ``name`` with
@@ -725,6 +734,7 @@ def _record_fio(db, tmpfs: Path, name: str, flags: tuple[str, ...] = (),
     data.write_bytes(b"\0" * (1 << 20))
     proc = run_cli("record", name, "--dir", str(tmpfs), *flags, "--",
                    *_app(f"--filename={data}", *fio), db=db, timeout=60)
+    _skip_if_outrun(proc)
     assert proc.returncode == 0, proc.stderr
     [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
     return proc, w
@@ -734,12 +744,13 @@ def _record_fio(db, tmpfs: Path, name: str, flags: tuple[str, ...] = (),
 @pytest.mark.parametrize("tracer", TRACERS)
 def test_max_size_stops_the_recording_and_keeps_what_came_before(tmpfs, tmp_path, tracer):
     # fio's own start-up is ~110 KB of strace output before its first I/O; then ~360 KB a
-    # second: 400k stops it about a second in, of its 30
+    # second: 400k stops it about a second in, of its 30 (bpftrace's lines are shorter: a
+    # fast machine made 10,685 reads before 400k, in 0.4 s; its 30 s would be millions)
     proc, w = _record_fio(tmp_path / "r.db", tmpfs, "long",
                           ("--max-size", "400k", "--tracer", tracer),
                           ("--time_based", "--runtime=30"))
     assert "Stopped early by --max-size" in proc.stdout, proc.stdout
-    assert w["stopped"] and 0 < w["counts"]["reads"] < 10_000 and w["wall_s"] < 20
+    assert w["stopped"] and 0 < w["counts"]["reads"] < 50_000 and w["wall_s"] < 20
 
 
 @needs_fio
@@ -773,6 +784,7 @@ def test_measure_cost_of_a_followed_process_counts_its_calls_before_and_traced(t
         proc = run_cli("record", "steady", "--dir", str(tmpfs), "--pid", str(app.pid),
                        "--duration", "3", "--measure-cost", "--tracer", tracer, db=db,
                        timeout=60)
+        _skip_if_outrun(proc)
         assert proc.returncode == 0, proc.stderr
         assert app.poll() is None  # followed, then left running
     finally:
@@ -945,3 +957,18 @@ def test_bpftrace_buffers_stay_bounded_on_many_cpus():
         pages = bpfcapture.ring_pages(cpus)
         assert pages & (pages - 1) == 0 and 64 <= pages <= 1024
         assert pages * 4096 * cpus <= 64 << 20 or pages == 64
+
+
+def test_a_loss_in_the_middle_of_bpftrace_s_output_is_found(tmp_path):
+    """bpftrace writes "Lost N events" where the loss happened, its events going on after
+    it: the loss is found anywhere in the output (the last 4 KiB alone were read: a
+    recording here stored a trace short of 40% of its calls as whole), across the pieces
+    the output is read in, and every loss is counted."""
+    out = tmp_path / "out"
+    event = "tok S 101 100 5 6 4096 0 3 4 5 6 7\n"
+    out.write_text(event * 1000 + "Lost 931 events\n" + event * 1000 + "Lost 12 events\n"
+                   + event * 10)
+    assert bpfcapture.lost_in(out) == 943
+    assert bpfcapture.lost_in(out, chunk=97) == 943  # a line cut between two pieces
+    out.write_text(event * 100)
+    assert bpfcapture.lost_in(out, chunk=97) == 0
