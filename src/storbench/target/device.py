@@ -85,6 +85,8 @@ class Device:
     size_given: bool = False  # --size: else each test covers the whole device
     precondition: bool = False  # --precondition: the device is written first
     reads_only: bool = False  # --reads-only: only the plan's tests that only read
+    every: str = ""  # what a worker is called in a refusal of several: "host"
+    after: str = ""  # what the place says after a refusal: "Nothing was started."
     seen: list[Seen] = field(default_factory=list, init=False)  # the last judge's
     writers: list[str] = field(default_factory=list, init=False)  # tests that write
     left_out: list[str] = field(default_factory=list, init=False)  # --reads-only's
@@ -113,13 +115,11 @@ class Device:
         """What of the run writes: its tests that do, and preconditioning."""
         return writes(plan) + ([PRECONDITION] if self.precondition else [])
 
-    def judge(self, look: Look, writers: Sequence[str] = (), every: str = "",
-              after: str = "") -> list[Seen]:
+    def judge(self, look: Look, writers: Sequence[str] = ()) -> None:
         """The place's look at its devices for a run whose ``writers`` write (none: it
         only reads); TargetError unless the guard allows it on every worker, naming each
-        refusal (of several ``every``: "host"), what writes, and then ``after`` (what the
-        place says of a refusal: "Nothing was started.")."""
-        seen = list(look(bool(writers)))
+        refusal (of several, each ``every``), what writes, and then ``after``."""
+        seen, every, after = list(look(bool(writers))), self.every, self.after
         refused = [s for s in seen if s.refused]
         if refused:
             tests = f" (tests that write: {', '.join(writers)})" if writers else ""
@@ -133,12 +133,11 @@ class Device:
                            for s in refused))
             raise TargetError(why + tests + hint + (f". {after}" if after else ""))
         self.seen, self.writers = seen, list(writers)
-        return seen
 
-    def check(self, plan: Plan, look: Look, every: str = "", after: str = "") -> None:
+    def check(self, plan: Plan, look: Look) -> None:
         """Before anything of the run starts: the guard allows what the plan does on every
         worker's device, each has a size, and with --size no job reaches past the smallest."""
-        self.judge(look, self.plan_writers(plan), every, after)
+        self.judge(look, self.plan_writers(plan))
         for s in self.seen:
             if not s.size:
                 where = f"{s.label}: " if s.label else ""

@@ -44,7 +44,7 @@ class HostsDeviceTarget(HostsTarget):
 
     def __post_init__(self) -> None:
         self.dev = Device(str(self.path), self.destructive, self.size_given, self.precondition,
-                          self.reads_only)
+                          self.reads_only, every="host", after=REFUSED)
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), **self.dev.settings()}
@@ -61,14 +61,14 @@ class HostsDeviceTarget(HostsTarget):
             raise ConfigError(f"{self.path} on --hosts: a block device needs every host"
                               " reached over SSH (ssh://HOST): storbench checks the"
                               " device on each host before fio touches it")
-        self.dev.judge(self.look, every="host", after=REFUSED)
+        self.dev.judge(self.look)
 
     def restrict(self, plan: Plan) -> Plan:
         return self.dev.restrict(plan)
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         """Nothing runs anywhere before every host allowed what the plan does."""
-        self.dev.check(plan, self.look, every="host", after=REFUSED)
+        self.dev.check(plan, self.look)
         super().check(plan, fio, workdir)
 
     def remote(self) -> Remote:
@@ -113,5 +113,5 @@ class HostsDeviceTarget(HostsTarget):
         """The guard once more on every host, right before fio; then each host's device,
         said."""
         super().prepare(uid, invocations, guard, note)
-        self.dev.judge(self.look, self.dev.writers, every="host", after=REFUSED)
+        self.dev.judge(self.look, self.dev.writers)
         self.dev.say(note)

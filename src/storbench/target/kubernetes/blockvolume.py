@@ -38,7 +38,7 @@ class KubeBlockTarget(KubeTarget):
                  precondition: bool = False) -> None:
         super().__init__(options, shared_file, size_given)
         self.dev = Device(DEVICE_PATH, size_given=size_given, precondition=precondition,
-                          reads_only=reads_only)
+                          reads_only=reads_only, every="pod")
 
     def before_tests_s(self, capacity: str) -> float:
         """--precondition: writing each volume whole, twice, before the tests."""
@@ -79,7 +79,7 @@ class KubeBlockTarget(KubeTarget):
         """The pods running, then every volume looked at before a test writes to it."""
         super().prepare(uid, invocations, guard, note)
         assert self.plan is not None
-        self.dev.judge(self.look, self.dev.plan_writers(self.plan), every="pod")
+        self.dev.judge(self.look, self.dev.plan_writers(self.plan))
         self.dev.say(note)
         self.environment["target"].update(self.dev.facts(self.dev.seen[0]))
 
