@@ -147,7 +147,13 @@ def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_
     def lose() -> None:
         from storbench.execute.proctree import kill_tree
 
-        time.sleep(6)
+        # once fio works on the victim (its file laid out): a fixed 6 s came before fio
+        # started on a busy machine (the run then failed earlier, rightly, but otherwise)
+        until = time.monotonic() + 60
+        while time.monotonic() < until and not any(
+                f"-h{victim}" in f for f in ssh_hosts.files_on(victim)):
+            time.sleep(0.2)
+        time.sleep(1)
         for pid in ssh_hosts.sessions(victim):  # the host's sessions and its fio die
             kill_tree(pid)
 
