@@ -29,10 +29,9 @@ from storbench.target.environment import (
     mount_of,
     path_facts,
 )
-from storbench.workload.guard import plain
+from storbench.target.files import Files, Room, run_file_name
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
-from storbench.workload.sizes import format_bytes_iec
 
 REMOVE_WAIT_S = 10.0  # for the scratch directory to go (it goes on in the background)
 HURRY_REMOVE_S = 0.5  # the same after a signal: storbench ends within 5 s of one
@@ -53,6 +52,10 @@ class DirectoryTarget(InRunDirs):
     # the run's: a signal ends a wait on the file system at once (fsops.call)
     guard: SignalGuard | None = field(default=None, init=False)
     ramfs: bool = field(default=False, init=False)  # it counts no size (usable())
+    files: Files = field(init=False)  # the storage: fio's files in the scratch directory
+
+    def __post_init__(self) -> None:
+        self.files = Files(str(self.path))
 
     @property
     def name(self) -> str:
@@ -72,22 +75,17 @@ class DirectoryTarget(InRunDirs):
         return self.path.resolve() / f"{PREFIX}{uid}"
 
     def put_file(self, uid: str, name: str, text: Placed) -> None:
-        if not plain(name):
-            raise ValueError(f"not a plain file name: {name!r}")
         scratch = self.scratch_path(uid)
-        (scratch / name).write_text(text(lambda n: str(scratch / n)))
+        (scratch / run_file_name(name)).write_text(text(lambda n: str(scratch / n)))
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
-        free = self.usable()  # again: with several targets, this one's turn comes later
-        most, name = plan.largest()
-        if most > free:
-            raise TargetError(
-                f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"
-                f" {format_bytes_iec(most)}, {format_bytes_iec(free)} {self._free_words()};"
-                " pass a smaller --size or another target")
+        # again: with several targets, this one's turn comes later
+        self.files.check(plan, [self._room(self.usable())])
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
-        return [FioJob("", f"t{index:03d}.fio", jobfile.render())]
+        # fio's own names: the scratch directory is the run's alone
+        return [FioJob("", f"t{index:03d}.fio",
+                       self.files.for_worker(jobfile, f"storbench-{uid}", None).render())]
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         return {**host_facts(), "target": {"kind": self.kind, **path_facts(self.path)},
@@ -123,14 +121,7 @@ class DirectoryTarget(InRunDirs):
         except ValueError:
             raise TargetError(f"cannot remove the previous test's files in"
                               f" {str(self.scratch)!r}") from None
-        needed = max(0, (test.jobfile.estimated_bytes() or 0) - left["kept_bytes"])
-        free = self._room(left["free_bytes"])
-        if needed > free:
-            raise TargetError(
-                f"not enough free space in {str(self.path)!r} for test {test.name!r}: it"
-                f" needs {format_bytes_iec(needed)}, {format_bytes_iec(free)}"
-                f" {self._free_words()};"
-                " pass a smaller --size or another target")
+        self.files.between(test, left["kept_bytes"], self._room(left["free_bytes"]))
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
         return default_deadline(test)
@@ -182,17 +173,16 @@ class DirectoryTarget(InRunDirs):
             raise TargetError(f"target directory {str(p)!r} is not writable; pass a directory"
                               " you own, or run as a user who may write there")
         self.ramfs = ramfs
-        return self._room(int(seen["free_bytes"]))
+        return int(seen["free_bytes"])
 
-    def _room(self, free: int) -> int:
-        """The bytes a test may lay out: the file system's free bytes, or for a ramfs
-        (it keeps no count, 0 of 0, and grows into memory) the memory available."""
-        return (memory_available() or 0) if self.ramfs else free
-
-    def _free_words(self) -> str:
-        """How the room of ``_room`` is said after its size."""
-        return ("of memory available (ramfs counts no size: it grows into memory)"
-                if self.ramfs else "are free")
+    def _room(self, free: int) -> Room:
+        """The room a test may lay out its files in: the file system's free bytes, or
+        for a ramfs (it keeps no count, 0 of 0, and grows into memory) the memory
+        available."""
+        if self.ramfs:
+            return Room("", memory_available() or 0,
+                        "of memory available (ramfs counts no size: it grows into memory)")
+        return Room("", free)
 
     def leftovers(self) -> list[Leftover]:
         """Scratch directories of storbench runs that died without cleaning up."""

@@ -39,12 +39,10 @@ from storbench.execute.ssh import (
 )
 from storbench.target.base import DeviceRoom, Placed, Quiet
 from storbench.target.environment import agent_path_facts, host_facts
+from storbench.target.files import Files, Room, run_file_name
 from storbench.target.hostlist import Host
-from storbench.target.sharedlayout import lay_out
-from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
-from storbench.workload.sizes import format_bytes_iec
 
 
 @dataclass
@@ -71,6 +69,12 @@ class HostsTarget(Quiet):
     layout_with: tuple[FioBinary, Path] = field(init=False)  # check()'s: fio and its workdir
     guard: SignalGuard = field(init=False)  # prepare()'s
     files_in_path = True  # the path is a directory (a device's hosts write none)
+    # the storage: fio's files in the path on each host (target/files.py)
+    files: Files = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.files = Files(str(self.path), self.shared_file, every="host",
+                           hint="pass a smaller --size or another path")
 
     @property
     def name(self) -> str:
@@ -101,28 +105,19 @@ class HostsTarget(Quiet):
         if self.files_in_path:
             self.agent_facts = {h.key: agent_path_facts(h.socket, self.path)
                                 for h in self.hosts if h.socket}
-        self._check_room(plan)
         if self.files_in_path:
             self.sharing = self._sharing()
             if self.shared_file:
                 self._check_shared()
-            self._check_shared_room(plan)
+            self.files.check(plan, self.rooms(), self.sharing)
         endpoints = self.endpoints()
         found = probe(fio, list(endpoints.values()), workdir)
         self.versions = {w: found[key(s)] for w, s in endpoints.items()}
 
-    def _check_room(self, plan: Plan) -> None:
-        """Room for the largest test in the path on every host that said its free space
-        (each lays out its own files; or the shared one); a file system that keeps no
-        count (ramfs: 0 bytes of 0) is not judged."""
-        most, name = plan.largest()
-        short = [f"{host} has {format_bytes_iec(free)} free" for host in self.said()
-                 if (free := self._free(host)) is not None and most > free]
-        if short:
-            raise TargetError(
-                f"not enough free space in {str(self.path)!r} for test {name!r}: it needs"
-                f" {format_bytes_iec(most)} on each host; {', '.join(short)}; pass a smaller"
-                " --size or another path")
+    def rooms(self) -> list[Room]:
+        """The room in the path on each host that said its free space; a file system
+        that keeps no count (ramfs: 0 bytes of 0) is not judged."""
+        return [Room(host, self._free(host)) for host in self.said()]
 
     def said(self) -> dict[str, dict[str, Any]]:
         """What each host said of itself and its path: over SSH, its session; an agent on
@@ -193,21 +188,6 @@ class HostsTarget(Quiet):
                 f" {str(self.path)!r}: the path is not one file system shared by these hosts,"
                 " and each would work on a file of its own; leave out --shared-file")
 
-    def _check_shared_room(self, plan: Plan) -> None:
-        """Hosts that share the path each lay out their own files in it (but one file,
-        --shared-file): room for all of them at once, in the free space they all see."""
-        most, name = plan.largest()
-        for group in self.sharing:
-            free = [f for h in group if (f := self._free(h)) is not None]
-            files = 1 if self.shared_file else len(group)
-            if files > 1 and free and most * files > min(free):
-                raise TargetError(
-                    f"not enough free space in {str(self.path)!r} for test {name!r}:"
-                    f" {', '.join(group)} share it (each sees the others' files), so their"
-                    f" {files} files need {format_bytes_iec(most * files)} at once;"
-                    f" {format_bytes_iec(min(free))} are free; pass a smaller --size, fewer"
-                    " hosts, or --shared-file (one file for all)")
-
     def remote(self) -> Remote:
         """What each host's session may write and removes as it ends: the run's files in
         the path (a file per host, storbench-<uid>-...)."""
@@ -228,7 +208,7 @@ class HostsTarget(Quiet):
         replays is that host's copy (put_file); with every host reached over SSH, a
         job that says unlink=0 keeps its files until the host's session ends and
         removes them (a replay's prefill: the replay reads them next)."""
-        mine = jobfile.for_host(f"storbench-{uid}", f"h{i}", shared=self.shared_file)
+        mine = self.files.for_worker(jobfile, f"storbench-{uid}", f"h{i}")
         keep = all(h.ssh is not None for h in self.hosts)
         effective = dict(jobfile.effective())
         sections = []
@@ -272,8 +252,7 @@ class HostsTarget(Quiet):
     def put_file(self, uid: str, name: str, text: Placed) -> None:
         """Write ``text`` for each host as its own file of the run, over SSH (a new file,
         the SSH user's only), all hosts at once."""
-        if not plain(name):
-            raise ValueError(f"not a plain file name: {name!r}")
+        run_file_name(name)
         self.check_put()
 
         with ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
@@ -333,9 +312,8 @@ class HostsTarget(Quiet):
             if len(group) > 1 and not self.shared_file:
                 note(f"{', '.join(group)} share {self.path} (each sees the others' files):"
                      f" each works on its own files in it, {len(group)} at once")
-        if self.shared_file and self.files_in_path:
-            note(f"--shared-file: each test's file is laid out from {self.hosts[0].key} first,"
-                 " then every host starts the test on it")
+        if self.files_in_path:
+            self.files.say(note, self.hosts[0].key)
         if len(kinds) > 1:
             note(f"{self.path} is on different file systems on the hosts ("
                  + "; ".join(f"{fs} on {', '.join(hosts)}" for fs, hosts in kinds.items())
@@ -348,12 +326,13 @@ class HostsTarget(Quiet):
 
     def before_test(self, test: PlannedTest, keep: set[str]) -> None:
         """--shared-file: the test's file laid out from the first host alone (sharedlayout)."""
-        if self.shared_file and self.files_in_path:
+        if self.files_in_path:
             first = self.hosts[0].key
-            lay_out(self.executor(*self.layout_with, self.guard), first, test.name,
-                    self._for_host(test.jobfile, self.uid, 0), self.deadline(test),
-                    f"check that {first} can write the path, or list another host first"
-                    " in --hosts")
+            self.files.lay_out_first(
+                lambda: self.executor(*self.layout_with, self.guard), first, test,
+                self._for_host(test.jobfile, self.uid, 0), self.deadline(test),
+                f"check that {first} can write the path, or list another host first"
+                " in --hosts")
 
     def cleanup(self, hurry: bool = False) -> None:
         """End the SSH sessions: their fio servers stop with them."""

@@ -43,6 +43,7 @@ class HostsDeviceTarget(HostsTarget):
     files_in_path = False  # the device is no directory: no files of the run's in it
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.dev = Device(str(self.path), self.destructive, self.size_given, self.precondition,
                           self.reads_only, every="host", after=REFUSED)
 

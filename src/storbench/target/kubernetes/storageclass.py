@@ -37,6 +37,7 @@ from storbench.target.base import (
     Quiet,
     default_deadline,
 )
+from storbench.target.files import Files, run_file_name
 from storbench.target.kubernetes.facts import class_facts, pod_facts
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
@@ -51,8 +52,6 @@ from storbench.target.kubernetes.manifests import (
     pvc_manifest,
     quantity_bytes,
 )
-from storbench.target.sharedlayout import lay_out
-from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
@@ -118,6 +117,9 @@ class KubeTarget(Quiet, InRunDirs):
         self.note: Callable[[str], None] = lambda text: None
         self.guard: SignalGuard | None = None
         self.workdir = Path()
+        # the storage: fio's files in the run's scratch directory on the volume(s)
+        self.files = Files(f"storageclass/{options.storage_class}", shared_file, every="pod",
+                           hint="give more, or a smaller --size")
 
     # -- what it is ------------------------------------------------------------------
 
@@ -174,10 +176,9 @@ class KubeTarget(Quiet, InRunDirs):
     def capacity(self, plan: Plan) -> str:
         """The PVC's size: --capacity, else what the suite writes + 25 %."""
         o = self.o
-        per_client, name = plan.largest()
-        shared = o.clients > 1 and o.shared_volume
-        pods = o.clients if shared and not self.shared_file else 1
-        needed = per_client * pods
+        pods = o.clients if o.clients > 1 and o.shared_volume else 1  # on one volume
+        needed, name = self.files.needed(plan, pods)
+        pods = self.files.at_once(pods)
         capacity = o.capacity or capacity_for(needed)
         have = quantity_bytes(capacity)
         if have is not None and needed > have:
@@ -217,14 +218,16 @@ class KubeTarget(Quiet, InRunDirs):
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         pods = pod_names(uid, self.o.clients)
         if len(pods) == 1:
-            return [FioJob(pods[0], f"t{index:03d}.fio", jobfile.render())]
+            return [FioJob(pods[0], f"t{index:03d}.fio", self._for_pod(jobfile, uid, None)
+                           .render())]
         return [FioJob(pod, f"t{index:03d}-p{i}.fio", self._for_pod(jobfile, uid, i).render())
                 for i, pod in enumerate(pods)]
 
-    def _for_pod(self, jobfile: JobFile, uid: str, i: int) -> JobFile:
-        """Pod ``i``'s job file, of several pods on one volume: its own file names, or
-        the one shared file (for_host)."""
-        return jobfile.for_host(f"storbench-{uid}", f"p{i}", shared=self.shared_file)
+    def _for_pod(self, jobfile: JobFile, uid: str, i: int | None) -> JobFile:
+        """Pod ``i``'s job file, of several pods (that may share one volume): its own file
+        names, or the one shared file; the only pod (None): fio's own names."""
+        return self.files.for_worker(jobfile, f"storbench-{uid}",
+                                     None if i is None else f"p{i}")
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         if self.environment:
@@ -254,9 +257,7 @@ class KubeTarget(Quiet, InRunDirs):
         running = wait_running(kube, kp.namespace, kp.pods, guard, note, ready_by)
         self.environment = pod_facts(kube, kp.namespace, running, kp.pods[0][1], self.o,
                                      environment, self.files_in(kp))
-        if self.shared_file:
-            note(f"--shared-file: each test's file is laid out from pod {kp.pods[0][0]}"
-                 " first, then every pod starts the test on it")
+        self.files.say(note, f"pod {kp.pods[0][0]}")
 
     def files_in(self, kp: KubePlan) -> str:
         """Where fio's files are in the pods (their file system's facts are read there)."""
@@ -270,12 +271,10 @@ class KubeTarget(Quiet, InRunDirs):
         """Write ``text`` as ``name`` in the run's scratch directory in the pod, from
         arguments of PUT_CHUNK characters each (exec has no stdin here; an argument is at
         most 128 KiB): a replay's iolog. One pod on a Filesystem volume only."""
-        if not plain(name):
-            raise ValueError(f"not a plain file name: {name!r}")
         self.check_put()
         assert self.layout is not None
         scratch = self.layout.scratch
-        pod, path = self.layout.pods[0][0], f"{scratch}/{name}"
+        pod, path = self.layout.pods[0][0], f"{scratch}/{run_file_name(name)}"
         text = made(lambda n: f"{scratch}/{n}")
         chunk = PUT_CHUNK if text.isascii() else PUT_CHUNK // 4  # UTF-8: up to 4 bytes each
         for start in range(0, max(len(text), 1), chunk):
@@ -300,20 +299,19 @@ class KubeTarget(Quiet, InRunDirs):
             self.first_test = False
         else:
             self._remove_files(keep)
-        if self.shared_file:
-            assert self.layout is not None and self.guard is not None
-            pod = self.layout.pods[0][0]
-            lay_out(self.executor(None, self.workdir, self.guard), pod, test.name,
-                    self._for_pod(test.jobfile, self.layout.uid, 0),
-                    self.deadline(test), "check that the pods can write their volume",
-                    every="pod")
+        if not self.shared_file:
+            return
+        assert self.layout is not None and self.guard is not None
+        guard = self.guard
+        self.files.lay_out_first(lambda: self.executor(None, self.workdir, guard),
+                                 self.layout.pods[0][0], test,
+                                 self._for_pod(test.jobfile, self.layout.uid, 0),
+                                 self.deadline(test), "check that the pods can write their"
+                                 " volume")
 
     def _remove_files(self, keep: set[str]) -> None:
         assert self.layout is not None
-        names = " ".join(f"'{n}'" for n in sorted(keep) if "'" not in n)
-        script = (f"cd {self.layout.scratch} && for f in * .[!.]*; do [ -e \"$f\" ] ||"
-                  f" continue; case \" {names} \" in *\" '$f' \"*) ;; *) rm -rf -- \"$f\";;"
-                  " esac; done")
+        script = self.files.remove_script(str(self.layout.scratch), keep)
         pods = [p for p, _ in self.layout.pods]
         for pod in dict.fromkeys(pods if not self.o.shared_volume else pods[:1]):
             res = self._kube().exec(self.namespace, pod, ["sh", "-c", script], deadline_s=120)
