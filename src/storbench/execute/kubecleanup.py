@@ -5,8 +5,10 @@ csi-snapshotter sidecar, by the content's deletion policy)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from storbench.execute.kubestatus import KubeError
@@ -32,6 +34,8 @@ class Kube(Protocol):
                           annotations: dict[str, str]) -> None: ...
 
     def release_snapshot(self, namespace: str, name: str, finalizer: str) -> None: ...
+
+    def create(self, manifest: dict[str, Any], *, dry_run: bool = False) -> Any: ...
 
 Obj = tuple[str, str, str]  # (kind, namespace, name); "" for a cluster-scoped object
 BEING_DELETED = "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"
@@ -228,3 +232,32 @@ def delete_saying(kube: Kube, objects: list[Obj], wait_s: float,
     for what in stays:
         note(what)
     return problems
+
+
+@dataclass
+class Created:
+    """What a run created in a cluster, in the order it was created; deleted in reverse
+    (a pod before the claim it mounts, a claim before the ConfigMap its pods read), also
+    when objects are created from several threads (a lifecycle's volumes)."""
+
+    objects: list[Obj] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def create(self, kube: Kube, namespace: str, manifest: dict[str, Any]) -> Any:
+        """Create ``manifest`` in ``namespace``, counted as the run's once it exists."""
+        made = kube.create(manifest)
+        with self.lock:
+            self.objects.append((manifest["kind"], namespace, manifest["metadata"]["name"]))
+        return made
+
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        """An object the run deleted itself (and waited for): no longer to delete."""
+        with self.lock:
+            self.objects = [o for o in self.objects if o != (kind, namespace, name)]
+
+    def delete(self, kube: Kube, wait_s: float, note: Callable[[str], None]) -> list[str]:
+        """Delete everything, newest first, waiting until it is gone (delete_saying); what
+        is still there. Nothing created: nothing asked of the cluster."""
+        with self.lock:
+            left, self.objects = self.objects[::-1], []
+        return delete_saying(kube, left, wait_s, note) if left else []

@@ -142,12 +142,16 @@ class Warned:
     def _once(self, kind: str, text: str, bound: bool) -> bool:
         """Whether to say this warning: not said before (now counted as said), and not the
         scheduler's words about a claim once the claim is ``bound`` (they are over; the
-        pod's condition may still hold them until the scheduler's next try)."""
+        pod's condition may still hold them until the scheduler's next try); words said
+        under one reason are not said again under another."""
         if bound and re.search(r"(?i)persistentvolumeclaim|binding volumes", text):
             return False
-        if f"{kind} {text}" in self.said:
+        # by its words, whatever reason names them: the scheduler's event (FailedScheduling)
+        # and the pod's condition (Unschedulable) say the same once each
+        said = f"{kind} {re.sub(r'^[A-Za-z]+: ', '', text)}"
+        if said in self.said:
             return False
-        self.said.add(f"{kind} {text}")
+        self.said.add(said)
         return True
 
 

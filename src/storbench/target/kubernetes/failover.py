@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from storbench.execute.kubecleanup import delete_saying
+from storbench.execute.kubecleanup import Created
 from storbench.execute.kubepods import wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S
 from storbench.execute.kubestatus import KubeError
@@ -72,7 +72,7 @@ class _Acks:
 @dataclass
 class Failover(OnClass):
     evict: bool = False  # the Eviction API (as a node drain), not a plain delete
-    created: list[tuple[str, str, str]] = field(default_factory=list)
+    created: Created = field(default_factory=Created)
 
     def measure(self, rate: int, before_s: float) -> dict[str, Any]:
         claim = name_of(self.uid)
@@ -100,7 +100,7 @@ class Failover(OnClass):
         if problems:
             raise KubeError("; ".join(problems))
         gone = time.monotonic()
-        self.created.remove(("Pod", self.namespace, old))
+        self.created.forget("Pod", self.namespace, old)
         thread.join(5)
         last_at, writes = acks.last_at, acks.writes
         self._create(pod_for(self.uid, self.namespace, self.o, new, claim,
@@ -135,14 +135,10 @@ class Failover(OnClass):
         }
 
     def cleanup(self) -> list[str]:
-        left, self.created = self.created[::-1], []
-        if not left:
-            return []
-        return delete_saying(self.kube, left, DELETE_WAIT_S, self.note)
+        return self.created.delete(self.kube, DELETE_WAIT_S, self.note)
 
     def _create(self, manifest: dict[str, Any]) -> None:
-        self.kube.create(manifest)
-        self.created.append((manifest["kind"], self.namespace, manifest["metadata"]["name"]))
+        self.created.create(self.kube, self.namespace, manifest)
 
     def _running(self, pod: str, claim: str) -> None:
         wait_running(self.kube, self.namespace, [(pod, claim)], self.guard, self.note,

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from storbench.execute.kubecleanup import delete_saying
+from storbench.execute.kubecleanup import Created, delete_saying
 from storbench.execute.kubepods import Warned, container_state, events, pod_problem
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
@@ -109,8 +109,8 @@ class Lifecycle(OnClass):
     wait_for_consumer: bool = False
     can: Abilities = field(default_factory=Abilities)
     refused: dict[str, str] = field(default_factory=dict)  # copy -> the provisioner's words
-    created: list[tuple[str, str, str]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    created: Created = field(default_factory=Created)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # refused, from threads
     warned: Warned = field(init=False)  # what claims and pods warned of while waited for
 
     def __post_init__(self) -> None:
@@ -123,23 +123,15 @@ class Lifecycle(OnClass):
 
     def cleanup(self) -> list[str]:
         """Delete what is left (a volume that failed half-way, Ctrl-C): what stays."""
-        with self.lock:
-            left, self.created = self.created[::-1], []
-        if not left:
-            return []
-        return delete_saying(self.kube, left, DELETE_WAIT_S, self.note)
+        return self.created.delete(self.kube, DELETE_WAIT_S, self.note)
 
     # -- one volume ---------------------------------------------------------------------
 
     def _create(self, manifest: dict[str, Any]) -> None:
-        self.kube.create(manifest)
-        with self.lock:
-            self.created.append((manifest["kind"], self.namespace,
-                                 manifest["metadata"]["name"]))
+        self.created.create(self.kube, self.namespace, manifest)
 
     def _forget(self, kind: str, name: str) -> None:
-        with self.lock:
-            self.created = [c for c in self.created if c != (kind, self.namespace, name)]
+        self.created.forget(kind, self.namespace, name)
 
     def _volume(self, i: int) -> dict[str, Any]:
         name = f"{name_of(self.uid)}-v{i}"

@@ -25,7 +25,7 @@ from typing import Any
 
 from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
-from storbench.execute.kubecleanup import delete_saying
+from storbench.execute.kubecleanup import Created
 from storbench.execute.kubepods import PodExecutor, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
@@ -108,7 +108,7 @@ class KubeTarget(Quiet, InRunDirs):
         self.kube: Kube | None = None
         self.sc: Any = None
         self.layout: KubePlan | None = None
-        self.created: list[tuple[str, str, str]] = []
+        self.created = Created()
         self.environment: dict[str, Any] = {}
         self.started = 0.0
         self.first_test = True
@@ -250,8 +250,7 @@ class KubeTarget(Quiet, InRunDirs):
              f" {kp.capacity}, time limit {kp.budget_s:.0f} s")
         self.started = time.monotonic()
         for manifest in kp.manifests:
-            kube.create(manifest)
-            self.created.append((manifest["kind"], kp.namespace, manifest["metadata"]["name"]))
+            self.created.create(kube, kp.namespace, manifest)
         ready_by = self.started + (kp.budget_s if self.o.timeout_s
                                    else min(START_S, kp.budget_s))
         running = wait_running(kube, kp.namespace, kp.pods, guard, note, ready_by)
@@ -331,10 +330,9 @@ class KubeTarget(Quiet, InRunDirs):
     def cleanup(self, hurry: bool = False) -> None:
         """Delete everything created, waiting until the pods, the PVCs and (reclaim
         policy Delete) their PVs are gone. Raises KubeError naming what is left."""
-        if not self.created:
+        if not self.created.objects:
             return
-        problems = delete_saying(self._kube(), self.created[::-1], DELETE_WAIT_S, self.note)
-        self.created = []
+        problems = self.created.delete(self._kube(), DELETE_WAIT_S, self.note)
         if problems:
             raise KubeError("cleaning up: " + "; ".join(problems)
                             + f". Run `storbench k8s cleanup --namespace {self.namespace}`")
