@@ -58,26 +58,40 @@ def test_a_rate_the_volume_cannot_keep_is_said_everywhere(tmp_path, store_path):
     assert "of 200 read IOPS requested (100 a job × 2)" in " ".join(proc.stdout.split())
 
 
+def kept_pace(job, tmpfs, store_path, tries: int = 3):
+    """``job`` run on tmpfs until this machine's CPU kept fio's pace (no rate-not-reached:
+    fio on tmpfs is CPU-bound, and a CI machine beside a Kubernetes node reached 186,746 of
+    the 221,403 IOPS fio's pace offers, rightly said not kept); skipped, saying so, if it
+    never did in ``tries``."""
+    for _ in range(tries):
+        proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+        assert proc.returncode == 0, proc.stderr
+        run = last(store_path)
+        if "rate-not-reached" not in kinds(run):
+            return proc, run
+    pytest.skip(f"this machine is too busy to keep fio's pace on tmpfs ({tries} runs):"
+                f" {[w['message'] for w in run['warnings'] if w['kind'] == 'rate-not-reached']}")
+
+
 def test_a_rate_fio_ran_faster_than_asked_is_said(tmpfs, tmp_path, store_path):
     """fio times Poisson gaps in whole microseconds: rate_iops=170000 makes 5-µs gaps
     cut to whole µs, 221,403 IOPS; tmpfs keeps up, so the figures are of that rate,
     and said to be. The same rate paced evenly (linear) is kept, and not warned of."""
     job = tmp_path / "fast.fio"
-    body = ("[fast]\nrw=randread\nbs=4k\nsize=64m\ndirect=1\nioengine=libaio\n"
-            "iodepth=32\nrate_iops=170000\ntime_based\nruntime=2\n")
+    # psync: libaio on tmpfs peaks near 200,000 IOPS on this 2-core machine (below fio's
+    # pace), psync at ~335,000
+    body = ("[fast]\nrw=randread\nbs=4k\nsize=64m\ndirect=1\nioengine=psync\n"
+            "rate_iops=170000\ntime_based\nruntime=2\n")
     job.write_text(body + "rate_process=poisson\n")
-    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
-    assert proc.returncode == 0, proc.stderr
-    (w,) = [w for w in last(store_path)["warnings"] if w["kind"] == "rate-exceeded"]
+    proc, run = kept_pace(job, tmpfs, store_path)
+    (w,) = [w for w in run["warnings"] if w["kind"] == "rate-exceeded"]
     assert w["details"]["achieved"] > 1.2 * 170_000, w  # fio's pace, not the storage
     text = " ".join(proc.stdout.split())
     assert "fio issued I/O faster than asked (fio times Poisson gaps in whole" in text
     assert "for 170,000 IOPS a job it offers 221,403" in text
     assert "of 170,000 asked)" in text  # in the table's cell too
     job.write_text(body + "rate_process=linear\n")
-    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
-    assert proc.returncode == 0, proc.stderr
-    run = last(store_path)
+    proc, run = kept_pace(job, tmpfs, store_path)
     assert not kinds(run) & {"rate-exceeded", "rate-not-reached"}, run["warnings"]
     assert run["tests"][0]["read"]["iops"] == pytest.approx(170_000, rel=0.03)
 
