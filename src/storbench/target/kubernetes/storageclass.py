@@ -176,15 +176,15 @@ class KubeTarget(Quiet, InRunDirs):
     def capacity(self, plan: Plan) -> str:
         """The PVC's size: --capacity, else what the suite writes + 25 %."""
         o = self.o
-        pods = o.clients if o.clients > 1 and o.shared_volume else 1  # on one volume
-        needed, name = self.files.needed(plan, pods)
-        pods = self.files.at_once(pods)
+        sharing = o.clients if o.clients > 1 and o.shared_volume else 1  # pods on one volume
+        needed, name = self.files.needed(plan, sharing)
+        files = self.files.at_once(sharing)  # copies of the test's files on the volume
         capacity = o.capacity or capacity_for(needed)
         have = quantity_bytes(capacity)
         if have is not None and needed > have:
             raise ConfigError(f"--capacity {capacity} is smaller than the"
                               f" {format_bytes_iec(needed)} test {name!r} writes"
-                              f"{f' (in its {pods} pods)' if pods > 1 else ''}; give more, or"
+                              f"{f' (in its {files} pods)' if files > 1 else ''}; give more, or"
                               " a smaller --size")
         return capacity
 
