@@ -318,3 +318,58 @@ def test_the_measuring_commands_declare_each_shared_option_once():
     # the tail really is shared: a test that compares nothing would pass anything
     assert {"--size", "--destructive", "--hosts", "--kubeconfig", "--namespace",
             "--image", "--access-mode", "--assert", "--json", "--db", "--label"} <= shared
+
+
+# Where a kind's section may be named: its definition, the run record (which of a rounds
+# run's repeats are its tests' figures), what runs it (pipeline/kinds) and its view
+# (analysis/views): everything else finds it through the views' registry.
+KIND_HOMES = ("result/sections.py", "result/record.py", "analysis/views/", "pipeline/kinds/")
+
+
+def kind_sections() -> set[str]:
+    """The names result/sections.py gives the kinds' sections (those with a view)."""
+    from storbench.analysis.views import VIEWS
+    from storbench.result import sections
+
+    mine = {id(v.section) for v in VIEWS.values()}
+    return {name for name, value in vars(sections).items() if id(value) in mine}
+
+
+def naming_kinds(path: Path, names: set[str]) -> list[int]:
+    """Lines where ``path`` names a kind's section: imports it from result.sections, or
+    reads it as ``sections.NAME``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("result.sections") \
+                and any(a.name in names for a in node.names):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr in names \
+                and isinstance(node.value, ast.Name) and node.value.id == "sections":
+            found.append(node.lineno)
+    return found
+
+
+def kinds_named_outside(src: Path, names: set[str]) -> dict[str, list[int]]:
+    return {rel: lines for p in src.rglob("*.py")
+            if not (rel := str(p.relative_to(src))).startswith(KIND_HOMES)
+            and (lines := naming_kinds(p, names))}
+
+
+def test_no_module_outside_the_registry_names_a_kind():
+    """Renderers, commands and analysis loop over analysis/views.VIEWS; a kind's own
+    section is named only where it is made and where its view is (render/terminal.py
+    once asked CURVE, APP and REPLAY in turn, and `compare --json` had no replay)."""
+    names = kind_sections()
+    assert {"CURVE", "APP", "REPLAY", "ROUNDS", "LIFECYCLE", "FAILOVER"} <= names
+    assert kinds_named_outside(SRC, names) == {}
+
+
+def test_this_test_catches_a_renderer_that_names_a_kind(tmp_path):
+    render = tmp_path / "render"
+    render.mkdir()
+    (render / "terminal.py").write_text(
+        "from storbench.result import sections\n"
+        "def f(run):\n    return sections.CURVE.of(run)\n")
+    (render / "report.py").write_text("from storbench.result.sections import APP, PHASES\n")
+    assert kinds_named_outside(tmp_path, {"CURVE", "APP"}) == {
+        "render/terminal.py": [3], "render/report.py": [1]}

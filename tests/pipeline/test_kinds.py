@@ -7,6 +7,7 @@ measured keeps its section with the failed run."""
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypedDict
@@ -14,6 +15,13 @@ from typing import Any, ClassVar, TypedDict
 import pytest
 from rich.console import Console
 
+from storbench.analysis import charts, views
+from storbench.analysis.assertions import Assertion, check
+from storbench.analysis.blocks import Block, Table, Text, Units
+from storbench.analysis.compare import compare
+from storbench.analysis.views import Answer
+from storbench.analysis.views.base import View
+from storbench.errors import ConfigError
 from storbench.execute.base import Executor
 from storbench.execute.replay import ReplayExecutor
 from storbench.pipeline import kinds
@@ -23,18 +31,18 @@ from storbench.pipeline.kinds.lifecycle import LifecycleKind, LifecycleSpec
 from storbench.pipeline.kinds.rounds import RoundsKind
 from storbench.pipeline.kinds.suite import Suite
 from storbench.pipeline.loop import run_on
-from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
-from storbench.render import sections as shown
-from storbench.render.terminal import print_run
-from storbench.result import sections
+from storbench.render import report
+from storbench.render.formats import FORMATS
+from storbench.render.terminal import print_comparison, print_run
 from storbench.result.record import Run
 from storbench.result.sections import Section
 from storbench.workload.plan import Plan
 from tests.pipeline.test_loop import RANDREAD, StepTarget, job_spec
 
 
-# --- the new kind: its spec, its section, its class --------------------------------------
+# --- the new kind: its spec, its section, its measurement, its view ------------------
 @dataclass(frozen=True)
 class BestOfSpec:
     times: int
@@ -52,6 +60,7 @@ BEST_OF = Section[BestOf]("best_of", "best of N")
 class BestOfKind(Plain):
     kind: ClassVar[str] = "best-of"
     fixed_schedule: ClassVar[bool] = True
+    section: ClassVar[RecordSection] = BEST_OF
     spec: BestOfSpec
     iops: list[float] | None = None
 
@@ -74,41 +83,92 @@ class BestOfKind(Plain):
             results = ctx.run_step(executor, step, set())
             self.iops.append(sum(d.iops for r in results for _, d in r.directions()))
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> BestOf | None:
         if not self.iops:
-            return {}
-        return BEST_OF.put({"iops": self.iops, "best_repeat": self.iops.index(max(self.iops))})
+            return None
+        return {"iops": self.iops, "best_repeat": self.iops.index(max(self.iops))}
 
 
+class BestOfView(View):
+    section = BEST_OF
+    title = "Best of N"
+    json_key = "best_of"
 
-def print_best_of(console: Console, run: Run, best: BestOf) -> None:
-    console.print(f"best of {len(best['iops'])}: repeat {best['best_repeat'] + 1}")
+    def answers(self, run: Run, value: BestOf) -> dict[str, Answer]:
+        return {"best.iops": Answer(max(value["iops"]), "iops", "the best repeat's")}
+
+    def shown(self, run: Run, value: BestOf, u: Units) -> list[Block]:
+        return [Text(f"best of {len(value['iops'])}: repeat {value['best_repeat'] + 1}")]
+
+    def compared(self, found: list[tuple[Run, BestOf]], u: Units) -> Table:
+        return Table(["run", "best of", "best IOPS"],
+                     [[f"#{r.id}", str(len(v["iops"])), u.IOPS.fmt(max(v["iops"]))]
+                      for r, v in found], [False, True, True])
 
 
 @pytest.fixture
 def registered(monkeypatch):
-    """The one line in each registry a new kind adds."""
+    """The new kind's line in each registry: what it runs (pipeline/kinds) and what is
+    said of what it recorded (analysis/views)."""
     monkeypatch.setitem(kinds.KINDS, BestOfKind.kind, BestOfKind.from_spec)
-    monkeypatch.setattr(sections, "KINDS", (*sections.KINDS, BEST_OF))
-    monkeypatch.setitem(shown.SHOW, BEST_OF.key, print_best_of)
+    monkeypatch.setitem(views.VIEWS, BEST_OF.key, BestOfView())
     # the plain suite answers every spec: it stays last
     suite = kinds.KINDS.pop(Suite.kind)
     kinds.KINDS[Suite.kind] = suite
 
 
-def test_a_new_kind_runs_through_the_loop_with_no_change_to_it(registered, tmp_path, store):
-    spec = replace(job_spec(tmp_path), kind_spec=BestOfSpec(3))
-    target = StepTarget(tmp_path, ReplayExecutor([RANDREAD, RANDREAD, RANDREAD]))
+def best_of_run(tmp_path, store, times=3):
+    spec = replace(job_spec(tmp_path), kind_spec=BestOfSpec(times),
+                   assertions=("best_of.best.iops >= 1",))
+    target = StepTarget(tmp_path, ReplayExecutor([RANDREAD] * times))
     outcome = run_on(target, spec, store)
+    assert target.calls[-1] == "cleanup"
+    return outcome
+
+
+def test_a_new_kind_runs_through_the_loop_with_no_change_to_it(registered, tmp_path, store):
+    outcome = best_of_run(tmp_path, store)
     assert outcome.error is None and outcome.run.status == "completed"
     stored = store.get_run(outcome.run.id)
     best = BEST_OF.of(stored)
     assert best is not None and len(best["iops"]) == 3 and best["best_repeat"] == 0
     assert stored.settings["best_of"] == 3
-    assert target.calls[-1] == "cleanup"
-    console = Console(file=io.StringIO(), width=120)
-    print_run(console, stored)
-    assert "best of 3: repeat 1" in console.file.getvalue()  # type: ignore[attr-defined]
+    # its answer was judged at the end of the run, as the user's --assert asked
+    (verdict,) = stored.judged
+    assert verdict.passed and verdict.metric == "best_of.best.iops"
+    assert verdict.measured == max(best["iops"])
+
+
+def printed(draw, *args) -> str:
+    console = Console(file=io.StringIO(), width=160)
+    draw(console, *args)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_a_new_kind_is_shown_compared_reported_exported_and_checked(registered, tmp_path,
+                                                                   store):
+    """Its view, registered once, is found by show, compare (table and JSON), the report,
+    the Markdown export and the assertions; no other file names it."""
+    first = store.get_run(best_of_run(tmp_path, store).run.id)
+    second = store.get_run(best_of_run(tmp_path, store, times=2).run.id)
+    shown = printed(print_run, first)
+    assert "best of 3: repeat 1" in shown
+    assert "for --assert and check: best_of.best.iops" in shown
+    comp = compare([first, second], None)
+    table = printed(print_comparison, comp)
+    assert "Best of N" in table and "best IOPS" in table
+    doc = json.loads(FORMATS["json"](comp))
+    assert [b["id"] for b in doc["best_of"]] == [first.id, second.id]
+    assert doc["best_of"][0]["checkable"]["best_of.best.iops"]["kind"] == "iops"
+    html = report.render(comp, charts.build(comp))
+    assert "<h3>Best of N</h3>" in html and "best of 2: repeat 1" in html
+    assert "**Best of N**" in FORMATS["md"](comp)
+    judged = check(first, Assertion.parse("best_of.best.iops >= 1000000000"))
+    assert not judged.passed and judged.measured == max(BEST_OF.of(first)["iops"])
+    with pytest.raises(ConfigError, match=r"best_of has no 'worst\.iops'; it has: best\.iops"):
+        check(first, Assertion.parse("best_of.worst.iops >= 1"))
+    with pytest.raises(ConfigError, match="is a rate in IOPS"):
+        check(first, Assertion.parse("best_of.best.iops >= 1ms"))
 
 
 @pytest.mark.parametrize("extra, kind", [
@@ -140,7 +200,7 @@ def test_a_kind_that_fails_after_measuring_keeps_its_section(registered, tmp_pat
 def test_a_section_is_none_on_a_run_without_it(tmp_path, store):
     outcome = run_on(StepTarget(tmp_path, ReplayExecutor([RANDREAD])), job_spec(tmp_path),
                      store)
-    assert all(s.of(outcome.run) is None for s in sections.KINDS)
+    assert all(v.section.of(outcome.run) is None for v in views.VIEWS.values())
 
 
 def test_kinds_registry_names_each_kind_once():

@@ -141,7 +141,7 @@ def test_a_replay_that_ran_ahead_of_its_timeline_is_said_so():
     """A timed replay shorter than its recording did not wait as recorded: said, never
     "on the recorded timeline" (fio's clock counts milliseconds: within that it is on it);
     the iolog a replay gets starts at 1 µs, the stored one at 0."""
-    from storbench.render.table import replay_lag
+    from storbench.analysis.views.replay import lag as replay_lag
 
     timed = {"recorded_s": 0.422, "lag_s": -0.42}
     assert replay_lag(timed) == -0.42

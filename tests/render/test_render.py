@@ -186,7 +186,11 @@ def test_a_lifecycle_phase_seen_over_within_one_read_is_below_the_read_interval(
     took less than 100 ms, not "0.00 ns" (the test-bed's CSI class showed that); fio's
     first write keeps its own figure, delete is read every 0.5 s."""
     from storbench.analysis.lifecycle import summary
-    from storbench.render.lifecycle import lifecycle_table
+    from storbench.analysis.views.lifecycle import LifecycleView, phases_table
+    from storbench.render import units
+
+    def lifecycle_table(life: Any) -> Any:
+        return phases_table(life, units)
 
     volumes = [{"bind": 0.0, "running": 4.2, "first_write": 2.6e-5, "delete": 0.2,
                 "verified": []},
@@ -205,7 +209,6 @@ def test_a_lifecycle_phase_seen_over_within_one_read_is_below_the_read_interval(
     (row,) = [r for r in lifecycle_table(life).rows if "4 KiB write" in r[0]]
     assert row[0].startswith("first 4 KiB write, not durable") and row[3] == "26.0 µs"
     # and `compare`, which shows no row label, says it in the cell; a durable one is plain
-    from storbench.render.lifecycle import classes_table
     from storbench.result.record import Run
 
     def run(n: int, section: Any) -> Run:
@@ -213,11 +216,13 @@ def test_a_lifecycle_phase_seen_over_within_one_read_is_below_the_read_interval(
                    {"target": {"binding_mode": "WaitForFirstConsumer"}}, {}, "", None,
                    data={"lifecycle": section})
 
-    compared = classes_table([run(1, life), run(2, {**life, "first_write_sync": "O_SYNC"})])
+    runs = [run(1, life), run(2, {**life, "first_write_sync": "O_SYNC"})]
+    compared = LifecycleView().compared([(r, r.data["lifecycle"]) for r in runs], units)
     old, new = compared.rows
     first = compared.headers.index("first write p50")
     assert old[first] == "13.0 µs (not durable)" and new[first] == "13.0 µs"
-    assert old[4] == new[4] == "< 100 ms"  # bind p50: no caveat
+    bind = compared.headers.index("bind p50")
+    assert old[bind] == new[bind] == "< 100 ms"  # no caveat
     assert rows["PVC deleted → PV gone"][0] == "< 500 ms"
     assert rows["PVC deleted → PV gone"][2] == "600 ms"
     assert not any("0.00 ns" in c for r in table.rows for c in r)

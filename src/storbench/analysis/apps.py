@@ -21,9 +21,8 @@ from typing import Any
 
 from storbench.analysis.metrics import metric, value
 from storbench.analysis.stats import estimate
-from storbench.errors import ConfigError
 from storbench.result.model import TestResult
-from storbench.result.record import Verdict
+from storbench.result.sections import AppSection
 from storbench.workload.sizes import format_latency
 
 # CPU seconds the application spends per transaction beyond its commit's wait: 1 over
@@ -76,7 +75,7 @@ class Answer:
     validated: bool  # checked against the real application (docs/apps.md)
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AppSection:
         return {"profile": self.profile, "application": self.application,
                 "estimates": [f.to_dict() for f in self.figures], "verdict": self.verdict,
                 "validated": self.validated, "notes": self.notes}
@@ -263,23 +262,3 @@ def answer(profile: str, results: dict[str, list[TestResult]]) -> Answer | None:
 # an estimate's unit -> (the figure kind verdicts use, its base unit per estimate unit)
 KINDS = {"transactions/s": ("tps", 1.0), "ops/s": ("ops", 1.0), "ms": ("latency", 1e6),
          "MB/s": ("bw", 1e6)}
-
-
-def check(app: dict[str, Any], text: str, path: str, op: Any, limit: float,
-          limit_units: dict[str, dict[str, float]], given_unit: str, source: str
-          ) -> Verdict | None:
-    """An assertion on an application's estimate (``postgresql.tps >= 1000``), or None
-    when ``path`` names no estimate of ``app`` (a test's own figure, then)."""
-    found = next((e for e in app["estimates"] if e["metric"] == path), None)
-    if found is None:
-        return None
-    kind, base = KINDS[found["unit"]]
-    table = limit_units["latency" if kind == "latency" else "bw" if kind == "bw" else "count"]
-    if given_unit not in table:
-        raise ConfigError(f"assertion {text!r}: {found['label']} is in {found['unit']}; use"
-                          f" one of: {', '.join(u for u in table if u) or 'no unit'}")
-    measured_ = float(found["value"]) * base
-    limit_ = limit * table[given_unit]
-    return Verdict(text, f"{app['profile']}.{path}", kind, measured_, limit_,
-                   bool(op(measured_, limit_)), f"estimated from {found['decided_by']}",
-                   source)

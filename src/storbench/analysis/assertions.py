@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from storbench.analysis import apps, curve, lifecycle, rates
+from storbench.analysis import rates
 from storbench.analysis.caps import flat_rate
 from storbench.analysis.metrics import Metric, metric, value
 from storbench.analysis.stats import estimate
@@ -27,7 +27,6 @@ from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import TestResult
 from storbench.result.record import Run, Verdict
-from storbench.result.sections import APP, CURVE, FAILOVER, LIFECYCLE
 
 _EXPR = re.compile(
     r"^\s*(?P<test>[^.\s]+)\.(?P<path>[\w.]+?)\s*(?P<op><=|>=|<|>)\s*"
@@ -151,25 +150,9 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
         return Verdict(assertion.text, m.key if m else None, m.kind if m else None, measured,
                        limit, passed, note, source)
 
-    if assertion.test == "curve" and CURVE.of(run):
-        key, figure, limit = assertion.curve_answer()
-        return curve.check(run, assertion.text, key, figure, OPS[assertion.op], limit, source)
-    if (assertion.test == "lifecycle" and LIFECYCLE.of(run)) or (
-            assertion.test == "failover" and FAILOVER.of(run)):
-        if assertion.unit not in TIME_UNITS:
-            raise ConfigError(f"assertion {assertion.text!r}: {assertion.test} figures are"
-                              f" times; use {', '.join(TIME_UNITS)}, e.g."
-                              " 'lifecycle.bind.p90 < 30s', 'failover.pause < 60s'")
-        judge = lifecycle.check if assertion.test == "lifecycle" else lifecycle.check_failover
-        return judge(run, assertion.text, assertion.path, OPS[assertion.op],
-                     assertion.number * TIME_UNITS[assertion.unit] / 1e9, source)
-    app = APP.of(run)
-    if app and assertion.test == app["profile"]:
-        judged = apps.check(dict(app), assertion.text, assertion.path, OPS[assertion.op],
-                            assertion.number, {"latency": TIME_UNITS, "bw": BW_UNITS,
-                                               "count": COUNT_UNITS}, assertion.unit, source)
-        if judged is not None:
-            return judged
+    answered = answer(run, assertion, source)
+    if answered is not None:
+        return answered
     results = run.results_by_test().get(assertion.test)
     if not results:
         names = ", ".join(run.results_by_test()) or "none"
@@ -185,6 +168,49 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
     passed = OPS[assertion.op](est.center, limit)
     note = "; ".join(caveats(run, results[0], m, passed))
     return verdict(m, est.center, limit, passed, note)
+
+
+# an answer's kind -> the units a limit on it may be given in, per its base unit
+ANSWER_UNITS = {"latency": TIME_UNITS, "bw": BW_UNITS,
+                "seconds": {u: f / 1e9 for u, f in TIME_UNITS.items()}}
+KIND_WORDS = {"latency": "a latency", "seconds": "a time", "bw": "a bandwidth",
+              "iops": "a rate in IOPS", "tps": "transactions a second", "ops": "operations a"
+              " second", "count": "a count"}
+
+
+def answer(run: Run, assertion: Assertion, source: str = "") -> Verdict | None:
+    """The verdict on one of a kind's answers (curve.max.iops, postgresql.tps,
+    lifecycle.bind.p90: analysis/views), or None when the assertion names none: a
+    test's figure, then."""
+    from storbench.analysis.views import VIEWS
+
+    for view in VIEWS.values():
+        value = view.section.of(run)
+        if not value or assertion.test != (prefix := view.prefix(value)):
+            continue
+        found = view.answers(run, value)
+        name = assertion.path
+        if name not in found and view.default_figure is not None:
+            name = f"{name}.{view.default_figure}"
+        a = found.get(name)
+        if a is None:
+            if not view.only_answers:
+                return None
+            raise ConfigError(f"assertion {assertion.text!r}: {prefix} has no"
+                              f" {assertion.path!r}; it has: {', '.join(found) or 'nothing'}")
+        table = ANSWER_UNITS.get(a.kind, COUNT_UNITS)
+        if assertion.unit not in table:
+            what = (f"{a.label or f'{prefix}.{name}'} is in {a.unit}" if a.unit
+                    else f"{prefix}.{name} is {KIND_WORDS.get(a.kind, a.kind)}")
+            raise ConfigError(
+                f"assertion {assertion.text!r}: {what}; use"
+                f" {', '.join(u for u in table if u) or 'no unit'}"
+                + (" or no unit" if "" in table else ""))
+        limit = assertion.number * table[assertion.unit]
+        passed = a.value is not None and bool(OPS[assertion.op](a.value, limit))
+        return Verdict(assertion.text, f"{prefix}.{name}", a.kind, a.value, limit, passed,
+                       a.note, source)
+    return None
 
 
 def caveats(run: Run, r: TestResult, m: Metric, passed: bool) -> list[str]:

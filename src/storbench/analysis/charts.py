@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from storbench.analysis.curve import off_rate
+from storbench.analysis.chart import Chart, Line, slug
 from storbench.analysis.metrics import Kind
 from storbench.result import sections
 from storbench.result.model import Latency, Series, TestResult
@@ -22,9 +22,7 @@ from storbench.result.record import Run
 if TYPE_CHECKING:
     from storbench.analysis.compare import Comparison
 
-ChartKind = Literal["bar", "line", "percentile"]
-YKind = Kind | Literal["share"]  # share: percent of all I/Os (a histogram)
-CURVE = (50.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99)
+PERCENTILE_POINTS = (50.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99)
 LOG_SPAN = 10.0  # latency bars whose values span more than this: a log scale
 HISTOGRAM_STEPS = 10  # buckets per decade of latency
 # Options that do not make two tests different workloads (where fio put files and
@@ -33,49 +31,6 @@ NOT_THE_WORKLOAD = {"name", "filename", "directory", "filename_format", "descrip
                     "write_bw_log", "write_iops_log", "write_lat_log", "write_hist_log",
                     "log_avg_msec", "log_hist_msec", "group_reporting", "output",
                     "output-format", "iodepth", "numjobs", "stonewall", "new_group"}
-
-
-@dataclass(frozen=True)
-class Line:
-    name: str  # the run's label: the legend entry
-    xs: list[float]
-    ys: list[float | None]
-    marked: list[bool] = field(default_factory=list)  # points drawn hollow (saturated)
-
-
-@dataclass(frozen=True)
-class Chart:
-    id: str  # stable, file-name safe: "bar-randread-read-iops"
-    title: str
-    kind: ChartKind
-    y_kind: YKind  # what the values are: iops, bw, latency (base units) or share (%)
-    x_label: str = ""
-    y_label: str = ""  # set with the display unit by render/units.for_display
-    names: list[str] = field(default_factory=list)  # bar: one bar per run
-    values: list[float | None] = field(default_factory=list)  # bar heights
-    marks: list[float | None] = field(default_factory=list)  # bar: a marker each (p99)
-    mark_label: str = ""
-    bar_label: str = ""
-    lines: list[Line] = field(default_factory=list)  # line / percentile charts
-    log_y: bool = False
-    section: str = ""  # run-timeline (probe and I/O on one clock), histogram, sweep
-    x_range: tuple[float, float] | None = None  # shared by charts drawn beside each other
-    log_x: bool = False
-    x_kind: Kind | None = None  # xs are latency (base units): scaled like the values
-    x_ticks: list[float] = field(default_factory=list)  # label exactly these xs
-    rules: list[tuple[float, str]] = field(default_factory=list)  # y lines: objectives
-    hollow_means: str = "not at its rate: fell behind it (saturated) or ran faster"
-
-    @property
-    def empty(self) -> bool:
-        if self.kind == "bar":
-            return all(v is None for v in self.values)
-        return not any(any(y is not None for y in ln.ys) for ln in self.lines)
-
-
-def _slug(*parts: str) -> str:
-    text = "-".join(parts).lower()
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-")
 
 
 def _name(run: Run) -> str:
@@ -89,15 +44,18 @@ def _clean(v: float | None) -> float | None:
 def build(comp: Comparison) -> list[Chart]:
     """Bars per IOPS/bandwidth column; p50 bars with p99 marked per test and direction;
     percentile curves; IOPS and bandwidth timelines where runs have series."""
-    if comp.runs and all(sections.CURVE.of(r) for r in comp.runs):
-        return curve_charts(comp)  # a curve's steps are not tests to chart one by one
+    from storbench.analysis.views import VIEWS, tabulated
+
+    kinds = [c for view in VIEWS.values() for c in view.charts(comp.runs)]
+    if not tabulated(comp.runs):
+        return kinds  # a curve's steps are not tests to chart one by one
     names = [_name(r) for r in comp.runs]
     charts: list[Chart] = []
     for j, col in enumerate(comp.columns):
         if col.metric.kind == "latency" and col.metric.field.split("_", 1)[1] in ("p50", "p99"):
             continue  # drawn with the p50/p99 latency chart below (published figures too)
         values = [_clean(comp.cells[i][j].value) for i in range(len(comp.runs))]
-        charts.append(Chart(_slug("bar", col.test, col.metric.key), col.title, "bar",
+        charts.append(Chart(slug("bar", col.test, col.metric.key), col.title, "bar",
                             col.metric.kind, names=names, values=values))
     for test, direction in _latency_keys(comp):
         lats = [_latency(run, test, direction) for run in comp.runs]
@@ -105,13 +63,14 @@ def build(comp: Comparison) -> list[Chart]:
         p99 = [lat.percentile(99.0) if lat else None for lat in lats]
         shown = [v for v in (*p50, *p99) if v is not None and v > 0]
         charts.append(Chart(
-            _slug("latency", test, direction), f"{test} {direction} completion latency",
+            slug("latency", test, direction), f"{test} {direction} completion latency",
             "bar", "latency", names=names, values=p50, marks=p99, bar_label="p50",
             mark_label="p99", log_y=bool(shown) and max(shown) > LOG_SPAN * min(shown)))
-        curves = [Line(n, list(CURVE), [lat.percentile(p) if lat else None for p in CURVE])
+        curves = [Line(n, list(PERCENTILE_POINTS),
+                       [lat.percentile(p) if lat else None for p in PERCENTILE_POINTS])
                   for n, lat in zip(names, lats, strict=True)]
         charts.append(Chart(
-            _slug("percentiles", test, direction), f"{test} {direction} latency percentiles",
+            slug("percentiles", test, direction), f"{test} {direction} latency percentiles",
             "percentile", "latency", x_label="percentile", log_y=True, lines=curves))
     for test, direction in _series_keys(comp):
         pairs: tuple[tuple[Kind, str], ...] = (("iops", "IOPS"), ("bw", "bandwidth"))
@@ -123,10 +82,9 @@ def build(comp: Comparison) -> list[Chart]:
                     ys: list[float | None] = list(s.iops if kind == "iops" else s.bw_bytes_per_s)
                     lines.append(Line(_name(run), list(s.t_s), ys))
             charts.append(Chart(
-                _slug("timeline", test, direction, kind), f"{test} {direction} {label} over time",
+                slug("timeline", test, direction, kind), f"{test} {direction} {label} over time",
                 "line", kind, x_label="time [s]", lines=lines, log_y=apart(lines)))
-    charts += (curve_charts(comp) + histograms(comp) + sweeps(comp) + run_timelines(comp)
-               + rounds_charts(comp) + history_charts(comp))
+    charts += histograms(comp) + sweeps(comp) + run_timelines(comp) + kinds + history_charts(comp)
     return [c if c.kind == "bar" else replace(c, lines=[ln for ln in c.lines if any(
         y is not None for y in ln.ys)]) for c in charts if not c.empty]
 
@@ -142,7 +100,7 @@ def history_charts(comp: Comparison) -> list[Chart]:
             starts = {c.run for c in h.changes}
             said = "; ".join(f"{100 * c.relative:+.0f}% at run #{c.run}" for c in h.changes)
             out.append(Chart(
-                _slug("history", series, name),
+                slug("history", series, name),
                 f"{series}: {name} over its runs ({said or 'no change point'})", "line",
                 h.figure.metric.kind, x_label="run", section="history",
                 lines=[Line(series, [float(p.run) for p in h.points],
@@ -150,30 +108,6 @@ def history_charts(comp: Comparison) -> list[Chart]:
                             [p.run in starts for p in h.points])],
                 hollow_means="a change point begins here"))
     return out
-
-
-def curve_charts(comp: Comparison) -> list[Chart]:
-    """IOPS-latency curves (storbench curve): per workload, latency (log) against the
-    achieved rate, a line per percentile and run, steps not at their rate hollow, the
-    objectives as horizontal lines."""
-    by_workload: dict[str, list[Line]] = {}
-    rules: dict[str, dict[float, str]] = {}
-    for run in comp.runs:
-        c = sections.CURVE.of(run)
-        if not c:
-            continue
-        steps = c.get("steps", [])
-        for p in ("50", "99", "99.9"):
-            by_workload.setdefault(c["workload"], []).append(Line(
-                f"{_name(run)} p{p}", [float(s["achieved_iops"]) for s in steps],
-                [s["percentiles_ns"].get(p) for s in steps],
-                [off_rate(s) for s in steps]))
-        for a in c.get("answers", []):
-            rules.setdefault(c["workload"], {})[float(a["limit_ns"])] = a["objective"]
-    return [Chart(_slug("curve", w), f"{w}: latency against the achieved rate", "line",
-                  "latency", x_label="achieved IOPS", lines=lines, log_y=True,
-                  rules=sorted(rules.get(w, {}).items()), section="curve")
-            for w, lines in by_workload.items()]
 
 
 def histograms(comp: Comparison) -> list[Chart]:
@@ -187,7 +121,7 @@ def histograms(comp: Comparison) -> list[Chart]:
             if lat is not None and lat.bins:
                 lines.append(Line(_name(run), *_histogram(lat.bins)))
         if lines:
-            out.append(Chart(_slug("histogram", test, direction),
+            out.append(Chart(slug("histogram", test, direction),
                              f"{test} {direction} latency histogram", "line", "share",
                              lines=lines, log_x=True, x_kind="latency", section="histogram"))
     return out
@@ -233,7 +167,7 @@ def sweeps(comp: Comparison) -> list[Chart]:
             for y, kind, title in figures:
                 lines = [Line(f"{name} {v}", [float(x) for x in xs],
                               [_at(points, x, v, axis, y) for x in xs]) for v in series]
-                out.append(Chart(_slug("sweep", what, label.split()[0], kind),
+                out.append(Chart(slug("sweep", what, label.split()[0], kind),
                                  f"{what}: {title} against {label}", "line", kind,
                                  x_label=label, lines=lines, log_x=True,
                                  x_ticks=[float(x) for x in xs], log_y=kind == "latency",
@@ -252,21 +186,6 @@ def _at(points: dict[tuple[int, int], tuple[float, float | None]], x: int, v: in
         axis: int, y: int) -> float | None:
     point = points.get((x, v) if axis == 0 else (v, x))
     return None if point is None else point[y]
-
-
-def rounds_charts(comp: Comparison) -> list[Chart]:
-    """Runs preconditioned and run in rounds: each test's figure per round."""
-    out = []
-    for run in comp.runs:
-        for test, r in (sections.ROUNDS.of(run) or {}).items():
-            kind: Kind = "bw" if r.get("kind") == "bw" else "iops"
-            reached = (f", steady in round {r['reached_round']}" if r.get("reached_round")
-                       else ", not steady")
-            out.append(Chart(_slug("rounds", _name(run), test),
-                             f"{_name(run)}: {test} per round{reached}", "line", kind,
-                             x_label="round", lines=[Line(test, [float(i + 1) for i in range(
-                                 len(r["values"]))], [float(v) for v in r["values"]])]))
-    return out
 
 
 def apart(lines: list[Line]) -> bool:
@@ -306,11 +225,11 @@ def run_timelines(comp: Comparison) -> list[Chart]:
         xs = [x for ln in (*probe, *io) for x in ln.xs]
         span = (0.0, max(xs)) if xs else None
         axis = "time since the run began [s]"
-        out.append(Chart(_slug("probe", _name(run)), f"{_name(run)}: metadata latency",
+        out.append(Chart(slug("probe", _name(run)), f"{_name(run)}: metadata latency",
                          "line", "latency", x_label=axis, lines=probe, log_y=True,
                          section="run-timeline", x_range=span))
         if io:
-            out.append(Chart(_slug("run-io", _name(run)), f"{_name(run)}: IOPS at the same"
+            out.append(Chart(slug("run-io", _name(run)), f"{_name(run)}: IOPS at the same"
                              " time", "line", "iops", x_label=axis, lines=io,
                              section="run-timeline", x_range=span))
     return out

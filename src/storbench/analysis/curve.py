@@ -28,8 +28,6 @@ from storbench.analysis import rates
 from storbench.errors import ConfigError
 from storbench.result.merge import merge_latency
 from storbench.result.model import Latency, TestResult
-from storbench.result.record import Run, Verdict
-from storbench.result.sections import CURVE
 
 RISING = 0.05  # closed loop: deeper queues until IOPS rise by less than this
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
@@ -205,20 +203,3 @@ def check_answer(text: str, key: str, figure: str, keys: list[str]) -> None:
     if key not in keys:
         raise ConfigError(f"assertion {text!r}: the curve has no {key!r}; it has:"
                           f" {', '.join(keys)}")
-
-
-def check(run: Run, text: str, key: str, figure: str, op: Any, limit: float,
-          source: str) -> Verdict:
-    """An assertion on a curve's answer: curve.p99_2ms.iops, curve.max.iops,
-    curve.knee.iops."""
-    curve = CURVE.of(run)
-    if not curve:
-        return Verdict(text, None, None, None, limit, False,
-                       f"run #{run.id} is not a curve (storbench curve)", source)
-    found = {a["key"]: a["iops"] for a in curve.get("answers", [])}
-    found |= {"max": curve.get("max_iops"), "knee": curve.get("knee_iops")}
-    check_answer(text, key, figure, list(found))
-    measured = found[key]
-    note = "" if measured is not None else "never met"
-    return Verdict(text, f"curve.{key}.iops", "iops", measured, limit,
-                   measured is not None and bool(op(measured, limit)), note, source)

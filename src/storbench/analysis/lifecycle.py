@@ -31,9 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from storbench.errors import ConfigError
-from storbench.result.record import Run, Verdict
-from storbench.result.sections import FAILOVER, LIFECYCLE, LifecycleSection
+from storbench.result.sections import LifecycleSection
 
 PHASES = {"bind": "PVC created (WaitForFirstConsumer: node chosen) → Bound",
           "running": "pod created → Running (attach, mount)",
@@ -106,43 +104,5 @@ def summary(volumes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def check(run: Run, text: str, path: str, op: Any, limit_s: float, source: str) -> Verdict:
-    """``lifecycle.PHASE.STAT OP LIMIT``: e.g. lifecycle.bind.p90 < 30s."""
-    life = LIFECYCLE.of(run)
-    if not life:
-        return Verdict(text, None, None, None, limit_s, False,
-                       f"run #{run.id} is not a lifecycle run (storbench k8s lifecycle)",
-                       source)
-    phase, _, stat = path.partition(".")
-    if phase not in PHASES or stat not in STATS:
-        raise ConfigError(f"assertion {text!r}: write lifecycle.PHASE.STAT with PHASE one of"
-                          f" {', '.join(PHASES)} and STAT one of {', '.join(STATS)} (the"
-                          " restored read's MiB/s is shown, not gated: lifecycle figures are"
-                          " times)")
-    measured = (life["summary"].get(phase) or {}).get(stat)  # older runs: fewer phases
-    why_not = (life.get("not_measured") or {}).get(MAY_NOT.get(phase, ""))
-    if phase == "first_write" and first_write_unsynced(life):
-        measured, why_not = None, (f"run #{run.id} timed its first write without its sync"
-                                   " (an earlier storbench): not a durable write")
-    note = "" if measured is not None else why_not or f"no volume reached {phase}"
-    return Verdict(text, f"lifecycle.{phase}.{stat}", "seconds", measured, limit_s,
-                   measured is not None and bool(op(measured, limit_s)), note, source)
-
-
 FAILOVER_FIGURES = ("pause", "last_write_to_old_gone", "old_gone_to_new_running",
                     "new_running_to_first_write")
-
-
-def check_failover(run: Run, text: str, path: str, op: Any, limit_s: float,
-                   source: str) -> Verdict:
-    """``failover.pause < 30s`` (or one of its parts, e.g. failover.old_gone_to_new_running)."""
-    found = FAILOVER.of(run)
-    if not found:
-        return Verdict(text, None, None, None, limit_s, False,
-                       f"run #{run.id} is not a failover run (storbench k8s failover)", source)
-    if path not in FAILOVER_FIGURES:
-        raise ConfigError(f"assertion {text!r}: write failover.FIGURE with FIGURE one of"
-                          f" {', '.join(FAILOVER_FIGURES)}")
-    measured = found["pause_s"] if path == "pause" else found["parts"][f"{path}_s"]
-    return Verdict(text, f"failover.{path}", "seconds", measured, limit_s,
-                   bool(op(measured, limit_s)), "", source)

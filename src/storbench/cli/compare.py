@@ -28,8 +28,6 @@ from storbench.errors import ConfigError
 from storbench.render.formats import FORMATS, LAYOUTS
 from storbench.render.json import cost_dict
 from storbench.render.text import harmless
-from storbench.result.sections import APP, CURVE, FAILOVER, LIFECYCLE
-from storbench.result.sections import KINDS as KIND_SECTIONS
 from storbench.store import Store
 
 
@@ -112,25 +110,16 @@ def compare_cmd(store: Store, run_refs: tuple[str, ...], baseline: str | None,
     priced = priced_runs(comp, costs, capacity, provisioned_iops, provisioned_mbps)
     if as_json:
         doc = json.loads(FORMATS["json"](comp))
-        for section, key in ((CURVE, "curves"), (LIFECYCLE, "lifecycle"),
-                             (FAILOVER, "failover"), (APP, "apps")):
-            found = [(r, value) for r in comp.runs if (value := section.of(r))]
-            if found:
-                doc[key] = [{"id": r.id, "label": r.label,
-                             **({} if section is CURVE else {"target": r.target}),
-                             **value}
-                            for r, value in found]
         if priced:
             doc["cost"] = [cost_dict(comp, p) for p in priced]
         print_json(doc)
         return
+    from storbench.analysis.views import tabulated
     from storbench.render import terminal
 
     terminal.print_comparison(out, comp)
     measured = [r for r in comp.runs if r.origin != "published"]
-    curves_only = all(any(not s.tests_table and s.of(r) for s in KIND_SECTIONS)
-                      for r in comp.runs)
-    if comp.baseline is None and len(measured) > 1 and not curves_only:
+    if comp.baseline is None and len(measured) > 1 and tabulated(comp.runs):
         # hyperfine-style words even without --baseline: relative to the first run
         words = sentences(build_comparison(comp.runs, comp.runs.index(measured[0]),
                                            comp.histories))

@@ -35,7 +35,7 @@ from storbench.execute.local import Confinement, FioProcess
 from storbench.execute.workdir import MARKER, create_marked, leftovers, run_workdir
 from storbench.pipeline import kinds
 from storbench.pipeline.gate import Gated
-from storbench.pipeline.measure import Measurement, RunContext
+from storbench.pipeline.measure import Measurement, RunContext, recorded
 from storbench.pipeline.phases import Phases
 from storbench.pipeline.reporter import NullReporter, Reporter
 from storbench.pipeline.spec import RunSpec, check_baseline, make_plan
@@ -285,7 +285,7 @@ def _finish(store: Store, run_id: int, ctx: RunContext, kind: Measurement,
     """The kind's warnings and section, verdicts and the baseline: judged once, stored."""
     stored = store.get_run(run_id)
     found = kind.warnings(stored)
-    section = kind.record()
+    section = recorded(kind)
     stored = replace(stored, data={**stored.data, **section})
     verdicts = evaluate(stored, unresolvable="fail")
     changes = regressions(stored, baseline, spec.max_regression) if baseline is not None else []
@@ -306,7 +306,7 @@ def _record_failure(store: Store, run_id: int, exc: BaseException,
         exc = Interrupted(2)
     status = "interrupted" if isinstance(exc, Interrupted) else "failed"
     try:
-        measured = kind.record()
+        measured = recorded(kind)
     except Exception:  # a kind cut short may have nothing whole to say: its error stands
         measured = {}
     store.finish_run(run_id, status, str(exc) or type(exc).__name__, data=measured)

@@ -35,11 +35,13 @@ from storbench.result.fio_json import parse_fio_json, parse_per_host
 from storbench.result.fio_logs import read_series
 from storbench.result.model import TestResult
 from storbench.result.record import Invocation, Run, Warning
+from storbench.result.sections import Section
 from storbench.store import Store
 from storbench.target.base import Deadline, Target
 from storbench.workload.plan import Plan, PlannedTest
 
 PROBE_IDLE_S = 3.0
+RecordSection = Section[Any] | None  # where a kind keeps its record (None: nowhere)
 
 
 class Measurement(Protocol):
@@ -47,6 +49,9 @@ class Measurement(Protocol):
 
     kind: ClassVar[str]  # its name ("suite", "rounds", "curve"), stored with the run
     fixed_schedule: ClassVar[bool]  # its steps are known before it starts (a curve's are not)
+    # where its record is kept in the run (result/sections.py; None: it keeps none); what
+    # is said of it, analysis/views says
+    section: ClassVar[RecordSection]
 
     def check(self) -> None:
         """ConfigError for what this kind cannot do, before anything runs."""
@@ -70,9 +75,9 @@ class Measurement(Protocol):
         """What it was asked, stored with the run's settings (beside RunSpec's)."""
         ...
 
-    def record(self) -> dict[str, Any]:
-        """Its section of the run record ({key: section}; {} for none): what it measured,
-        also when the run did not complete."""
+    def record(self) -> object | None:
+        """Its record (typed: result/sections.py), kept in the run under ``section``; what
+        it measured, also when the run did not complete; None: nothing."""
         ...
 
     def warnings(self, run: Run) -> list[Warning]:
@@ -98,8 +103,14 @@ class Measurement(Protocol):
 
 class Plain:
     """The defaults of a kind that needs them: it is asked nothing beyond the RunSpec,
-    judges nothing across its results, creates nothing of its own, and fails only by an
-    exception. A kind inherits them and writes what it does differently."""
+    keeps no record beyond its tests, judges nothing across its results, creates nothing
+    of its own, and fails only by an exception. A kind inherits them and writes what it
+    does differently."""
+
+    section: ClassVar[RecordSection] = None
+
+    def record(self) -> object | None:
+        return None
 
     def settings(self) -> dict[str, Any]:
         return {}
@@ -117,7 +128,9 @@ class Plain:
         return None
 
     def own_assertion(self, assertion: Assertion) -> bool:
-        return False
+        # its view's answers are named after its section (analysis/views), judged once
+        # measured
+        return self.section is not None and assertion.test == self.section.key
 
 
 class RunContext:
@@ -289,3 +302,9 @@ class RunContext:
                 raise TargetHung(error)
             raise FioError(error, returncode=execution.returncode, stderr=execution.stderr)
         return ordinal
+
+
+def recorded(kind: Measurement) -> dict[str, Any]:
+    """The kind's record as the run's data keeps it ({} for none)."""
+    value = kind.record()
+    return kind.section.put(value) if kind.section is not None and value else {}

@@ -55,6 +55,8 @@ def outcome_dict(v: Verdict) -> dict[str, Any]:
 
 
 def render(comp: Comparison) -> str:
+    from storbench.render.blocks import json_blocks  # the kinds' views: not for `list`
+
     doc = {
         "schema": SCHEMA,
         "units": {"iops": "IOPS", "bw": "bytes/s", "latency": "ns"},
@@ -80,6 +82,9 @@ def render(comp: Comparison) -> str:
             # per run: {op: {idle|load: {n, p50_ns, p99_ns, max_ns}}}, or null
             "metadata_probe": [PROBE.of(run) for run in comp.runs],
         },
+        # each kind's section of the runs holding it (curves, apps, lifecycle, ...), with
+        # what --assert may name of it (analysis/views)
+        **json_blocks(comp.runs),
     }
     return json.dumps(finite(doc), indent=2, allow_nan=False) + "\n"
 

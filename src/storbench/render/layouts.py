@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from html import escape
 
+from storbench.analysis.blocks import ident_cells, ident_heads
 from storbench.analysis.compare import Comparison, ended, verdict_brief
 from storbench.render import units
 from storbench.render.formats import LAYOUTS
@@ -26,8 +27,6 @@ from storbench.render.table import (
     Table,
     cell_text,
     comparison_table,
-    ident_cells,
-    ident_heads,
     probe_comparison_table,
 )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from storbench.analysis.compare import Comparison, sentences
+from storbench.render.blocks import compared
 from storbench.render.table import (
     PROBE_TITLE,
     Table,
@@ -30,6 +31,8 @@ def render(comp: Comparison) -> str:
     probes = probe_comparison_table(comp)
     if probes is not None:
         text += f"\n**{inert(PROBE_TITLE)}**\n\n{table(probes)}"
+    for title, kind_table, _ in compared(comp.runs):  # each kind's (curves, apps, ...)
+        text += f"\n**{inert(title)}**\n\n{table(kind_table)}"
     said = sentences(comp)  # each ratio, and whether it is beyond the noise
     if said:
         text += "\n" + "".join(f"- {inert(s)}\n" for s in said)

@@ -10,7 +10,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from storbench.analysis.charts import Chart
+from storbench.analysis.chart import Chart
 from storbench.errors import StorbenchError
 from storbench.render import svg
 

@@ -10,30 +10,22 @@ import re
 from html import escape
 
 from storbench import __version__
-from storbench.analysis.charts import Chart
+from storbench.analysis.chart import Chart
 from storbench.analysis.compare import Comparison, sentences
 from storbench.analysis.cost import Priced
+from storbench.analysis.views import tabulated
 from storbench.render import svg
-from storbench.render.lifecycle import (
-    classes_table,
-    failover_table,
-    is_kube_life,
-    lifecycle_table,
-    timeline_svg,
-)
+from storbench.render.blocks import chart_sections, compared, html, shown
 from storbench.render.table import (
     PROBE_TITLE,
     Table,
-    apps_table,
     comparison_table,
     cost_table,
-    curves_table,
     probe_comparison_table,
     transposed,
 )
 from storbench.render.terminal import distinct_warnings, environment_rows, verdict_told
 from storbench.result.record import Run
-from storbench.result.sections import APP, CURVE, FAILOVER, LIFECYCLE, REPLAY
 
 CSS = """
 :root { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; }
@@ -105,20 +97,13 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
         f"<h1>{escape(title)}</h1>",
         f'<p class="muted">{len(runs)} run(s) · made {now} by storbench {__version__}</p>',
         "<h2>Runs</h2>", _runs_table(runs),
-        "<h2>Comparison</h2>", _table(curves_table(runs) if runs and all(
-            CURVE.of(r) for r in runs) else classes_table(runs) if runs and all(
-            is_kube_life(r) for r in runs) else _fitting(comparison_table(comp, sep=" "))),
+        "<h2>Comparison</h2>",
     ]
-    if any(APP.of(r) for r in runs):
-        parts += ["<h3>Applications</h3>", _table(apps_table(runs))]
-        parts += [f"<p>{escape(a['verdict'])}</p>" for r in runs if (a := APP.of(r))]
-    if any(REPLAY.of(r) for r in runs):
-        from storbench.render.sections import replay_lines
-        from storbench.render.table import replays_table
-
-        parts += ["<h3>Replays of recorded workloads</h3>", _table(replays_table(runs))]
-        parts += ["<ul>" + "".join(f"<li>{escape(line)}</li>" for line in replay_lines(rp))
-                  + "</ul>" for r in runs if (rp := REPLAY.of(r))]
+    if tabulated(runs):
+        parts.append(_table(_fitting(comparison_table(comp, sep=" "))))
+    for heading, table, said in compared(runs):
+        parts += [f"<h3>{escape(heading)}</h3>", _table(table)]
+        parts += [f"<p>{escape(line)}</p>" for line in said]
     probes = probe_comparison_table(comp)
     if probes is not None:
         parts += [f"<h3>{escape(PROBE_TITLE)}</h3>", _table(probes)]
@@ -135,7 +120,7 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
         parts.append("<h2>Charts</h2>")
         for section, kinds in (("Throughput and latency", ("bar",)),
                                ("Latency percentiles", ("percentile",)),
-                               ("IOPS-latency curves", ("curve",)),
+                               *((title, (key,)) for key, title in chart_sections().items()),
                                ("Latency histograms", ("histogram",)),
                                ("Against queue depth and numjobs", ("sweep",)),
                                ("Over time", ("line",)),
@@ -241,12 +226,7 @@ def _run_details(run: Run) -> str:
         f"<details><summary>fio job file {i.ordinal + 1}</summary>"
         f"<pre>{escape(i.job_text)}</pre></details>"
         for i in run.invocations if i.job_text)
-    life = ""
-    if lived := LIFECYCLE.of(run):
-        life = (_table(lifecycle_table(lived))
-                + f'<div class="timeline">{timeline_svg(lived)}</div>')
-    if moved := FAILOVER.of(run):
-        life += _table(failover_table(moved))
+    kinds = html(shown(run), _table)
     return (f"<h3>{escape(name)} <span class=\"muted\">{escape(run.suite)} on"
-            f" {escape(run.target)}</span></h3>" + life
+            f" {escape(run.target)}</span></h3>" + kinds
             + _table(Table(["environment", "value"], env_rows, [False, False])) + jobs)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from storbench.analysis.charts import CURVE, Chart
+from storbench.analysis.chart import Chart
+from storbench.analysis.charts import PERCENTILE_POINTS
 from storbench.render import units
 
 W, H = 760, 330
@@ -229,7 +230,7 @@ def _lines(c: Chart) -> str:
 
     out = _frame([(py(t), _fmt(t)) for t in y_ticks], c.y_label, c.x_label)
     if pct:
-        x_ticks = [(_px(p), f"p{p:g}") for p in CURVE]
+        x_ticks = [(_px(p), f"p{p:g}") for p in PERCENTILE_POINTS]
     elif c.x_ticks:
         x_ticks = [(at(t), _fmt(t)) for t in c.x_ticks]
     elif c.log_x:

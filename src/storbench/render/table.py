@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from storbench.analysis.stats import times
@@ -12,28 +10,11 @@ if TYPE_CHECKING:  # types only: a run's own tables need not load the comparison
     from storbench.analysis.compare import Comparison
     from storbench.analysis.cost import Priced
     from storbench.analysis.summary import SummaryRow
+from storbench.analysis.blocks import Table as Table
+from storbench.analysis.blocks import ident_cells, ident_heads
 from storbench.render import units
-from storbench.result.sections import APP, CURVE, PROBE, REPLAY, AppSection, CurveSection
+from storbench.result.sections import PROBE
 from storbench.workload.sizes import format_bytes_iec
-
-
-@dataclass(frozen=True)
-class Table:
-    headers: list[str]
-    rows: list[list[str]]
-    align_right: list[bool]
-
-
-def ident_heads(runs: list[Any]) -> list[str]:
-    """The columns that name a row's run: its number and label, and its target when a
-    run has no label (unlabelled runs of two targets are told apart by where they ran)."""
-    return ["run", "label", *(["target"] if any(not r.label for r in runs) else [])]
-
-
-def ident_cells(run: Any, heads: list[str]) -> list[str]:
-    """The run's cells under ``ident_heads``."""
-    cells = ["published" if run.origin == "published" else f"#{run.id}", run.label or ""]
-    return [*cells, run.target] if "target" in heads else cells
 
 
 def transposed(t: Table, key_columns: int = 2) -> Table:
@@ -205,137 +186,3 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
 def _capacity(size: float) -> str:
     """A capacity as sheets bill it (decimal GB) beside its binary size."""
     return f"{format_bytes_iec(int(size))} ({size / 1e9:,.0f} GB)"
-
-
-CURVE_PERCENTILES = ("50", "90", "99", "99.9")
-
-
-def curve_table(curve: CurveSection) -> Table:
-    """A curve's steps: closed loop first, then each fixed rate, its percentiles and
-    whether fio kept the rate."""
-    steps = [*curve["closed_loop"], *curve["steps"]]
-    unit = units.choose("latency", [v for s in steps for v in s["percentiles_ns"].values()])
-    headers = ["step", "requested IOPS", "achieved IOPS",
-               *(f"p{p} [{unit.name}]" for p in CURVE_PERCENTILES), "kept the rate"]
-    rows = []
-    for s in steps:
-        requested = s["requested_iops"]
-        kept = ("" if requested is None else "no: saturated" if s["saturated"] else
-                "no: ran faster" if s.get("exceeded") else "yes")
-        if "first" in s:  # measured again: the first fell behind, a faster step did not
-            kept += f" (again; {s['first']['test']}: {units.IOPS.fmt(s['first']['achieved_iops'])})"
-        rows.append([s["test"], "closed loop" if requested is None else units.IOPS.fmt(requested),
-                     units.IOPS.fmt(s["achieved_iops"]),
-                     *(unit.fmt(s["percentiles_ns"].get(p)) for p in CURVE_PERCENTILES), kept])
-    return Table(headers, rows, [False, True, True, *([True] * len(CURVE_PERCENTILES)), False])
-
-
-def curves_table(runs: list[Any]) -> Table:
-    """Curves side by side: a row per run, its maximum, knee, floor and answers."""
-    curves = [(r, c) for r in runs if (c := CURVE.of(r))]
-    objectives = list(dict.fromkeys(a["objective"] for _, c in curves for a in c["answers"]))
-    floors = [f.get("99") for _, c in curves if (f := c.get("floor_ns"))]
-    unit = units.choose("latency", floors)
-    heads = ident_heads([r for r, _ in curves])
-    headers = [*heads, "workload", "max IOPS", "knee IOPS", f"p99 floor [{unit.name}]",
-               *(f"IOPS at {o}" for o in objectives)]
-    rows = []
-    for run, c in curves:
-        found = {a["objective"]: a for a in c["answers"]}
-        cells = []
-        for o in objectives:
-            a = found.get(o)
-            cells.append("" if a is None else "never met" if a["never_met"]
-                         else units.IOPS.fmt(a["iops"]))
-        rows.append([*ident_cells(run, heads), c["workload"], units.IOPS.fmt(c["max_iops"]),
-                     units.IOPS.fmt(c.get("knee_iops")),
-                     unit.fmt((c.get("floor_ns") or {}).get("99")), *cells])
-    return Table(headers, rows, [False] * (len(heads) + 1) + [True] * (3 + len(objectives)))
-
-
-def _estimate_text(e: dict[str, Any]) -> str:
-    """'1,150 (1,000–1,400) transactions/s', or '2.10 ms' for a figure measured as is."""
-    n = units.Unit("", 1.0).fmt  # two significant digits below 0.1: "0.024 ms"
-    if e["unit"] == "ms" and e["low"] == e["high"] and 0 < abs(e["value"]) < 0.005:
-        return units.latency(e["value"] * 1e6)  # '422 ns', never '0.00 ms' (tmpfs)
-    span = f" ({n(e['low'])}–{n(e['high'])})" if e["low"] != e["high"] else ""
-    return f"{n(e['value'])}{span} {e['unit']}"
-
-
-def app_table(app: AppSection) -> Table:
-    """An application profile's estimates: each with its range and what decided it."""
-    rows = [[e["label"], _estimate_text(e), e["decided_by"]] for e in app["estimates"]]
-    return Table(["estimate", "value (range)", "from"], rows, [False, True, False])
-
-
-REPLAYED = ("reads", "writes", "syncs")
-
-
-def replay_counts(counts: dict[str, int], named: bool = False) -> str:
-    """'600 / 600 / 148', or with ``named`` '600 reads / 600 writes / 148 syncs'."""
-    return " / ".join(f"{counts.get(k, 0):,}" + (f" {k}" if named else "") for k in REPLAYED)
-
-
-def replay_lag(replay: Any) -> float | None:
-    """How far a timed replay fell behind its recorded timeline (s), negative when it ran
-    ahead of it beyond fio's millisecond clock (it did not wait as recorded); None for a
-    replay as fast as possible."""
-    lag = replay["lag_s"]
-    if lag is None:
-        return None
-    return lag if lag > 0 or -lag > 0.002 + 0.01 * replay["recorded_s"] else 0.0
-
-
-def replays_table(runs: list[Any]) -> Table:
-    """Replays of recorded workloads side by side: what each issued of what was
-    recorded, and how it kept time."""
-    rows = []
-    heads = ident_heads([run for run in runs if REPLAY.of(run)])
-    for run in runs:
-        r = REPLAY.of(run)
-        if r is None:
-            continue
-        issued, recorded = replay_counts(r["issued"]), replay_counts(r["recorded"])
-        lag = replay_lag(r)
-        rows.append([*ident_cells(run, heads), r["workload"],
-                     "timed" if r["timed"] else "as fast as possible", issued, recorded,
-                     f"{r['replay_s']:.3f}", f"{r['recorded_s']:.3f}",
-                     "" if lag is None else f"{lag:.3f}"])
-    return Table([*heads, "workload", "replay", "issued r / w / sync",
-                  "recorded r / w / sync", "took [s]", "recorded [s]", "behind [s]"], rows,
-                 [False] * (len(heads) + 2) + [True] * 5)
-
-
-def app_caveats(run: Any, app: AppSection, said: str | None = None) -> list[str]:
-    """What storbench flagged on the tests an application's answer (or the estimate
-    whose ``decided_by`` is ``said``) was taken from ('etcd: fsync on tmpfs: a no-op'):
-    the answer is only as true as they are."""
-    from storbench.analysis.warnings import brief
-
-    if said is None:
-        said = " ".join(e["decided_by"] for e in app["estimates"])
-    return list(dict.fromkeys(
-        f"{w.test}: {brief(w)}" for w in run.warnings
-        if w.test and re.search(rf"(?<![\w-]){re.escape(w.test)}(?![\w-])", said)))
-
-
-def apps_table(runs: list[Any]) -> Table:
-    """Application estimates side by side: a row per run, a column per estimate; one
-    taken from a flagged test marked ⚠, the flags in a caveats column."""
-    found = [(r, a) for r in runs if (a := APP.of(r))]
-    labels = list(dict.fromkeys(f"{a['profile']}: {e['label']}" for _, a in found
-                                for e in a["estimates"]))
-    rows, flagged = [], False
-    heads = ident_heads([run for run, _ in found])
-    for run, a in found:
-        mine = {f"{a['profile']}: {e['label']}": e for e in a["estimates"]}
-        cells = [_estimate_text(mine[k]) + (" ⚠" if app_caveats(run, a, mine[k]["decided_by"])
-                                            else "") if k in mine else "" for k in labels]
-        said = app_caveats(run, a)
-        flagged = flagged or bool(said)
-        rows.append([*ident_cells(run, heads), a["application"], *cells, "; ".join(said)])
-    if not flagged:
-        rows = [row[:-1] for row in rows]
-    return Table([*heads, "application", *labels, *(["caveats"] if flagged else [])],
-                 rows, [False] * (len(heads) + 1) + [True] * len(labels)
-                 + ([False] if flagged else []))

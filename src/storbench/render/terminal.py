@@ -19,7 +19,6 @@ from storbench.render.table import (
     Table,
     comparison_table,
     cost_table,
-    curves_table,
     probe_comparison_table,
     probe_phases,
     summary_table,
@@ -71,11 +70,11 @@ def print_run(console: Console, run: Run) -> None:
         f" target={escape(run.target)} status={run.status} {run.created_at}"
         + (f" tags: {escape(tags)}" if tags else "")
     )
-    from storbench.render.sections import show_sections
+    from storbench.analysis.views import tabulates
+    from storbench.render.blocks import print_blocks, shown
 
-    tabulated = all(s.tests_table for s in sections.KINDS if s.of(run))
-    rows = summarize(run) if tabulated else []
-    show_sections(console, run)
+    rows = summarize(run) if tabulates(run) else []
+    print_blocks(console, shown(run))
     if run.repeats > 1 and rows:
         console.print(f"{run.repeats} repeats per test: medians, IOPS ± 95% confidence interval")
     if rows:
@@ -262,24 +261,13 @@ def print_blocks(console: Console, t: Table, key_columns: int = 3) -> None:
 
 def print_comparison(console: Console, comp: Comparison) -> None:
     from storbench.analysis.compare import sentences
-    from storbench.render.lifecycle import classes_table, is_kube_life
+    from storbench.analysis.views import tabulated
+    from storbench.render.blocks import compared
 
-    if any(is_kube_life(r) for r in comp.runs):
-        console.print(rich_table(classes_table(comp.runs), "Kubernetes volume lifecycle"))
-        if all(is_kube_life(r) for r in comp.runs):
-            return  # no tests to compare figure by figure
-    if any(sections.APP.of(r) for r in comp.runs):
-        from storbench.render.table import apps_table
-
-        console.print(rich_table(apps_table(comp.runs), "Applications"))
-    if any(sections.REPLAY.of(r) for r in comp.runs):
-        from storbench.render.table import replays_table
-
-        console.print(rich_table(replays_table(comp.runs), "Replays of recorded workloads"))
-    if any(sections.CURVE.of(r) for r in comp.runs):
-        console.print(rich_table(curves_table(comp.runs), "IOPS-latency curves"))
-        if all(sections.CURVE.of(r) for r in comp.runs):
-            return  # their steps are no tests to compare figure by figure
+    for title, table_, _ in compared(comp.runs):
+        console.print(rich_table(table_, title))
+    if not tabulated(comp.runs):
+        return  # a curve's steps, a lifecycle's volumes: no tests to compare one by one
     table = comparison_table(comp, sep="\n")
     if fits(console, table):
         console.print(rich_table(table))

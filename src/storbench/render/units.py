@@ -12,7 +12,7 @@ from storbench.analysis.metrics import Kind
 from storbench.workload.sizes import LATENCY_UNITS, format_latency
 
 if TYPE_CHECKING:  # a type only: the terminal's units need not load the charts
-    from storbench.analysis.charts import Chart
+    from storbench.analysis.chart import Chart
 
 _LATENCY = LATENCY_UNITS
 _BW = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
@@ -79,6 +79,11 @@ def choose(kind: Kind | str, values: Iterable[float | None], *, by_largest: bool
 def latency(ns: float | None) -> str:
     """One latency with its own unit, for sentences ('4.20 ms')."""
     return format_latency(ns)
+
+
+def plain(v: float | None) -> str:
+    """A figure in its own unit (an application's transactions/s): 1,150; 12.5; 0.024."""
+    return Unit("", 1.0).fmt(v)
 
 
 def header(title: str, kind: Kind, unit: Unit) -> str:

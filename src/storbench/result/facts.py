@@ -39,6 +39,7 @@ class TargetFacts:
     memory_limited: bool = False  # ram_bytes is a memory cgroup's limit, below the RAM
     hosts: tuple[str, ...] = ()  # the hosts fio ran on (ssh://db1, sock:PATH, ADDR:PORT)
     host_fs: tuple[tuple[str, str], ...] = ()  # (host, its path's file system) as each said
+    access_mode: str | None = None  # a Kubernetes volume's (ReadWriteOnce, ...)
 
     def in_ram(self) -> tuple[str, str] | None:
         """The RAM file systems the run's writes went to, and where, for messages:
@@ -74,7 +75,8 @@ class TargetFacts:
                    environment.get("memory_limit_bytes") is not None,
                    tuple(str(h["host"]) for h in hosts if isinstance(h, dict) and h.get("host")),
                    tuple((str(h["host"]), h["fs_type"]) for h in hosts if isinstance(h, dict)
-                         and h.get("host") and isinstance(h.get("fs_type"), str)))
+                         and h.get("host") and isinstance(h.get("fs_type"), str)),
+                   target.get("access_mode"))
 
 
 def _device(facts: Mapping[str, Any]) -> Device:

@@ -32,7 +32,6 @@ class Section(Generic[T]):
 
     key: str
     title: str  # how `show` and the report name it
-    tests_table: bool = True  # its runs' tests are figures to tabulate (a curve's steps are not)
 
     def of(self, run: HasData) -> T | None:
         """What ``run`` holds in this section; None when it has none (or it is empty)."""
@@ -115,14 +114,13 @@ class ReplaySection(TypedDict):
     notes: list[str]
 
 
-# the kinds' sections: one line each (render and analysis find theirs by key)
-CURVE = Section[CurveSection]("curve", "IOPS-latency curve", tests_table=False)
+# the kinds' sections (what is said of each: its view, analysis/views/)
+CURVE = Section[CurveSection]("curve", "IOPS-latency curve")
 ROUNDS = Section[dict[str, RoundsEntry]]("steady_rounds", "steady state in rounds")
-LIFECYCLE = Section[LifecycleSection]("lifecycle", "volume lifecycle", tests_table=False)
-FAILOVER = Section[FailoverSection]("failover", "failover", tests_table=False)
+LIFECYCLE = Section[LifecycleSection]("lifecycle", "volume lifecycle")
+FAILOVER = Section[FailoverSection]("failover", "failover")
 APP = Section[AppSection]("app", "application profile")
 REPLAY = Section[ReplaySection]("replay", "replay of a recorded workload")
-KINDS: tuple[Section[Any], ...] = (CURVE, ROUNDS, LIFECYCLE, FAILOVER, APP, REPLAY)
 
 # what the loop and the importer keep of any run
 PHASES = Section[list[dict[str, Any]]]("phases", "where the time went")

@@ -6,21 +6,22 @@ run's ``app`` section (result/sections.APP)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from storbench.analysis.apps import JUDGES, answer
 from storbench.analysis.assertions import Assertion
 from storbench.execute.base import Executor
 from storbench.pipeline.kinds.suite import Suite
-from storbench.pipeline.measure import RunContext
+from storbench.pipeline.measure import RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
-from storbench.result.sections import APP
+from storbench.result.sections import APP, AppSection
 
 
 @dataclass
 class AppKind(Suite):
     kind: ClassVar[str] = "app"
+    section: ClassVar[RecordSection] = APP
     profile: str = ""
     results: dict[str, list[TestResult]] = field(default_factory=dict)
 
@@ -44,6 +45,6 @@ class AppKind(Suite):
                                                    for f in s.test.jobfile.named_files()}):
                 self.results.setdefault(r.name, []).append(r)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> AppSection | None:
         found = answer(self.profile, self.results)
-        return APP.put(found.to_dict()) if found is not None else {}  # type: ignore[arg-type]
+        return found.to_dict() if found is not None else None

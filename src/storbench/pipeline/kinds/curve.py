@@ -25,7 +25,7 @@ from storbench.analysis.assertions import Assertion
 from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
 from storbench.execute.base import Executor
-from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.sections import CURVE, CurveSection
@@ -243,6 +243,7 @@ class CurveKind(Plain):
     its answers are its section of the run record."""
 
     kind: ClassVar[str] = "curve"
+    section: ClassVar[RecordSection] = CURVE
     fixed_schedule: ClassVar[bool] = False
     spec: CurveSpec
     suite: str
@@ -283,8 +284,8 @@ class CurveKind(Plain):
         self.curve = Curve(self.spec, ctx.planned.plan.tests[0])
         self.curve.measure(ctx, executor)
 
-    def record(self) -> dict[str, Any]:
-        return CURVE.put(self.curve.record()) if self.curve is not None else {}
+    def record(self) -> CurveSection | None:
+        return self.curve.record() if self.curve is not None else None
 
 
 def _curve_test(tests: list[PlannedTest], name: str | None, suite: str) -> PlannedTest:

@@ -11,7 +11,7 @@ from storbench.analysis.assertions import Assertion
 from storbench.errors import StorbenchError
 from storbench.execute.base import Executor
 from storbench.pipeline.kinds.lifecycle import class_target
-from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.sections import FAILOVER, FailoverSection
 from storbench.workload.plan import Plan
@@ -34,6 +34,7 @@ class FailoverSpec:
 @dataclass
 class FailoverKind(Plain):
     kind: ClassVar[str] = "failover"
+    section: ClassVar[RecordSection] = FAILOVER
     fixed_schedule: ClassVar[bool] = True  # no fio steps of the loop's
     spec: FailoverSpec
     found: dict[str, Any] | None = None
@@ -69,8 +70,8 @@ class FailoverKind(Plain):
         with ctx.phase("failover (write, pod ended, new pod, read back)"):
             self.found = self.failover.measure(self.spec.rate, self.spec.before_s)
 
-    def record(self) -> dict[str, Any]:
-        return FAILOVER.put(cast(FailoverSection, self.found)) if self.found else {}
+    def record(self) -> FailoverSection | None:
+        return cast(FailoverSection, self.found) if self.found else None
 
     def cleanup(self, hurry: bool) -> None:
         left = self.failover.cleanup() if self.failover is not None else []

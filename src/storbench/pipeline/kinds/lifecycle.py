@@ -11,9 +11,9 @@ from storbench.analysis import lifecycle
 from storbench.analysis.assertions import Assertion
 from storbench.errors import ConfigError, StorbenchError
 from storbench.execute.base import Executor
-from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
-from storbench.result.sections import LIFECYCLE
+from storbench.result.sections import LIFECYCLE, LifecycleSection
 from storbench.workload.plan import Plan
 
 if TYPE_CHECKING:  # the Kubernetes client takes ~0.3 s to import: only runs on a class do
@@ -42,6 +42,7 @@ def class_target(ctx: RunContext, what: str) -> ClassTarget:
 @dataclass
 class LifecycleKind(Plain):
     kind: ClassVar[str] = "lifecycle"
+    section: ClassVar[RecordSection] = LIFECYCLE
     fixed_schedule: ClassVar[bool] = True  # no fio steps of the loop's
     spec: LifecycleSpec
     volumes: list[dict[str, Any]] = field(default_factory=list)
@@ -92,14 +93,12 @@ class LifecycleKind(Plain):
         for copy, said in self.life.refused.items():  # known only once asked for
             self.not_measured[copy] = f"not supported by {sc.provisioner} (its provisioner: {said})"
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> LifecycleSection | None:
         if self.life is None:
-            return {}
-        return LIFECYCLE.put({"volumes": self.volumes,
-                              "summary": lifecycle.summary(self.volumes),
-                              "binding_mode": self.binding_mode,
-                              "not_measured": self.not_measured,
-                              "first_write_sync": lifecycle.FIRST_WRITE_SYNC})
+            return None
+        return {"volumes": self.volumes, "summary": lifecycle.summary(self.volumes),
+                "binding_mode": self.binding_mode, "not_measured": self.not_measured,
+                "first_write_sync": lifecycle.FIRST_WRITE_SYNC}
 
     def cleanup(self, hurry: bool) -> None:
         if self.life is None:

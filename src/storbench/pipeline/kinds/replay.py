@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 
 from storbench.errors import ConfigError, FioError
 from storbench.execute.base import Executor
-from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
-from storbench.result.sections import REPLAY
+from storbench.result.sections import REPLAY, ReplaySection
 from storbench.target.base import PutsFiles, Target
 from storbench.workload.guard import FILENAME_FORMAT
 from storbench.workload.jobfile import JobFile, Section, parse_jobfile
@@ -97,6 +97,7 @@ class ReplaySpec:
 @dataclass
 class ReplayKind(Plain):
     kind: ClassVar[str] = "replay"
+    section: ClassVar[RecordSection] = REPLAY
     fixed_schedule: ClassVar[bool] = True
     spec: ReplaySpec
     result: TestResult | None = None
@@ -206,10 +207,10 @@ class ReplayKind(Plain):
                 "writes": r.write.total_ios if r.write else 0,
                 "syncs": r.sync.calls if r.sync else 0}
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> ReplaySection | None:
         trace, r = self.spec.trace, self.result
         if r is None:
-            return {}
+            return None
         replay_s = max((d.runtime_ms for _, d in r.directions()), default=0) / 1000
         notes = [NO_DATA]
         if (buffering := self.spec.buffering()) is not None:
@@ -217,14 +218,14 @@ class ReplayKind(Plain):
         if self.spec.method.startswith("block") and not self.on_device:
             notes.append(DISK_IMAGE)
         notes += [f"not in the trace: {n:,} × {why}" for why, n in sorted(trace.skipped.items())]
-        return REPLAY.put({
+        return {
             "workload": self.spec.name, "method": self.spec.method,
             "timed": not self.spec.fast,
             "engine": ", ".join(f"{k} {v}" for k, v in self.spec.engine()),
             "recorded": trace.counts(), "issued": self.issued(), "workers": self.workers,
             "recorded_s": round(trace.duration_s, 6), "replay_s": replay_s,
             "lag_s": None if self.spec.fast else round(replay_s - trace.duration_s, 6),
-            "prefilled": self.prefilled, "notes": notes})
+            "prefilled": self.prefilled, "notes": notes}
 
     def failed(self) -> str | None:
         issued, recorded = self.issued(), self.expected()

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from storbench.analysis.assertions import Assertion
 from storbench.errors import ConfigError, FioError
 from storbench.execute.base import Executor
-from storbench.pipeline.measure import Plain, RunContext
+from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.record import Run, Warning
@@ -120,6 +121,7 @@ class RoundsKind(Plain):
     steady state (SNIA PTS); the figures are those of each test's window."""
 
     kind: ClassVar[str] = "rounds"
+    section: ClassVar[RecordSection] = ROUNDS
     fixed_schedule: ClassVar[bool] = True
     max_rounds: int
     round_s: float
@@ -166,8 +168,11 @@ class RoundsKind(Plain):
                          f" {WINDOW} rounds within {MAX_RANGE:.0%}, slope within"
                          f" {MAX_SLOPE:.0%}): its figures are those rounds'")
 
-    def record(self) -> dict[str, Any]:
-        return ROUNDS.put(self.rounds.record())
+    def record(self) -> dict[str, RoundsEntry] | None:
+        return self.rounds.record() or None
+
+    def own_assertion(self, assertion: Assertion) -> bool:
+        return assertion.test == "rounds"  # rounds.TEST.reached (analysis/views/rounds.py)
 
     def warnings(self, run: Run) -> list[Warning]:
         return self.rounds.warnings()  # judged on the window's rounds only

@@ -5,7 +5,7 @@ The plain kind of run, and the worked example of one (docs/design.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from storbench.analysis import caps, warnings
 from storbench.execute.base import Executor
@@ -46,9 +46,6 @@ class Suite(Plain):
             ctx.guard.check()
             ctx.run_step(executor, step, {f for s in steps[n:]
                                           for f in s.test.jobfile.named_files()})
-
-    def record(self) -> dict[str, Any]:
-        return {}
 
     def warnings(self, run: Run) -> list[Warning]:
         tests = run.results_by_test()
