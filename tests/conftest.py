@@ -23,7 +23,6 @@ IS_ROOT = os.geteuid() == 0
 FIO = shutil.which("fio")
 STORBENCH = [sys.executable, "-m", "storbench"]
 
-needs_fio = pytest.mark.skipif(FIO is None, reason="fio is not installed (scripts/setup does it)")
 # storbench's cache (change points) of the tests' runs: their own, never the user's
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="storbench-tests-cache-")
 atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
@@ -34,7 +33,93 @@ atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting tmpfs/loop file systems needs root")
+# --- what a test needs, and the tiers that follow from it -------------------------------
+# A test says what real resource it needs, by a fixture that stands for it (``fio``,
+# ``root``, ``kubeconfig``, ``sshfs_server``, ...) or by one of the ``needs_*`` marks below
+# (for a parametrized case, which cannot take a fixture). The collection hook marks it
+# with each resource and with ``integration``: `pytest -m "not integration"` (scripts/test
+# --fast) is the fast tier, which needs none, and skips what this machine lacks.
+RESOURCES = {
+    "fio": "runs real fio",
+    "root": "needs root: mounts, loop devices, cgroups, tracefs",
+    "kubernetes": "runs on the Kubernetes test-bed",
+    "services": "starts real servers (PostgreSQL, Prometheus, a Pushgateway, ...)",
+    "netfs": "mounts a network file system (sshfs through a latency proxy)",
+    "tracer": "traces a process (strace, bpftrace)",
+    "vm": "boots a virtual machine",
+}
+# fixtures that stand for a resource (those that depend on them are found through them)
+FIXTURE_NEEDS: dict[str, tuple[str, ...]] = {
+    "fio": ("fio",), "root": ("root",), "fio_json_text": ("fio",), "fio_servers": ("fio",),
+    "small_tmpfs": ("root",), "throttled": ("root", "fio"), "cached_loop_dir": ("root",),
+    "sshfs_server": ("netfs", "fio"), "postgres_server": ("services",),
+    "kubeconfig": ("kubernetes",), "image_env": ("root", "services"), "vm_ready": ("vm", "fio"),
+}
+FAST = os.environ.get("STORBENCH_TEST_TIER") == "fast"
+
+
+def needs(*resources: str, unavailable: str | None = None) -> pytest.MarkDecorator:
+    """The mark that says a test needs ``resources``; ``unavailable``: why it cannot run
+    here (it is skipped, saying so)."""
+    return pytest.mark.needs(*resources, unavailable=unavailable)
+
+
+needs_fio = needs("fio", unavailable=None if FIO else "fio is not installed (scripts/setup)")
+needs_root = needs("root", unavailable=None if IS_ROOT else "needs root (mounts, loop devices)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs(*resources, unavailable=None): what real"
+                            " resource a test needs (tests/conftest.py)")
+    config.addinivalue_line("markers", "integration: needs a real resource (derived)")
+    for name, what in RESOURCES.items():
+        config.addinivalue_line("markers", f"{name}: {what} (derived from what it needs)")
+
+
+def needed(item: pytest.Item) -> set[str]:
+    """The resources a collected test needs: from its fixtures and its needs marks."""
+    found = {r for f in getattr(item, "fixturenames", ()) for r in FIXTURE_NEEDS.get(f, ())}
+    for mark in item.iter_markers("needs"):
+        found.update(mark.args)
+    return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        resources = needed(item)
+        for r in sorted(resources):
+            item.add_marker(getattr(pytest.mark, r))
+        if resources:
+            item.add_marker(pytest.mark.integration)
+        for mark in item.iter_markers("needs"):
+            if mark.kwargs.get("unavailable"):
+                item.add_marker(pytest.mark.skip(reason=mark.kwargs["unavailable"]))
+
+
+@pytest.fixture(scope="session")
+def fio() -> str:
+    """This machine's fio (the test is skipped without it)."""
+    if FIO is None:
+        pytest.skip("fio is not installed (scripts/setup does it)")
+    return FIO
+
+
+@pytest.fixture(scope="session")
+def root() -> None:
+    """Root: mounts, loop devices, cgroups (the test is skipped without it)."""
+    if not IS_ROOT:
+        pytest.skip("needs root (mounts, loop devices, cgroups)")
+
+
+if FAST:
+    # The fast tier runs no fio: a test that does and does not say so fails, naming it
+    _stub = Path(tempfile.mkdtemp(prefix="storbench-fast-tier-"))
+    atexit.register(shutil.rmtree, _stub, True)
+    (_stub / "fio").write_text("#!/bin/sh\necho 'the fast tier runs no fio: this test needs"
+                               " the fio fixture or needs_fio (tests/conftest.py)' >&2\n"
+                               "exit 127\n")
+    (_stub / "fio").chmod(0o755)
+    os.environ["PATH"] = f"{_stub}:{os.environ['PATH']}"
 
 
 @pytest.fixture

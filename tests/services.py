@@ -39,11 +39,14 @@ def missing(*tools: tuple[str, str | None]) -> str | None:
 
 
 def needs(*tools: tuple[str, str | None]) -> pytest.MarkDecorator:
-    """Skip when a tool is missing, unless STORBENCH_REQUIRE_SERVICES=1 (scripts/test as
-    root installs them): then the test runs and fails, saying which."""
+    """A test that starts real servers (tests/conftest.py: the ``services`` tier); skipped
+    when a tool is missing, unless STORBENCH_REQUIRE_SERVICES=1 (scripts/test as root
+    installs them): then the test runs and fails, saying which."""
+    from tests.conftest import needs as need
+
     reason = missing(*tools)
     required = os.environ.get("STORBENCH_REQUIRE_SERVICES") == "1"
-    return pytest.mark.skipif(bool(reason) and not required, reason=reason or "")
+    return need("services", unavailable=None if required else reason)
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ ACTIONLINT = TOOLS / "bin" / "actionlint"
 UV = shutil.which("uv")
 
 
+@needs_fio
 def test_version_says_storbench_fio_and_python(tmp_path):
     proc = subprocess.run([*STORBENCH, "--version"], capture_output=True, text=True,
                           check=True)
@@ -62,7 +63,7 @@ def test_the_version_is_git_s(tmp_path):
     assert re.search(r"\+g[0-9a-f]{7,}", installed) or installed == tag, (installed, head)
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 @pytest.mark.skipif(UV is None, reason="uv is not installed (scripts/setup installs it)")
 def test_the_wheel_installs_and_runs_a_suite_outside_the_tree(tmp_path, tmpfs):
@@ -133,7 +134,7 @@ def test_the_release_pushes_the_runner_image_the_code_defaults_to():
     assert "secrets.PYPI" not in (WORKFLOWS / "release.yml").read_text()
 
 
-@pytest.mark.integration
+@needs_fio
 @pytest.mark.skipif(os.environ.get("STORBENCH_TEST_RELEASE_IMAGE") != "1",
                     reason="the release's storbench image takes ~2 min to build (apt, pip):"
                            " STORBENCH_TEST_RELEASE_IMAGE=1 builds it")

@@ -16,7 +16,7 @@ import pytest
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import IS_ROOT, needs_fio, run_cli, run_cli_wrapped
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import needs_fio, run_cli, run_cli_wrapped
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 
 def last(db):

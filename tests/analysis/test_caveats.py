@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import needs_fio, run_cli
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 # the same reads twice: once as asked (libaio, qd 32), once with a synchronous engine
 # that keeps one I/O in flight whatever iodepth says

@@ -17,7 +17,7 @@ from storbench.errors import ConfigError
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import IS_ROOT, needs_fio, run_cli, run_cli_wrapped
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 JOB = """[randread]
 rw=randread

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import IS_ROOT, STORBENCH, needs_fio, run_cli, run_cli_wrapped
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 
 def last_run(db: Path) -> dict:

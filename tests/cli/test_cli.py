@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import IS_ROOT, STORBENCH, mount_tmpfs, needs_fio, run_cli, umount
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 SHORT = ("--size", "16m", "--runtime", "1", "--ramp", "0")
 
@@ -447,7 +447,7 @@ def test_crash_leftovers_removed_by_next_run(tmpfs, store_path):
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_where_the_time_went(disk_dir, tmp_path, store_path):
     """A file fio must lay out first (fio prints nothing meanwhile): the plain progress
     says when the I/O began, and the run stores each phase on one clock, with this

@@ -33,7 +33,7 @@ def test_a_binary_job_file(tmpfs, tmp_path, store_path):
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_numjobs_in_hex_which_fio_accepts(tmpfs, tmp_path, store_path):
     job = tmp_path / "job.fio"
     job.write_text("[x]\nrw=read\nbs=4k\nsize=1m\nnumjobs=0x2\n")
@@ -229,6 +229,7 @@ def test_size_zero_is_refused_before_anything_runs(tmpfs, store_path):
     assert scratch_dirs(tmpfs) == []
 
 
+@needs_fio  # fio's own check of the job files
 @pytest.mark.parametrize("args, said", [
     (["--size", "1k"], "--size 1k is smaller than a block of test 'seqwrite' (job 'seqwrite':"
                        " 1.0 MiB): fio refuses a job with no room for one block; give 1.0 MiB"),
@@ -259,7 +260,7 @@ def test_a_baseline_that_does_not_exist_is_found_before_the_benchmark(tmpfs, sto
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_check_of_a_run_that_did_not_complete_fails_with_its_status(tmpfs, tmp_path,
                                                                     store_path):
     job = tmp_path / "nofile.fio"
@@ -270,7 +271,7 @@ def test_check_of_a_run_that_did_not_complete_fails_with_its_status(tmpfs, tmp_p
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_a_test_fio_did_no_i_o_in_fails_with_no_row_of_zeros(tmpfs, tmp_path, store_path):
     """fio reads runtime=1e+09 as 1 and then does no I/O in the time it measures: that
     run was completed with IOPS 0.00 (a test with no I/O at all had no row). It fails,
@@ -288,7 +289,7 @@ def test_a_test_fio_did_no_i_o_in_fails_with_no_row_of_zeros(tmpfs, tmp_path, st
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_the_progress_line_says_failed_for_a_failed_test(tmpfs, tmp_path, store_path):
     job = tmp_path / "nofile.fio"
     job.write_text("[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")
@@ -298,7 +299,7 @@ def test_the_progress_line_says_failed_for_a_failed_test(tmpfs, tmp_path, store_
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_a_killed_runs_work_directory_is_removed_by_the_next_run(tmpfs, tmp_path,
                                                                  store_path):
     job = tmp_path / "slow.fio"
@@ -336,7 +337,7 @@ def test_a_damaged_store_is_never_written_by_a_run(tmpfs, store_path, fio_json_t
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_a_run_killed_outright_is_crashed_not_running_forever(tmpfs, tmp_path, store_path):
     job = tmp_path / "slow.fio"
     job.write_text("[x]\nrw=randread\nbs=4k\nsize=4m\ntime_based\nruntime=30\n")
@@ -364,7 +365,7 @@ def test_a_run_killed_outright_is_crashed_not_running_forever(tmpfs, tmp_path, s
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
                     reason="a second PID namespace needs root and unshare")
 def test_a_storbench_in_another_pid_namespace_never_judges_a_live_run_dead(tmpfs, tmp_path,

@@ -20,7 +20,7 @@ from storbench.execute import confine
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import FIO, IS_ROOT, STORBENCH, needs_fio, run_cli
 
-pytestmark = [needs_fio, pytest.mark.integration,
+pytestmark = [needs_fio,
               pytest.mark.skipif(not IS_ROOT or shutil.which("runuser") is None,
                                  reason="needs root and runuser (to be `nobody`)")]
 

@@ -22,7 +22,7 @@ from storbench.execute.local import Confinement, FioProcess
 from tests.conftest import FIO, IS_ROOT, needs_fio
 from tests.target.test_blockdev import Loop, mkfs
 
-pytestmark = [needs_fio, pytest.mark.integration,
+pytestmark = [needs_fio,
               pytest.mark.skipif(not confine.abi(), reason="the kernel offers no Landlock")]
 
 PRECIOUS = "precious: written by the test\n"

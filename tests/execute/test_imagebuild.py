@@ -22,8 +22,6 @@ from tests.conftest import STORBENCH, run_cli
 from tests.images import BASE, PODMAN
 from tests.k8s import TESTBED, leftovers
 
-pytestmark = pytest.mark.integration
-
 
 def test_the_dockerfile_is_the_one_shipped_and_its_base_is_its_arg(tmp_path):
     proc = run_cli("k8s", "image", "dockerfile", db=tmp_path / "r.db")

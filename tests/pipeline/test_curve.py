@@ -43,7 +43,7 @@ def shown(store_path, ref="last"):
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_a_capped_volume_gives_its_cap_as_the_answer(capped_in_ram, store_path):
     throttled = capped_in_ram
     start = time.monotonic()
@@ -89,7 +89,7 @@ def test_a_capped_volume_gives_its_cap_as_the_answer(capped_in_ram, store_path):
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_a_step_paused_while_a_faster_one_kept_its_rate_is_measured_again(capped_in_ram,
                                                                           tmp_path, store_path):
     """The volume's cap drops to 50 IOPS for the whole of the first fixed-rate step (a
@@ -140,7 +140,7 @@ def test_a_step_paused_while_a_faster_one_kept_its_rate_is_measured_again(capped
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_on_tmpfs_the_cpu_is_the_limit_and_is_said(tmpfs, store_path):
     proc = run_cli("curve", str(tmpfs), "--workload", "quick:randread", "--size", "64m",
                    "--step-time", "1", "--steps", "4", "--slo", "p99<=1ms", db=store_path)
@@ -256,7 +256,7 @@ def test_the_rates_fio_s_poisson_arrivals_offer():
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_a_curve_over_several_hosts_and_on_a_block_device(fio_servers, tmpfs, tmp_path,
                                                           store_path):
     """The same loop on the other targets: fio servers (--hosts), and a blank loop
@@ -295,7 +295,7 @@ def test_a_curve_over_several_hosts_and_on_a_block_device(fio_servers, tmpfs, tm
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpfs, store_path):
     """etcd's job (sync writes + fdatasync): closed loop with numjobs 1, 2, 4 …, not a
     queue; the suite's fdatasync verdict is not applied to a curve's steps."""
@@ -313,7 +313,7 @@ def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpf
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_a_network_floor_is_never_met_below_it_and_two_curves_are_overlaid(
         sshfs_server, tmpfs, store_path, tmp_path):
     """sshfs through a proxy adding 1 ms each way: every read costs a round trip, so

@@ -13,7 +13,7 @@ import pytest
 from storbench.result.fio_logs import read_series
 from tests.conftest import FIO, needs_fio, run_cli
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 # bench-fio's job: the logs under OUTPUT/MODE-iodepth-Q-numjobs-N, the JSON as
 # OUTPUT/MODE-Q-N.json (bench_fio/benchlib/runfio.py)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 # fio 2.x's JSON, written by hand to its format (latency in microseconds, no *_ns keys,
 # bandwidth in KiB/s): fio 2.x is not packaged any more.

@@ -26,13 +26,12 @@ from storbench.workload.guard import check_iolog
 from storbench.workload.syscalls import from_strace
 from storbench.workload.trace import Trace
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
+from tests.conftest import FIO, STORBENCH, needs, needs_fio, run_cli
 
-needs_strace = pytest.mark.skipif(shutil.which("strace") is None,
-                                  reason="strace is not installed (scripts/install-testbed)")
-needs_bpftrace = pytest.mark.skipif(not bpfcapture.usable(),
-                                    reason="bpftrace is not installed (scripts/install-testbed)"
-                                    " or not root")
+needs_strace = needs("tracer", unavailable=None if shutil.which("strace") else
+                     "strace is not installed (scripts/install-testbed)")
+needs_bpftrace = needs("tracer", "root", unavailable=None if bpfcapture.usable() else
+                       "bpftrace is not installed (scripts/install-testbed) or not root")
 TRACERS = [pytest.param("strace", marks=needs_strace),
            pytest.param("bpftrace", marks=needs_bpftrace)]
 
@@ -820,7 +819,7 @@ def test_postgresql_keeps_workloads_too(postgres_db, tmp_path, tmpfs):
 
 @needs_fio
 @needs_strace
-@pytest.mark.integration
+@needs_fio
 def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
     """A real application: PostgreSQL serving pgbench for 30 s (20 transactions a second,
     pgbench's -R: a database with clients, not a saturating loop), recorded at file
@@ -879,7 +878,7 @@ def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
 
 @needs_fio
 @needs_bpftrace
-@pytest.mark.integration
+@needs_fio
 def test_a_timed_replay_on_a_capped_volume_issues_it_all_and_says_its_lag(tmp_path, tmpfs):
     """fio as the application at 400 IOPS (a 1.5 s timeline) on tmpfs, replayed on its
     recorded timeline on a volume capped at 100 IOPS each way: everything recorded is

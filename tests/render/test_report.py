@@ -11,7 +11,7 @@ import pytest
 from tests.browser import CHROMIUM, Browser
 from tests.conftest import needs_fio, run_cli
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fio"
 INJECT = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
@@ -342,7 +342,7 @@ def test_cells_break_between_words_and_after_separators_only() -> None:
 
 
 @needs_fio
-@pytest.mark.integration
+@needs_fio
 def test_a_timeline_of_runs_apart_by_orders_of_magnitude_is_logarithmic(tmp_path: Path,
                                                                         tmpfs: Path) -> None:
     """One run at 100 IOPS beside one at tens of thousands: on one linear axis the slow

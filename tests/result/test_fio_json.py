@@ -11,7 +11,7 @@ from storbench.result.fio_json import load_fio_json, parse_fio_json
 from storbench.result.merge import FIO_PERCENTILES, percentiles_from_bins
 from tests.conftest import FIO, needs_fio
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 SHAPES = {
     "randread1": "--rw=randread --bs=4k --numjobs=1",

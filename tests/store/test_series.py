@@ -94,9 +94,12 @@ def test_an_answer_anyone_could_plant_is_not_read(tmp_path):
 
 def test_the_oldest_answers_go(tmp_path):
     cache = ChangeCache(tmp_path / "changes")
-    for i in range(KEEP + 1):
-        cache.put(f"k{i}", [])
+    cache.put("k0", [])  # the cache makes its directory, as its own
+    os.utime(cache.root / "k0", (0, 0))
+    for i in range(1, KEEP):  # answers kept earlier (written here: put() lists them all)
+        (cache.root / f"k{i}").write_text("[]")
         os.utime(cache.root / f"k{i}", (i, i))
+    cache.put(f"k{KEEP}", [])  # one more than it keeps
     left = sorted(p.name for p in cache.root.iterdir())
     assert len(left) <= KEEP and "k0" not in left and f"k{KEEP}" in left
 

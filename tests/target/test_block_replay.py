@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from storbench.workload.trace import DISCARD, FUA, from_blk
-from tests.conftest import IS_ROOT, STORBENCH, needs_fio, run_cli
+from tests.conftest import STORBENCH, needs_fio, needs_root, run_cli
 from tests.target.test_blockdev import Loop
 
-pytestmark = [pytest.mark.skipif(not IS_ROOT, reason="loop devices and tracefs need root"),
-              needs_fio]
+pytestmark = [needs_root, needs_fio]  # loop devices and tracefs
 
 APP = """[w]
 filename={dev}

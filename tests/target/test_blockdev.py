@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from storbench.target.blockguard import decide, inspect
-from tests.conftest import IS_ROOT, needs_fio, run_cli
+from tests.conftest import needs_fio, needs_root, run_cli
 
-pytestmark = pytest.mark.skipif(not IS_ROOT, reason="loop devices need root")
+pytestmark = needs_root  # loop devices
 
 QUICK = ("--suite", "quick", "--runtime", "1", "--ramp", "0")
 READS = "[reads]\nrw=randread\nbs=4k\niodepth=8\nioengine=libaio\ntime_based\nruntime=1\n"

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import STORBENCH, needs_fio, run_cli
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 LONG_READ = ("[reader]\nrw=randread\nbs=4k\nsize=8m\ndirect=1\ntime_based\nruntime={runtime}\n")
 

@@ -15,7 +15,7 @@ from storbench.errors import ConfigError
 from storbench.target.hostlist import Host, parse_hosts
 from tests.conftest import FIO, STORBENCH, FioServers, needs_fio, run_cli
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 JOB = ("[global]\nbs=4k\nsize=8m\ntime_based\nruntime={runtime}\n"
        "[randread]\nrw=randread\n[randwrite]\nrw=randwrite\nstonewall\n")

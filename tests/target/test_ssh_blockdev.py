@@ -16,7 +16,7 @@ from tests.conftest import needs_fio, run_cli
 from tests.target.test_blockdev import READS, Loop, mkfs
 from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 MIB = 2**20
 SIZES = (64 * MIB, 96 * MIB)

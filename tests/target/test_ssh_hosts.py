@@ -22,7 +22,7 @@ from tests.pipeline.test_replay import _record_fio, needs_strace
 from tests.target.test_hosts import assert_finish_line, job, merged_percentile
 from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs, tcp_listeners
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 
 @pytest.fixture(scope="module")

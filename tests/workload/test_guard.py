@@ -87,7 +87,7 @@ def test_allow_exec_lets_commands_through_but_never_paths():
 
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 def test_write_iolog_outside_is_refused_and_the_file_does_not_grow(tmpfs, tmp_path,
                                                                    store_path):
@@ -109,7 +109,7 @@ def test_write_iolog_outside_is_refused_and_the_file_does_not_grow(tmpfs, tmp_pa
     assert scratch_dirs(tmpfs) == []
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 def test_exec_prerun_runs_only_with_allow_exec(tmpfs, tmp_path, store_path):
     marker = tmp_path / "ran"
@@ -122,7 +122,7 @@ def test_exec_prerun_runs_only_with_allow_exec(tmpfs, tmp_path, store_path):
     assert marker.exists()  # real fio ran the command
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 def test_a_relative_iolog_is_written_in_the_scratch_directory(tmpfs, tmp_path, store_path):
     path = job(tmp_path, "write_iolog=io.log\n")
@@ -132,7 +132,7 @@ def test_a_relative_iolog_is_written_in_the_scratch_directory(tmpfs, tmp_path, s
     assert scratch_dirs(tmpfs) == []  # it went with the scratch directory
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 def test_environment_variables_in_paths_are_refused_because_fio_expands_them(tmp_path):
     home = tmp_path / "home"
@@ -145,7 +145,7 @@ def test_environment_variables_in_paths_are_refused_because_fio_expands_them(tmp
         prepared("filename=${HOME}/x\n")
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 def test_fio_itself_has_no_trigger_option_in_job_files(tmp_path):
     """fio's --trigger* are command-line options storbench never passes; in a job file
@@ -166,7 +166,7 @@ def attack_file(tmp_path: Path, header: str, extra: str = "") -> Path:
     return path
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 def test_a_section_name_cannot_overwrite_a_file_outside(tmpfs, tmp_path, store_path):
     victims = tmpfs / "victims"
@@ -193,7 +193,7 @@ def test_a_section_name_cannot_overwrite_a_file_outside(tmpfs, tmp_path, store_p
         assert scratch_dirs(target) == [] and sorted(tmpfs.iterdir()) == [tmpfs / "a", victims]
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 @pytest.mark.parametrize("name, said", [
     # a line break would end directory= and begin an option of the directory's naming
@@ -219,7 +219,7 @@ def test_a_directory_name_cannot_write_the_job_file(name, said, tmpfs, tmp_path,
     assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 @pytest.mark.parametrize("mounted", [False, True])
 def test_a_section_name_cannot_reach_a_device(tmp_path, store_path, mounted):
@@ -246,7 +246,7 @@ def test_a_section_name_cannot_reach_a_device(tmp_path, store_path, mounted):
         loop.close()
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 def test_an_engine_from_the_environment_runs_nothing(tmpfs, tmp_path, store_path):
     marker = tmp_path / "ran"
@@ -258,7 +258,7 @@ def test_an_engine_from_the_environment_runs_nothing(tmpfs, tmp_path, store_path
     assert not marker.exists()
 
 
-@pytest.mark.integration
+@needs_fio
 @needs_fio
 def test_the_e4defrag_donor_stays_inside(tmpfs, tmp_path, store_path):
     path = job(tmp_path, "ioengine=e4defrag\ndonorname=../../donor\n")

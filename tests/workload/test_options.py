@@ -14,7 +14,7 @@ from storbench.workload.guard import check
 from storbench.workload.options import ALIASES, COMMAND_ENGINES, ENGINES, TABLE, Kind
 from tests.conftest import FIO, needs_fio
 
-pytestmark = [needs_fio, pytest.mark.integration]
+pytestmark = needs_fio
 
 
 def fio(*args: str) -> str:

@@ -22,7 +22,7 @@ from tests.conftest import needs_root, run_cli
 from tests.k8s import leftovers
 from tests.target.test_blockdev import Loop, mkfs
 
-pytestmark = [pytest.mark.integration, needs_root]
+pytestmark = needs_root
 
 SIZE = 256 * 2**20
 BLOCK = ("--volume-mode", "Block", "--capacity", "256Mi")

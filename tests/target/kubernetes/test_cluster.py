@@ -23,8 +23,6 @@ from tests.conftest import STORBENCH, run_cli
 from tests.k8s import interrupted, leftovers, managed_pods, restricted_kubeconfig
 from tests.target.test_hosts import assert_finish_line, merged_percentile
 
-pytestmark = pytest.mark.integration
-
 SHORT = ("--runtime", "2", "--ramp", "0", "--size", "64m")
 
 

@@ -17,10 +17,8 @@ from kubernetes import client
 
 from storbench.analysis.lifecycle import percentile, summary
 from tests.cli.test_cli import assert_one_line_error, show_json
-from tests.conftest import run_cli
+from tests.conftest import needs, run_cli
 from tests.k8s import interrupted, kubelet_orphans, leftovers, managed_pods
-
-pytestmark = pytest.mark.integration
 
 
 def test_two_classes_timed_stored_and_gated(kube, namespace, k8s_env, store_path):
@@ -170,6 +168,8 @@ def test_ctrl_c_says_what_stays_by_its_reclaim_policy(kube, namespace, k8s_env, 
     assert [x for x in leftovers(kube, namespace) if x.split()[-1] not in kept] == []
 
 
+@needs("fio", "tracer",
+       unavailable=None if shutil.which("strace") else "strace is not installed")
 def test_the_first_write_has_become_durable_when_fio_times_it(tmp_path):
     """The lifecycle's first write, run by the real fio here under strace: its one write
     goes to a file opened O_SYNC, or an fsync of it follows. It was --fsync=1, which fio

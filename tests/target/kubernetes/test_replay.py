@@ -14,7 +14,7 @@ from tests.conftest import needs_fio, run_cli
 from tests.k8s import leftovers
 from tests.pipeline.test_replay import _record_fio, needs_strace
 
-pytestmark = [pytest.mark.integration, needs_fio, needs_strace]
+pytestmark = [needs_fio, needs_strace]
 
 
 def test_a_recorded_application_replayed_on_a_storage_class(kube, namespace, k8s_env,

@@ -14,8 +14,6 @@ from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
 from tests.k8s import IMAGE, kubelet_orphans, leftovers, restricted_kubeconfig
 
-pytestmark = pytest.mark.integration
-
 
 def test_snapshots_deleted_while_they_are_taken_leave_no_content(
         kube: Kube, namespace: str, kubeconfig: str, csi_driver: str, tmp_path: Path) -> None:
