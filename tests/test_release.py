@@ -64,7 +64,6 @@ def test_the_version_is_git_s(tmp_path):
 
 
 @needs_fio
-@needs_fio
 @pytest.mark.skipif(UV is None, reason="uv is not installed (scripts/setup installs it)")
 def test_the_wheel_installs_and_runs_a_suite_outside_the_tree(tmp_path, tmpfs):
     dist = tmp_path / "dist"

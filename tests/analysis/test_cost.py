@@ -73,7 +73,6 @@ def test_user_sheet_file(tmp_path):
 
 
 @needs_fio
-@needs_fio
 def test_pasted_blog_text_beside_own_run_reference_and_price(tmpfs, store_path):
     """A fio 2.x text copied from a blog post, imported from stdin, compared with a
     measured run and the published figures, with the cost per 1,000 IOPS."""

@@ -26,7 +26,6 @@ def test_reference_list_has_every_study_with_provenance(store_path):
 
 
 @needs_fio
-@needs_fio
 def test_compare_with_references(tmpfs, store_path, tmp_path):
     proc = run_cli("run", str(tmpfs), "--suite", "etcd", "--size", "1m", "-l", "mine",
                    db=store_path)
@@ -65,7 +64,6 @@ def test_compare_with_references(tmpfs, store_path, tmp_path):
     assert proc.returncode == 2 and "not a reference set" in proc.stderr
 
 
-@needs_fio
 @needs_fio
 def test_study_4_clat_mean_reaches_its_column(tmpfs, store_path):
     """Study 4 printed "1145 IOPS, clat avg 631 µs": both beside one's own run."""

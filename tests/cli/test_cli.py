@@ -447,7 +447,6 @@ def test_crash_leftovers_removed_by_next_run(tmpfs, store_path):
 
 
 @needs_fio
-@needs_fio
 def test_where_the_time_went(disk_dir, tmp_path, store_path):
     """A file fio must lay out first (fio prints nothing meanwhile): the plain progress
     says when the I/O began, and the run stores each phase on one clock, with this

@@ -33,7 +33,6 @@ def test_a_binary_job_file(tmpfs, tmp_path, store_path):
 
 
 @needs_fio
-@needs_fio
 def test_numjobs_in_hex_which_fio_accepts(tmpfs, tmp_path, store_path):
     job = tmp_path / "job.fio"
     job.write_text("[x]\nrw=read\nbs=4k\nsize=1m\nnumjobs=0x2\n")
@@ -260,7 +259,6 @@ def test_a_baseline_that_does_not_exist_is_found_before_the_benchmark(tmpfs, sto
 
 
 @needs_fio
-@needs_fio
 def test_check_of_a_run_that_did_not_complete_fails_with_its_status(tmpfs, tmp_path,
                                                                     store_path):
     job = tmp_path / "nofile.fio"
@@ -270,7 +268,6 @@ def test_check_of_a_run_that_did_not_complete_fails_with_its_status(tmpfs, tmp_p
     assert_one_line_error(proc, 1, "run 1 failed (fio exited", "no verdict")
 
 
-@needs_fio
 @needs_fio
 def test_a_test_fio_did_no_i_o_in_fails_with_no_row_of_zeros(tmpfs, tmp_path, store_path):
     """fio reads runtime=1e+09 as 1 and then does no I/O in the time it measures: that
@@ -289,7 +286,6 @@ def test_a_test_fio_did_no_i_o_in_fails_with_no_row_of_zeros(tmpfs, tmp_path, st
 
 
 @needs_fio
-@needs_fio
 def test_the_progress_line_says_failed_for_a_failed_test(tmpfs, tmp_path, store_path):
     job = tmp_path / "nofile.fio"
     job.write_text("[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")
@@ -298,7 +294,6 @@ def test_the_progress_line_says_failed_for_a_failed_test(tmpfs, tmp_path, store_
     assert "done:" not in proc.stderr
 
 
-@needs_fio
 @needs_fio
 def test_a_killed_runs_work_directory_is_removed_by_the_next_run(tmpfs, tmp_path,
                                                                  store_path):
@@ -337,7 +332,6 @@ def test_a_damaged_store_is_never_written_by_a_run(tmpfs, store_path, fio_json_t
 
 
 @needs_fio
-@needs_fio
 def test_a_run_killed_outright_is_crashed_not_running_forever(tmpfs, tmp_path, store_path):
     job = tmp_path / "slow.fio"
     job.write_text("[x]\nrw=randread\nbs=4k\nsize=4m\ntime_based\nruntime=30\n")
@@ -364,7 +358,6 @@ def test_a_run_killed_outright_is_crashed_not_running_forever(tmpfs, tmp_path, s
     assert_one_line_error(proc, 1, f"run {run['id']} crashed (the storbench process", "no verdict")
 
 
-@needs_fio
 @needs_fio
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
                     reason="a second PID namespace needs root and unshare")

@@ -43,7 +43,6 @@ def shown(store_path, ref="last"):
 
 
 @needs_fio
-@needs_fio
 def test_a_capped_volume_gives_its_cap_as_the_answer(capped_in_ram, store_path):
     throttled = capped_in_ram
     start = time.monotonic()
@@ -88,7 +87,6 @@ def test_a_capped_volume_gives_its_cap_as_the_answer(capped_in_ram, store_path):
     assert 'id="curve-randread"' in html_text and 'class="rule"' in html_text
 
 
-@needs_fio
 @needs_fio
 def test_a_step_paused_while_a_faster_one_kept_its_rate_is_measured_again(capped_in_ram,
                                                                           tmp_path, store_path):
@@ -140,7 +138,6 @@ def test_a_step_paused_while_a_faster_one_kept_its_rate_is_measured_again(capped
 
 
 @needs_fio
-@needs_fio
 def test_on_tmpfs_the_cpu_is_the_limit_and_is_said(tmpfs, store_path):
     proc = run_cli("curve", str(tmpfs), "--workload", "quick:randread", "--size", "64m",
                    "--step-time", "1", "--steps", "4", "--slo", "p99<=1ms", db=store_path)
@@ -148,7 +145,13 @@ def test_on_tmpfs_the_cpu_is_the_limit_and_is_said(tmpfs, store_path):
     run = shown(store_path)
     curve = run["data"]["curve"]
     assert curve["cpu_bound"] and curve["max_cpu_percent"] >= 95
-    assert len(curve["steps"]) == 4
+    # a step per rate fio can offer of the 4 asked (10% … 100% of the closed loop's best):
+    # at this machine's hundreds of thousands of IOPS, fio's whole-microsecond gaps may
+    # offer two of them alike, measured once (how many depends on the machine's speed)
+    top = max(s["achieved_iops"] for s in curve["closed_loop"])
+    offered = {round(rates.poisson_pace(max(1.0, round((0.1 + i / 3) * top)))[1])
+               for i in range(4)}
+    assert len(curve["steps"]) == len(offered) >= 2, (top, offered)
     assert "the CPU, not the storage" in proc.stdout
     # tmpfs takes these rates (100,000s of IOPS a job), where fio's whole-microsecond
     # Poisson gaps miss a rate by up to 60%: each step is a rate fio really offers, and
@@ -256,7 +259,6 @@ def test_the_rates_fio_s_poisson_arrivals_offer():
 
 
 @needs_fio
-@needs_fio
 def test_a_curve_over_several_hosts_and_on_a_block_device(fio_servers, tmpfs, tmp_path,
                                                           store_path):
     """The same loop on the other targets: fio servers (--hosts), and a blank loop
@@ -295,7 +297,6 @@ def test_a_curve_over_several_hosts_and_on_a_block_device(fio_servers, tmpfs, tm
 
 
 @needs_fio
-@needs_fio
 def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpfs, store_path):
     """etcd's job (sync writes + fdatasync): closed loop with numjobs 1, 2, 4 …, not a
     queue; the suite's fdatasync verdict is not applied to a curve's steps."""
@@ -312,7 +313,6 @@ def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpf
     assert series["series"].startswith("curve:etcd:etcd@"), series
 
 
-@needs_fio
 @needs_fio
 def test_a_network_floor_is_never_met_below_it_and_two_curves_are_overlaid(
         sshfs_server, tmpfs, store_path, tmp_path):

@@ -71,9 +71,11 @@ def test_a_bench_fio_folder_becomes_labelled_runs_with_timelines(tmp_path, tmpfs
         direction = "read" if "read" in path.stem else "write"
         series = test["series"][direction]
         assert 2 <= len(series["iops"]) <= 4 and series["t_s"][:2] == [1.0, 2.0]
-        # the logs' per-second IOPS (two jobs summed) tell the JSON's story
+        # the logs' per-second IOPS (two jobs summed) tell the JSON's story: on average
+        # (a median moved with this machine's load, 760,831 against 1,018,665 in a CI run,
+        # while the mean and fio's figure are both the I/Os over the same seconds)
         figure = test[direction]["iops"]
-        assert statistics.median(series["iops"]) == pytest.approx(figure, rel=0.25)
+        assert statistics.fmean(series["iops"]) == pytest.approx(figure, rel=0.25)
         assert all(v is not None and v > 0 for v in series["clat_mean_ns"])
     shown = run_cli("show", listed[0]["label"] and str(listed[0]["id"]), "--timeline",
                     db=store_path).stdout
@@ -91,7 +93,7 @@ def test_logs_averaged_over_half_seconds_are_one_sample_a_second(tmp_path, tmpfs
     assert series.t_s[:4] == [1.0, 2.0, 3.0, 4.0]
     doc = json.loads(path.read_text())
     iops = doc["jobs"][0]["read"]["iops"]
-    assert statistics.median(series.iops) == pytest.approx(iops, rel=0.25)
+    assert statistics.fmean(series.iops) == pytest.approx(iops, rel=0.25)
 
 
 def test_plain_json_of_several_jobs_says_its_percentiles_are_absent(tmp_path, tmpfs,

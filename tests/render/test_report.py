@@ -342,7 +342,6 @@ def test_cells_break_between_words_and_after_separators_only() -> None:
 
 
 @needs_fio
-@needs_fio
 def test_a_timeline_of_runs_apart_by_orders_of_magnitude_is_logarithmic(tmp_path: Path,
                                                                         tmpfs: Path) -> None:
     """One run at 100 IOPS beside one at tens of thousands: on one linear axis the slow

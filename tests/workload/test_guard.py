@@ -88,7 +88,6 @@ def test_allow_exec_lets_commands_through_but_never_paths():
 
 
 @needs_fio
-@needs_fio
 def test_write_iolog_outside_is_refused_and_the_file_does_not_grow(tmpfs, tmp_path,
                                                                    store_path):
     victim = tmp_path / "victim.txt"
@@ -110,7 +109,6 @@ def test_write_iolog_outside_is_refused_and_the_file_does_not_grow(tmpfs, tmp_pa
 
 
 @needs_fio
-@needs_fio
 def test_exec_prerun_runs_only_with_allow_exec(tmpfs, tmp_path, store_path):
     marker = tmp_path / "ran"
     path = job(tmp_path, f"exec_prerun=touch {marker}\n")
@@ -123,7 +121,6 @@ def test_exec_prerun_runs_only_with_allow_exec(tmpfs, tmp_path, store_path):
 
 
 @needs_fio
-@needs_fio
 def test_a_relative_iolog_is_written_in_the_scratch_directory(tmpfs, tmp_path, store_path):
     path = job(tmp_path, "write_iolog=io.log\n")
     proc = run_cli("run", str(tmpfs), "--job", str(path), db=store_path)
@@ -132,7 +129,6 @@ def test_a_relative_iolog_is_written_in_the_scratch_directory(tmpfs, tmp_path, s
     assert scratch_dirs(tmpfs) == []  # it went with the scratch directory
 
 
-@needs_fio
 @needs_fio
 def test_environment_variables_in_paths_are_refused_because_fio_expands_them(tmp_path):
     home = tmp_path / "home"
@@ -145,7 +141,6 @@ def test_environment_variables_in_paths_are_refused_because_fio_expands_them(tmp
         prepared("filename=${HOME}/x\n")
 
 
-@needs_fio
 @needs_fio
 def test_fio_itself_has_no_trigger_option_in_job_files(tmp_path):
     """fio's --trigger* are command-line options storbench never passes; in a job file
@@ -166,7 +161,6 @@ def attack_file(tmp_path: Path, header: str, extra: str = "") -> Path:
     return path
 
 
-@needs_fio
 @needs_fio
 def test_a_section_name_cannot_overwrite_a_file_outside(tmpfs, tmp_path, store_path):
     victims = tmpfs / "victims"
@@ -194,7 +188,6 @@ def test_a_section_name_cannot_overwrite_a_file_outside(tmpfs, tmp_path, store_p
 
 
 @needs_fio
-@needs_fio
 @pytest.mark.parametrize("name, said", [
     # a line break would end directory= and begin an option of the directory's naming
     ("a\nexec_prerun=touch {marker}\ndescription=", "a line break"),
@@ -219,7 +212,6 @@ def test_a_directory_name_cannot_write_the_job_file(name, said, tmpfs, tmp_path,
     assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
 
 
-@needs_fio
 @needs_fio
 @pytest.mark.parametrize("mounted", [False, True])
 def test_a_section_name_cannot_reach_a_device(tmp_path, store_path, mounted):
@@ -247,7 +239,6 @@ def test_a_section_name_cannot_reach_a_device(tmp_path, store_path, mounted):
 
 
 @needs_fio
-@needs_fio
 def test_an_engine_from_the_environment_runs_nothing(tmpfs, tmp_path, store_path):
     marker = tmp_path / "ran"
     path = job(tmp_path, f"ioengine=${{VAR}}\nprogram=/usr/bin/touch\narguments={marker}\n")
@@ -258,7 +249,6 @@ def test_an_engine_from_the_environment_runs_nothing(tmpfs, tmp_path, store_path
     assert not marker.exists()
 
 
-@needs_fio
 @needs_fio
 def test_the_e4defrag_donor_stays_inside(tmpfs, tmp_path, store_path):
     path = job(tmp_path, "ioengine=e4defrag\ndonorname=../../donor\n")

@@ -136,7 +136,6 @@ def test_unknown_suite_lists_choices():
 
 
 @needs_fio
-@needs_fio
 @pytest.mark.parametrize("name", sorted(SUITES))
 def test_every_suite_is_valid_fio(name, tmp_path):
     for _, jf in SUITES[name].jobfiles(rate_iops=100):
@@ -177,7 +176,6 @@ def test_times_and_rates_are_written_as_fio_reads_them():
         steady.effective())["randread"].items()
 
 
-@needs_fio
 @needs_fio
 def test_a_fractional_runtime_is_run_whole(tmpfs, store_path):
     """--runtime 2.5 on a suite: fio measures 2.5 s (it ran 2 s), and a whole --rate only."""
