@@ -138,14 +138,15 @@ def test_a_kinds_own_answers_are_assertions_before_the_run(tmp_path):
     the plan: they pass the check before the run, which judges them when they exist."""
     from storbench.pipeline.loop import plan_run
     from storbench.pipeline.spec import RunSpec
-    from storbench.target.directory import DirectoryTarget
+    from storbench.target.files import FilesStorage
+    from storbench.target.here import HereTarget
 
     spec = RunSpec(suite="postgresql", assertions=("postgresql.tps >= 1",
                                                    "postgresql.commit_p99 < 5ms"))
-    assert plan_run(spec, DirectoryTarget(tmp_path)).plan.tests
+    assert plan_run(spec, HereTarget(FilesStorage(str(tmp_path)))).plan.tests
     with pytest.raises(ConfigError, match="no test 'mysql'"):
         plan_run(RunSpec(suite="postgresql", assertions=("mysql.tps >= 1",)),
-                 DirectoryTarget(tmp_path))
+                 HereTarget(FilesStorage(str(tmp_path))))
 
 
 def test_assertion_needs_direction_for_mixed_tests(tmpfs, tmp_path, store_path):

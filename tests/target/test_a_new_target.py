@@ -22,14 +22,15 @@ from storbench.cli import targets
 from storbench.errors import ConfigError, TargetError
 from storbench.execute import FioBinary
 from storbench.store import Store
-from storbench.target.directory import DirectoryTarget
+from storbench.target.files import FilesStorage
+from storbench.target.here import HereTarget
 from storbench.workload.plan import Plan
 from storbench.workload.sizes import parse_size
 from tests.conftest import needs_fio, needs_root
 
 
 @dataclass
-class RamDiskTarget(DirectoryTarget):
+class RamDiskTarget(HereTarget):
     """A tmpfs of ``size`` bytes mounted for the run, then gone."""
 
     size: int = 0
@@ -73,7 +74,7 @@ def _ram(word: str, f: targets.TargetFlags) -> targets.TargetFlags:
     if not size:
         raise ConfigError(f"TARGET {word!r}: ram://SIZE, e.g. ram://64m")
     place = Path(tempfile.gettempdir()) / f"storbench-ram-{os.urandom(6).hex()}"
-    return replace(f, made=(*f.made, RamDiskTarget(place, size=size)))
+    return replace(f, made=(*f.made, RamDiskTarget(FilesStorage(str(place)), size=size)))
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from storbench.errors import TargetError
-from storbench.target.directory import DirectoryTarget
-from storbench.target.files import Files, Room, run_file_name
+from storbench.target.files import Files, FilesStorage, Room, remove_script, run_file_name
+from storbench.target.here import HereTarget
 from storbench.workload.jobfile import parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest
 
@@ -90,7 +90,7 @@ def test_a_file_of_storbench_s_cannot_leave_the_run_s_files(name):
 
 
 def test_a_place_s_file_of_storbench_s_cannot_leave_either(tmp_path):
-    target = DirectoryTarget(tmp_path)
+    target = HereTarget(FilesStorage(str(tmp_path)))
     (tmp_path / "storbench-u1").mkdir()
     with pytest.raises(ValueError, match="not a plain file name"):
         target.put_file("u1", "../escaped", lambda where: "x")
@@ -111,10 +111,10 @@ def test_the_removal_between_tests_keeps_only_what_is_named(tmp_path):
     (scratch / "sub").mkdir()
     (scratch / "sub" / "f").write_text("f")
     (scratch / "link").symlink_to(outside)
-    script = Files("/d").remove_script(str(scratch), {"kept 1", "kept'2", "../x", "nope"})
+    script = remove_script(str(scratch), {"kept 1", "kept'2", "../x", "nope"})
     subprocess.run(["sh", "-c", script], check=True, timeout=30)
     assert sorted(p.name for p in scratch.iterdir()) == ["kept 1", "kept'2"]
     assert outside.read_text() == "mine"  # the link went, not what it points at
-    nothing_kept = Files("/d").remove_script(str(scratch), set())
+    nothing_kept = remove_script(str(scratch), set())
     subprocess.run(["sh", "-c", nothing_kept], check=True, timeout=30)
     assert list(scratch.iterdir()) == []

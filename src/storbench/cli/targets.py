@@ -26,10 +26,12 @@ from storbench.cli.kubeflags import apply, kube_options
 from storbench.errors import ConfigError, TargetHung
 from storbench.execute import fsops
 from storbench.target.base import Target
-from storbench.target.blockdev import BlockTarget
-from storbench.target.directory import DirectoryTarget
+from storbench.target.device import DeviceStorage
+from storbench.target.files import FilesStorage
+from storbench.target.here import HereTarget
 from storbench.target.hostlist import Host, parse_hosts
 from storbench.target.hosts import HostsTarget
+from storbench.target.storage import Storage
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEVICE_STAT_S = 5.0  # is_block_device: for a TARGET outside /dev to be looked at
@@ -257,14 +259,15 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         if len(set(f.storage_classes)) != len(f.storage_classes):
             raise ConfigError("a --storage-class is given twice")
         from storbench.cli.kubeflags import build_options
-        from storbench.target.kubernetes.blockvolume import KubeBlockTarget
+        from storbench.target.kubernetes.manifests import DATA_DIR, DEVICE_PATH
         from storbench.target.kubernetes.storageclass import KubeTarget
 
         options = [build_options(c, f.kube_params, f.timeout_s) for c in f.storage_classes]
         if (f.precondition or f.reads_only) and not all(o.block for o in options):
             raise ConfigError(DEVICE_FLAGS)
-        return [KubeBlockTarget(o, f.shared_file, f.size_given, f.reads_only, f.precondition)
-                if o.block else KubeTarget(o, f.shared_file, f.size_given) for o in options]
+        # a class's volume: the raw device (--volume-mode Block), or files in it
+        return [KubeTarget(o, _storage(f, Path(DEVICE_PATH if o.block else DATA_DIR), o.block))
+                for o in options]
     if f.kube_given:  # ignored, unsaid, before: --capacity 100Gi on a directory
         raise ConfigError(f"{', '.join(f.kube_given)}: Kubernetes options apply to"
                           " --storage-class CLASS (or k8s://CLASS)")
@@ -294,13 +297,7 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         if remote_device and f.shared_file:
             raise ConfigError("--shared-file applies to a file system shared by the hosts,"
                               " not to a block device")
-        if remote_device:
-            from storbench.target.hostsdevice import HostsDeviceTarget
-
-            return [HostsDeviceTarget(f.given[0], hosts, ssh_config=f.ssh_config,
-                                      destructive=f.destructive, size_given=f.size_given,
-                                      precondition=f.precondition, reads_only=f.reads_only)]
-        return [HostsTarget(f.given[0], hosts, f.shared_file, f.ssh_config)]
+        return [HostsTarget(_storage(f, f.given[0], remote_device), hosts, f.ssh_config)]
     return _here(f, devices)
 
 
@@ -311,8 +308,15 @@ def _here(f: TargetFlags, devices: list[Path]) -> list[Target]:
         raise ConfigError("a TARGET is given twice")
     if (f.precondition or f.reads_only) and len(devices) != len(f.given):
         raise ConfigError(DEVICE_FLAGS)
-    return [BlockTarget(p, f.destructive, f.size_given, f.precondition, f.reads_only)
-            if p in devices else DirectoryTarget(p) for p in f.given]
+    return [HereTarget(_storage(f, p, p in devices)) for p in f.given]
+
+
+def _storage(f: TargetFlags, path: Path, device: bool) -> Storage:
+    """What fio works on at ``path``: the block device there, or files in the directory."""
+    if device:
+        return DeviceStorage(str(path), f.destructive, f.size_given, f.precondition,
+                             f.reads_only)
+    return FilesStorage(str(path), f.shared_file)
 
 
 # Directories under /dev that hold files, not devices (tmpfs on every Linux).

@@ -62,6 +62,9 @@ PRECONDITION_BYTES_PER_S = 16 * 2**20  # its time limit: at least this fast, plu
 class Preconditionable(Protocol):
     """A target that can be written whole before its tests (``run --precondition``)."""
 
+    def check_precondition(self) -> None:
+        """ConfigError unless its storage can be written whole (a device)."""
+
     def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
         """The fio job that writes it sequentially in 128 KiB blocks, twice (or up to
         ``cap_bytes``)."""
@@ -77,10 +80,25 @@ class Restricting(Protocol):
 
 
 class Target(Protocol):
-    kind: str  # "directory", "hosts", "kubernetes": named in messages
-    worker_noun: str  # what a worker is called in job texts and errors: "host", "pod"
-    needs_local_fio: bool  # fio runs on this machine (or is its client)
-    series_logs: bool  # fio's per-second logs come back (one worker, an executor that can)
+    @property
+    def kind(self) -> str:
+        """"directory", "hosts", "kubernetes": named in messages."""
+        ...
+
+    @property
+    def worker_noun(self) -> str:
+        """What a worker is called in job texts and errors: "host", "pod"."""
+        ...
+
+    @property
+    def needs_local_fio(self) -> bool:
+        """fio runs on this machine (or is its client)."""
+        ...
+
+    @property
+    def series_logs(self) -> bool:
+        """fio's per-second logs come back (one worker, an executor that can)."""
+        ...
 
     @property
     def name(self) -> str:
@@ -226,20 +244,3 @@ class PutsFiles(Protocol):
     def put_dirs(self) -> list[str]:
         """Where put_file wrote, outside the run's scratch and work directories: fio may
         read an iolog there (the gate's reads_from)."""
-
-
-class InRunDirs:
-    """PutsFiles' answers for a target that puts a file of storbench's (a replay's iolog)
-    into a directory of the run's that fio reads anyway (the scratch directory, as fio's
-    files: the directory and StorageClass targets; the run's work directory: the block
-    device target): nothing to refuse, no directory beside those, a replay in files
-    (prefilled; a device's target says its size instead)."""
-
-    def check_put(self) -> None:
-        pass
-
-    def replay_device(self) -> DeviceRoom | None:
-        return None
-
-    def put_dirs(self) -> list[str]:
-        return []

@@ -20,19 +20,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from storbench.errors import TargetError
+from storbench.errors import ConfigError, TargetError
 from storbench.execute.base import FioJob
-from storbench.result.record import BLANK_DEVICE
-from storbench.target.base import PRECONDITION_BYTES_PER_S, DeviceRoom
+from storbench.target.base import PRECONDITION_BYTES_PER_S, Deadline, DeviceRoom, Placed
+from storbench.target.devicejob import (
+    access,
+    device_job,
+    found_on_it,
+    identity,
+    only_reads,
+    reach,
+)
+from storbench.target.storage import Access, Place, Worker, run_file_name
 from storbench.workload.guard import fio_path
-from storbench.workload.jobfile import JobFile, Section
-from storbench.workload.plan import Plan
-from storbench.workload.sizes import format_bytes_iec, parse_count, parse_size
+from storbench.workload.jobfile import JobFile
+from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.sizes import format_bytes_iec
 
-READS = ("read", "randread")
-FILE_OPTIONS = ("directory", "filename", "filename_format", "nrfiles", "opendir", "unlink",
-                "unlink_each_loop", "create_on_open", "create_only", "file_service_type")
-ALIGN = 2**20  # each job's share of the device starts on a MiB
 PRECONDITION = "--precondition"  # a writer of the run that is no test
 
 
@@ -63,11 +67,6 @@ def seen_in(report: dict[str, Any], worker: str = "", label: str = "") -> Seen:
 
 # a place's look at its devices: given whether the run writes, each worker's device seen
 Look = Callable[[bool], Sequence[Seen]]
-
-
-def only_reads(jobfile: JobFile) -> bool:
-    """Every job of it only reads (read/randread): nothing written, nothing trimmed."""
-    return all(o.get("rw", o.get("readwrite", "read")) in READS for _, o in jobfile.effective())
 
 
 def writes(plan: Plan) -> list[str]:
@@ -148,10 +147,10 @@ class Device:
             of = f" on {smallest.label}" if len(self.seen) > 1 and smallest.label else ""
             for test in plan.tests:
                 for job, options in test.jobfile.effective():
-                    reach = _reach(options)
-                    if reach is not None and reach > smallest.size:
+                    far = reach(options)
+                    if far is not None and far > smallest.size:
                         raise TargetError(
-                            f"test {test.name!r} job {job!r} reaches {format_bytes_iec(reach)}"
+                            f"test {test.name!r} job {job!r} reaches {format_bytes_iec(far)}"
                             f" into {self.path}{of}, which holds"
                             f" {format_bytes_iec(smallest.size)}: pass a smaller --size")
 
@@ -214,85 +213,161 @@ class Device:
         return FioJob(worker, name, text)
 
 
-def found_on_it(signatures: list[str]) -> list[str]:
-    """What was found on a device, as stored and said: its signatures, or blank."""
-    return list(signatures) or [BLANK_DEVICE]
+@dataclass
+class DeviceStorage:
+    """A block device as the storage of a target, at any place (target/storage.py): the
+    place looks at it with its guard and names it as fio there opens it; the rules above
+    do the rest."""
+
+    path: str  # as given: /dev/nvme1n1, /dev/disk/by-id/…, a pod's /dev/storbench
+    destructive: str | None = None  # the device named again by --destructive
+    size_given: bool = False  # --size: else each test covers the whole device
+    precondition: bool = False  # --precondition: the device is written first
+    reads_only: bool = False  # --reads-only: only the plan's tests that only read
+    kind = "block device"
+    in_files = False  # fio's files are the device: nothing of the run's to remove
+    dev: Device = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.dev = Device(self.path, self.destructive, self.size_given, self.precondition,
+                          self.reads_only)
+
+    @property
+    def name(self) -> str:
+        return self.path
+
+    @property
+    def short_name(self) -> str:
+        return Path(self.path).name
+
+    def _rules(self, place: Place) -> Device:
+        """The device's rules, naming the place's workers in what they say."""
+        self.dev.every = place.every
+        self.dev.after = place.refused_after
+        return self.dev
+
+    def _look(self, place: Place) -> Look:
+        return lambda writes: place.look(self.path, writes, self.destructive)
+
+    def settings(self, place: Place) -> dict[str, Any]:
+        return self.dev.settings()
+
+    def restrict(self, plan: Plan) -> Plan:
+        return self.dev.restrict(plan)
+
+    def needed(self, plan: Plan, sharing: int) -> tuple[int, str, int]:
+        """What each worker's device must hold for the largest test (each its own)."""
+        most, name = plan.largest()
+        return most, name, 1
+
+    def preflight(self, place: Place) -> None:
+        """A device that is not one, or that is in use, fails before anything starts
+        (where the place can look before it starts anything)."""
+        if place.looks_early:
+            self._rules(place).judge(self._look(place))
+
+    def approve(self, plan: Plan, place: Place) -> None:
+        """Before the place starts anything: the guard allows what the plan does on every
+        worker's device, each has a size, --size fits the smallest."""
+        if place.looks_early:
+            self._rules(place).check(plan, self._look(place))
+
+    def check(self, plan: Plan, place: Place) -> None:
+        pass  # approve() did it, before the place started anything
+
+    def ready(self, plan: Plan, place: Place, note: Callable[[str], None]) -> None:
+        """The guard once more, right before fio (where the devices are first seen once
+        the place runs, a pod's volume: with the checks of approve); then each, said."""
+        rules = self._rules(place)
+        if place.looks_early:
+            rules.judge(self._look(place), rules.plan_writers(plan))
+        else:
+            rules.check(plan, self._look(place))
+        rules.say(note)
+
+    def _seen(self, place: Place) -> None:
+        if not self.dev.seen and place.looks_early:
+            self.preflight(place)
+
+    def scratch(self, place: Place, uid: str) -> str:
+        return place.device(place.workers()[0], self.path)
+
+    def job(self, jobfile: JobFile, place: Place, worker: Worker, name: str,
+            uid: str) -> FioJob:
+        """fio is told --readonly for a job file that only reads: it then refuses to
+        write, whatever the options say. Each test covers the worker's whole device
+        (unless --size): as looked at, or the volume the place makes for it."""
+        self._seen(place)
+        whole = (None if self.size_given else self.dev.size_of(worker.key) if self.dev.seen
+                 else place.volume_size())
+        own = place.own_dir(worker, uid)
+        return self.dev.job(jobfile, worker.key, place.device(worker, self.path), name, whole,
+                            Path(own) if own is not None else None)
+
+    def facts(self, place: Place, worker: Worker | None) -> dict[str, Any]:
+        """The device as the guard saw it (the first worker's), for the target; a
+        worker's, as its ``device``; {} before it was looked at."""
+        self._seen(place)
+        if worker is None:
+            return self.dev.facts(self.dev.seen[0]) if self.dev.seen else {}
+        seen = [s for s in self.dev.seen if s.worker == worker.key]
+        return {"device": self.dev.facts(seen[0])} if seen else {}
+
+    def between(self, place: Place, test: PlannedTest, keep: set[str],
+                deadline: Deadline | None, uid: str) -> None:
+        pass  # nothing to remove between tests: the files are the device
+
+    def access(self, place: Place, uid: str, plan: Plan) -> Access:
+        """The device, for fio to write, only when the run writes (the guard allowed it)."""
+        writes = self.dev.writing if self.dev.seen else bool(self.dev.plan_writers(plan))
+        return Access(files=tuple(place.device(w, self.path) for w in place.workers())
+                      if writes else ())
+
+    def check_put(self, place: Place) -> None:
+        place.check_putting()
+
+    def put_file(self, place: Place, uid: str, name: str, text: Placed) -> None:
+        """A file of storbench's (a replay's iolog) in each worker's own directory of the
+        run, every run file it names the device (replay_redirect says so to fio)."""
+        run_file_name(name)
+        files = []
+        for w in place.workers():
+            own = place.own_dir(w, uid)
+            if own is None:
+                raise ConfigError(f"{self.path}: no place for a file of the run's beside"
+                                  " the device here")
+            device = place.device(w, self.path)
+            files.append((w, f"{own}/{name}", text(_always(device))))
+        place.put(files)
+
+    def put_dirs(self, place: Place, uid: str) -> list[str]:
+        return [d for w in place.workers() if (d := place.own_dir(w, uid)) is not None]
+
+    def replay_device(self, place: Place) -> DeviceRoom:
+        self._seen(place)
+        return self.dev.room(smallest_of=place.every)
+
+    def check_precondition(self) -> None:
+        pass  # a device can be written whole
+
+    def precondition_job(self, place: Place, cap_bytes: int | None) -> list[FioJob]:
+        """Each worker's device written whole, twice (as looked at)."""
+        self._seen(place)
+        workers = place.workers()
+        return [self.dev.precondition_job(
+            w.key, place.device(w, self.path),
+            "precondition.fio" if len(workers) == 1 else f"precondition-{w.tag}.fio",
+            cap_bytes) for w in workers]
+
+    def precondition_s(self, size_bytes: int) -> float:
+        return self.dev.precondition_s(size_bytes)
+
+    def covers(self) -> bool:
+        """Each test covers the whole device (no --size): a volume made for it is sized
+        by --capacity, not by the tests."""
+        return not self.size_given
 
 
-def access(writes: bool) -> str:
-    return "read and write" if writes else "read only"
-
-
-def verb(writes: bool) -> str:
-    """How the line said before fio starts begins."""
-    return "WRITING to" if writes else "Reading (fio --readonly)"
-
-
-def identity(device: str, facts: dict[str, Any], signatures: list[str], writes: bool) -> str:
-    """The line said right before fio starts: the device about to be read or written,
-    what it is (model, serial, an NVMe namespace's id, size, a loop device's file) and
-    what is on it."""
-    what = ", ".join(str(facts[k]) for k in ("model", "serial") if k in facts)
-    if "nvme" in facts:  # a controller's serial is shared by all its namespaces
-        what += f", namespace {facts['nvme']['namespace_id']}"
-    size = format_bytes_iec(int(facts.get("size_bytes") or 0))
-    backing = (f", backed by {facts['loop_backing_file']}"
-               if "loop_backing_file" in facts else "")
-    return (f"{verb(writes)} {device} ({what or facts.get('name', device)}, {size}{backing});"
-            f" found on it: {', '.join(found_on_it(signatures))}")
-
-
-def device_job(jobfile: JobFile, device: str, size_bytes: int | None,
-               files: Path | None = None) -> tuple[str, tuple[str, ...]]:
-    """The job file's text on ``device`` (on_device), and fio's options for it:
-    --readonly for one that only reads (said in the text, which is stored)."""
-    text = on_device(jobfile, device, size_bytes, files).render()
-    if only_reads(jobfile):
-        return (f"; run as: fio --readonly (only reads: fio refuses any write)\n{text}",
-                ("--readonly",))
-    return text, ()
-
-
-def on_device(jobfile: JobFile, device: str, size_bytes: int | None,
-              files: Path | None = None) -> JobFile:
-    """The job file pointed at ``device``: its file options replaced by filename= the
-    device, direct I/O, and with ``size_bytes`` (None: the sizes it has, from --size),
-    each job's size the device (split among the jobs of a test that has them work side
-    by side with offset_increment). A replay's iolog (read_iolog) is read from ``files``
-    (the run's work directory, where put_file wrote it) and every file it names is the
-    device (replay_redirect)."""
-    effective = dict(jobfile.effective())
-    sections: list[Section] = []
-    for section in jobfile.sections:
-        section = section.without(*FILE_OPTIONS)
-        iolog = section.get("read_iolog")
-        if iolog is not None:
-            if files is None:
-                raise TargetError("a replay on a device needs the run's work directory")
-            section = section.with_option("read_iolog", str(files / Path(iolog).name)) \
-                .with_option("replay_redirect", device)
-        if not section.is_global:
-            section = section.with_option("filename", fio_path(device)) \
-                .with_option("direct", "1")
-            options = effective.get(section.name, {})
-            if size_bytes is not None:
-                numjobs = max(1, parse_count(options.get("numjobs")))
-                if options.get("offset_increment"):
-                    share = size_bytes // numjobs // ALIGN * ALIGN
-                    section = section.with_option("size", str(share)).with_option(
-                        "offset_increment", str(share))
-                else:
-                    section = section.with_option("size", str(size_bytes))
-        if section.options or not section.is_global:
-            sections.append(section)
-    return JobFile(tuple(sections))
-
-
-def _reach(options: dict[str, str]) -> int | None:
-    """How far into the device a job goes: offset + size (+ its jobs' increments)."""
-    size = parse_size(options.get("size", "")) if options.get("size") else None
-    if size is None:
-        return None
-    offset = parse_size(options.get("offset") or "0") or 0
-    step = parse_size(options.get("offset_increment") or "0") or 0
-    return offset + size + step * (max(1, parse_count(options.get("numjobs"))) - 1)
+def _always(device: str) -> Callable[[str], str]:
+    """Every run file a replay names, on a device: the device itself."""
+    return lambda _: device

@@ -21,34 +21,20 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from storbench.errors import TargetError
-from storbench.execute.base import Executor
-from storbench.target.base import Deadline
-from storbench.target.sharedlayout import lay_out
-from storbench.workload.guard import plain
+from storbench.errors import ConfigError, TargetError
+from storbench.execute.base import FioJob
+from storbench.target.base import Deadline, DeviceRoom, Placed
+from storbench.target.storage import Access, Place, Worker
+from storbench.target.storage import Room as Room
+from storbench.target.storage import run_file_name as run_file_name
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
 
 FREE = "are free"  # how a room is said after its size, unless its place says otherwise
-
-
-@dataclass(frozen=True)
-class Room:
-    """What one worker's place saw of the room in its directory."""
-
-    worker: str  # "" (this machine), a host, a pod
-    free: int | None  # the bytes a test may lay out there; None: not said, or not counted
-    words: str = FREE  # said after the size: "of memory available (ramfs counts no size …)"
-
-
-def run_file_name(name: str) -> str:
-    """``name`` as a file of storbench's among the run's files (a replay's iolog):
-    ValueError unless it is a plain file name (no directory, no way out of the run's)."""
-    if not plain(name) or name == ".":
-        raise ValueError(f"not a plain file name: {name!r}")
-    return name
 
 
 @dataclass
@@ -123,29 +109,168 @@ class Files:
 
     # -- between tests ---------------------------------------------------------------
 
-    def remove_script(self, directory: str, keep: set[str]) -> str:
-        """A POSIX shell command that removes every file in ``directory`` (the run's
-        scratch directory on a worker) but those named in ``keep``: the earlier tests'
-        files, for a place that runs commands on its workers (a pod)."""
-        # compared with what is in the directory: a name can keep, never remove, a file
-        kept = " ".join(shlex.quote(n) for n in sorted(keep)) or "''"
-        return (f"cd {shlex.quote(directory)} && for f in * .[!.]* ..?*; do"
-                ' [ -e "$f" ] || [ -L "$f" ] || continue; keep=;'
-                f' for k in {kept}; do [ "$f" = "$k" ] && keep=1; done;'
-                ' [ -n "$keep" ] || rm -rf -- "$f"; done')
-
-    def lay_out_first(self, executor: Callable[[], Executor], first: str,
-                      test: PlannedTest, jobfile: JobFile, deadline: Deadline | None,
-                      hint: str) -> None:
-        """--shared-file: the test's one file laid out from the ``first`` worker alone,
-        with its job file (every worker's fio laying it out at once unlinked the others'
-        copies: sharedlayout); nothing without it."""
-        if self.shared_file:
-            lay_out(executor(), first, test.name, jobfile, deadline, hint,
-                    every=self.every or "worker")
-
     def say(self, note: Callable[[str], None], first: str) -> None:
         """Before the tests: how --shared-file lays out each test's file."""
         if self.shared_file:
             note(f"--shared-file: each test's file is laid out from {first} first, then every"
                  f" {self.every or 'worker'} starts the test on it")
+
+
+def remove_script(directory: str, keep: set[str]) -> str:
+    """A POSIX shell command that removes every file in ``directory`` (the run's scratch
+    directory on a worker) but those named in ``keep``: the earlier tests' files, for a
+    place that runs commands on its workers (a pod)."""
+    # compared with what is in the directory: a name can keep, never remove, a file
+    kept = " ".join(shlex.quote(n) for n in sorted(keep)) or "''"
+    return (f"cd {shlex.quote(directory)} && for f in * .[!.]* ..?*; do"
+            ' [ -e "$f" ] || [ -L "$f" ] || continue; keep=;'
+            f' for k in {kept}; do [ "$f" = "$k" ] && keep=1; done;'
+            ' [ -n "$keep" ] || rm -rf -- "$f"; done')
+
+
+@dataclass
+class FilesStorage:
+    """Files in a directory as the storage of a target, at any place (target/storage.py):
+    the place says where the run's files go on each worker, the room it saw there and who
+    shares it, and removes a test's files; the rules above do the rest."""
+
+    path: str  # as given (on hosts: the path on every host)
+    shared_file: bool = False  # --shared-file: every worker works on one file
+    kind = "directory"
+    in_files = True  # fio's files are the run's: removed between tests, probed beside
+
+    @property
+    def name(self) -> str:
+        return str(Path(self.path).resolve())
+
+    @property
+    def short_name(self) -> str:
+        return self.path
+
+    def rules(self, place: Place) -> Files:
+        named, hint = place.files_words(self.path)
+        return Files(named, self.shared_file, every=place.every, hint=hint)
+
+    def settings(self, place: Place) -> dict[str, Any]:
+        return {"shared_file": self.shared_file} if place.every else {}
+
+    def restrict(self, plan: Plan) -> Plan:
+        return plan
+
+    def needed(self, plan: Plan, sharing: int) -> tuple[int, str, int]:
+        """What a volume ``sharing`` workers share must hold for the largest test: its
+        bytes, its name, and how many copies of its files (one with --shared-file)."""
+        rules = Files(self.path, self.shared_file)
+        most, name = rules.needed(plan, sharing)
+        return most, name, rules.at_once(sharing)
+
+    def preflight(self, place: Place) -> None:
+        place.rooms()  # a directory that cannot be used fails now, where it can be seen
+
+    def approve(self, plan: Plan, place: Place) -> None:
+        pass  # nothing to look at before the place starts
+
+    def check(self, plan: Plan, place: Place) -> None:
+        """Room for the largest test on every worker, and for those that share the
+        directory at once; --shared-file only where every worker sees one directory."""
+        if self.shared_file and (apart := place.apart(self.path)):
+            raise TargetError(f"--shared-file: {apart}; leave out --shared-file")
+        self.rules(place).check(plan, place.rooms(), place.sharing())
+
+    def ready(self, plan: Plan, place: Place, note: Callable[[str], None]) -> None:
+        """Workers that share the directory, said; how --shared-file lays out its file."""
+        for group in place.sharing():
+            if len(group) > 1 and not self.shared_file:
+                note(f"{', '.join(group)} share {self.path} (each sees the others' files):"
+                     f" each works on its own files in it, {len(group)} at once")
+        first = place.workers()[0]
+        self.rules(place).say(note, first.label or first.key)
+
+    def scratch(self, place: Place, uid: str) -> str:
+        return place.files_dir(uid)
+
+    def run_file(self, place: Place, worker: Worker, uid: str, name: str) -> str:
+        """Where ``worker`` keeps the run's file ``name``: in the run's own directory, or
+        among the files of several workers, under its tag (for_host's names)."""
+        where = place.files_dir(uid)
+        if worker.tag is None:
+            return f"{where}/{name}"
+        return f"{where}/storbench-{uid}-{worker.tag}-{name}"
+
+    def for_worker(self, jobfile: JobFile, place: Place, worker: Worker, uid: str) -> JobFile:
+        """``worker``'s job file: its own file names (for_host; the only worker: fio's
+        own), an iolog it replays its own copy (put_file), and where the place removes
+        what is left as the run ends, a job that says unlink=0 keeps its files (a
+        replay's prefill: the replay reads them next)."""
+        mine = self.rules(place).for_worker(jobfile, f"storbench-{uid}", worker.tag)
+        if worker.tag is None:
+            return mine
+        effective = dict(jobfile.effective())
+        sections = []
+        for section in mine.sections:
+            log = section.get("read_iolog")
+            if log is not None:
+                section = section.with_option(
+                    "read_iolog", self.run_file(place, worker, uid, Path(log).name))
+            if place.keeps_until_end and not section.is_global and \
+                    effective.get(section.name, {}).get("unlink") == "0":
+                section = section.with_option("unlink", "0")
+            sections.append(section)
+        return JobFile(tuple(sections))
+
+    def job(self, jobfile: JobFile, place: Place, worker: Worker, name: str,
+            uid: str) -> FioJob:
+        return FioJob(worker.key, name, self.for_worker(jobfile, place, worker, uid).render())
+
+    def facts(self, place: Place, worker: Worker | None) -> dict[str, Any]:
+        return {}  # the directory's facts are the place's look (its file system, room)
+
+    def between(self, place: Place, test: PlannedTest, keep: set[str],
+                deadline: Deadline | None, uid: str) -> None:
+        """The earlier test's files go (but ``keep``), then room for this one; with
+        --shared-file its file laid out from the first worker alone."""
+        found = place.clean(keep, test.name)
+        if found is not None:
+            self.rules(place).between(test, *found)
+        if self.shared_file:
+            first = place.workers()[0]
+            place.lay_out(test, self.for_worker(test.jobfile, place, first, uid), deadline)
+
+    def access(self, place: Place, uid: str, plan: Plan) -> Access:
+        return Access(dirs=(place.files_dir(uid),))
+
+    def check_put(self, place: Place) -> None:
+        if self.shared_file:
+            raise ConfigError(f"--replay gives each {place.every or 'worker'} its own files:"
+                              " leave out --shared-file")
+        place.check_putting()
+
+    def put_file(self, place: Place, uid: str, name: str, text: Placed) -> None:
+        """``text`` for each worker as its own file of the run (a replay's iolog), naming
+        that worker's run files."""
+        run_file_name(name)
+        self.check_put(place)
+        def where(w: Worker) -> Callable[[str], str]:
+            return lambda n: self.run_file(place, w, uid, n)
+
+        place.put([(w, self.run_file(place, w, uid, name), text(where(w)))
+                   for w in place.workers()])
+
+    def put_dirs(self, place: Place, uid: str) -> list[str]:
+        return []  # each worker's copy is among the run's files
+
+    def replay_device(self, place: Place) -> DeviceRoom | None:
+        return None  # a replay in files, prefilled
+
+    def check_precondition(self) -> None:
+        raise ConfigError("--precondition applies to block devices, not a directory")
+
+    def precondition_job(self, place: Place, cap_bytes: int | None) -> list[FioJob]:
+        self.check_precondition()
+        return []
+
+    def precondition_s(self, size_bytes: int) -> float:
+        return 0.0
+
+    def covers(self) -> bool:
+        return False  # each test lays out the files its options say

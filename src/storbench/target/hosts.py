@@ -1,4 +1,7 @@
-"""Many hosts at once, through fio's own client/server mode.
+"""Many hosts at once, through fio's own client/server mode: a place (target/storage.py)
+for any storage, files in the path on every host (FilesStorage) or each host's block
+device at the path (DeviceStorage, every host over SSH: the guard runs there,
+target/remoteguard.py).
 
 A host is reached over SSH (``ssh://user@host``: for the run, storbench starts
 ``fio --server`` on it, on its loopback, through an SSH port forward; execute/ssh.py)
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storbench.errors import ConfigError, TargetError
+from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
 from storbench.execute.ssh import (
@@ -37,44 +40,56 @@ from storbench.execute.ssh import (
     session_dir,
     stop_all,
 )
-from storbench.target.base import DeviceRoom, Placed, Quiet
+from storbench.target.base import Deadline, DeviceRoom, Placed, Quiet
+from storbench.target.device import Seen
 from storbench.target.environment import agent_path_facts, host_facts
-from storbench.target.files import Files, Room, run_file_name
 from storbench.target.hostlist import Host
+from storbench.target.remoteguard import look_all
+from storbench.target.sharedlayout import lay_out
+from storbench.target.storage import Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
 
 @dataclass
 class HostsTarget(Quiet):
-    """A path on every host (each serves fio); the same test runs on all at once. It
-    leaves nothing on the hosts: fio deletes its files as each job ends (unlink=1)."""
+    """A storage at the same path on every host (each serves fio); the same test runs on
+    all at once. It leaves nothing on the hosts: fio deletes its files as each job ends
+    (unlink=1), and each host's SSH session removes the run's files as it ends."""
 
-    path: Path  # on the hosts; not checked from here
+    storage: Storage
     hosts: list[Host]
-    shared_file: bool = False  # every host works on one file (a shared file system)
     ssh_config: str | None = None  # ssh -F FILE for hosts reached over SSH
     kind = "hosts"
     worker_noun = "host"
     needs_local_fio = True  # fio's client runs here
     series_logs = False
+    # what this place is to a storage (target/storage.Place)
+    every = "host"
+    looks_early = True  # the guard runs on each host over SSH, before any session starts
+    refused_after = "Nothing was started."
     versions: dict[str, str] = field(default_factory=dict, init=False)
     tunnels: dict[str, Tunnel] = field(default_factory=dict, init=False)
     uid: str = field(default="", init=False)  # the run's id (scratch_path)
+    plan: Plan | None = field(default=None, init=False)  # check()'s
     session_dirs: dict[str, str] = field(default_factory=dict, init=False)  # _session_dir
-    # the hosts over SSH that see one another's files in the path (_sharing), in groups
-    sharing: list[list[str]] = field(default_factory=list, init=False)
+    # the hosts over SSH that see one another's files in the path (_sharing), in groups;
+    # None until a storage asks
+    groups: list[list[str]] | None = field(default=None, init=False)
     # the path's file system and space as each agent on a unix socket sees it
     agent_facts: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
     layout_with: tuple[FioBinary, Path] = field(init=False)  # check()'s: fio and its workdir
     guard: SignalGuard = field(init=False)  # prepare()'s
-    files_in_path = True  # the path is a directory (a device's hosts write none)
-    # the storage: fio's files in the path on each host (target/files.py)
-    files: Files = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.files = Files(str(self.path), self.shared_file, every="host",
-                           hint="pass a smaller --size or another path")
+    @property
+    def path(self) -> Path:
+        return Path(self.storage.path)
+
+    @property
+    def keeps_until_end(self) -> bool:
+        """Every host over SSH: its session removes the run's files as it ends, so a job
+        that keeps its files (unlink=0) keeps them until then."""
+        return all(h.ssh is not None for h in self.hosts)
 
     @property
     def name(self) -> str:
@@ -85,31 +100,37 @@ class HostsTarget(Quiet):
         return f"{self.path}@{len(self.hosts)}hosts"
 
     def settings(self) -> dict[str, Any]:
-        return {"hosts": [h.key for h in self.hosts], "shared_file": self.shared_file}
+        return {"hosts": [h.key for h in self.hosts], **self.storage.settings(self)}
+
+    def preflight(self) -> None:
+        self.storage.preflight(self)
+
+    def restrict(self, plan: Plan) -> Plan:
+        return self.storage.restrict(plan)
 
     def scratch_path(self, uid: str) -> Path:
         self.uid = uid  # the run's: each host's session removes its files when it ends
-        return self.path  # files are named storbench-<uid>-... in it (job_files)
+        return Path(self.storage.scratch(self, uid))
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
-        """Start the SSH hosts' servers; ask every server its fio version. Nothing runs
-        anywhere before every host answered (and, for a block device, allowed it)."""
+        """The storage's own look (a device's guard on every host); then the SSH hosts'
+        servers started, every server asked its fio version, and the storage checked
+        where the hosts said what they see. Nothing runs anywhere before every host
+        answered (and, for a block device, allowed it)."""
         assert fio is not None
+        self.plan = plan
         self.layout_with = (fio, workdir)
+        self.storage.approve(plan, self)
         ssh = [h for h in self.hosts if h.ssh is not None]
         if ssh:
             opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config,
                                   workdir, self.remote(), [self._session_dir(h) for h in ssh])
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
-        if self.files_in_path:
+        if self.storage.in_files:
             self.agent_facts = {h.key: agent_path_facts(h.socket, self.path)
                                 for h in self.hosts if h.socket}
-        if self.files_in_path:
-            self.sharing = self._sharing()
-            if self.shared_file:
-                self._check_shared()
-            self.files.check(plan, self.rooms(), self.sharing)
+        self.storage.check(plan, self)
         endpoints = self.endpoints()
         found = probe(fio, list(endpoints.values()), workdir)
         self.versions = {w: found[key(s)] for w, s in endpoints.items()}
@@ -131,16 +152,18 @@ class HostsTarget(Quiet):
         free = facts.get("free_bytes")
         return free if isinstance(free, int) and facts.get("total_bytes") else None
 
-    def _sharing(self) -> list[list[str]]:
+    def sharing(self) -> list[list[str]]:
         """The hosts in groups that see one another's files in the path: those over SSH
         (_ssh_sharing), then the agents on unix sockets whose path each saw as one
         directory of one file system (the device and the place in it: agent_path_facts);
-        an agent whose view could not be read is in no group."""
-        agents: dict[str, list[str]] = {}
-        for host, facts in self.agent_facts.items():
-            if isinstance(facts.get("fs_dir"), str):
-                agents.setdefault(facts["fs_dir"], []).append(host)
-        return self._ssh_sharing() + list(agents.values())
+        an agent whose view could not be read is in no group. Looked for once."""
+        if self.groups is None:
+            agents: dict[str, list[str]] = {}
+            for host, facts in self.agent_facts.items():
+                if isinstance(facts.get("fs_dir"), str):
+                    agents.setdefault(facts["fs_dir"], []).append(host)
+            self.groups = self._ssh_sharing() + list(agents.values())
+        return self.groups
 
     def _ssh_sharing(self) -> list[list[str]]:
         """The hosts over SSH in groups that see one another's files in the path (one
@@ -170,28 +193,34 @@ class HostsTarget(Quiet):
                 groups.append([ssh[j].key for j in group])
         return groups
 
-    def _check_shared(self) -> None:
-        """--shared-file: every host over SSH must see the file the first one wrote, and
-        the agents on unix sockets one directory of one file system; else each would work
-        on a file of its own while the run says one."""
-        if len(agents := [g for g in self.sharing if g[0] in self.agent_facts]) > 1:
+    def apart(self, path: str) -> str | None:
+        """Every host over SSH must see the file the first one wrote, and the agents on
+        unix sockets one directory of one file system; else (said) each would work on a
+        file of its own while the run says one."""
+        groups = self.sharing()
+        if len(agents := [g for g in groups if g[0] in self.agent_facts]) > 1:
             seen = "; ".join(f"{', '.join(g)}: {self.agent_facts[g[0]]['fs_type']}" for g in agents)
-            raise TargetError(f"--shared-file: the agents do not see {str(self.path)!r} as one"
-                              f" directory of one file system ({seen}): each would work on a"
-                              " file of its own; leave out --shared-file")
-        ssh = [g for g in self.sharing if g[0] not in self.agent_facts]
+            return (f"the agents do not see {path!r} as one directory of one file system"
+                    f" ({seen}): each would work on a file of its own")
+        ssh = [g for g in groups if g[0] not in self.agent_facts]
         if len(ssh) > 1:
             first = ssh[0][0]
             blind = [h for group in ssh[1:] for h in group]
-            raise TargetError(
-                f"--shared-file: {', '.join(blind)} did not see the file {first} wrote in"
-                f" {str(self.path)!r}: the path is not one file system shared by these hosts,"
-                " and each would work on a file of its own; leave out --shared-file")
+            return (f"{', '.join(blind)} did not see the file {first} wrote in {path!r}: the"
+                    " path is not one file system shared by these hosts, and each would work"
+                    " on a file of its own")
+        return None
 
     def remote(self) -> Remote:
-        """What each host's session may write and removes as it ends: the run's files in
-        the path (a file per host, storbench-<uid>-...)."""
-        return Remote(f"{self.path}/storbench-{self.uid}-", ("--write", str(self.path)))
+        """What each host's session may write (what the storage lets fio write: the path,
+        or the device when the run writes it) and removes as it ends (the run's files in
+        the path, storbench-<uid>-...; none for a device)."""
+        assert self.plan is not None
+        access = self.storage.access(self, self.uid, self.plan)
+        flags = [*(f for d in access.dirs for f in ("--write", d)),
+                 *(f for d in access.files for f in ("--file", d))]
+        prefix = f"{self.path}/storbench-{self.uid}-" if self.storage.in_files else ""
+        return Remote(prefix, tuple(flags))
 
     def endpoints(self) -> dict[str, Server]:
         """Where fio's client reaches each host's server: its address, its unix socket,
@@ -200,33 +229,8 @@ class HostsTarget(Quiet):
                 else h.socket or (h.address, h.port) for h in self.hosts}
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
-        return [FioJob(h.key, f"t{index:03d}-h{i}.fio", self._for_host(jobfile, uid, i).render())
-                for i, h in enumerate(self.hosts)]
-
-    def _for_host(self, jobfile: JobFile, uid: str, i: int) -> JobFile:
-        """The job file for host ``i``: its own file names (for_host); an iolog it
-        replays is that host's copy (put_file); with every host reached over SSH, a
-        job that says unlink=0 keeps its files until the host's session ends and
-        removes them (a replay's prefill: the replay reads them next)."""
-        mine = self.files.for_worker(jobfile, f"storbench-{uid}", f"h{i}")
-        keep = all(h.ssh is not None for h in self.hosts)
-        effective = dict(jobfile.effective())
-        sections = []
-        for section in mine.sections:
-            log = section.get("read_iolog")
-            if log is not None:
-                section = section.with_option("read_iolog",
-                                              self.run_file(uid, i, Path(log).name))
-            if keep and not section.is_global and \
-                    effective.get(section.name, {}).get("unlink") == "0":
-                section = section.with_option("unlink", "0")
-            sections.append(section)
-        return JobFile(tuple(sections))
-
-    def run_file(self, uid: str, i: int, name: str) -> str:
-        """Where host ``i`` keeps the run's file ``name`` (as for_host names it; its
-        session removes every such file when it ends)."""
-        return f"{self.path}/storbench-{uid}-h{i}-{name}"
+        return [self.storage.job(jobfile, self, w, f"t{index:03d}-{w.tag}.fio", uid)
+                for w in self.workers()]
 
     def _session_dir(self, host: Host) -> str:
         """The host's SSH session directory (0700, made by its session, removed as it
@@ -234,36 +238,83 @@ class HostsTarget(Quiet):
         iolog is put when fio runs on the host's device."""
         return self.session_dirs.setdefault(host.key, session_dir())
 
+    # a file of storbench's (PutsFiles), preconditioning (Preconditionable): the storage's
+    def check_put(self) -> None:
+        self.storage.check_put(self)
+
+    def put_file(self, uid: str, name: str, text: Placed) -> None:
+        self.storage.put_file(self, uid, name, text)
+
     def replay_device(self) -> DeviceRoom | None:
-        return None  # in files, prefilled
+        return self.storage.replay_device(self)
 
     def put_dirs(self) -> list[str]:
-        return []  # each host's copy is a file of the run's in the path
+        return self.storage.put_dirs(self, self.uid)
 
-    def check_put(self) -> None:
-        if self.shared_file:
-            raise ConfigError("--replay on --hosts gives each host its own files: leave out"
-                              " --shared-file")
+    def check_precondition(self) -> None:
+        self.storage.check_precondition()
+
+    def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
+        return self.storage.precondition_job(self, cap_bytes)
+
+    # -- what the hosts give a storage (target/storage.Place) ---------------------------
+
+    def workers(self) -> list[Worker]:
+        return [Worker(h.key, f"h{i}", h.key) for i, h in enumerate(self.hosts)]
+
+    def files_dir(self, uid: str) -> str:
+        return str(self.path)  # files are named storbench-<uid>-h<i>-... in it (for_host)
+
+    def files_words(self, path: str) -> tuple[str, str]:
+        return path, "pass a smaller --size or another path"
+
+    def clean(self, keep: set[str], before: str) -> tuple[int, Room] | None:
+        return None  # fio removes each job's files as it ends (unlink=1)
+
+    def lay_out(self, test: PlannedTest, jobfile: JobFile, deadline: Deadline | None) -> None:
+        """The test's one file laid out from the first host alone (sharedlayout)."""
+        first = self.hosts[0].key
+        lay_out(self.executor(*self.layout_with, self.guard), first, test.name, jobfile,
+                deadline, f"check that {first} can write the path, or list another host"
+                " first in --hosts")
+
+    def look(self, path: str, writes: bool, destructive: str | None) -> list[Seen]:
+        """Each host's guard, over SSH, all hosts at once: every host must be reached
+        over SSH (the guard runs there)."""
+        if any(h.ssh is None for h in self.hosts):
+            raise ConfigError(f"{path} on --hosts: a block device needs every host"
+                              " reached over SSH (ssh://HOST): storbench checks the"
+                              " device on each host before fio touches it")
+        return look_all([h.ssh for h in self.hosts if h.ssh is not None], self.ssh_config,
+                        path, writes, destructive)
+
+    def device(self, worker: Worker, path: str) -> str:
+        return path  # at the same path on every host
+
+    def own_dir(self, worker: Worker, uid: str) -> str | None:
+        return self.session_dirs.get(worker.key) or self._session_dir(
+            next(h for h in self.hosts if h.key == worker.key))
+
+    def volume_size(self) -> int | None:
+        return None
+
+    def check_putting(self) -> None:
         agents = [h.key for h in self.hosts if h.ssh is None]
         if agents:
             raise ConfigError(f"--replay puts its iolog on each host over SSH; not reached"
                               f" over SSH (ssh://HOST): {', '.join(agents)}")
 
-    def put_file(self, uid: str, name: str, text: Placed) -> None:
-        """Write ``text`` for each host as its own file of the run, over SSH (a new file,
-        the SSH user's only), all hosts at once."""
-        run_file_name(name)
-        self.check_put()
+    def put(self, files: list[tuple[Worker, str, str]]) -> None:
+        """Each file a new one, the SSH user's only, on its host; all hosts at once."""
+        by_key = {h.key: h.ssh for h in self.hosts}
 
-        with ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
-            list(pool.map(lambda i: self._put_one(i, uid, name, text),
-                          range(len(self.hosts))))
+        def one(item: tuple[Worker, str, str]) -> None:
+            host = by_key[item[0].key]
+            assert host is not None
+            put_remote(host, self.ssh_config, item[1], item[2])
 
-    def _put_one(self, i: int, uid: str, name: str, text: Placed) -> None:
-        host = self.hosts[i].ssh
-        assert host is not None
-        put_remote(host, self.ssh_config, self.run_file(uid, i, name),
-                   text(lambda n: self.run_file(uid, i, n)))
+        with ThreadPoolExecutor(max_workers=min(16, len(files) or 1)) as pool:
+            list(pool.map(one, files))
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         here = host_facts()
@@ -277,6 +328,7 @@ class HostsTarget(Quiet):
                               if k != "fs_dir"}, this_machine=True, ram_bytes=here["ram_bytes"])
             entry.setdefault("confinement", "the agent's own: storbench does not start its"
                                             " fio server")
+            entry.update(self.storage.facts(self, Worker(h.key)))  # its device's, say
             hosts.append(entry)
         rams = [e.get("ram_bytes") for e in hosts]
         known = [r for r in rams if isinstance(r, int)]
@@ -287,10 +339,11 @@ class HostsTarget(Quiet):
             # the page cache that could answer is the smallest host's; unknown if any is
             "ram_bytes": min(known) if known and len(known) == len(rams) else None,
             "target": {"kind": self.kind, "path": str(self.path), "on_hosts": True,
-                       "shared_file": self.shared_file, "block_device": False,
+                       "shared_file": bool(self.settings().get("shared_file")),
+                       "block_device": not self.storage.in_files,
                        # hosts that see one another's files in the path (one file system)
                        **({"shared_by": shared} if (shared := [
-                           g for g in self.sharing if len(g) > 1]) else {}),
+                           g for g in (self.groups or []) if len(g) > 1]) else {}),
                        **({"fs_type": fs.pop()} if len(fs) == 1 and None not in fs else {})},
             "hosts": hosts,
             **({"fio_path": fio.path, "fio_version": fio.version_text} if fio else {}),
@@ -299,7 +352,8 @@ class HostsTarget(Quiet):
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
                 note: Callable[[str], None]) -> None:
         """What earlier runs left on a host, said (its session removed it); hosts whose
-        path is on different file systems, said (one figure merges them)."""
+        path is on different file systems, said (one figure merges them); then the
+        storage, ready (a device's guard once more)."""
         self.guard = guard  # before_test's layouts stop with the run
         kinds: dict[str, list[str]] = {}
         for host, facts in self.said().items():
@@ -308,31 +362,20 @@ class HostsTarget(Quiet):
                 note(f"{host}: removed {left}*, left by a run whose session had ended")
             if isinstance(fs := facts.get("fs_type"), str):
                 kinds.setdefault(fs, []).append(host)
-        for group in self.sharing:
-            if len(group) > 1 and not self.shared_file:
-                note(f"{', '.join(group)} share {self.path} (each sees the others' files):"
-                     f" each works on its own files in it, {len(group)} at once")
-        if self.files_in_path:
-            self.files.say(note, self.hosts[0].key)
         if len(kinds) > 1:
             note(f"{self.path} is on different file systems on the hosts ("
                  + "; ".join(f"{fs} on {', '.join(hosts)}" for fs, hosts in kinds.items())
                  + "): each figure merges them (the hosts whose fsync is a no-op in RAM are"
                    " named in a warning; nothing else is judged per file system)")
+        assert self.plan is not None
+        self.storage.ready(self.plan, self, note)
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         assert fio is not None
         return ClientServerExecutor(fio, workdir, guard, self.endpoints())
 
     def before_test(self, test: PlannedTest, keep: set[str]) -> None:
-        """--shared-file: the test's file laid out from the first host alone (sharedlayout)."""
-        if self.files_in_path:
-            first = self.hosts[0].key
-            self.files.lay_out_first(
-                lambda: self.executor(*self.layout_with, self.guard), first, test,
-                self._for_host(test.jobfile, self.uid, 0), self.deadline(test),
-                f"check that {first} can write the path, or list another host first"
-                " in --hosts")
+        self.storage.between(self, test, keep, self.deadline(test), self.uid)
 
     def cleanup(self, hurry: bool = False) -> None:
         """End the SSH sessions: their fio servers stop with them."""

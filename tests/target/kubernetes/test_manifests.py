@@ -9,7 +9,11 @@ import pytest
 from storbench.errors import ConfigError
 from storbench.pipeline.loop import plan_run
 from storbench.pipeline.spec import RunSpec
+from storbench.target.device import DeviceStorage
+from storbench.target.files import FilesStorage
 from storbench.target.kubernetes.manifests import (
+    DATA_DIR,
+    DEVICE_PATH,
     KubeOptions,
     access_mode,
     capacity_for,
@@ -25,7 +29,8 @@ from storbench.target.kubernetes.storageclass import (
 
 def plan_kube(spec: RunSpec, o: KubeOptions, namespace: str) -> KubePlan:
     """What a run of ``spec`` on class ``o`` would create (no cluster needed)."""
-    target = KubeTarget(o)
+    storage = DeviceStorage(DEVICE_PATH) if o.block else FilesStorage(DATA_DIR)
+    target = KubeTarget(o, storage)
     planned = plan_run(spec, target)
     return target.plan_layout(planned.uid, planned.plan, [s.jobs for s in planned.steps],
                               namespace)

@@ -144,6 +144,7 @@ class RoundsKind(Plain):
         """A target that cannot be written whole is refused before anything is made."""
         if not isinstance(target, Preconditionable):
             raise ConfigError(f"--precondition applies to block devices, not a {target.kind}")
+        target.check_precondition()
 
     def plan(self, plan: Plan) -> Plan:
         """Each test time based for a round, no ramp (the rounds before steady state are

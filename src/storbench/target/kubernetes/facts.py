@@ -12,7 +12,8 @@ from storbench.errors import TargetError
 from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
 from storbench.target.blockguard import signatures
-from storbench.target.device import Seen, found_on_it
+from storbench.target.device import Seen
+from storbench.target.devicejob import found_on_it
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
     DEVICE_PATH,

@@ -1,5 +1,8 @@
-"""A Kubernetes StorageClass as a target: a PVC of the class, pods mounting it, fio
-exec'd in the pods test after test, everything deleted at the end.
+"""A Kubernetes StorageClass as a place (target/storage.py): a PVC of the class, pods
+mounting it, fio exec'd in the pods test after test, everything deleted at the end. Its
+storage is files in the volume (FilesStorage, volume mode Filesystem) or the volume itself
+(DeviceStorage, ``--volume-mode Block``: each pod's raw volume at DEVICE_PATH, looked at
+once the pods run, facts.look_volumes).
 
 With ``--clients N``, N pods run each test at the same moment: on one volume when
 the access mode is shared (RWX), else each on its own; results per pod and merged
@@ -17,6 +20,7 @@ bind the volume and start the pods, then each test's runtime plus a grace period
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,15 +36,17 @@ from storbench.execute.kubestatus import KubeError
 from storbench.target.base import (
     MARGIN_S,
     Deadline,
-    InRunDirs,
+    DeviceRoom,
     Placed,
     Quiet,
     default_deadline,
 )
-from storbench.target.files import Files, run_file_name
-from storbench.target.kubernetes.facts import class_facts, pod_facts
+from storbench.target.device import Seen
+from storbench.target.files import remove_script
+from storbench.target.kubernetes.facts import class_facts, look_volumes, pod_facts
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
+    DEVICE_PATH,
     JOBS_DIR,
     WORK_DIR,
     KubeOptions,
@@ -52,6 +58,8 @@ from storbench.target.kubernetes.manifests import (
     pvc_manifest,
     quantity_bytes,
 )
+from storbench.target.sharedlayout import lay_out
+from storbench.target.storage import Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
@@ -90,7 +98,7 @@ class KubePlan:
         return Path(DATA_DIR) / f"storbench-{self.uid}"
 
 
-class KubeTarget(Quiet, InRunDirs):
+class KubeTarget(Quiet):
     """A StorageClass: PVC(s) of it and pod(s) that mount them, in one namespace. What a
     crashed run left is found by its label (`storbench k8s cleanup`), not as leftovers
     of the loop's (Quiet)."""
@@ -98,12 +106,15 @@ class KubeTarget(Quiet, InRunDirs):
     kind = "kubernetes"
     worker_noun = "pod"
     needs_local_fio = False  # the pods' fio runs the I/O; a local one checks job files
+    # what this place is to a storage (target/storage.Place)
+    every = "pod"
+    looks_early = False  # a volume is seen once its pod runs
+    refused_after = ""
+    keeps_until_end = False  # the volumes go: what a pod's job keeps goes with them
 
-    def __init__(self, options: KubeOptions, shared_file: bool = False,
-                 size_given: bool = False) -> None:
+    def __init__(self, options: KubeOptions, storage: Storage) -> None:
         self.o = options
-        self.shared_file = shared_file
-        self.size_given = size_given  # --size given (a Block volume: else --capacity)
+        self.storage = storage
         self.series_logs = options.clients == 1  # several pods: no per-second series
         self.kube: Kube | None = None
         self.sc: Any = None
@@ -114,12 +125,10 @@ class KubeTarget(Quiet, InRunDirs):
         self.first_test = True
         self.namespace = ""
         self.plan: Plan | None = None
+        self.uid = ""
         self.note: Callable[[str], None] = lambda text: None
         self.guard: SignalGuard | None = None
         self.workdir = Path()
-        # the storage: fio's files in the run's scratch directory on the volume(s)
-        self.files = Files(f"storageclass/{options.storage_class}", shared_file, every="pod",
-                           hint="give more, or a smaller --size")
 
     # -- what it is ------------------------------------------------------------------
 
@@ -133,12 +142,13 @@ class KubeTarget(Quiet, InRunDirs):
         return self.o.storage_class
 
     def settings(self) -> dict[str, Any]:
-        return {"kubernetes": self.o.describe(), "shared_file": self.shared_file}
+        return {"kubernetes": self.o.describe(), **self.storage.settings(self)}
 
     def check_options(self) -> None:
         """ConfigError for options that cannot work; no cluster needed."""
         self.o.check()
-        if self.shared_file and (self.o.clients == 1 or not self.o.shared_volume):
+        shared_file = self.storage.settings(self).get("shared_file")
+        if shared_file and (self.o.clients == 1 or not self.o.shared_volume):
             raise ConfigError("--shared-file needs --clients N with a shared volume"
                               " (--access-mode RWX)")
 
@@ -170,15 +180,18 @@ class KubeTarget(Quiet, InRunDirs):
         return KubePlan(uid, namespace, plan, pods, jobs, capacity, budget, manifests)
 
     def before_tests_s(self, capacity: str) -> float:
-        """How long the run may take before its first test, beyond starting the pods."""
-        return 0.0
+        """How long the run may take before its first test, beyond starting the pods
+        (--precondition: each volume written whole, twice)."""
+        return self.storage.precondition_s(quantity_bytes(capacity) or 0)
 
     def capacity(self, plan: Plan) -> str:
-        """The PVC's size: --capacity, else what the suite writes + 25 %."""
+        """The PVC's size: --capacity, else what the suite writes + 25 % (a storage whose
+        tests cover the volume: --capacity as given)."""
         o = self.o
+        if o.capacity and self.storage.covers():
+            return o.capacity
         sharing = o.clients if o.clients > 1 and o.shared_volume else 1  # pods on one volume
-        needed, name = self.files.needed(plan, sharing)
-        files = self.files.at_once(sharing)  # copies of the test's files on the volume
+        needed, name, files = self.storage.needed(plan, sharing)  # files: copies on it
         capacity = o.capacity or capacity_for(needed)
         have = quantity_bytes(capacity)
         if have is not None and needed > have:
@@ -196,7 +209,11 @@ class KubeTarget(Quiet, InRunDirs):
         self.sc = self.kube.storage_class(self.o.storage_class)
 
     def scratch_path(self, uid: str) -> Path:
-        return Path(DATA_DIR) / f"storbench-{uid}"
+        self.uid = uid
+        return Path(self.storage.scratch(self, uid))
+
+    def restrict(self, plan: Plan) -> Plan:
+        return self.storage.restrict(plan)
 
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.check_options()
@@ -216,25 +233,19 @@ class KubeTarget(Quiet, InRunDirs):
         self.workdir = workdir  # before_test's layouts: their pod logs go there
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
-        pods = pod_names(uid, self.o.clients)
-        if len(pods) == 1:
-            return [FioJob(pods[0], f"t{index:03d}.fio", self._for_pod(jobfile, uid, None)
-                           .render())]
-        return [FioJob(pod, f"t{index:03d}-p{i}.fio", self._for_pod(jobfile, uid, i).render())
-                for i, pod in enumerate(pods)]
-
-    def _for_pod(self, jobfile: JobFile, uid: str, i: int | None) -> JobFile:
-        """Pod ``i``'s job file, of several pods (that may share one volume): its own file
-        names, or the one shared file; the only pod (None): fio's own names."""
-        return self.files.for_worker(jobfile, f"storbench-{uid}",
-                                     None if i is None else f"p{i}")
+        workers = self.workers()
+        return [self.storage.job(jobfile, self, w, f"t{index:03d}.fio" if len(workers) == 1
+                                 else f"t{index:03d}-{w.tag}.fio", uid) for w in workers]
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         if self.environment:
-            return self.environment
-        assert self.plan is not None
-        return class_facts(self._kube(), self.sc, self.o, self.namespace,
-                           self.capacity(self.plan))
+            found = self.environment
+        else:
+            assert self.plan is not None
+            found = class_facts(self._kube(), self.sc, self.o, self.namespace,
+                                self.capacity(self.plan))
+        # the storage's own (a Block volume: as its guard saw it, once the pods ran)
+        return {**found, "target": {**found["target"], **self.storage.facts(self, None)}}
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
                 note: Callable[[str], None]) -> None:
@@ -254,32 +265,100 @@ class KubeTarget(Quiet, InRunDirs):
         ready_by = self.started + (kp.budget_s if self.o.timeout_s
                                    else min(START_S, kp.budget_s))
         running = wait_running(kube, kp.namespace, kp.pods, guard, note, ready_by)
+        # where fio's files are in the pods: their file system's facts are read there
+        files = str(kp.scratch) if self.storage.in_files else ""
         self.environment = pod_facts(kube, kp.namespace, running, kp.pods[0][1], self.o,
-                                     environment, self.files_in(kp))
-        self.files.say(note, f"pod {kp.pods[0][0]}")
+                                     environment, files)
+        self.storage.ready(self.plan, self, note)
 
-    def files_in(self, kp: KubePlan) -> str:
-        """Where fio's files are in the pods (their file system's facts are read there)."""
-        return str(kp.scratch)
-
+    # a file of storbench's (PutsFiles), preconditioning (Preconditionable): the storage's
     def check_put(self) -> None:
-        if self.o.clients != 1:
-            raise ConfigError(PUT_REFUSED)
+        self.storage.check_put(self)
 
     def put_file(self, uid: str, name: str, made: Placed) -> None:
-        """Write ``text`` as ``name`` in the run's scratch directory in the pod, from
-        arguments of PUT_CHUNK characters each (exec has no stdin here; an argument is at
-        most 128 KiB): a replay's iolog. One pod on a Filesystem volume only."""
-        self.check_put()
+        self.storage.put_file(self, uid, name, made)
+
+    def replay_device(self) -> DeviceRoom | None:
+        return self.storage.replay_device(self)
+
+    def put_dirs(self) -> list[str]:
+        return self.storage.put_dirs(self, self.uid)
+
+    def check_precondition(self) -> None:
+        self.storage.check_precondition()
+
+    def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
+        return self.storage.precondition_job(self, cap_bytes)
+
+    # -- what the pods give a storage (target/storage.Place) ----------------------------
+
+    def workers(self) -> list[Worker]:
+        pods = pod_names(self.uid, self.o.clients)
+        return [Worker(pod, None if len(pods) == 1 else f"p{i}", f"pod {pod}")
+                for i, pod in enumerate(pods)]
+
+    def files_dir(self, uid: str) -> str:
+        return f"{DATA_DIR}/storbench-{uid}"
+
+    def files_words(self, path: str) -> tuple[str, str]:
+        return f"storageclass/{self.o.storage_class}", "give more, or a smaller --size"
+
+    def rooms(self) -> list[Room]:
+        return []  # the volume is made to hold the tests (capacity)
+
+    def sharing(self) -> list[list[str]]:
+        return []  # counted in the volume's capacity
+
+    def apart(self, path: str) -> str | None:
+        return None  # a shared volume is one file system (check_options)
+
+    def clean(self, keep: set[str], before: str) -> tuple[int, Room] | None:
+        """Between tests: the previous test's files go, those a later test names stay."""
+        if self.first_test:
+            self.first_test = False
+        else:
+            self._remove_files(keep)
+        return None
+
+    def lay_out(self, test: PlannedTest, jobfile: JobFile, deadline: Deadline | None) -> None:
+        """The test's file laid out from the first pod alone (every pod's fio laying it
+        out at once unlinked the others' copies: sharedlayout)."""
+        assert self.layout is not None and self.guard is not None
+        lay_out(self.executor(None, self.workdir, self.guard), self.layout.pods[0][0],
+                test.name, jobfile, deadline, "check that the pods can write their volume",
+                every="pod")
+
+    def look(self, path: str, writes: bool, destructive: str | None) -> list[Seen]:
+        """Each pod's volume, once the pods run (facts.look_volumes)."""
         assert self.layout is not None
-        scratch = self.layout.scratch
-        pod, path = self.layout.pods[0][0], f"{scratch}/{run_file_name(name)}"
-        text = made(lambda n: f"{scratch}/{n}")
+        return look_volumes(self._kube(), self.layout.namespace, self.layout.pods, writes)
+
+    def device(self, worker: Worker, path: str) -> str:
+        return DEVICE_PATH
+
+    def own_dir(self, worker: Worker, uid: str) -> str | None:
+        return None
+
+    def volume_size(self) -> int | None:
+        return quantity_bytes(self.o.capacity)
+
+    def check_putting(self) -> None:
+        if self.o.clients != 1 or self.o.block:
+            raise ConfigError(PUT_REFUSED)
+
+    def put(self, files: list[tuple[Worker, str, str]]) -> None:
+        """Each file written in its pod from arguments of PUT_CHUNK characters each (exec
+        has no stdin here; an argument is at most 128 KiB)."""
+        for worker, path, text in files:
+            self._put_one(worker.key, path, text)
+
+    def _put_one(self, pod: str, path: str, text: str) -> None:
+        name = path.rsplit("/", 1)[-1]
         chunk = PUT_CHUNK if text.isascii() else PUT_CHUNK // 4  # UTF-8: up to 4 bytes each
         for start in range(0, max(len(text), 1), chunk):
             into = ">" if start == 0 else ">>"
             res = self._kube().exec(self.namespace, pod, [
-                "sh", "-c", f'printf "%s" "$1" {into} {path}', "sh",
+                "sh", "-c", f'printf "%s" "$1" {into} {shlex.quote(path)}', "sh",
                 text[start:start + chunk]], deadline_s=120)
             if res.timed_out or res.returncode != 0:
                 raise KubeError(f"writing {name} in pod {self.namespace}/{pod} failed (exit"
@@ -291,26 +370,11 @@ class KubeTarget(Quiet, InRunDirs):
                            dict(self.o.limits).get("memory"), workdir / "pod-logs", shipped)
 
     def before_test(self, test: PlannedTest, keep: set[str]) -> None:
-        """Between tests: the previous test's files go, those a later test names stay.
-        --shared-file: the test's file is then laid out from the first pod alone (every
-        pod's fio laying it out at once unlinked the others' copies: sharedlayout)."""
-        if self.first_test:
-            self.first_test = False
-        else:
-            self._remove_files(keep)
-        if not self.shared_file:
-            return
-        assert self.layout is not None and self.guard is not None
-        guard = self.guard
-        self.files.lay_out_first(lambda: self.executor(None, self.workdir, guard),
-                                 self.layout.pods[0][0], test,
-                                 self._for_pod(test.jobfile, self.layout.uid, 0),
-                                 self.deadline(test), "check that the pods can write their"
-                                 " volume")
+        self.storage.between(self, test, keep, self.deadline(test), self.uid)
 
     def _remove_files(self, keep: set[str]) -> None:
         assert self.layout is not None
-        script = self.files.remove_script(str(self.layout.scratch), keep)
+        script = remove_script(str(self.layout.scratch), keep)
         pods = [p for p, _ in self.layout.pods]
         for pod in dict.fromkeys(pods if not self.o.shared_volume else pods[:1]):
             res = self._kube().exec(self.namespace, pod, ["sh", "-c", script], deadline_s=120)
