@@ -1,6 +1,6 @@
 """A block device as a target's storage: its rules written once, for every place fio
-runs on it (this machine: blockdev.py; hosts over SSH: hostsdevice.py; a Kubernetes
-Block volume in pods: kubernetes/blockvolume.py).
+runs on it (this machine: here.py; hosts over SSH: hosts.py; a Kubernetes Block volume
+in pods: kubernetes/storageclass.py), through ``DeviceStorage`` below.
 
 A place looks at its device(s) where they are, with the guard of its kind (here and on
 each host, blockguard's own look and decision, run where the device is; in a pod, a

@@ -1,5 +1,5 @@
 """Files in a directory as a target's storage: their rules written once, for every place
-fio runs them (this machine: directory.py; hosts over SSH or agents: hosts.py; a
+fio runs them (this machine: here.py; hosts over SSH or agents: hosts.py; a
 StorageClass's Filesystem volume in pods: kubernetes/storageclass.py), as target/device.py
 holds a block device's.
 

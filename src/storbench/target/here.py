@@ -24,7 +24,7 @@ from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, Signal
 from storbench.execute.fsops import remove_marked
 from storbench.execute.local import Confinement
 from storbench.execute.workdir import PREFIX, Leftover, create_marked, leftovers, run_workdir
-from storbench.target.base import Deadline, DeviceRoom, Placed, default_deadline
+from storbench.target.base import Deadline, default_deadline
 from storbench.target.blockguard import report
 from storbench.target.device import Seen, seen_in
 from storbench.target.environment import (
@@ -34,7 +34,7 @@ from storbench.target.environment import (
     mount_of,
     path_facts,
 )
-from storbench.target.storage import Room, Storage, Worker
+from storbench.target.storage import OnStorage, Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
@@ -46,7 +46,7 @@ ALONE = Worker("")  # this machine: the only worker
 
 
 @dataclass
-class HereTarget:
+class HereTarget(OnStorage):
     """A storage on this machine; fio runs here (a scratch directory of the run's in a
     directory, or the device)."""
 
@@ -89,9 +89,6 @@ class HereTarget:
 
     def preflight(self) -> None:
         self.storage.preflight(self)
-
-    def restrict(self, plan: Plan) -> Plan:
-        return self.storage.restrict(plan)
 
     def scratch_path(self, uid: str) -> Path:
         self.uid = uid
@@ -156,25 +153,6 @@ class HereTarget:
 
     def remove_leftover(self, leftover: Leftover) -> None:
         remove_marked(leftover.path, REMOVE_WAIT_S)
-
-    # a file of storbench's (PutsFiles), preconditioning (Preconditionable): the storage's
-    def check_put(self) -> None:
-        self.storage.check_put(self)
-
-    def put_file(self, uid: str, name: str, text: Placed) -> None:
-        self.storage.put_file(self, uid, name, text)
-
-    def replay_device(self) -> DeviceRoom | None:
-        return self.storage.replay_device(self)
-
-    def put_dirs(self) -> list[str]:
-        return self.storage.put_dirs(self, self.uid)
-
-    def check_precondition(self) -> None:
-        self.storage.check_precondition()
-
-    def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
-        return self.storage.precondition_job(self, cap_bytes)
 
     # -- what this machine gives a storage (target/storage.Place) -----------------------
 

@@ -40,19 +40,19 @@ from storbench.execute.ssh import (
     session_dir,
     stop_all,
 )
-from storbench.target.base import Deadline, DeviceRoom, Placed, Quiet
+from storbench.target.base import Deadline, Quiet
 from storbench.target.device import Seen
 from storbench.target.environment import agent_path_facts, host_facts
 from storbench.target.hostlist import Host
 from storbench.target.remoteguard import look_all
 from storbench.target.sharedlayout import lay_out
-from storbench.target.storage import Room, Storage, Worker
+from storbench.target.storage import OnStorage, Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
 
 @dataclass
-class HostsTarget(Quiet):
+class HostsTarget(OnStorage, Quiet):
     """A storage at the same path on every host (each serves fio); the same test runs on
     all at once. It leaves nothing on the hosts: fio deletes its files as each job ends
     (unlink=1), and each host's SSH session removes the run's files as it ends."""
@@ -104,9 +104,6 @@ class HostsTarget(Quiet):
 
     def preflight(self) -> None:
         self.storage.preflight(self)
-
-    def restrict(self, plan: Plan) -> Plan:
-        return self.storage.restrict(plan)
 
     def scratch_path(self, uid: str) -> Path:
         self.uid = uid  # the run's: each host's session removes its files when it ends
@@ -237,25 +234,6 @@ class HostsTarget(Quiet):
         ends), chosen before the session starts (job files name it): where a replay's
         iolog is put when fio runs on the host's device."""
         return self.session_dirs.setdefault(host.key, session_dir())
-
-    # a file of storbench's (PutsFiles), preconditioning (Preconditionable): the storage's
-    def check_put(self) -> None:
-        self.storage.check_put(self)
-
-    def put_file(self, uid: str, name: str, text: Placed) -> None:
-        self.storage.put_file(self, uid, name, text)
-
-    def replay_device(self) -> DeviceRoom | None:
-        return self.storage.replay_device(self)
-
-    def put_dirs(self) -> list[str]:
-        return self.storage.put_dirs(self, self.uid)
-
-    def check_precondition(self) -> None:
-        self.storage.check_precondition()
-
-    def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
-        return self.storage.precondition_job(self, cap_bytes)
 
     # -- what the hosts give a storage (target/storage.Place) ---------------------------
 

@@ -250,3 +250,37 @@ def run_file_name(name: str) -> str:
     if not plain(name) or name == ".":
         raise ValueError(f"not a plain file name: {name!r}")
     return name
+
+
+class Stored(Place, Protocol):
+    """A place with its storage and its run's id (scratch_path keeps it)."""
+
+    storage: Storage
+    uid: str
+
+
+class OnStorage:
+    """The Target methods every place answers by asking its storage (a mixin): the tests
+    it can run, a file of storbench's (base.PutsFiles), preconditioning
+    (base.Preconditionable)."""
+
+    def restrict(self: Stored, plan: Plan) -> Plan:
+        return self.storage.restrict(plan)
+
+    def check_put(self: Stored) -> None:
+        self.storage.check_put(self)
+
+    def put_file(self: Stored, uid: str, name: str, text: Placed) -> None:
+        self.storage.put_file(self, uid, name, text)
+
+    def replay_device(self: Stored) -> DeviceRoom | None:
+        return self.storage.replay_device(self)
+
+    def put_dirs(self: Stored) -> list[str]:
+        return self.storage.put_dirs(self, self.uid)
+
+    def check_precondition(self: Stored) -> None:
+        self.storage.check_precondition()
+
+    def precondition_job(self: Stored, cap_bytes: int | None) -> list[FioJob]:
+        return self.storage.precondition_job(self, cap_bytes)

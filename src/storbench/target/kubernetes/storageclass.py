@@ -36,8 +36,6 @@ from storbench.execute.kubestatus import KubeError
 from storbench.target.base import (
     MARGIN_S,
     Deadline,
-    DeviceRoom,
-    Placed,
     Quiet,
     default_deadline,
 )
@@ -59,7 +57,7 @@ from storbench.target.kubernetes.manifests import (
     quantity_bytes,
 )
 from storbench.target.sharedlayout import lay_out
-from storbench.target.storage import Room, Storage, Worker
+from storbench.target.storage import OnStorage, Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
@@ -98,7 +96,7 @@ class KubePlan:
         return Path(DATA_DIR) / f"storbench-{self.uid}"
 
 
-class KubeTarget(Quiet):
+class KubeTarget(OnStorage, Quiet):
     """A StorageClass: PVC(s) of it and pod(s) that mount them, in one namespace. What a
     crashed run left is found by its label (`storbench k8s cleanup`), not as leftovers
     of the loop's (Quiet)."""
@@ -212,9 +210,6 @@ class KubeTarget(Quiet):
         self.uid = uid
         return Path(self.storage.scratch(self, uid))
 
-    def restrict(self, plan: Plan) -> Plan:
-        return self.storage.restrict(plan)
-
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.check_options()
         self.capacity(plan)
@@ -270,25 +265,6 @@ class KubeTarget(Quiet):
         self.environment = pod_facts(kube, kp.namespace, running, kp.pods[0][1], self.o,
                                      environment, files)
         self.storage.ready(self.plan, self, note)
-
-    # a file of storbench's (PutsFiles), preconditioning (Preconditionable): the storage's
-    def check_put(self) -> None:
-        self.storage.check_put(self)
-
-    def put_file(self, uid: str, name: str, made: Placed) -> None:
-        self.storage.put_file(self, uid, name, made)
-
-    def replay_device(self) -> DeviceRoom | None:
-        return self.storage.replay_device(self)
-
-    def put_dirs(self) -> list[str]:
-        return self.storage.put_dirs(self, self.uid)
-
-    def check_precondition(self) -> None:
-        self.storage.check_precondition()
-
-    def precondition_job(self, cap_bytes: int | None) -> list[FioJob]:
-        return self.storage.precondition_job(self, cap_bytes)
 
     # -- what the pods give a storage (target/storage.Place) ----------------------------
 
