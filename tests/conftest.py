@@ -47,13 +47,17 @@ RESOURCES = {
     "netfs": "mounts a network file system (sshfs through a latency proxy)",
     "tracer": "traces a process (strace, bpftrace)",
     "vm": "boots a virtual machine",
+    # a known truth measured against time or a rate (a throttled volume's caps, a network
+    # file system's latency, a real application's rate): run with nothing else beside it
+    "timing": "measures a known truth in time or rate: runs alone (scripts/test)",
 }
 # fixtures that stand for a resource (those that depend on them are found through them)
 FIXTURE_NEEDS: dict[str, tuple[str, ...]] = {
     "fio": ("fio",), "root": ("root",), "fio_json_text": ("fio",), "fio_servers": ("fio",),
-    "small_tmpfs": ("root",), "throttled": ("root", "fio"), "cached_loop_dir": ("root",),
-    "sshfs_server": ("netfs", "fio"), "postgres_server": ("services",),
-    "kubeconfig": ("kubernetes",), "image_env": ("root", "services"), "vm_ready": ("vm", "fio"),
+    "small_tmpfs": ("root",), "throttled": ("root", "fio", "timing"),
+    "cached_loop_dir": ("root", "timing"), "sshfs_server": ("netfs", "fio", "timing"),
+    "postgres_server": ("services",), "kubeconfig": ("kubernetes",),
+    "image_env": ("root", "services"), "vm_ready": ("vm", "fio", "timing"),
 }
 FAST = os.environ.get("STORBENCH_TEST_TIER") == "fast"
 
@@ -66,6 +70,7 @@ def needs(*resources: str, unavailable: str | None = None) -> pytest.MarkDecorat
 
 needs_fio = needs("fio", unavailable=None if FIO else "fio is not installed (scripts/setup)")
 needs_root = needs("root", unavailable=None if IS_ROOT else "needs root (mounts, loop devices)")
+needs_timing = needs("timing")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,6 +96,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, r))
         if resources:
             item.add_marker(pytest.mark.integration)
+        if "kubernetes" in resources:  # one cluster: its tests one after the other
+            item.add_marker(pytest.mark.xdist_group("kubernetes"))
         for mark in item.iter_markers("needs"):
             if mark.kwargs.get("unavailable"):
                 item.add_marker(pytest.mark.skip(reason=mark.kwargs["unavailable"]))
@@ -110,6 +117,15 @@ def root() -> None:
     if not IS_ROOT:
         pytest.skip("needs root (mounts, loop devices, cgroups)")
 
+
+# Beside another worker (pytest -n, scripts/test): a temporary directory of this worker's
+# own, where storbench makes its work directories and looks for those crashed runs left
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    _own_tmp = Path(tempfile.gettempdir()) / f"storbench-tests-{worker}"
+    _own_tmp.mkdir(exist_ok=True)
+    atexit.register(shutil.rmtree, _own_tmp, True)
+    os.environ["TMPDIR"] = str(_own_tmp)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 if FAST:
     # The fast tier runs no fio: a test that does and does not say so fails, naming it

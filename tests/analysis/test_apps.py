@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import IS_ROOT, needs_fio, run_cli, run_cli_wrapped
+from tests.conftest import IS_ROOT, needs_fio, needs_timing, run_cli, run_cli_wrapped
 
-pytestmark = needs_fio
+pytestmark = [needs_fio, needs_timing]  # known truths on capped volumes: alone
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 

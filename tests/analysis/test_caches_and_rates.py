@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from tests.conftest import needs_fio, run_cli, run_cli_wrapped
+from tests.conftest import needs_fio, needs_timing, run_cli, run_cli_wrapped
 
-pytestmark = needs_fio
+pytestmark = [needs_fio, needs_timing]  # known truths on capped volumes: alone
 
 
 def last(db):

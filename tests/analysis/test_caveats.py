@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import needs_fio, run_cli
+from tests.conftest import needs_fio, needs_timing, run_cli
 
-pytestmark = needs_fio
+pytestmark = [needs_fio, needs_timing]  # known truths on capped volumes: alone
 
 # the same reads twice: once as asked (libaio, qd 32), once with a synchronous engine
 # that keeps one I/O in flight whatever iodepth says

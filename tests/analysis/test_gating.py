@@ -9,9 +9,9 @@ import pytest
 
 from storbench.analysis.assertions import Assertion
 from storbench.errors import ConfigError
-from tests.conftest import needs_fio, run_cli, run_cli_wrapped
+from tests.conftest import needs_fio, needs_timing, run_cli, run_cli_wrapped
 
-pytestmark = needs_fio
+pytestmark = [needs_fio, needs_timing]  # known truths on capped volumes: alone
 
 READ3 = ("[randread]\nrw=randread\nbs=4k\nsize=32m\ndirect=1\nioengine=libaio\niodepth=16\n"
          "time_based\nruntime=3\n")

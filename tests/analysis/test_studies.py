@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import needs_fio, run_cli, run_cli_wrapped
+from tests.conftest import needs_fio, needs_timing, run_cli, run_cli_wrapped
 
-pytestmark = needs_fio
+pytestmark = [needs_fio, needs_timing]  # known truths on capped volumes: alone
 
 
 def said(text: str) -> str:

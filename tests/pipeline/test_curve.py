@@ -22,7 +22,9 @@ from storbench.analysis.curve import (
     step_record,
 )
 from storbench.errors import ConfigError
-from tests.conftest import STORBENCH, needs_fio, run_cli, run_cli_wrapped
+from tests.conftest import STORBENCH, needs_fio, needs_timing, run_cli, run_cli_wrapped
+
+pytestmark = needs_timing  # rates and latencies that are known truths: alone
 
 
 @pytest.fixture

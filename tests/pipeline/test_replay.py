@@ -26,7 +26,7 @@ from storbench.workload.guard import check_iolog
 from storbench.workload.syscalls import from_strace
 from storbench.workload.trace import Trace
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import FIO, STORBENCH, needs, needs_fio, run_cli
+from tests.conftest import FIO, STORBENCH, needs, needs_fio, needs_timing, run_cli
 
 needs_strace = needs("tracer", unavailable=None if shutil.which("strace") else
                      "strace is not installed (scripts/install-testbed)")
@@ -817,7 +817,7 @@ def test_postgresql_keeps_workloads_too(postgres_db, tmp_path, tmpfs):
     assert back["counts"] == w["counts"] and back["files"] == w["files"]
 
 
-@needs_fio
+@needs_timing
 @needs_strace
 @needs_fio
 def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
@@ -878,7 +878,7 @@ def test_pgbench_recorded_and_replayed_orders_volumes_as_pgbench_does(tmp_path):
 
 @needs_fio
 @needs_bpftrace
-@needs_fio
+@needs_timing
 def test_a_timed_replay_on_a_capped_volume_issues_it_all_and_says_its_lag(tmp_path, tmpfs):
     """fio as the application at 400 IOPS (a 1.5 s timeline) on tmpfs, replayed on its
     recorded timeline on a volume capped at 100 IOPS each way: everything recorded is

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from storbench.target.blockguard import decide, inspect
-from tests.conftest import needs_fio, needs_root, run_cli
+from tests.conftest import needs_fio, needs_root, needs_timing, run_cli
 
 pytestmark = needs_root  # loop devices
 
@@ -213,6 +213,7 @@ def throttled_device():
     return Throttled(raw=True, size="256M", backing_dir="/dev/shm")
 
 
+@needs_timing
 @needs_fio
 def test_precondition_then_rounds_until_steady(tmp_path, store_path):
     """SNIA-style: the device written twice, then 1-s rounds; a flat 3000-IOPS cap is
@@ -253,6 +254,7 @@ def test_precondition_then_rounds_until_steady(tmp_path, store_path):
         report.read_text())
 
 
+@needs_timing
 @needs_fio
 def test_rounds_that_never_settle_say_so(tmp_path, store_path):
     """The cap moves every second (1000, 3000, ...): no 5 rounds agree within 20%."""

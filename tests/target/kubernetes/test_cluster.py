@@ -19,7 +19,7 @@ from kubernetes import client
 
 from storbench.execute.kubernetes import Kube, KubeError
 from tests.cli.test_cli import assert_one_line_error, show_json
-from tests.conftest import STORBENCH, run_cli
+from tests.conftest import STORBENCH, needs_timing, run_cli
 from tests.k8s import interrupted, leftovers, managed_pods, restricted_kubeconfig
 from tests.target.test_hosts import assert_finish_line, merged_percentile
 
@@ -72,6 +72,7 @@ def test_two_classes_one_table_nothing_left(kube, namespace, k8s_env, store_path
     assert "local-hostpath-immediate" in comparison
 
 
+@needs_timing  # a class capped at 3000 IOPS: its truth, alone
 def test_throttled_class_measures_the_known_truth(kube, namespace, k8s_env, store_path,
                                                   tmp_path):
     job = write_job(tmp_path, "randwrite.fio",
@@ -88,6 +89,7 @@ def test_throttled_class_measures_the_known_truth(kube, namespace, k8s_env, stor
     assert leftovers(kube, namespace) == []
 
 
+@needs_timing  # a class capped at 3000 IOPS: its truth, alone
 def test_a_curve_on_the_throttled_class(kube, namespace, k8s_env, store_path):
     """storbench curve --storage-class: each step's job file, made as the curve goes,
     is written into the pod; the closed-loop maximum is the class's cap."""
@@ -471,6 +473,7 @@ def test_a_shared_file_is_laid_out_once_from_the_first_pod(kube, namespace, k8s_
     assert leftovers(kube, namespace) == []
 
 
+@needs_timing  # a class capped at 3000 IOPS: its truth, alone
 def test_three_pods_each_on_its_own_throttled_volume(kube, namespace, k8s_env, store_path,
                                                      tmp_path):
     # Each pod's container is capped at 3000 write IOPS: together, 9000.
