@@ -46,6 +46,8 @@ RESOURCES = {
     "services": "starts real servers (PostgreSQL, Prometheus, a Pushgateway, ...)",
     "netfs": "mounts a network file system (sshfs through a latency proxy)",
     "tracer": "traces a process (strace, bpftrace)",
+    "ssh": "starts sshd servers here for hosts reached over SSH",
+    "images": "builds container images (podman) and loads them into the test-bed",
     "vm": "boots a virtual machine",
     # a known truth measured against time or a rate (a throttled volume's caps, a network
     # file system's latency, a real application's rate): run with nothing else beside it
@@ -57,8 +59,12 @@ FIXTURE_NEEDS: dict[str, tuple[str, ...]] = {
     "small_tmpfs": ("root",), "throttled": ("root", "fio", "timing"),
     "cached_loop_dir": ("root", "timing"), "sshfs_server": ("netfs", "fio", "timing"),
     "postgres_server": ("services",), "kubeconfig": ("kubernetes",),
-    "image_env": ("root", "services"), "vm_ready": ("vm", "fio", "timing"),
+    "image_env": ("root", "images"), "vm_ready": ("vm", "fio", "timing"),
+    "ssh_hosts": ("root", "fio", "ssh"),
 }
+# beside another worker (pytest -n), the tests of one of these each on one worker, one
+# after the other: they share one cluster, one image store, the servers they count
+GROUPS = {"kubernetes": "cluster", "images": "cluster", "ssh": "ssh"}
 FAST = os.environ.get("STORBENCH_TEST_TIER") == "fast"
 
 
@@ -96,8 +102,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, r))
         if resources:
             item.add_marker(pytest.mark.integration)
-        if "kubernetes" in resources:  # one cluster: its tests one after the other
-            item.add_marker(pytest.mark.xdist_group("kubernetes"))
+        group = next((GROUPS[r] for r in sorted(resources) if r in GROUPS), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         for mark in item.iter_markers("needs"):
             if mark.kwargs.get("unavailable"):
                 item.add_marker(pytest.mark.skip(reason=mark.kwargs["unavailable"]))
@@ -121,6 +128,10 @@ def root() -> None:
 # Beside another worker (pytest -n, scripts/test): a temporary directory of this worker's
 # own, where storbench makes its work directories and looks for those crashed runs left
 if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    # xdist tells its workers COLUMNS=80: storbench would wrap its output to it, where
+    # the tests read it unwrapped, as from a pipe
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
     _own_tmp = Path(tempfile.gettempdir()) / f"storbench-tests-{worker}"
     _own_tmp.mkdir(exist_ok=True)
     atexit.register(shutil.rmtree, _own_tmp, True)
@@ -136,6 +147,7 @@ if FAST:
                                "exit 127\n")
     (_stub / "fio").chmod(0o755)
     os.environ["PATH"] = f"{_stub}:{os.environ['PATH']}"
+    FIO = str(_stub / "fio")  # a test that runs it by this name fails as loudly
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from storbench.execute.ssh import REMOTE
-from tests.conftest import needs_fio
+from tests.conftest import needs, needs_fio
 from tests.testbed import fio_servers_on_loopback
 
-pytestmark = needs_fio
+pytestmark = [needs_fio, needs("ssh", "root")]  # sshd servers here, counted by the tests
 
 
 def servers_of(there: str) -> list[int]:

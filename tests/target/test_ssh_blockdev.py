@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import needs_fio, run_cli
+from tests.conftest import needs, needs_fio, run_cli
 from tests.target.test_blockdev import READS, Loop, mkfs
 from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs
 
-pytestmark = needs_fio
+pytestmark = [needs_fio, needs("ssh", "root")]  # sshd servers here, counted by the tests
 
 MIB = 2**20
 SIZES = (64 * MIB, 96 * MIB)

@@ -5,7 +5,8 @@ answers, preconditioning rounds, a volume lifecycle, a failover) and what the lo
 keeps of every run (its phases, the metadata probe, where an import came from). Each
 is a ``Section``: its key and its type (a TypedDict, checked by mypy where it is read).
 Code outside this file never tests ``Run.data`` by key (tests/test_layout.py): it asks
-a section, ``CURVE.of(run)``, and a kind stores one with ``CURVE.put(value)``.
+a section, ``CURVE.of(run)``; a kind names its section and returns its typed record, which
+the loop stores with ``put``; what is said of it is its view's (analysis/views/).
 
 Old runs are read as they were stored: a section is the JSON a kind wrote, no
 migration. The inner records (a curve step, a lifecycle volume) stay dicts, whose

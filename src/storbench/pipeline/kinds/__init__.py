@@ -1,8 +1,9 @@
 """The kinds of run, one file each; ``KINDS`` is the one registry the loop chooses from.
 
 Adding a kind: a file here with a class that keeps the Measurement contract
-(pipeline/measure.py), a typed section for what it records (result/sections.py), one
-line below, and a command that asks for it (docs/design.md shows one whole).
+(pipeline/measure.py) and names the section its typed record is kept under, one line
+below; its view (what is said of the record: analysis/views/, one line in VIEWS); and a
+command that asks for it (docs/design.md shows one whole).
 """
 
 from __future__ import annotations
