@@ -57,9 +57,9 @@ RESOURCES = {
 FIXTURE_NEEDS: dict[str, tuple[str, ...]] = {
     "fio": ("fio",), "root": ("root",), "fio_json_text": ("fio",), "fio_servers": ("fio",),
     "small_tmpfs": ("root",), "throttled": ("root", "fio", "timing"),
-    "cached_loop_dir": ("root", "timing"), "sshfs_server": ("netfs", "fio", "timing"),
+    "cached_loop_dir": ("root", "timing"), "sshfs_server": ("netfs", "fio"),
     "postgres_server": ("services",), "kubeconfig": ("kubernetes",),
-    "image_env": ("root", "images"), "vm_ready": ("vm", "fio", "timing"),
+    "image_env": ("root", "images"), "vm_ready": ("vm", "fio"),
     "ssh_hosts": ("root", "fio", "ssh"),
 }
 # beside another worker (pytest -n), the tests of one of these each on one worker, one

@@ -11,7 +11,7 @@ from storbench.analysis.assertions import Assertion
 from storbench.errors import ConfigError
 from tests.conftest import needs_fio, needs_timing, run_cli, run_cli_wrapped
 
-pytestmark = [needs_fio, needs_timing]  # known truths on capped volumes: alone
+pytestmark = needs_fio
 
 READ3 = ("[randread]\nrw=randread\nbs=4k\nsize=32m\ndirect=1\nioengine=libaio\niodepth=16\n"
          "time_based\nruntime=3\n")
@@ -195,6 +195,7 @@ def test_etcd_profiles_and_threshold(tmpfs, store_path):
     assert bad.returncode == 2 and "upstream, openshift" in bad.stderr
 
 
+@needs_timing  # a capped volume of its own
 def test_etcd_open_loop_rate_on_a_capped_volume(tmp_path, store_path):
     from tests.testbed import Throttled, missing_for_throttled
 

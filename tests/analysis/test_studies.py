@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import needs_fio, needs_timing, run_cli, run_cli_wrapped
 
-pytestmark = [needs_fio, needs_timing]  # known truths on capped volumes: alone
+pytestmark = needs_fio
 
 
 def said(text: str) -> str:
@@ -19,6 +19,7 @@ def said(text: str) -> str:
     return " ".join(text.split())
 
 
+@needs_timing  # the network file system's latency, measured
 def test_study_1_metadata_stall_and_warnings_in_the_comparison(sshfs_server, store_path):
     """EBS vs EFS for Kubernetes: the `ls` that took 11.3 s under load is in the
     comparison, beside the figures, with the page-cache caveat the author missed."""
@@ -51,6 +52,7 @@ def test_study_1_metadata_stall_and_warnings_in_the_comparison(sshfs_server, sto
     assert bad.returncode == 2 and "no compared run is called 'nobody'" in bad.stderr
 
 
+@needs_timing  # a capped volume of its own
 def test_study_3_wiki_rows_one_per_platform(tmpfs, store_path):
     """The etcd wiki page: one row per platform with IOPS, fdatasync p99 and verdict."""
     from tests.testbed import Throttled, missing_for_throttled
