@@ -62,9 +62,7 @@ FIXTURE_NEEDS: dict[str, tuple[str, ...]] = {
     "image_env": ("root", "images"), "vm_ready": ("vm", "fio"),
     "ssh_hosts": ("root", "fio", "ssh"),
 }
-# beside another worker (pytest -n), the tests of one of these each on one worker, one
-# after the other: they share one cluster, one image store, the servers they count
-GROUPS = {"kubernetes": "cluster", "images": "cluster", "ssh": "ssh"}
+
 FAST = os.environ.get("STORBENCH_TEST_TIER") == "fast"
 
 
@@ -77,6 +75,12 @@ def needs(*resources: str, unavailable: str | None = None) -> pytest.MarkDecorat
 needs_fio = needs("fio", unavailable=None if FIO else "fio is not installed (scripts/setup)")
 needs_root = needs("root", unavailable=None if IS_ROOT else "needs root (mounts, loop devices)")
 needs_timing = needs("timing")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-goldens", action="store_true",
+                     help="write what is printed now as the golden files"
+                          " (tests/render/golden/): review their diff")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -102,9 +106,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, r))
         if resources:
             item.add_marker(pytest.mark.integration)
-        group = next((GROUPS[r] for r in sorted(resources) if r in GROUPS), None)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
         for mark in item.iter_markers("needs"):
             if mark.kwargs.get("unavailable"):
                 item.add_marker(pytest.mark.skip(reason=mark.kwargs["unavailable"]))
@@ -125,13 +126,15 @@ def root() -> None:
         pytest.skip("needs root (mounts, loop devices, cgroups)")
 
 
-# Beside another worker (pytest -n, scripts/test): a temporary directory of this worker's
-# own, where storbench makes its work directories and looks for those crashed runs left
-if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+# Beside another pytest (scripts/test's two lanes, pytest -n's workers): a temporary
+# directory of its own, where storbench makes its work directories and looks for those
+# crashed runs left
+if worker := os.environ.get("STORBENCH_TEST_LANE") or os.environ.get("PYTEST_XDIST_WORKER"):
     # xdist tells its workers COLUMNS=80: storbench would wrap its output to it, where
     # the tests read it unwrapped, as from a pipe
-    os.environ.pop("COLUMNS", None)
-    os.environ.pop("LINES", None)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
     _own_tmp = Path(tempfile.gettempdir()) / f"storbench-tests-{worker}"
     _own_tmp.mkdir(exist_ok=True)
     atexit.register(shutil.rmtree, _own_tmp, True)

@@ -27,12 +27,16 @@ def table(t: Table) -> str:
 
 
 def render(comp: Comparison) -> str:
-    text = table(comparison_table(comp))
+    from storbench.analysis.views import tabulated
+
+    # a curve's steps, a lifecycle's volumes: no tests to tabulate one by one
+    text = table(comparison_table(comp)) if tabulated(comp.runs) else ""
     probes = probe_comparison_table(comp)
     if probes is not None:
         text += f"\n**{inert(PROBE_TITLE)}**\n\n{table(probes)}"
     for title, kind_table, _ in compared(comp.runs):  # each kind's (curves, apps, ...)
         text += f"\n**{inert(title)}**\n\n{table(kind_table)}"
+    text = text.removeprefix("\n")
     said = sentences(comp)  # each ratio, and whether it is beyond the noise
     if said:
         text += "\n" + "".join(f"- {inert(s)}\n" for s in said)
