@@ -99,6 +99,19 @@ def needed(item: pytest.Item) -> set[str]:
     return found
 
 
+# The width storbench is given: the user's, or none (as from a pipe). GNU readline, once
+# something of pytest's loads it, sets COLUMNS and LINES in the process's own environment
+# (not os.environ): every storbench a test starts without env= then wrapped its output at
+# 80 columns, cutting the words the tests look for.
+WIDTH = {k: os.environ.get(k) for k in ("COLUMNS", "LINES")}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for key, value in WIDTH.items():
+        if value is None:
+            os.unsetenv(key)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         resources = needed(item)
@@ -135,7 +148,9 @@ if worker := os.environ.get("STORBENCH_TEST_LANE") or os.environ.get("PYTEST_XDI
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.pop("COLUMNS", None)
         os.environ.pop("LINES", None)
-    _own_tmp = Path(tempfile.gettempdir()) / f"storbench-tests-{worker}"
+        WIDTH.update(COLUMNS=None, LINES=None)
+    # short: a unix socket's path beneath it must stay within 107 bytes
+    _own_tmp = Path(tempfile.gettempdir()) / f"sb-{worker}"
     _own_tmp.mkdir(exist_ok=True)
     atexit.register(shutil.rmtree, _own_tmp, True)
     os.environ["TMPDIR"] = str(_own_tmp)
