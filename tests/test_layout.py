@@ -323,7 +323,9 @@ def test_the_measuring_commands_declare_each_shared_option_once():
 # Where a kind's section may be named: its definition, the run record (which of a rounds
 # run's repeats are its tests' figures), what runs it (pipeline/kinds) and its view
 # (analysis/views): everything else finds it through the views' registry.
-KIND_HOMES = ("result/sections.py", "result/record.py", "analysis/views/", "pipeline/kinds/")
+# (pipeline/explained.py: the section --explain writes beside any kind's)
+KIND_HOMES = ("result/sections.py", "result/record.py", "analysis/views/", "pipeline/kinds/",
+              "pipeline/explained.py")
 
 
 def kind_sections() -> set[str]:

@@ -83,6 +83,11 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @click.option("--probe-metadata/--no-probe-metadata", default=None,
               help="Time stat, ls -la and create+unlink every 0.5 s, idle and under load"
                    " (default: on for network file systems).")
+@click.option("--explain", is_flag=True,
+              help="Root, this machine: split each test's latency into the layers that"
+                   " spent it (file system, cgroup throttle, block queue, device,"
+                   " completion) from the kernel's tracepoints (bpftrace), and name the"
+                   " limit that bound it in one sentence (docs/explain.md).")
 @click.option("--allow-exec", is_flag=True,
               help="Let the job file run commands (exec_prerun=, exec_postrun=, the exec"
                    " engine, external engines). Default: refused; paths outside the"
@@ -119,7 +124,7 @@ def run(
     threshold_ms: float | None, profile: str | None, rate_iops: float | None, repeat: int,
     until_steady: str | None, steady_window_s: float, probe_metadata: bool | None,
     assertions: tuple[str, ...], baseline: str | None, max_regression: str,
-    fio_path: str | None, as_json: bool, allow_exec: bool, reads_only: bool,
+    fio_path: str | None, as_json: bool, explain: bool, allow_exec: bool, reads_only: bool,
     precondition: bool, precondition_size: str | None, round_s: float, max_rounds: int,
     push_to: str | None, replay: str | None, replay_fast: bool,
 ) -> None:
@@ -160,6 +165,7 @@ def run(
       storbench run --storage-class fast --namespace bench --capacity 100Gi --dry-run
       storbench run /dev/nvme1n1 --suite quick --destructive /dev/nvme1n1
       storbench run /mnt/data --push http://pushgateway:9091
+      storbench run /mnt/data --suite quick --explain
     """
     only_with(("max_regression", "--max-regression", baseline is not None, "--baseline"),
               ("steady_window_s", "--steady-window", until_steady is not None,
@@ -175,8 +181,8 @@ def run(
                    ramp=ramp, label=label,
                    tags=parse_tags(tags), series=series, threshold_ms=threshold_ms, fio=fio_path,
                    repeat=repeat, until_steady=until_steady, steady_window_s=steady_window_s,
-                   probe_metadata=probe_metadata, assertions=assertions, rate_iops=rate_iops,
-                   profile=profile, baseline=baseline, max_regression=limit,
+                   probe_metadata=probe_metadata, explain=explain, assertions=assertions,
+                   rate_iops=rate_iops, profile=profile, baseline=baseline, max_regression=limit,
                    timeout_s=where.timeout_s, allow_exec=allow_exec,
                    precondition=precondition,
                    precondition_size=precondition_size, round_s=round_s,

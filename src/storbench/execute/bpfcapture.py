@@ -284,8 +284,16 @@ def _release(proc: subprocess.Popen[bytes], gate: Path) -> None:
 
 def _bpftrace(found: str, prog: Path, sink: IO[str], sink_err: IO[str]
               ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "BPFTRACE_STRLEN": str(STRLEN), "BPFTRACE_MAP_KEYS_MAX": "65536",
-           "BPFTRACE_PERF_RB_PAGES": str(ring_pages(os.cpu_count() or 1))}
+    return launch(found, prog, sink, sink_err, {
+        "BPFTRACE_STRLEN": str(STRLEN), "BPFTRACE_MAP_KEYS_MAX": "65536",
+        "BPFTRACE_PERF_RB_PAGES": str(ring_pages(os.cpu_count() or 1))})
+
+
+def launch(found: str, prog: Path, sink: IO[str], sink_err: IO[str],
+           env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """bpftrace running ``prog`` in its own session, with tracefs mounted (in a mount
+    namespace of its own where the machine has not mounted it)."""
+    env = {**os.environ, **env}
     argv = [found, "-B", "line", str(prog)]
     if not Path("/sys/kernel/tracing/events/syscalls").is_dir():
         argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",

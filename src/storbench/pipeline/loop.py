@@ -29,7 +29,7 @@ from storbench.analysis.history import auto_series
 from storbench.analysis.regression import regressions
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, Interrupted, StorbenchError, TargetHung
-from storbench.execute import FioBinary, SignalGuard, find_fio
+from storbench.execute import FioBinary, SignalGuard, find_fio, layers
 from storbench.execute.fsops import remove_marked
 from storbench.execute.local import Confinement, FioProcess
 from storbench.execute.workdir import MARKER, create_marked, leftovers, run_workdir
@@ -44,7 +44,7 @@ from storbench.result.facts import TargetFacts
 from storbench.result.record import Run
 from storbench.store import Store
 from storbench.store.series import series_runs
-from storbench.target.base import PutsFiles, Restricting, Target
+from storbench.target.base import PutsFiles, Restricting, Target, Traceable
 
 WORKDIR_WAIT_S = 5.0  # to remove storbench's own work directory (on local disk)
 
@@ -91,6 +91,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
     planned = plan_run(spec, target, kind)
     baseline = _baseline(spec, store)
     check_baseline(baseline, planned.plan)
+    traced = _traced(spec, target)
     if spec.probe_metadata and target.probe_dir() is None and target.kind != "directory":
         raise ConfigError(f"--probe-metadata runs on this machine; it cannot run on a"
                           f" {target.kind} target")
@@ -135,6 +136,8 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                     rep.note(f"storbench: cleaning up: {exc}")
                 raise
             ctx = RunContext(target, planned, store, run_id, rep, guard, environment, clock)
+            if traced is not None:
+                ctx.explain_at(traced, workdir)
             try:
                 failure: BaseException | None = None
                 try:
@@ -160,7 +163,7 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                     raise StorbenchError(why)
                 _finish(store, run_id, ctx, kind, baseline, spec)
             except BaseException as exc:
-                error = _record_failure(store, run_id, exc, kind)
+                error = _record_failure(store, run_id, exc, kind, ctx)
                 return RunOutcome(store.get_run(run_id), error)
             return RunOutcome(store.get_run(run_id))
     finally:
@@ -192,6 +195,7 @@ def run_all(targets: list[Target], spec: RunSpec, store: Store,
     _baseline(spec, store)
     for target in targets:  # a target the kind cannot run on: before any is reached
         kind.check_target(target)
+        _traced(spec, target)
     for target in targets:
         target.preflight()
     done: list[TargetOutcome] = []
@@ -272,6 +276,19 @@ def _say_another_workload(store: Store, series: str, workload: str, rep: Reporte
                  " as the storage's; give the new workload its own --series")
 
 
+def _traced(spec: RunSpec, target: Target) -> Path | None:
+    """Where --explain follows fio's I/O (None: not asked); ConfigError where it cannot."""
+    if not spec.explain:
+        return None
+    if not isinstance(target, Traceable):
+        raise ConfigError(f"--explain traces fio on this machine; a {target.kind} target's"
+                          " fio runs elsewhere (on hosts and in pods it is not available yet)")
+    why = layers.usable()
+    if why is not None:
+        raise ConfigError(why)
+    return target.traced_path()
+
+
 def _baseline(spec: RunSpec, store: Store) -> Run | None:
     """The baseline run, found before anything runs (a typo fails now, not after the
     benchmark)."""
@@ -290,12 +307,12 @@ def _finish(store: Store, run_id: int, ctx: RunContext, kind: Measurement,
     verdicts = evaluate(stored, unresolvable="fail")
     changes = regressions(stored, baseline, spec.max_regression) if baseline is not None else []
     store.finish_run(run_id, "completed", data={**ctx.probe_summary(), **ctx.clock.record(),
-                                                **section},
+                                                **section, **ctx.explained_section()},
                      warnings=found, verdicts=verdicts, regressions=changes)
 
 
 def _record_failure(store: Store, run_id: int, exc: BaseException,
-                    kind: Measurement) -> StorbenchError:
+                    kind: Measurement, ctx: RunContext | None = None) -> StorbenchError:
     """Store a run that did not complete as failed or interrupted, with what its kind
     measured; the error to report.
 
@@ -309,6 +326,8 @@ def _record_failure(store: Store, run_id: int, exc: BaseException,
         measured = recorded(kind)
     except Exception:  # a kind cut short may have nothing whole to say: its error stands
         measured = {}
+    if ctx is not None:  # what was explained of the tests that ran
+        measured = {**measured, **ctx.explained_section()}
     store.finish_run(run_id, status, str(exc) or type(exc).__name__, data=measured)
     if not isinstance(exc, StorbenchError):
         raise exc

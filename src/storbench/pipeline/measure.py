@@ -17,6 +17,7 @@ import functools
 import time
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from storbench import __version__
@@ -26,6 +27,7 @@ from storbench.errors import FioError, TargetHung
 from storbench.execute import Execution, FioBinary, SignalGuard
 from storbench.execute.base import Executor, FioJob
 from storbench.execute.probe import MetadataProbe, is_network_fs
+from storbench.pipeline.explained import Explained, tracing
 from storbench.pipeline.failures import failure
 from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import Reporter
@@ -153,6 +155,15 @@ class RunContext:
         self.ordinal = 0  # of the next result stored
         self.ends: float | None = None  # monotonic time the run's --timeout ends
         self.timeout_s: float | None = None
+        self.explained: Explained | None = None  # --explain: each test's layers
+
+    def explain_at(self, path: Path, directory: Path) -> None:
+        """Explain each test from here on (--explain): its I/O goes beneath ``path``;
+        bpftrace's program and output go in ``directory`` (storbench's, 0700)."""
+        self.explained = Explained(path, directory)
+
+    def explained_section(self) -> dict[str, Any]:
+        return self.explained.section() if self.explained is not None else {}
 
     # --- what a kind uses ------------------------------------------------------------
     def note(self, text: str) -> None:
@@ -177,12 +188,14 @@ class RunContext:
                 deadline = Deadline(left, f"what is left of --timeout {self.timeout_s:g} s")
         if self.probe is not None:
             self.probe.start("load")
+        trace, traced = tracing(self.explained, step.test.expected_s)
         with self.clock.phase(step.test.name, test=step.test.name,
                               repeat=step.repeat) as timed:
             try:
-                execution = executor.run(
-                    step.jobs, functools.partial(self.rep.progress, step.index),
-                    deadline.seconds if deadline is not None else None)
+                with traced:
+                    execution = executor.run(
+                        step.jobs, functools.partial(self.rep.progress, step.index),
+                        deadline.seconds if deadline is not None else None)
             finally:
                 if self.probe is not None:
                     self.probe.stop()
@@ -192,6 +205,8 @@ class RunContext:
                           " not respond) and was left running")
         self.guard.check()  # an interrupted test's partial numbers are not stored
         self.ordinal = self._store(step, execution, self.ordinal, deadline, timed)
+        if trace is not None and self.explained is not None:
+            self.explained.add(trace, timed, self.clock.t0, self.stored, self.rep.note)
         return self.stored
 
     def keep_invocation(self, index: int, jobs: list[FioJob], execution: Execution) -> None:

@@ -44,6 +44,7 @@ class RunSpec:
     until_steady: str | None = None  # fio steadystate criterion, e.g. "iops_slope:0.5%"
     steady_window_s: float = 5.0
     probe_metadata: bool | None = None  # None: on for network file systems
+    explain: bool = False  # each test's time split by the kernel's layers (execute/layers)
     assertions: tuple[str, ...] = ()
     rate_iops: float | None = None  # etcd: also run open-loop at this write rate
     profile: str | None = None  # named verdict profile of the suite
@@ -136,6 +137,7 @@ class RunSpec:
                if self.baseline is not None else {}),
             **({"timeout_s": self.timeout_s} if self.timeout_s is not None else {}),
             **({"allow_exec": True} if self.allow_exec else {}),
+            **({"explain": True} if self.explain else {}),
             **({"precondition": {"size": self.precondition_size, "round_s": self.round_s,
                                  "max_rounds": self.max_rounds}} if self.precondition else {}),
         }

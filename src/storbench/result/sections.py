@@ -115,6 +115,20 @@ class ReplaySection(TypedDict):
     notes: list[str]
 
 
+class ExplainEntry(TypedDict):
+    """A test's time by the kernel's layers and the limit that bound it (run --explain;
+    analysis/explain.py says each field)."""
+
+    layers: dict[str, dict[str, Any]]  # layer -> n, p50_ns, p99_ns, mean_ns
+    fio: dict[str, Any]  # fio's clat p50/p99 (ns), direction, iops, iodepth, cpu_percent
+    cache_percent: float | None  # of the read calls, those that never reached the device
+    device_bytes: dict[str, int]  # read, written at the device by fio's I/O
+    window_s: float  # the measured I/O the layers cover (s)
+    place: dict[str, Any]  # fs_type, device, backing, backing_fs, throttle
+    limit: str  # the binding limit's key
+    said: str  # the sentence that names it
+
+
 # the kinds' sections (what is said of each: its view, analysis/views/)
 CURVE = Section[CurveSection]("curve", "IOPS-latency curve")
 ROUNDS = Section[dict[str, RoundsEntry]]("steady_rounds", "steady state in rounds")
@@ -122,6 +136,8 @@ LIFECYCLE = Section[LifecycleSection]("lifecycle", "volume lifecycle")
 FAILOVER = Section[FailoverSection]("failover", "failover")
 APP = Section[AppSection]("app", "application profile")
 REPLAY = Section[ReplaySection]("replay", "replay of a recorded workload")
+# beside any kind's: where each test's time went (run --explain), test -> its entry
+EXPLAIN = Section[dict[str, ExplainEntry]]("explain", "where the time went, by layer")
 
 # what the loop and the importer keep of any run
 PHASES = Section[list[dict[str, Any]]]("phases", "where the time went")

@@ -79,6 +79,14 @@ class Restricting(Protocol):
     def restrict(self, plan: Plan) -> Plan: ...
 
 
+@runtime_checkable
+class Traceable(Protocol):
+    """A target whose fio runs on this machine, where the kernel's tracepoints see its I/O
+    (run --explain): the path (a directory or a device) beneath which that I/O goes."""
+
+    def traced_path(self) -> Path: ...
+
+
 class Target(Protocol):
     @property
     def kind(self) -> str:

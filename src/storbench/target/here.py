@@ -90,6 +90,10 @@ class HereTarget(OnStorage):
     def preflight(self) -> None:
         self.storage.preflight(self)
 
+    def traced_path(self) -> Path:
+        """Where fio's I/O goes, for run --explain (target/base.Traceable)."""
+        return self.path
+
     def scratch_path(self, uid: str) -> Path:
         self.uid = uid
         return Path(self.storage.scratch(self, uid))

@@ -1,0 +1,238 @@
+"""Where a test's time went and which limit bound it (``run --explain``): the layers'
+figures from the kernel's histograms (execute/layers.py), and one sentence naming the
+binding limit, judged from them and from fio's own figures.
+
+An explanation is a dict (result/sections.ExplainEntry) stored per test in the run's
+``explain`` section:
+
+- ``layers``: per layer (execute/layers.LAYERS) ``n``, ``p50_ns``, ``p99_ns``, ``mean_ns``;
+- ``fio``: fio's completion latency p50/p99 (ns) of the test's busier direction, its
+  IOPS, its queue depth and CPU (percent of one core per job);
+- ``cache_percent``: of the bytes fio read, those that never reached the device;
+- ``place``: the file system, the device (a loop device's backing file and its file
+  system), the cgroup's I/O limits on the device;
+- ``limit``: the binding limit's key (``throttle``, ``device``, ``queueing``, ``network``,
+  ``page_cache``, ``cpu``, ``no_block``, ``fs``, ``completion``, ``unknown``) and
+  ``said``: the sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storbench.result.model import TestResult
+from storbench.result.sections import ExplainEntry
+
+NETWORK_FS = ("fuse", "nfs", "nfs4", "cifs", "smb3", "9p", "ceph", "glusterfs", "lustre")
+RAM_FS = ("tmpfs", "ramfs")
+BINDING_SHARE = 50.0  # a layer holding at least this % of p99 binds; else the largest
+CACHE_BOUND = 90.0  # % of the bytes read never reaching the device: the page cache answers
+CPU_BOUND = 90.0  # % of a core per job
+
+
+def bucket_value(b: int) -> float:
+    """The middle of histogram bucket ``b`` (execute/layers._bucket), in ns."""
+    if b < 16:
+        return float(b)
+    m, sub = b // 8 + 2, b % 8
+    low = (8 + sub) << (m - 3)
+    return low + (1 << (m - 3)) / 2
+
+
+def percentile(hist: dict[int, int], q: float) -> float | None:
+    total = sum(hist.values())
+    if not total:
+        return None
+    seen = 0
+    for b in sorted(hist):
+        seen += hist[b]
+        if seen >= q * total:
+            return bucket_value(b)
+    return bucket_value(max(hist))
+
+
+def layer_figures(hist: dict[int, int], total_ns: int) -> dict[str, Any]:
+    n = sum(hist.values())
+    return {"n": n, "p50_ns": percentile(hist, 0.5), "p99_ns": percentile(hist, 0.99),
+            "mean_ns": total_ns / n if n else None}
+
+
+def busier(result: TestResult) -> tuple[str, Any] | None:
+    """The direction with more I/Os (read or write), and its figures."""
+    found = [(name, d) for name, d in (("read", result.read), ("write", result.write))
+             if d is not None and d.total_ios > 0]
+    return max(found, key=lambda x: x[1].total_ios) if found else None
+
+
+def fio_figures(result: TestResult) -> dict[str, Any]:
+    side = busier(result)
+    depth = result.options.get("iodepth") or "1"
+    cpu = (result.usr_cpu_percent + result.sys_cpu_percent) / max(1, result.jobs)
+    out: dict[str, Any] = {"iodepth": int(depth) if depth.isdigit() else 1,
+                           "jobs": result.jobs, "cpu_percent": round(cpu, 1),
+                           "engine": result.options.get("ioengine") or "psync"}
+    if side is not None:
+        name, d = side
+        out.update(direction=name, iops=d.iops, bw_bytes_per_s=d.bw_bytes_per_s,
+                   p50_ns=d.clat.percentile(50.0) if d.clat else None,
+                   p99_ns=d.clat.percentile(99.0) if d.clat else None)
+    elif result.sync is not None:
+        out.update(direction="sync", iops=None, p50_ns=result.sync.lat.percentile(50.0),
+                   p99_ns=result.sync.lat.percentile(99.0))
+    return out
+
+
+def cache_percent(result: TestResult, layers: dict[str, dict[str, Any]]) -> float | None:
+    """Of the read calls fio made, those that queued no I/O at the device (the page cache
+    answered, read ahead or kept); None for direct I/O (every read goes to the device) or
+    a test that mostly writes."""
+    direct = (result.options.get("direct") or "0") not in ("0", "false")
+    side = busier(result)
+    if direct or side is None or side[0] != "read":
+        return None
+    hits = (layers.get("call_nobio") or {}).get("n", 0)
+    reached = (layers.get("call_bio") or {}).get("n", 0)
+    return round(100.0 * hits / (hits + reached), 1) if hits + reached else None
+
+
+def share(part: float | None, whole: float | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return round(100.0 * part / whole, 1)
+
+
+def ms(ns: float | None) -> str:
+    if ns is None:
+        return "?"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e3:.3g} µs"
+
+
+def judge(entry: dict[str, Any]) -> tuple[str, str]:
+    """The binding limit's key and the sentence that names it."""
+    layers: dict[str, dict[str, Any]] = entry["layers"]
+    fio: dict[str, Any] = entry["fio"]
+    place: dict[str, Any] = entry["place"]
+    fs = place.get("fs_type") or ""
+    device = place.get("device")
+    p99 = fio.get("p99_ns")
+    depth = int(fio.get("iodepth") or 1)
+    cpu = fio.get("cpu_percent") or 0.0
+
+    def at(name: str, q: str = "p99_ns") -> float | None:
+        layer = layers.get(name) or {}
+        return layer.get(q) if layer.get("n") else None
+
+    cache = entry.get("cache_percent")
+    reached = (layers.get("device") or {}).get("n", 0)
+    nobio = (layers.get("call_nobio") or {}).get("n", 0)
+    if cache is not None and cache >= CACHE_BOUND and fio.get("direction") == "read":
+        read = float(fio.get("bw_bytes_per_s") or 0) * float(entry.get("window_s") or 0)
+        came = (entry.get("device_bytes") or {}).get("read", 0)
+        ahead = f"; {100 * came / read:.0f}% of the bytes came from it, read ahead" \
+            if read and came / read >= 0.05 else ""
+        return "page_cache", (f"the page cache: {cache:.1f}% of the reads never reached"
+                              f" the device ({place_words(place)}{ahead})")
+    if device is None or (not reached and nobio):
+        network = fs.split(".")[0] in NETWORK_FS or fs.startswith("fuse")
+        call = at("call_nobio")
+        if network:
+            return "network", (f"the network file system's round trips ({fs}): a call takes"
+                               f" {ms(at('call_nobio', 'p50_ns'))} at p50, {ms(call)} at p99"
+                               f" of fio's {ms(p99)}; no block device beneath it")
+        if cpu >= CPU_BOUND:
+            return "cpu", (f"fio's CPU: {cpu:.0f}% of a core per job, on"
+                           f" {fs or 'a file system with no block device'} (no block layer:"
+                           " the time is the file system's and fio's own)")
+        if fs in RAM_FS:
+            return "no_block", (f"no block layer ({fs}): the time is the file system's and"
+                                f" fio's CPU ({cpu:.0f}% of a core per job): a call takes"
+                                f" {ms(at('call_nobio', 'p50_ns'))} at p50, {ms(call)} at p99")
+        return "fs", (f"the file system ({fs or 'unknown'}): {ms(call)} per call at p99 with"
+                      " no I/O reaching a block device")
+    shares = {name: share(at(name), p99) for name in
+              ("fs", "throttle", "queue", "device", "completion")}
+    # blk-throttle holds a bio before it is queued: its wait is the throttle layer's; a
+    # cgroup's limits on the device name it
+    throttle = place.get("throttle") or {}
+    ranked = sorted(((v, k) for k, v in shares.items() if v is not None), reverse=True)
+    if not ranked:
+        return "unknown", "no I/O of fio's was seen in the block layer's trace"
+    top_share, top = ranked[0]
+    if top == "throttle" or (throttle and top in ("fs", "queue") and
+                             (shares.get("throttle") or 0) >= BINDING_SHARE / 2):
+        limits = ", ".join(f"{v:,} {k.replace('_', ' ').replace('bps', 'bytes/s')}"
+                           for k, v in throttle.items()) or "a limit"
+        held = shares.get("throttle") or top_share
+        return "throttle", (f"waiting in a cgroup's I/O cap ({limits}): {held:.0f}% of p99"
+                            f" ({ms(at('throttle'))} of fio's {ms(p99)})")
+    if top == "device":
+        inflight = _in_flight(layers, fio)
+        what = f"the device ({device_words(place)})"
+        if place.get("backing_fs") and (place["backing_fs"].split(".")[0] in NETWORK_FS
+                                        or place["backing_fs"].startswith("fuse")):
+            return "network", (f"the network beneath the device: {device_words(place)};"
+                               f" its time is {top_share:.0f}% of p99 ({ms(at('device'))}"
+                               f" of fio's {ms(p99)})")
+        if inflight is not None and inflight >= 2 and depth > 1:
+            return "queueing", (f"queueing at the device: {inflight:.1f} I/Os in flight on"
+                                f" average at queue depth {depth}; its time is"
+                                f" {top_share:.0f}% of p99 ({ms(at('device'))}; at p50"
+                                f" {ms(at('device', 'p50_ns'))})")
+        return "device", (f"{what}: its own time is {top_share:.0f}% of p99"
+                          f" ({ms(at('device'))} of fio's {ms(p99)}) at queue depth {depth}")
+    if top == "completion":
+        return "completion", (f"fio waiting for a CPU after its I/O completed: {top_share:.0f}%"
+                              f" of p99 ({ms(at('completion'))}; fio's CPU {cpu:.0f}% of a"
+                              " core per job: this machine is busy)")
+    if top == "queue":
+        return "queueing", (f"waiting in the block layer's queue (the scheduler, the device's"
+                            f" tags): {top_share:.0f}% of p99 at queue depth {depth}")
+    return "fs", (f"the file system and submission ({fs}: page cache, journal, locks,"
+                  f" allocation): {top_share:.0f}% of p99 ({ms(at('fs'))})")
+
+
+def _in_flight(layers: dict[str, dict[str, Any]], fio: dict[str, Any]) -> float | None:
+    """I/Os at the device on average (Little's law: rate × mean time there)."""
+    mean = (layers.get("device") or {}).get("mean_ns")
+    iops = fio.get("iops")
+    if mean is None or not iops:
+        return None
+    return round(float(iops) * float(mean) / 1e9, 1)
+
+
+def device_words(place: dict[str, Any]) -> str:
+    name = place.get("device") or "?"
+    if place.get("backing"):
+        return (f"{name}, a loop device over a file on {place.get('backing_fs') or '?'}")
+    return str(name)
+
+
+def place_words(place: dict[str, Any]) -> str:
+    fs = place.get("fs_type")
+    device = place.get("device")
+    return ", ".join(x for x in (fs, device and f"on {device_words(place)}") if x) or "?"
+
+
+def explain(layers_seen: dict[str, tuple[dict[int, int], int]],
+            device_bytes: tuple[int, int] | None, window_s: float, result: TestResult,
+            place: dict[str, Any]) -> ExplainEntry:
+    """A test's explanation (module docstring) from the kernel's histograms of its measured
+    I/O (layer -> (bucket -> count, sum of ns): execute/layers.Slices.layer), the bytes
+    read and written at the device in those ``window_s`` seconds (None: no device), fio's
+    result and where it ran."""
+    layers = {name: layer_figures(*seen) for name, seen in layers_seen.items()}
+    fio = fio_figures(result)
+    reached = device_bytes[0] if device_bytes is not None else 0
+    cache = cache_percent(result, layers) if device_bytes is not None else None
+    entry: dict[str, Any] = {
+        "layers": {k: v for k, v in layers.items() if v["n"]}, "fio": fio,
+        "cache_percent": cache,
+        "device_bytes": {"read": reached,
+                         "written": device_bytes[1] if device_bytes is not None else 0},
+        "place": place, "window_s": round(window_s, 3)}
+    limit, said = judge(entry)
+    return ExplainEntry(layers=entry["layers"], fio=fio, cache_percent=cache,
+                        device_bytes=entry["device_bytes"], place=place,
+                        window_s=entry["window_s"], limit=limit, said=said)

@@ -1,0 +1,73 @@
+"""What `run --explain` found (analysis/explain.py): each test's latency by the kernel's
+layers, and the limit that bound it, in one sentence."""
+
+from __future__ import annotations
+
+from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
+from storbench.analysis.explain import share
+from storbench.analysis.views.base import Answer, View
+from storbench.result.record import Run
+from storbench.result.sections import EXPLAIN, ExplainEntry
+
+# the layers in the order an I/O passes them, and how `show` names them
+NAMES = {
+    "fs": "file system & submission",
+    "throttle": "cgroup throttle",
+    "queue": "block queue",
+    "device": "device",
+    "completion": "completion (wake-up)",
+    "call_bio": "whole call, reached the device",
+    "call_nobio": "whole call, no device I/O",
+}
+
+
+def layer_rows(entry: ExplainEntry, u: Units) -> list[list[str]]:
+    p99 = entry["fio"].get("p99_ns")
+    rows = []
+    for name, label in NAMES.items():
+        layer = entry["layers"].get(name)
+        if not layer:
+            continue
+        part = share(layer.get("p99_ns"), p99)
+        rows.append([label, f"{layer['n']:,}", u.latency(layer.get("p50_ns")),
+                     u.latency(layer.get("p99_ns")), "" if part is None else f"{part:.0f}%"])
+    return rows
+
+
+class ExplainView(View):
+    section = EXPLAIN
+    title = "Where the time went (--explain)"
+    json_key = "explain"
+    only_answers = False  # explain.X may also be a figure of a test named explain
+
+    def answers(self, run: Run, value: dict[str, ExplainEntry]) -> dict[str, Answer]:
+        """Each test's layers' p99: ``explain.TEST.LAYER_p99``."""
+        return {f"{test}.{name}_p99": Answer(layer.get("p99_ns"), "latency",
+                                             label=f"{NAMES[name]} p99 of {test}")
+                for test, entry in value.items()
+                for name, layer in entry["layers"].items() if name in NAMES}
+
+    def shown(self, run: Run, value: dict[str, ExplainEntry], u: Units) -> list[Block]:
+        out: list[Block] = []
+        for test, entry in value.items():
+            fio = entry["fio"]
+            out.append(Titled(Table(["layer", "I/Os", "p50", "p99", "of fio's p99"],
+                                    layer_rows(entry, u), [False, True, True, True, True]),
+                              f"{test}: where the time went (fio's clat p50"
+                              f" {u.latency(fio.get('p50_ns'))}, p99"
+                              f" {u.latency(fio.get('p99_ns'))})"))
+            if entry.get("cache_percent") is not None:
+                out.append(Text(f"{test}: {entry['cache_percent']:.1f}% of the reads never"
+                                " reached the device"))
+            out.append(Text(f"{test}: bound by {entry['said']}", "bold"))
+        return out
+
+    def compared(self, found: list[tuple[Run, dict[str, ExplainEntry]]], u: Units) -> Table:
+        heads = ident_heads([run for run, _ in found])
+        rows = [[*ident_cells(run, heads), test, entry["limit"], entry["said"]]
+                for run, value in found for test, entry in value.items()]
+        return Table([*heads, "test", "bound by", "why"], rows,
+                     [False] * (len(heads) + 3))
+
+    def said(self, run: Run, value: dict[str, ExplainEntry]) -> list[str]:
+        return [f"#{run.id} {test}: {entry['said']}" for test, entry in value.items()]

@@ -1,0 +1,405 @@
+"""Where an I/O's time went, from the kernel's own tracepoints (``run --explain``).
+
+While fio runs a test, a bpftrace program follows fio (every process and thread this one
+starts from then on, whose name is fio) and times each of its I/Os through the layers the
+kernel passes it through, from tracepoints only (this kernel offers no kprobes):
+
+- ``fs``: the system call's entry (raw_syscalls:sys_enter) to its first bio queued
+  (block:block_bio_queue in fio's own thread; or, for a bio the block layer held back,
+  the file system mapping it to the disk, iomap:iomap_iter_dstmap): the file system and
+  submission (page cache, journal, locks, allocation);
+- ``throttle``: that mapping to the bio queued from another thread (blk-throttle, a
+  cgroup's I/O limit, let it go from a worker); 0 for a bio queued by fio itself;
+- ``queue``: the bio queued to its request issued (block:block_rq_issue): the scheduler,
+  the device's tags;
+- ``device``: issued to completed (block:block_rq_complete);
+- ``completion``: the last completion to the system call's return, for the calls that
+  wait for their I/O (not io_submit or io_uring_enter): waking fio up, its CPU;
+- ``call_bio`` and ``call_nobio``: the whole system call, of the calls that queued a bio
+  on the device and of those that queued none (a page-cache hit, tmpfs, a FUSE request).
+
+Each is a histogram in the kernel (8 buckets per power of two: a percentile within 6%),
+per slice of time, so that the time fio spent laying out its files before its measured
+I/O is left out (analysis/explain.py reads the slices of the measured I/O). The block
+layer's events count for the device beneath the target's path only (the whole disk of a
+partition). Root only; bpftrace needs tracefs (mounted, where it is not, in a mount
+namespace of bpftrace's own, as for `record`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storbench.errors import ConfigError, StorbenchError
+from storbench.execute.bpfcapture import NUMBERS, bpftrace_path, launch
+from storbench.execute.followed import threads
+
+LAYERS = ("fs", "throttle", "queue", "device", "completion", "call_bio", "call_nobio")
+READY_S = 60.0
+KEYS_MAX = 65536  # bpftrace's map size: buckets × slices × layers must fit
+SLICES = 150  # a test's I/O is cut into about this many slices of time (≥ 100 ms each)
+MIN_SLICE_NS = 100_000_000
+# the calls fio makes for its I/O; those that wait for it (completion is timed for them)
+CALLS = ("read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
+         "preadv2", "pwritev2", "fsync", "fdatasync", "sync_file_range")
+ASYNC_CALLS = {"x86_64": {"io_submit": 209, "io_uring_enter": 426},
+               "aarch64": {"io_submit": 2, "io_uring_enter": 426}}
+_ENTRY = re.compile(r"^@h\[(\d+), (\d+), (\d+)\]: (\d+)$")
+_SUM = re.compile(r"^@s\[(\d+), (\d+)\]: (\d+)$")
+_BYTES = re.compile(r"^@b\[(\d+), (\d+)\]: (\d+)$")
+
+
+@dataclass(frozen=True)
+class Beneath:
+    """The block device beneath a path, as the block layer's tracepoints name it."""
+
+    name: str  # "loop0", "vda"
+    dev: int  # the whole disk's dev_t as the kernel encodes it (major << 20 | minor)
+    part_dev: int  # the partition's (the file system's device), the same for a whole disk
+    start_sector: int  # the partition's first sector on the disk
+    backing: str | None = None  # a loop device's backing file
+    backing_fs: str | None = None  # and the file system that holds it
+
+
+@dataclass(frozen=True)
+class Place:
+    """What the explanation needs of where fio's I/O went."""
+
+    fs_type: str | None
+    device: Beneath | None  # None: no block device (tmpfs, a FUSE or network file system)
+    throttle: dict[str, int] = field(default_factory=dict)  # blkio limits on the device
+
+    def record(self) -> dict[str, Any]:
+        """As an explanation stores it (analysis/explain.py)."""
+        d = self.device
+        return {"fs_type": self.fs_type, "device": d.name if d is not None else None,
+                "backing": d.backing if d is not None else None,
+                "backing_fs": d.backing_fs if d is not None else None,
+                "throttle": dict(self.throttle)}
+
+
+def kdev(major: int, minor: int) -> int:
+    return (major << 20) | minor
+
+
+def locate(path: Path) -> Place:
+    """The file system and block device beneath ``path`` (a directory, or a device) and the
+    I/O limits this process's cgroup has on that device (fio inherits them)."""
+    st = os.stat(path)
+    is_dev = path.is_block_device()
+    number = st.st_rdev if is_dev else st.st_dev
+    fs_type = None if is_dev else _fs_type(path)
+    major, minor = os.major(number), os.minor(number)
+    sys_dir = Path(f"/sys/dev/block/{major}:{minor}")
+    if major == 0 or not sys_dir.exists():
+        return Place(fs_type, None)
+    real = sys_dir.resolve()
+    whole, start = real, 0
+    if (real / "partition").exists():
+        whole = real.parent
+        start = int((real / "start").read_text())
+    wmaj, wmin = (int(x) for x in (whole / "dev").read_text().split(":"))
+    backing = backing_fs = None
+    with contextlib.suppress(OSError):
+        backing = (whole / "loop" / "backing_file").read_text().strip() or None
+    if backing:
+        with contextlib.suppress(OSError):
+            backing_fs = _fs_type(Path(backing).parent)
+    return Place(fs_type, Beneath(whole.name, kdev(wmaj, wmin), kdev(major, minor), start,
+                                  backing, backing_fs), throttle_limits(wmaj, wmin))
+
+
+def _fs_type(path: Path) -> str | None:
+    """The type of the file system holding ``path`` (the longest mount point above it)."""
+    real = str(path.resolve())
+    best, found = -1, None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            point = left.split(" ")[4].encode().decode("unicode_escape")
+            if (real == point or point == "/" or real.startswith(point.rstrip("/") + "/")) \
+                    and len(point) > best:
+                best, found = len(point), right.split(" ")[0]
+    return found
+
+
+def throttle_limits(major: int, minor: int) -> dict[str, int]:
+    """This process's cgroup's I/O limits on device MAJOR:MINOR: blkio.throttle.* (cgroup
+    v1) or io.max (v2), as {"read_iops": 3000, "write_bps": ...}."""
+    found: dict[str, int] = {}
+    device = f"{major}:{minor}"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, where = line.split(":", 2)
+            if "blkio" in controllers.split(","):
+                base = Path("/sys/fs/cgroup/blkio") / where.lstrip("/")
+                for name, key in (("read_iops", "read_iops_device"),
+                                  ("write_iops", "write_iops_device"),
+                                  ("read_bps", "read_bps_device"),
+                                  ("write_bps", "write_bps_device")):
+                    with contextlib.suppress(OSError):
+                        for entry in (base / f"blkio.throttle.{key}").read_text().split("\n"):
+                            dev, _, value = entry.partition(" ")
+                            if dev == device and value.strip().isdigit():
+                                found[name] = int(value)
+            elif controllers == "":
+                with contextlib.suppress(OSError):
+                    text = (Path("/sys/fs/cgroup") / where.lstrip("/") / "io.max").read_text()
+                    for entry in text.splitlines():
+                        dev, *pairs = entry.split()
+                        if dev != device:
+                            continue
+                        for pair in pairs:
+                            key, _, value = pair.partition("=")
+                            if value.isdigit():
+                                found[{"riops": "read_iops", "wiops": "write_iops",
+                                       "rbps": "read_bps", "wbps": "write_bps"}.get(key, key)
+                                      ] = int(value)
+    return found
+
+
+def _bucket(var: str, into: str, tag: str) -> str:
+    """bpftrace statements: ``into`` = the histogram bucket of ``var`` (ns): values below
+    16 as they are, then 8 buckets per power of two (analysis/explain.bucket_value)."""
+    x, m = f"$x{tag}", f"$m{tag}"
+    return (f"{x} = {var}; {m} = 0;"
+            f" if ({x} >= 0x100000000) {{ {x} = {x} >> 32; {m} = {m} + 32; }}"
+            f" if ({x} >= 0x10000) {{ {x} = {x} >> 16; {m} = {m} + 16; }}"
+            f" if ({x} >= 0x100) {{ {x} = {x} >> 8; {m} = {m} + 8; }}"
+            f" if ({x} >= 0x10) {{ {x} = {x} >> 4; {m} = {m} + 4; }}"
+            f" if ({x} >= 4) {{ {x} = {x} >> 2; {m} = {m} + 2; }}"
+            f" if ({x} >= 2) {{ {m} = {m} + 1; }}"
+            f" {into} = {var}; if ({m} >= 3) {{ {into} = ({m} - 2) * 8"
+            f" + (({var} >> ({m} - 3)) & 7); }}")
+
+
+def _timed(layer: str, var: str, slice_ns: int, tag: str) -> str:
+    n = LAYERS.index(layer)
+    return (_bucket(var, f"$b{tag}", tag)
+            + f" @h[{n}, nsecs / {slice_ns}, $b{tag}] = count();"
+              f" @s[{n}, nsecs / {slice_ns}] = sum({var});")
+
+
+def program(token: str, seeds: list[int], place: Place, machine: str,
+            slice_ns: int) -> str:
+    """The bpftrace program for fio's I/O under ``place`` (docstring above)."""
+    numbers = NUMBERS[machine]
+    sync_ids = sorted(numbers[c] for c in CALLS if c in numbers)
+    async_ids = sorted(ASYNC_CALLS[machine].values())
+    any_sync = " || ".join(f"$id == {n}" for n in sync_ids)
+    any_async = " || ".join(f"$id == {n}" for n in async_ids)
+    seeded = " ".join(f"@t[{t}] = 1;" for t in seeds)
+    lines = [
+        f'BEGIN {{ {seeded} printf("{token} B\\n"); }}',
+        "tracepoint:sched:sched_process_fork /@t[args->parent_pid]/"
+        " { @t[args->child_pid] = 1; }",
+        "tracepoint:sched:sched_process_exit /@t[tid]/ { delete(@t[tid]); }",
+        'tracepoint:raw_syscalls:sys_enter /@t[tid] && comm == "fio"/ { $id = args->id;'
+        f" if ({any_sync}) {{ @in[tid] = nsecs; @wait[tid] = 1; @q1[tid] = 0; }}"
+        f" else {{ if ({any_async}) {{ @in[tid] = nsecs; @wait[tid] = 0; @q1[tid] = 0; }} }} }}",
+    ]
+    slice_of = f"nsecs / {slice_ns}"
+    d = place.device
+    if d is not None:
+        lines += [
+            # a bio of fio's, mapped to the disk by the file system in fio's thread: the
+            # block layer may hold it back and queue it from a worker (blk-throttle)
+            f"tracepoint:iomap:iomap_iter_dstmap /@in[tid] && args->bdev == {d.part_dev}/ {{"
+            f" $s = (args->addr >> 9) + {d.start_sector}; @pend[$s] = nsecs;"
+            " @pendtid[$s] = tid; }",
+            f"tracepoint:block:block_bio_queue /args->dev == {d.dev}/ {{ $s = args->sector;"
+            " if (@in[tid]) {"
+            "  if (@q1[tid] == 0) { @q1[tid] = nsecs; $v = nsecs - @in[tid];"
+            f"  {_timed('fs', '$v', slice_ns, 'a')} }}"
+            "  @own[$s] = tid; @qt[$s] = nsecs; delete(@pend[$s]); delete(@pendtid[$s]); }"
+            " else { if (@pend[$s]) { $o = @pendtid[$s]; $w = nsecs - @pend[$s];"
+            f"  {_timed('throttle', '$w', slice_ns, 'b')}"
+            "  if (@in[$o] && @q1[$o] == 0) { @q1[$o] = nsecs; $f = @pend[$s] - @in[$o];"
+            f"  {_timed('fs', '$f', slice_ns, 'c')} }}"
+            "  @own[$s] = $o; @qt[$s] = nsecs; delete(@pend[$s]); delete(@pendtid[$s]); } } }",
+            f"tracepoint:block:block_rq_issue /args->dev == {d.dev} && @qt[args->sector]/ {{"
+            " $s = args->sector; $v = nsecs - @qt[$s];"
+            f" {_timed('queue', '$v', slice_ns, 'a')} @it[$s] = nsecs; delete(@qt[$s]); }}",
+            f"tracepoint:block:block_rq_complete /args->dev == {d.dev} && @it[args->sector]/ {{"
+            " $s = args->sector; $v = nsecs - @it[$s];"
+            f" {_timed('device', '$v', slice_ns, 'a')}"
+            " @done[@own[$s]] = nsecs;"
+            f' if (strncmp(args->rwbs, "R", 1) == 0) {{ @b[0, {slice_of}] ='
+            " sum(args->nr_sector * 512); }"
+            f' else {{ @b[1, {slice_of}] = sum(args->nr_sector * 512); }}'
+            " delete(@it[$s]); delete(@own[$s]); }",
+        ]
+    if d is not None:
+        exit_ = ("tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $e = nsecs; $v = $e - @in[tid];"
+                 " if (@wait[tid]) {"
+                 "  if (@q1[tid]) {"
+                 f"   {_timed('call_bio', '$v', slice_ns, 'a')}"
+                 "   if (@done[tid] > @in[tid]) { $w = $e - @done[tid];"
+                 f"   {_timed('completion', '$w', slice_ns, 'b')} }} }}"
+                 f"  else {{ {_timed('call_nobio', '$v', slice_ns, 'c')} }} }}"
+                 " delete(@in[tid]); delete(@wait[tid]); delete(@q1[tid]);"
+                 " delete(@done[tid]); }")
+        left = ("clear(@t); clear(@in); clear(@wait); clear(@q1); clear(@done); clear(@own);"
+                " clear(@qt); clear(@it); clear(@pend); clear(@pendtid);")
+        printed = "print(@h); print(@s); print(@b); clear(@h); clear(@s); clear(@b);"
+    else:  # nothing reaches a block device: every call is whole, with none
+        exit_ = ("tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $v = nsecs - @in[tid];"
+                 f" if (@wait[tid]) {{ {_timed('call_nobio', '$v', slice_ns, 'c')} }}"
+                 " delete(@in[tid]); delete(@wait[tid]); delete(@q1[tid]); }")
+        left = "clear(@t); clear(@in); clear(@wait); clear(@q1);"
+        printed = "print(@h); print(@s); clear(@h); clear(@s);"
+    # bpftrace prints every map left when it ends: only the histograms, sums, bytes
+    lines += [exit_, f"END {{ {left} {printed} }}"]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Slices:
+    """What the program counted, per slice of time (its number: monotonic ns // slice_ns)."""
+
+    slice_ns: int
+    hist: dict[tuple[int, int], dict[int, int]] = field(default_factory=dict)  # (layer, slice)
+    sums: dict[tuple[int, int], int] = field(default_factory=dict)
+    bytes: dict[tuple[int, int], int] = field(default_factory=dict)  # (0 read / 1 write, slice)
+    keys: int = 0
+
+    def between(self, start_ns: int, end_ns: int) -> Slices:
+        """The slices that lie within [start_ns, end_ns] (monotonic), a partial one at the
+        start left out (it holds the layout's end)."""
+        first = -(-start_ns // self.slice_ns)
+        last = end_ns // self.slice_ns
+        keep = range(first, last + 1)
+        return Slices(self.slice_ns,
+                      {k: v for k, v in self.hist.items() if k[1] in keep},
+                      {k: v for k, v in self.sums.items() if k[1] in keep},
+                      {k: v for k, v in self.bytes.items() if k[1] in keep}, self.keys)
+
+    def span_s(self, start_ns: int, end_ns: int) -> float:
+        """How long of [start_ns, end_ns] the slices ``between`` them keep cover (s)."""
+        first = -(-start_ns // self.slice_ns) * self.slice_ns
+        return max(0.0, (end_ns - first) / 1e9)
+
+    def layer(self, name: str) -> tuple[dict[int, int], int]:
+        """A layer's histogram (bucket -> count) and its sum (ns), over the slices."""
+        n = LAYERS.index(name)
+        merged: dict[int, int] = {}
+        for (layer, _), buckets in self.hist.items():
+            if layer == n:
+                for b, c in buckets.items():
+                    merged[b] = merged.get(b, 0) + c
+        return merged, sum(v for (layer, _), v in self.sums.items() if layer == n)
+
+    def device_bytes(self, direction: int) -> int:
+        return sum(v for (d, _), v in self.bytes.items() if d == direction)
+
+
+def parse(text: str, slice_ns: int) -> Slices:
+    found = Slices(slice_ns)
+    for line in text.splitlines():
+        if m := _ENTRY.match(line):
+            key = (int(m[1]), int(m[2]))
+            found.hist.setdefault(key, {})[int(m[3])] = int(m[4])
+            found.keys += 1
+        elif m := _SUM.match(line):
+            found.sums[(int(m[1]), int(m[2]))] = int(m[3])
+        elif m := _BYTES.match(line):
+            found.bytes[(int(m[1]), int(m[2]))] = int(m[3])
+    return found
+
+
+def usable() -> str | None:
+    """Why --explain cannot run here (None: it can)."""
+    if os.geteuid() != 0:
+        return "--explain needs root (it loads programs into the kernel)"
+    if bpftrace_path() is None:
+        return "--explain needs bpftrace (Debian/Ubuntu: apt install bpftrace)"
+    if os.uname().machine not in NUMBERS:
+        return f"--explain: storbench does not know the system calls of {os.uname().machine}"
+    return None
+
+
+class LayerTrace:
+    """bpftrace following fio while one test runs: ``with LayerTrace(place, s): ...``, then
+    ``slices``."""
+
+    def __init__(self, place: Place, expected_s: float | None, directory: Path) -> None:
+        why = usable()
+        if why is not None:
+            raise ConfigError(why)
+        self.place = place
+        span = max(expected_s or 60.0, 1.0) * 1e9
+        self.slice_ns = max(MIN_SLICE_NS, int(span / SLICES))
+        self.directory = directory
+        self.slices: Slices | None = None
+        self.error: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> LayerTrace:
+        token = secrets.token_hex(8)
+        prog = self.directory / "layers.bt"
+        seeds = [t for t in threads(os.getpid())] or [os.getpid()]
+        prog.write_text(program(token, seeds, self.place, os.uname().machine, self.slice_ns))
+        self._out = self.directory / "layers.out"
+        self._err = self.directory / "layers.err"
+        with self._out.open("w") as out, self._err.open("w") as err:
+            self._proc = launch(str(bpftrace_path()), prog, out, err,
+                                {"BPFTRACE_MAP_KEYS_MAX": str(KEYS_MAX)})
+        self._wait_ready(token)
+        return self
+
+    def _wait_ready(self, token: str) -> None:
+        assert self._proc is not None
+        mark = f"{token} B".encode()
+        deadline = time.monotonic() + READY_S
+        while time.monotonic() < deadline:
+            if mark in self._out.read_bytes():
+                return
+            if self._proc.poll() is not None:
+                said = self._err.read_text(errors="replace").strip()
+                raise StorbenchError(f"--explain: bpftrace could not start: "
+                                     f"{_said(said) or 'no message'}")
+            time.sleep(0.05)
+        self._stop()
+        raise StorbenchError(f"--explain: bpftrace did not attach within {READY_S:g} s")
+
+    def __exit__(self, *exc: Any) -> None:
+        code = self._stop()
+        text = self._out.read_text(errors="replace")
+        if code not in (0, None):
+            self.error = f"bpftrace ended with {code}: {_said(self._err.read_text())}"
+            return
+        self.slices = parse(text, self.slice_ns)
+        if self.slices.keys >= KEYS_MAX * 0.95:
+            self.error = ("bpftrace's histogram map filled (more buckets and slices than"
+                          f" {KEYS_MAX:,}): the explanation would be incomplete")
+            self.slices = None
+
+    def _stop(self) -> int | None:
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # it runs END: prints the maps, then exits
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._proc = None
+        return proc.returncode
+
+
+def _said(text: str) -> str:
+    """bpftrace's message, without its warnings about what it does not need."""
+    kept = [line.strip() for line in text.splitlines() if "ERROR" in line
+            and "RLIMIT_MEMLOCK" not in line and "available_filter_functions" not in line]
+    return " ".join(kept)[-400:] or text.strip()[-400:]

@@ -1,0 +1,60 @@
+"""`run --explain` beside any kind of run: each step's fio followed by the kernel's
+tracepoints (execute/layers.py), each of its results explained (analysis/explain.py), kept
+in the run's ``explain`` section (what is said of it: analysis/views/explain.py)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from storbench.analysis.explain import explain
+from storbench.execute import layers
+from storbench.result.model import TestResult
+from storbench.result.sections import EXPLAIN, ExplainEntry
+
+
+class Explained:
+    """The explanations of a run's tests, as they are measured."""
+
+    def __init__(self, path: Path, directory: Path) -> None:
+        self.place = layers.locate(path)
+        self.directory = directory  # storbench's work directory (0700): the program, output
+        self.entries: dict[str, ExplainEntry] = {}
+
+    def trace(self, expected_s: float | None) -> layers.LayerTrace:
+        return layers.LayerTrace(self.place, expected_s, self.directory)
+
+    def add(self, trace: layers.LayerTrace, timed: dict[str, Any], t0: float,
+            results: list[TestResult], note: Callable[[str], None]) -> None:
+        """Each of a step's ``results`` explained from the slices of its measured I/O
+        (``timed``: its phase, on the run's clock that began at monotonic ``t0``)."""
+        if trace.slices is None or "io_start_s" not in timed:
+            note(f"--explain: {timed.get('test')}: "
+                 + (trace.error or "fio measured no I/O to explain"))
+            return
+        start = int((t0 + float(timed["io_start_s"])) * 1e9)
+        end = int((t0 + float(timed["end_s"])) * 1e9)
+        seen = trace.slices.between(start, end)
+        found = {name: seen.layer(name) for name in layers.LAYERS}
+        moved = (seen.device_bytes(0), seen.device_bytes(1)) \
+            if self.place.device is not None else None
+        for result in results:
+            entry = explain(found, moved, trace.slices.span_s(start, end), result,
+                            self.place.record())
+            self.entries[result.name] = entry
+            note(f"{result.name}: bound by {entry['said']}")
+
+    def section(self) -> dict[str, Any]:
+        return EXPLAIN.put(dict(self.entries)) if self.entries else {}
+
+
+def tracing(explained: Explained | None, expected_s: float | None
+            ) -> tuple[layers.LayerTrace | None, AbstractContextManager[Any]]:
+    """The trace of one step (None: not asked), and what to run the step inside."""
+    if explained is None:
+        return None, contextlib.nullcontext()
+    trace = explained.trace(expected_s)
+    return trace, trace

@@ -1,0 +1,145 @@
+"""`run --explain` on the test-bed's shapes whose cause is known: the sentence must name
+it, and the kernel's layers must add up to what fio measured (execute/layers.py,
+analysis/explain.py)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storbench.execute import layers
+from tests.conftest import needs, run_cli, run_cli_wrapped
+
+pytestmark = needs("tracer", "root", "fio",
+                   unavailable=layers.usable() and "bpftrace is not installed"
+                   " (scripts/install-testbed) or not root")
+
+
+def job(path: Path, **options: object) -> Path:
+    """A one-test job file: 4k random reads, direct, time based 4 s (``options`` change
+    it)."""
+    settings: dict[str, object] = {"rw": "randread", "bs": "4k", "direct": 1,
+                                   "ioengine": "psync", "iodepth": 1, "size": "64m",
+                                   "time_based": 1, "runtime": 4}
+    settings.update(options)
+    text = "[probe]\n" + "".join(f"{k}={v}\n" for k, v in settings.items())
+    f = path / "probe.fio"
+    f.write_text(text)
+    return f
+
+
+def explained(db: Path, run: str = "last") -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's one explanation, and the run as `show --json` gives it."""
+    shown = run_cli("show", run, "--json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    found = data["data"]["explain"]
+    assert list(found) == ["probe"], found
+    return found["probe"], data
+
+
+def ran(proc: Any) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def clat(data: dict[str, Any], q: str) -> float:
+    (result,) = data["tests"]
+    return float(result["read"]["clat"]["percentiles_ns"][q])
+
+
+def test_a_cgroup_throttle_is_named_and_holds_the_block_layer_wait(throttled: Any,
+                                                                      tmp_path: Path) -> None:
+    """3,000 read IOPS under a blkio cgroup, 16 in flight: the bios wait in blk-throttle
+    (queued from its worker), and that wait is most of fio's p99."""
+    db = tmp_path / "s.db"
+    ran(run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job",
+                        str(job(tmp_path, ioengine="libaio", iodepth=16)), "--explain",
+                        db=db))
+    entry, data = explained(db)
+    assert entry["limit"] == "throttle", entry["said"]
+    assert "3,000 read iops" in entry["said"]
+    throttle = entry["layers"]["throttle"]
+    assert throttle["p99_ns"] >= 0.8 * clat(data, "99.0")  # the block layer's wait: ≥ 80%
+    assert entry["place"]["throttle"]["read_iops"] == 3000
+
+
+def test_tmpfs_has_no_block_layer(small_tmpfs: Path, tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    ran(run_cli("run", str(small_tmpfs), "--job", str(job(tmp_path, size="8m")),
+                "--explain", db=db))
+    entry, data = explained(db)
+    assert entry["limit"] in ("no_block", "cpu"), entry["said"]
+    assert "tmpfs" in entry["said"] and "device" not in entry["layers"]
+    calls = entry["layers"]["call_nobio"]
+    assert calls["n"] >= 0.5 * data["tests"][0]["read"]["total_ios"]  # its measured reads
+
+
+def test_a_buffered_reread_is_the_page_cache(throttled: Any, tmp_path: Path) -> None:
+    """A 16 MiB file fio just wrote, read again through the page cache (unthrottled)."""
+    db = tmp_path / "s.db"
+    ran(run_cli("run", str(throttled.mnt), "--job",
+                str(job(tmp_path, rw="read", direct=0, size="16m")), "--explain", db=db))
+    entry, _ = explained(db)
+    assert entry["limit"] == "page_cache", entry["said"]
+    assert entry["cache_percent"] >= 90
+
+
+def test_a_loop_device_on_the_disk_queues_at_depth_32_not_at_1(tmp_path: Path) -> None:
+    """The same loop device (its image on the disk, direct I/O) at depth 1: the device's
+    own time, the layers adding up to fio's latency; at depth 32: queueing at it."""
+    from tests.testbed import Throttled, missing_for_throttled
+
+    if why := missing_for_throttled():
+        pytest.skip(why)
+    db = tmp_path / "s.db"
+    with Throttled(backing_dir="/var/tmp", size="1G") as loop:
+        ran(run_cli("run", str(loop.mnt), "--job", str(job(tmp_path)), "--explain", db=db))
+        one, data = explained(db)
+        ran(run_cli("run", str(loop.mnt), "--job",
+                    str(job(tmp_path, ioengine="libaio", iodepth=32)), "--explain", db=db))
+        deep, _ = explained(db)
+    assert one["limit"] == "device", one["said"]
+    assert deep["limit"] == "queueing", deep["said"]
+    assert "queue depth 32" in deep["said"]
+    # at depth 1 each read is one call: its time in the kernel is fio's, within 25%
+    assert one["layers"]["call_bio"]["p50_ns"] == pytest.approx(clat(data, "50.0"), rel=0.25)
+    parts = sum(one["layers"][k]["mean_ns"] for k in ("fs", "queue", "device", "completion"))
+    assert parts == pytest.approx(one["layers"]["call_bio"]["mean_ns"], rel=0.25)
+
+
+def test_show_and_compare_say_it(throttled: Any, tmp_path: Path) -> None:
+    """show prints the layers and the sentence; compare names each run's limit."""
+    db = tmp_path / "s.db"
+    ran(run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job",
+                        str(job(tmp_path, runtime=2)), "--explain", db=db))
+    ran(run_cli("run", str(throttled.mnt), "--job",
+                str(job(tmp_path, rw="read", direct=0, size="16m", runtime=2)),
+                "--explain", db=db))
+    shown = run_cli("show", "1", db=db)
+    assert "where the time went" in shown.stdout and "cgroup throttle" in shown.stdout
+    compared = run_cli("compare", "1", "2", "--json", db=db)
+    ran(compared)
+    limits = [e["probe"]["limit"] for e in json.loads(compared.stdout)["explain"]]
+    assert limits == ["throttle", "page_cache"]
+
+
+def test_explain_is_refused_where_fio_runs_elsewhere(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    proc = run_cli("run", "--hosts", "127.0.0.1:1", str(tmp_path), "--explain", db=db)
+    assert proc.returncode == 2, proc.stderr
+    assert "--explain traces fio on this machine" in proc.stderr
+
+
+def test_the_program_is_made_of_numbers_only() -> None:
+    """What bpftrace is given holds no path or name of the user's: device numbers and the
+    run's own threads."""
+    place = layers.Place("ext4", layers.Beneath("loop0", layers.kdev(7, 0),
+                                                layers.kdev(7, 0), 0,
+                                                "/x/evil\"; system(\"id\")", "fuse.sshfs"))
+    text = layers.program("abc", [1, 2], place, "x86_64", 10**8)
+    assert "evil" not in text and "system" not in text
+    assert textwrap.dedent(text).count("tracepoint:") >= 7
