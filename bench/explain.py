@@ -51,7 +51,7 @@ def pairs(name: str, target: Path, job: Path, n: int) -> None:
             first = i % 2 == 0  # alternate which goes first
             a = iops(target, job, db, explain=not first)
             b = iops(target, job, db, explain=first)
-            plain, traced = (b, a) if first else (a, b)
+            plain, traced = (a, b) if first else (b, a)
             ratios.append(traced / plain)
             print(f"  {name} pair {i + 1}: {plain:,.0f} IOPS plain, {traced:,.0f} traced"
                   f" ({traced / plain:.3f})", flush=True)

@@ -5,6 +5,7 @@ analysis/explain.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from storbench.execute import layers
-from tests.conftest import needs, run_cli, run_cli_wrapped
+from tests.conftest import needs, needs_timing, run_cli, run_cli_wrapped
 
 pytestmark = needs("tracer", "root", "fio",
                    unavailable=layers.usable() and "bpftrace is not installed"
@@ -88,6 +89,7 @@ def test_a_buffered_reread_is_the_page_cache(throttled: Any, tmp_path: Path) -> 
     assert entry["cache_percent"] >= 90
 
 
+@needs_timing  # beside other tests, fio's wake-up (a busy CPU) outgrew the device's time
 def test_a_loop_device_on_the_disk_queues_at_depth_32_not_at_1(tmp_path: Path) -> None:
     """The same loop device (its image on the disk, direct I/O) at depth 1: the device's
     own time, the layers adding up to fio's latency; at depth 32: queueing at it."""
@@ -109,6 +111,35 @@ def test_a_loop_device_on_the_disk_queues_at_depth_32_not_at_1(tmp_path: Path) -
     assert one["layers"]["call_bio"]["p50_ns"] == pytest.approx(clat(data, "50.0"), rel=0.25)
     parts = sum(one["layers"][k]["mean_ns"] for k in ("fs", "queue", "device", "completion"))
     assert parts == pytest.approx(one["layers"]["call_bio"]["mean_ns"], rel=0.25)
+
+
+def test_a_loop_device_over_a_network_file_system_is_the_network_beneath_it(
+        sshfs_server: Any, tmp_path: Path) -> None:
+    """ext4 on a loop device whose image lives on sshfs behind the 1 ms-each-way proxy:
+    the time is the device's, and beneath the device is the network."""
+    from tests.testbed import sh
+
+    image = sshfs_server.mount(proxied=True) / f"explain-{tmp_path.name}.img"
+    sh("truncate", "-s", "256M", str(image))
+    dev = sh("losetup", "--find", "--show", str(image)).strip()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        sh("mkfs.ext4", "-q", dev)
+        sh("mount", dev, str(mnt))
+        db = tmp_path / "s.db"
+        ran(run_cli("run", str(mnt), "--job", str(job(tmp_path, size="16m", runtime=3)),
+                    "--explain", db=db))
+        entry, data = explained(db)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        subprocess.run(["losetup", "-d", dev], check=False)
+        image.unlink(missing_ok=True)
+    assert entry["limit"] == "network", entry["said"]
+    assert "fuse.sshfs" in entry["said"]
+    # 1 ms each way: every read that reached the device took a round trip at least
+    assert entry["layers"]["device"]["p50_ns"] >= 2e6
+    assert entry["layers"]["device"]["p99_ns"] >= 0.5 * clat(data, "99.0")
 
 
 def test_show_and_compare_say_it(throttled: Any, tmp_path: Path) -> None:
