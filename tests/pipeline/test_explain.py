@@ -151,7 +151,7 @@ def test_show_and_compare_say_it(throttled: Any, tmp_path: Path) -> None:
                 str(job(tmp_path, rw="read", direct=0, size="16m", runtime=2)),
                 "--explain", db=db))
     shown = run_cli("show", "1", db=db)
-    assert "where the time went" in shown.stdout and "cgroup throttle" in shown.stdout
+    assert "latency by layer" in shown.stdout and "cgroup throttle" in shown.stdout
     compared = run_cli("compare", "1", "2", "--json", db=db)
     ran(compared)
     limits = [e["probe"]["limit"] for e in json.loads(compared.stdout)["explain"]]

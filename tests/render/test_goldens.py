@@ -1,6 +1,6 @@
 """What storbench prints of stored runs, held in golden files (tests/render/golden/): the
 runs are fio's own recorded output imported (tests/data/fio) and the runs an older
-storbench stored with real fio (tests/data/old-runs: a curve, a lifecycle, a failover),
+storbench stored with real fio (tests/data/old-runs: a curve, a lifecycle, a failover; tests/data/explain-runs: --explain),
 so the renderers' every line is checked in the fast tier, with no fio.
 
 A change to what is printed fails here with the difference. When the change is meant:
@@ -39,6 +39,9 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
     "compare-kinds.txt": ("old", ["compare", "3", "5", "6"]),
     "compare-kinds.json": ("old", ["compare", "3", "5", "6", "--json"]),
     "export-kinds.md": ("old", ["export", "3", "5", "6", "--format", "md"]),
+    "show-explain.txt": ("explain", ["show", "1"]),
+    "compare-explain.txt": ("explain", ["compare", "1", "2", "3", "4", "5"]),
+    "compare-explain.json": ("explain", ["compare", "1", "4", "--json"]),
 }
 # what differs from one run of the tests to the next, each made one word
 VARYING = (
@@ -51,12 +54,13 @@ VARYING = (
 @pytest.fixture(scope="module")
 def dbs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     where = tmp_path_factory.mktemp("golden")
-    new, old = where / "new.db", where / "old.db"
+    new, old, explained = where / "new.db", where / "old.db", where / "explain.db"
     for name, label in IMPORTED:
         proc = run_cli("import", str(DATA / "fio" / name), "--label", label, db=new)
         assert proc.returncode == 0, proc.stderr
     old.write_bytes(gzip.decompress((DATA / "old-runs" / "runs.db.gz").read_bytes()))
-    return {"new": new, "old": old}
+    explained.write_bytes(gzip.decompress((DATA / "explain-runs" / "runs.db.gz").read_bytes()))
+    return {"new": new, "old": old, "explain": explained}
 
 
 def normalized(text: str) -> str:

@@ -137,7 +137,7 @@ FAILOVER = Section[FailoverSection]("failover", "failover")
 APP = Section[AppSection]("app", "application profile")
 REPLAY = Section[ReplaySection]("replay", "replay of a recorded workload")
 # beside any kind's: where each test's time went (run --explain), test -> its entry
-EXPLAIN = Section[dict[str, ExplainEntry]]("explain", "where the time went, by layer")
+EXPLAIN = Section[dict[str, ExplainEntry]]("explain", "latency by layer")
 
 # what the loop and the importer keep of any run
 PHASES = Section[list[dict[str, Any]]]("phases", "where the time went")

@@ -3,7 +3,10 @@ layers, and the limit that bound it, in one sentence."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
+from storbench.analysis.chart import Chart, slug
 from storbench.analysis.explain import share
 from storbench.analysis.views.base import Answer, View
 from storbench.result.record import Run
@@ -29,16 +32,19 @@ def layer_rows(entry: ExplainEntry, u: Units) -> list[list[str]]:
         if not layer:
             continue
         part = share(layer.get("p99_ns"), p99)
+        # beyond fio's p99: the layer's slowest, few I/Os lie in fio's last percent
+        said = "" if part is None else f"{part:.0f}%" if part <= 100 else "> 100%"
         rows.append([label, f"{layer['n']:,}", u.latency(layer.get("p50_ns")),
-                     u.latency(layer.get("p99_ns")), "" if part is None else f"{part:.0f}%"])
+                     u.latency(layer.get("p99_ns")), said])
     return rows
 
 
 class ExplainView(View):
     section = EXPLAIN
-    title = "Where the time went (--explain)"
+    title = "The limit that bound each test (--explain)"
     json_key = "explain"
     only_answers = False  # explain.X may also be a figure of a test named explain
+    chart_sections: ClassVar[dict[str, str]] = {"explain": "Latency by layer (--explain)"}
 
     def answers(self, run: Run, value: dict[str, ExplainEntry]) -> dict[str, Answer]:
         """Each test's layers' p99: ``explain.TEST.LAYER_p99``."""
@@ -53,7 +59,7 @@ class ExplainView(View):
             fio = entry["fio"]
             out.append(Titled(Table(["layer", "I/Os", "p50", "p99", "of fio's p99"],
                                     layer_rows(entry, u), [False, True, True, True, True]),
-                              f"{test}: where the time went (fio's clat p50"
+                              f"{test}: latency by layer (fio's clat p50"
                               f" {u.latency(fio.get('p50_ns'))}, p99"
                               f" {u.latency(fio.get('p99_ns'))})"))
             if entry.get("cache_percent") is not None:
@@ -71,3 +77,26 @@ class ExplainView(View):
 
     def said(self, run: Run, value: dict[str, ExplainEntry]) -> list[str]:
         return [f"#{run.id} {test}: {entry['said']}" for test, entry in value.items()]
+
+    def charts(self, runs: list[Run]) -> list[Chart]:
+        """Per run and test, a bar per layer (its p99, its p50 marked), fio's p99 beside
+        them."""
+        out = []
+        for run in runs:
+            value = EXPLAIN.of(run)
+            for test, entry in (value or {}).items():
+                shown = [(NAMES[k], entry["layers"][k]) for k in NAMES
+                         if k in entry["layers"] and not k.startswith("call_")]
+                if not shown:
+                    shown = [(NAMES[k], entry["layers"][k]) for k in NAMES
+                             if k in entry["layers"]]
+                names = [*(n for n, _ in shown), "fio's completion latency"]
+                out.append(Chart(
+                    slug("explain", run.name, test), f"{run.name} {test}: p99 by layer",
+                    "bar", "latency", names=names,
+                    values=[*(layer.get("p99_ns") for _, layer in shown),
+                            entry["fio"].get("p99_ns")],
+                    marks=[*(layer.get("p50_ns") for _, layer in shown),
+                           entry["fio"].get("p50_ns")],
+                    mark_label="p50", bar_label="p99", section="explain", log_y=True))
+        return out

@@ -1,0 +1,68 @@
+"""The binding limit judged again from the layers stored by real runs (tests/data/
+explain-runs: a blkio cap, a loop device at depth 1 and 32, a buffered re-read, tmpfs),
+and the kernel's buckets read back (analysis/explain.py), with no fio."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storbench.analysis.explain import bucket_value, judge, percentile
+from storbench.execute.layers import Slices, parse
+from storbench.result.sections import EXPLAIN
+from storbench.store import Store
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "explain-runs" / "runs.db.gz"
+EXPECTED = {"capped": "throttle", "disk-qd1": "device", "disk-qd32": "queueing",
+            "reread": "page_cache", "tmpfs": "cpu"}
+
+
+def stored(tmp_path: Path) -> dict[str, Any]:
+    db = tmp_path / "runs.db"
+    db.write_bytes(gzip.decompress(DATA.read_bytes()))
+    store = Store(db)
+    runs = [store.get_run(i) for i in range(1, 6)]
+    return {r.label: copy.deepcopy(next(iter((EXPLAIN.of(r) or {}).values()))) for r in runs}
+
+
+def test_each_stored_shape_is_judged_as_it_was(tmp_path: Path) -> None:
+    entries = stored(tmp_path)
+    assert {label: e["limit"] for label, e in entries.items()} == EXPECTED
+    for label, entry in entries.items():
+        assert judge(entry) == (entry["limit"], entry["said"]), label
+
+
+def test_the_cap_is_named_only_with_the_cgroup_s_limit(tmp_path: Path) -> None:
+    """Without the cgroup's limits on the device, a throttle layer still binds, named as
+    "a limit"; the same layers with the device's time longest are the device's."""
+    entry = stored(tmp_path)["capped"]
+    entry["place"] = {**entry["place"], "throttle": {}}
+    assert judge(entry)[0] == "throttle" and "a limit" in judge(entry)[1]
+    entry["layers"] = {k: v for k, v in entry["layers"].items() if k != "throttle"}
+    assert judge(entry)[0] == "device"
+
+
+@pytest.mark.parametrize("ns", [0, 1, 7, 15, 16, 17, 100, 4096, 5000, 123_456, 9_876_543,
+                                2**33 + 5])
+def test_a_bucket_holds_its_value_within_6_percent(ns: int) -> None:
+    """The bucket bpftrace computes (execute/layers._bucket), done here the same way."""
+    m = ns.bit_length() - 1 if ns else 0
+    b = (m - 2) * 8 + ((ns >> (m - 3)) & 7) if m >= 3 else ns
+    assert bucket_value(b) == pytest.approx(ns, rel=0.0625, abs=1)
+
+
+def test_percentiles_and_slices_of_bpftrace_s_maps() -> None:
+    """bpftrace's printed maps: a slice before the measured I/O (the layout) is left out."""
+    text = "\n".join(["@h[3, 10, 100]: 90", "@h[3, 10, 120]: 10", "@h[3, 9, 200]: 500",
+                      "@b[0, 10]: 4096", "@b[0, 9]: 8192", "noise"])
+    slices = parse(text, 10**8)
+    kept = slices.between(int(9.5e8), int(11e8))
+    assert kept.layer("device") == {100: 90, 120: 10}
+    assert kept.device_bytes(0) == 4096
+    assert percentile(kept.layer("device"), 0.5) == bucket_value(100)
+    assert percentile(kept.layer("device"), 0.99) == bucket_value(120)
+    assert isinstance(slices, Slices) and slices.layer("device")[200] == 500
