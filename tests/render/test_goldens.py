@@ -1,7 +1,8 @@
 """What storbench prints of stored runs, held in golden files (tests/render/golden/): the
-runs are fio's own recorded output imported (tests/data/fio) and the runs an older
-storbench stored with real fio (tests/data/old-runs: a curve, a lifecycle, a failover; tests/data/explain-runs: --explain),
-so the renderers' every line is checked in the fast tier, with no fio.
+runs are fio's own recorded output imported (tests/data/fio) and the runs storbench
+stored with real fio (tests/data/old-runs: a curve, a lifecycle, a failover, by an older
+storbench; tests/data/explain-runs: --explain), so the renderers' every line is checked
+in the fast tier, with no fio.
 
 A change to what is printed fails here with the difference. When the change is meant:
 ``pytest tests/render/test_goldens.py --update-goldens`` writes the new files, and the
