@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.testbed import Throttled, tmpfs  # noqa: E402
+from tests.testbed import Throttled, tmpfs
 
 JOB = """[randread]
 ioengine={engine}

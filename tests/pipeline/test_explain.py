@@ -142,6 +142,44 @@ def test_a_loop_device_over_a_network_file_system_is_the_network_beneath_it(
     assert entry["layers"]["device"]["p99_ns"] >= 0.5 * clat(data, "99.0")
 
 
+@needs_timing
+def test_a_cap_beneath_the_device_is_said_with_the_flat_rate(tmp_path: Path) -> None:
+    """ext4 on a loop device whose image lives on another loop device capped at 3,000
+    IOPS for fio's cgroup (the loop's worker is charged to it): the kernel sees only the
+    upper device's time; with two block sizes held at one flat rate, the sentence says a
+    cap lies beneath this machine."""
+    from tests.testbed import Throttled, missing_for_throttled, sh
+
+    if why := missing_for_throttled():
+        pytest.skip(why)
+    two = tmp_path / "two.fio"
+    two.write_text("[global]\ndirect=1\nioengine=libaio\niodepth=16\nsize=64m\n"
+                   "time_based=1\nruntime=7\nrw=randread\n"
+                   "[r4k]\nbs=4k\nstonewall\n[r16k]\nbs=16k\nstonewall\n")
+    db = tmp_path / "s.db"
+    mnt = tmp_path / "inner"
+    mnt.mkdir()
+    with Throttled(backing_dir="/dev/shm", size="1G") as outer:
+        image = outer.mnt / "inner.img"
+        sh("truncate", "-s", "512M", str(image))
+        dev = sh("losetup", "--find", "--show", "--direct-io=on", str(image)).strip()
+        try:
+            sh("mkfs.ext4", "-q", dev)
+            sh("mount", dev, str(mnt))
+            ran(run_cli_wrapped(outer.wrap, "run", str(mnt), "--job", str(two), "--explain",
+                                db=db))
+        finally:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+            subprocess.run(["losetup", "-d", dev], check=False)
+    data = json.loads(run_cli("show", "last", "--json", db=db).stdout)
+    entries = data["data"]["explain"]
+    assert {e["limit"] for e in entries.values()} <= {"device", "queueing"}, entries
+    assert not entries["r4k"]["place"]["throttle"]  # nothing on the upper device itself
+    shown = run_cli("show", "last", db=db).stdout
+    assert shown.count("a cap beneath this machine") == 2, shown
+    assert "measured together with r16k" in shown
+
+
 def test_show_and_compare_say_it(throttled: Any, tmp_path: Path) -> None:
     """show prints the layers and the sentence; compare names each run's limit."""
     db = tmp_path / "s.db"
@@ -163,6 +201,7 @@ def test_explain_is_refused_where_fio_runs_elsewhere(tmp_path: Path) -> None:
     proc = run_cli("run", "--hosts", "127.0.0.1:1", str(tmp_path), "--explain", db=db)
     assert proc.returncode == 2, proc.stderr
     assert "--explain traces fio on this machine" in proc.stderr
+    assert "not available on --hosts" in proc.stderr
 
 
 def test_the_program_is_made_of_numbers_only() -> None:

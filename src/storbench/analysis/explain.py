@@ -235,6 +235,12 @@ def explain(layers_seen: dict[str, dict[int, int]],
                          "written": device_bytes[1] if device_bytes is not None else 0},
         "place": place, "window_s": round(window_s, 3)}
     limit, said = judge(entry)
-    return ExplainEntry(layers=entry["layers"], fio=fio, cache_percent=cache,
+    issued = (entry["layers"].get("queue") or {}).get("n", 0)
+    done = (entry["layers"].get("device") or {}).get("n", 0)
+    notes = [f"{done:,} of {issued:,} requests' completions were seen ({100 * done / issued:.0f}%):"
+             " the kernel skips a tracing program that would run inside another on the same"
+             " CPU (a completion interrupting a traced call); the device's figures are of"
+             " those seen"] if issued and done < 0.95 * issued else []
+    return ExplainEntry(notes=notes, layers=entry["layers"], fio=fio, cache_percent=cache,
                         device_bytes=entry["device_bytes"], place=place,
                         window_s=entry["window_s"], limit=limit, said=said)

@@ -44,6 +44,8 @@ class Explained:
         for result in results:
             entry = explain(found, moved, trace.slices.span_s(start, end), result,
                             self.place.record())
+            if len(results) > 1:
+                entry["together"] = [r.name for r in results if r is not result]
             self.entries[result.name] = entry
             note(f"{result.name}: bound by {entry['said']}")
 

@@ -281,8 +281,10 @@ def _traced(spec: RunSpec, target: Target) -> Path | None:
     if not spec.explain:
         return None
     if not isinstance(target, Traceable):
-        raise ConfigError(f"--explain traces fio on this machine; a {target.kind} target's"
-                          " fio runs elsewhere (on hosts and in pods it is not available yet)")
+        where = ("in pods: a pod (Pod Security \"restricted\") may not load programs into"
+                 " the kernel, and its node is not this machine" if target.kind == "kubernetes"
+                 else "on --hosts yet: their fio runs beyond this machine's kernel")
+        raise ConfigError(f"--explain traces fio on this machine; it is not available {where}")
     why = layers.usable()
     if why is not None:
         raise ConfigError(why)

@@ -126,7 +126,9 @@ class ExplainEntry(TypedDict):
     window_s: float  # the measured I/O the layers cover (s)
     place: dict[str, Any]  # fs_type, device, backing, backing_fs, throttle
     limit: str  # the binding limit's key
-    said: str  # the sentence that names it
+    said: str  # the sentence that names it (analysis/views/explain.bound adds to it)
+    together: NotRequired[list[str]]  # the other tests of its fio invocation
+    notes: NotRequired[list[str]]  # what the trace could not see
 
 
 # the kinds' sections (what is said of each: its view, analysis/views/)

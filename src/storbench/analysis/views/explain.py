@@ -9,6 +9,7 @@ from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_c
 from storbench.analysis.chart import Chart, slug
 from storbench.analysis.explain import share
 from storbench.analysis.views.base import Answer, View
+from storbench.analysis.warnings import Kind
 from storbench.result.record import Run
 from storbench.result.sections import EXPLAIN, ExplainEntry
 
@@ -39,6 +40,24 @@ def layer_rows(entry: ExplainEntry, u: Units) -> list[list[str]]:
     return rows
 
 
+def bound(run: Run, test: str, entry: ExplainEntry) -> str:
+    """The sentence, and what the run's figures add to it: a device's time that grew as
+    its rate held flat at a cap (analysis/caps.py) is a cap beneath this machine, which the
+    kernel sees only as the device's time; tests measured in one invocation together."""
+    said = entry["said"]
+    caps = [w for w in run.warnings if w.kind == Kind.IOPS_CAP and w.test == test]
+    if caps and entry["limit"] in ("device", "queueing"):
+        said += (f"; the device's time grew as the rate held flat at"
+                 f" {float(caps[0].details['iops']):,.0f}/s: a cap beneath this machine (the"
+                 " volume's or the instance's provisioned IOPS), which the kernel sees only as"
+                 " the device's time")
+    together = entry.get("together") or []
+    if together:
+        said += (f" (measured together with {', '.join(together)}: one fio invocation, whose"
+                 " layers are not told apart by job)")
+    return said
+
+
 class ExplainView(View):
     section = EXPLAIN
     title = "The limit that bound each test (--explain)"
@@ -65,18 +84,19 @@ class ExplainView(View):
             if entry.get("cache_percent") is not None:
                 out.append(Text(f"{test}: {entry['cache_percent']:.1f}% of the reads never"
                                 " reached the device"))
-            out.append(Text(f"{test}: bound by {entry['said']}", "bold"))
+            out.append(Text(f"{test}: bound by {bound(run, test, entry)}", "bold"))
+            out.extend(Text(f"{test}: {note}", "warning") for note in entry.get("notes", []))
         return out
 
     def compared(self, found: list[tuple[Run, dict[str, ExplainEntry]]], u: Units) -> Table:
         heads = ident_heads([run for run, _ in found])
-        rows = [[*ident_cells(run, heads), test, entry["limit"], entry["said"]]
+        rows = [[*ident_cells(run, heads), test, entry["limit"], bound(run, test, entry)]
                 for run, value in found for test, entry in value.items()]
         return Table([*heads, "test", "bound by", "why"], rows,
                      [False] * (len(heads) + 3))
 
     def said(self, run: Run, value: dict[str, ExplainEntry]) -> list[str]:
-        return [f"#{run.id} {test}: {entry['said']}" for test, entry in value.items()]
+        return [f"#{run.id} {test}: {bound(run, test, entry)}" for test, entry in value.items()]
 
     def charts(self, runs: list[Run]) -> list[Chart]:
         """Per run and test, a bar per layer (its p99, its p50 marked), fio's p99 beside
