@@ -62,6 +62,16 @@ def test_microseconds_are_never_said_as_hundredths_of_a_millisecond(tmpfs, store
     assert alone.endswith((" µs", " ns")), tps["decided_by"]  # a no-op fdatasync: < 1 ms
     assert alone in proc.stdout
     assert not re.search(r"\b0\.0\d? ms\b|\b0\.00\b", proc.stdout), proc.stdout
+    # a paced probe and a burst are short by design: not judged as too short to be steady
+    # (they told the user to change what storbench chose), unlike a 1 s throughput test
+    short = {w["test"] for w in shown(store_path)["warnings"] if w["kind"] == "too-short"}
+    assert "wal_commit" in short and not {"wal_idle", "checkpoint"} & short, short
+    # another application's estimate: the names this run answers are said (they were in
+    # `show --json` alone)
+    other = run_cli("check", "last", "--assert", "redis.ops >= 1", db=store_path)
+    assert other.returncode == 3
+    assert "has no test 'redis'" in other.stdout + other.stderr
+    assert "its answers are postgresql.tps" in other.stdout + other.stderr
 
 
 def test_estimates_gate_compare_and_export(disk_dir, store_path):

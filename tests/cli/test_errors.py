@@ -659,14 +659,16 @@ def test_record_says_what_duration_is_for(tmp_path, store_path):
 
 def test_no_change_in_a_series_too_short_to_tell_says_so(fio_json_text, tmp_path, store_path):
     """`check --no-change` of a series of 1 to 3 runs said "no change in 1 runs": no change
-    could have been found there (2 runs on each side of one)."""
+    could have been found there (2 runs on each side of one). "too few runs to tell: 1 of
+    3" then read as a fraction (a series named 3): the series is named as one."""
     got = tmp_path / "fio.json"
     got.write_text(fio_json_text)
     for _ in range(3):
         assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
     proc = run_cli("check", "last", "--no-change", db=store_path)
     assert proc.returncode == 0, proc.stderr
-    assert "too few runs to tell: 3 of s (a change needs 2 runs on each side)" in proc.stdout
+    assert "too few runs to tell: series 's' has 3 runs (a change needs 2 runs on each side)" \
+        in proc.stdout
     assert "run(s)" not in proc.stdout and "no change in" not in proc.stdout
     overview = run_cli("history", "s", db=store_path).stdout  # was "none"
     assert "too few runs to tell" in overview and " none " not in overview
@@ -674,7 +676,7 @@ def test_no_change_in_a_series_too_short_to_tell_says_so(fio_json_text, tmp_path
     figure = run_cli("history", "s", "--metric", "mix.read.iops", db=store_path).stdout
     assert "Too few runs to tell a change: 3 runs" in figure and "No change" not in figure
     assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
-    assert "no change in 4 runs of s" in run_cli("check", "last", "--no-change",
+    assert "no change in the 4 runs of series 's'" in run_cli("check", "last", "--no-change",
                                                  db=store_path).stdout
     overview = run_cli("history", "s", db=store_path).stdout
     assert "too few" not in overview and " none " in overview
@@ -761,3 +763,12 @@ def test_fio_s_errors_that_differ_only_in_their_offsets_are_said_once(disk_dir, 
     assert error.count("io_u error") == 1, error  # the first as fio wrote it, then a count
     assert re.search(r"read offset=\d+, buflen=1000 \(and [1-9]\d* more like it\)", error)
     assert proc.stderr.count("io_u error") == 2  # the progress line and the last line
+
+
+def test_a_profile_that_is_a_suite_says_to_use_suite(tmp_path, store_path):
+    """`run T --profile postgresql` said "suite quick has no profile 'postgresql'" with no
+    hint that postgresql is a suite of its own."""
+    proc = run_cli("run", str(tmp_path), "--profile", "postgresql", db=store_path)
+    assert_one_line_error(proc, 2, "suite quick has no profile 'postgresql'; postgresql is a"
+                                   " suite: --suite postgresql")
+    assert list(tmp_path.glob("storbench-*")) == []

@@ -134,6 +134,12 @@ def test_a_timed_replay_waits_after_the_first_i_o_too(tmpfs, tmp_path):
     replay = json.loads(run_cli("show", "last", "--json", db=db).stdout)["data"]["replay"]
     assert replay["issued"]["writes"] == 3 and replay["recorded_s"] >= 0.4, replay
     assert replay["replay_s"] >= replay["recorded_s"] - 0.02, replay
+    # too short, said with what a replay can do about it (it refuses --runtime and
+    # --until-steady, which the warning advised)
+    [short] = [w for w in json.loads(run_cli("show", "last", "--json", db=db).stdout)
+               ["warnings"] if w["kind"] == "too-short"]
+    assert "record a longer stretch of the application (storbench record gap" \
+        in short["message"] and "--runtime" not in short["message"], short
 
 
 def test_a_replay_that_ran_ahead_of_its_timeline_is_said_so():

@@ -156,8 +156,10 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
     results = run.results_by_test().get(assertion.test)
     if not results:
         names = ", ".join(run.results_by_test()) or "none"
+        own = answer_names(run)
         return verdict(None, None, None, False,
-                       f"has no test {assertion.test!r}: run #{run.id}'s tests are {names}")
+                       f"has no test {assertion.test!r}: run #{run.id}'s tests are {names}"
+                       + (f"; its answers are {', '.join(own)}" if own else ""))
     m = assertion.resolve(results[0])
     limit = assertion.limit(m)
     if any(r.error for r in results):
@@ -176,6 +178,14 @@ ANSWER_UNITS = {"latency": TIME_UNITS, "bw": BW_UNITS,
 KIND_WORDS = {"latency": "a latency", "seconds": "a time", "bw": "a bandwidth",
               "iops": "a rate in IOPS", "tps": "transactions a second", "ops": "operations a"
               " second", "count": "a count"}
+
+
+def answer_names(run: Run) -> list[str]:
+    """What --assert may name of the run's kind (curve.max.iops, redis.ops_50, ...)."""
+    from storbench.analysis.views import VIEWS
+
+    return [f"{view.prefix(value)}.{name}" for view in VIEWS.values()
+            if (value := view.section.of(run)) for name in view.answers(run, value)]
 
 
 def answer(run: Run, assertion: Assertion, source: str = "") -> Verdict | None:

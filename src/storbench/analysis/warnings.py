@@ -273,7 +273,7 @@ def io_seconds(r: TestResult) -> float | None:
     return ms / 1000 if ms > 0 else None
 
 
-def too_short(r: TestResult) -> Warning | None:
+def too_short(r: TestResult, longer: str = "") -> Warning | None:
     """A test over in under MIN_SECONDS: a sub-second one as much as a 4-second one."""
     seconds = io_seconds(r)
     if r.steady_state is not None or seconds is None or seconds >= MIN_SECONDS:
@@ -283,8 +283,9 @@ def too_short(r: TestResult) -> Warning | None:
         Kind.TOO_SHORT, r.name,
         f"{r.name}: moved its data in {took} only, too short to know whether the storage"
         f" reached a steady state (caches, burst credits, write-back) or to give a stable"
-        f" figure. Use a larger size, time_based with a --runtime of at least"
-        f" {MIN_SECONDS:.0f} s, or --until-steady.",
+        f" figure. " + (longer[0].upper() + longer[1:] + "." if longer else
+                        f"Use a larger size, time_based with a --runtime of at least"
+                        f" {MIN_SECONDS:.0f} s, or --until-steady."),
         {"seconds": seconds, "min_seconds": MIN_SECONDS},
     )
 
@@ -340,13 +341,17 @@ def sync_in_ram(r: TestResult, facts: TargetFacts) -> Warning | None:
 
 
 def compute(r: TestResult, facts: TargetFacts, paced: bool = False,
-            planned: dict[str, str] | None = None) -> list[Warning]:
+            planned: dict[str, str] | None = None, brief: str = "",
+            longer: str = "") -> list[Warning]:
     """Every warning that applies to one test, on a target of these facts (``paced``:
     its rate is named as fio paces it, PlannedTest.paced; ``planned``: its job's options
-    as written, which name the bare flags fio's JSON leaves out; None: not known)."""
+    as written, which name the bare flags fio's JSON leaves out; None: not known;
+    ``brief``: why it is short by design, PlannedTest.brief; ``longer``: how to make it
+    longer where the usual advice does not apply)."""
     if r.error:
         return []
-    found = [page_cache(r, facts, planned), cache_in_front(r, facts), not_steady(r), too_short(r),
+    found = [page_cache(r, facts, planned), cache_in_front(r, facts), not_steady(r),
+             None if brief else too_short(r, longer),
              iodepth_shortfall(r), unwritten_reads(r, facts), sync_in_ram(r, facts),
              *rate_not_reached(r, paced)]
     for direction, s in r.series.items():

@@ -322,9 +322,10 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
             continue
         c = h.last_change_before(index)
         if c is None:
-            said = (f"too few runs to tell: {len(h.points)} of {name} (a change needs"
+            runs = f"{len(h.points)} run{'s' if len(h.points) != 1 else ''}"
+            said = (f"too few runs to tell: series {name!r} has {runs} (a change needs"
                     f" {MIN_RUNS} runs on each side)" if h.too_short else
-                    f"no change in {len(h.points)} runs of {name}")
+                    f"no change in the {runs} of series {name!r}")
             out.append((h.figure.name, {"run": None, "said": said}, False))
             continue
         bad = c.worse and abs(c.relative) > limit
@@ -333,7 +334,9 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
                                     "pvalue": c.pvalue, "workload_changed": bool(shift),
                                     "said": f"since run #{c.run}: "
                                             + change_text(c, h.figure.metric.kind)
-                                            + (f"; {shift}" if shift else "")}, bad))
+                                            + (f"; {shift}" if shift else "")
+                                            + (f"; within --max-regression {limit:.0%}"
+                                               if c.worse and not bad else "")}, bad))
     if not out:
         raise ConfigError(f"series {name!r} has no figure of run #{r.id} to follow")
     return out

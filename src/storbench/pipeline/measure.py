@@ -300,7 +300,8 @@ class RunContext:
         facts = TargetFacts.of(self.environment)
         planned = dict(step.test.jobfile.effective())  # the jobs as written: bare flags too
         found = [w for r in results
-                 for w in warnings.compute(r, facts, step.test.paced, planned.get(r.name))]
+                 for w in warnings.compute(r, facts, step.test.paced, planned.get(r.name),
+                                           step.test.brief, step.test.longer)]
         self.store.add_invocation(
             self.run_id,
             Invocation(step.index, self._stored_text(step.jobs), execution.raw_json,

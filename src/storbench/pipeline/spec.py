@@ -18,7 +18,7 @@ from storbench.workload.files import JOB_FILE_LIMIT, read_text
 from storbench.workload.jobfile import parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest, expected_seconds
 from storbench.workload.sizes import format_bytes_iec, parse_size
-from storbench.workload.suites import get_suite
+from storbench.workload.suites import SUITES, get_suite
 
 DEFAULT_STEADY_MAX_S = 120.0
 MAX_RAMP_S = 3600
@@ -86,9 +86,11 @@ class RunSpec:
         if self.profile is not None:
             profiles = get_suite(self.suite).profiles or {}
             if self.profile not in profiles:
+                hint = (f"; {self.profile} is a suite: --suite {self.profile}"
+                        if self.profile in SUITES else "")
                 raise ConfigError(f"suite {self.suite} has no profile {self.profile!r}"
                                   + (f"; choose one of: {', '.join(profiles)}" if profiles
-                                     else ""))
+                                     else "") + hint)
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ConfigError(f"--timeout must be positive, not {self.timeout_s:g}")
         if self.max_regression < 0:
@@ -237,7 +239,8 @@ def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
                               ramp=spec.ramp)
     for t, jf in jobfiles:
         prepared = jf.prepared(scratch)
-        tests.append(PlannedTest(t.name, t.description, prepared, expected_seconds(prepared)))
+        tests.append(PlannedTest(t.name, t.description, prepared, expected_seconds(prepared),
+                                 brief=t.brief))
     return Plan(suite.name, tests)
 
 

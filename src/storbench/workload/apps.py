@@ -23,6 +23,10 @@ COMMITS = _o(ioengine="psync", rw="write", fdatasync="1", overwrite="1", time_ba
              runtime="10")
 
 
+# a paced probe (50 a second for 4 s): one commit's latency, not a rate to keep up
+IDLE = "a paced probe: 50 commits a second, each alone"
+
+
 def _idle(commits: tuple[Option, ...], **options: str | None) -> tuple[Option, ...]:
     """The same commits at 50 a second for 4 s: how long one takes while the storage is
     otherwise idle (the test beside it says how many it can take a second: a volume
@@ -42,7 +46,7 @@ POSTGRESQL = Suite(
         TestSpec("wal_idle", "WAL commits at 50 a second: one commit's latency, the"
                              " storage otherwise idle",
                  _idle(COMMITS, bs="8k", size="16m", filename="pg_wal.idle"),
-                 ("write.clat_p50", "sync.lat_p50")),
+                 ("write.clat_p50", "sync.lat_p50"), brief=IDLE),
         TestSpec("wal_group", "WAL group commit: 16 KiB (the records of 16 commits), then"
                               " fdatasync",
                  _o(**dict(COMMITS), bs="16k", size="16m", filename="pg_wal.group"),
@@ -54,7 +58,7 @@ POSTGRESQL = Suite(
         TestSpec("checkpoint", "a checkpoint: 32 MiB of 8 KiB pages written back, then fsync",
                  _o(ioengine="psync", rw="randwrite", bs="8k", direct="0", size="256m",
                     io_size="32m", end_fsync="1", filename="pg_data.table"),
-                 ("write.bw",)),
+                 ("write.bw",), brief="a checkpoint: one burst of writes and its fsync"),
     ),
     origins={
         "bs": "PostgreSQL: wal_block_size and block_size are 8 kB (compile-time defaults)",
@@ -85,7 +89,7 @@ MYSQL = Suite(
         TestSpec("redo_idle", "redo commits at 50 a second: one commit's latency, the"
                               " storage otherwise idle",
                  _idle(COMMITS, bs="4k", size="16m", filename="ib_logfile1"),
-                 ("write.clat_p50", "sync.lat_p50")),
+                 ("write.clat_p50", "sync.lat_p50"), brief=IDLE),
         TestSpec("page_write", "16 KiB pages written back (O_DIRECT), 4 at a time",
                  _o(ioengine="libaio", rw="randwrite", bs="16k", iodepth="4", size="256m",
                     time_based=None, runtime="8", filename="ibdata.table"),
@@ -124,7 +128,7 @@ REDIS = Suite(
                              " latency, the storage otherwise idle",
                  _o(bs="64", fdatasync="1", size="4m", rate_iops="50", runtime="4",
                     filename="appendonly-idle.aof"),
-                 ("write.clat_p50", "sync.lat_p50")),
+                 ("write.clat_p50", "sync.lat_p50"), brief=IDLE),
         TestSpec("aof_always_50", "appendfsync always, 50 clients: 50 SETs (3,200 bytes) per"
                                   " event-loop pass, then fdatasync",
                  _o(bs="3200", fdatasync="1", size="32m", filename="appendonly-50.aof"),

@@ -19,6 +19,10 @@ class PlannedTest:
     # its kind names each rate as fio paces it (a curve's steps: fio's Poisson pace,
     # not the rate_iops= written, is the step's rate), so that difference is not warned of
     paced: bool = False
+    brief: str = ""  # why it is short by design (TestSpec.brief): not warned of as too short
+    # how to make it longer where the usual advice (--runtime, --until-steady) does not
+    # apply (a replay issues what was recorded); "" for the usual advice
+    longer: str = ""
 
 
 @dataclass(frozen=True)

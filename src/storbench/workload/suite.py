@@ -21,6 +21,9 @@ class TestSpec:
     metrics: tuple[str, ...]  # headline metrics (see storbench.analysis.metrics)
     split_size: bool = False  # size is shared by numjobs jobs at offset_increment apart
     rated: bool = False  # with --rate W, also run open-loop at W IOPS as "<name>_rated"
+    # why the test is short by design (a burst, a paced probe): it is not judged by the
+    # rule for throughput tests (too short to be steady), nor told to run longer
+    brief: str = ""
 
 
 @dataclass(frozen=True)

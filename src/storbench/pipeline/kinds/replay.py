@@ -91,7 +91,10 @@ class ReplaySpec:
         how = "as fast as possible" if self.fast else "on its recorded timeline"
         expected = None if self.fast else self.trace.duration_s
         return Plan(f"replay:{self.name}", [PlannedTest(
-            self.name, f"replay of {self.name} ({self.method}), {how}", jobfile, expected)])
+            self.name, f"replay of {self.name} ({self.method}), {how}", jobfile, expected,
+            longer=f"a replay issues what was recorded: record a longer stretch of the"
+                   f" application (storbench record {self.name} ... --duration SECONDS"
+                   " --replace)")])
 
 
 @dataclass
