@@ -772,3 +772,16 @@ def test_a_profile_that_is_a_suite_says_to_use_suite(tmp_path, store_path):
     assert_one_line_error(proc, 2, "suite quick has no profile 'postgresql'; postgresql is a"
                                    " suite: --suite postgresql")
     assert list(tmp_path.glob("storbench-*")) == []
+
+
+def test_history_takes_a_figure_as_assert_does(tmp_path, store_path):
+    """`--assert "randread.iops >= 1"` names a figure without its direction where the test
+    has one; `history S --metric randread.iops` was refused ("not TEST.DIRECTION.FIGURE")."""
+    data = Path(__file__).resolve().parents[1] / "data" / "fio" / "randread.json"
+    for _ in range(2):
+        assert run_cli("import", str(data), "--series", "r", db=store_path).returncode == 0
+    short = run_cli("history", "r", "--metric", "randread.iops", "--json", db=store_path)
+    assert short.returncode == 0, short.stderr
+    whole = run_cli("history", "r", "--metric", "randread.read.iops", "--json", db=store_path)
+    assert json.loads(short.stdout) == json.loads(whole.stdout)
+    assert "randread.read.iops" in short.stdout

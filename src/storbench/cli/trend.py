@@ -179,7 +179,7 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
         else:
             render.print_overview(out, found)
         return
-    fig = hist.Figure.parse(metric)
+    fig = hist.Figure.parse(_with_direction(store, name, metric))
     pts = hist.points(series_values(store, name, hist.figure_paths([fig.metric]), fig.test),
                       [fig.metric], fig)
     if not pts:
@@ -192,6 +192,17 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
         print_json(render.history_dict(h))
     else:
         render.print_history(out, h, every)
+
+
+def _with_direction(store: Store, name: str, metric: str) -> str:
+    """TEST.FIGURE as --assert takes it (randread.iops): the one direction of the series'
+    figures that has it (randread.read.iops); any other name as it is."""
+    test, dot, figure = metric.rpartition(".")
+    if not dot or "." in test:
+        return metric
+    found = {h.figure.name for h in histories(store, name)
+             if h.figure.name in (f"{test}.{d}.{figure}" for d in ("read", "write", "trim"))}
+    return found.pop() if len(found) == 1 else metric
 
 
 @cli.command(name="series")
