@@ -46,6 +46,9 @@ def test_a_profile_answers_in_the_application_s_units(app, figures, disk_dir, st
         assert e["low"] <= e["value"] <= e["high"] and e["value"] > 0 and e["unit"]
         assert e["decided_by"]
     assert answer["validated"] is (app not in ("kafka", "prometheus"))
+    if app in ("postgresql", "mysql"):  # one judgement of a commit p99 for both databases
+        assert re.search(r"; (fine for OLTP up to that rate|commits wait more than 10 ms at"
+                         r" p99: slow for OLTP)", answer["verdict"]), answer["verdict"]
     assert list(disk_dir.iterdir()) == []
 
 

@@ -785,3 +785,15 @@ def test_history_takes_a_figure_as_assert_does(tmp_path, store_path):
     whole = run_cli("history", "r", "--metric", "randread.read.iops", "--json", db=store_path)
     assert json.loads(short.stdout) == json.loads(whole.stdout)
     assert "randread.read.iops" in short.stdout
+
+
+def test_check_no_change_of_nothing_known_names_series_too(fio_json_text, tmp_path,
+                                                          store_path):
+    """`check nosuch --no-change` said "neither a run id nor a label" (exit 1), the series
+    it also looks for unnamed, where `history nosuch` is a usage error (exit 2)."""
+    got = tmp_path / "fio.json"
+    got.write_text(fio_json_text)
+    assert run_cli("import", str(got), "--series", "s", db=store_path).returncode == 0
+    assert_one_line_error(run_cli("check", "nosuch", "--no-change", db=store_path), 2,
+                          "'nosuch' is neither a series, a run id nor a label; `storbench"
+                          " history` lists the series, `storbench list` the runs")

@@ -104,6 +104,8 @@ def test_the_replay_issues_what_was_recorded(recorded, tmp_path, fast):
     replay = shown["data"]["replay"]
     assert replay["issued"] == {"reads": reads, "writes": writes, "syncs": syncs}, replay
     assert replay["timed"] is (not fast)
+    # as fast as possible is another workload: its own series, not the timed replays'
+    assert shown["series"].startswith("replay-fast:app@" if fast else "replay:app@"), shown
     assert (replay["lag_s"] is None) is fast  # a timed replay says how far it lagged
     assert replay["prefilled"]  # the files it reads were written first
     [result] = shown["tests"]

@@ -29,7 +29,7 @@ from storbench.cli.common import (
 )
 from storbench.cli.measuring import measure_and_report, measuring_options
 from storbench.cli.targets import TargetFlags, choose_targets
-from storbench.errors import ConfigError, StorbenchError, ThresholdExceeded
+from storbench.errors import ConfigError, StorbenchError, StoreError, ThresholdExceeded
 from storbench.pipeline.loop import plan_run
 from storbench.pipeline.spec import STEADY_CRITERION, RunSpec
 from storbench.render import terminal
@@ -266,7 +266,15 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
         if not ids:
             raise ConfigError(f"series {series!r} has no completed run")
         run_ref = str(ids[-1])
-    r = load_run(store, store.resolve(run_ref))
+    try:
+        run_id = store.resolve(run_ref)
+    except StoreError:
+        if not no_change or run_ref == "last":
+            raise
+        raise ConfigError(f"{run_ref!r} is neither a series, a run id nor a label;"
+                          " `storbench history` lists the series, `storbench list` the runs"
+                          ) from None
+    r = load_run(store, run_id)
     if r.status != "completed":
         raise StorbenchError(f"run {r.id} {how_it_ended(r)}: no verdict; a run that did not"
                              " complete passes no check")
