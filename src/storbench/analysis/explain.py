@@ -22,6 +22,7 @@ from typing import Any
 
 from storbench.result.model import TestResult
 from storbench.result.sections import ExplainEntry
+from storbench.workload.sizes import format_latency
 
 NETWORK_FS = ("fuse", "nfs", "nfs4", "cifs", "smb3", "9p", "ceph", "glusterfs", "lustre")
 RAM_FS = ("tmpfs", "ramfs")
@@ -103,16 +104,9 @@ def share(part: float | None, whole: float | None) -> float | None:
     return round(100.0 * part / whole, 1)
 
 
-def ms(ns: float | None) -> str:
-    if ns is None:
-        return "?"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3g} ms"
-    return f"{ns / 1e3:.3g} µs"
-
-
 def judge(entry: dict[str, Any]) -> tuple[str, str]:
     """The binding limit's key and the sentence that names it."""
+    lat = format_latency  # '127 µs', '88.1 ms', 'n/a'
     layers: dict[str, dict[str, Any]] = entry["layers"]
     fio: dict[str, Any] = entry["fio"]
     place: dict[str, Any] = entry["place"]
@@ -141,8 +135,8 @@ def judge(entry: dict[str, Any]) -> tuple[str, str]:
         call = at("call_nobio")
         if network:
             return "network", (f"the network file system's round trips ({fs}): a call takes"
-                               f" {ms(at('call_nobio', 'p50_ns'))} at p50, {ms(call)} at p99"
-                               f" of fio's {ms(p99)}; no block device beneath it")
+                               f" {lat(at('call_nobio', 'p50_ns'))} at p50, {lat(call)} at p99"
+                               f" of fio's {lat(p99)}; no block device beneath it")
         if cpu >= CPU_BOUND:
             return "cpu", (f"fio's CPU: {cpu:.0f}% of a core per job, on"
                            f" {fs or 'a file system with no block device'} (no block layer:"
@@ -150,8 +144,8 @@ def judge(entry: dict[str, Any]) -> tuple[str, str]:
         if fs in RAM_FS:
             return "no_block", (f"no block layer ({fs}): the time is the file system's and"
                                 f" fio's CPU ({cpu:.0f}% of a core per job): a call takes"
-                                f" {ms(at('call_nobio', 'p50_ns'))} at p50, {ms(call)} at p99")
-        return "fs", (f"the file system ({fs or 'unknown'}): {ms(call)} per call at p99 with"
+                                f" {lat(at('call_nobio', 'p50_ns'))} at p50, {lat(call)} at p99")
+        return "fs", (f"the file system ({fs or 'unknown'}): {lat(call)} per call at p99 with"
                       " no I/O reaching a block device")
     shares = {name: share(at(name), p99) for name in
               ("fs", "throttle", "queue", "device", "completion")}
@@ -168,31 +162,31 @@ def judge(entry: dict[str, Any]) -> tuple[str, str]:
                            for k, v in throttle.items()) or "a limit"
         held = shares.get("throttle") or top_share
         return "throttle", (f"waiting in a cgroup's I/O cap ({limits}): {held:.0f}% of p99"
-                            f" ({ms(at('throttle'))} of fio's {ms(p99)})")
+                            f" ({lat(at('throttle'))} of fio's {lat(p99)})")
     if top == "device":
         inflight = _in_flight(layers, fio)
         what = f"the device ({device_words(place)})"
         if place.get("backing_fs") and (place["backing_fs"].split(".")[0] in NETWORK_FS
                                         or place["backing_fs"].startswith("fuse")):
             return "network", (f"the network beneath the device: {device_words(place)};"
-                               f" its time is {top_share:.0f}% of p99 ({ms(at('device'))}"
-                               f" of fio's {ms(p99)})")
+                               f" its time is {top_share:.0f}% of p99 ({lat(at('device'))}"
+                               f" of fio's {lat(p99)})")
         if inflight is not None and inflight >= 2 and depth > 1:
             return "queueing", (f"queueing at the device: {inflight:.1f} I/Os in flight on"
                                 f" average at queue depth {depth}; its time is"
-                                f" {top_share:.0f}% of p99 ({ms(at('device'))}; at p50"
-                                f" {ms(at('device', 'p50_ns'))})")
+                                f" {top_share:.0f}% of p99 ({lat(at('device'))}; at p50"
+                                f" {lat(at('device', 'p50_ns'))})")
         return "device", (f"{what}: its own time is {top_share:.0f}% of p99"
-                          f" ({ms(at('device'))} of fio's {ms(p99)}) at queue depth {depth}")
+                          f" ({lat(at('device'))} of fio's {lat(p99)}) at queue depth {depth}")
     if top == "completion":
         return "completion", (f"fio waiting for a CPU after its I/O completed: {top_share:.0f}%"
-                              f" of p99 ({ms(at('completion'))}; fio's CPU {cpu:.0f}% of a"
+                              f" of p99 ({lat(at('completion'))}; fio's CPU {cpu:.0f}% of a"
                               " core per job: this machine is busy)")
     if top == "queue":
         return "queueing", (f"waiting in the block layer's queue (the scheduler, the device's"
                             f" tags): {top_share:.0f}% of p99 at queue depth {depth}")
     return "fs", (f"the file system and submission ({fs}: page cache, journal, locks,"
-                  f" allocation): {top_share:.0f}% of p99 ({ms(at('fs'))})")
+                  f" allocation): {top_share:.0f}% of p99 ({lat(at('fs'))})")
 
 
 def _in_flight(layers: dict[str, dict[str, Any]], fio: dict[str, Any]) -> float | None:
