@@ -29,6 +29,29 @@ TESTBED = Path(os.environ.get("STORBENCH_K8S_TESTBED")
 IMAGE = "localhost/fio:3.33"  # the test-bed's image: Debian 12's fio 3.33 and busybox
 
 
+def testbed_home() -> Path:
+    return Path(os.environ.get("K8S_TESTBED_HOME") or Path.home() / ".cache/k8s-testbed")
+
+
+def load_image(ref: str, source: Path) -> None:
+    """The test-bed's load-image of SOURCE as REF, and the image is in its containerd.
+
+    load-image checks its import with `ctr images ls -q | grep -qxF REF` under `set -o
+    pipefail`: when grep has its line and exits while ctr still writes the names after it,
+    ctr dies of SIGPIPE and the check says "import did not create" an image it did create
+    (seen once in CI, with more images in the store than here). That one message is
+    checked again here by reading ctr's whole list; any other failure fails the test."""
+    loaded = subprocess.run([str(TESTBED / "load-image"), ref, str(source)],
+                            capture_output=True, text=True, timeout=300)
+    if loaded.returncode == 0:
+        return
+    assert "import did not create" in loaded.stderr, loaded.stderr
+    sock = testbed_home() / "run/containerd/containerd.sock"
+    listed = subprocess.run(["ctr", "--address", str(sock), "-n", "k8s.io", "images", "ls",
+                             "-q"], capture_output=True, text=True, timeout=60, check=True)
+    assert ref in listed.stdout.split(), loaded.stderr + listed.stdout
+
+
 def _unavailable(reason: str) -> None:
     if os.environ.get("STORBENCH_REQUIRE_K8S") == "1":  # set by scripts/test after `up`
         pytest.fail(f"the Kubernetes test-bed is required but {reason}")
@@ -116,7 +139,7 @@ def kubelet_orphans() -> set[str]:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    base = Path(os.environ.get("K8S_TESTBED_HOME") or Path.home() / ".cache/k8s-testbed")
+    base = testbed_home()
     return set(module.find(str(base / "state/kubelet/pods"),
                            str(base / "state/csi-hostpath-data/state.json")))
 

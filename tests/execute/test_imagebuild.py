@@ -20,7 +20,7 @@ from storbench.target.kubernetes.manifests import DEFAULT_IMAGE
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, run_cli
 from tests.images import BASE, PODMAN
-from tests.k8s import TESTBED, leftovers
+from tests.k8s import leftovers, load_image
 
 
 def test_the_dockerfile_is_the_one_shipped_and_its_base_is_its_arg(tmp_path):
@@ -116,9 +116,7 @@ def test_the_built_image_runs_a_benchmark_in_a_restricted_namespace(
     if imagebuild._probe("docker"):
         assert "passed over docker:" in proc.stderr
     try:
-        loaded = subprocess.run([str(TESTBED / "load-image"), tag, str(archive)],
-                                capture_output=True, text=True, timeout=300)
-        assert loaded.returncode == 0, loaded.stderr
+        load_image(tag, archive)
         kube.core.patch_namespace(namespace, {"metadata": {"labels": {
             "pod-security.kubernetes.io/enforce": "restricted"}}})
         run = run_cli("run", "--storage-class", "local-hostpath", "--suite", "quick",

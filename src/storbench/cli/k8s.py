@@ -215,6 +215,8 @@ def build(destination: str | None, tag: str | None, base: str | None, engine: st
     base = imagebuild.check_reference("--base", base or imagebuild.default_base())
     if network is not None and not re.fullmatch(r"[a-z0-9][a-z0-9_.:-]*", network):
         raise ConfigError(f"--network {network!r} is not a network mode (e.g. host)")
+    if destination is not None:
+        imagebuild.check_destination(None, destination)
     chosen, passed = imagebuild.choose_engine(None if engine == "auto" else engine)
     if destination is not None:
         imagebuild.check_destination(chosen, destination)

@@ -59,8 +59,11 @@ def check_reference(what: str, value: str) -> str:
     return value
 
 
-def check_destination(engine: str, value: str) -> str:
-    """A --push destination: a reference, or (podman, buildah) TRANSPORT:PATH."""
+def check_destination(engine: str | None, value: str) -> str:
+    """A --push destination: a reference, or (podman, buildah) TRANSPORT:PATH.
+
+    engine None checks its form alone (before any engine is probed: bad input is refused
+    first, whatever this machine can build with)."""
     transport, sep, rest = value.partition(":")
     if sep and transport in TRANSPORTS:
         if engine == "docker":
