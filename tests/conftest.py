@@ -60,7 +60,7 @@ FIXTURE_NEEDS: dict[str, tuple[str, ...]] = {
     "cached_loop_dir": ("root", "timing"), "sshfs_server": ("netfs", "fio"),
     "postgres_server": ("services",), "kubeconfig": ("kubernetes",),
     "image_env": ("root", "images"), "vm_ready": ("vm", "fio"),
-    "ssh_hosts": ("root", "fio", "ssh"),
+    "ssh_hosts": ("root", "fio", "ssh"), "s3": ("services", "fio"),
 }
 
 FAST = os.environ.get("STORBENCH_TEST_TIER") == "fast"
@@ -287,6 +287,21 @@ def postgres_server() -> Iterator[str]:
         pytest.skip(reason)
     with services.postgresql() as url:
         yield url
+
+
+@pytest.fixture(scope="module", params=["s3proxy", "moto"])
+def s3(request: pytest.FixtureRequest) -> Iterator[object]:
+    """A real S3 server (tests/objects.py: s3proxy on a directory, moto's server), for the
+    module; fio with the http engine beside it."""
+    from tests import objects
+
+    reason = objects.missing(request.param)
+    if reason:
+        if os.environ.get("STORBENCH_REQUIRE_SERVICES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with objects.s3_server(request.param) as server:
+        yield server
 
 
 @pytest.fixture

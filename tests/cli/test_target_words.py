@@ -35,7 +35,7 @@ def test_each_word_becomes_what_its_flags_would_say():
 
 @pytest.mark.parametrize("word, said", [
     ("http://x/y", "a scheme storbench does not know"),
-    ("s3://bucket", "a scheme storbench does not know"),
+    ("gs://bucket", "a scheme storbench does not know"),
     ("k8s://../etc", "names a StorageClass"),
     ("k8s://Fast", "names a StorageClass"),
     ("k8s://", "names a StorageClass"),

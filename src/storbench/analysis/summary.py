@@ -31,6 +31,11 @@ class SummaryRow:
     max_ns: float | None
     rate_asked: float | None = None  # a rate fio was asked for and did not keep (IOPS):
     # it fell behind (a saturated figure) or ran faster
+    operation: str = ""  # what a direction is called where it is not fio's: "GET" (S3)
+
+
+# an s3:// TARGET's (fio's http engine): each I/O one request on one whole object
+OBJECT_OPERATIONS = {"read": "GET", "write": "PUT", "trim": "DELETE"}
 
 
 _LAT_FIELDS = (("mean_ns", "mean"), ("p50_ns", "p50"), ("p99_ns", "p99"),
@@ -46,7 +51,8 @@ def summarize_tests(by_test: dict[str, list[TestResult]]) -> list[SummaryRow]:
     rows: list[SummaryRow] = []
     for name, results in by_test.items():
         if any(r.error for r in results):
-            rows.append(SummaryRow(name, "-", len(results), True, *([None] * 8)))
+            rows.append(SummaryRow(name, "-", len(results), True, None, None, None, None,
+                                   None, None, None, None))
             continue
         directions = [d for d, _ in results[0].directions()]
         if results[0].sync is not None:
@@ -61,11 +67,13 @@ def summarize_tests(by_test: dict[str, list[TestResult]]) -> list[SummaryRow]:
             lat = "sync.lat" if d == "sync" else f"{d}.clat"
             iops = None if d == "sync" else estimate(value(r, metric(f"{d}.iops"))
                                                      for r in results)
+            operation = (OBJECT_OPERATIONS.get(d, "")
+                         if results[0].options.get("ioengine") == "http" else "")
             rows.append(SummaryRow(
                 name, d, len(results), False,
                 iops.center if iops else None, iops.ci95 if iops else None,
-                None if d == "sync" else med(f"{d}.bw"),
-                rate_asked=asked[0] if asked else None,
+                None if d == "sync" or operation == "DELETE" else med(f"{d}.bw"),
+                rate_asked=asked[0] if asked else None, operation=operation,
                 **{field: med(f"{lat}_{stat}") for field, stat in _LAT_FIELDS},
             ))
     return rows

@@ -60,12 +60,16 @@ def working_set_bytes(r: TestResult) -> int | None:
     return size + step * (r.jobs - 1)
 
 
+def objects(r: TestResult) -> bool:  # an s3:// TARGET's: no cache or device of ours in its way
+    return r.options.get("ioengine") == "http"
+
+
 def page_cache(r: TestResult, facts: TargetFacts,
                planned: dict[str, str] | None = None) -> Warning | None:
     """Buffered I/O on a working set that fits in the memory of the machine (each
     host, each pod) fio runs on; not random reads that fio keeps out of the cache, when
     the job as written (``planned``: its options in the job file) says so."""
-    if flag(r.options, "direct") or r.options.get("buffered") == "0":
+    if flag(r.options, "direct") or r.options.get("buffered") == "0" or objects(r):
         return None
     if planned is not None and every_read_misses({**r.options, **planned}):
         return None
@@ -181,7 +185,7 @@ def rate_not_reached(r: TestResult, paced: bool = False) -> list[Warning]:
 
 def caches(r: TestResult, facts: TargetFacts, already: set[str]) -> list[Warning]:
     """A working set small for the speed, or I/O the device below never saw."""
-    if facts.fs_type in RAM_FILESYSTEMS or facts.place == "pods":
+    if facts.fs_type in RAM_FILESYSTEMS or facts.place == "pods" or objects(r):
         return []
     out = []
     if not already & {Kind.PAGE_CACHE, Kind.CACHE_IN_FRONT}:

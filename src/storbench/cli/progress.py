@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
+from storbench.analysis.summary import OBJECT_OPERATIONS
 from storbench.execute.base import Progress as FioProgress
 from storbench.render import units
 from storbench.result.model import TestResult
@@ -133,11 +134,14 @@ class ConsoleReporter:
         parts = []
         several = len({r.name for r in results}) > 1  # a job file's jobs: each named
         for r in results:
+            objects = r.options.get("ioengine") == "http"  # an s3:// TARGET's
             for name, d in r.directions():
                 bw = units.choose("bw", [d.bw_bytes_per_s])
-                parts.append(f"{f'{r.name} ' if several else ''}{name}"
-                             f" {units.IOPS.fmt(d.iops)} IOPS {bw.fmt(d.bw_bytes_per_s)}"
-                             f" {bw.name}")
+                op = OBJECT_OPERATIONS.get(name, name) if objects else name
+                moved = "" if op == "DELETE" else f" {bw.fmt(d.bw_bytes_per_s)} {bw.name}"
+                parts.append(f"{f'{r.name} ' if several else ''}{op}"
+                             f" {units.IOPS.fmt(d.iops)} {'objects/s' if objects else 'IOPS'}"
+                             f"{moved}")
         text = "done: " + ", ".join(parts) if parts else "done"
         if self.bars is not None:
             self.bars.update(self.tasks[index], completed=100, eta="", live=text)

@@ -94,6 +94,20 @@ STORAGE_OPTIONS = (
                       " each test's runtime + 60 s. A test past its limit fails the run,"
                       " saying whether the target stopped responding."),
 )
+# an s3:// TARGET's endpoint (else AWS's own configuration: target/objects.py)
+OBJECT_OPTIONS = (
+    click.option("--endpoint", metavar="URL",
+                 help="s3:// TARGETs: the S3 endpoint, http(s)://HOST[:PORT]. Default:"
+                      " AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url in"
+                      " ~/.aws/config, else AWS's for the region. Keys come from"
+                      " AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the profile (AWS_PROFILE)"
+                      " in ~/.aws/credentials; they are never shown or stored."),
+    click.option("--region", metavar="REGION",
+                 help="s3:// TARGETs: the bucket's region (default: AWS_REGION,"
+                      " AWS_DEFAULT_REGION, the profile's, else us-east-1)."),
+    click.option("--create-bucket", is_flag=True,
+                 help="s3:// TARGETs: create the bucket when it does not exist (it is kept)."),
+)
 
 
 def _typed(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -126,16 +140,18 @@ def target_options(f: F) -> F:
     def wrapper(*args: Any, targets_given: tuple[str, ...], size: str | None,
                 destructive: str | None, timeout_s: float | None, hosts_text: str | None,
                 hosts_file: Path | None, shared_file: bool, ssh_config: str | None,
-                storage_classes: tuple[str, ...], dry_run: bool, **kwargs: Any) -> Any:
+                storage_classes: tuple[str, ...], dry_run: bool, endpoint: str | None,
+                region: str | None, create_bucket: bool, **kwargs: Any) -> Any:
         where = TargetFlags((), hosts_text, hosts_file, shared_file, ssh_config,
                             storage_classes, {n: kwargs.pop(n) for n in kube}, None,
                             dry_run, timeout_s, destructive, size, words=targets_given,
-                            kube_given=_typed(kube))
+                            kube_given=_typed(kube), endpoint=endpoint, region=region,
+                            create_bucket=create_bucket)
         return f(*args, where=where, **kwargs)
 
     return apply(wrapper, (  # type: ignore[return-value]
         click.argument("targets_given", metavar="[TARGET]...", nargs=-1, type=TargetPath()),
-        *STORAGE_OPTIONS, *HOST_OPTIONS, kube_options))
+        *STORAGE_OPTIONS, *OBJECT_OPTIONS, *HOST_OPTIONS, kube_options))
 
 
 # a StorageClass's name: a DNS-1123 subdomain (Kubernetes' own rule)
@@ -166,11 +182,21 @@ def _ssh(word: str, f: TargetFlags) -> TargetFlags:
     return replace(f, hosts_text=listed, given=(*f.given, Path("/" + path)))
 
 
+def _s3(word: str, f: TargetFlags) -> TargetFlags:
+    """s3://BUCKET[/PREFIX]: objects in a bucket, measured from here (target/objects.py)."""
+    from storbench.execute.s3 import resolve
+    from storbench.target.objects import Bucket, ObjectStorage, ObjectTarget
+
+    storage = ObjectStorage(Bucket.parse(word), resolve(f.endpoint, f.region), f.create_bucket)
+    return replace(f, made=(*f.made, ObjectTarget(storage)))
+
+
 # TARGET words by their start: (scheme, what it makes of the flags); any other word is a
 # path here (a directory, or a block device)
 SCHEMES: tuple[tuple[str, Callable[[str, TargetFlags], TargetFlags]], ...] = (
     ("k8s://", _k8s),
     ("ssh://", _ssh),
+    ("s3://", _s3),
 )
 
 
@@ -187,7 +213,7 @@ def read_targets(f: TargetFlags) -> TargetFlags:
                 f = replace(f, order=(*f.order, word))
         elif re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", word):
             raise ConfigError(f"TARGET {word!r}: a scheme storbench does not know (give a"
-                              " path, ssh://HOST/PATH or k8s://CLASS)")
+                              " path, ssh://HOST/PATH, k8s://CLASS or s3://BUCKET)")
         elif not word.strip():  # Path("") is ".": an unset variable would measure here
             raise ConfigError(f"TARGET {word!r} is empty (an unset variable?): give a"
                               " directory (`.` for this one), a device or ssh://, k8s://")
@@ -218,6 +244,9 @@ class TargetFlags:
     # made one (as typed, for messages)
     order: tuple[str, ...] = ()
     kube_given: tuple[str, ...] = ()  # the Kubernetes flags typed (they need a class)
+    endpoint: str | None = None  # s3:// TARGETs' (OBJECT_OPTIONS)
+    region: str | None = None
+    create_bucket: bool = False
 
     @property
     def size_given(self) -> bool:
@@ -227,6 +256,10 @@ class TargetFlags:
 def choose_targets(f: TargetFlags) -> list[Target]:
     """The targets the flags name: directories, one path on --hosts, or StorageClasses."""
     f = read_targets(f)
+    if (f.endpoint or f.region or f.create_bucket) and not any(
+            w.startswith("s3://") for w in f.order):
+        raise ConfigError("--endpoint, --region and --create-bucket apply to s3://BUCKET"
+                          " TARGETs")
     hosts: list[Host] = []
     if f.hosts_text is not None:
         hosts += parse_hosts(f.hosts_text)

@@ -39,6 +39,8 @@ class FioJob:
     text: str
     fio_args: tuple[str, ...] = ()  # fio's own options for it: ("--readonly",)
     may_exec: bool = False  # it may run programs (--allow-exec): not confined to fio alone
+    # variables added to fio's environment (an S3 secret key: never in a file); not shown
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)

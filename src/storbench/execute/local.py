@@ -135,6 +135,7 @@ class FioProcess:
         deadline_s: float | None = None,
         stop_on_lost_host: bool = False,
         may_exec: bool = False,
+        env: tuple[tuple[str, str], ...] = (),
     ) -> Execution:
         """Run fio with ``args`` to completion and return what it wrote, whatever its status.
 
@@ -155,6 +156,7 @@ class FioProcess:
             proc = subprocess.Popen(
                 self._argv(argv, may_exec), cwd=self.workdir, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
+                env={**os.environ, **dict(env)} if env else None,
             )
         except OSError as exc:
             raise FioError(f"cannot start {self.fio.path}: {exc.strerror}") from exc
@@ -263,7 +265,8 @@ class LocalExecutor:
             raise ValueError(f"a local executor runs one job file, not {len(jobs)}")
         path = self.process.write(jobs[0].text, jobs[0].key)
         return self.process.run([*jobs[0].fio_args, str(path)], path.with_suffix(".json"),
-                                on_progress, deadline_s=deadline_s, may_exec=jobs[0].may_exec)
+                                on_progress, deadline_s=deadline_s, may_exec=jobs[0].may_exec,
+                                env=jobs[0].env)
 
 
 def _alive_in_tree(pid: int) -> tuple[int, ...]:

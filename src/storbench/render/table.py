@@ -86,7 +86,7 @@ def summary_table(rows: list[SummaryRow]) -> Table:
             iops_text += f" ± {iops.fmt(r.iops_ci95)}"
         if r.rate_asked is not None:  # not at its rate (behind it, or faster): say it
             iops_text += f" (of {iops.fmt(r.rate_asked)} asked)"
-        out.append([r.test, r.direction, iops_text, bw.fmt(r.bw_bytes_per_s),
+        out.append([r.test, r.operation or r.direction, iops_text, bw.fmt(r.bw_bytes_per_s),
                     lat.fmt(r.mean_ns), lat.fmt(r.p50_ns), lat.fmt(r.p99_ns),
                     lat.fmt(r.p999_ns)])
     return Table(headers, out, [False, False] + [True] * 6)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from storbench.errors import ConfigError, StoreError
+from storbench.result.hidden import hide
 from storbench.result.record import (
     STATUSES,
     Invocation,
@@ -49,7 +50,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def insert_warnings(db: Any, run_id: int, warnings: Sequence[Warning]) -> None:
     db.executemany(
         "INSERT INTO warnings (run_id, test, kind, message, details) VALUES (?, ?, ?, ?, ?)",
-        [(run_id, w.test, w.kind, w.message, json.dumps(w.details)) for w in warnings])
+        [(run_id, w.test, w.kind, hide(w.message), hide(json.dumps(w.details)))
+         for w in warnings])
 
 
 RUN_ID = re.compile(r"#?[0-9]+")  # ASCII digits only: "²" is a digit to str.isdigit()
@@ -194,8 +196,8 @@ class Store:
                 " environment, settings, storbench_version, fio_version, host, pid,"
                 " pid_start, boot_id, lock_path, pid_ns) VALUES (?, ?, 'running', ?, ?, ?,"
                 " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (uid, now_iso(), origin, label, suite, target, json.dumps(environment),
-                 json.dumps(settings), storbench_version, fio_version, me.host, me.pid,
+                (uid, now_iso(), origin, label, suite, target, hide(json.dumps(environment)),
+                 hide(json.dumps(settings)), storbench_version, fio_version, me.host, me.pid,
                  me.start, me.boot_id, lock_path, me.pid_ns),
             )
             run_id = int(cur.fetchone()[0])
@@ -222,17 +224,18 @@ class Store:
             cur = db.execute(
                 "INSERT INTO invocations (run_id, ordinal, job_text, raw_json, returncode,"
                 " stderr, wall_s) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (run_id, invocation.ordinal, invocation.job_text, invocation.raw_json,
-                 invocation.returncode, invocation.stderr, invocation.wall_s),
+                (run_id, invocation.ordinal, hide(invocation.job_text),
+                 hide(invocation.raw_json), invocation.returncode, hide(invocation.stderr),
+                 invocation.wall_s),
             )
             invocation_id = cur.fetchone()[0]
             db.executemany(
                 "INSERT INTO results (run_id, invocation_id, ordinal, test, result, repeat,"
                 " host) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, invocation_id, ordinal, r.name, json.dumps(r.to_dict()), repeat, "")
-                 for ordinal, r in results]
-                + [(run_id, invocation_id, ordinal, r.name, json.dumps(r.to_dict()), repeat,
-                    host) for ordinal, host, r in per_host],
+                [(run_id, invocation_id, ordinal, r.name, hide(json.dumps(r.to_dict())),
+                  repeat, "") for ordinal, r in results]
+                + [(run_id, invocation_id, ordinal, r.name, hide(json.dumps(r.to_dict())),
+                    repeat, host) for ordinal, host, r in per_host],
             )
             insert_warnings(db, run_id, warnings)
 
@@ -241,7 +244,8 @@ class Store:
         """Complete a running run's environment (facts learnt once its target is up)."""
         with self._tx() as db:
             db.execute("UPDATE runs SET environment = ?, fio_version = ? WHERE id = ?"
-                       " AND status = 'running'", (json.dumps(environment), fio_version, run_id))
+                       " AND status = 'running'", (hide(json.dumps(environment)), fio_version,
+                                                   run_id))
 
     def finish_run(
         self, run_id: int, status: str, error: str | None = None,
@@ -257,7 +261,7 @@ class Store:
         with self._tx() as db:
             insert_warnings(db, run_id, warnings)
             db.executemany("INSERT INTO run_data VALUES (?, ?, ?)",
-                           [(run_id, k, json.dumps(v)) for k, v in (data or {}).items()])
+                           [(run_id, k, hide(json.dumps(v))) for k, v in (data or {}).items()])
             db.executemany(
                 "INSERT INTO verdicts (run_id, kind, passed, record) VALUES (?, ?, ?, ?)",
                 [(run_id, "verdict", v.passed, json.dumps(v.to_dict()))
@@ -267,7 +271,8 @@ class Store:
             db.execute(
                 "UPDATE runs SET status = ?, error = ?, finished_at = ?, judged = ?"
                 " WHERE id = ?",
-                (status, error, now_iso(), verdicts is not None, run_id),
+                (status, None if error is None else hide(error), now_iso(),
+                 verdicts is not None, run_id),
             )
 
     def delete_run(self, run_id: int) -> None:

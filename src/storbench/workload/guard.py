@@ -40,6 +40,11 @@ _PLAIN = re.compile(r"[A-Za-z0-9._-]+")
 # the one filename_format storbench writes: a plain prefix, then fio's own tokens
 OWN_FORMAT = re.compile(r"(?:[A-Za-z0-9._-]*\.)?\$jobname\.\$jobnum\.\$filenum")
 FILENAME_FORMAT = "$jobname.$jobnum.$filenum"
+# an s3:// TARGET's objects: the run's prefix (/BUCKET/PREFIX/storbench-UID), then a plain
+# name or the job's, then fio's own tokens (target/objects.py)
+OBJECT_FORMAT = re.compile(r"(/[A-Za-z0-9._/-]+)/(?:[A-Za-z0-9._-]+|\$jobname)"
+                           r"\.\$jobnum\.\$filenum")
+OWN_KEY = "${STORBENCH_S3_SECRET}"  # http_s3_key: fio reads the secret from its environment
 
 # Paths fio resolves against its working directory, not directory=: storbench points
 # them into the scratch directory (on the target: a --hosts server writes them there).
@@ -72,6 +77,9 @@ def check(section: str, key: str, value: str | None, *, allow_exec: bool) -> str
                 " options it has classified (workload/options.py), so that no option can"
                 " reach outside its scratch directory; leave it out (a misspelling? fio's"
                 " names are lower case)")
+    if options.canonical(key) in options.HTTP:
+        return (f"{where}: {options.what(key)}; leave it out (an s3:// TARGET takes its"
+                " endpoint from --endpoint or AWS's configuration)")
     if found is Kind.OWNED and options.canonical(key) == "filename_format":
         return (f"{where}: {options.what(key)}; leave filename_format out (use filename= for"
                 " a name of your own)")
@@ -219,8 +227,18 @@ def _final_option(section: str, key: str, value: str | None, roots: list[PurePos
     name = options.canonical(key)
     where = f"job [{section}] sets {key}" + ("" if value is None else f"={value}")
     if name == "filename_format":
+        objects = OBJECT_FORMAT.fullmatch(value or "")
+        if objects is not None:
+            return None if _inside(objects.group(1), roots) else (
+                f"{where}: not inside {', '.join(map(str, roots))}")
         return None if value and OWN_FORMAT.fullmatch(value) else (
             f"{where}: not storbench's own filename_format")
+    if name in options.HTTP:  # storbench's own, for an s3:// TARGET (target/objects.py)
+        if name == "http_s3_key":
+            return None if value == OWN_KEY else f"{where}: not storbench's own http_s3_key"
+        return None if value is None or "$" not in value else f"{where}: a '$' in it"
+    if name == "ioengine" and (value or "").strip() == options.OBJECT_ENGINE:
+        return None  # written by storbench alone (a job file's is refused when read)
     if name == "directory":  # every directory of its ':' list
         parts = path_parts(name, value or "")
         return None if parts and all(_inside(p, roots) for p in parts) else (

@@ -124,6 +124,16 @@ OWNED: dict[str, str] = {
                        " its scratch directory)",
     "gtod_reduce": "it drops latency: storbench never runs it",
 }
+# fio's http engine's options: storbench writes them for an s3:// TARGET (the endpoint,
+# the region, the key id, the secret key from fio's environment); a job file sets none
+HTTP: dict[str, str] = {
+    name: "storbench points fio's http engine at the s3:// TARGET's endpoint itself"
+    for name in ("http_host", "http_user", "http_pass", "https", "http_mode", "http_verbose",
+                 "http_s3_key", "http_s3_keyid", "http_s3_region", "http_s3_storage_class",
+                 "http_s3_sse_customer_key", "http_s3_sse_customer_algorithm",
+                 "http_swift_auth_token")
+}
+OBJECT_ENGINE = "http"  # the engine of an s3:// TARGET's jobs: storbench's, never a job file's
 REFUSED: dict[str, str] = {
     "ioscheduler": "it switches the I/O scheduler of the device under the target, for"
                    " everyone",
@@ -166,6 +176,7 @@ TABLE: dict[str, Kind] = {
     **dict.fromkeys(COMMANDS, Kind.COMMAND),
     **dict.fromkeys(NAMES, Kind.NAME),
     **dict.fromkeys(OWNED, Kind.OWNED),
+    **dict.fromkeys(HTTP, Kind.OWNED),
     **dict.fromkeys(REFUSED, Kind.REFUSED),
     "ioengine": Kind.ENGINE,
 }
@@ -184,7 +195,7 @@ def kind(key: str) -> Kind | None:
 def what(key: str) -> str:
     """What an option that reaches outside does, for messages."""
     name = canonical(key)
-    for table in (PATHS, PATTERNS, COMMANDS, NAMES, OWNED, REFUSED):
+    for table in (PATHS, PATTERNS, COMMANDS, NAMES, OWNED, HTTP, REFUSED):
         if name in table:
             return table[name]
     return "an option of fio"

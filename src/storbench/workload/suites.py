@@ -148,6 +148,33 @@ SUITES: dict[str, Suite] = {
             origins={"filename": "study 1 (its 4 jobs shared one 10 GiB file; named by"
                                  " storbench)"},
         ),
+        Suite(
+            name="s3",
+            description="S3 objects of 4 KiB, 1 MiB and 16 MiB: PUT, GET and DELETE, 4 at a"
+                        " time (an s3:// TARGET)",
+            study="minio/warp's and elbencho's object sizes; fio's http engine, one request"
+                  " per job at a time",
+            defaults=_o(numjobs="4", randrepeat="0"),
+            tests=tuple(
+                spec for size, total in (("4k", "1m"), ("1m", "32m"), ("16m", "128m"))
+                for spec in (
+                    TestSpec(f"put_{size}", f"PUT of each {size} object, 4 at a time",
+                             _o(rw="write", bs=size, size=total, filename=f"obj_{size}"),
+                             ("write.iops", "write.bw", "write.clat_p50", "write.clat_p99"),
+                             brief="one PUT of each object the GET reads next: a pass over"
+                                   " them, not timed"),
+                    TestSpec(f"get_{size}", f"GET of the {size} objects, 4 at a time",
+                             _o(rw="read", bs=size, size=total, filename=f"obj_{size}",
+                                time_based=None, runtime="5", ramp_time="1"),
+                             ("read.iops", "read.bw", "read.clat_p50", "read.clat_p99")),
+                    TestSpec(f"delete_{size}", f"DELETE of each {size} object, 4 at a time",
+                             _o(rw="trim", bs=size, size=total, filename=f"obj_{size}"),
+                             ("trim.iops", "trim.clat_p50", "trim.clat_p99"),
+                             brief="one DELETE of each object the PUT left: a pass over"
+                                   " them, not timed"),
+                )),
+            origins={"size": "storbench: bytes of objects per job (objects = size / bs)"},
+        ),
         *APPS,
     )
 }

@@ -1,0 +1,351 @@
+"""An S3 bucket as a target's storage: ``s3://BUCKET[/PREFIX]``, measured by fio's http
+engine in S3 mode (each I/O one whole object: a write a PUT, a read a GET, a trim a
+DELETE), so that its latency percentiles are fio's, as for files.
+
+Keys: the run works only under ``PREFIX/storbench-<run id>/`` (``ObjectStorage.root``):
+fio's names are made there (the final guard, pipeline/gate.py, holds them to it as it
+holds a directory's files to the scratch directory); a marker object there says whose
+run it is; everything under it is deleted as the run ends, however it ends, and by a
+later run on this machine when the run that made it is gone (its work directory's lock
+is free: execute/workdir.py's rule). No other key is read, written or deleted. A bucket
+is created only with --create-bucket.
+
+The secret key never reaches a file: fio reads it from its environment
+(``http_s3_key=${STORBENCH_S3_SECRET}``, the one ``$`` the guard lets through there) and
+what fio echoes of it in its output is hidden before anything is stored or shown
+(execute/s3.hide).
+
+fio's http engine reads a missing object as zeros (a 404 is not an error to it), so
+before a test that reads or deletes, every object it names is looked for, and the test
+is refused when one is missing. Places: this machine (``ObjectTarget``); --hosts and pods
+are not yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storbench.errors import ConfigError, TargetError
+from storbench.execute import FioBinary
+from storbench.execute.base import FioJob
+from storbench.execute.s3 import Endpoint
+from storbench.execute.workdir import MARKER, PREFIX, Leftover, held, run_workdir
+from storbench.target.base import Deadline, DeviceRoom, Placed
+from storbench.target.here import HereTarget
+from storbench.target.storage import Access, Place, Worker
+from storbench.workload.jobfile import JobFile, Section
+from storbench.workload.plan import Plan, PlannedTest
+from storbench.workload.sizes import parse_size
+
+SECRET_VAR = "STORBENCH_S3_SECRET"  # fio's environment: the secret key, never a file
+OWN_KEY_VALUE = "${" + SECRET_VAR + "}"
+RUN_MARKER = ".storbench-run"  # under the run's prefix: whose run it is
+FIO_HTTP_HINT = ("Debian's and Ubuntu's fio are built without it: build fio with libcurl"
+                 " and openssl (storbench's scripts/build-fio-http does, from the fio 3.33"
+                 " sources of Debian's archive) and give it with --fio PATH or STORBENCH_FIO")
+# S3's bucket names (the general-purpose rules), and a prefix of plain key parts
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_PREFIX_PART = re.compile(r"[A-Za-z0-9._-]+")
+READS = ("read", "randread")
+DELETES = ("trim", "randtrim")
+ONE_OBJECT = ("write", "randwrite", *READS, *DELETES)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    name: str
+    prefix: str  # "" or "a/b" (no slashes at its ends)
+
+    @classmethod
+    def parse(cls, word: str) -> Bucket:
+        rest = word[len("s3://"):]
+        name, _, prefix = rest.partition("/")
+        prefix = prefix.strip("/")
+        if not _BUCKET.fullmatch(name) or ".." in name:
+            raise ConfigError(f"TARGET {word!r}: s3://BUCKET[/PREFIX] names a bucket (3-63"
+                              " lower-case letters, digits, '.', '-')")
+        if prefix and not all(_PREFIX_PART.fullmatch(p) and p not in (".", "..")
+                              for p in prefix.split("/")):
+            raise ConfigError(f"TARGET {word!r}: a PREFIX is plain key parts (letters, digits,"
+                              " '.', '_', '-') between '/'")
+        return cls(name, prefix)
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.name}" + (f"/{self.prefix}" if self.prefix else "")
+
+    def key(self, *parts: str) -> str:
+        return "/".join(p for p in (self.prefix, *parts) if p)
+
+
+def fio_has_http(fio: FioBinary) -> str | None:
+    """None when this fio has the http engine, else what it said."""
+    proc = subprocess.run([fio.path, "--enghelp=http"], capture_output=True, text=True,
+                          timeout=30)
+    if proc.returncode == 0 and "http_s3_key" in proc.stdout:
+        return None
+    return (proc.stderr or proc.stdout).strip().splitlines()[-1:][0] if (
+        proc.stderr or proc.stdout).strip() else f"exit status {proc.returncode}"
+
+
+@dataclass
+class ObjectStorage:
+    """Objects under a bucket's prefix (target/storage.Storage), through fio's http engine."""
+
+    bucket: Bucket
+    endpoint: Endpoint
+    create_bucket: bool = False
+    kind = "S3 bucket"
+    in_files = False
+    path: str = field(default="", init=False)  # as given: s3://BUCKET[/PREFIX]
+    uid: str = field(default="", init=False)
+    marked: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.path = self.bucket.url
+
+    @property
+    def name(self) -> str:
+        return self.bucket.url
+
+    @property
+    def short_name(self) -> str:
+        return self.bucket.url
+
+    def root(self, uid: str) -> str:
+        """The run's keys, as fio's http engine names them: /BUCKET/PREFIX/storbench-UID."""
+        return "/" + "/".join([self.bucket.name, self.bucket.key(f"{PREFIX}{uid}")])
+
+    def run_prefix(self, uid: str) -> str:
+        return self.bucket.key(f"{PREFIX}{uid}") + "/"
+
+    # -- before ----------------------------------------------------------------------
+
+    def settings(self, place: Place) -> dict[str, Any]:
+        return {"endpoint": self.endpoint.url, "region": self.endpoint.region}
+
+    def restrict(self, plan: Plan) -> Plan:
+        return plan
+
+    def needed(self, plan: Plan, sharing: int) -> tuple[int, str, int]:
+        most, name = plan.largest()
+        return most, name, 1
+
+    def preflight(self, place: Place) -> None:
+        pass  # the endpoint is reached once the run starts (check)
+
+    def approve(self, plan: Plan, place: Place) -> None:
+        for test in plan.tests:
+            for job, opts in test.jobfile.effective():
+                rw = opts.get("rw", opts.get("readwrite", "read"))
+                if rw not in ONE_OBJECT:
+                    raise ConfigError(
+                        f"test {test.name!r} (job [{job}]) has rw={rw}: on an S3 bucket each"
+                        " job writes (PUT), reads (GET) or trims (DELETE) whole objects, one"
+                        " kind per job (rw=write, read or trim)")
+
+    def check(self, plan: Plan, place: Place) -> None:
+        exists = self.endpoint.bucket_exists(self.bucket.name)
+        if not exists and not self.create_bucket:
+            raise TargetError(f"bucket {self.bucket.name!r} does not exist at"
+                              f" {self.endpoint.url}: create it, or pass --create-bucket")
+        if not exists:
+            self.endpoint.create_bucket(self.bucket.name)
+
+    def ready(self, plan: Plan, place: Place, note: Callable[[str], None]) -> None:
+        """The run's marker, before fio puts anything under the run's prefix."""
+        self.endpoint.put(self.bucket.name, self.run_prefix(self.uid) + RUN_MARKER,
+                          json.dumps({"uid": self.uid, "host": socket.gethostname(),
+                                      "pid": os.getpid(),
+                                      "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                               time.gmtime())}).encode())
+        self.marked = True
+        note(f"objects go under {self.bucket.name}/{self.run_prefix(self.uid)} at"
+             f" {self.endpoint.url}; all of them are deleted as the run ends")
+
+    def scratch(self, place: Place, uid: str) -> str:
+        self.uid = uid
+        return self.root(uid)
+
+    # -- the job -----------------------------------------------------------------------
+
+    def job(self, jobfile: JobFile, place: Place, worker: Worker, name: str,
+            uid: str) -> FioJob:
+        """The job file on the bucket: fio's http engine in S3 mode at the endpoint; each
+        job's objects named ``FILENAME.JOBNUM.FILENUM_OFFSET_LENGTH`` under the run's
+        prefix (each clone of a job its own keys; a test that reads the objects another
+        wrote names the same filename=)."""
+        creds = self.endpoint.credentials
+        http: list[tuple[str, str | None]] = [
+            ("ioengine", "http"), ("http_mode", "s3"),
+            ("https", "on" if self.endpoint.https else "off"),
+            ("http_host", self.endpoint.host), ("http_s3_region", self.endpoint.region)]
+        if creds is not None:
+            http += [("http_s3_keyid", creds.key_id), ("http_s3_key", OWN_KEY_VALUE)]
+        root = self.root(uid)
+        sections = [Section("global", tuple(http))]
+        for section in jobfile.sections:
+            kept = section.without("directory", "filename", "filename_format", "ioengine",
+                                   "direct", "iodepth")
+            if section.is_global and not kept.options:
+                continue
+            else:
+                base = section.get("filename") or "$jobname"
+                kept = kept.with_option("filename_format", f"{root}/{base}.$jobnum.$filenum")
+            sections.append(kept)
+        env = (((SECRET_VAR, creds.secret.value),) if creds is not None else ())
+        return FioJob(worker.key, name, JobFile(tuple(sections)).render(), env=env)
+
+    def facts(self, place: Place, worker: Worker | None) -> dict[str, Any]:
+        return {"endpoint": self.endpoint.url, "region": self.endpoint.region,
+                "bucket": self.bucket.name, "prefix": self.bucket.prefix,
+                "https": self.endpoint.https}
+
+    def between(self, place: Place, test: PlannedTest, keep: set[str],
+                deadline: Deadline | None, uid: str) -> None:
+        """Before a test that reads or deletes: every object it names is there (fio's
+        http engine reads a missing one as zeros, and deletes it without a word)."""
+        wanted = expected_keys(test, self.run_prefix(uid))
+        if not wanted:
+            return
+        there = set(self.endpoint.listing(self.bucket.name, self.run_prefix(uid)))
+        missing = sorted(wanted - there)
+        if missing:
+            raise TargetError(
+                f"test {test.name!r} reads or deletes {len(wanted)} objects and"
+                f" {len(missing)} are not there (e.g. {missing[0]!r}): fio's http engine"
+                " would count each as a GET of zeros or a DELETE done. A test that reads"
+                " objects needs a test before it that PUTs them under the same filename=,"
+                " size= and bs=, in one pass (not cut short by runtime= or --runtime)")
+
+    def access(self, place: Place, uid: str, plan: Plan) -> Access:
+        return Access()  # fio writes nothing on this machine but its logs
+
+    # -- what an object store does not do --------------------------------------------
+
+    def check_put(self, place: Place) -> None:
+        raise ConfigError("--replay applies to files and block devices, not to an S3 bucket")
+
+    def put_file(self, place: Place, uid: str, name: str, text: Placed) -> None:
+        self.check_put(place)
+
+    def put_dirs(self, place: Place, uid: str) -> list[str]:
+        return []
+
+    def replay_device(self, place: Place) -> DeviceRoom | None:
+        return None
+
+    def check_precondition(self) -> None:
+        raise ConfigError("--precondition applies to block devices, not to an S3 bucket")
+
+    def precondition_job(self, place: Place, cap_bytes: int | None) -> list[FioJob]:
+        self.check_precondition()
+        return []
+
+    def precondition_s(self, size_bytes: int) -> float:
+        return 0.0
+
+    def covers(self) -> bool:
+        return False
+
+    # -- after -----------------------------------------------------------------------
+
+    def remove(self, prefix: str, hurry: bool) -> int:
+        """Delete every key under ``prefix`` (one of the run's), the marker last; how many."""
+        keys = list(self.endpoint.listing(self.bucket.name, prefix))
+        marker = prefix + RUN_MARKER
+        for key in [k for k in keys if k != marker] + [k for k in keys if k == marker]:
+            if not key.startswith(prefix):  # never: listing is by prefix
+                continue
+            self.endpoint.delete(self.bucket.name, key)
+        return len(keys)
+
+    def leftovers(self) -> list[Leftover]:
+        """Run prefixes of runs on this machine that are gone (their work directory's
+        lock is free, or the directory is gone) and left keys behind."""
+        found: list[Leftover] = []
+        if not self.endpoint.bucket_exists(self.bucket.name):
+            return found  # check() says so (or makes it, with --create-bucket)
+        parent = self.bucket.key() + "/" if self.bucket.prefix else ""
+        for sub in self.endpoint.listing(self.bucket.name, parent + PREFIX, "/"):
+            uid = sub[len(parent + PREFIX):].rstrip("/")
+            if not sub.endswith("/") or not re.fullmatch(r"[0-9a-f]{12}", uid):
+                continue
+            body = self.endpoint.get(self.bucket.name, sub + RUN_MARKER)
+            try:
+                mark = json.loads(body or b"{}")
+            except ValueError:
+                continue
+            if mark.get("uid") != uid or mark.get("host") != socket.gethostname():
+                continue  # another machine's run: not judged from here
+            if held(run_workdir(uid) / MARKER):
+                continue  # its run lives
+            found.append(Leftover(Path(sub), uid, str(mark.get("started", ""))))
+        return found
+
+
+def expected_keys(test: PlannedTest, run_prefix: str) -> set[str]:
+    """The keys of the objects the test's reading and deleting jobs name that no job
+    before them in the test writes (relative to the bucket), as fio's http engine makes
+    them: NAME.JOBNUM.0_OFFSET_LENGTH."""
+    needed: set[str] = set()
+    written: set[str] = set()
+    for job, opts in test.jobfile.effective():
+        rw = opts.get("rw", opts.get("readwrite", "read"))
+        size = parse_size(opts.get("size", "0")) or 0
+        bs = parse_size(opts.get("bs", "4k")) or 4096
+        name = opts.get("filename") or opts.get("name") or job
+        offsets = range(0, size - bs + 1, bs)
+        keys = {f"{run_prefix}{name}.{jobnum}.0_{o}_{bs}"
+                for jobnum in range(int(opts.get("numjobs", "1"))) for o in offsets}
+        if rw in (*READS, *DELETES):
+            needed |= keys - written
+        if rw in DELETES:
+            written -= keys
+        elif rw not in READS:
+            written |= keys
+    return needed
+
+
+@dataclass
+class ObjectTarget(HereTarget):
+    """An S3 bucket, measured from this machine."""
+
+    storage: ObjectStorage
+
+    def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
+        if fio is not None:
+            why = fio_has_http(fio)
+            if why is not None:
+                raise TargetError(f"{fio.path} ({fio.version_text}) has no http engine, which"
+                                  f" an S3 bucket needs ({why}). {FIO_HTTP_HINT}")
+        super().check(plan, fio, workdir)
+
+    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+        found = super().describe(fio)
+        return {**found, "target": {"kind": self.kind, **self.storage.facts(self, None)}}
+
+    def cleanup(self, hurry: bool = False) -> None:
+        if self.storage.marked:
+            try:
+                self.storage.remove(self.storage.run_prefix(self.uid), hurry)
+            except TargetError as exc:
+                raise TargetError(f"could not delete the run's objects under"
+                                  f" {self.storage.run_prefix(self.uid)}: {exc}; the next run"
+                                  " on this bucket from this machine deletes them") from None
+            self.storage.marked = False
+
+    def leftovers(self) -> list[Leftover]:
+        return self.storage.leftovers()
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        self.storage.remove(str(leftover.path) + "/", hurry=False)

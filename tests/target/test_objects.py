@@ -1,0 +1,273 @@
+"""s3:// TARGETs (#59) end to end: real fio (its http engine, scripts/build-fio-http)
+against real S3 servers (s3proxy on a directory, moto's server: tests/objects.py), through
+the real CLI, loop and store. What is checked: PUT, GET and DELETE measured as fio reports
+them, only keys under the run's own prefix touched and none left (after the run, and
+after a SIGKILL by the next run), the secret key in no output and nowhere in the
+database, reads of objects that are not there refused (fio's engine reads them as
+zeros), and names that try to get out refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from storbench.errors import ConfigError
+from storbench.execute import s3 as s3mod
+from storbench.result.hidden import hide
+from storbench.target.objects import Bucket
+from tests.cli.test_cli import show_json
+from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
+from tests.objects import FIO_HTTP, S3Server
+
+SMALL_JOB = """\
+[global]
+bs=64k
+size=1m
+numjobs=2
+[put]
+rw=write
+filename=obj
+[get]
+stonewall
+rw=read
+filename=obj
+"""
+
+
+def _cli(s3: S3Server, *args: str, db: Path, fio: Path | str = FIO_HTTP,
+         timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return run_cli("run", *args, "--endpoint", s3.url, "--fio", str(fio), db=db,
+                   env=s3.env(), timeout=timeout)
+
+
+def _bucket(s3: S3Server, name: str) -> str:
+    s3.client().create_bucket(Bucket=name)
+    return name
+
+
+def test_the_s3_suite_on_a_real_server_puts_gets_deletes_and_leaves_only_what_was_there(
+        s3, tmp_path):
+    bucket = _bucket(s3, f"sbt-suite-{s3.name}")
+    s3.client().put_object(Bucket=bucket, Key="team/keep-me", Body=b"theirs")
+    s3.client().put_object(Bucket=bucket, Key="team/storbench-notours/x", Body=b"theirs")
+    before = sorted(s3.keys(bucket))  # (s3proxy's directories list as keys too: "team/")
+    db = tmp_path / "r.db"
+    proc = _cli(s3, f"s3://{bucket}/team", "--suite", "s3", db=db)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert f"objects go under {bucket}/team/storbench-" in out
+    shown = show_json(db)
+    tests = {t["name"]: t for t in shown["tests"]}
+    assert list(tests) == [f"{op}_{size}" for size in ("4k", "1m", "16m")
+                           for op in ("put", "get", "delete")]
+    for size, nbytes in (("4k", 4096), ("1m", 1 << 20), ("16m", 16 << 20)):
+        put, get, delete = (tests[f"{op}_{size}"] for op in ("put", "get", "delete"))
+        assert put["read"] is None
+        assert get["read"]["total_ios"] > 0 and get["write"] is None
+        # one pass: every object PUT once by the 4 jobs, then deleted once (size / bs each)
+        objects = 4 * {"4k": 1 << 20, "1m": 32 << 20, "16m": 128 << 20}[size] // nbytes
+        assert put["write"]["total_ios"] == objects == delete["trim"]["total_ios"]
+        for t in (put, get, delete):
+            assert t["options"]["ioengine"] == "http"
+            assert t["options"]["bs"] == size
+    assert shown["environment"]["target"]["bucket"] == bucket
+    assert shown["environment"]["target"]["endpoint"] == s3.url
+    # no cache of this machine's stood between fio and the objects: nothing said of one
+    assert not [w for w in shown["warnings"] if w["kind"] in ("page-cache", "small-working-set")]
+    # nothing but what was there before
+    assert sorted(s3.keys(bucket)) == before
+    assert {"team/keep-me", "team/storbench-notours/x"} <= set(before)
+    # the secret: nowhere
+    exported = run_cli("export", "--format", "csv", db=db)
+    for text in (proc.stdout, proc.stderr, json.dumps(shown), exported.stdout):
+        assert s3.secret not in text
+    assert s3.secret.encode() not in db.read_bytes()
+    wal = Path(f"{db}-wal")
+    assert not wal.exists() or s3.secret.encode() not in wal.read_bytes()
+    assert "http_s3_key=${STORBENCH_S3_SECRET}" in shown["job_files"][0]
+    # the table names S3's operations, and no bandwidth of a DELETE
+    assert "│ PUT " in proc.stdout and "│ GET " in proc.stdout and "│ DELETE " in proc.stdout
+    assert "DELETE" in proc.stderr and "objects/s" in proc.stderr
+    # figures gate as for every storage
+    checked = run_cli("check", "last", "--assert", "get_1m.read.clat_p99 < 60s", "--assert",
+                      "put_4k.write.iops > 1", db=db)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    failing = run_cli("check", "last", "--assert", "get_1m.read.clat_p99 < 1us", db=db)
+    assert failing.returncode == 3, failing.stdout + failing.stderr
+
+
+def test_ctrl_c_ends_the_run_and_deletes_what_it_put(s3, tmp_path):
+    bucket = _bucket(s3, f"sbt-int-{s3.name}")
+    job = tmp_path / "long.fio"
+    job.write_text("[put]\nrw=write\nbs=64k\nsize=1m\nfilename=obj\ntime_based\nruntime=60\n")
+    db = tmp_path / "r.db"
+    env = {**os.environ, **s3.env(), "STORBENCH_DB": str(db)}
+    proc = subprocess.Popen([*STORBENCH, "run", f"s3://{bucket}", "--endpoint", s3.url,
+                             "--fio", str(FIO_HTTP), "--job", str(job)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(s3.keys(bucket)) < 3:
+        time.sleep(0.2)
+    assert len(s3.keys(bucket)) >= 3
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 130, err
+    assert s3.keys(bucket) == []
+    assert show_json(db)["status"] == "interrupted"
+
+
+def test_a_run_killed_leaves_its_objects_to_the_next_run_which_deletes_them(s3, tmp_path):
+    bucket = _bucket(s3, f"sbt-kill-{s3.name}")
+    job = tmp_path / "long.fio"
+    job.write_text("[put]\nrw=write\nbs=64k\nsize=1m\nfilename=obj\ntime_based\nruntime=60\n")
+    db = tmp_path / "r.db"
+    env = {**os.environ, **s3.env(), "STORBENCH_DB": str(db)}
+    proc = subprocess.Popen([*STORBENCH, "run", f"s3://{bucket}", "--endpoint", s3.url,
+                             "--fio", str(FIO_HTTP), "--job", str(job)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(s3.keys(bucket)) < 3:
+        time.sleep(0.2)  # the marker and fio's first objects
+    left = s3.keys(bucket)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(left) >= 3 and all(k.startswith("storbench-") for k in left)
+    assert any(k.endswith("/.storbench-run") for k in left)
+    prefix = left[0].split("/")[0]
+    again = _cli(s3, f"s3://{bucket}", "--job", str(job), "--runtime", "1", db=db)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert prefix in again.stderr + again.stdout  # the leftover's removal is said
+    assert s3.keys(bucket) == []
+
+
+def test_a_read_of_objects_no_test_put_is_refused_not_counted_as_zeros(s3, tmp_path):
+    bucket = _bucket(s3, f"sbt-noput-{s3.name}")
+    job = tmp_path / "get.fio"
+    job.write_text("[get]\nrw=read\nbs=64k\nsize=256k\nfilename=obj\n")
+    proc = _cli(s3, f"s3://{bucket}", "--job", str(job), db=tmp_path / "r.db")
+    assert proc.returncode != 0
+    assert "4 objects and 4 are not there" in proc.stderr
+    assert "GET of zeros" in proc.stderr
+    assert s3.keys(bucket) == []
+
+
+def test_puts_then_gets_in_one_job_file_read_the_objects_written(s3, tmp_path):
+    """A job file of the user's: each of the 2 clones its own keys (no two jobs write one
+    key), the GETs read the very objects the PUTs wrote (the server's count of GETs of
+    them, through its own listing, is what fio says it read)."""
+    bucket = _bucket(s3, f"sbt-job-{s3.name}")
+    job = tmp_path / "pg.fio"
+    job.write_text(SMALL_JOB)
+    db = tmp_path / "r.db"
+    proc = _cli(s3, f"s3://{bucket}", "--job", str(job), db=db)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = show_json(db)
+    put = next(t for t in shown["tests"] if t["write"])
+    get = next(t for t in shown["tests"] if t["read"])
+    assert put["write"]["total_ios"] == 2 * 16 and get["read"]["total_ios"] == 2 * 16
+    assert s3.keys(bucket) == []
+
+
+def test_a_bucket_that_is_not_there_is_said_and_made_only_when_asked(s3, tmp_path):
+    db = tmp_path / "r.db"
+    proc = _cli(s3, f"s3://sbt-absent-{s3.name}", "--suite", "s3", db=db)
+    assert proc.returncode != 0
+    assert "does not exist" in proc.stderr and "--create-bucket" in proc.stderr
+    job = tmp_path / "put.fio"
+    job.write_text("[put]\nrw=write\nbs=64k\nsize=256k\nfilename=obj\n")
+    made = _cli(s3, f"s3://sbt-made-{s3.name}", "--create-bucket", "--job", str(job), db=db)
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert s3.keys(f"sbt-made-{s3.name}") == []  # the bucket is kept, empty
+
+
+@needs_fio
+def test_a_fio_without_the_http_engine_is_said_with_how_to_get_one(s3, tmp_path):
+    bucket = _bucket(s3, f"sbt-nohttp-{s3.name}")
+    proc = _cli(s3, f"s3://{bucket}", "--suite", "s3", db=tmp_path / "r.db", fio=str(FIO))
+    assert proc.returncode != 0
+    assert "has no http engine" in proc.stderr and "scripts/build-fio-http" in proc.stderr
+    assert s3.keys(bucket) == []
+
+
+# -- what needs no server ------------------------------------------------------------------
+
+@pytest.mark.parametrize("word, says", [
+    ("s3://../etc", "names a bucket"),
+    ("s3://Bucket", "names a bucket"),
+    ("s3://ab", "names a bucket"),
+    ("s3://bucket/../other", "plain key parts"),
+    ("s3://bucket/a/./b", "plain key parts"),
+    ("s3://bucket/a b", "plain key parts"),
+    ("s3://bucket/a\x1b[2J", "plain key parts"),
+])
+def test_a_target_that_would_reach_other_keys_is_refused(word, says):
+    with pytest.raises(ConfigError, match=says):
+        Bucket.parse(word)
+
+
+def test_the_run_prefix_is_the_only_place_fio_may_name(tmp_path):
+    assert Bucket.parse("s3://bench/a/b/").key("storbench-x") == "a/b/storbench-x"
+    from storbench.workload import guard
+    from storbench.workload.jobfile import parse_jobfile
+
+    ok = parse_jobfile("[j]\nioengine=http\nhttp_s3_key=${STORBENCH_S3_SECRET}\n"
+                       "filename_format=/bench/storbench-1/obj.$jobnum.$filenum\n")
+    guard.check_final(ok, ["/bench/storbench-1"], allow_exec=False, source="t")
+    for bad in ("filename_format=/bench/storbench-2/obj.$jobnum.$filenum",
+                "filename_format=/bench/storbench-1/../x/obj.$jobnum.$filenum",
+                "http_s3_key=${HOME}", "http_host=${HOST}"):
+        with pytest.raises(ConfigError):
+            guard.check_final(parse_jobfile(f"[j]\n{bad}\n"), ["/bench/storbench-1"],
+                              allow_exec=False, source="t")
+
+
+@pytest.mark.parametrize("line", ["http_host=evil.example:80", "ioengine=http",
+                                  "http_s3_key=x", "https=insecure"])
+def test_a_job_file_cannot_point_fio_at_another_server(tmp_path, line):
+    job = tmp_path / "evil.fio"
+    job.write_text(f"[j]\nrw=write\nbs=4k\nsize=64k\n{line}\n")
+    proc = run_cli("run", "s3://bench", "--endpoint", "http://127.0.0.1:9", "--job", str(job),
+                   db=tmp_path / "r.db", env={"AWS_ACCESS_KEY_ID": "AKID",
+                                              "AWS_SECRET_ACCESS_KEY": "sekrit-value"})
+    assert proc.returncode == 2, proc.stderr
+    assert line.split("=")[0] in proc.stderr
+    assert "sekrit-value" not in proc.stdout + proc.stderr
+
+
+def test_credentials_come_from_aws_places_and_are_never_shown(tmp_path):
+    home = tmp_path
+    (home / ".aws").mkdir()
+    (home / ".aws/credentials").write_text(
+        "[default]\naws_access_key_id=AKIDDEF\naws_secret_access_key=def-secret-1\n"
+        "[team]\naws_access_key_id=AKIDTEAM\naws_secret_access_key=team-secret-2\n")
+    (home / ".aws/config").write_text(
+        "[profile team]\nregion=eu-west-1\nendpoint_url=http://127.0.0.1:9000\n")
+    found = s3mod.resolve(None, None, {"HOME": str(home), "AWS_PROFILE": "team"})
+    assert (found.url, found.region) == ("http://127.0.0.1:9000", "eu-west-1")
+    assert found.credentials is not None and found.credentials.key_id == "AKIDTEAM"
+    assert found.credentials.secret.value == "team-secret-2"
+    assert "team-secret-2" not in repr(found) + str(found.credentials.secret)
+    assert hide('{"http_s3_key": "team-secret-2"}') == '{"http_s3_key": "(hidden)"}'
+    env = {"HOME": str(home), "AWS_ACCESS_KEY_ID": "AKIDENV", "AWS_SECRET_ACCESS_KEY": "e-s",
+           "AWS_ENDPOINT_URL": "https://s3.example.com"}
+    assert s3mod.resolve("http://127.0.0.1:1", "us-west-2", env).url == "http://127.0.0.1:1"
+    assert s3mod.resolve(None, None, env).credentials.key_id == "AKIDENV"  # type: ignore[union-attr]
+    for bad in ("ftp://x", "http://h/bucket", "http://u:p@h", "http://h?x=1"):
+        with pytest.raises(ConfigError, match="--endpoint"):
+            s3mod.resolve(bad, None, {"HOME": str(home)})
+
+
+def test_endpoint_flags_without_an_s3_target_are_refused(tmp_path):
+    proc = run_cli("run", str(tmp_path), "--endpoint", "http://127.0.0.1:9", db=tmp_path / "r.db")
+    assert proc.returncode == 2
+    assert "apply to s3://BUCKET" in proc.stderr
