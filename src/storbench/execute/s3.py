@@ -101,8 +101,11 @@ class Endpoint:
     def _failed(self, what: str, status: int, body: bytes) -> TargetError:
         code = _text(body, "Code") or f"HTTP {status}"
         message = _text(body, "Message")
+        anonymous = (" (no credentials were found: AWS_ACCESS_KEY_ID and"
+                     " AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials)"
+                     if status == 403 and self.credentials is None else "")
         return TargetError(f"S3 endpoint {self.url}: {what}: {code}"
-                           + (f" ({message})" if message else ""))
+                           + (f" ({message})" if message else "") + anonymous)
 
     def bucket_exists(self, bucket: str) -> bool:
         status, body = self.request("HEAD", f"/{bucket}")
