@@ -131,6 +131,18 @@ class ExplainEntry(TypedDict):
     notes: NotRequired[list[str]]  # what the trace could not see
 
 
+class NeighboursSection(TypedDict):
+    """`storbench neighbours`: the victim at its rate, alone then beside aggressors
+    (pipeline/kinds/neighbours.py says each field)."""
+
+    victim: str  # what it is, in words ("4k random reads")
+    aggressor: str  # one aggressor, in words ("1M sequential writes, qd32")
+    rate_iops: float  # the victim's rate, as fio offers it
+    limit: str | None  # the victim's objective (p99<=10ms), where one was given
+    steps: list[dict[str, Any]]  # aggressors, victim p50/p99 (ns) and growth, kept, theirs
+    said: str  # the answer in one sentence
+
+
 # the kinds' sections (what is said of each: its view, analysis/views/)
 CURVE = Section[CurveSection]("curve", "IOPS-latency curve")
 ROUNDS = Section[dict[str, RoundsEntry]]("steady_rounds", "steady state in rounds")
@@ -138,6 +150,7 @@ LIFECYCLE = Section[LifecycleSection]("lifecycle", "volume lifecycle")
 FAILOVER = Section[FailoverSection]("failover", "failover")
 APP = Section[AppSection]("app", "application profile")
 REPLAY = Section[ReplaySection]("replay", "replay of a recorded workload")
+NEIGHBOURS = Section[NeighboursSection]("neighbours", "noisy neighbours")
 # beside any kind's: where each test's time went (run --explain), test -> its entry
 EXPLAIN = Section[dict[str, ExplainEntry]]("explain", "latency by layer")
 

@@ -14,6 +14,7 @@ from storbench.analysis.views.base import Answer, KindView, found_in, json_block
 from storbench.analysis.views.curve import CurveView
 from storbench.analysis.views.explain import ExplainView
 from storbench.analysis.views.lifecycle import FailoverView, LifecycleView
+from storbench.analysis.views.neighbours import NeighboursView
 from storbench.analysis.views.replay import ReplayView
 from storbench.analysis.views.rounds import RoundsView
 from storbench.result.record import Run
@@ -21,7 +22,7 @@ from storbench.result.record import Run
 # section key -> its view, in the order they are shown
 VIEWS: dict[str, KindView] = {v.section.key: v for v in (
     CurveView(), RoundsView(), LifecycleView(), FailoverView(), AppView(), ReplayView(),
-    ExplainView())}
+    NeighboursView(), ExplainView())}
 
 
 def tabulated(runs: list[Run]) -> bool:

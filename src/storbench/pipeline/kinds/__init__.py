@@ -14,6 +14,7 @@ from storbench.pipeline.kinds.app import AppKind
 from storbench.pipeline.kinds.curve import CurveKind
 from storbench.pipeline.kinds.failover import FailoverKind
 from storbench.pipeline.kinds.lifecycle import LifecycleKind
+from storbench.pipeline.kinds.neighbours import NeighboursKind
 from storbench.pipeline.kinds.replay import ReplayKind
 from storbench.pipeline.kinds.rounds import RoundsKind
 from storbench.pipeline.kinds.suite import Suite
@@ -24,6 +25,7 @@ from storbench.pipeline.spec import RunSpec
 # answers is the run's kind, so the plain suite comes last
 KINDS: dict[str, Callable[[RunSpec], Measurement | None]] = {
     CurveKind.kind: CurveKind.from_spec,
+    NeighboursKind.kind: NeighboursKind.from_spec,
     LifecycleKind.kind: LifecycleKind.from_spec,
     FailoverKind.kind: FailoverKind.from_spec,
     ReplayKind.kind: ReplayKind.from_spec,

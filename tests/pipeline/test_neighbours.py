@@ -1,0 +1,96 @@
+"""`storbench neighbours` (#60) on storage whose cause is known: a volume capped at 3,000
+read IOPS by a blkio cgroup (tests/testbed.Throttled), where neighbours that read take the
+cap the victim needs, and the victim's p99 must grow by its queue behind them; and the
+record, the sentence and the answers from a stored run (fast tier)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from storbench.errors import ConfigError
+from storbench.pipeline.kinds.neighbours import NeighboursSpec, said
+from tests.cli.test_cli import show_json
+from tests.conftest import run_cli, run_cli_wrapped
+
+
+def test_neighbours_that_take_a_read_cap_make_the_victims_p99_grow_and_it_is_said(
+        throttled, store_path):
+    proc = run_cli_wrapped(throttled.wrap, "neighbours", str(throttled.mnt), "--aggressor",
+                           "randread", "--max-aggressors", "2", "--step-time", "3",
+                           "--size", "128m", "--assert", "neighbours.most.growth >= 1",
+                           "--json", db=store_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = show_json(store_path)
+    steps = shown["data"]["neighbours"]["steps"]
+    assert [s["aggressors"] for s in steps] == [0, 1, 2]
+    alone, one, two = steps
+    assert alone["rate_kept"] and alone["growth_p99"] == 1.0
+    # the cap is 3,000 reads a second: the aggressors take what the victim does not
+    for s in (one, two):
+        assert s["aggressor_iops"] + s["achieved_iops"] == pytest.approx(3000, rel=0.06)
+        # the victim's reads wait in the cgroup's throttle behind 32 (64) of theirs: at
+        # 3,000 a second at least ~10 ms (~20 ms; blk-throttle dispatching in slices made
+        # it ~100 ms here, for one and two alike), where alone they wait for none
+        assert s["growth_p99"] > 5 and s["p99_ns"] > 5e6
+    sentence = shown["data"]["neighbours"]["said"]
+    assert sentence.startswith("your 4k random reads' p99 went from")
+    assert "beside 1 aggressor (" in sentence and "beside 2 aggressors (" in sentence
+    out = json.loads(proc.stdout)
+    assert out["verdicts"][0]["passed"]
+
+
+def test_a_limit_stops_at_the_first_step_that_misses_it(throttled, store_path):
+    proc = run_cli_wrapped(throttled.wrap, "neighbours", str(throttled.mnt), "--aggressor",
+                           "randread", "--max-aggressors", "4", "--step-time", "2",
+                           "--size", "64m", "--limit", "p99<=2ms", db=store_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = show_json(store_path)["data"]["neighbours"]
+    assert [s["aggressors"] for s in record["steps"]] == [0, 1]  # 2 and 4 not run
+    assert record["steps"][1]["missed"] and not record["steps"][0]["missed"]
+    assert record["said"].endswith("p99<=2ms missed beside 1")
+    assert "missed p99<=2ms beside 1 aggressor: no more aggressors" in proc.stderr
+    checked = run_cli("check", "last", "--assert", "neighbours.held >= 1", db=store_path)
+    assert checked.returncode == 3, checked.stdout + checked.stderr
+
+
+# -- fast: the spec, the sentence --------------------------------------------------------
+
+def test_the_steps_double_up_to_the_most_which_is_always_measured():
+    assert NeighboursSpec(max_aggressors=4).counts() == [0, 1, 2, 4]
+    assert NeighboursSpec(max_aggressors=6).counts() == [0, 1, 2, 4, 6]
+    assert NeighboursSpec(max_aggressors=1).counts() == [0, 1]
+
+
+@pytest.mark.parametrize("spec, says", [
+    (NeighboursSpec(victim="bogus"), "--victim"),
+    (NeighboursSpec(aggressor="x"), "--aggressor"),
+    (NeighboursSpec(max_aggressors=0), "--max-aggressors"),
+    (NeighboursSpec(rate_iops=0), "--rate"),
+    (NeighboursSpec(limit="p95<=1ms"), "p50, p90, p99 or p99.9"),
+    (NeighboursSpec(limit="fast"), "percentile and a limit"),
+])
+def test_what_cannot_be_measured_is_refused(spec, says):
+    with pytest.raises(ConfigError, match=says):
+        spec.check()
+
+
+def _step(n, p99, growth, kept=True, missed=False):
+    return {"aggressors": n, "p99_ns": p99, "growth_p99": growth, "rate_kept": kept,
+            "achieved_iops": 150.0, "requested_iops": 200.0, "missed": missed}
+
+
+def test_the_sentence_says_alone_the_first_and_the_most():
+    text = said([_step(0, 4e5, 1.0), _step(1, 3.1e7, 77.5), _step(2, 4e7, 100.0, kept=False)],
+                "4k random reads", None)
+    assert text == ("your 4k random reads' p99 went from 400 µs alone to 31.0 ms beside 1"
+                    " aggressor (77.5×), then to 40.0 ms beside 2 aggressors (100.0×), its"
+                    " rate not kept: 150 of 200 IOPS")
+    assert said([_step(0, 4e5, 1.0, missed=True)], "x", "p99<=1us").endswith(
+        "p99<=1us missed even alone")
+
+
+def test_neighbours_refuses_flags_of_other_commands(tmp_path):
+    proc = run_cli("neighbours", str(tmp_path), "--baseline", "x", db=tmp_path / "r.db")
+    assert proc.returncode == 2 and "--baseline applies to `run`" in proc.stderr
