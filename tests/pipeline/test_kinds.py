@@ -204,6 +204,6 @@ def test_a_section_is_none_on_a_run_without_it(tmp_path, store):
 
 
 def test_kinds_registry_names_each_kind_once():
-    assert list(kinds.KINDS) == ["curve", "lifecycle", "failover", "replay", "rounds", "app",
-                                 "suite"]
+    assert list(kinds.KINDS) == ["curve", "neighbours", "lifecycle", "failover", "replay",
+                                 "rounds", "app", "suite"]
     assert Path(kinds.__file__).parent.joinpath("suite.py").is_file()

@@ -85,7 +85,7 @@ def test_the_sentence_says_alone_the_first_and_the_most():
     text = said([_step(0, 4e5, 1.0), _step(1, 3.1e7, 77.5), _step(2, 4e7, 100.0, kept=False)],
                 "4k random reads", None)
     assert text == ("your 4k random reads' p99 went from 400 µs alone to 31.0 ms beside 1"
-                    " aggressor (77.5×), then to 40.0 ms beside 2 aggressors (100.0×), its"
+                    " aggressor (77.50×), then to 40.0 ms beside 2 aggressors (100×), its"
                     " rate not kept: 150 of 200 IOPS")
     assert said([_step(0, 4e5, 1.0, missed=True)], "x", "p99<=1us").endswith(
         "p99<=1us missed even alone")

@@ -266,7 +266,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "curve": ("curve", "Measure an IOPS-latency curve: the highest rate that meets a latency"
                        " objective."),
     "neighbours": ("neighbours", "How much other tenants' I/O hurts yours: a workload at its rate,"
-                                 " alone then beside more and more aggressors."),
+                                 " alone, then beside more and more aggressors on the same"
+                                 " storage."),
     "cost": ("catalog", "Price sheets for `compare --cost` (dated, with their source)."),
     "db": ("db", "The results database: copy history between SQLite files and PostgreSQL."),
     "export": ("compare", "Export runs as Markdown or wiki tables, CSV or JSON (the full"

@@ -7,13 +7,14 @@ from typing import Any, ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
 from storbench.analysis.chart import Chart, Line, slug
+from storbench.analysis.stats import times
 from storbench.analysis.views.base import Answer, View
 from storbench.result.record import Run
 from storbench.result.sections import NEIGHBOURS, NeighboursSection
 
 
 def _times(x: float | None) -> str:
-    return "" if x is None else f"{x:.1f}×"
+    return "" if x is None else f"{times(x)}×"
 
 
 class NeighboursView(View):

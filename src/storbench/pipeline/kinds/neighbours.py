@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from storbench.analysis import rates
 from storbench.analysis.curve import Objective
+from storbench.analysis.stats import times
 from storbench.errors import ConfigError
 from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
@@ -205,7 +206,7 @@ def said(steps: list[dict[str, Any]], victim: str, limit: str | None) -> str:
     parts = [f"your {victim}' p99 went from {_ms(alone['p99_ns'])} alone"]
     for s in ([steps[1]] if len(steps) > 1 else []) + ([steps[-1]] if len(steps) > 2 else []):
         n = s["aggressors"]
-        grew = f" ({s['growth_p99']:.1f}×)" if s["growth_p99"] is not None else ""
+        grew = f" ({times(s['growth_p99'])}×)" if s["growth_p99"] is not None else ""
         lost = "" if s["rate_kept"] else (f", its rate not kept: {s['achieved_iops']:,.0f}"
                                           f" of {s['requested_iops']:,.0f} IOPS")
         parts.append(f"to {_ms(s['p99_ns'])} beside {n} aggressor{'s' if n > 1 else ''}"
