@@ -49,6 +49,8 @@ from storbench.workload.sizes import parse_size
 SECRET_VAR = "STORBENCH_S3_SECRET"  # fio's environment: the secret key, never a file
 OWN_KEY_VALUE = "${" + SECRET_VAR + "}"
 RUN_MARKER = ".storbench-run"  # under the run's prefix: whose run it is
+HURRY_S = 3.0  # to delete the run's objects after a signal (storbench ends within 5 s)
+REMOVE_S = 600.0  # otherwise
 FIO_HTTP_HINT = ("Debian's and Ubuntu's fio are built without it: build fio with libcurl"
                  " and openssl (storbench's scripts/build-fio-http does, from the fio 3.33"
                  " sources of Debian's archive) and give it with --fio PATH or STORBENCH_FIO")
@@ -144,7 +146,14 @@ class ObjectStorage:
         pass  # the endpoint is reached once the run starts (check)
 
     def approve(self, plan: Plan, place: Place) -> None:
+        """Each job PUTs, GETs or DELETEs; one that GETs or DELETEs objects has a job
+        before it (in its test or an earlier one) that PUT them: the same filename= and
+        bs=, as many jobs and as large a size (between() counts the objects themselves)."""
+        put: dict[tuple[str, str], tuple[int, int]] = {}  # (name, bs) -> (jobs, bytes)
         for test in plan.tests:
+            # PUTs in this test that may stop before every object is there: a GET after
+            # them in the same fio run would read the missing ones as zeros, unseen
+            cut: dict[tuple[str, str], str] = {}
             for job, opts in test.jobfile.effective():
                 rw = opts.get("rw", opts.get("readwrite", "read"))
                 if rw not in ONE_OBJECT:
@@ -152,6 +161,32 @@ class ObjectStorage:
                         f"test {test.name!r} (job [{job}]) has rw={rw}: on an S3 bucket each"
                         " job writes (PUT), reads (GET) or trims (DELETE) whole objects, one"
                         " kind per job (rw=write, read or trim)")
+                name = opts.get("filename") or opts.get("name") or job
+                key = (name, str(parse_size(opts.get("bs", "4k")) or 4096))
+                jobs, size = int(opts.get("numjobs", "1")), parse_size(opts.get("size", "0"))
+                if rw not in (*READS, *DELETES):
+                    put[key] = (jobs, size or 0)
+                    limits = [f"{k}={opts[k]}" for k in ("runtime", "number_ios", "io_size",
+                                                        "io_limit") if opts.get(k)]
+                    if limits:
+                        cut[key] = f"job [{job}] may stop before it PUT them all ({limits[0]})"
+                    else:
+                        cut.pop(key, None)
+                elif key in cut:
+                    raise ConfigError(
+                        f"test {test.name!r}: job [{job}] reads or deletes the objects that"
+                        f" {cut[key]}, in the same fio run, where a missing object would be"
+                        " read as zeros unseen: PUT them in a test of their own before it"
+                        " (storbench then checks that every one is there), or leave out what"
+                        " limits the PUT")
+                elif key not in put or put[key][0] < jobs or put[key][1] < (size or 0):
+                    raise ConfigError(
+                        f"test {test.name!r} (job [{job}]) reads or deletes objects no job"
+                        f" before it PUT (filename={name}, bs={opts.get('bs', '4k')},"
+                        f" {jobs} job(s), size={opts.get('size', '?')}): fio's http engine"
+                        " would read each missing object as zeros. On an S3 bucket, PUT"
+                        " them first: the s3 suite, or a job file whose write job comes"
+                        " first (docs/objects.md)")
 
     def check(self, plan: Plan, place: Place) -> None:
         exists = self.endpoint.bucket_exists(self.bucket.name)
@@ -260,14 +295,21 @@ class ObjectStorage:
     # -- after -----------------------------------------------------------------------
 
     def remove(self, prefix: str, hurry: bool) -> int:
-        """Delete every key under ``prefix`` (one of the run's), the marker last; how many."""
-        keys = list(self.endpoint.listing(self.bucket.name, prefix))
+        """Delete every key under ``prefix`` (one of the run's), a thousand a request, the
+        marker last (what is left without it is no run's to remove); how many. In a
+        ``hurry`` (after a signal) for HURRY_S at most: TargetError for what is left."""
+        budget = HURRY_S if hurry else REMOVE_S
+        ends = time.monotonic() + budget
         marker = prefix + RUN_MARKER
-        for key in [k for k in keys if k != marker] + [k for k in keys if k == marker]:
-            if not key.startswith(prefix):  # never: listing is by prefix
-                continue
-            self.endpoint.delete(self.bucket.name, key)
-        return len(keys)
+        keys = [k for k in self.endpoint.listing(self.bucket.name, prefix)
+                if k.startswith(prefix) and k != marker]  # (a listing is by prefix)
+        for start in range(0, len(keys), 1000):
+            if time.monotonic() > ends:
+                raise TargetError(f"{len(keys) - start} of {len(keys)} objects were not"
+                                  f" deleted within {budget:g} s")
+            self.endpoint.delete_many(self.bucket.name, keys[start:start + 1000])
+        self.endpoint.delete(self.bucket.name, marker)
+        return len(keys) + 1
 
     def leftovers(self) -> list[Leftover]:
         """Run prefixes of runs on this machine that are gone (their work directory's
@@ -329,6 +371,10 @@ class ObjectTarget(HereTarget):
                 raise TargetError(f"{fio.path} ({fio.version_text}) has no http engine, which"
                                   f" an S3 bucket needs ({why}). {FIO_HTTP_HINT}")
         super().check(plan, fio, workdir)
+
+    def traced_path(self) -> Path:
+        raise ConfigError("--explain follows fio's I/O through this machine's block layer;"
+                          " an S3 bucket's goes over the network")
 
     def describe(self, fio: FioBinary | None) -> dict[str, Any]:
         found = super().describe(fio)
