@@ -275,7 +275,10 @@ def test_a_curve_over_several_hosts_and_on_a_block_device(fio_servers, tmpfs, tm
     assert proc.returncode == 0, proc.stderr
     run = shown(store_path)
     curve = run["data"]["curve"]
-    assert len(curve["steps"]) == 3 and curve["max_iops"] > 0
+    # 3 steps asked; two of them may be one rate fio offers (at a million IOPS a job its
+    # Poisson pace is coarse: 648,721, then 1,297,443), measured once: 2 or 3, distinct
+    assert 2 <= len(curve["steps"]) <= 3 and curve["max_iops"] > 0
+    assert len({round(s["requested_iops"]) for s in curve["steps"]}) == len(curve["steps"])
     assert {h["host"] for h in run["per_host"]} == set(servers.hosts.split(","))
     for s in curve["steps"]:  # each host runs its share of the rate (before: all of it,
         if not s["saturated"]:  # so a step ran at twice the rate it was named and judged by)
