@@ -94,3 +94,17 @@ def test_the_sentence_says_alone_the_first_and_the_most():
 def test_neighbours_refuses_flags_of_other_commands(tmp_path):
     proc = run_cli("neighbours", str(tmp_path), "--baseline", "x", db=tmp_path / "r.db")
     assert proc.returncode == 2 and "--baseline applies to `run`" in proc.stderr
+
+
+def test_an_fdatasync_writer_is_paced_evenly_and_keeps_its_rate(tmpfs, store_path):
+    """etcd's WAL as the victim: one write and its fdatasync at a time (psync), evenly
+    spaced; fio 3.33 pacing it by Poisson arrivals issued one write (or died of SIGFPE)."""
+    proc = run_cli("neighbours", str(tmpfs), "--victim", "fdatasync", "--rate", "100",
+                   "--max-aggressors", "1", "--step-time", "2", "--size", "16m", db=store_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = show_json(store_path)["data"]["neighbours"]
+    assert record["victim"] == "4k writes each followed by fdatasync (etcd's WAL)"
+    for step in record["steps"]:
+        assert step["rate_kept"] and step["achieved_iops"] == pytest.approx(100, rel=0.1)
+        assert step["p99_ns"] is not None
+    assert "rate_process=linear" in show_json(store_path)["job_files"][0]

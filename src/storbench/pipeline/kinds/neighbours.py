@@ -33,11 +33,15 @@ from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import fio_seconds, format_latency
 
 RAMP_S = 1
-VICTIMS = {  # name -> (in words, options)
-    "randread": ("4k random reads", "rw=randread\nbs=4k"),
-    "randwrite": ("4k random writes", "rw=randwrite\nbs=4k"),
+VICTIMS = {  # name -> (in words, options): Poisson arrivals and a queue deep enough for
+    # their bursts; a synchronous writer (one write at a time, as etcd's) evenly spaced:
+    # fio 3.33 pacing psync by Poisson issued one I/O, or died of SIGFPE, here
+    "randread": ("4k random reads", "rw=randread\nbs=4k\niodepth=32\nrate_process=poisson"),
+    "randwrite": ("4k random writes",
+                  "rw=randwrite\nbs=4k\niodepth=32\nrate_process=poisson"),
     "fdatasync": ("4k writes each followed by fdatasync (etcd's WAL)",
-                  "rw=write\nbs=4k\nfdatasync=1\nioengine=psync"),
+                  "rw=write\nbs=4k\nfdatasync=1\nioengine=psync\ndirect=0"
+                  "\nrate_process=linear"),
 }
 AGGRESSORS = {
     "seqwrite": ("1M sequential writes, qd32", "rw=write\nbs=1m\niodepth=32"),
@@ -84,9 +88,16 @@ class NeighboursSpec:
                 50.0, 90.0, 99.0, 99.9):
             raise ConfigError(f"--limit {self.limit!r}: of p50, p90, p99 or p99.9")
 
+    def pace(self) -> tuple[int, float]:
+        """The victim's rate_iops= and the rate fio offers with it (Poisson arrivals:
+        fio's whole-microsecond gaps make some rates only; evenly spaced: as written)."""
+        if "rate_process=poisson" in VICTIMS[self.victim][1]:
+            return rates.poisson_pace(self.rate_iops)
+        return round(self.rate_iops), float(round(self.rate_iops))
+
     def plan_tests(self, scratch: Path) -> Plan:
         """One test per step: the victim (and the aggressors beside it), time based."""
-        written, _ = rates.poisson_pace(self.rate_iops)
+        written, _ = self.pace()
         runtime = fio_seconds(self.step_s)
         victim = VICTIMS[self.victim][1]
         aggressor = AGGRESSORS[self.aggressor][1]
@@ -94,8 +105,8 @@ class NeighboursSpec:
         for n in self.counts():
             text = (f"[global]\nioengine=libaio\ndirect=1\nsize={self.size}\ntime_based\n"
                     f"runtime={runtime}\nramp_time={RAMP_S}\nrandrepeat=0\n"
-                    f"[victim-{n}]\n{victim}\niodepth=32\nfilename=victim.data\n"
-                    f"rate_iops={written}\nrate_process=poisson\n")
+                    f"[victim-{n}]\n{victim}\nfilename=victim.data\n"
+                    f"rate_iops={written}\n")
             if n:
                 text += f"[aggressors-{n}]\nnew_group\n{aggressor}\nnumjobs={n}\n"
             jobfile = parse_jobfile(text, "neighbours").prepared(scratch)
@@ -163,7 +174,7 @@ class NeighboursKind(Plain):
         return replace(plan, repeat=1)
 
     def measure(self, ctx: RunContext, executor: Executor) -> None:
-        _, offered = rates.poisson_pace(self.spec.rate_iops)
+        _, offered = self.spec.pace()
         limit = Objective.parse(self.spec.limit) if self.spec.limit else None
         alone: dict[str, Any] | None = None
         for step in ctx.planned.steps:
