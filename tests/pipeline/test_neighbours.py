@@ -12,43 +12,49 @@ import pytest
 from storbench.errors import ConfigError
 from storbench.pipeline.kinds.neighbours import NeighboursSpec, said
 from tests.cli.test_cli import show_json
-from tests.conftest import run_cli, run_cli_wrapped
+from tests.conftest import needs_fio, run_cli, run_cli_wrapped
 
 
 def test_neighbours_that_take_a_read_cap_make_the_victims_p99_grow_and_it_is_said(
         throttled, store_path):
     proc = run_cli_wrapped(throttled.wrap, "neighbours", str(throttled.mnt), "--aggressor",
                            "randread", "--max-aggressors", "2", "--step-time", "3",
-                           "--size", "128m", "--assert", "neighbours.most.growth >= 1",
+                           "--size", "128m", "--assert", "neighbours.randread.most.growth >= 1",
                            "--json", db=store_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     shown = show_json(store_path)
-    steps = shown["data"]["neighbours"]["steps"]
+    record = shown["data"]["neighbours"]
+    assert list(record["victims"]) == ["randread", "fdatasync"]  # the default pair
+    steps = record["steps"]
     assert [s["aggressors"] for s in steps] == [0, 1, 2]
-    alone, one, two = steps
+    alone, one, two = ([s["victims"]["randread"] for s in steps])
     assert alone["rate_kept"] and alone["growth_p99"] == 1.0
-    # the cap is 3,000 reads a second: the aggressors take what the victim does not
-    for s in (one, two):
-        assert s["aggressor_iops"] + s["achieved_iops"] == pytest.approx(3000, rel=0.06)
+    # the read cap is 3,000 a second: the aggressors take what the victim does not
+    for s, r in ((steps[1], one), (steps[2], two)):
+        assert s["aggressor_iops"] + r["achieved_iops"] == pytest.approx(3000, rel=0.06)
         # the victim's reads wait in the cgroup's throttle behind 32 (64) of theirs: at
         # 3,000 a second at least ~10 ms (~20 ms; blk-throttle dispatching in slices made
         # it ~100 ms here, for one and two alike), where alone they wait for none
-        assert s["growth_p99"] > 5 and s["p99_ns"] > 5e6
-    sentence = shown["data"]["neighbours"]["said"]
+        assert r["growth_p99"] > 5 and r["p99_ns"] > 5e6
+    # the writer's cap is another: its writes kept their rate beside the readers
+    assert all(s["victims"]["fdatasync"]["rate_kept"] for s in steps)
+    sentence = record["said"]
     assert sentence.startswith("your 4k random reads' p99 went from")
     assert "beside 1 aggressor (" in sentence and "beside 2 aggressors (" in sentence
+    assert "; your etcd-like fdatasync'd 4k writes' p99 went from" in sentence
     out = json.loads(proc.stdout)
     assert out["verdicts"][0]["passed"]
 
 
 def test_a_limit_stops_at_the_first_step_that_misses_it(throttled, store_path):
-    proc = run_cli_wrapped(throttled.wrap, "neighbours", str(throttled.mnt), "--aggressor",
-                           "randread", "--max-aggressors", "4", "--step-time", "2",
-                           "--size", "64m", "--limit", "p99<=2ms", db=store_path)
+    proc = run_cli_wrapped(throttled.wrap, "neighbours", str(throttled.mnt), "--victim",
+                           "randread", "--aggressor", "randread", "--max-aggressors", "4",
+                           "--step-time", "2", "--size", "64m", "--limit", "p99<=2ms",
+                           db=store_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = show_json(store_path)["data"]["neighbours"]
     assert [s["aggressors"] for s in record["steps"]] == [0, 1]  # 2 and 4 not run
-    assert record["steps"][1]["missed"] and not record["steps"][0]["missed"]
+    assert [s["victims"]["randread"]["missed"] for s in record["steps"]] == [False, True]
     assert record["said"].endswith("p99<=2ms missed beside 1")
     assert "missed p99<=2ms beside 1 aggressor: no more aggressors" in proc.stderr
     checked = run_cli("check", "last", "--assert", "neighbours.held >= 1", db=store_path)
@@ -64,7 +70,8 @@ def test_the_steps_double_up_to_the_most_which_is_always_measured():
 
 
 @pytest.mark.parametrize("spec, says", [
-    (NeighboursSpec(victim="bogus"), "--victim"),
+    (NeighboursSpec(victims=("bogus",)), "--victim"),
+    (NeighboursSpec(victims=("randread", "randread")), "each victim once"),
     (NeighboursSpec(aggressor="x"), "--aggressor"),
     (NeighboursSpec(max_aggressors=0), "--max-aggressors"),
     (NeighboursSpec(rate_iops=0), "--rate"),
@@ -77,17 +84,18 @@ def test_what_cannot_be_measured_is_refused(spec, says):
 
 
 def _step(n, p99, growth, kept=True, missed=False):
-    return {"aggressors": n, "p99_ns": p99, "growth_p99": growth, "rate_kept": kept,
-            "achieved_iops": 150.0, "requested_iops": 200.0, "missed": missed}
+    return {"aggressors": n, "victims": {"randread": {
+        "p99_ns": p99, "growth_p99": growth, "rate_kept": kept, "achieved_iops": 150.0,
+        "requested_iops": 200.0, "missed": missed}}}
 
 
 def test_the_sentence_says_alone_the_first_and_the_most():
     text = said([_step(0, 4e5, 1.0), _step(1, 3.1e7, 77.5), _step(2, 4e7, 100.0, kept=False)],
-                "4k random reads", None)
+                {"randread": "4k random reads"}, None)
     assert text == ("your 4k random reads' p99 went from 400 µs alone to 31.0 ms beside 1"
                     " aggressor (77.50×), then to 40.0 ms beside 2 aggressors (100×), its"
                     " rate not kept: 150 of 200 IOPS")
-    assert said([_step(0, 4e5, 1.0, missed=True)], "x", "p99<=1us").endswith(
+    assert said([_step(0, 4e5, 1.0, missed=True)], {"randread": "x"}, "p99<=1us").endswith(
         "p99<=1us missed even alone")
 
 
@@ -96,6 +104,7 @@ def test_neighbours_refuses_flags_of_other_commands(tmp_path):
     assert proc.returncode == 2 and "--baseline applies to `run`" in proc.stderr
 
 
+@needs_fio
 def test_an_fdatasync_writer_is_paced_evenly_and_keeps_its_rate(tmpfs, store_path):
     """etcd's WAL as the victim: one write and its fdatasync at a time (psync), evenly
     spaced; fio 3.33 pacing it by Poisson arrivals issued one write (or died of SIGFPE)."""
@@ -103,8 +112,9 @@ def test_an_fdatasync_writer_is_paced_evenly_and_keeps_its_rate(tmpfs, store_pat
                    "--max-aggressors", "1", "--step-time", "2", "--size", "16m", db=store_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = show_json(store_path)["data"]["neighbours"]
-    assert record["victim"] == "4k writes each followed by fdatasync (etcd's WAL)"
+    assert record["victims"]["fdatasync"]["words"] == "etcd-like fdatasync'd 4k writes"
     for step in record["steps"]:
-        assert step["rate_kept"] and step["achieved_iops"] == pytest.approx(100, rel=0.1)
-        assert step["p99_ns"] is not None
+        writer = step["victims"]["fdatasync"]
+        assert writer["rate_kept"] and writer["achieved_iops"] == pytest.approx(100, rel=0.1)
+        assert writer["p99_ns"] is not None
     assert "rate_process=linear" in show_json(store_path)["job_files"][0]

@@ -61,7 +61,7 @@ def test_the_s3_suite_on_a_real_server_puts_gets_deletes_and_leaves_only_what_wa
     s3.client().put_object(Bucket=bucket, Key="team/storbench-notours/x", Body=b"theirs")
     before = sorted(s3.keys(bucket))  # (s3proxy's directories list as keys too: "team/")
     db = tmp_path / "r.db"
-    proc = _cli(s3, f"s3://{bucket}/team", "--suite", "s3", db=db)
+    proc = _cli(s3, f"s3://{bucket}/team", db=db)  # the s3 suite: s3:// TARGETs' default
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
     assert f"objects go under {bucket}/team/storbench-" in out

@@ -89,7 +89,7 @@ def only_with(*rules: tuple[str, str, bool, str]) -> None:
     nothing without another: ``(parameter, its flag, the other is given, the other)``;
     ``--max-regression 5%`` with no --baseline was ignored, unsaid."""
     for param, flag, other_given, other in rules:
-        if not other_given and _given(param):
+        if not other_given and given(param):
             raise ConfigError(f"{flag} applies to {other}")
 
 
@@ -97,11 +97,11 @@ def none_with(other: str, *params: tuple[str, str]) -> None:
     """ConfigError for an option given (on the command line or in its variable) that
     does nothing with ``other``: ``(parameter, its flag)``."""
     for param, flag in params:
-        if _given(param):
+        if given(param):
             raise ConfigError(f"{flag} does nothing with {other}: leave it out")
 
 
-def _given(param: str) -> bool:
+def given(param: str) -> bool:
     """The current command's ``param`` was given: on the command line or in its
     variable (not a default)."""
     from click.core import ParameterSource

@@ -14,11 +14,12 @@ from storbench.store import Store
 
 
 @cli.command()
-@click.option("--victim", type=click.Choice(list(VICTIMS)), default="randread",
-              show_default=True, help="Your workload, at --rate (4k, direct I/O, Poisson"
-                                      " arrivals; fdatasync: etcd's WAL writes).")
-@click.option("--rate", "rate_iops", type=NUMBER, default=200.0, show_default=True,
-              metavar="IOPS", help="The victim's rate, open loop (as real traffic arrives).")
+@click.option("--victim", "victims", type=click.Choice(list(VICTIMS)), multiple=True,
+              help="Your workload (repeatable; default: randread and fdatasync): 4k random"
+                   " reads or writes, direct, Poisson arrivals at 200 IOPS; fdatasync: an"
+                   " etcd-like writer, a 4k write and its fdatasync 50 times a second.")
+@click.option("--rate", "rate_iops", type=NUMBER, metavar="IOPS",
+              help="Every victim's rate, open loop (default: each its own, as above).")
 @click.option("--aggressor", type=click.Choice(list(AGGRESSORS)), default="seqwrite",
               show_default=True, help="What each neighbour does, each on its own file"
                                       " (seqwrite: 1M sequential writes at qd32).")
@@ -32,7 +33,8 @@ from storbench.store import Store
               metavar="SECONDS", help="Each step's runtime (after a 1 s ramp).")
 @naming_options
 @measuring_options
-def neighbours(store: Store, where: TargetFlags, victim: str, rate_iops: float,
+def neighbours(store: Store, where: TargetFlags, victims: tuple[str, ...],
+               rate_iops: float | None,
                aggressor: str, max_aggressors: int, limit: str | None, step_s: float,
                label: str | None, tags: tuple[str, ...], series: str | None,
                assertions: tuple[str, ...], baseline: str | None, max_regression: str,
@@ -40,31 +42,33 @@ def neighbours(store: Store, where: TargetFlags, victim: str, rate_iops: float,
     """How much other tenants' I/O hurts yours: a workload at its rate, alone, then
     beside more and more aggressors on the same storage.
 
-    The victim (default: 4k random reads at 200 IOPS, open loop) runs alone, then beside
-    1, 2, 4, ... aggressors (default: 1M sequential writes at queue depth 32, each on its
-    own file), all at once in one fio per step. Each step gives the victim's p50 and p99,
+    The victims (default: 4k random reads at 200 IOPS, and an etcd-like writer, a 4k
+    write and its fdatasync 50 times a second; open loop) run alone, then beside 1, 2,
+    4, ... aggressors (default: 1M sequential writes at queue depth 32), each job on its
+    own file, all at once in one fio per step. Each step gives each victim's p50 and p99,
     how much each grew over alone (×), whether its rate was kept, and the aggressors'
     IOPS and bandwidth; then one sentence ("your 4k random reads' p99 went from 0.4 ms
     alone to 31 ms beside 1 aggressor (78×) ..."). Stored as a run (each step is a
-    test); exits 3 when an --assert fails (neighbours.most.growth <= 10).
+    test); exits 3 when an --assert fails (neighbours.randread.most.growth <= 10).
 
     \b
     Example:
       storbench neighbours /mnt/data
       storbench neighbours /mnt/data --aggressor randwrite --limit "p99<=10ms"
       storbench neighbours /var/lib/etcd-test --victim fdatasync --rate 100 \\
-          --assert "neighbours.most.p99 < 10ms"
+          --assert "neighbours.fdatasync.most.p99 < 10ms"
     """
     if where.dry_run:
         raise ConfigError("--dry-run applies to `run`")
     if baseline is not None:
         raise ConfigError("--baseline applies to `run`; judge neighbours with --assert"
-                          " (e.g. neighbours.most.growth <= 10)")
+                          " (e.g. neighbours.randread.most.growth <= 10)")
     only_with(("max_regression", "--max-regression", False, "`run --baseline`"))
     spec = RunSpec(suite="quick", label=label, tags=parse_tags(tags), series=series,
                    fio=fio_path, assertions=assertions, timeout_s=where.timeout_s,
                    probe_metadata=False,
-                   kind_spec=NeighboursSpec(victim, rate_iops, aggressor, max_aggressors, step_s,
+                   kind_spec=NeighboursSpec(victims or ("randread", "fdatasync"), rate_iops,
+                                            aggressor, max_aggressors, step_s,
                                             where.size or "256m", limit))
     spec.check()
     targets = choose_targets(where)

@@ -16,6 +16,7 @@ from storbench.cli.common import (
     NUMBER,
     assert_options,
     cli,
+    given,
     json_option,
     load_run,
     naming_options,
@@ -52,7 +53,8 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 
 @cli.command()
 @click.option("--suite", "-s", default="quick", show_default=True,
-              help="Built-in suite to run (see `storbench suites`).")
+              help="Built-in suite to run (see `storbench suites`); on s3:// TARGETs alone,"
+                   " s3 unless given.")
 @click.option("--job", "job_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Run this fio job file instead of a suite (I/O goes to storbench's scratch"
                    " directory under TARGET).")
@@ -177,6 +179,8 @@ def run(
                   ("suite", "--suite"), ("size", "--size"), ("runtime", "--runtime"),
                   ("ramp", "--ramp"))
     limit = percent(max_regression, "--max-regression", "10%")
+    if not given("suite") and where.words and all(w.startswith("s3://") for w in where.words):
+        suite = "s3"  # objects: PUT, GET, DELETE (quick's reads would read objects never PUT)
     spec = RunSpec(suite=suite, job_file=job_file, size=where.size, runtime=runtime,
                    ramp=ramp, label=label,
                    tags=parse_tags(tags), series=series, threshold_ms=threshold_ms, fio=fio_path,

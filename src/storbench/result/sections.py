@@ -135,11 +135,11 @@ class NeighboursSection(TypedDict):
     """`storbench neighbours`: the victim at its rate, alone then beside aggressors
     (pipeline/kinds/neighbours.py says each field)."""
 
-    victim: str  # what it is, in words ("4k random reads")
+    victims: dict[str, dict[str, Any]]  # randread -> words ("4k random reads"), rate_iops
+    # (as fio offers it)
     aggressor: str  # one aggressor, in words ("1M sequential writes, qd32")
-    rate_iops: float  # the victim's rate, as fio offers it
-    limit: str | None  # the victim's objective (p99<=10ms), where one was given
-    steps: list[dict[str, Any]]  # aggressors, victim p50/p99 (ns) and growth, kept, theirs
+    limit: str | None  # the victims' objective (p99<=10ms), where one was given
+    steps: list[dict[str, Any]]  # aggressors; per victim p50/p99 (ns), growth, kept; theirs
     said: str  # the answer in one sentence
 
 

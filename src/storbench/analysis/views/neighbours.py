@@ -21,57 +21,67 @@ class NeighboursView(View):
     section = NEIGHBOURS
     title = "Noisy neighbours"
     json_key = "neighbours"
-    tabulates_tests = False  # its tests are steps (victim and aggressors side by side)
+    tabulates_tests = False  # its tests are steps (victims and aggressors side by side)
     chart_sections: ClassVar[dict[str, str]] = {"neighbours": "Noisy neighbours"}
 
     def answers(self, run: Run, value: NeighboursSection) -> dict[str, Answer]:
-        """The victim's p99 alone and at the most aggressors, its growth there (×), and
-        the most aggressors at which the objective held (--limit)."""
+        """Per victim its p99 alone and beside the most aggressors, and its growth there
+        (×); with --limit, the most aggressors beside which every victim met it."""
         first, last = value["steps"][0], value["steps"][-1]
-        out = {
-            "alone.p99": Answer(first["p99_ns"], "latency", "the victim alone"),
-            "most.p99": Answer(last["p99_ns"], "latency",
-                               f"beside {last['aggressors']} aggressors"),
-            "most.growth": Answer(last["growth_p99"], "count",
-                                  f"p99 beside {last['aggressors']} over alone",
-                                  unit="×"),
-        }
+        out = {}
+        for v, about in value["victims"].items():
+            out[f"{v}.alone.p99"] = Answer(first["victims"][v]["p99_ns"], "latency",
+                                           f"{about['words']} alone")
+            out[f"{v}.most.p99"] = Answer(last["victims"][v]["p99_ns"], "latency",
+                                          f"beside {last['aggressors']} aggressors")
+            out[f"{v}.most.growth"] = Answer(last["victims"][v]["growth_p99"], "count",
+                                             f"p99 beside {last['aggressors']} over alone",
+                                             unit="×")
         if value["limit"] is not None:
-            held = [s["aggressors"] for s in value["steps"] if not s.get("missed")]
+            held = [s["aggressors"] for s in value["steps"]
+                    if not any(r.get("missed") for r in s["victims"].values())]
             out["held"] = Answer(float(max(held)) if held else None, "count",
                                  f"the most aggressors beside which {value['limit']} held"
                                  if held else f"{value['limit']} missed even alone")
         return out
 
     def _table(self, value: NeighboursSection, u: Units) -> Table:
-        lat = u.choose("latency", [s["p99_ns"] for s in value["steps"]])
+        every = [r for s in value["steps"] for r in s["victims"].values()]
+        lat = u.choose("latency", [r["p99_ns"] for r in every])
         bw = u.choose("bw", [s["aggressor_bw_bytes_per_s"] for s in value["steps"]])
-        rows = [[str(s["aggressors"]), lat.fmt(s["p50_ns"]), _times(s["growth_p50"]),
-                 lat.fmt(s["p99_ns"]), _times(s["growth_p99"]),
-                 f"{u.IOPS.fmt(s['achieved_iops'])} of {u.IOPS.fmt(s['requested_iops'])}"
-                 + ("" if s["rate_kept"] else " (not kept)"),
-                 u.IOPS.fmt(s["aggressor_iops"]) if s["aggressors"] else "",
-                 bw.fmt(s["aggressor_bw_bytes_per_s"]) if s["aggressors"] else ""]
-                for s in value["steps"]]
-        return Table(["aggressors", f"p50 [{lat.name}]", "×", f"p99 [{lat.name}]", "×",
-                      "victim IOPS", "their IOPS", f"their BW [{bw.name}]"],
-                     rows, [True] * 8)
+        rows = []
+        for s in value["steps"]:
+            for i, (v, r) in enumerate(s["victims"].items()):
+                theirs = s["aggressors"] and i == 0
+                rows.append([
+                    str(s["aggressors"]) if i == 0 else "", v, lat.fmt(r["p50_ns"]),
+                    _times(r["growth_p50"]), lat.fmt(r["p99_ns"]), _times(r["growth_p99"]),
+                    f"{u.IOPS.fmt(r['achieved_iops'])} of {u.IOPS.fmt(r['requested_iops'])}"
+                    + ("" if r["rate_kept"] else " (not kept)"),
+                    u.IOPS.fmt(s["aggressor_iops"]) if theirs else "",
+                    bw.fmt(s["aggressor_bw_bytes_per_s"]) if theirs else ""])
+        return Table(["aggressors", "victim", f"p50 [{lat.name}]", "×", f"p99 [{lat.name}]",
+                      "×", "victim IOPS", "their IOPS", f"their BW [{bw.name}]"],
+                     rows, [True, False] + [True] * 7)
 
     def shown(self, run: Run, value: NeighboursSection, u: Units) -> list[Block]:
-        return [Titled(self._table(value, u),
-                       f"{value['victim']} at {value['rate_iops']:,.0f} IOPS beside"
-                       f" {value['aggressor']}"),
+        victims = " and ".join(f"{a['words']} at {a['rate_iops']:,.0f} IOPS"
+                               for a in value["victims"].values())
+        return [Titled(self._table(value, u), f"{victims} beside {value['aggressor']}"),
                 Text(value["said"], "bold")]
 
     def compared(self, found: list[tuple[Run, NeighboursSection]], u: Units) -> Table:
         heads = ident_heads([r for r, _ in found])
-        lat = u.choose("latency", [s["p99_ns"] for _, v in found for s in v["steps"]])
+        lat = u.choose("latency", [r["p99_ns"] for _, v in found for s in v["steps"]
+                                   for r in s["victims"].values()])
         rows = []
         for run, v in found:
             first, last = v["steps"][0], v["steps"][-1]
-            rows.append([*ident_cells(run, heads), v["victim"], v["aggressor"],
-                         lat.fmt(first["p99_ns"]), str(last["aggressors"]),
-                         lat.fmt(last["p99_ns"]), _times(last["growth_p99"])])
+            for name, about in v["victims"].items():
+                rows.append([*ident_cells(run, heads), about["words"], v["aggressor"],
+                             lat.fmt(first["victims"][name]["p99_ns"]),
+                             str(last["aggressors"]), lat.fmt(last["victims"][name]["p99_ns"]),
+                             _times(last["victims"][name]["growth_p99"])])
         return Table([*heads, "victim", "aggressor", f"p99 alone [{lat.name}]", "aggressors",
                       f"p99 beside [{lat.name}]", "grew"], rows,
                      [False] * (len(heads) + 2) + [True] * 4)
@@ -80,16 +90,17 @@ class NeighboursView(View):
         return [value["said"]]
 
     def charts(self, runs: list[Run]) -> list[Chart]:
-        """The victim's p50 and p99 by the number of aggressors."""
+        """Each victim's p99 by the number of aggressors."""
         out = []
         for run in runs:
             v: Any = NEIGHBOURS.of(run)
             if not v:
                 continue
             xs = [float(s["aggressors"]) for s in v["steps"]]
-            out.append(Chart(slug("neighbours", run.name), f"{run.name}: {v['victim']} beside"
+            out.append(Chart(slug("neighbours", run.name), f"{run.name}: p99 beside"
                              f" {v['aggressor']}", "line", "latency", x_label="aggressors",
-                             lines=[Line(p, xs, [float(s[f"{p}_ns"] or 0) for s in v["steps"]])
-                                    for p in ("p50", "p99")],
+                             lines=[Line(f"{name} p99", xs, [float(s["victims"][name]["p99_ns"]
+                                                                  or 0) for s in v["steps"]])
+                                    for name in v["victims"]],
                              section="neighbours"))
         return out

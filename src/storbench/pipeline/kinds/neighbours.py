@@ -1,15 +1,16 @@
 """Noisy neighbours (`storbench neighbours`): how much another tenant's I/O hurts yours.
 
-The victim is a workload at a fixed rate, open loop (fio's ``rate_iops`` with Poisson
-arrivals): by default 4k random reads at 200 IOPS. It runs alone, then beside 1, 2, 4, …
-aggressors (by default 1M sequential writes at queue depth 32, each on its own file),
-all in one fio invocation per step, the victim in its own reporting group. Each step
-says the victim's p50 and p99, how much each grew over alone (×), whether its rate was
-kept, and the aggressors' throughput; a step past the victim's objective (``--limit
-p99<=10ms``) ends the run there. The answer is one sentence: alone, beside the first
-aggressor, beside the most.
+The victims are workloads at a fixed rate, open loop: by default 4k random reads at 200
+IOPS (fio's ``rate_iops`` with Poisson arrivals) and an etcd-like writer, a 4k write and
+its fdatasync 50 times a second, one at a time. They run alone, then beside 1, 2, 4, …
+aggressors (by default 1M sequential writes at queue depth 32), each job on its own
+file, all in one fio invocation per step, the aggressors in their own reporting group.
+Each step says each victim's p50 and p99, how much each grew over alone (×), whether
+its rate was kept, and the aggressors' throughput; a step where a victim misses the
+objective (``--limit p99<=10ms``) ends the run there. The answer is one sentence per
+victim: alone, beside the first aggressor, beside the most.
 
-Every step is a test of the run (``victim-0``, ``victim-2``, ``aggressors-2``); its
+Every step is a test of the run (``randread-0``, ``fdatasync-2``, ``aggressors-2``); its
 record (result/sections.NEIGHBOURS) keeps each step's figures.
 """
 
@@ -33,15 +34,16 @@ from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import fio_seconds, format_latency
 
 RAMP_S = 1
-VICTIMS = {  # name -> (in words, options): Poisson arrivals and a queue deep enough for
-    # their bursts; a synchronous writer (one write at a time, as etcd's) evenly spaced:
-    # fio 3.33 pacing psync by Poisson issued one I/O, or died of SIGFPE, here
-    "randread": ("4k random reads", "rw=randread\nbs=4k\niodepth=32\nrate_process=poisson"),
+VICTIMS = {  # name -> (in words, options, rate by default): Poisson arrivals and a queue
+    # deep enough for their bursts; a synchronous writer (one write at a time, as etcd's)
+    # evenly spaced: fio 3.33 pacing psync by Poisson issued one I/O, or died of SIGFPE
+    "randread": ("4k random reads",
+                 "rw=randread\nbs=4k\niodepth=32\nrate_process=poisson", 200.0),
     "randwrite": ("4k random writes",
-                  "rw=randwrite\nbs=4k\niodepth=32\nrate_process=poisson"),
-    "fdatasync": ("4k writes each followed by fdatasync (etcd's WAL)",
+                  "rw=randwrite\nbs=4k\niodepth=32\nrate_process=poisson", 200.0),
+    "fdatasync": ("etcd-like fdatasync'd 4k writes",
                   "rw=write\nbs=4k\nfdatasync=1\nioengine=psync\ndirect=0"
-                  "\nrate_process=linear"),
+                  "\nrate_process=linear", 50.0),
 }
 AGGRESSORS = {
     "seqwrite": ("1M sequential writes, qd32", "rw=write\nbs=1m\niodepth=32"),
@@ -49,15 +51,16 @@ AGGRESSORS = {
     "randread": ("4k random reads, qd32", "rw=randread\nbs=4k\niodepth=32"),
     "seqread": ("1M sequential reads, qd32", "rw=read\nbs=1m\niodepth=32"),
 }
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 
 
 @dataclass(frozen=True)
 class NeighboursSpec:
-    """What `storbench neighbours` asks: the victim and its rate, the aggressor, how
-    many at most, each step's time, and the victim's objective."""
+    """What `storbench neighbours` asks: the victims and their rate, the aggressor, how
+    many at most, each step's time, and the victims' objective."""
 
-    victim: str = "randread"
-    rate_iops: float = 200.0
+    victims: tuple[str, ...] = ("randread", "fdatasync")
+    rate_iops: float | None = None  # None: each victim's own (VICTIMS)
     aggressor: str = "seqwrite"
     max_aggressors: int = 4
     step_s: float = 5.0
@@ -73,73 +76,82 @@ class NeighboursSpec:
         return [*out, self.max_aggressors]
 
     def check(self) -> None:
-        if self.victim not in VICTIMS:
-            raise ConfigError(f"--victim {self.victim!r}: one of {', '.join(VICTIMS)}")
+        for victim in self.victims:
+            if victim not in VICTIMS:
+                raise ConfigError(f"--victim {victim!r}: one of {', '.join(VICTIMS)}")
+        if not self.victims or len(set(self.victims)) != len(self.victims):
+            raise ConfigError("--victim: give each victim once")
         if self.aggressor not in AGGRESSORS:
             raise ConfigError(f"--aggressor {self.aggressor!r}: one of"
                               f" {', '.join(AGGRESSORS)}")
         if not 1 <= self.max_aggressors <= 64:
             raise ConfigError(f"--max-aggressors must be 1 to 64, not {self.max_aggressors}")
-        if not 1 <= self.rate_iops <= 1_000_000:
+        if self.rate_iops is not None and not 1 <= self.rate_iops <= 1_000_000:
             raise ConfigError(f"--rate must be 1 to 1,000,000 IOPS, not {self.rate_iops:g}")
         if self.step_s < 1:
             raise ConfigError(f"--step-time must be at least 1 s, not {self.step_s:g}")
         if self.limit is not None and Objective.parse(self.limit).percentile not in (
-                50.0, 90.0, 99.0, 99.9):
+                PERCENTILES):
             raise ConfigError(f"--limit {self.limit!r}: of p50, p90, p99 or p99.9")
 
-    def pace(self) -> tuple[int, float]:
-        """The victim's rate_iops= and the rate fio offers with it (Poisson arrivals:
+    def pace(self, victim: str) -> tuple[int, float]:
+        """A victim's rate_iops= and the rate fio offers with it (Poisson arrivals:
         fio's whole-microsecond gaps make some rates only; evenly spaced: as written)."""
-        if "rate_process=poisson" in VICTIMS[self.victim][1]:
-            return rates.poisson_pace(self.rate_iops)
-        return round(self.rate_iops), float(round(self.rate_iops))
+        want = self.rate_iops if self.rate_iops is not None else VICTIMS[victim][2]
+        if "rate_process=poisson" in VICTIMS[victim][1]:
+            return rates.poisson_pace(want)
+        return round(want), float(round(want))
 
     def plan_tests(self, scratch: Path) -> Plan:
-        """One test per step: the victim (and the aggressors beside it), time based."""
-        written, _ = self.pace()
+        """One test per step: the victims (and the aggressors beside them), time based,
+        each victim on a file of its own."""
         runtime = fio_seconds(self.step_s)
-        victim = VICTIMS[self.victim][1]
         aggressor = AGGRESSORS[self.aggressor][1]
+        paced = {v: self.pace(v)[0] for v in self.victims}
+        words = " and ".join(f"{VICTIMS[v][0]} at {paced[v]:,} IOPS" for v in self.victims)
         tests = []
         for n in self.counts():
             text = (f"[global]\nioengine=libaio\ndirect=1\nsize={self.size}\ntime_based\n"
-                    f"runtime={runtime}\nramp_time={RAMP_S}\nrandrepeat=0\n"
-                    f"[victim-{n}]\n{victim}\nfilename=victim.data\n"
-                    f"rate_iops={written}\n")
+                    f"runtime={runtime}\nramp_time={RAMP_S}\nrandrepeat=0\n")
+            for v in self.victims:
+                text += (f"[{v}-{n}]\n{VICTIMS[v][1]}\nfilename={v}.data\n"
+                         f"rate_iops={paced[v]}\n")
             if n:
                 text += f"[aggressors-{n}]\nnew_group\n{aggressor}\nnumjobs={n}\n"
             jobfile = parse_jobfile(text, "neighbours").prepared(scratch)
-            what = (f"{VICTIMS[self.victim][0]} at {written:,} IOPS"
-                    + (f" beside {n} × {AGGRESSORS[self.aggressor][0]}" if n else ", alone"))
+            what = words + (f" beside {n} × {AGGRESSORS[self.aggressor][0]}" if n else ", alone")
             tests.append(PlannedTest(f"step-{n}", what, jobfile, self.step_s + RAMP_S,
                                      paced=True))
-        return Plan("neighbours", tests,
-                    workload_name=f"neighbours:{self.victim}@{written}:{self.aggressor}")
+        named = "+".join(f"{v}@{paced[v]}" for v in self.victims)
+        return Plan("neighbours", tests, workload_name=f"neighbours:{named}:{self.aggressor}")
 
 
-def step_record(n: int, results: list[TestResult], alone: dict[str, Any] | None,
-                offered: float) -> dict[str, Any]:
-    """One step: the victim's p50/p99 (ns), achieved IOPS and whether its rate was kept,
-    growth over alone (×), and the aggressors' IOPS and bandwidth (all directions)."""
-    victim = next(r for r in results if r.name == f"victim-{n}")
-    (_, d), *_ = victim.directions()
-    percentiles = {f"{p:g}": d.clat.percentile(p) if d.clat else None
-                   for p in (50.0, 90.0, 99.0, 99.9)}
-    p50, p99 = percentiles["50"], percentiles["99"]
+def victim_record(result: TestResult, alone: dict[str, Any] | None,
+                  offered: float) -> dict[str, Any]:
+    """A victim at one step: p50…p99.9 (ns), growth of p50 and p99 over alone (×), the
+    IOPS it did of those fio offered, and whether it kept its rate (Poisson-aware)."""
+    (_, d), *_ = result.directions()
+    percentiles = {f"{p:g}": d.clat.percentile(p) if d.clat else None for p in PERCENTILES}
+    out: dict[str, Any] = {"p50_ns": percentiles["50"], "p99_ns": percentiles["99"],
+                           "percentiles_ns": percentiles, "achieved_iops": d.iops,
+                           "requested_iops": offered,
+                           "rate_kept": not rates.shortfalls(result)}
+    for key in ("p50", "p99"):
+        now, before = out[f"{key}_ns"], alone[f"{key}_ns"] if alone else out[f"{key}_ns"]
+        out[f"growth_{key}"] = now / before if now and before else None
+    return out
+
+
+def step_record(n: int, results: list[TestResult], victims: dict[str, float],
+                alone: dict[str, Any] | None) -> dict[str, Any]:
+    """One step: each victim's figures (``victims``: name -> the rate fio offers it),
+    and the aggressors' IOPS and bandwidth (all directions)."""
     theirs = [r for r in results if r.name == f"aggressors-{n}"]
-    growth: dict[str, float | None] = {"p50": None, "p99": None}
-    if alone is not None:
-        for key, now in (("p50", p50), ("p99", p99)):
-            before = alone[f"{key}_ns"]
-            growth[key] = now / before if now and before else None
     return {
         "aggressors": n, "test": f"step-{n}",
-        "p50_ns": p50, "p99_ns": p99, "percentiles_ns": percentiles,
-        "growth_p50": 1.0 if alone is None else growth["p50"],
-        "growth_p99": 1.0 if alone is None else growth["p99"],
-        "achieved_iops": d.iops, "requested_iops": offered,
-        "rate_kept": not rates.shortfalls(victim),  # within Poisson arrivals' chance
+        "victims": {v: victim_record(next(r for r in results if r.name == f"{v}-{n}"),
+                                     alone["victims"][v] if alone else None, offered)
+                    for v, offered in victims.items()},
         "aggressor_iops": sum(x.iops for r in theirs for _, x in r.directions()),
         "aggressor_bw_bytes_per_s": sum(x.bw_bytes_per_s for r in theirs
                                         for _, x in r.directions()),
@@ -148,14 +160,13 @@ def step_record(n: int, results: list[TestResult], alone: dict[str, Any] | None,
 
 @dataclass
 class NeighboursKind(Plain):
-    """``storbench neighbours``: the victim alone, then beside more and more aggressors."""
+    """``storbench neighbours``: the victims alone, then beside more and more aggressors."""
 
     kind: ClassVar[str] = "neighbours"
     section: ClassVar[RecordSection] = NEIGHBOURS
     fixed_schedule: ClassVar[bool] = True
     spec: NeighboursSpec
     steps: list[dict[str, Any]] = field(default_factory=list)
-    stopped: str = ""
 
     @classmethod
     def from_spec(cls, spec: RunSpec) -> NeighboursKind | None:
@@ -166,7 +177,7 @@ class NeighboursKind(Plain):
 
     def settings(self) -> dict[str, Any]:
         s = self.spec
-        return {"neighbours": {"victim": s.victim, "rate_iops": s.rate_iops,
+        return {"neighbours": {"victims": list(s.victims), "rate_iops": s.rate_iops,
                                "aggressor": s.aggressor, "max_aggressors": s.max_aggressors,
                                "step_s": s.step_s, "size": s.size, "limit": s.limit}}
 
@@ -174,30 +185,35 @@ class NeighboursKind(Plain):
         return replace(plan, repeat=1)
 
     def measure(self, ctx: RunContext, executor: Executor) -> None:
-        _, offered = self.spec.pace()
+        offered = {v: self.spec.pace(v)[1] for v in self.spec.victims}
         limit = Objective.parse(self.spec.limit) if self.spec.limit else None
         alone: dict[str, Any] | None = None
         for step in ctx.planned.steps:
             n = int(step.test.name.split("-")[1])
-            results = ctx.run_step(executor, step, {"victim.data"})
-            record = step_record(n, results, alone, offered)
+            results = ctx.run_step(executor, step, {f"{v}.data" for v in self.spec.victims})
+            record = step_record(n, results, offered, alone)
             self.steps.append(record)
             alone = alone or record
-            record["missed"] = limit is not None and not _meets(record, limit)
-            if record["missed"] and n:
-                self.stopped = f"beside {n}, the victim missed {self.spec.limit}"
-                ctx.note(f"the victim missed {self.spec.limit} beside {n} aggressor"
-                         f"{'s' if n > 1 else ''}: no more aggressors")
+            missed = [v for v, r in record["victims"].items()
+                      if limit is not None and not _meets(r, limit)]
+            for v, r in record["victims"].items():
+                r["missed"] = v in missed
+            if missed and n:
+                ctx.note(f"{' and '.join(VICTIMS[v][0] for v in missed)} missed"
+                         f" {self.spec.limit} beside {n} aggressor{'s' if n > 1 else ''}:"
+                         " no more aggressors")
                 break
 
     def record(self) -> NeighboursSection | None:
         if not self.steps:
             return None
-        return {"victim": VICTIMS[self.spec.victim][0],
-                "aggressor": AGGRESSORS[self.spec.aggressor][0],
-                "rate_iops": self.steps[0]["requested_iops"], "limit": self.spec.limit,
-                "steps": self.steps, "said": said(self.steps, VICTIMS[self.spec.victim][0],
-                                                  self.spec.limit)}
+        return {"victims": {v: {"words": VICTIMS[v][0],
+                                "rate_iops": self.steps[0]["victims"][v]["requested_iops"]}
+                            for v in self.spec.victims},
+                "aggressor": AGGRESSORS[self.spec.aggressor][0], "limit": self.spec.limit,
+                "steps": self.steps,
+                "said": said(self.steps, {v: VICTIMS[v][0] for v in self.spec.victims},
+                             self.spec.limit)}
 
 
 def _meets(step: dict[str, Any], objective: Objective) -> bool:
@@ -210,21 +226,27 @@ def _ms(ns: float | None) -> str:
     return "?" if ns is None else format_latency(ns)
 
 
-def said(steps: list[dict[str, Any]], victim: str, limit: str | None) -> str:
-    """The answer in one sentence: the victim's p99 alone, beside the first aggressor and
-    beside the most, with how much it grew; a rate not kept, and the objective missed."""
-    alone = steps[0]
-    parts = [f"your {victim}' p99 went from {_ms(alone['p99_ns'])} alone"]
-    for s in ([steps[1]] if len(steps) > 1 else []) + ([steps[-1]] if len(steps) > 2 else []):
-        n = s["aggressors"]
-        grew = f" ({times(s['growth_p99'])}×)" if s["growth_p99"] is not None else ""
-        lost = "" if s["rate_kept"] else (f", its rate not kept: {s['achieved_iops']:,.0f}"
-                                          f" of {s['requested_iops']:,.0f} IOPS")
-        parts.append(f"to {_ms(s['p99_ns'])} beside {n} aggressor{'s' if n > 1 else ''}"
-                     f"{grew}{lost}")
-    text = ", ".join(parts[:1]) + (" " + ", then ".join(parts[1:]) if parts[1:] else "")
+def said(steps: list[dict[str, Any]], words: dict[str, str], limit: str | None) -> str:
+    """The answer in one sentence: each victim's p99 alone, beside the first aggressor
+    and beside the most, with how much it grew and a rate not kept; the objective."""
+    clauses = []
+    for v, what in words.items():
+        at = [s["victims"][v] for s in steps]
+        parts = [f"your {what}' p99 went from {_ms(at[0]['p99_ns'])} alone"]
+        shown = [1] if len(steps) > 1 else []
+        shown += [len(steps) - 1] if len(steps) > 2 else []
+        for i in shown:
+            r, n = at[i], steps[i]["aggressors"]
+            grew = f" ({times(r['growth_p99'])}×)" if r["growth_p99"] is not None else ""
+            lost = "" if r["rate_kept"] else (f", its rate not kept: {r['achieved_iops']:,.0f}"
+                                              f" of {r['requested_iops']:,.0f} IOPS")
+            parts.append(f"to {_ms(r['p99_ns'])} beside {n} aggressor{'s' if n > 1 else ''}"
+                         f"{grew}{lost}")
+        clauses.append(parts[0] + (" " + ", then ".join(parts[1:]) if parts[1:] else ""))
+    text = "; ".join(clauses)
     if limit is not None:
-        missed = next((s for s in steps if s.get("missed")), None)
+        missed = next((s for s in steps if any(r.get("missed") for r in s["victims"].values())),
+                      None)
         text += f"; {limit} " + (
             "held at every step" if missed is None else "missed even alone"
             if not missed["aggressors"] else f"missed beside {missed['aggressors']}")
