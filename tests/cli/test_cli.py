@@ -206,7 +206,10 @@ def test_list_compare_export_rm(tmpfs, store_path, tmp_path):
     proc = run_cli("export", str(a), "--format", "json", "-o", str(out), db=store_path)
     assert json.loads(out.read_text())["schema"] == "storbench.export/1"
 
-    checked = run_cli("check", str(b), "--baseline", str(a), "--max-regression", "99%",
+    # two tmpfs runs' microsecond tails vary many-fold with the machine's load (synclat
+    # p99 402% and 638% worse beside the other test lane, twice in one day): what is
+    # checked here is the command's passing path, not tmpfs's tail
+    checked = run_cli("check", str(b), "--baseline", str(a), "--max-regression", "100000%",
                       "--assert", "randread.iops > 1", db=store_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     failing = run_cli("check", str(b), "--assert", "randread.iops < 1", db=store_path)
