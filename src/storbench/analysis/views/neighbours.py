@@ -67,7 +67,11 @@ class NeighboursView(View):
     def shown(self, run: Run, value: NeighboursSection, u: Units) -> list[Block]:
         victims = " and ".join(f"{a['words']} at {a['rate_iops']:,.0f} IOPS"
                                for a in value["victims"].values())
-        return [Titled(self._table(value, u), f"{victims} beside {value['aggressor']}"),
+        synced = [v for v, r in value["steps"][0]["victims"].items()
+                  if r.get("latency") == "fdatasync"]
+        return [Titled(self._table(value, u), f"{victims} beside {value['aggressor']}"
+                       + (f" ({', '.join(synced)}: the latency of its fdatasync)"
+                          if synced else "")),
                 Text(value["said"], "bold")]
 
     def compared(self, found: list[tuple[Run, NeighboursSection]], u: Units) -> Table:

@@ -45,6 +45,9 @@ VICTIMS = {  # name -> (in words, options, rate by default): Poisson arrivals an
                   "rw=write\nbs=4k\nfdatasync=1\nioengine=psync\ndirect=0"
                   "\nrate_process=linear", 50.0),
 }
+# how the answer names what each victim waits for
+SUBJECTS = {"randread": "your 4k random reads' p99", "randwrite": "your 4k random writes' p99",
+            "fdatasync": "your etcd-like writer's fdatasync p99"}
 AGGRESSORS = {
     "seqwrite": ("1M sequential writes, qd32", "rw=write\nbs=1m\niodepth=32"),
     "randwrite": ("4k random writes, qd32", "rw=randwrite\nbs=4k\niodepth=32"),
@@ -128,11 +131,16 @@ class NeighboursSpec:
 
 def victim_record(result: TestResult, alone: dict[str, Any] | None,
                   offered: float) -> dict[str, Any]:
-    """A victim at one step: p50…p99.9 (ns), growth of p50 and p99 over alone (×), the
-    IOPS it did of those fio offered, and whether it kept its rate (Poisson-aware)."""
+    """A victim at one step: p50…p99.9 (ns) of what it waits for (its I/O's completion;
+    a writer that syncs, its fdatasync: the write alone lands in the page cache), growth
+    of p50 and p99 over alone (×), the IOPS it did of those fio offered, and whether it
+    kept its rate (Poisson-aware)."""
     (_, d), *_ = result.directions()
-    percentiles = {f"{p:g}": d.clat.percentile(p) if d.clat else None for p in PERCENTILES}
-    out: dict[str, Any] = {"p50_ns": percentiles["50"], "p99_ns": percentiles["99"],
+    synced = result.sync is not None and result.sync.calls > 0
+    lat = result.sync.lat if result.sync is not None and synced else d.clat
+    percentiles = {f"{p:g}": lat.percentile(p) if lat else None for p in PERCENTILES}
+    out: dict[str, Any] = {"latency": "fdatasync" if synced else "completion",
+                           "p50_ns": percentiles["50"], "p99_ns": percentiles["99"],
                            "percentiles_ns": percentiles, "achieved_iops": d.iops,
                            "requested_iops": offered,
                            "rate_kept": not rates.shortfalls(result)}
@@ -212,7 +220,7 @@ class NeighboursKind(Plain):
                             for v in self.spec.victims},
                 "aggressor": AGGRESSORS[self.spec.aggressor][0], "limit": self.spec.limit,
                 "steps": self.steps,
-                "said": said(self.steps, {v: VICTIMS[v][0] for v in self.spec.victims},
+                "said": said(self.steps, {v: SUBJECTS[v] for v in self.spec.victims},
                              self.spec.limit)}
 
 
@@ -226,13 +234,14 @@ def _ms(ns: float | None) -> str:
     return "?" if ns is None else format_latency(ns)
 
 
-def said(steps: list[dict[str, Any]], words: dict[str, str], limit: str | None) -> str:
+def said(steps: list[dict[str, Any]], subjects: dict[str, str], limit: str | None) -> str:
     """The answer in one sentence: each victim's p99 alone, beside the first aggressor
-    and beside the most, with how much it grew and a rate not kept; the objective."""
+    and beside the most, with how much it grew and a rate not kept; the objective.
+    ``subjects``: victim -> what its clause begins with ("your 4k random reads' p99")."""
     clauses = []
-    for v, what in words.items():
+    for v, subject in subjects.items():
         at = [s["victims"][v] for s in steps]
-        parts = [f"your {what}' p99 went from {_ms(at[0]['p99_ns'])} alone"]
+        parts = [f"{subject} went from {_ms(at[0]['p99_ns'])} alone"]
         shown = [1] if len(steps) > 1 else []
         shown += [len(steps) - 1] if len(steps) > 2 else []
         for i in shown:
