@@ -105,12 +105,15 @@ def test_the_s3_suite_on_a_real_server_puts_gets_deletes_and_leaves_only_what_wa
     assert failing.returncode == 3, failing.stdout + failing.stderr
 
 
-def test_ctrl_c_ends_the_run_and_deletes_what_it_put(s3, tmp_path):
-    bucket = _bucket(s3, f"sbt-int-{s3.name}")
+LONG_PUT = "[put]\nrw=write\nbs=64k\nsize=1m\nfilename=obj\ntime_based\nruntime=60\n"
+
+
+def _putting(s3: S3Server, bucket: str, tmp_path: Path) -> subprocess.Popen[str]:
+    """A run PUTting objects for a minute, once its marker and fio's first objects are
+    in the bucket (its own process group, to be signalled)."""
     job = tmp_path / "long.fio"
-    job.write_text("[put]\nrw=write\nbs=64k\nsize=1m\nfilename=obj\ntime_based\nruntime=60\n")
-    db = tmp_path / "r.db"
-    env = {**os.environ, **s3.env(), "STORBENCH_DB": str(db)}
+    job.write_text(LONG_PUT)
+    env = {**os.environ, **s3.env(), "STORBENCH_DB": str(tmp_path / "r.db")}
     proc = subprocess.Popen([*STORBENCH, "run", f"s3://{bucket}", "--endpoint", s3.url,
                              "--fio", str(FIO_HTTP), "--job", str(job)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -119,6 +122,13 @@ def test_ctrl_c_ends_the_run_and_deletes_what_it_put(s3, tmp_path):
     while time.monotonic() < deadline and len(s3.keys(bucket)) < 3:
         time.sleep(0.2)
     assert len(s3.keys(bucket)) >= 3
+    return proc
+
+
+def test_ctrl_c_ends_the_run_and_deletes_what_it_put(s3, tmp_path):
+    bucket = _bucket(s3, f"sbt-int-{s3.name}")
+    db = tmp_path / "r.db"
+    proc = _putting(s3, bucket, tmp_path)
     started = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=30)
@@ -130,24 +140,16 @@ def test_ctrl_c_ends_the_run_and_deletes_what_it_put(s3, tmp_path):
 
 def test_a_run_killed_leaves_its_objects_to_the_next_run_which_deletes_them(s3, tmp_path):
     bucket = _bucket(s3, f"sbt-kill-{s3.name}")
-    job = tmp_path / "long.fio"
-    job.write_text("[put]\nrw=write\nbs=64k\nsize=1m\nfilename=obj\ntime_based\nruntime=60\n")
     db = tmp_path / "r.db"
-    env = {**os.environ, **s3.env(), "STORBENCH_DB": str(db)}
-    proc = subprocess.Popen([*STORBENCH, "run", f"s3://{bucket}", "--endpoint", s3.url,
-                             "--fio", str(FIO_HTTP), "--job", str(job)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(s3.keys(bucket)) < 3:
-        time.sleep(0.2)  # the marker and fio's first objects
+    proc = _putting(s3, bucket, tmp_path)
     left = s3.keys(bucket)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert len(left) >= 3 and all(k.startswith("storbench-") for k in left)
     assert any(k.endswith("/.storbench-run") for k in left)
     prefix = left[0].split("/")[0]
-    again = _cli(s3, f"s3://{bucket}", "--job", str(job), "--runtime", "1", db=db)
+    again = _cli(s3, f"s3://{bucket}", "--job", str(tmp_path / "long.fio"), "--runtime", "1",
+                 db=db)
     assert again.returncode == 0, again.stderr[-3000:]
     assert prefix in again.stderr + again.stdout  # the leftover's removal is said
     assert s3.keys(bucket) == []
