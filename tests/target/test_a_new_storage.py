@@ -23,11 +23,11 @@ from storbench.errors import ConfigError, TargetError
 from storbench.execute.base import FioJob
 from storbench.pipeline.loop import run_on
 from storbench.pipeline.spec import RunSpec
-from storbench.target.base import Deadline, DeviceRoom, Placed
+from storbench.target.base import Deadline, Placed
 from storbench.target.here import HereTarget
 from storbench.target.hostlist import parse_hosts
 from storbench.target.hosts import HostsTarget
-from storbench.target.storage import Access, Place, Worker
+from storbench.target.storage import Access, NoDevice, Place, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
@@ -35,7 +35,7 @@ JOB = "[one]\nrw=randrw\nbs=4k\nsize=4m\ntime_based\nruntime=1\n[two]\nrw=read\n
 
 
 @dataclass
-class OneFile:
+class OneFile(NoDevice):
     """Each job of a worker on one file of the run's, named for the worker and the job."""
 
     path: str
@@ -109,24 +109,8 @@ class OneFile:
     def put_file(self, place: Place, uid: str, name: str, text: Placed) -> None:
         self.check_put(place)
 
-    def put_dirs(self, place: Place, uid: str) -> list[str]:
-        return []
-
-    def replay_device(self, place: Place) -> DeviceRoom | None:
-        return None
-
-    def check_precondition(self) -> None:
+    def check_precondition(self) -> None:  # the rest of a storage without a device: NoDevice's
         raise ConfigError("one file is not preconditioned")
-
-    def precondition_job(self, place: Place, cap_bytes: int | None) -> list[FioJob]:
-        self.check_precondition()
-        return []
-
-    def precondition_s(self, size_bytes: int) -> float:
-        return 0.0
-
-    def covers(self) -> bool:
-        return False
 
 
 def job_spec(tmp_path) -> RunSpec:

@@ -26,8 +26,8 @@ from typing import Any
 
 from storbench.errors import ConfigError, TargetError
 from storbench.execute.base import FioJob
-from storbench.target.base import Deadline, DeviceRoom, Placed
-from storbench.target.storage import Access, Place, Worker
+from storbench.target.base import Deadline, Placed
+from storbench.target.storage import Access, NoDevice, Place, Worker
 from storbench.target.storage import Room as Room
 from storbench.target.storage import run_file_name as run_file_name
 from storbench.workload.jobfile import JobFile
@@ -129,7 +129,7 @@ def remove_script(directory: str, keep: set[str]) -> str:
 
 
 @dataclass
-class FilesStorage:
+class FilesStorage(NoDevice):
     """Files in a directory as the storage of a target, at any place (target/storage.py):
     the place says where the run's files go on each worker, the room it saw there and who
     shares it, and removes a test's files; the rules above do the rest."""
@@ -256,21 +256,7 @@ class FilesStorage:
         place.put([(w, self.run_file(place, w, uid, name), text(where(w)))
                    for w in place.workers()])
 
-    def put_dirs(self, place: Place, uid: str) -> list[str]:
-        return []  # each worker's copy is among the run's files
-
-    def replay_device(self, place: Place) -> DeviceRoom | None:
-        return None  # a replay in files, prefilled
+    # (NoDevice: a replay's log among the run's files, the replay in files, prefilled)
 
     def check_precondition(self) -> None:
         raise ConfigError("--precondition applies to block devices, not a directory")
-
-    def precondition_job(self, place: Place, cap_bytes: int | None) -> list[FioJob]:
-        self.check_precondition()
-        return []
-
-    def precondition_s(self, size_bytes: int) -> float:
-        return 0.0
-
-    def covers(self) -> bool:
-        return False  # each test lays out the files its options say

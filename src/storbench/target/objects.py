@@ -39,9 +39,9 @@ from storbench.execute import FioBinary
 from storbench.execute.base import FioJob
 from storbench.execute.s3 import Endpoint
 from storbench.execute.workdir import MARKER, PREFIX, Leftover, held, run_workdir
-from storbench.target.base import Deadline, DeviceRoom, Placed
+from storbench.target.base import Deadline, Placed
 from storbench.target.here import HereTarget
-from storbench.target.storage import Access, Place, Worker
+from storbench.target.storage import Access, NoDevice, Place, Worker
 from storbench.workload.jobfile import JobFile, Section
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import parse_size
@@ -100,7 +100,7 @@ def fio_has_http(fio: FioBinary) -> str | None:
 
 
 @dataclass
-class ObjectStorage:
+class ObjectStorage(NoDevice):
     """Objects under a bucket's prefix (target/storage.Storage), through fio's http engine."""
 
     bucket: Bucket
@@ -273,24 +273,8 @@ class ObjectStorage:
     def put_file(self, place: Place, uid: str, name: str, text: Placed) -> None:
         self.check_put(place)
 
-    def put_dirs(self, place: Place, uid: str) -> list[str]:
-        return []
-
-    def replay_device(self, place: Place) -> DeviceRoom | None:
-        return None
-
     def check_precondition(self) -> None:
         raise ConfigError("--precondition applies to block devices, not to an S3 bucket")
-
-    def precondition_job(self, place: Place, cap_bytes: int | None) -> list[FioJob]:
-        self.check_precondition()
-        return []
-
-    def precondition_s(self, size_bytes: int) -> float:
-        return 0.0
-
-    def covers(self) -> bool:
-        return False
 
     # -- after -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from storbench.errors import ConfigError
 from storbench.execute.base import FioJob
 from storbench.target.base import Deadline, DeviceRoom, Placed
 from storbench.workload.guard import plain
@@ -242,6 +243,32 @@ class Storage(Protocol):
         """Each test covers the whole storage (a device without --size): a volume made
         for it is sized by --capacity, not by the tests."""
         ...
+
+
+class NoDevice:
+    """The answers every storage that is no block device gives alike (files, objects; a
+    mixin): no directory of its own for a replay's log, no device to replay on, nothing
+    to write whole before the tests (``check_precondition`` says why, in its words),
+    each test sized by its own options."""
+
+    def put_dirs(self, place: Place, uid: str) -> list[str]:
+        return []
+
+    def replay_device(self, place: Place) -> DeviceRoom | None:
+        return None
+
+    def check_precondition(self) -> None:
+        raise ConfigError("--precondition applies to block devices")
+
+    def precondition_job(self, place: Place, cap_bytes: int | None) -> list[FioJob]:
+        self.check_precondition()
+        return []
+
+    def precondition_s(self, size_bytes: int) -> float:
+        return 0.0
+
+    def covers(self) -> bool:
+        return False
 
 
 def run_file_name(name: str) -> str:
