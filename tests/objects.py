@@ -9,14 +9,14 @@ import contextlib
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.testbed import free_port, wait_port
+from tests import services
+from tests.testbed import free_port
 
 TOOLS = Path(os.environ.get("STORBENCH_TEST_TOOLS") or Path.home() / ".cache/storbench-test")
 FIO_HTTP = Path(os.environ.get("STORBENCH_TEST_FIO_HTTP") or TOOLS / "fio-http/fio")
@@ -80,7 +80,6 @@ def s3_server(name: str) -> Iterator[S3Server]:
     port = free_port()
     key_id, secret = f"SBT{secrets.token_hex(6).upper()}", f"sbt-{secrets.token_hex(16)}"
     with tempfile.TemporaryDirectory(prefix=f"sbt-{name}-") as tmp:
-        log = open(Path(tmp) / "server.log", "wb")
         data: Path | None = None
         if name == "s3proxy":
             data = Path(tmp) / "data"
@@ -95,16 +94,6 @@ def s3_server(name: str) -> Iterator[S3Server]:
             argv = ["java", "-jar", str(S3PROXY_JAR), "--properties", str(conf)]
         else:
             argv = [str(MOTO), "-H", "127.0.0.1", "-p", str(port)]
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            wait_port(port, timeout=60)
+        # started, waited for and stopped (by its PID) as the team stores' servers are
+        with services._server(argv, port, Path(tmp) / "server.log", timeout=60):
             yield S3Server(name, f"http://127.0.0.1:{port}", key_id, secret, data)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log.close()
