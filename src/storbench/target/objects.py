@@ -95,8 +95,37 @@ def fio_has_http(fio: FioBinary) -> str | None:
                           timeout=30)
     if proc.returncode == 0 and "http_s3_key" in proc.stdout:
         return None
-    return (proc.stderr or proc.stdout).strip().splitlines()[-1:][0] if (
-        proc.stderr or proc.stdout).strip() else f"exit status {proc.returncode}"
+    said = (proc.stderr or proc.stdout).strip().splitlines()
+    return said[-1] if said else f"exit status {proc.returncode}"
+
+
+@dataclass(frozen=True)
+class ObjectJob:
+    """A job of a test on a bucket, as its objects go: what it does to them, and which
+    (fio's http engine names them NAME.JOBNUM.0_OFFSET_LENGTH: size / bs a clone)."""
+
+    name: str  # filename=, else the job's name
+    rw: str
+    bs: int
+    size: int  # bytes of objects per clone
+    jobs: int  # numjobs
+
+    @classmethod
+    def of(cls, job: str, opts: dict[str, str]) -> ObjectJob:
+        return cls(opts.get("filename") or opts.get("name") or job,
+                   opts.get("rw", opts.get("readwrite", "read")),
+                   parse_size(opts.get("bs", "4k")) or 4096,
+                   parse_size(opts.get("size", "0")) or 0, int(opts.get("numjobs", "1")))
+
+    @property
+    def reads(self) -> bool:
+        """It GETs or DELETEs objects (which must be there), rather than PUTs them."""
+        return self.rw in (*READS, *DELETES)
+
+    def keys(self, run_prefix: str) -> set[str]:
+        return {f"{run_prefix}{self.name}.{jobnum}.0_{o}_{self.bs}"
+                for jobnum in range(self.jobs) for o in range(0, self.size - self.bs + 1,
+                                                              self.bs)}
 
 
 @dataclass
@@ -149,23 +178,21 @@ class ObjectStorage(NoDevice):
         """Each job PUTs, GETs or DELETEs; one that GETs or DELETEs objects has a job
         before it (in its test or an earlier one) that PUT them: the same filename= and
         bs=, as many jobs and as large a size (between() counts the objects themselves)."""
-        put: dict[tuple[str, str], tuple[int, int]] = {}  # (name, bs) -> (jobs, bytes)
+        put: dict[tuple[str, int], tuple[int, int]] = {}  # (name, bs) -> (jobs, bytes)
         for test in plan.tests:
             # PUTs in this test that may stop before every object is there: a GET after
             # them in the same fio run would read the missing ones as zeros, unseen
-            cut: dict[tuple[str, str], str] = {}
+            cut: dict[tuple[str, int], str] = {}
             for job, opts in test.jobfile.effective():
-                rw = opts.get("rw", opts.get("readwrite", "read"))
-                if rw not in ONE_OBJECT:
+                it = ObjectJob.of(job, opts)
+                if it.rw not in ONE_OBJECT:
                     raise ConfigError(
-                        f"test {test.name!r} (job [{job}]) has rw={rw}: on an S3 bucket each"
-                        " job writes (PUT), reads (GET) or trims (DELETE) whole objects, one"
-                        " kind per job (rw=write, read or trim)")
-                name = opts.get("filename") or opts.get("name") or job
-                key = (name, str(parse_size(opts.get("bs", "4k")) or 4096))
-                jobs, size = int(opts.get("numjobs", "1")), parse_size(opts.get("size", "0"))
-                if rw not in (*READS, *DELETES):
-                    put[key] = (jobs, size or 0)
+                        f"test {test.name!r} (job [{job}]) has rw={it.rw}: on an S3 bucket"
+                        " each job writes (PUT), reads (GET) or trims (DELETE) whole objects,"
+                        " one kind per job (rw=write, read or trim)")
+                key = (it.name, it.bs)
+                if not it.reads:
+                    put[key] = (it.jobs, it.size)
                     limits = [f"{k}={opts[k]}" for k in ("runtime", "number_ios", "io_size",
                                                         "io_limit") if opts.get(k)]
                     if limits:
@@ -179,11 +206,11 @@ class ObjectStorage(NoDevice):
                         " read as zeros unseen: PUT them in a test of their own before it"
                         " (storbench then checks that every one is there), or leave out what"
                         " limits the PUT")
-                elif key not in put or put[key][0] < jobs or put[key][1] < (size or 0):
+                elif key not in put or put[key][0] < it.jobs or put[key][1] < it.size:
                     raise ConfigError(
                         f"test {test.name!r} (job [{job}]) reads or deletes objects no job"
-                        f" before it PUT (filename={name}, bs={opts.get('bs', '4k')},"
-                        f" {jobs} job(s), size={opts.get('size', '?')}): fio's http engine"
+                        f" before it PUT (filename={it.name}, bs={opts.get('bs', '4k')},"
+                        f" {it.jobs} job(s), size={opts.get('size', '?')}): fio's http engine"
                         " would read each missing object as zeros. On an S3 bucket, PUT"
                         " them first: the s3 suite, or a job file whose write job comes"
                         " first (docs/objects.md)")
@@ -326,18 +353,13 @@ def expected_keys(test: PlannedTest, run_prefix: str) -> set[str]:
     needed: set[str] = set()
     written: set[str] = set()
     for job, opts in test.jobfile.effective():
-        rw = opts.get("rw", opts.get("readwrite", "read"))
-        size = parse_size(opts.get("size", "0")) or 0
-        bs = parse_size(opts.get("bs", "4k")) or 4096
-        name = opts.get("filename") or opts.get("name") or job
-        offsets = range(0, size - bs + 1, bs)
-        keys = {f"{run_prefix}{name}.{jobnum}.0_{o}_{bs}"
-                for jobnum in range(int(opts.get("numjobs", "1"))) for o in offsets}
-        if rw in (*READS, *DELETES):
+        it = ObjectJob.of(job, opts)
+        keys = it.keys(run_prefix)
+        if it.reads:
             needed |= keys - written
-        if rw in DELETES:
+        if it.rw in DELETES:
             written -= keys
-        elif rw not in READS:
+        elif not it.reads:
             written |= keys
     return needed
 
