@@ -98,6 +98,8 @@ def figure(kind: Kind | str, v: float | None) -> str:
         return latency(v)
     if kind == "seconds":  # a lifecycle or failover verdict's
         return latency(v * 1e9)
+    if kind == "count":  # accelerators fed, a growth (×), aggressors held: no unit
+        return Unit("", 1.0).fmt(v)
     unit = choose(kind, [v])
     return f"{unit.fmt(v)} {unit.name}"
 
