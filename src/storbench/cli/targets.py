@@ -80,8 +80,9 @@ HOST_OPTIONS = (
 # what the storage is and how far a run may go with it, whoever runs fio on it
 STORAGE_OPTIONS = (
     click.option("--size", metavar="SIZE",
-                 help="File (or device) size per test, fio syntax (e.g. 256m, 2g)."
-                      " Default: the suite's; on a block device, the whole device."),
+                 help="File (or device) size per test, fio syntax (e.g. 256m, 2g); in"
+                      " a test that reads several files (the training suites), each"
+                      " file's. Default: the suite's; on a block device, the whole device."),
     click.option("--destructive", metavar="DEVICE",
                  help="Allow writing to the block device TARGET, named again here:"
                       " whatever is on it is destroyed. A device that is mounted or in use"

@@ -257,7 +257,8 @@ def job_bytes(opts: dict[str, str]) -> int | None:
     when its options don't say)."""
     size = parse_size(opts["size"]) if "size" in opts else None
     if size is None and "filesize" in opts:
-        filesize = parse_size(opts["filesize"])
+        # a range (fio picks each file's size in it): the largest, for the space it may take
+        filesize = parse_size(opts["filesize"].rpartition("-")[2])
         size = None if filesize is None else filesize * parse_count(opts.get("nrfiles"))
     return size
 

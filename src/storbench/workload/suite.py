@@ -82,7 +82,9 @@ class Suite:
         for test in self.all_tests(rate_iops):
             options = dict(self.defaults)
             options.update(dict(test.options))
-            if size is not None:
+            if size is not None and "filesize" in options:
+                options["filesize"] = size  # each of its files (fio reads them all)
+            elif size is not None:
                 options["size"] = size
             if runtime is not None:
                 options["runtime"] = fio_seconds(runtime)
