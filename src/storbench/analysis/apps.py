@@ -16,6 +16,7 @@ the storage, decides.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -257,16 +258,14 @@ def prometheus(results: dict[str, list[TestResult]]) -> Answer | None:
     return _stream("prometheus", "Prometheus TSDB", ("wal", "compaction"), results)
 
 
-JUDGES = {"postgresql": postgresql, "mysql": mysql, "redis": redis, "etcd": etcd,
+Judge = Callable[[dict[str, list[TestResult]]], "Answer | None"]
+JUDGES: dict[str, Judge] = {"postgresql": postgresql, "mysql": mysql, "redis": redis, "etcd": etcd,
           "kafka": kafka, "prometheus": prometheus}
 
 
-def answer(profile: str, results: dict[str, list[TestResult]]) -> Answer | None:
-    """The profile's answer from its tests' results (by test, over repeats), or None."""
-    judge = JUDGES.get(profile)
-    return None if judge is None else judge(results)
 
 
 # an estimate's unit -> (the figure kind verdicts use, its base unit per estimate unit)
 KINDS = {"transactions/s": ("tps", 1.0), "ops/s": ("ops", 1.0), "ms": ("latency", 1e6),
-         "MB/s": ("bw", 1e6)}
+         "MB/s": ("bw", 1e6), "samples/s": ("ops", 1.0), "accelerators": ("count", 1.0),
+         "%": ("count", 1.0), "s/GB": ("seconds", 1.0)}

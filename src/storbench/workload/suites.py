@@ -11,6 +11,7 @@ from storbench.errors import ConfigError
 from storbench.workload.apps import APPS
 from storbench.workload.jobfile import Option
 from storbench.workload.suite import Profile, Suite, TestSpec
+from storbench.workload.training import TRAINING
 
 # What storbench adds to every job, whatever the suite (shown by `storbench suites NAME`).
 ALWAYS_ADDED = (
@@ -176,6 +177,7 @@ SUITES: dict[str, Suite] = {
             origins={"size": "storbench: bytes of objects per job (objects = size / bs)"},
         ),
         *APPS,
+        *TRAINING,
     )
 }
 

@@ -13,10 +13,12 @@ from storbench.analysis.views.base import Answer, View
 from storbench.result.record import Run
 from storbench.result.sections import APP, AppSection
 
+WHOLE = ("accelerators",)  # counted in whole ones: '2 (1–2) accelerators', never '2.0'
+
 
 def estimate_text(e: dict[str, Any], u: Units) -> str:
     """'1,150 (1,000–1,400) transactions/s', or '2.10 ms' for a figure measured as is."""
-    n = u.plain
+    n = u.plain if e["unit"] not in WHOLE else (lambda v: f"{v:,.0f}")
     if e["unit"] == "ms" and e["low"] == e["high"] and 0 < abs(e["value"]) < 0.005:
         return u.latency(e["value"] * 1e6)  # '422 ns', never '0.00 ms' (tmpfs)
     span = f" ({n(e['low'])}–{n(e['high'])})" if e["low"] != e["high"] else ""

@@ -1,14 +1,15 @@
 """An application profile (`run --suite postgresql`, mysql, redis, etcd, kafka,
-prometheus): its suite on the fixed schedule of a suite, then its judge
-(analysis/apps.py) turns the figures into the application's units; the answer is the
-run's ``app`` section (result/sections.APP)."""
+prometheus) or a training one (unet3d, resnet50, cosmoflow): its suite on the fixed
+schedule of a suite, then its judge (analysis/apps.py, analysis/training.py) turns the
+figures into the application's units; the answer is the run's ``app`` section
+(result/sections.APP)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from storbench.analysis.apps import JUDGES, answer
+from storbench.analysis import apps, training
 from storbench.analysis.assertions import Assertion
 from storbench.execute.base import Executor
 from storbench.pipeline.kinds.suite import Suite
@@ -16,6 +17,9 @@ from storbench.pipeline.measure import RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.sections import APP, AppSection
+
+# each profile's judge: the applications' and the training models'
+JUDGES = {**apps.JUDGES, **training.JUDGES}
 
 
 @dataclass
@@ -46,5 +50,5 @@ class AppKind(Suite):
                 self.results.setdefault(r.name, []).append(r)
 
     def record(self) -> AppSection | None:
-        found = answer(self.profile, self.results)
+        found = JUDGES[self.profile](self.results)
         return found.to_dict() if found is not None else None

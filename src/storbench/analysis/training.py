@@ -1,0 +1,94 @@
+"""The AI-training profiles' judge: how many accelerators a storage feeds at MLPerf
+Storage's utilisation threshold, from the profile's reads (workload/training.py).
+
+An accelerator computes a batch in ``computation_time`` while its loader reads the next
+(DLIO overlaps the two), so it stays busy a share AU = min(1, T / (batch × sample /
+computation_time)) of the time when the storage gives its loader T bytes a second. It
+keeps the threshold (90%, cosmoflow 70%) while it gets at least ``need`` = AU × batch ×
+sample / computation_time a second; N accelerators need N × that. So: accelerators fed =
+⌊T / need⌋, with T the throughput of 16 readers (``read_many``: several loaders), and
+one accelerator's utilisation from one loader's throughput (``read``). This is an upper
+bound: the accelerators' compute, the loaders' CPU (decoding samples) and the network
+between hosts can each limit it first. ``low`` takes the throughput DLIO's own loader
+reached of fio's on the same volume (bench/training.py, docs/training.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+from storbench.analysis.apps import Answer, Figure, Judge, _median
+from storbench.result.model import TestResult
+from storbench.workload.training import ACCELERATORS, MANY, MODELS, Model
+
+# DLIO 2.0's own loader read this share of fio's throughput on the same capped volumes
+# at worst (bench/training.py, docs/training.md): the low end of the estimates
+LOADER = 0.8
+
+
+def _size(n: float) -> str:
+    """Decimal, as MLPerf gives them: '147 MB', '2.83 MB', '115 kB', '2.86 GB'."""
+    for unit, base in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= base:
+            v = n / base
+            return f"{v:,.0f} {unit}" if v >= 100 else f"{v:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _rate(bps: float) -> str:
+    return f"{_size(bps)}/s"
+
+
+def _fed(t: float, need: float) -> int:
+    return math.floor(t / need + 1e-9)
+
+
+def judge(m: Model, results: dict[str, list[TestResult]]) -> Answer | None:
+    one = _median(results, "read", "read.bw")
+    many = _median(results, "read_many", "read.bw") or one
+    if not one or not many:
+        return None
+    figures: list[Figure] = []
+    for acc in ACCELERATORS:
+        need = m.need(acc)
+        name = "accelerators" if acc == ACCELERATORS[0] else f"accelerators_{acc}"
+        fed = _fed(many, need)
+        figures.append(Figure(
+            name, f"{acc.upper()}s fed at AU ≥ {m.au:.0%}", fed, _fed(many * LOADER, need), fed,
+            "accelerators", f"read_many: {_rate(many)} with {MANY} readers; each {acc.upper()}"
+                            f" needs {_rate(need)}"))
+    full = m.batch * m.sample_bytes / m.compute_s[ACCELERATORS[0]]
+    au = min(1.0, one / full)
+    figures += [
+        Figure("au", f"one {ACCELERATORS[0].upper()}'s utilisation (AU)", 100 * au,
+               100 * min(1.0, one * LOADER / full), 100 * au, "%",
+               f"read: {_rate(one)} from one loader ({m.read_threads} threads); busy all the"
+               f" time at {_rate(full)}"),
+        Figure("mbps", "storage-side throughput", many / 1e6, many * LOADER / 1e6, many / 1e6,
+               "MB/s", f"read_many read bandwidth ({MANY} readers)"),
+        Figure("samples", "samples/s", many / m.sample_bytes, many * LOADER / m.sample_bytes,
+               many / m.sample_bytes, "samples/s",
+               f"read_many: {_rate(many)} of {_size(m.sample_bytes)} samples"),
+    ]
+    for test, op, what in (("checkpoint_write", "write", "a checkpoint written and fsynced"),
+                           ("checkpoint_read", "read", "a checkpoint read back")):
+        bw = _median(results, test, f"{op}.bw")
+        if bw:
+            figures.append(Figure(test, f"{what}, seconds per GB", 1e9 / bw, 1e9 / bw,
+                                  1e9 / bw, "s/GB", f"{test} {op} bandwidth"))
+    h100, a100 = figures[0].value, figures[1].value
+    verdict = (f"{m.name} here: feeds {h100:.0f} H100{'' if h100 == 1 else 's'} and"
+               f" {a100:.0f} A100{'' if a100 == 1 else 's'} at AU ≥ {m.au:.0%}"
+               f" ({_rate(many)} read; each H100 needs {_rate(m.need('h100'))})")
+    if h100 < 1:
+        verdict += f"; one H100 would be busy {au:.0%} of the time"
+    notes = ["an upper bound: the accelerators' compute, the data loaders' CPU (decoding"
+             " samples) and the network between hosts can each limit it first"]
+    return Answer(m.name, f"MLPerf Storage {m.name} (DLIO 2.0)", figures, verdict, False, notes)
+
+
+def _judge_of(m: Model) -> Judge:
+    return lambda results: judge(m, results)
+
+
+JUDGES = {name: _judge_of(m) for name, m in MODELS.items()}
