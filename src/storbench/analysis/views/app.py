@@ -22,7 +22,7 @@ def estimate_text(e: dict[str, Any], u: Units) -> str:
     if e["unit"] == "ms" and e["low"] == e["high"] and 0 < abs(e["value"]) < 0.005:
         return u.latency(e["value"] * 1e6)  # '422 ns', never '0.00 ms' (tmpfs)
     span = f" ({n(e['low'])}–{n(e['high'])})" if e["low"] != e["high"] else ""
-    return f"{n(e['value'])}{span} {e['unit']}"
+    return f"{n(e['value'])}{span}{'' if e['unit'] == '%' else ' '}{e['unit']}"
 
 
 def caveats(run: Run, app: AppSection, said: str | None = None) -> list[str]:
