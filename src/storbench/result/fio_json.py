@@ -172,6 +172,9 @@ def _lat_of(d: dict[str, Any], kind: str) -> Latency | None:
     return _latency(d.get(kind), 1000.0, ios)
 
 
+EARLY = 0.98  # a clone whose runtime is under this share of the longest ended early
+
+
 def _direction(parts: Sequence[dict[str, Any]]) -> Direction | None:
     parts = [p for p in parts if p.get("total_ios", 0) or p.get("io_bytes", 0)]
     if not parts:
@@ -180,11 +183,22 @@ def _direction(parts: Sequence[dict[str, Any]]) -> Direction | None:
     def merged(kind: str) -> Latency | None:
         return merge_latency([x for p in parts if (x := _lat_of(p, kind)) is not None])
 
+    # a clone that ended early (size-bound, its files smaller than the others') moved its
+    # bytes within the longest one's runtime: its rate counts over that window, as in fio's
+    # group reporting (summed as it is, a clone that ran 2 of 10 s at the whole cap added
+    # the cap again). Clones that ran alike (time based: a few ms apart; hosts each
+    # timing their own) are summed as they are; so are runtimes not known.
+    longest = max(int(p.get("runtime", 0)) for p in parts)
+
+    def share(p: dict[str, Any]) -> float:
+        runtime = int(p.get("runtime", 0))
+        return runtime / longest if 0 < runtime < EARLY * longest else 1.0
+
     return Direction(
-        iops=sum(float(p.get("iops", 0.0)) for p in parts),
+        iops=sum(float(p.get("iops", 0.0)) * share(p) for p in parts),
         bw_bytes_per_s=sum(
-            float(p["bw_bytes"]) if "bw_bytes" in p else float(p.get("bw", 0)) * 1024
-            for p in parts
+            (float(p["bw_bytes"]) if "bw_bytes" in p else float(p.get("bw", 0)) * 1024)
+            * share(p) for p in parts
         ),
         io_bytes=sum(_io_bytes(p) for p in parts),
         total_ios=sum(int(p.get("total_ios", 0)) for p in parts),
