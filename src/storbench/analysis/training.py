@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from storbench.analysis.apps import Answer, Figure, Judge, _median
+from storbench.analysis.apps import Answer, Figure, Judge, _median, measured
 from storbench.result.model import TestResult
 from storbench.workload.training import ACCELERATORS, MANY, MODELS, Model
 
@@ -64,8 +64,8 @@ def judge(m: Model, results: dict[str, list[TestResult]]) -> Answer | None:
                100 * min(1.0, one * LOADER / full), 100 * au, "%",
                f"read: {_rate(one)} from one loader ({m.read_threads} threads); busy all the"
                f" time at {_rate(full)}"),
-        Figure("mbps", "storage-side throughput", many / 1e6, many * LOADER / 1e6, many / 1e6,
-               "MB/s", f"read_many read bandwidth ({MANY} readers)"),
+        measured("mbps", "storage-side throughput", many / 1e6, "MB/s",
+                 f"read_many read bandwidth ({MANY} readers)"),
         Figure("samples", "samples/s", many / m.sample_bytes, many * LOADER / m.sample_bytes,
                many / m.sample_bytes, "samples/s",
                f"read_many: {_rate(many)} of {_size(m.sample_bytes)} samples"),
@@ -74,8 +74,8 @@ def judge(m: Model, results: dict[str, list[TestResult]]) -> Answer | None:
                            ("checkpoint_read", "read", "a checkpoint read back")):
         bw = _median(results, test, f"{op}.bw")
         if bw:
-            figures.append(Figure(test, f"{what}, seconds per GB", 1e9 / bw, 1e9 / bw,
-                                  1e9 / bw, "s/GB", f"{test} {op} bandwidth"))
+            figures.append(measured(test, f"{what}, seconds per GB", 1e9 / bw, "s/GB",
+                                    f"{test} {op} bandwidth"))
     h100, a100 = figures[0].value, figures[1].value
     verdict = (f"{m.name} here: feeds {h100:.0f} H100{'' if h100 == 1 else 's'} and"
                f" {a100:.0f} A100{'' if a100 == 1 else 's'} at AU ≥ {m.au:.0%}"
