@@ -52,14 +52,15 @@ STORBENCH = [sys.executable, "-m", "storbench"]
 DLIO = Path(os.environ.get("STORBENCH_DLIO") or TOOLS / "dlio/venv")
 Wrap = Callable[[list[str]], list[str]]
 # files in DLIO's data set: enough steps for each of the accelerators tried that the
-# batches its loader prefetched during the first step (which DLIO leaves out of the AU)
-# do not make the rest look busier (unet3d: 12 steps of 7 samples at 1; resnet50: 50
-# steps of 400 at 1, 10 at 5; cosmoflow: 256 at 1, 32 at 8)
-FILES = {"unet3d": 84, "resnet50": 16, "cosmoflow": 256}
+# batches its loader prefetched during the first step (which DLIO leaves out of the AU:
+# about 3) do not make the rest look busier (with 12 steps, 1.4× too busy) (unet3d: 40
+# steps of 7 samples at 1; resnet50: 50 steps of 400 at 1, 10 at 5; cosmoflow: 256 at 1,
+# 32 at 8)
+FILES = {"unet3d": 280, "resnet50": 16, "cosmoflow": 256}
 # unet3d's samples (147 MB) and its computation time both divided by this in DLIO: the
-# bytes an accelerator needs a second (what the AU follows) are unchanged, and 12 steps
-# fit in RAM and in a minute at 50 MB/s (at full size, 12 GB and 4 minutes a try)
-SCALE = {"unet3d": 8}
+# bytes an accelerator needs a second (what the AU follows) are unchanged, and 40 steps
+# fit in RAM and in a minute at 50 MB/s (at full size, 41 GB and 14 minutes a try)
+SCALE = {"unet3d": 16}
 MAX_N = 8
 
 
@@ -179,6 +180,8 @@ def main() -> None:
     ap.add_argument("--shapes", default="cap50,cap150,cap400")
     ap.add_argument("--accelerators", default="h100,a100")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--no-dlio", action="store_true",
+                    help="the profile's estimates alone (one H100's AU too), without DLIO")
     args = ap.parse_args()
     # a SIGTERM unwinds the volumes (unmounted, loop devices and cgroups gone) as Ctrl-C does
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -191,6 +194,11 @@ def main() -> None:
             for model in args.models.split(","):
                 with shape(name) as (where, wrap):
                     est, took = profile(model, where, wrap, db)
+                    if args.no_dlio:
+                        print(f"{name:<7} {model:<9} "
+                              + ", ".join(f"{k} {e['value']:,.1f}" for k, e in est.items())
+                              + f"; profile {took:.0f} s", flush=True)
+                        continue
                     data = generate(model, where, cwd)
                     for acc in args.accelerators.split(","):
                         key = "accelerators" if acc == "h100" else f"accelerators_{acc}"
