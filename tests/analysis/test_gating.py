@@ -259,6 +259,9 @@ def test_a_test_of_the_same_name_and_another_workload_is_never_better_or_worse(
     # the same job file again: alike, judged as ever
     again = run_cli("run", str(tmpfs), "--job", job(tmp_path), "--runtime", "1",
                     "--baseline", "4k", "--max-regression", "99%", db=store_path)
-    assert again.returncode == 0, again.stdout + again.stderr
+    # judged as ever: passed, or worse by its figures (tmpfs' microsecond p99 doubled
+    # under a loaded machine's load: 86.5 µs against 39.2), never "another workload"
+    assert again.returncode == 0 or (again.returncode == 3 and "% worse than #1" in
+                                     again.stderr), again.stdout + again.stderr
     assert "UNLIKE" not in again.stdout and "another workload" not in run_cli(
         "compare", "4k", "last", "-b", "4k", db=store_path).stdout
