@@ -259,10 +259,8 @@ def prometheus(results: dict[str, list[TestResult]]) -> Answer | None:
 
 
 Judge = Callable[[dict[str, list[TestResult]]], "Answer | None"]
-JUDGES: dict[str, Judge] = {"postgresql": postgresql, "mysql": mysql, "redis": redis, "etcd": etcd,
-          "kafka": kafka, "prometheus": prometheus}
-
-
+JUDGES: dict[str, Judge] = {"postgresql": postgresql, "mysql": mysql, "redis": redis,
+                            "etcd": etcd, "kafka": kafka, "prometheus": prometheus}
 
 
 # an estimate's unit -> (the figure kind verdicts use, its base unit per estimate unit)
