@@ -11,8 +11,9 @@ one accelerator's utilisation from one loader's throughput (``read``). This is a
 bound: the accelerators' compute, the loaders' CPU (decoding samples) and the network
 between hosts can each limit it first. ``low`` takes a little less than the share of
 the profile's throughput DLIO's own loader reached at worst on the same volumes; DLIO
-found the same number of accelerators as the estimate on each of 18 (bench/training.py,
-docs/training.md).
+found the same number of accelerators as the estimate on each of 18 capped volumes'
+figures; on sshfs, whose client stack shares the CPU with DLIO's decoding, 5 of 6 and
+the sixth one fewer (bench/training.py, docs/training.md).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from storbench.analysis.apps import Answer, Figure, Judge, _median, measured
 from storbench.result.model import TestResult
 from storbench.workload.training import ACCELERATORS, MANY, MODELS, Model
 
-# DLIO 2.0's own loader read 0.90–1.07 of the profile's throughput on the same capped
+# DLIO 2.0's own loader read 0.92–1.10 of the profile's throughput on the same capped
 # volumes (bench/training.py, docs/training.md, 2026-12-02): the low end of the
 # estimates takes a little less than its worst
 LOADER = 0.85
