@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from tests.testbed import TOOLS, DelayedSSHFS, Throttled, sh  # noqa: E402
+from tests.testbed import TOOLS, DelayedSSHFS, Throttled, tmpfs  # noqa: E402
 
 from storbench.workload.training import MODELS  # noqa: E402
 
@@ -79,14 +79,9 @@ def shape(name: str) -> Iterator[tuple[Path, Wrap]]:
     elif name == "sshfs":
         with DelayedSSHFS(delay_ms=1) as s:
             yield s.mount(proxied=True), plain
-    elif name == "tmpfs":
-        where = Path(tempfile.mkdtemp(prefix="sb-train-"))
-        sh("mount", "-t", "tmpfs", "-o", "size=8g", "tmpfs", str(where))
-        try:
+    elif name == "tmpfs":  # RAM: DLIO's own ceiling here (its loader's CPU)
+        with tmpfs("8g") as where:
             yield where, plain
-        finally:
-            subprocess.run(["umount", "-l", str(where)], check=False)
-            where.rmdir()
     else:
         raise SystemExit(f"unknown shape {name!r}")
 
