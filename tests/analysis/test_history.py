@@ -300,7 +300,9 @@ def test_a_named_series_joined_by_another_workload_says_so(tmpfs, store_path):
         assert proc.returncode == 0, proc.stderr
         return proc.stderr
 
-    assert "its last run" not in run() + run() + run()  # the same workload: nothing said
+    # the same workload: nothing said (four runs: three on a busy machine were too
+    # spread for the change after them to stand out in any figure)
+    assert "its last run" not in run() + run() + run() + run()
     first = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
     was = first["settings"]["workload"]
     assert was.startswith("job:nightly.fio#")
@@ -317,12 +319,12 @@ def test_a_named_series_joined_by_another_workload_says_so(tmpfs, store_path):
     ids = [r["id"] for r in json.loads(run_cli("list", "--json", db=store_path).stdout)][::-1]
     doc = json.loads(run_cli("history", "nightly", "--json", db=store_path).stdout)
     assert doc and all(h["workload_changes"] == [
-        {"run": ids[3], "from": was, "to": now},
-        {"run": ids[4], "from": now, "to": f"{now}/size=2m"}] for h in doc), doc
+        {"run": ids[4], "from": was, "to": now},
+        {"run": ids[5], "from": now, "to": f"{now}/size=2m"}] for h in doc), doc
     text = " ".join(run_cli("history", "nightly", "--metric", "randread.read.iops",
                             db=store_path).stdout.split())
     assert text.count("another workload from this run") == 2, text
-    assert f"Run #{ids[3]} ran another workload than the runs before it ({was} → {now})" in text
+    assert f"Run #{ids[4]} ran another workload than the runs before it ({was} → {now})" in text
     # 4 KiB reads, then 64 KiB ones: a change the gate sees, and says whose it may be.
     # Which figures it sees it in is the machine's: reads from RAM are CPU-bound, and in
     # a CI run the three runs before the edit gave 825k, 737k and 556k IOPS, too spread
@@ -330,8 +332,8 @@ def test_a_named_series_joined_by_another_workload_says_so(tmpfs, store_path):
     checked = json.loads(run_cli("check", "nightly", "--no-change", "--json",
                                  db=store_path).stdout)
     changed = [c for c in checked if c.get("run") is not None]
-    assert changed and all(c["run"] == ids[3] and c["workload_changed"] for c in changed)
-    assert all(f"the workload changed at run #{ids[3]} ({was} → {now})" in c["said"]
+    assert changed and all(c["run"] == ids[4] and c["workload_changed"] for c in changed)
+    assert all(f"the workload changed at run #{ids[4]} ({was} → {now})" in c["said"]
                for c in changed), changed
 
 
