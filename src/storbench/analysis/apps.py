@@ -87,7 +87,9 @@ def measured(metric: str, label: str, v: float, unit: str, decided_by: str) -> F
     return Figure(metric, label, v, v, v, unit, decided_by)
 
 
-def _median(results: dict[str, list[TestResult]], test: str, key: str) -> float | None:
+def median_of(results: dict[str, list[TestResult]], test: str, key: str) -> float | None:
+    """A test's figure over its repeats (the median; None where it failed or is absent):
+    what every profile's judge reads, the applications' and the training models'."""
     found = estimate(value(r, metric(key)) for r in results.get(test, []) if not r.error)
     return None if found is None else found.center
 
@@ -95,7 +97,7 @@ def _median(results: dict[str, list[TestResult]], test: str, key: str) -> float 
 def _commit_s(results: dict[str, list[TestResult]], idle: str, rate: float) -> float:
     """A lone commit's latency in seconds: the idle test's write + fdatasync p50 (1 over
     the commit rate where that test is missing)."""
-    write, sync = (_median(results, idle, k) for k in ("write.clat_p50", "sync.lat_p50"))
+    write, sync = (median_of(results, idle, k) for k in ("write.clat_p50", "sync.lat_p50"))
     if write is None or sync is None:
         return 1.0 / rate
     return (write + sync) / 1e9
@@ -125,10 +127,10 @@ def oltp(p99_ns: float | None) -> str:
 
 
 def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
-    commits = _median(results, "wal_commit", "write.iops")
+    commits = median_of(results, "wal_commit", "write.iops")
     if not commits:
         return None
-    p50, p99 = (_median(results, "wal_commit", k) for k in ("sync.lat_p50", "sync.lat_p99"))
+    p50, p99 = (median_of(results, "wal_commit", k) for k in ("sync.lat_p50", "sync.lat_p99"))
     cpu = CPU_S["postgresql"]
     lat = _commit_s(results, "wal_idle", commits)
     one = _one(lat, commits, cpu)
@@ -136,7 +138,7 @@ def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
                       f"wal_idle: a commit (8 KiB WAL page + fdatasync) takes"
                       f" {format_latency(lat * 1e9)} alone; wal_commit: {commits:,.0f} a second at"
                       " most")]
-    group = _median(results, "wal_group", "write.iops")
+    group = median_of(results, "wal_group", "write.iops")
     n = GROUP["postgresql"]
     if group:
         cap = 1 / BUSY_S["postgresql"]
@@ -158,7 +160,7 @@ def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
     if group:
         verdict += f", ~{figures[1].value:,.0f} at {n} clients"
     verdict += "; " + oltp(p99)
-    page = _median(results, "page_read", "read.clat_p99")
+    page = median_of(results, "page_read", "read.clat_p99")
     notes = [f"a page read that misses the caches waits {format_latency(page)} at p99"
              " (page_read)"] if page is not None else []
     if p50 is not None:
@@ -167,10 +169,10 @@ def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
 
 
 def mysql(results: dict[str, list[TestResult]]) -> Answer | None:
-    commits = _median(results, "redo_commit", "write.iops")
+    commits = median_of(results, "redo_commit", "write.iops")
     if not commits:
         return None
-    p99 = _median(results, "redo_commit", "sync.lat_p99")
+    p99 = median_of(results, "redo_commit", "sync.lat_p99")
     cpu = CPU_S["mysql"]
     lat = _commit_s(results, "redo_idle", commits)
     one = _one(lat, commits, cpu)
@@ -188,7 +190,7 @@ def mysql(results: dict[str, list[TestResult]]) -> Answer | None:
 
 
 def redis(results: dict[str, list[TestResult]]) -> Answer | None:
-    always = _median(results, "aof_always_1", "write.iops")
+    always = median_of(results, "aof_always_1", "write.iops")
     if not always:
         return None
     cpu = CPU_S["redis"]
@@ -197,7 +199,7 @@ def redis(results: dict[str, list[TestResult]]) -> Answer | None:
     figures = [Figure("ops", "SET ops/s, appendfsync always, 1 client", *one, "ops/s",
                       f"aof_idle: an append + fdatasync takes {format_latency(lat * 1e9)} alone;"
                       f" aof_always_1: {always:,.0f} a second at most")]
-    batch = _median(results, "aof_always_50", "write.iops")
+    batch = median_of(results, "aof_always_50", "write.iops")
     n = GROUP["redis"]
     if batch:
         k = PER_PASS
@@ -207,7 +209,7 @@ def redis(results: dict[str, list[TestResult]]) -> Answer | None:
         figures.append(Figure(f"ops_{n}", f"SET ops/s, appendfsync always, {n} clients",
                               *many, "ops/s", f"aof_always_50: an event-loop pass's append +"
                                               f" fdatasync every {every}, ~{k} SETs each"))
-    second = _median(results, "aof_everysec", "sync.lat_p99")
+    second = median_of(results, "aof_everysec", "sync.lat_p99")
     if second is not None:
         figures.append(measured("everysec_fsync_p99", "fdatasync of a second's AOF, p99",
                                 second / 1e6, "ms", "aof_everysec fdatasync p99"))
@@ -222,7 +224,7 @@ def redis(results: dict[str, list[TestResult]]) -> Answer | None:
 
 def etcd(results: dict[str, list[TestResult]]) -> Answer | None:
     test = "etcd_rated" if "etcd_rated" in results else "etcd"
-    p99 = _median(results, test, "sync.lat_p99")
+    p99 = median_of(results, test, "sync.lat_p99")
     if p99 is None:
         return None
     fine = p99 < 10e6
@@ -235,12 +237,12 @@ def etcd(results: dict[str, list[TestResult]]) -> Answer | None:
 
 def _stream(profile: str, application: str, tests: tuple[str, str],
             results: dict[str, list[TestResult]]) -> Answer | None:
-    bw = _median(results, tests[0], "write.bw")
+    bw = median_of(results, tests[0], "write.bw")
     if bw is None:
         return None
     figures = [measured("write_mbps", "sustained buffered writes", bw / 1e6, "MB/s",
                         f"{tests[0]} write bandwidth")]
-    flush = _median(results, tests[1], "write.bw")
+    flush = median_of(results, tests[1], "write.bw")
     if flush:
         figures.append(measured("flush_mbps", "a segment written and fsynced", flush / 1e6,
                                 "MB/s", f"{tests[1]} write bandwidth, fsync included"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from storbench.analysis.apps import Answer, Figure, Judge, _median, measured
+from storbench.analysis.apps import Answer, Figure, Judge, measured, median_of
 from storbench.result.model import TestResult
 from storbench.workload.training import ACCELERATORS, MANY, MODELS, Model
 
@@ -48,8 +48,8 @@ def _fed(t: float, need: float) -> int:
 
 
 def judge(m: Model, results: dict[str, list[TestResult]]) -> Answer | None:
-    one = _median(results, "read", "read.bw")
-    many = _median(results, "read_many", "read.bw")
+    one = median_of(results, "read", "read.bw")
+    many = median_of(results, "read_many", "read.bw")
     if not one:
         return None
     # without read_many (it failed), one loader's throughput: what one host's one
@@ -79,7 +79,7 @@ def judge(m: Model, results: dict[str, list[TestResult]]) -> Answer | None:
     ]
     for test, op, what in (("checkpoint_write", "write", "a checkpoint written and fsynced"),
                            ("checkpoint_read", "read", "a checkpoint read back")):
-        bw = _median(results, test, f"{op}.bw")
+        bw = median_of(results, test, f"{op}.bw")
         if bw:
             figures.append(measured(test, f"{what}, seconds per GB", 1e9 / bw, "s/GB",
                                     f"{test} {op} bandwidth"))
