@@ -61,7 +61,10 @@ def test_a_training_profile_answers_in_accelerators(model, tmpfs, store_path):
     assert estimates["accelerators"]["value"] == int(mbps / m.need("h100") + 1e-9)
     assert estimates["accelerators_a100"]["value"] == int(mbps / m.need("a100") + 1e-9)
     assert estimates["samples"]["value"] == pytest.approx(mbps / m.sample_bytes)
-    assert f"{estimates['accelerators']['value']:.0f} (" in proc.stdout  # never "22.0"
+    # whole accelerators: "4 (3–5) accelerators" or "4 accelerators", never "22.0"
+    acc = estimates["accelerators"]
+    span = f" ({acc['low']:,.0f}–{acc['high']:,.0f})" if acc["low"] != acc["high"] else ""
+    assert f" {acc['value']:,.0f}{span} accelerators" in proc.stdout, proc.stdout
     assert list(tmpfs.iterdir()) == []
     # gated on by name, with a unit where the figure has one; a wrong unit is refused
     ok = run_cli("check", "last", "--assert", f"{model}.accelerators >= 0",
