@@ -77,6 +77,27 @@ def test_microseconds_are_never_said_as_hundredths_of_a_millisecond(tmpfs, store
     assert "its answers are postgresql.tps" in other.stdout + other.stderr
 
 
+def test_an_append_test_that_fills_its_file_says_so_not_to_run_it_time_based(tmpfs, store_path):
+    """fio ends an appending job (Redis' AOF) when its file is full, time based or not: on
+    a tmpfs 50 clients' appends fill even the 256 MiB AOF in well under a second. The
+    warning says so and asks for a larger --size; it advised "time_based with a --runtime
+    of at least 5 s", which the test was (issue #63)."""
+    proc = run_cli("run", str(tmpfs), "--suite", "redis", "--runtime", "2", "--ramp", "0",
+                   db=store_path)
+    assert proc.returncode in (0, 3), proc.stderr
+    short = {w["test"]: w for w in shown(store_path)["warnings"] if w["kind"] == "too-short"}
+    full = short["aof_always_50"]
+    assert full["details"]["file_full"] == 256 << 20, full
+    assert "its appends filled the 256.0 MiB file in " in full["message"]
+    assert "before its 2 s runtime" in full["message"]
+    assert "larger --size" in full["message"] and "time_based" not in full["message"]
+    assert full["message"] in proc.stdout
+    # a test that ran its time out is judged by the usual rule (2 s: too short)
+    if "aof_everysec" in short:
+        assert "file_full" not in short["aof_everysec"]["details"]
+    assert list(tmpfs.iterdir()) == []
+
+
 def test_estimates_gate_compare_and_export(disk_dir, store_path):
     for label, gate in (("a", []), ("b", ["--assert", "postgresql.tps >= 1"])):
         # an estimate is the kind's own answer: no test of the plan, let through to be

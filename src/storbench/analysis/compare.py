@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from storbench.analysis.briefs import brief
 from storbench.analysis.metrics import Metric, default_metrics, metric, value
 from storbench.analysis.references import Printed, printed
 from storbench.analysis.stats import Estimate, Ratio, estimate, ratio, times, times_pm
-from storbench.analysis.warnings import brief
 from storbench.errors import ConfigError
 from storbench.result import facts
 from storbench.result.facts import published_figures

@@ -18,9 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from storbench.analysis.briefs import brief
 from storbench.analysis.compare import Comparison
 from storbench.analysis.metrics import metric, value
-from storbench.analysis.warnings import brief
 from storbench.errors import ConfigError
 
 GB = 1e9  # AWS bills decimal GB

@@ -22,6 +22,7 @@ from storbench.analysis.caches import (
 from storbench.result.facts import RAM_FILESYSTEMS, TargetFacts
 from storbench.result.model import Direction, Series, TestResult
 from storbench.result.record import Warning
+from storbench.workload.plan import seconds as seconds_of
 from storbench.workload.sizes import format_bytes_iec, format_took, parse_count, parse_size
 
 CACHE_NS = 20_000  # direct random reads faster than this come from a cache
@@ -277,12 +278,28 @@ def io_seconds(r: TestResult) -> float | None:
     return ms / 1000 if ms > 0 else None
 
 
-def too_short(r: TestResult, longer: str = "") -> Warning | None:
+def too_short(r: TestResult, longer: str = "",
+              planned: dict[str, str] | None = None) -> Warning | None:
     """A test over in under MIN_SECONDS: a sub-second one as much as a 4-second one."""
     seconds = io_seconds(r)
     if r.steady_state is not None or seconds is None or seconds >= MIN_SECONDS:
         return None
     took = format_took(seconds)
+    options = {**r.options, **(planned or {})}
+    size = parse_size(options.get("size", "") or "")
+    runtime = seconds_of(options.get("runtime", ""))
+    if flag(options, "file_append") and size and not longer and (
+            runtime is None or seconds < runtime * 0.98):
+        # fio ends an appending job when its file is full, time_based or not
+        return Warning(
+            Kind.TOO_SHORT, r.name,
+            f"{r.name}: its appends filled the {format_bytes_iec(size)} file in {took}"
+            + (f", before its {format_took(runtime)} runtime" if runtime else "")
+            + " (fio ends an appending job when its file is full, time based or not): too"
+            " short to know whether the storage reached a steady state or to give a stable"
+            " figure. Give it a larger --size, room permitting.",
+            {"seconds": seconds, "min_seconds": MIN_SECONDS, "file_full": size},
+        )
     return Warning(
         Kind.TOO_SHORT, r.name,
         f"{r.name}: moved its data in {took} only, too short to know whether the storage"
@@ -355,7 +372,7 @@ def compute(r: TestResult, facts: TargetFacts, paced: bool = False,
     if r.error:
         return []
     found = [page_cache(r, facts, planned), cache_in_front(r, facts), not_steady(r),
-             None if brief else too_short(r, longer),
+             None if brief else too_short(r, longer, planned),
              iodepth_shortfall(r), unwritten_reads(r, facts), sync_in_ram(r, facts),
              *rate_not_reached(r, paced)]
     for direction, s in r.series.items():
@@ -386,35 +403,3 @@ def across_repeats(name: str, results: list[TestResult]) -> list[Warning]:
                 {"direction": direction, "cv": cv, "repeats": len(values)},
             ))
     return out
-
-
-def brief(w: Warning) -> str:
-    """A warning in a few words, for a table cell beside the figure it concerns."""
-    try:
-        return _brief(w)
-    except (KeyError, TypeError, ZeroDivisionError):  # stored by an older storbench
-        return str(w.kind).replace("-", " ")
-
-
-def _brief(w: Warning) -> str:
-    d = w.details
-    if w.kind == Kind.IODEPTH_SHORTFALL:
-        return f"qd {d['achieved']:.1f} of {d['requested']} achieved"
-    if w.kind == Kind.HIGH_VARIATION:
-        across = f" over {d['repeats']} repeats" if "repeats" in d else ""
-        return f"{d['direction']} IOPS varied {100 * d['cv']:.0f}%{across}"
-    if w.kind == Kind.RATE_NOT_REACHED:
-        return f"rate not reached ({d['achieved']:,.0f} of {d['requested']:,.6g} {d['unit']})"
-    if w.kind == Kind.RATE_EXCEEDED:
-        return f"rate exceeded ({d['achieved']:,.0f} of {d['requested']:,.6g} {d['unit']})"
-    if w.kind == Kind.BURST_THEN_THROTTLE:
-        return f"burst then {100 * (1 - d['after_iops'] / d['before_iops']):.0f}% lower"
-    if w.kind == Kind.STALL:
-        return f"stall of {d['length_s']:.0f} s at {d['start_s']:.0f} s"
-    if w.kind == Kind.TOO_SHORT:
-        return f"too short ({format_took(d['seconds'])})"
-    if w.kind == Kind.SYNC_IN_RAM:
-        return f"fsync on {d['fs_type']}: a no-op"
-    if w.kind == Kind.IOPS_CAP:
-        return f"{d['direction']} IOPS capped at {d['iops']:,.0f}/s"
-    return str(w.kind).replace("-", " ")

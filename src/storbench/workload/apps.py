@@ -122,7 +122,7 @@ REDIS = Suite(
     tests=(
         TestSpec("aof_always_1", "appendfsync always, 1 client: a 64-byte SET appended, then"
                                  " fdatasync",
-                 _o(bs="64", fdatasync="1", size="4m", filename="appendonly.aof"),
+                 _o(bs="64", fdatasync="1", size="64m", filename="appendonly.aof"),
                  ("write.iops", "sync.lat_p99")),
         TestSpec("aof_idle", "appendfsync always at 50 SETs a second: one append's"
                              " latency, the storage otherwise idle",
@@ -131,7 +131,7 @@ REDIS = Suite(
                  ("write.clat_p50", "sync.lat_p50"), brief=IDLE),
         TestSpec("aof_always_50", "appendfsync always, 50 clients: 50 SETs (3,200 bytes) per"
                                   " event-loop pass, then fdatasync",
-                 _o(bs="3200", fdatasync="1", size="32m", filename="appendonly-50.aof"),
+                 _o(bs="3200", fdatasync="1", size="256m", filename="appendonly-50.aof"),
                  ("write.iops", "sync.lat_p99")),
         TestSpec("aof_everysec", "appendfsync everysec: appends at 6 MB/s, fdatasync of each"
                                  " second's data",
@@ -152,6 +152,9 @@ REDIS = Suite(
                      " (fio's default preallocation would add a metadata write to each"
                      " fdatasync, halving the rate on a volume capped in IOPS)",
         "rate_iops": "aof_idle: 50 a second, to see one append's latency alone",
+        "size": "an AOF of 64 MiB, Redis's auto-aof-rewrite-min-size (after a rewrite Redis 7"
+                " appends to a new file); 256 MiB at 50 clients. fio ends an appending job"
+                " when its file is full: sizes that durable storage does not fill in 8 s",
     },
 )
 

@@ -29,7 +29,7 @@ def caveats(run: Run, app: AppSection, said: str | None = None) -> list[str]:
     """What storbench flagged on the tests an application's answer (or the estimate
     whose ``decided_by`` is ``said``) was taken from ('etcd: fsync on tmpfs: a no-op'):
     the answer is only as true as they are."""
-    from storbench.analysis.warnings import brief
+    from storbench.analysis.briefs import brief
 
     if said is None:
         said = " ".join(e["decided_by"] for e in app["estimates"])
