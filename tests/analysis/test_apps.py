@@ -65,6 +65,12 @@ def test_microseconds_are_never_said_as_hundredths_of_a_millisecond(tmpfs, store
     assert alone.endswith((" µs", " ns")), tps["decided_by"]  # a no-op fdatasync: < 1 ms
     assert alone in proc.stdout
     assert not re.search(r"\b0\.0\d? ms\b|\b0\.00\b", proc.stdout), proc.stdout
+    # one unit per column in the results table: wal_idle's 400 KiB/s was a cell of its
+    # own unit in a [GiB/s] column beside 5.41 (issue #63)
+    rows = [line for line in proc.stdout.splitlines()
+            if re.match(r"│ (wal_\w+|page_read|checkpoint) +│ (read|write|sync) ", line)]
+    assert len(rows) >= 7, proc.stdout
+    assert not [r for r in rows if re.search(r"\d ([KMG]iB/s|ns|µs|ms)\b", r)], rows
     # where the CPU decides, the range is the CPU's (twice and half its time), not "none"
     # (665–77,616), and a group commit of microseconds is not a "slow flush" (issue #63)
     assert tps["high"] <= 2 * tps["value"] and tps["low"] >= tps["value"] / 2, tps

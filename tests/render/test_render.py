@@ -32,7 +32,13 @@ def render_console(fn, *args):
 
 
 def test_units_one_per_column():
-    assert units.choose("latency", [1_500, 2_000_000, 3_000_000]).name == "ms"
+    assert units.choose("latency", [1_600_000, 2_000_000, 3_000_000]).name == "ms"
+    # a column's figures in one unit: a smaller one than the median's where a figure
+    # would be under 0.005 of it ("3.13 µs │ 0.0060" under [ms], issue #63), while the
+    # largest stays under 100,000 in it
+    assert units.choose("latency", [1_500, 2_000_000, 3_000_000]).name == "µs"
+    assert units.choose("latency", [300, 2_000_000, 300_000_000]).name == "ms"
+    assert units.choose("bw", [400 * 1024, 7.9 * 2**30, 5.4 * 2**30]).name == "MiB/s"
     assert units.choose("latency", [900, 20_000]).name == "µs"
     assert units.choose("bw", [3 * 2**30]).name == "GiB/s"
     assert units.choose("bw", [None]).name == "MiB/s"
@@ -46,7 +52,7 @@ def test_nothing_shows_as_zero_that_is_not():
     ratio ("0.0022×", not "0.00×")."""
     from storbench.analysis.stats import times
 
-    ms = units.choose("latency", [4_200_000, 18_000_000, 322])
+    ms = units.choose("latency", [4_200_000, 18_000_000, 322_000_000_000])
     assert ms.name == "ms" and ms.fmt(322) == "322 ns" and ms.fmt(4_200_000) == "4.20"
     gib = units.choose("bw", [3 * 2**30, 4 * 2**30])
     assert gib.fmt(2048) == "2.00 KiB/s"

@@ -69,11 +69,16 @@ def choose(kind: Kind | str, values: Iterable[float | None], *, by_largest: bool
     if not present:
         return Unit(*scale[1 if kind == "latency" else 2])
     mid = max(present) if by_largest else statistics.median(present)
-    chosen = scale[0]
-    for name, divisor in scale:
+    at = 0
+    for i, (_, divisor) in enumerate(scale):
         if mid >= divisor:
-            chosen = (name, divisor)
-    return Unit(*chosen)
+            at = i
+    # a column's figures in its unit, not some in their own beside it ("3.13 µs │ 0.0060"
+    # under [ms]): a smaller unit while its largest figure stays readable in it
+    while (not by_largest and at > 0 and 0 < min(present) / scale[at][1] < 0.005
+           and max(present) / scale[at - 1][1] < 100_000):
+        at -= 1
+    return Unit(*scale[at])
 
 
 def latency(ns: float | None) -> str:
