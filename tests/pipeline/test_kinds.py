@@ -94,7 +94,7 @@ class BestOfView(View):
     title = "Best of N"
     json_key = "best_of"
 
-    def answers(self, run: Run, value: BestOf) -> dict[str, Answer]:
+    def answers(self, value: BestOf) -> dict[str, Answer]:
         return {"best.iops": Answer(max(value["iops"]), "iops", "the best repeat's")}
 
     def shown(self, run: Run, value: BestOf, u: Units) -> list[Block]:

@@ -185,7 +185,7 @@ def answer_names(run: Run) -> list[str]:
     from storbench.analysis.views import VIEWS
 
     return [f"{view.prefix(value)}.{name}" for view in VIEWS.values()
-            if (value := view.section.of(run)) for name in view.answers(run, value)]
+            if (value := view.section.of(run)) for name in view.answers(value)]
 
 
 def answer(run: Run, assertion: Assertion, source: str = "") -> Verdict | None:
@@ -198,7 +198,7 @@ def answer(run: Run, assertion: Assertion, source: str = "") -> Verdict | None:
         value = view.section.of(run)
         if not value or assertion.test != (prefix := view.prefix(value)):
             continue
-        found = view.answers(run, value)
+        found = view.answers(value)
         name = assertion.path
         if name not in found and view.default_figure is not None:
             name = f"{name}.{view.default_figure}"

@@ -27,7 +27,7 @@ def shown(run: Run) -> list[Block]:
         value = view.section.of(run)
         if value:
             out += view.shown(run, value, units)
-            named = [f"{view.prefix(value)}.{name}" for name in view.answers(run, value)]
+            named = [f"{view.prefix(value)}.{name}" for name in view.answers(value)]
             if named:
                 out.append(Text(f"for --assert and check: {', '.join(named)}"))
     return out

@@ -47,7 +47,7 @@ class AppView(View):
     def prefix(self, value: AppSection) -> str:
         return value["profile"]
 
-    def answers(self, run: Run, value: AppSection) -> dict[str, Answer]:
+    def answers(self, value: AppSection) -> dict[str, Answer]:
         out = {}
         for e in value["estimates"]:
             kind, base = KINDS[e["unit"]]

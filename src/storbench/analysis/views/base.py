@@ -55,7 +55,7 @@ class KindView(Protocol):
         """What its answers' names begin with: "curve", an application's profile."""
         ...
 
-    def answers(self, run: Run, value: Any) -> dict[str, Answer]:
+    def answers(self, value: Any) -> dict[str, Answer]:
         """Its named figures: name (without the prefix) -> Answer."""
         ...
 
@@ -92,7 +92,7 @@ class View:
     def prefix(self, value: Any) -> str:
         return self.section.key
 
-    def answers(self, run: Run, value: Any) -> dict[str, Answer]:
+    def answers(self, value: Any) -> dict[str, Answer]:
         return {}
 
     def said(self, run: Run, value: Any) -> list[str]:
@@ -115,4 +115,4 @@ def json_block(view: KindView, run: Run, value: Any) -> dict[str, Any]:
     return {"id": run.id, "label": run.label, "target": run.target, **value,
             "checkable": {f"{prefix}.{name}": {"value": a.value, "kind": a.kind,
                                              "note": a.note}
-                        for name, a in view.answers(run, value).items()}}
+                        for name, a in view.answers(value).items()}}

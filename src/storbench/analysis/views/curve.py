@@ -24,7 +24,7 @@ class CurveView(View):
     default_figure: ClassVar[str | None] = "iops"  # curve.max: curve.max.iops
     chart_sections: ClassVar[dict[str, str]] = {"curve": "IOPS-latency curves"}
 
-    def answers(self, run: Run, value: CurveSection) -> dict[str, Answer]:
+    def answers(self, value: CurveSection) -> dict[str, Answer]:
         found = {f"{a['key']}.iops": Answer(a["iops"], "iops", "never met" if a["iops"] is None
                                             else f"at {a['objective']}, step {a['step']}")
                  for a in value.get("answers", [])}

@@ -65,7 +65,7 @@ class ExplainView(View):
     only_answers = False  # explain.X may also be a figure of a test named explain
     chart_sections: ClassVar[dict[str, str]] = {"explain": "Latency by layer (--explain)"}
 
-    def answers(self, run: Run, value: dict[str, ExplainEntry]) -> dict[str, Answer]:
+    def answers(self, value: dict[str, ExplainEntry]) -> dict[str, Answer]:
         """Each test's layers' p99: ``explain.TEST.LAYER_p99``."""
         return {f"{test}.{name}_p99": Answer(layer.get("p99_ns"), "latency",
                                              label=f"{NAMES[name]} p99 of {test}")

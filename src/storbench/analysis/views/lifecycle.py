@@ -62,7 +62,7 @@ class LifecycleView(View):
     json_key = "lifecycle"
     tabulates_tests = False
 
-    def answers(self, run: Run, value: LifecycleSection) -> dict[str, Answer]:
+    def answers(self, value: LifecycleSection) -> dict[str, Answer]:
         """lifecycle.PHASE.STAT in seconds (the restored read's MiB/s is shown, not
         gated: lifecycle figures are times)."""
         missing = value.get("not_measured") or {}
@@ -73,7 +73,7 @@ class LifecycleView(View):
                 measured = (value["summary"].get(phase) or {}).get(stat)  # older runs: fewer
                 note = why_not or f"no volume reached {phase}"
                 if phase == "first_write" and first_write_unsynced(value):
-                    measured, note = None, (f"run #{run.id} timed its first write without its"
+                    measured, note = None, ("the run timed its first write without its"
                                             " sync (an earlier storbench): not a durable write")
                 out[f"{phase}.{stat}"] = Answer(measured, "seconds",
                                                 "" if measured is not None else note)
@@ -156,7 +156,7 @@ class FailoverView(View):
     json_key = "failover"
     tabulates_tests = False
 
-    def answers(self, run: Run, value: FailoverSection) -> dict[str, Answer]:
+    def answers(self, value: FailoverSection) -> dict[str, Answer]:
         """failover.pause and its parts, in seconds."""
         parts = value.get("parts") or {}
         return {figure: Answer(value.get("pause_s") if figure == "pause"

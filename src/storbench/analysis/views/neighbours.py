@@ -24,7 +24,7 @@ class NeighboursView(View):
     tabulates_tests = False  # its tests are steps (victims and aggressors side by side)
     chart_sections: ClassVar[dict[str, str]] = {"neighbours": "Noisy neighbours"}
 
-    def answers(self, run: Run, value: NeighboursSection) -> dict[str, Answer]:
+    def answers(self, value: NeighboursSection) -> dict[str, Answer]:
         """Per victim its p99 alone and beside the most aggressors, and its growth there
         (×); with --limit, the most aggressors beside which every victim met it."""
         first, last = value["steps"][0], value["steps"][-1]

@@ -57,7 +57,7 @@ class ReplayView(View):
     json_key = "replays"
     only_answers = False  # replay.X may also be a figure of a test named replay
 
-    def answers(self, run: Run, value: ReplaySection) -> dict[str, Answer]:
+    def answers(self, value: ReplaySection) -> dict[str, Answer]:
         """How long the replay's I/O took, and how far a timed one fell behind."""
         found = {"took": Answer(float(value["replay_s"]), "seconds"),
                  "recorded": Answer(float(value["recorded_s"]), "seconds")}

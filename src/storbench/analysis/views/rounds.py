@@ -28,7 +28,7 @@ class RoundsView(View):
     def prefix(self, value: dict[str, RoundsEntry]) -> str:
         return "rounds"
 
-    def answers(self, run: Run, value: dict[str, RoundsEntry]) -> dict[str, Answer]:
+    def answers(self, value: dict[str, RoundsEntry]) -> dict[str, Answer]:
         """Per test, the round it became steady in (rounds.randwrite.reached <= 3)."""
         out = {}
         for test, r in value.items():
