@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from storbench.analysis.stats import times
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import IS_ROOT, needs_fio, needs_timing, run_cli, run_cli_wrapped
 
@@ -136,6 +137,26 @@ def test_estimates_gate_compare_and_export(disk_dir, store_path):
     doc = json.loads(run_cli("compare", "1", "2", "--json", db=store_path).stdout)
     assert [a["label"] for a in doc["apps"]] == ["a", "b"]
     assert {"metric", "value", "unit", "low", "high"} <= set(doc["apps"][0]["estimates"][0])
+    # compared and followed (issue #63): the Summary gives the answers' ratios, not fio's
+    # alone, and the series' history follows each answer run by run
+    tps = [{e["metric"]: e["value"] for e in app["estimates"]}["tps"] for app in doc["apps"]]
+    ratio = times(tps[1] / tps[0])
+    assert re.search(rf"^  b: {re.escape(ratio)} × the postgresql\.tps \(pgbench TPC-B TPS, 1"
+                     rf" client\) of a( \((better|worse|within noise[^)]*)\))?$",
+                     table.stdout, re.M), table.stdout
+    series = shown(store_path)["series"]
+    followed = json.loads(run_cli("history", series, "--metric", "postgresql.tps", "--json",
+                                  db=store_path).stdout)
+    assert [p["value"] for p in followed["points"]] == pytest.approx(tps)
+    assert followed["higher_is_better"] is True
+    p99 = json.loads(run_cli("history", series, "--metric", "postgresql.commit_p99", "--json",
+                             db=store_path).stdout)
+    assert p99["higher_is_better"] is False and p99["kind"] == "latency"
+    overview = run_cli("history", series, db=store_path)
+    assert "postgresql.tps " in overview.stdout, overview.stdout
+    nosuch = run_cli("history", series, "--metric", "postgresql.nope", db=store_path)
+    assert nosuch.returncode == 2
+    assert "the series' answers are postgresql.tps, " in nosuch.stderr, nosuch.stderr
 
 
 def _missing(*commands: str) -> str | None:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from storbench.analysis.chart import Chart, Line, slug
+from storbench.analysis.history import Answered
 from storbench.analysis.metrics import Kind
 from storbench.result import sections
 from storbench.result.model import Latency, Series, TestResult
@@ -95,8 +96,8 @@ def history_charts(comp: Comparison) -> list[Chart]:
     out = []
     for series, found in comp.histories.items():
         for name, h in found.items():
-            if len(h.points) < 3:
-                continue
+            if len(h.points) < 3 or isinstance(h.figure.metric, Answered):
+                continue  # an application's answer: in the history table, not charted
             starts = {c.run for c in h.changes}
             said = "; ".join(f"{100 * c.relative:+.0f}% at run #{c.run}" for c in h.changes)
             out.append(Chart(

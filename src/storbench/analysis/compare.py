@@ -274,6 +274,43 @@ def sentences(comp: Comparison) -> list[str]:
             if said:
                 text += f" — caveats: {'; '.join(said)}"
             out.append(text)
+    return out + answer_sentences(comp)
+
+
+def answer_sentences(comp: Comparison) -> list[str]:
+    """The kinds' answers a run shares with the baseline (an application's TPS, a
+    curve's IOPS at the objective) as ratios: "#4: 0.39 × the postgresql.tps (pgbench
+    TPC-B TPS, 1 client) of #2 (worse)" (`compare` of two PostgreSQL runs gave only fio's
+    ratios)."""
+    from storbench.analysis.views import VIEWS
+
+    def named(run: Run) -> dict[str, tuple[float, str, str]]:
+        return {f"{v.prefix(val)}.{n}": (a.value, a.kind, a.label)
+                for v in VIEWS.values() if (val := v.section.of(run))
+                for n, a in v.answers(val).items() if a.value is not None}
+
+    if comp.baseline is None:
+        return []
+    base = comp.runs[comp.baseline]
+    theirs = named(base)
+    out = []
+    for i, run in enumerate(comp.runs):
+        if run is base:
+            continue
+        # a test of another workload than the baseline's: its answers judge two workloads
+        unlike = any(c.unlike for c in comp.cells[i])
+        for name, (v, kind, label) in named(run).items():
+            b = theirs.get(name)
+            if b is None or not b[0] or b[1] != kind:
+                continue
+            r = v / b[0]
+            word = UNLIKE if unlike else _by_history(comp, base, run, name, r)
+            if word is None and times(r) != times(1.0):
+                higher = kind not in ("latency", "seconds")
+                word = "better" if (r > 1) == higher else "worse"
+            what = f"{name} ({label})" if label else name
+            out.append(f"{run.name}: {times(r)} × the {what} of {base.name}"
+                       + (f" ({word})" if word else ""))
     return out
 
 
@@ -287,7 +324,9 @@ def ratio_word(comp: Comparison, i: int, j: int) -> str | None:
         return None
     if comp.cells[i][j].unlike:
         return UNLIKE  # better or worse would judge storage on two workloads
-    told = _by_history(comp, comp.runs[comp.baseline], comp.runs[i], comp.columns[j])
+    col = comp.columns[j]
+    told = _by_history(comp, comp.runs[comp.baseline], comp.runs[i],
+                       f"{col.test}.{col.metric.key}", r.value)
     if told:
         return told
     if r.within_noise:
@@ -298,14 +337,15 @@ def ratio_word(comp: Comparison, i: int, j: int) -> str | None:
     return "better" if better else "worse" if better is False else None
 
 
-def _by_history(comp: Comparison, base: Run, run: Run, col: Column) -> str | None:
+def _by_history(comp: Comparison, base: Run, run: Run, figure: str, ratio: float
+                ) -> str | None:
     """What the two runs' series says of their ratio: 'worse: change at run #42' when a
     change point lies between them, 'within noise, ±3%' when the ratio is within what
     two runs of the storage differ by at one level (`History.pair_noise`); None when
     they are in no series together."""
     if base.series is None or base.series != run.series:
         return None
-    h = comp.histories.get(base.series, {}).get(f"{col.test}.{col.metric.key}")
+    h = comp.histories.get(base.series, {}).get(figure)
     where = {p.run: i for i, p in enumerate(h.points)} if h else {}
     if h is None or base.id not in where or run.id not in where:
         return None
@@ -315,7 +355,6 @@ def _by_history(comp: Comparison, base: Run, run: Run, col: Column) -> str | Non
         c = between[-1]
         return f"{'worse' if c.worse else 'better'}: change at run #{c.run}"
     noise = h.pair_noise(where[base.id])
-    r = comp.cells[comp.runs.index(run)][comp.columns.index(col)].ratio
-    if noise is not None and r is not None and abs(r.value - 1) <= noise:
+    if noise is not None and abs(ratio - 1) <= noise:
         return f"within noise, ±{100 * noise:.{1 if noise < 0.1 else 0}f}%"
     return None

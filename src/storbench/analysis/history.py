@@ -55,8 +55,8 @@ def auto_series(suite: str, target: str, facts: TargetFacts) -> str:
 class Figure:
     """``randread.read.iops``: a test and one of its metrics."""
 
-    test: str
-    metric: Metric
+    test: str  # or an answer's prefix (postgresql)
+    metric: Metric | Answered
 
     @property
     def name(self) -> str:
@@ -76,6 +76,21 @@ class Figure:
         raise ConfigError(
             f"--metric {text!r} is not TEST.DIRECTION.FIGURE (e.g. randread.read.iops,"
             " etcd.sync.lat_p99, seqwrite.write.bw, randread.read.clat_p99.9)")
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A kind's named answer followed over a series' runs (an application's ``tps``: its
+    figure ``postgresql.tps``), as ``Metric`` is a test's figure: in the base unit of its
+    ``kind`` (views.base.Answer)."""
+
+    key: str
+    kind: str
+    label: str
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.kind not in ("latency", "seconds")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from storbench.analysis import history as hist
+from storbench.analysis.metrics import Metric
 from storbench.cli.common import (
     cli,
     err,
@@ -23,6 +24,7 @@ from storbench.store.changes import ChangeCache
 from storbench.store.series import (
     series_left_out,
     series_list,
+    series_sections,
     series_values,
     series_workloads,
     set_series,
@@ -55,8 +57,33 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
     cache = ChangeCache()
     ran = series_workloads(store, series)
     return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
-            for f in hist.figures_of(rows, metrics, suite)
-            if (pts := hist.points(rows, metrics, f))]
+            for f, pts in [*((f, hist.points(rows, metrics, f))
+                             for f in hist.figures_of(rows, metrics, suite)),
+                           *answered(store, series, up_to).items()]
+            if pts]
+
+
+def answered(store: Store, series: str, up_to: int | None = None
+             ) -> dict[hist.Figure, list[hist.Point]]:
+    """The answers of a kind's view in the series' runs (an application's
+    ``postgresql.tps``, a curve's ``curve.max.iops``), each a figure over the runs that
+    gave it (up to run ``up_to``)."""
+    from storbench.analysis.views import VIEWS
+
+    found: dict[hist.Figure, list[hist.Point]] = {}
+    reached = False
+    for run, at, key, value in series_sections(store, series, list(VIEWS)):
+        if reached and run != up_to:
+            break
+        reached = run == up_to
+        view = VIEWS[key]
+        prefix = view.prefix(value)
+        for name, a in view.answers(value).items():
+            if a.value is None:
+                continue
+            fig = hist.Figure(prefix, hist.Answered(name, a.kind, a.label or name))
+            found.setdefault(fig, []).append(hist.Point(run, at, float(a.value)))
+    return found
 
 
 def say_left_out(store: Store, name: str) -> None:
@@ -179,9 +206,18 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
         else:
             render.print_overview(out, found)
         return
-    fig = hist.Figure.parse(_with_direction(store, name, metric))
-    pts = hist.points(series_values(store, name, hist.figure_paths([fig.metric]), fig.test),
-                      [fig.metric], fig)
+    answers = {f.name: (f, pts) for f, pts in answered(store, name).items()}
+    if metric in answers:  # an application's answer (postgresql.tps), a curve's
+        fig, pts = answers[metric]
+    else:
+        try:
+            fig = hist.Figure.parse(_with_direction(store, name, metric))
+        except ConfigError as e:
+            said = f"; the series' answers are {', '.join(answers)}" if answers else ""
+            raise ConfigError(f"{e}{said}") from None
+        assert isinstance(fig.metric, Metric)
+        pts = hist.points(series_values(store, name, hist.figure_paths([fig.metric]),
+                                        fig.test), [fig.metric], fig)
     if not pts:
         known = ", ".join(h.figure.name for h in histories(store, name))
         raise ConfigError(f"series {name!r} has no figure {fig.name!r}"

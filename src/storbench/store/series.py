@@ -127,6 +127,22 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
             for r in store.db.execute(sql, params)]
 
 
+def series_sections(store: Store, name: str, keys: Sequence[str]
+                    ) -> list[tuple[int, str, str, Any]]:
+    """The sections (``Run.data``'s keys: an application's answer, a curve) of a series'
+    completed runs, oldest run first: (run id, its start, the key, its value). One query;
+    nothing else of a run is read."""
+    if not keys:
+        return []
+    marks = ", ".join("?" for _ in keys)
+    sql = ("SELECT r.id, r.created_at, d.key, d.value FROM run_series s"
+           " JOIN runs r ON r.id = s.run_id JOIN run_data d ON d.run_id = r.id"
+           f" WHERE s.name = ? AND r.status = 'completed' AND d.key IN ({marks})"
+           " ORDER BY r.created_at, r.id")
+    return [(int(r[0]), r[1], r[2], _json(r[3]))
+            for r in store.db.execute(sql, [name, *keys])]
+
+
 def _json(value: Any) -> Any:
     """A JSON column's value: text (SQLite; PostgreSQL's JSONB is read as text too)."""
     return json.loads(value) if isinstance(value, (str, bytes)) else value
