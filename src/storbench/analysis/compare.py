@@ -354,6 +354,9 @@ def _by_history(comp: Comparison, base: Run, run: Run, figure: str, ratio: float
     if between:
         c = between[-1]
         return f"{'worse' if c.worse else 'better'}: change at run #{c.run}"
+    step = h.shift
+    if step is not None and lo < step.index <= hi:
+        return f"{'worse' if step.worse else 'better'}: a step at run #{step.run}, unproven"
     noise = h.pair_noise(where[base.id])
     if noise is not None and abs(ratio - 1) <= noise:
         return f"within noise, ±{100 * noise:.{1 if noise < 0.1 else 0}f}%"

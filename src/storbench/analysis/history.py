@@ -10,6 +10,7 @@ is the median over its repeats.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -146,9 +147,42 @@ class History:
         """Too few runs for any change to be found (MIN_RUNS on each side of one)."""
         return len(self.points) < 2 * MIN_RUNS
 
+    @functools.cached_property
+    def shift(self) -> Change | None:
+        """Where no change point was found: a step too clear to be the runs' noise, though
+        too few or too noisy runs to prove it (p under MAX_PVALUE): every run after it on
+        one side of every run before it, by MIN_CHANGE or more and by 3 standard
+        deviations of the runs about their own side's mean (pvalue: NaN, not tested).
+        257–477 MiB/s and then 105–115 MiB/s was "runs vary by ±124.6%" and "within
+        noise"; a spread that holds a step is not noise. None where there is none."""
+        values = [p.value for p in self.points]
+        if self.changes or len(values) < 2 * MIN_RUNS:
+            return None
+        best: tuple[float, int] | None = None
+        for k in range(MIN_RUNS, len(values) - MIN_RUNS + 1):
+            left, right = values[:k], values[k:]
+            if not (max(left) < min(right) or min(left) > max(right)):
+                continue
+            a, b = statistics.fmean(left), statistics.fmean(right)
+            spread = math.sqrt((sum((v - a) ** 2 for v in left)
+                                + sum((v - b) ** 2 for v in right)) / (len(values) - 2))
+            if not a or abs(b / a - 1) < MIN_CHANGE or abs(b - a) < 3 * spread:
+                continue
+            score = abs(b - a) / spread if spread else math.inf
+            if best is None or score > best[0]:
+                best = (score, k)
+        if best is None:
+            return None
+        k = best[1]
+        a, b = statistics.fmean(values[:k]), statistics.fmean(values[k:])
+        return Change(k, self.points[k].run, a, b, math.nan,
+                      (b < a) == self.figure.metric.higher_is_better)
+
     def segment(self, index: int) -> list[float]:
-        """The values of the segment (between changes) that holds point ``index``."""
-        cuts = [0, *(c.index for c in self.changes), len(self.points)]
+        """The values of the segment (between changes, or either side of a ``shift``)
+        that holds point ``index``."""
+        steps = self.changes or ([self.shift] if self.shift else [])
+        cuts = [0, *(c.index for c in steps), len(self.points)]
         for lo, hi in itertools.pairwise(cuts):
             if lo <= index < hi:
                 return [p.value for p in self.points[lo:hi]]

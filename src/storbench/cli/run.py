@@ -320,7 +320,7 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
     the change that began the stretch this run is in: (figure, the change, failed)."""
     from storbench.analysis.history import MIN_RUNS
     from storbench.cli.trend import histories
-    from storbench.render.history import change_text, shift_words
+    from storbench.render.history import change_text, shift_words, step_text
 
     name = series or series_of(store, r.id)
     if name is None:
@@ -338,6 +338,8 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
             said = (f"too few runs to tell: series {name!r} has {runs} (a change needs"
                     f" {MIN_RUNS} runs on each side)" if h.too_short else
                     f"no change in the {runs} of series {name!r}")
+            if h.shift is not None and h.shift.index <= index:  # said, not failed on
+                said += f"; {step_text(h)}"
             out.append((h.figure.name, {"run": None, "said": said}, False))
             continue
         bad = c.worse and abs(c.relative) > limit

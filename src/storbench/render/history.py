@@ -72,10 +72,13 @@ def print_overview(console: Console, histories: list[History]) -> None:
         kind = h.figure.metric.kind
         noise = h.noise(len(h.points) - 1)
         shifts = h.workload_shifts()
+        step = h.shift
         changes = "; ".join(f"run #{c.run}: {change_text(c, kind)}"
                             + (" (another workload from this run)" if c.run in shifts else "")
                             for c in h.changes) or (
-            "too few runs to tell" if h.too_short else "none")
+            "too few runs to tell" if h.too_short else
+            f"none proven; a step at run #{step.run}: {100 * step.relative:+.1f}%" if step
+            else "none")
         t.add_row(Text(harmless(h.figure.name)), str(len(h.points)),
                   units.figure(kind, h.points[-1].value),
                   f"±{100 * noise:.1f}%" if noise is not None else "",
@@ -147,6 +150,10 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
 
             console.print(f"Too few runs to tell a change: {runs}{spread}; a change needs"
                           f" {MIN_RUNS} runs or more on each side of it.")
+        elif h.shift is not None:  # the spread is either side of it, not across it
+            console.print(f"No change point in {runs}, but {step_text(h)}. Runs vary by"
+                          f" ±{100 * noise:.1f}% since." if noise is not None else
+                          f"No change point in {runs}, but {step_text(h)}.")
         else:
             console.print(f"No change point in {runs}{spread}.")
 
@@ -167,4 +174,24 @@ def history_dict(h: History) -> dict[str, Any]:
         "workload_changes": [{"run": run, "from": was, "to": now}
                              for run, (was, now) in shifts.items()],
         "noise": h.noise(len(h.points) - 1) if h.points else None,
+        "unproven_step": None if (c := h.shift) is None else {
+            "run": c.run, "index": c.index, "mean_before": c.before, "mean_after": c.after,
+            "relative_change": c.relative, "worse": c.worse},
     }
+
+
+def step_text(h: History) -> str:
+    """'' or, where no change point was proven, the step the runs still show: 'every run
+    from #9 is lower than every run before it: -69.2% (358 MiB/s → 110 MiB/s), not yet
+    a change point (too few runs, or too noisy, to prove at p < 0.001)'."""
+    c = h.shift
+    if c is None:
+        return ""
+    from storbench.analysis.history import MAX_PVALUE
+
+    way = "lower" if c.after < c.before else "higher"
+    kind = h.figure.metric.kind
+    return (f"every run from #{c.run} is {way} than every run before it:"
+            f" {100 * c.relative:+.1f}% ({units.figure(kind, c.before)} →"
+            f" {units.figure(kind, c.after)}): {'worse' if c.worse else 'better'}, not yet a"
+            f" change point (too few runs, or too noisy, to prove at p < {MAX_PVALUE:g})")

@@ -1,0 +1,84 @@
+"""A step the runs show but too few of them prove (issue #63, item 6): seqread at
+257–477 MiB/s, then 105–115 MiB/s after a cap was lowered, was "No change point in 8
+runs (runs vary by ±124.6%)" in `history` and "0.35 × … (within noise, ±264%)" in
+`compare`. No change point at p < 0.001 from four noisy runs each side is defensible; a
+spread that holds the step itself is not the runs' noise.
+
+The runs are recorded real fio output (tests/data/fio/randread.json) with its read
+bandwidth and IOPS set to those figures: a stand-in for the cap change, named so."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from storbench.analysis.history import Figure, History, Point, find_changes
+from tests.conftest import run_cli
+
+RECORDED = Path(__file__).resolve().parent.parent / "data" / "fio" / "randread.json"
+BEFORE = [257.0, 477.0, 300.0, 400.0]  # MiB/s: the issue's noisy runs before the cap
+AFTER = [105.0, 115.0, 110.0, 108.0]
+
+
+def test_a_step_is_not_noise_though_unproven():
+    fig = Figure.parse("randread.read.bw")
+    values = [v * 2**20 for v in BEFORE + AFTER]
+    assert find_changes(values, range(8), True) == []  # not proven at p < 0.001
+    h = History("s", fig, [Point(i, "", v) for i, v in enumerate(values)], [])
+    step = h.shift
+    assert step is not None and step.index == 4 and step.worse
+    assert abs(step.relative - (sum(AFTER) / 4 / (sum(BEFORE) / 4) - 1)) < 1e-9
+    # the runs' noise is measured either side of it, never across it
+    assert h.noise(7) is not None and h.noise(7) < 0.1  # type: ignore[operator]
+    # (the runs before it are noisy: ±117% apart is one level there, not ±264%)
+    assert h.pair_noise(0) is not None and h.pair_noise(0) < 1.5  # type: ignore[operator]
+    # a steady series, however noisy, has none; nor one whose sides overlap
+    noisy = [300.0, 480.0, 260.0, 410.0, 350.0, 270.0, 460.0, 330.0]
+    assert History("s", fig, [Point(i, "", v) for i, v in enumerate(noisy)], []).shift is None
+    overlap = [*BEFORE, 105.0, 300.0, 110.0, 108.0]  # a run after it at the old level
+    assert History("s", fig, [Point(i, "", v) for i, v in enumerate(overlap)], []).shift \
+        is None
+    # nor a step of under MIN_CHANGE, however clean
+    small = [600.0, 601.0, 600.5, 600.2, 590.0, 590.5, 589.8, 590.1]
+    assert History("s", fig, [Point(i, "", v) for i, v in enumerate(small)], []).shift is None
+
+
+def test_history_and_compare_say_the_step_not_within_noise(store_path, tmp_path):
+    doc = json.loads(RECORDED.read_text())
+    read = doc["jobs"][0]["read"]
+    per_io = read["bw_bytes"] / read["iops"]
+    for i, mib in enumerate(BEFORE + AFTER):
+        read["bw_bytes"] = mib * 2**20
+        read["bw"] = mib * 1024
+        read["iops"] = mib * 2**20 / per_io
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps(doc))
+        proc = run_cli("import", str(path), "--series", "capped", "--label", f"r{i}",
+                       db=store_path)
+        assert proc.returncode == 0, proc.stderr
+    shown = run_cli("history", "capped", "--metric", "randread.read.bw", db=store_path)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "±124" not in text and "No change point in 8 runs, but every run from #5 is" \
+        " lower than every run before it: -69.5%" in text, text
+    assert "not yet a change point" in text
+    spread = re.search(r"Runs vary by ±([\d.]+)% since", text)
+    assert spread and float(spread.group(1)) < 10, text
+    doc = json.loads(run_cli("history", "capped", "--metric", "randread.read.bw", "--json",
+                             db=store_path).stdout)
+    assert doc["change_points"] == [] and doc["unproven_step"]["run"] == 5
+    assert doc["unproven_step"]["worse"] is True
+    overview = " ".join(run_cli("history", "capped", db=store_path).stdout.split())
+    assert "none proven; a step at run #5: -69.5%" in overview, overview
+    compared = run_cli("compare", "1", "8", db=store_path)
+    line = next(ln for ln in compared.stdout.splitlines()
+                if "× the randread read BW of" in ln)
+    assert "within noise" not in line and "(worse: a step at run #5, unproven)" in line, line
+    # two runs on one side of it are judged by that side's noise
+    same = run_cli("compare", "6", "8", db=store_path)
+    line = next(ln for ln in same.stdout.splitlines() if "× the randread read BW of" in ln)
+    assert "within noise" in line, line
+    checked = run_cli("check", "8", "--no-change", db=store_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "every run from #5 is lower" in " ".join(checked.stdout.split())
