@@ -82,3 +82,36 @@ def test_history_and_compare_say_the_step_not_within_noise(store_path, tmp_path)
     checked = run_cli("check", "8", "--no-change", db=store_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "every run from #5 is lower" in " ".join(checked.stdout.split())
+
+
+def test_a_series_keeps_its_number_and_check_says_what_it_checked(store_path):
+    """`history N` was a series' place by name: three new series moved `walk` from #9 to
+    #12 and `history 6` showed another. A name of digits read as a run to
+    `check 3 --assert` and as the series to `check 3 --no-change`, neither saying which
+    (issue #63, items 4 and 5)."""
+    def imported(series: str) -> None:
+        proc = run_cli("import", str(RECORDED), "--series", series, db=store_path)
+        assert proc.returncode == 0, proc.stderr
+
+    for name in ("walk", "walk", "zebra"):
+        imported(name)
+    listed = [s["series"] for s in json.loads(run_cli("history", "--json",
+                                                      db=store_path).stdout)]
+    assert listed == ["walk", "zebra"]
+    imported("alpha")  # before both by name: it goes last, by its first run
+    listed = [s["series"] for s in json.loads(run_cli("history", "--json",
+                                                      db=store_path).stdout)]
+    assert listed == ["walk", "zebra", "alpha"]
+    one = json.loads(run_cli("history", "1", "--json", db=store_path).stdout)
+    assert {h["series"] for h in one} == {"walk"}
+    for name in ("3", "last"):
+        refused = run_cli("import", str(RECORDED), "--series", name, db=store_path)
+        assert refused.returncode == 2 and "reads as a run" in refused.stderr, refused.stderr
+        named = run_cli("series", name, "1", db=store_path)
+        assert named.returncode == 2 and "reads as a run" in named.stderr
+    # what a check checked is said: the run, and the series it was the latest of
+    changes = run_cli("check", "walk", "--no-change", db=store_path)
+    assert changes.returncode == 0, changes.stdout + changes.stderr
+    assert "Checking run #2, the latest of series 'walk':" in changes.stderr
+    run = run_cli("check", "1", "--assert", "randread.iops > 1", db=store_path)
+    assert run.returncode == 0 and "Checking run #1:" in run.stderr, run.stderr

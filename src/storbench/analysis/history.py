@@ -31,9 +31,15 @@ MIN_RUNS = 2  # runs on each side of a change: a single odd run is an outlier, n
 
 def check_series_name(name: str | None) -> None:
     """ConfigError for a series name nobody could type or see (empty, control
-    characters); None is no name (the run's own series)."""
+    characters) or that reads as a run (digits, 'last'); None is no name (the run's own
+    series)."""
     if name is not None and (not name.strip() or any(not c.isprintable() for c in name)):
         raise ConfigError(f"a series name must be printable text, not {name!r}")
+    if name is not None and (name.isdigit() or name == "last"):
+        raise ConfigError(f"a series name of digits alone, or 'last', reads as a run: {name!r}"
+                          f" would be run #{name} to `check {name} --assert` and the series"
+                          f" to `check {name} --no-change`; name it in words"
+                          f" (e.g. {'nightly-' + name!r})")
 
 
 def auto_series(suite: str, target: str, facts: TargetFacts) -> str:

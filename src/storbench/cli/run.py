@@ -16,6 +16,7 @@ from storbench.cli.common import (
     NUMBER,
     assert_options,
     cli,
+    err,
     given,
     json_option,
     load_run,
@@ -296,6 +297,10 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
                    + [{"check": "no-change", "passed": not bad, "figure": name, **change}
                       for name, change, bad in shifts])
     else:
+        # what was checked: `check 3` may be series '3' (--no-change) or run #3
+        err.print(f"Checking run #{r.id}" + (f" ({r.label})" if r.label else "")
+                  + (f", the latest of series {series!r}" if series else "") + ":",
+                  markup=False)
         for v in verdicts:
             out.print(terminal.outcome_line(v))
         if not verdicts and baseline is None and not no_change:

@@ -142,7 +142,8 @@ def refresh(store: Store, runs: list[Run]) -> None:
 @click.argument("series", required=False)
 @click.option("--metric", "-m", metavar="TEST.DIRECTION.FIGURE",
               help="The figure to follow run by run, e.g. randread.read.iops,"
-                   " etcd.sync.lat_p99 (default: an overview of every headline figure).")
+                   " etcd.sync.lat_p99, or an application's answer, postgresql.tps"
+                   " (default: an overview of every headline figure).")
 @click.option("--all", "every", is_flag=True,
               help="With --metric: a row for every run (a series longer than 60 runs shows"
                    " the runs around each change and the latest ten).")
@@ -157,8 +158,10 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
 
     Runs of the same suite on the same storage form a series (named SUITE@HOST:PATH,
     SUITE@CONTEXT:storageclass/NAME, ...; or given with `run --series NAME`). Without
-    SERIES, list them. With SERIES (its name or number): every headline figure, its
-    noise and its change points; with --metric, that figure run by run.
+    SERIES, list them, oldest first. With SERIES (its name, or its # in that list: a new
+    series never moves it; scripts should use the name): every headline figure and
+    application answer, its noise and its change points; with --metric, that figure run
+    by run.
 
     A change point is where a figure's level moved and stayed: found with E-Divisive
     means and a t-test (Apache Otava), significant at p < 0.001, at least --min-change,
@@ -168,8 +171,10 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
     Example:
       storbench history
       storbench history 'quick@db1:/var/lib/postgresql'
-      storbench history 2 --metric randread.read.iops
-      storbench history 2 --metric etcd.sync.lat_p99 --json
+      storbench history nightly-gp3 --metric randread.read.iops
+      storbench history nightly-gp3 --metric etcd.sync.lat_p99 --json
+      storbench history pg-gp3 --metric postgresql.tps
+      storbench history 2
     """
     from storbench.render import history as render
 

@@ -57,11 +57,13 @@ def set_tags(store: Store, run_id: int, tags: dict[str, str], remove: Sequence[s
 
 
 def series_list(store: Store) -> list[tuple[str, int, str, str]]:
-    """Every series: (name, completed runs, first and last run's start), by name."""
+    """Every series: (name, completed runs, first and last run's start), in the order
+    of their first runs: a series' place (`history N`) does not move when another
+    series begins (by name, a new series moved `walk` from #9 to #12)."""
     return [(r[0], int(r[1]), r[2], r[3]) for r in store.db.execute(
         "SELECT s.name, count(*), min(r.created_at), max(r.created_at)"
         " FROM run_series s JOIN runs r ON r.id = s.run_id"
-        " WHERE r.status = 'completed' GROUP BY s.name ORDER BY s.name", ())]
+        " WHERE r.status = 'completed' GROUP BY s.name ORDER BY min(r.id), s.name", ())]
 
 
 def series_of(store: Store, run_id: int) -> str | None:
