@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from storbench.analysis.stats import times
+from storbench.pipeline.kinds.app import ANSWERS
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import IS_ROOT, needs_fio, needs_timing, run_cli, run_cli_wrapped
 
@@ -43,6 +44,11 @@ def test_a_profile_answers_in_the_application_s_units(app, figures, disk_dir, st
     assert answer["profile"] == app
     assert answer["verdict"][:30] in proc.stdout  # show prints the answer
     assert {e["metric"] for e in answer["estimates"]} == figures
+    # what `storbench suites APP` lists for --assert and history is what the judge gives
+    assert [(e["metric"], e["label"], e["unit"]) for e in answer["estimates"]] == list(
+        ANSWERS[app])
+    listed = json.loads(run_cli("suites", app, "--json", db=store_path).stdout)[0]
+    assert [a["name"] for a in listed["answers"]] == [f"{app}.{f}" for f, _, _ in ANSWERS[app]]
     for e in answer["estimates"]:
         assert e["low"] <= e["value"] <= e["high"] and e["value"] > 0 and e["unit"]
         assert e["decided_by"]

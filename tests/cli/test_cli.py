@@ -241,6 +241,16 @@ def test_suites_command(store_path):
     doc = json.loads(run_cli("suites", "app-mixed", "--json", db=store_path).stdout)
     prov = {p["option"]: p["from"] for p in doc[0]["tests"][0]["provenance"]}
     assert prov["numjobs"] == "study 1" and "shared one 10 GiB file" in prov["filename"]
+    # the names --assert, check and history take, listed (they were in `show --json`
+    # alone, issue #63): a test's figures, and an application's answers
+    proc = run_cli("suites", "redis", db=store_path)
+    said = proc.stdout.split("figures for --assert, check and history --metric:\n")[1]
+    assert "aof_always_1.write.iops, aof_always_1.sync.lat_p99," in said
+    assert "redis.ops_50: SET ops/s, appendfsync always, 50 clients (ops/s)" in said
+    doc = json.loads(run_cli("suites", "etcd", "--json", db=store_path).stdout)
+    assert doc[0]["answers"] == [{"name": "etcd.wal_fsync_p99", "label": "WAL fsync p99",
+                                  "unit": "ms"}]
+    assert doc[0]["figures"][0] == "etcd.write.iops"
 
 
 # -- errors: each one caused for real ------------------------------------------------------

@@ -268,6 +268,24 @@ def prometheus(results: dict[str, list[TestResult]]) -> Answer | None:
     return _stream("prometheus", "Prometheus TSDB", ("wal", "compaction"), results)
 
 
+# each profile's answers: (name, label, unit), as its judge gives them (a test holds the
+# two equal on real runs): what `storbench suites NAME` lists for --assert and history
+_STREAM = (("write_mbps", "sustained buffered writes", "MB/s"),
+           ("flush_mbps", "a segment written and fsynced", "MB/s"))
+ANSWERS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "postgresql": (("tps", "pgbench TPC-B TPS, 1 client", "transactions/s"),
+                   ("tps_16", "pgbench TPC-B TPS, 16 clients", "transactions/s"),
+                   ("commit_p99", "commit latency p99", "ms")),
+    "mysql": (("tps", "sysbench oltp_write_only TPS, 1 thread", "transactions/s"),
+              ("commit_p99", "commit latency p99", "ms")),
+    "redis": (("ops", "SET ops/s, appendfsync always, 1 client", "ops/s"),
+              ("ops_50", "SET ops/s, appendfsync always, 50 clients", "ops/s"),
+              ("everysec_fsync_p99", "fdatasync of a second's AOF, p99", "ms")),
+    "etcd": (("wal_fsync_p99", "WAL fsync p99", "ms"),),
+    "kafka": _STREAM,
+    "prometheus": _STREAM,
+}
+
 Judge = Callable[[dict[str, list[TestResult]]], "Answer | None"]
 JUDGES: dict[str, Judge] = {"postgresql": postgresql, "mysql": mysql, "redis": redis,
                             "etcd": etcd, "kafka": kafka, "prometheus": prometheus}

@@ -99,3 +99,18 @@ def _judge_of(m: Model) -> Judge:
 
 
 JUDGES = {name: _judge_of(m) for name, m in MODELS.items()}
+
+
+def _answers_of(m: Model) -> tuple[tuple[str, str, str], ...]:
+    """What ``judge`` answers for ``m``: (name, label, unit) (apps.ANSWERS)."""
+    return (*((("accelerators" if acc == ACCELERATORS[0] else f"accelerators_{acc}"),
+               f"{acc.upper()}s fed at AU ≥ {m.au:.0%}", "accelerators")
+              for acc in ACCELERATORS),
+            ("au", f"one {ACCELERATORS[0].upper()}'s utilisation (AU)", "%"),
+            ("mbps", "storage-side throughput", "MB/s"),
+            ("samples", "samples/s", "samples/s"),
+            ("checkpoint_write", "a checkpoint written and fsynced, seconds per GB", "s/GB"),
+            ("checkpoint_read", "a checkpoint read back, seconds per GB", "s/GB"))
+
+
+ANSWERS = {name: _answers_of(m) for name, m in MODELS.items()}

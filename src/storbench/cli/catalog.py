@@ -24,7 +24,10 @@ def suites(name: str | None, as_json: bool) -> None:
     Example:
       storbench suites
       storbench suites dbench
+      storbench suites postgresql   # its figures and answers for --assert and history
     """
+    from storbench.pipeline.kinds.app import ANSWERS
+
     chosen = [get_suite(name)] if name else list(SUITES.values())
     if as_json:
         print_json([
@@ -34,11 +37,14 @@ def suites(name: str | None, as_json: bool) -> None:
                         "provenance": [{"option": k, "value": v, "from": origin}
                                        for k, v, origin in s.provenance(t)]}
                        for t, jf in s.jobfiles()],
+             "figures": [f"{t.name}.{m}" for t in s.tests for m in t.metrics],
+             "answers": [{"name": f"{s.name}.{n}", "label": label, "unit": unit}
+                         for n, label, unit in ANSWERS.get(s.name, ())],
              "dropped": s.dropped or {}}
             for s in chosen
         ])
         return
-    terminal.print_suites(out, chosen, detailed=name is not None)
+    terminal.print_suites(out, chosen, detailed=name is not None, answers=ANSWERS)
 
 
 

@@ -287,7 +287,11 @@ def print_comparison(console: Console, comp: Comparison) -> None:
                       " IOPS and BW: higher is better, latency: lower is better.")
 
 
-def print_suites(console: Console, suites: list[Suite], *, detailed: bool) -> None:
+def print_suites(console: Console, suites: list[Suite], *, detailed: bool,
+                 answers: dict[str, tuple[tuple[str, str, str], ...]] | None = None) -> None:
+    """The suites (a table), or each one in full: its tests' job files and where each
+    option comes from, then the names `--assert`, `check` and `history --metric` take:
+    its tests' figures (TEST.DIRECTION.FIGURE) and an application's answers (APP.NAME)."""
     from storbench.workload.suites import ALWAYS_ADDED
 
     if not detailed:
@@ -315,6 +319,11 @@ def print_suites(console: Console, suites: list[Suite], *, detailed: bool) -> No
         console.print("\nadded to every job by storbench:", markup=False)
         for option, why in ALWAYS_ADDED:
             console.print(f"  {option}: {why}", markup=False)
+        console.print("\nfigures for --assert, check and history --metric:", markup=False)
+        console.print("  " + ", ".join(f"{t.name}.{m}" for t in s.tests for m in t.metrics),
+                      markup=False)
+        for name, label, unit in (answers or {}).get(s.name, ()):
+            console.print(f"  {s.name}.{name}: {label} ({unit})", markup=False)
 
 
 def print_references(console: Console, refs: list[Any]) -> None:

@@ -20,6 +20,7 @@ from storbench.result.sections import APP, AppSection
 
 # each profile's judge: the applications' and the training models'
 JUDGES = {**apps.JUDGES, **training.JUDGES}
+ANSWERS = {**apps.ANSWERS, **training.ANSWERS}  # what each answers: (name, label, unit)
 
 
 @dataclass
