@@ -62,6 +62,7 @@ class Figure:
     high: float
     unit: str  # "transactions/s", "ops/s", "ms", "MB/s"
     decided_by: str  # the measured figure it follows from, e.g. "wal_commit fdatasync p50"
+    measured: bool = False  # a fio figure as it is (a p99), not estimated from figures
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,7 +85,7 @@ class Answer:
 
 def measured(metric: str, label: str, v: float, unit: str, decided_by: str) -> Figure:
     """A figure the profile measured as it is (a p99 in ms): no range."""
-    return Figure(metric, label, v, v, v, unit, decided_by)
+    return Figure(metric, label, v, v, v, unit, decided_by, True)
 
 
 def median_of(results: dict[str, list[TestResult]], test: str, key: str) -> float | None:

@@ -38,7 +38,13 @@ def verdict_told(v: Verdict) -> str:
     """What was measured, with its unit (and what to know about it), or why nothing was."""
     if v.measured is None or v.kind is None:
         return v.note
-    return f"measured {units.figure(v.kind, v.measured)}" + (f"; {v.note}" if v.note else "")
+    figure = units.figure(v.kind, v.measured)
+    from storbench.analysis.views.app import ESTIMATED
+
+    if v.note.startswith(ESTIMATED):  # an application's answer: not what fio measured
+        return f"estimated {figure} from {v.note[len(ESTIMATED):]}"
+    return f"measured {figure}" + (f"; {v.note}" if v.note else "")
+
 
 
 def outcome_line(v: Verdict) -> str:

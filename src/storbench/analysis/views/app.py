@@ -13,6 +13,7 @@ from storbench.analysis.views.base import Answer, View
 from storbench.result.record import Run
 from storbench.result.sections import APP, AppSection
 
+ESTIMATED = "estimated from "  # how an estimate's note begins (a check says "estimated")
 WHOLE = ("accelerators",)  # counted in whole ones: '2 (1–2) accelerators', never '2.0'
 
 
@@ -52,7 +53,9 @@ class AppView(View):
         for e in value["estimates"]:
             kind, base = KINDS[e["unit"]]
             out[e["metric"]] = Answer(float(e["value"]) * base, kind,
-                                      f"estimated from {e['decided_by']}", e["label"], e["unit"])
+                                      # a figure measured as is, or estimated from them
+                                      ("" if e.get("measured") else ESTIMATED)
+                                      + e["decided_by"], e["label"], e["unit"])
         return out
 
     def shown(self, run: Run, value: AppSection, u: Units) -> list[Block]:
