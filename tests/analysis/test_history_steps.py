@@ -63,6 +63,7 @@ def test_history_and_compare_say_the_step_not_within_noise(store_path, tmp_path)
     assert "±124" not in text and "No change point in 8 runs, but every run from #5 is" \
         " lower than every run before it: -69.5%" in text, text
     assert "not yet a change point" in text
+    assert "│ △ -69.5%: a step, unproven" in shown.stdout  # at its run's row
     spread = re.search(r"Runs vary by ±([\d.]+)% since", text)
     assert spread and float(spread.group(1)) < 10, text
     doc = json.loads(run_cli("history", "capped", "--metric", "randread.read.bw", "--json",

@@ -134,9 +134,12 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
         bar = "█" * max(1, round(BAR * abs(p.value) / top))
         said = Text(f"▲ {change_text(c, kind)}", style="red" if c.worse else "green") \
             if c else Text("")
+        step = h.shift
+        if step is not None and step.run == p.run:
+            said = Text(f"△ {100 * step.relative:+.1f}%: a step, unproven", style="yellow")
         if p.run in shifts:
-            said.append(("; " if c else "") + "⚑ another workload from this run",
-                        style="yellow")
+            said.append(("; " if c or (step and step.run == p.run) else "")
+                        + "⚑ another workload from this run", style="yellow")
         t.add_row(f"#{p.run}", p.at, units.figure(kind, p.value),
                   Text(bar, style="red" if c and c.worse else "cyan"), said)
     console.print(t)
