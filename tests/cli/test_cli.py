@@ -549,3 +549,11 @@ def test_a_run_is_relabelled_and_retagged_and_its_results_stay(fio_json_text, tm
         with sqlite3.connect(store_path) as db, pytest.raises(sqlite3.DatabaseError,
                                                               match="immutable"):
             db.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+
+
+def test_run_help_leads_to_the_features(store_path):
+    """`run --help` had no example of an application profile, a replay or a named
+    series (issue #63): a new user found them in the docs only."""
+    said = run_cli("run", "--help", db=store_path).stdout
+    for example in ("--suite postgresql", "--replay appdb", "--series nightly-gp3"):
+        assert f"storbench run /mnt/data {example}" in said, example

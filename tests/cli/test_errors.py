@@ -705,6 +705,10 @@ def test_show_says_what_it_cannot_show(fio_json_text, tmp_path, store_path):
     (["run", "{tmp}", "--round", "30"], "--round applies to --precondition"),
     (["run", "{tmp}", "--max-rounds", "10"], "--max-rounds applies to --precondition"),
     (["run", "{tmp}", "--threshold", "5"], "--threshold sets the limit of a suite's verdict"),
+    # the example is a figure of the suite run: PostgreSQL's was 'randread.p99 < 5ms'
+    (["run", "{tmp}", "--suite", "postgresql", "--threshold", "5"],
+     "give --assert instead (e.g. 'postgresql.commit_p99 < 5ms')"),
+    (["run", "{tmp}", "--suite", "dbench", "--threshold", "2"], "< 2ms')"),
     (["run", "{tmp}", "--job", "{tmp}/j.fio", "--suite", "etcd", "--threshold", "5"],
      "--threshold sets the limit"),
     (["curve", "{tmp}", "--max-regression", "5%"], "--max-regression applies to `run"),

@@ -155,6 +155,9 @@ def run(
     Example:
       storbench run /mnt/data
       storbench run /mnt/data --suite dbench --label gp3 --tag zone=a
+      storbench run /mnt/data --suite postgresql      # will PostgreSQL be happy here?
+      storbench run /mnt/data --replay appdb          # a recorded application's I/O
+      storbench run /mnt/data --series nightly-gp3    # a history of your own naming
       storbench run /mnt/nvme /mnt/nfs --suite quick
       storbench run /var/lib/etcd-test --suite etcd --threshold 20
       storbench run /mnt/data --job my.fio --runtime 30

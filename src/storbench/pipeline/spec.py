@@ -60,6 +60,19 @@ class RunSpec:
     # the kind that knows it is the run's (pipeline/kinds), and checks it
     kind_spec: object | None = None
 
+    def _latency_example(self) -> str:
+        """A latency this run's suite measures, named as --assert takes it (an
+        application's answer where it has one: postgresql.commit_p99)."""
+        from storbench.analysis.apps import ANSWERS
+
+        if self.job_file is not None or self.kind_spec is not None:
+            return "TEST.read.clat_p99"
+        for name, _, unit in ANSWERS.get(self.suite, ()):
+            if unit == "ms":
+                return f"{self.suite}.{name}"
+        return next((f"{t.name}.{m}" for t in get_suite(self.suite).tests for m in t.metrics
+                     if "lat_" in m), "TEST.read.clat_p99")
+
     def check(self) -> None:
         """ConfigError for what cannot work, before anything runs."""
         if self.threshold_ms is not None and self.threshold_ms <= 0:
@@ -70,7 +83,7 @@ class RunSpec:
                 or not get_suite(self.suite).profiles):
             raise ConfigError("--threshold sets the limit of a suite's verdict (--suite etcd);"
                               " this run has none: give --assert instead (e.g."
-                              " 'randread.p99 < 5ms')")
+                              f" '{self._latency_example()} < {self.threshold_ms:g}ms')")
         if self.rate_iops is not None and (
                 self.rate_iops <= 0 or not float(self.rate_iops).is_integer()):
             raise ConfigError(f"--rate must be a positive whole number of writes/s (fio's"
