@@ -4,7 +4,8 @@ Exit codes (also in ``storbench --help``):
 
     0    success
     1    error (fio failed, target unusable, store problem, ...)
-    2    bad usage or configuration (unknown suite, invalid job file, bad flag value)
+    2    bad usage or configuration (unknown suite, invalid job file, bad flag value,
+         a run or series that is not stored)
     3    a verdict failed (e.g. etcd fdatasync p99 above the threshold)
     130  interrupted by Ctrl-C (SIGINT)
     143  terminated by SIGTERM
@@ -19,7 +20,7 @@ EXIT_CODES_HELP = """\b
 Exit codes:
   0    success
   1    error (fio failed, target unusable, store problem)
-  2    bad usage or configuration
+  2    bad usage or configuration (a run or series that is not there)
   3    a verdict failed (threshold exceeded)
   130  interrupted (SIGINT / Ctrl-C)
   143  terminated (SIGTERM)"""
@@ -72,6 +73,13 @@ class TargetHung(TargetError):
 
 class StoreError(StorbenchError):
     """The results database cannot be opened, or a run does not exist."""
+
+
+class NotFound(StoreError):
+    """A run a user named (an id, a label, `last`) is not stored: a usage error, as a
+    series (`history nosuch`) or a suite that is not there is."""
+
+    exit_code = 2
 
 
 class ThresholdExceeded(StorbenchError):

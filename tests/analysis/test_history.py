@@ -250,7 +250,7 @@ def test_series_moves_runs_and_names_are_checked(capped_history, tmp_path):
     assert_one_line_error(run_cli("history", "drop", "--metric", "seq.read.bw", db=mine), 2,
                           "has no figure 'seq.read.bw'; it has randread.read.iops")
     assert_one_line_error(run_cli("series", "a\x1bb", "1", db=mine), 2, "printable")
-    assert_one_line_error(run_cli("series", "x", "999", db=mine), 1, "run 999 does not exist")
+    assert_one_line_error(run_cli("series", "x", "999", db=mine), 2, "run 999 does not exist")
 
 
 def test_a_run_joins_its_suite_and_storage_s_series(tmpfs, store_path):

@@ -220,13 +220,13 @@ def test_list_compare_export_rm(tmpfs, store_path, tmp_path):
     assert "first" in html.read_text() and "second" in html.read_text()
 
     # one run that does not exist deletes none (run a was deleted, then the error came)
-    assert_one_line_error(run_cli("rm", str(a), "999", db=store_path), 1,
-                          "run 999 does not exist")
+    assert_one_line_error(run_cli("rm", str(a), "999", db=store_path), 2,
+                          "run 999 does not exist")  # a run not stored: a usage error
     assert run_cli("show", str(a), db=store_path).returncode == 0
     proc = run_cli("rm", str(a), f"#{a}", db=store_path)  # one run, named twice
     assert proc.returncode == 0 and proc.stderr.count("Deleted run") == 1, proc.stderr
     proc = run_cli("show", str(a), db=store_path)
-    assert proc.returncode == 1 and "does not exist" in proc.stderr
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
 def test_suites_command(store_path):
@@ -537,7 +537,7 @@ def test_a_run_is_relabelled_and_retagged_and_its_results_stay(fio_json_text, tm
     assert_one_line_error(run_cli("label", "1", db=store_path), 2, "LABEL, or --clear")
     assert_one_line_error(run_cli("tag", "1", db=store_path), 2, "KEY=VALUE")
     assert_one_line_error(run_cli("tag", "1", "novalue", db=store_path), 2, "novalue")
-    assert_one_line_error(run_cli("label", "99", "x", db=store_path), 1, "run 99")
+    assert_one_line_error(run_cli("label", "99", "x", db=store_path), 2, "run 99")
     # what it measured and how it ended stay immutable
     if str(store_path).startswith("postgresql"):
         import psycopg

@@ -801,3 +801,21 @@ def test_check_no_change_of_nothing_known_names_series_too(fio_json_text, tmp_pa
     assert_one_line_error(run_cli("check", "nosuch", "--no-change", db=store_path), 2,
                           "'nosuch' is neither a series, a run id nor a label; `storbench"
                           " history` lists the series, `storbench list` the runs")
+    # every "not there" is a usage error: a run, a label, a series (show and check
+    # --assert exited 1, as a failed fio does)
+    for command in (["show", "nosuch"], ["check", "nosuch", "--assert", "x.iops > 1"],
+                    ["show", "99"], ["history", "nosuch"], ["rm", "99"]):
+        proc = run_cli(*command, db=store_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (command, proc.stderr)
+    # a series that holds only a run that did not complete is there: said so, not "no
+    # series" (`show --json` names it)
+    from storbench.store import Store
+
+    store = Store(store_path)
+    stopped = store.begin_run(uid="stopped", suite="quick", target="/x", environment={},
+                              settings={}, storbench_version="test", fio_version=None,
+                              series="halted")
+    store.finish_run(stopped, "interrupted")
+    store.close()
+    assert_one_line_error(run_cli("history", "halted", db=store_path), 2,
+                          f"series 'halted' holds no completed run (#{stopped} interrupted)")

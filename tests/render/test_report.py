@@ -229,7 +229,7 @@ def test_report_bad_input(three_runs: Path, tmp_path: Path) -> None:
     many = run_cli("report", *[str(i) for i in range(1, 23)], db=three_runs)
     assert many.returncode == 2 and "at most 20 runs" in many.stderr
     missing = run_cli("report", "99", "-o", str(tmp_path / "x.html"), db=three_runs)
-    assert missing.returncode == 1 and "run 99 does not exist" in missing.stderr
+    assert missing.returncode == 2 and "run 99 does not exist" in missing.stderr
     nowhere = run_cli("report", "1", "-o", str(tmp_path / "no" / "dir" / "x.html"),
                       db=three_runs)
     assert nowhere.returncode == 2 and "cannot write" in nowhere.stderr

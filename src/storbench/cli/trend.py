@@ -38,6 +38,11 @@ def resolve_series(store: Store, ref: str) -> str:
         return ref
     if ref.isascii() and ref.isdigit() and 1 <= int(ref) <= len(names):
         return names[int(ref) - 1]
+    left = series_left_out(store, ref)
+    if left:  # `show --json` names its series: it is there, with nothing to follow
+        shown = ", ".join(f"#{i} {status}" for i, status in left[:5])
+        raise ConfigError(f"series {ref!r} holds no completed run ({shown}): a history"
+                          " follows completed runs only")
     raise ConfigError(f"no series {ref!r} in {store.path}; `storbench history` lists them")
 
 

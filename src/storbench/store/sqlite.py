@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from storbench.errors import ConfigError, StoreError
+from storbench.errors import ConfigError, NotFound, StoreError
 from storbench.result.hidden import hide
 from storbench.result.record import (
     STATUSES,
@@ -287,17 +287,17 @@ class Store:
         if ref == "last":
             row = self.db.execute("SELECT max(id) FROM runs").fetchone()
             if row[0] is None:
-                raise StoreError(f"no runs stored yet in {self.path}")
+                raise NotFound(f"no runs stored yet in {self.path}")
             return int(row[0])
         if RUN_ID.fullmatch(ref):
             run_id = int(ref.lstrip("#"))
             if run_id >= 2**63:  # beyond any SQLite row id
-                raise StoreError(f"run {run_id} does not exist in {self.path};"
+                raise NotFound(f"run {run_id} does not exist in {self.path};"
                                  " `storbench list` shows the stored runs")
             return run_id
         row = self.db.execute("SELECT max(id) FROM runs WHERE label = ?", (ref,)).fetchone()
         if row[0] is None:
-            raise StoreError(f"{ref!r} is neither a run id nor a label; `storbench list` shows"
+            raise NotFound(f"{ref!r} is neither a run id nor a label; `storbench list` shows"
                              " the runs")
         return int(row[0])
 
@@ -324,7 +324,7 @@ class Store:
     def get_run(self, run_id: int, *, with_results: bool = True) -> Run:
         row = self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
-            raise StoreError(f"run {run_id} does not exist in {self.path};"
+            raise NotFound(f"run {run_id} does not exist in {self.path};"
                              " `storbench list` shows the stored runs")
         return self._run(row, with_results)
 
