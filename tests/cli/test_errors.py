@@ -511,7 +511,7 @@ def test_a_database_path_given_makes_no_directories(fio_json_text, tmp_path):
         proc = run_cli(*words, db=src)
         assert proc.returncode == 0 and "No " in proc.stdout + proc.stderr, proc
     proc = run_cli("show", "last", db=src)
-    assert_one_line_error(proc, 1, f"no runs stored yet in {src}")
+    assert_one_line_error(proc, 2, f"no runs stored yet in {src}")  # not there: usage
     assert not list(tmp_path.glob("src.db*")), list(tmp_path.iterdir())
     got = tmp_path / "fio.json"
     got.write_text(fio_json_text)

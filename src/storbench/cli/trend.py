@@ -24,6 +24,7 @@ from storbench.store.changes import ChangeCache
 from storbench.store.series import (
     series_left_out,
     series_list,
+    series_runs,
     series_sections,
     series_values,
     series_workloads,
@@ -55,32 +56,29 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
     suite = first[0] if first else None
     metrics = hist.candidates(suite)
     rows = series_values(store, series, hist.figure_paths(metrics))
+    answers = answered(store, series)
     if up_to is not None:
-        order = list(dict.fromkeys(r[0] for r in rows))
+        order = series_runs(store, series)
         keep = set(order[:order.index(up_to) + 1]) if up_to in order else set()
         rows = [r for r in rows if r[0] in keep]
+        answers = {f: [p for p in pts if p.run in keep] for f, pts in answers.items()}
     cache = ChangeCache()
     ran = series_workloads(store, series)
     return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
             for f, pts in [*((f, hist.points(rows, metrics, f))
                              for f in hist.figures_of(rows, metrics, suite)),
-                           *answered(store, series, up_to).items()]
+                           *answers.items()]
             if pts]
 
 
-def answered(store: Store, series: str, up_to: int | None = None
-             ) -> dict[hist.Figure, list[hist.Point]]:
+def answered(store: Store, series: str) -> dict[hist.Figure, list[hist.Point]]:
     """The answers of a kind's view in the series' runs (an application's
     ``postgresql.tps``, a curve's ``curve.max.iops``), each a figure over the runs that
-    gave it (up to run ``up_to``)."""
+    gave it, oldest first."""
     from storbench.analysis.views import VIEWS
 
     found: dict[hist.Figure, list[hist.Point]] = {}
-    reached = False
     for run, at, key, value in series_sections(store, series, list(VIEWS)):
-        if reached and run != up_to:
-            break
-        reached = run == up_to
         view = VIEWS[key]
         prefix = view.prefix(value)
         for name, a in view.answers(value).items():
