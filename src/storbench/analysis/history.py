@@ -17,7 +17,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from storbench.analysis.metrics import Metric, headline_metrics, metric, value_path
 from storbench.errors import ConfigError
@@ -100,8 +100,7 @@ class Answered:
         return self.kind not in ("latency", "seconds")
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):  # a tuple: 100,000 of them are made at once
     run: int
     at: str  # when the run started (ISO 8601, UTC)
     value: float  # the median over its repeats, in base units (IOPS, bytes/s, ns)
@@ -245,14 +244,29 @@ def figure_paths(metrics: Sequence[Metric]) -> list[tuple[str, ...]]:
 def points(rows: Sequence[Row], metrics: Sequence[Metric], fig: Figure) -> list[Point]:
     """One point per run that has the figure: the median over its repeats. ``rows`` hold
     the values of ``metrics`` (read with their ``figure_paths``)."""
-    at = 1 + metrics.index(fig.metric)
-    by_run: dict[int, tuple[str, list[float]]] = {}
+    return points_of(rows, metrics, [fig])[fig]
+
+
+def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Figure]
+              ) -> dict[Figure, list[Point]]:
+    """``points`` of each figure, in one pass over the rows (an overview of 100,000
+    runs read them once a figure)."""
+    by_run: list[dict[int, tuple[str, list[float]]]] = [{} for _ in figs]
+    wanted: dict[str, list[tuple[dict[int, tuple[str, list[float]]], int]]] = {}
+    for fig, found in zip(figs, by_run, strict=True):
+        assert isinstance(fig.metric, Metric)
+        wanted.setdefault(fig.test, []).append((found, 1 + metrics.index(fig.metric)))
     for run, started, test, values in rows:
-        v = values[at]
-        if test != fig.test or values[0] or not isinstance(v, (int, float)) or math.isnan(v):
+        of = wanted.get(test)
+        if of is None or values[0]:
             continue
-        by_run.setdefault(run, (started, []))[1].append(float(v))
-    return [Point(run, started, statistics.median(vs)) for run, (started, vs) in by_run.items()]
+        for found, at in of:
+            v = values[at]
+            if isinstance(v, (int, float)) and not math.isnan(v):
+                found.setdefault(run, (started, []))[1].append(float(v))
+    return {fig: [Point(run, started, vs[0] if len(vs) == 1 else statistics.median(vs))
+                  for run, (started, vs) in found.items()]
+            for fig, found in zip(figs, by_run, strict=True)}
 
 
 def candidates(suite: str | None) -> list[Metric]:
@@ -275,17 +289,18 @@ def figures_of(rows: Sequence[Row], metrics: Sequence[Metric], suite: str | None
     spec = SUITES.get(suite) if suite else None
     headline = {t.name: [metric(k) for k in t.metrics] for t in spec.tests} if spec else {}
     has = {m.key: 1 + i for i, m in enumerate(metrics)}
-    out: list[Figure] = []
+    at = [(d, has[f"{d}.iops"]) for d in DIRECTIONS]
+    sync = has["sync.lat_p99"]
+    out: dict[Figure, None] = {}
+    done: set[tuple[str, tuple[str, ...], bool]] = set()  # a test's shape, once
     for _, _, test, values in rows:
-        found = headline.get(test)
-        if not found:  # default_metrics, from the values read
-            found = headline_metrics([d for d in DIRECTIONS if values[has[f"{d}.iops"]]
-                                      is not None], values[has["sync.lat_p99"]] is not None)
-        for m in found:
-            f = Figure(test, m)
-            if f not in out:
-                out.append(f)
-    return out
+        shape = (tuple(d for d, i in at if values[i] is not None), values[sync] is not None)
+        if (test, *shape) in done:
+            continue  # 100,000 runs of one test: its figures are known from the first
+        done.add((test, *shape))
+        found = headline.get(test) or headline_metrics(list(shape[0]), shape[1])
+        out.update((Figure(test, m), None) for m in found)
+    return list(out)
 
 
 class Cache(Protocol):

@@ -64,11 +64,9 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
         answers = {f: [p for p in pts if p.run in keep] for f, pts in answers.items()}
     cache = ChangeCache()
     ran = series_workloads(store, series)
+    measured = hist.points_of(rows, metrics, hist.figures_of(rows, metrics, suite))
     return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
-            for f, pts in [*((f, hist.points(rows, metrics, f))
-                             for f in hist.figures_of(rows, metrics, suite)),
-                           *answers.items()]
-            if pts]
+            for f, pts in [*measured.items(), *answers.items()] if pts]
 
 
 def answered(store: Store, series: str) -> dict[hist.Figure, list[hist.Point]]:

@@ -114,9 +114,10 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
     if store.postgres:
         cols = "jsonb_build_array(" + ", ".join(
             f"res.result #> '{{{','.join(p)}}}'" for p in paths) + ")"
-    else:  # with two paths or more, json_extract gives an array
-        cols = "json_extract(res.result, " + ", ".join(
-            "'$" + "".join(f'."{k}"' for k in p) + "'" for p in [*paths, ("name",)]) + ")"
+    else:  # a column a path: SQLite's own numbers, no JSON text to parse (100,000 runs:
+        # json.loads of an array a result took 0.4 s of the 1.5 s answer)
+        cols = ", ".join("json_extract(res.result, '$" + "".join(f'."{k}"' for k in p) + "')"
+                         for p in paths)
     sql = (f"SELECT r.id, r.created_at, res.test, {cols} FROM run_series s"
            " JOIN runs r ON r.id = s.run_id JOIN results res ON res.run_id = r.id"
            " WHERE s.name = ? AND r.status = 'completed' AND res.host = ''")
@@ -125,8 +126,10 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
         sql += " AND res.test = ?"
         params.append(test)
     sql += " ORDER BY r.created_at, r.id, res.ordinal"
-    return [(int(r[0]), r[1], r[2], list(_json(r[3]))[:len(paths)])
-            for r in store.db.execute(sql, params)]
+    if store.postgres:
+        return [(int(r[0]), r[1], r[2], list(_json(r[3]))[:len(paths)])
+                for r in store.db.execute(sql, params)]
+    return [(int(r[0]), r[1], r[2], list(r[3:])) for r in store.db.execute(sql, params)]
 
 
 def series_sections(store: Store, name: str, keys: Sequence[str]
