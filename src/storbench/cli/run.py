@@ -301,8 +301,8 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
                       for name, change, bad in shifts])
     else:
         # what was checked: `check 3` may be series '3' (--no-change) or run #3
-        err.print(f"Checking run #{r.id}" + (f" ({r.label})" if r.label else "")
-                  + (f", the latest of series {series!r}" if series else "") + ":",
+        err.print(f"Checking run #{r.id}" + (f" ({harmless(r.label)})" if r.label else "")
+                  + (f", the latest of series {harmless(series)!r}" if series else "") + ":",
                   markup=False)
         for v in verdicts:
             out.print(terminal.outcome_line(v))
