@@ -35,16 +35,16 @@ if TYPE_CHECKING:  # types only: `list` and `show` need not load the comparison 
 
 
 def verdict_told(v: Verdict) -> str:
-    """What was measured, with its unit (and what to know about it), or why nothing was."""
+    """What was measured, with its unit (and what to know about it), or why nothing was;
+    an application's answer is said to be estimated, not measured."""
+    from storbench.analysis.views.app import ESTIMATED
+
     if v.measured is None or v.kind is None:
         return v.note
     figure = units.figure(v.kind, v.measured)
-    from storbench.analysis.views.app import ESTIMATED
-
-    if v.note.startswith(ESTIMATED):  # an application's answer: not what fio measured
+    if v.note.startswith(ESTIMATED):
         return f"estimated {figure} from {v.note[len(ESTIMATED):]}"
     return f"measured {figure}" + (f"; {v.note}" if v.note else "")
-
 
 
 def outcome_line(v: Verdict) -> str:
