@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from storbench.analysis.briefs import brief
-from storbench.analysis.metrics import Metric, default_metrics, metric, value
+from storbench.analysis.metrics import Metric, default_metrics, higher_is_better, metric, value
 from storbench.analysis.references import Printed, printed
 from storbench.analysis.stats import Estimate, Ratio, estimate, ratio, times, times_pm
 from storbench.errors import ConfigError
@@ -282,33 +282,27 @@ def answer_sentences(comp: Comparison) -> list[str]:
     curve's IOPS at the objective) as ratios: "#4: 0.39 × the postgresql.tps (pgbench
     TPC-B TPS, 1 client) of #2 (worse)" (`compare` of two PostgreSQL runs gave only fio's
     ratios)."""
-    from storbench.analysis.views import VIEWS
-
-    def named(run: Run) -> dict[str, tuple[float, str, str]]:
-        return {f"{v.prefix(val)}.{n}": (a.value, a.kind, a.label)
-                for v in VIEWS.values() if (val := v.section.of(run))
-                for n, a in v.answers(val).items() if a.value is not None}
+    from storbench.analysis.views import answers_of
 
     if comp.baseline is None:
         return []
     base = comp.runs[comp.baseline]
-    theirs = named(base)
+    theirs = answers_of(base.data)
     out = []
     for i, run in enumerate(comp.runs):
         if run is base:
             continue
         # a test of another workload than the baseline's: its answers judge two workloads
         unlike = any(c.unlike for c in comp.cells[i])
-        for name, (v, kind, label) in named(run).items():
-            b = theirs.get(name)
-            if b is None or not b[0] or b[1] != kind:
+        for (prefix, n), a in answers_of(run.data).items():
+            b = theirs.get((prefix, n))
+            if b is None or not b.value or b.kind != a.kind or a.value is None:
                 continue
-            r = v / b[0]
+            name, r = f"{prefix}.{n}", a.value / b.value
             word = UNLIKE if unlike else _by_history(comp, base, run, name, r)
             if word is None and times(r) != times(1.0):
-                higher = kind not in ("latency", "seconds")
-                word = "better" if (r > 1) == higher else "worse"
-            what = f"{name} ({label})" if label else name
+                word = "better" if (r > 1) == higher_is_better(a.kind) else "worse"
+            what = f"{name} ({a.label})" if a.label else name
             out.append(f"{run.name}: {times(r)} × the {what} of {base.name}"
                        + (f" ({word})" if word else ""))
     return out

@@ -19,7 +19,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from storbench.analysis.metrics import Metric, headline_metrics, metric, value_path
+from storbench.analysis.metrics import (
+    Metric,
+    headline_metrics,
+    higher_is_better,
+    metric,
+    value_path,
+)
 from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import DIRECTIONS
@@ -97,7 +103,7 @@ class Answered:
 
     @property
     def higher_is_better(self) -> bool:
-        return self.kind not in ("latency", "seconds")
+        return higher_is_better(self.kind)
 
 
 class Point(NamedTuple):  # a tuple: 100,000 of them are made at once

@@ -35,7 +35,7 @@ class Metric:
 
     @property
     def higher_is_better(self) -> bool:
-        return self.kind != "latency"
+        return higher_is_better(self.kind)
 
     @property
     def label(self) -> str:
@@ -48,6 +48,12 @@ class Metric:
         if self.direction == "sync":
             return f"{self.direction} {stat}"
         return f"{self.direction} {which} {stat}"
+
+
+def higher_is_better(kind: str) -> bool:
+    """Of a figure of this kind (a test's, or a kind's answer: "tps", "seconds", ...):
+    more is better, except for a time."""
+    return kind not in ("latency", "seconds")
 
 
 def metric(key: str) -> Metric:

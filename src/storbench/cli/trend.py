@@ -3,6 +3,8 @@ change points) and `storbench series` (put runs in a series by hand)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from storbench.analysis import history as hist
@@ -73,17 +75,17 @@ def answered(store: Store, series: str) -> dict[hist.Figure, list[hist.Point]]:
     """The answers of a kind's view in the series' runs (an application's
     ``postgresql.tps``, a curve's ``curve.max.iops``), each a figure over the runs that
     gave it, oldest first."""
-    from storbench.analysis.views import VIEWS
+    from storbench.analysis.views import VIEWS, answers_of
 
-    found: dict[hist.Figure, list[hist.Point]] = {}
+    data: dict[int, tuple[str, dict[str, Any]]] = {}
     for run, at, key, value in series_sections(store, series, list(VIEWS)):
-        view = VIEWS[key]
-        prefix = view.prefix(value)
-        for name, a in view.answers(value).items():
-            if a.value is None:
-                continue
+        data.setdefault(run, (at, {}))[1][key] = value
+    found: dict[hist.Figure, list[hist.Point]] = {}
+    for run, (at, sections) in data.items():
+        for (prefix, name), a in answers_of(sections).items():
             fig = hist.Figure(prefix, hist.Answered(name, a.kind, a.label or name))
-            found.setdefault(fig, []).append(hist.Point(run, at, float(a.value)))
+            found.setdefault(fig, []).append(  # measured: answers_of leaves out the rest
+                hist.Point(run, at, float(a.value or 0)))
     return found
 
 

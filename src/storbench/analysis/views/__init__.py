@@ -9,6 +9,9 @@ in a file here (what is said of what it recorded), and one line below
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from storbench.analysis.views.app import AppView
 from storbench.analysis.views.base import Answer, KindView, found_in, json_block
 from storbench.analysis.views.curve import CurveView
@@ -25,6 +28,14 @@ VIEWS: dict[str, KindView] = {v.section.key: v for v in (
     NeighboursView(), ExplainView())}
 
 
+def answers_of(data: Mapping[str, Any]) -> dict[tuple[str, str], Answer]:
+    """Every kind's measured answers in a run's data (its sections by key), by prefix and
+    name (("postgresql", "tps")); those not measured left out. `compare` and a series'
+    history read them so."""
+    return {(v.prefix(value), name): a for key, v in VIEWS.items() if (value := data.get(key))
+            for name, a in v.answers(value).items() if a.value is not None}
+
+
 def tabulated(runs: list[Run]) -> bool:
     """Whether the runs' tests are figures to compare one by one: not when every run
     holds a section whose tests are not (a curve's steps, a lifecycle's volumes)."""
@@ -37,4 +48,5 @@ def tabulates(run: Run) -> bool:
     return all(v.tabulates_tests for v in VIEWS.values() if v.section.of(run))
 
 
-__all__ = ["VIEWS", "Answer", "KindView", "found_in", "json_block", "tabulated", "tabulates"]
+__all__ = ["VIEWS", "Answer", "KindView", "answers_of", "found_in", "json_block", "tabulated",
+           "tabulates"]
