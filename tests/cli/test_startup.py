@@ -51,7 +51,7 @@ def test_help_lines_of_unloaded_commands_are_the_commands_own():
     # a run on a directory: the Kubernetes client (~0.3 s) is for runs on a class only
     pytest.param(["run", "{tmp}", "--job", "{tmp}/read.fio"],
                  {"kubernetes", "yaml", "storbench.execute.kubernetes",
-                  "storbench.target.kubernetes.classtarget", "storbench.cli.lifecycle"},
+                  "storbench.target.kubernetes.classsubject", "storbench.cli.lifecycle"},
                  marks=needs_fio),
 ])
 def test_a_command_loads_only_what_it_needs(argv, unwanted, store_path, fio_json_text, tmp_path):

@@ -22,7 +22,6 @@ from storbench.analysis.compare import compare
 from storbench.analysis.views import Answer
 from storbench.analysis.views.base import View
 from storbench.errors import ConfigError
-from storbench.execute.base import Executor
 from storbench.execute.replay import ReplayExecutor
 from storbench.pipeline import kinds
 from storbench.pipeline.kinds.curve import CurveKind, CurveSpec
@@ -30,14 +29,17 @@ from storbench.pipeline.kinds.failover import FailoverKind, FailoverSpec
 from storbench.pipeline.kinds.lifecycle import LifecycleKind, LifecycleSpec
 from storbench.pipeline.kinds.rounds import RoundsKind
 from storbench.pipeline.kinds.suite import Suite
-from storbench.pipeline.loop import run_on
+from storbench.pipeline.loop import run_all, run_on
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
+from storbench.pipeline.reporter import NullReporter
 from storbench.pipeline.spec import RunSpec
 from storbench.render import report
 from storbench.render.formats import FORMATS
 from storbench.render.terminal import print_comparison, print_run
+from storbench.result.environment import Environment
 from storbench.result.record import Run
 from storbench.result.sections import Section
+from storbench.target.base import Target
 from storbench.workload.plan import Plan
 from tests.pipeline.test_loop import RANDREAD, StepTarget, job_spec
 
@@ -77,10 +79,10 @@ class BestOfKind(Plain):
     def settings(self) -> dict[str, Any]:
         return {"best_of": self.spec.times}
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
+    def measure(self, ctx: RunContext) -> None:
         self.iops = []
         for step in ctx.planned.steps:
-            results = ctx.run_step(executor, step, set())
+            results = ctx.run_step(step, set())
             self.iops.append(sum(d.iops for r in results for _, d in r.directions()))
 
     def record(self) -> BestOf | None:
@@ -207,3 +209,129 @@ def test_kinds_registry_names_each_kind_once():
     assert list(kinds.KINDS) == ["curve", "neighbours", "lifecycle", "failover", "replay",
                                  "rounds", "app", "suite"]
     assert Path(kinds.__file__).parent.joinpath("suite.py").is_file()
+
+
+# --- a kind that drives its own engine measures a Subject, not a fio Target ----------
+class Counted(TypedDict):
+    counted: int
+
+
+COUNTED = Section[Counted]("counted", "counted")
+
+
+class Thing:
+    """A Subject that is no fio target (as a StorageClass is to k8s lifecycle): a name,
+    checks, facts, cleanup; no scratch path, job files or executor."""
+
+    kind = "thing"
+    name = "thing/one"
+    short_name = "one"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def settings(self) -> dict[str, Any]:
+        return {"thing": "one"}
+
+    def preflight(self) -> None:
+        self.calls.append("preflight")
+
+    def check(self, plan: Plan, fio: Any, workdir: Path) -> None:
+        self.calls.append("check")
+
+    def leftovers(self) -> list[Any]:
+        return []
+
+    def remove_leftover(self, leftover: Any) -> None:
+        pass
+
+    def describe(self, fio: Any) -> Environment:
+        self.calls.append("describe")
+        return {"target": {"kind": self.kind, "things": 3}}
+
+    def cleanup(self, hurry: bool = False) -> None:
+        self.calls.append("cleanup")
+
+
+@dataclass
+class CountKind(Plain):
+    kind: ClassVar[str] = "count"
+    fixed_schedule: ClassVar[bool] = True
+    drives_fio: ClassVar[bool] = False
+    section: ClassVar[RecordSection] = COUNTED
+    spec: BestOfSpec
+    counted: int = 0
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> CountKind | None:
+        return cls(spec.kind_spec) if isinstance(spec.kind_spec, BestOfSpec) else None
+
+    def check(self) -> None:
+        pass
+
+    def check_subject(self, subject: Any) -> None:
+        if not isinstance(subject, Thing):
+            raise ConfigError(f"count measures a thing, not a {subject.kind}")
+
+    def plan(self, plan: Plan) -> Plan:
+        return replace(plan, suite_name="count", tests=[], repeat=1)
+
+    def measure(self, ctx: RunContext) -> None:
+        assert isinstance(ctx.subject, Thing)
+        with ctx.phase("counting"):
+            self.counted = self.spec.times
+        with pytest.raises(AssertionError, match="no fio runs there"):
+            ctx.target  # noqa: B018 (a kind of its own engine has no fio target)
+
+    def record(self) -> Counted | None:
+        return {"counted": self.counted} if self.counted else None
+
+
+@pytest.fixture
+def counting(monkeypatch):
+    monkeypatch.setitem(kinds.KINDS, CountKind.kind, CountKind.from_spec)
+    suite = kinds.KINDS.pop(Suite.kind)
+    kinds.KINDS[Suite.kind] = suite
+
+
+def test_a_kind_of_its_own_engine_measures_a_subject_that_is_no_target(counting, tmp_path,
+                                                                       store):
+    thing = Thing()
+    outcome = run_on(thing, RunSpec(kind_spec=BestOfSpec(4)), store)
+    assert outcome.error is None and outcome.run.status == "completed"
+    # no prepare, executor, before_test: the loop asks a subject only what every run has
+    assert thing.calls == ["check", "describe", "cleanup"]
+    stored = store.get_run(outcome.run.id)
+    assert COUNTED.of(stored) == {"counted": 4}
+    assert stored.target == "thing/one" and stored.environment["target"]["things"] == 3
+    assert stored.settings["thing"] == "one"
+    assert not isinstance(thing, Target)
+
+
+def test_a_fio_kind_refuses_a_subject_that_is_no_target_before_anything(tmp_path, store):
+    thing = Thing()
+    with pytest.raises(ConfigError, match="thing/one is measured by its own kinds of run"):
+        run_on(thing, job_spec(tmp_path), store)
+    assert thing.calls == [] and store.list_runs() == []
+
+
+def test_a_kind_of_its_own_engine_refuses_a_fio_target_before_anything(counting, tmp_path,
+                                                                       store):
+    target = StepTarget(tmp_path, ReplayExecutor([RANDREAD]))
+    with pytest.raises(ConfigError, match="count measures a thing, not a stand-in"):
+        run_all([target], RunSpec(kind_spec=BestOfSpec(2)), store, lambda t: NullReporter())
+    assert target.calls == [] and store.list_runs() == []
+
+
+@pytest.mark.parametrize("spec", [LifecycleSpec(2, 1, "1Gi", 60),
+                                  FailoverSpec(100, 5, False, "1Gi", 60)])
+def test_lifecycle_and_failover_measure_a_storage_class_only(spec, tmp_path, store):
+    from storbench.target.kubernetes.classsubject import ClassSubject
+    from storbench.target.kubernetes.manifests import KubeOptions
+
+    # the class is what they measure: a subject, not dressed as a fio target
+    assert not isinstance(ClassSubject(KubeOptions("fast"), "1Gi"), Target)
+    target = StepTarget(tmp_path, ReplayExecutor([RANDREAD]))
+    with pytest.raises(ConfigError, match="measures a StorageClass, not a stand-in"):
+        run_on(target, RunSpec(kind_spec=spec), store)
+    assert target.calls == [] and store.list_runs() == []

@@ -128,8 +128,7 @@ def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_j
     Ctrl-C does; exit 1 if one did not complete, 3 if a check failed."""
     from storbench.cli.measuring import measure_and_report
     from storbench.pipeline.reporter import NullReporter
-    from storbench.target.base import Target
-    from storbench.target.kubernetes.classtarget import ClassTarget
+    from storbench.target.kubernetes.classsubject import ClassSubject
     from storbench.workload.plan import Plan
 
     class Notes(NullReporter):
@@ -141,8 +140,8 @@ def _measure_classes(store: Store, spec: RunSpec, classes: tuple[str, ...], as_j
         def note(self, text: str) -> None:
             err.print(f"  {text}", markup=False)
 
-    targets: list[Target] = [
-        ClassTarget(_options(name, capacity, namespace, kube_context, kubeconfig, image,
+    targets = [
+        ClassSubject(_options(name, capacity, namespace, kube_context, kubeconfig, image,
                              timeout_s, access_mode), capacity) for name in classes]
     measure_and_report(targets, spec, store, as_json=as_json,
                        reporter_for=lambda target: Notes())

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import click
 
@@ -29,7 +29,7 @@ from storbench.render import terminal
 from storbench.render.json import run_dict
 from storbench.result.record import Run
 from storbench.store import Store
-from storbench.target.base import Target
+from storbench.target.base import Subject
 
 push_option = click.option(
     "--push", "push_to", metavar="URL",
@@ -47,9 +47,9 @@ def measuring_options(f: F) -> F:
                      db_option))
 
 
-def measure_and_report(targets: list[Target], spec: RunSpec, store: Store, *,
+def measure_and_report(targets: Sequence[Subject], spec: RunSpec, store: Store, *,
                        as_json: bool, push_to: str | None = None,
-                       reporter_for: Callable[[Target], Reporter] | None = None) -> None:
+                       reporter_for: Callable[[Subject], Reporter] | None = None) -> None:
     """Every command that measures ends here (`run`, `curve`, `k8s lifecycle`, `k8s
     failover`): the targets through the run loop in turn (``run_all``), each run printed
     (and pushed: --push) as it ends, the comparison of several, --json of every stored
@@ -63,7 +63,7 @@ def measure_and_report(targets: list[Target], spec: RunSpec, store: Store, *,
     consoles: list[ConsoleReporter] = []
     pushed: list[StorbenchError] = []
 
-    def console_for(target: Target) -> Reporter:
+    def console_for(target: Subject) -> Reporter:
         consoles.append(ConsoleReporter(err))
         return consoles[-1]
 

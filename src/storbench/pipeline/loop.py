@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from storbench import __version__
 from storbench.analysis.assertions import Assertion
@@ -40,13 +39,15 @@ from storbench.pipeline.phases import Phases
 from storbench.pipeline.reporter import NullReporter, Reporter
 from storbench.pipeline.spec import RunSpec, check_baseline, make_plan
 from storbench.pipeline.steps import PlannedRun, make_step
+from storbench.result.environment import Environment
 from storbench.result.facts import TargetFacts
 from storbench.result.record import Run
 from storbench.store import Store
 from storbench.store.series import series_runs
-from storbench.target.base import PutsFiles, Restricting, Target, Traceable
+from storbench.target.base import PutsFiles, Restricting, Subject, Target, Traceable
 
 WORKDIR_WAIT_S = 5.0  # to remove storbench's own work directory (on local disk)
+NO_SCRATCH = Path("storbench-scratch")  # a plan's paths where no fio of the loop's runs
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,13 @@ class RunOutcome:
     error: StorbenchError | None = None
 
 
-def plan_run(spec: RunSpec, target: Target, kind: Measurement | None = None) -> PlannedRun:
-    """The plan and every invocation's job files for ``target``; nothing is touched."""
+def plan_run(spec: RunSpec, subject: Subject, kind: Measurement | None = None) -> PlannedRun:
+    """The plan and every invocation's job files for ``subject``; nothing is touched."""
     spec.check()
     kind = kind or kinds.choose(spec)
-    kind.check_target(target)
+    target = fio_target(kind, subject)
     uid = secrets.token_hex(6)
-    plan = kind.plan(make_plan(spec, target.scratch_path(uid)))
+    plan = kind.plan(make_plan(spec, target.scratch_path(uid) if target else NO_SCRATCH))
     if isinstance(target, Restricting):
         plan = target.restrict(plan)
     jobs = list(dict.fromkeys(options.get("name") or job for t in plan.tests
@@ -72,15 +73,29 @@ def plan_run(spec: RunSpec, target: Target, kind: Measurement | None = None) -> 
         assertion = Assertion.parse(text)
         if not kind.own_assertion(assertion):
             assertion.check_before(jobs)
-    if not kind.fixed_schedule:  # its steps are made as it measures
+    if target is None or not kind.fixed_schedule:  # no fio's, or made as it measures
         return PlannedRun(uid, plan, [])
     return PlannedRun(uid, plan, [make_step(target, uid, index, repeat, test)
                                   for index, (_, repeat, test) in enumerate(plan.schedule())])
 
 
-def run_on(target: Target, spec: RunSpec, store: Store,
+def fio_target(kind: Measurement, subject: Subject) -> Target | None:
+    """``subject`` as the target the loop runs ``kind``'s fio on; None for a kind that
+    drives its own engine (k8s lifecycle, failover). ConfigError for a subject ``kind``
+    cannot run on, before anything is created there."""
+    if not kind.drives_fio:
+        kind.check_subject(subject)
+        return None
+    if not isinstance(subject, Target):
+        raise ConfigError(f"{subject.name} is measured by its own kinds of run, which do"
+                          f" not run fio's tests through storbench (not a {kind.kind})")
+    kind.check_subject(subject)
+    return subject
+
+
+def run_on(subject: Subject, spec: RunSpec, store: Store,
            reporter: Reporter | None = None) -> RunOutcome:
-    """Run ``spec`` on ``target`` and store it.
+    """Run ``spec`` on ``subject`` and store it.
 
     Raises a StorbenchError for what stops the run before it is stored (bad flags,
     an unusable target); afterwards, every ending is a RunOutcome.
@@ -88,13 +103,15 @@ def run_on(target: Target, spec: RunSpec, store: Store,
     rep: Reporter = reporter or NullReporter()
     clock = Phases()
     kind = kinds.choose(spec)
-    planned = plan_run(spec, target, kind)
+    planned = plan_run(spec, subject, kind)
+    target = fio_target(kind, subject)
     baseline = _baseline(spec, store)
     check_baseline(baseline, planned.plan)
-    traced = _traced(spec, target)
-    if spec.probe_metadata and target.probe_dir() is None and target.kind != "directory":
+    traced = _traced(spec, subject)
+    if spec.probe_metadata and (target is None or (target.probe_dir() is None
+                                and target.kind != "directory")):
         raise ConfigError(f"--probe-metadata runs on this machine; it cannot run on a"
-                          f" {target.kind} target")
+                          f" {subject.kind} target")
     fio = _local_fio(spec, target)
     tmp = Path(tempfile.gettempdir())
     for leftover in leftovers(tmp):  # work directories of runs that were killed
@@ -107,52 +124,57 @@ def run_on(target: Target, spec: RunSpec, store: Store,
                 checker = FioProcess(fio, workdir, guard, Confinement())
                 checker.validate_all([(t.jobfile.render(), f"for test {t.name!r}")
                                       for t in planned.plan.tests])
-            for leftover in target.leftovers():
-                target.remove_leftover(leftover)
+            for leftover in subject.leftovers():
+                subject.remove_leftover(leftover)
                 rep.leftover_removed(leftover)
             try:
-                target.check(planned.plan, fio, workdir)
+                subject.check(planned.plan, fio, workdir)
                 guard.check()
                 clock.since("preflight")
-                environment = {**target.describe(fio), "storbench_version": __version__}
+                environment: Environment = {**subject.describe(fio),
+                                            "storbench_version": __version__}
                 _say_confinement(environment, spec.allow_exec, rep)
                 workload = planned.plan.workload + spec.shaping()
                 if spec.series:
                     _say_another_workload(store, spec.series, workload, rep)
                 run_id = store.begin_run(
-                    uid=planned.uid, suite=planned.plan.suite_name, target=target.name,
-                    environment=environment,
+                    uid=planned.uid, suite=planned.plan.suite_name, target=subject.name,
+                    environment=dict(environment),
                     settings={**spec.settings(planned.plan.suite_name), **kind.settings(),
-                              **target.settings(), "workload": workload},
+                              **subject.settings(), "workload": workload},
                     storbench_version=__version__, fio_version=environment.get("fio_version"),
                     label=spec.label, tags=spec.tags, lock_path=str(workdir / MARKER),
-                    series=spec.series or auto_series(workload, target.name,
+                    series=spec.series or auto_series(workload, subject.name,
                                                       TargetFacts.of(environment)))
             except BaseException:  # what check started (SSH sessions, servers) ends here,
                 # also when check itself failed half-way; the first failure is what is said
                 try:
-                    target.cleanup(hurry=guard.signum is not None)
+                    subject.cleanup(hurry=guard.signum is not None)
                 except StorbenchError as exc:
                     rep.note(f"storbench: cleaning up: {exc}")
                 raise
-            ctx = RunContext(target, planned, store, run_id, rep, guard, environment, clock)
+            ctx = RunContext(subject, target, planned, store, run_id, rep, guard,
+                             environment, clock)
             if traced is not None:
                 ctx.explain_at(traced, workdir)
             try:
                 failure: BaseException | None = None
                 try:
-                    ctx.prepare(fio)
-                    executor = Gated(target.executor(fio, workdir, guard),
-                                     [target.scratch_path(planned.uid)],
-                                     allow_exec=spec.allow_exec,
-                                     reads_from=[workdir, *_put_dirs(target)])
-                    ctx.start(spec.probe_metadata, spec.timeout_s)
-                    kind.measure(ctx, executor)
+                    if target is not None:
+                        ctx.prepare(fio)
+                        ctx.executor = Gated(target.executor(fio, workdir, guard),
+                                             [target.scratch_path(planned.uid)],
+                                             allow_exec=spec.allow_exec,
+                                             reads_from=[workdir, *_put_dirs(target)])
+                        ctx.start(spec.probe_metadata, spec.timeout_s)
+                    else:
+                        rep.run_started(run_id, planned.plan, NO_SCRATCH)
+                    kind.measure(ctx)
                 except BaseException as exc:  # cleaned up first, then recorded
                     failure = exc
                 ctx.stop_probe()
                 with clock.phase("cleanup"):
-                    failure = _clean_up(target, kind, failure, rep,
+                    failure = _clean_up(subject, kind, failure, rep,
                                         hurry=guard.signum is not None
                                         or isinstance(failure, TargetHung))
                 if failure is not None:
@@ -172,13 +194,13 @@ def run_on(target: Target, spec: RunSpec, store: Store,
 
 @dataclass(frozen=True)
 class TargetOutcome:
-    target: Target
+    target: Subject
     outcome: RunOutcome | None  # None: it failed before its run was stored
     error: StorbenchError | None
 
 
-def run_all(targets: list[Target], spec: RunSpec, store: Store,
-            reporter_for: Callable[[Target], Reporter],
+def run_all(targets: Sequence[Subject], spec: RunSpec, store: Store,
+            reporter_for: Callable[[Subject], Reporter],
             on_done: Callable[[TargetOutcome], None] = lambda done: None,
             ) -> list[TargetOutcome]:
     """Several targets in one command, one after the other, each through ``run_on``.
@@ -191,10 +213,10 @@ def run_all(targets: list[Target], spec: RunSpec, store: Store,
     """
     spec.check()
     kind = kinds.choose(spec)
-    kind.plan(make_plan(spec, Path("storbench-scratch")))  # a bad flag: once
+    kind.plan(make_plan(spec, NO_SCRATCH))  # a bad flag: once
     _baseline(spec, store)
     for target in targets:  # a target the kind cannot run on: before any is reached
-        kind.check_target(target)
+        fio_target(kind, target)
         _traced(spec, target)
     for target in targets:
         target.preflight()
@@ -223,12 +245,12 @@ def run_all(targets: list[Target], spec: RunSpec, store: Store,
     return done
 
 
-def _clean_up(target: Target, kind: Measurement, failure: BaseException | None,
+def _clean_up(subject: Subject, kind: Measurement, failure: BaseException | None,
               rep: Reporter, *, hurry: bool) -> BaseException | None:
-    """The kind's and the target's cleanup, on every path. When the run already failed,
+    """The kind's and the subject's cleanup, on every path. When the run already failed,
     a cleanup that fails too is said (a note), and the first failure is what the run
     ended with."""
-    for cleanup in (kind.cleanup, target.cleanup):
+    for cleanup in (kind.cleanup, subject.cleanup):
         try:
             cleanup(hurry)
         except StorbenchError as exc:
@@ -239,7 +261,7 @@ def _clean_up(target: Target, kind: Measurement, failure: BaseException | None,
     return failure
 
 
-def _say_confinement(environment: dict[str, Any], allow_exec: bool, rep: Reporter) -> None:
+def _say_confinement(environment: Environment, allow_exec: bool, rep: Reporter) -> None:
     """What keeps fio in the run's places, stored; said once when it is not the kernel."""
     said = str(environment.get("confinement", ""))
     if allow_exec and said:
@@ -250,10 +272,10 @@ def _say_confinement(environment: dict[str, Any], allow_exec: bool, rep: Reporte
                  " job-file checks still keep it in the scratch directory")
 
 
-def _local_fio(spec: RunSpec, target: Target) -> FioBinary | None:
+def _local_fio(spec: RunSpec, target: Target | None) -> FioBinary | None:
     """This machine's fio: required where it runs the I/O or is the client; elsewhere
-    (pods) it only checks job files early, when there is one."""
-    if target.needs_local_fio:
+    (pods, a kind's own engine) it only checks job files early, when there is one."""
+    if target is not None and target.needs_local_fio:
         return find_fio(spec.fio)
     try:
         return find_fio(spec.fio)
@@ -276,7 +298,7 @@ def _say_another_workload(store: Store, series: str, workload: str, rep: Reporte
                  " as the storage's; give the new workload its own --series")
 
 
-def _traced(spec: RunSpec, target: Target) -> Path | None:
+def _traced(spec: RunSpec, target: Subject) -> Path | None:
     """Where --explain follows fio's I/O (None: not asked); ConfigError where it cannot."""
     if not spec.explain:
         return None

@@ -32,6 +32,7 @@ from storbench.pipeline.failures import failure
 from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import Reporter
 from storbench.pipeline.steps import PlannedRun, Step, make_step
+from storbench.result.environment import Environment
 from storbench.result.facts import TargetFacts
 from storbench.result.fio_json import parse_fio_json, parse_per_host
 from storbench.result.fio_logs import read_series
@@ -39,7 +40,7 @@ from storbench.result.model import TestResult
 from storbench.result.record import Invocation, Run, Warning
 from storbench.result.sections import Section
 from storbench.store import Store
-from storbench.target.base import Deadline, Target
+from storbench.target.base import Deadline, Subject, Target
 from storbench.workload.plan import Plan, PlannedTest
 
 PROBE_IDLE_S = 3.0
@@ -51,6 +52,9 @@ class Measurement(Protocol):
 
     kind: ClassVar[str]  # its name ("suite", "rounds", "curve"), stored with the run
     fixed_schedule: ClassVar[bool]  # its steps are known before it starts (a curve's are not)
+    # it runs fio's tests through the loop on a Target (False: it drives its own engine on
+    # its Subject, as k8s lifecycle creates volumes; the loop prepares no fio for it)
+    drives_fio: ClassVar[bool]
     # where its record is kept in the run (result/sections.py; None: it keeps none); what
     # is said of it, analysis/views says
     section: ClassVar[RecordSection]
@@ -64,13 +68,19 @@ class Measurement(Protocol):
         there (a replay needs one that takes its iolog)."""
         ...
 
+    def check_subject(self, subject: Subject) -> None:
+        """A kind that drives its own engine: ConfigError for a subject it cannot measure
+        (k8s lifecycle measures a StorageClass), before anything is created."""
+        ...
+
     def plan(self, plan: Plan) -> Plan:
         """The tests (and how often each may run) of this kind, from the suite's or job
         file's tests."""
         ...
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
-        """Run its steps through ``ctx`` until it has its answer."""
+    def measure(self, ctx: RunContext) -> None:
+        """Run its steps through ``ctx`` (``ctx.executor`` runs fio) until it has its
+        answer."""
         ...
 
     def settings(self) -> dict[str, Any]:
@@ -110,6 +120,7 @@ class Plain:
     does differently."""
 
     section: ClassVar[RecordSection] = None
+    drives_fio: ClassVar[bool] = True
 
     def record(self) -> object | None:
         return None
@@ -118,6 +129,9 @@ class Plain:
         return {}
 
     def check_target(self, target: Target) -> None:
+        pass
+
+    def check_subject(self, subject: Subject) -> None:
         pass
 
     def warnings(self, run: Run) -> list[Warning]:
@@ -136,13 +150,17 @@ class Plain:
 
 
 class RunContext:
-    """What a kind of run gets from the loop for one run on one target: steps run,
-    parsed, warned about and stored; notes; phases on the run's clock; the signal guard."""
+    """What a kind of run gets from the loop for one run on one subject: steps run,
+    parsed, warned about and stored; notes; phases on the run's clock; the signal guard.
+    A kind that drives fio has its target (``target``) and the executor (``executor``);
+    one that drives its own engine has only its ``subject``."""
 
-    def __init__(self, target: Target, planned: PlannedRun, store: Store, run_id: int,
-                 rep: Reporter, guard: SignalGuard, environment: dict[str, Any],
-                 clock: Phases) -> None:
-        self.target = target
+    def __init__(self, subject: Subject, target: Target | None, planned: PlannedRun,
+                 store: Store, run_id: int, rep: Reporter, guard: SignalGuard,
+                 environment: Environment, clock: Phases) -> None:
+        self.subject = subject
+        self._target = target
+        self._executor: Executor | None = None
         self.planned = planned
         self.store = store
         self.run_id = run_id
@@ -156,6 +174,24 @@ class RunContext:
         self.ends: float | None = None  # monotonic time the run's --timeout ends
         self.timeout_s: float | None = None
         self.explained: Explained | None = None  # --explain: each test's layers
+
+    @property
+    def target(self) -> Target:
+        """Where the loop runs fio (a kind that drives fio has one: the loop checked)."""
+        if self._target is None:
+            raise AssertionError(f"{self.subject.name}: no fio runs there through the loop")
+        return self._target
+
+    @property
+    def executor(self) -> Executor:
+        """What runs fio on the prepared target (the job-file gate in front of it)."""
+        if self._executor is None:
+            raise AssertionError("fio's executor is made once the target is prepared")
+        return self._executor
+
+    @executor.setter
+    def executor(self, executor: Executor) -> None:
+        self._executor = executor
 
     def explain_at(self, path: Path, directory: Path) -> None:
         """Explain each test from here on (--explain): its I/O goes beneath ``path``;
@@ -176,7 +212,7 @@ class RunContext:
         """``test``'s invocation number ``index`` on this run's target."""
         return make_step(self.target, self.planned.uid, index, repeat, test)
 
-    def run_step(self, executor: Executor, step: Step, keep: set[str]) -> list[TestResult]:
+    def run_step(self, step: Step, keep: set[str]) -> list[TestResult]:
         """Run one step, store what it measured (``keep``: files later steps use); its
         results, or an exception for fio's failure or a signal."""
         self.target.before_test(step.test, keep)
@@ -193,7 +229,7 @@ class RunContext:
                               repeat=step.repeat) as timed:
             try:
                 with traced:
-                    execution = executor.run(
+                    execution = self.executor.run(
                         step.jobs, functools.partial(self.rep.progress, step.index),
                         deadline.seconds if deadline is not None else None)
             finally:
@@ -227,10 +263,12 @@ class RunContext:
         with self.clock.phase("prepare"):
             self.target.prepare(self.planned.uid, [s.jobs for s in self.planned.steps],
                                 self.guard, self.rep.note)
-        described = {**self.target.describe(fio), "storbench_version": __version__}
+        described: Environment = {**self.target.describe(fio),
+                                  "storbench_version": __version__}
         if described != self.environment:
             self.environment = described
-            self.store.update_environment(self.run_id, described, described.get("fio_version"))
+            self.store.update_environment(self.run_id, dict(described),
+                                          described.get("fio_version"))
         self.rep.run_started(self.run_id, self.planned.plan,
                              self.target.scratch_path(self.planned.uid))
 

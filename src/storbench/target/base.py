@@ -20,6 +20,7 @@ from storbench.execute.base import Executor, FioJob
 from storbench.execute.fio import FioBinary
 from storbench.execute.signals import SignalGuard
 from storbench.execute.workdir import Leftover as Leftover
+from storbench.result.environment import Environment
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest, expected_seconds, moved_bytes
 
@@ -87,11 +88,67 @@ class Traceable(Protocol):
     def traced_path(self) -> Path: ...
 
 
-class Target(Protocol):
+class Subject(Protocol):
+    """What a run measures, whoever drives its I/O: the run loop gives every subject the
+    same lifetime (quick checks, check, described, stored, cleaned up on every ending).
+    A fio target (``Target``) is one; a StorageClass whose own volumes a kind creates
+    (k8s lifecycle, failover: target/kubernetes/classsubject.py) is another."""
+
     @property
     def kind(self) -> str:
         """"directory", "hosts", "kubernetes": named in messages."""
         ...
+
+    @property
+    def name(self) -> str:
+        """The subject as stored with the run and shown in tables."""
+        ...
+
+    @property
+    def short_name(self) -> str:
+        """A label for its run when several subjects run in one command."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """What the user asked of it (stored with the run's settings)."""
+        ...
+
+    def preflight(self) -> None:
+        """Quick checks before any subject of the command starts (exists, reachable)."""
+        ...
+
+    def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
+        """Raise unless the plan can run here: usable, room for the largest test, the
+        right fio. What it starts to ask (SSH sessions, fio servers) ``cleanup`` ends,
+        also when ``check`` raises half-way."""
+        ...
+
+    def leftovers(self) -> list[Leftover]:
+        """What crashed runs left here that this machine may remove."""
+        ...
+
+    def remove_leftover(self, leftover: Leftover) -> None: ...
+
+    def describe(self, fio: FioBinary | None) -> Environment:
+        """The environment: facts of the machine(s) fio runs on (hostname, kernel,
+        ram_bytes, ...), ``target`` (kind and what it is), fio (result/environment.py).
+        Called before ``prepare`` and again after it (a pod's facts are known once it
+        runs)."""
+        ...
+
+    def cleanup(self, hurry: bool = False) -> None:
+        """Remove what ``check`` and ``prepare`` created (called once ``check`` was called,
+        on every path: also when it raised, or the run never began; so also with nothing
+        to remove); raise naming what could not be removed. In a
+        ``hurry`` (a signal came, or the target stopped responding) it waits for slow
+        removals only briefly."""
+        ...
+
+
+@runtime_checkable
+class Target(Subject, Protocol):
+    """A subject fio runs on through the loop: where its files go, each test's job file
+    per worker, the executor, what happens between tests."""
 
     @property
     def worker_noun(self) -> str:
@@ -108,48 +165,12 @@ class Target(Protocol):
         """fio's per-second logs come back (one worker, an executor that can)."""
         ...
 
-    @property
-    def name(self) -> str:
-        """The target as stored with the run and shown in tables."""
-        ...
-
-    @property
-    def short_name(self) -> str:
-        """A label for its run when several targets run in one command."""
-        ...
-
-    def settings(self) -> dict[str, Any]:
-        """What the user asked of the target (stored with the run's settings)."""
-        ...
-
-    def preflight(self) -> None:
-        """Quick checks before any target of the command starts (exists, reachable)."""
-        ...
-
     def scratch_path(self, uid: str) -> Path:
         """Where fio's files go, as fio on the target sees the path."""
         ...
 
-    def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
-        """Raise unless the plan can run here: usable, room for the largest test, the
-        right fio. What it starts to ask (SSH sessions, fio servers) ``cleanup`` ends,
-        also when ``check`` raises half-way."""
-        ...
-
-    def leftovers(self) -> list[Leftover]:
-        """What crashed runs left here that this machine may remove."""
-        ...
-
-    def remove_leftover(self, leftover: Leftover) -> None: ...
-
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         """Invocation ``index``'s job file for each worker (its file names its own)."""
-        ...
-
-    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
-        """The environment: facts of the machine(s) fio runs on (hostname, kernel,
-        ram_bytes, ...), ``target`` (kind and what it is), fio. Called before
-        ``prepare`` and again after it (a pod's facts are known once it runs)."""
         ...
 
     def prepare(self, uid: str, invocations: list[list[FioJob]], guard: SignalGuard,
@@ -171,14 +192,6 @@ class Target(Protocol):
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
         """How long the test may take before the run stops it, or None (no limit)."""
-        ...
-
-    def cleanup(self, hurry: bool = False) -> None:
-        """Remove what ``check`` and ``prepare`` created (called once ``check`` was called,
-        on every path: also when it raised, or the run never began; so also with nothing
-        to remove); raise naming what could not be removed. In a
-        ``hurry`` (a signal came, or the target stopped responding) it waits for slow
-        removals only briefly."""
         ...
 
 

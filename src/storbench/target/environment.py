@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from storbench.execute import confine
+from storbench.result.environment import Machine
 from storbench.target.blockguard import device_facts
 
 
-def host_facts() -> dict[str, Any]:
+def host_facts() -> Machine:
+    """This machine's facts, for the environment of the runs it measures."""
     return {
         "hostname": socket.gethostname(),
         "os": _os_release(),
@@ -53,7 +55,7 @@ def _cpu_model() -> str | None:
     return None
 
 
-def _memory() -> dict[str, int | None]:
+def _memory() -> Machine:
     """``ram_bytes``: the memory this process's page cache may use, the machine's RAM or
     its memory cgroup's limit (a container's), the smaller; ``memory_limit_bytes``: that
     limit when it is the smaller."""

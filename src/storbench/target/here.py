@@ -24,6 +24,7 @@ from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, Signal
 from storbench.execute.fsops import remove_marked
 from storbench.execute.local import Confinement
 from storbench.execute.workdir import PREFIX, Leftover, create_marked, leftovers, run_workdir
+from storbench.result.environment import Environment
 from storbench.target.base import Deadline, default_deadline
 from storbench.target.blockguard import report
 from storbench.target.device import Seen, seen_in
@@ -107,7 +108,7 @@ class HereTarget(OnStorage):
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         return [self.storage.job(jobfile, self, ALONE, f"t{index:03d}.fio", uid)]
 
-    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+    def describe(self, fio: FioBinary | None) -> Environment:
         where = path_facts(self.path) if self.storage.in_files else {"path": str(self.path)}
         return {**host_facts(), "confinement": local_confinement(),
                 "target": {"kind": self.kind, **where, **self.storage.facts(self, None)},

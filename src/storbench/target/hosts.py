@@ -40,6 +40,7 @@ from storbench.execute.ssh import (
     session_dir,
     stop_all,
 )
+from storbench.result.environment import Environment
 from storbench.target.base import Deadline, Quiet
 from storbench.target.device import Seen
 from storbench.target.environment import agent_path_facts, host_facts
@@ -294,7 +295,7 @@ class HostsTarget(OnStorage, Quiet):
         with ThreadPoolExecutor(max_workers=min(16, len(files) or 1)) as pool:
             list(pool.map(one, files))
 
-    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+    def describe(self, fio: FioBinary | None) -> Environment:
         here = host_facts()
         hosts = []
         for h in self.hosts:

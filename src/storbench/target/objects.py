@@ -39,6 +39,7 @@ from storbench.execute import FioBinary
 from storbench.execute.base import FioJob
 from storbench.execute.s3 import Endpoint
 from storbench.execute.workdir import MARKER, PREFIX, Leftover, held, run_workdir
+from storbench.result.environment import Environment
 from storbench.target.base import Deadline, Placed
 from storbench.target.here import HereTarget
 from storbench.target.storage import Access, NoDevice, Place, Worker
@@ -382,7 +383,7 @@ class ObjectTarget(HereTarget):
         raise ConfigError("--explain follows fio's I/O through this machine's block layer;"
                           " an S3 bucket's goes over the network")
 
-    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+    def describe(self, fio: FioBinary | None) -> Environment:
         found = super().describe(fio)
         return {**found, "target": {"kind": self.kind, **self.storage.facts(self, None)}}
 

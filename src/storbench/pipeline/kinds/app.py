@@ -11,7 +11,6 @@ from typing import ClassVar
 
 from storbench.analysis import apps, training
 from storbench.analysis.assertions import Assertion
-from storbench.execute.base import Executor
 from storbench.pipeline.kinds.suite import Suite
 from storbench.pipeline.measure import RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
@@ -42,11 +41,11 @@ class AppKind(Suite):
         # figure of its test etcd: judged as the one or the other then (assertions.check)
         return assertion.test == self.profile
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
+    def measure(self, ctx: RunContext) -> None:
         steps = ctx.planned.steps
         for n, step in enumerate(steps):
             ctx.guard.check()
-            for r in ctx.run_step(executor, step, {f for s in steps[n:]
+            for r in ctx.run_step(step, {f for s in steps[n:]
                                                    for f in s.test.jobfile.named_files()}):
                 self.results.setdefault(r.name, []).append(r)
 

@@ -24,7 +24,6 @@ from storbench.analysis import rates
 from storbench.analysis.assertions import Assertion
 from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
-from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
@@ -89,13 +88,13 @@ class Curve:
         self.read_share = float(opts.get("rwmixread", "50")) / 100 if self.mixed else 1.0
 
     # --- measuring -------------------------------------------------------------------
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
+    def measure(self, ctx: RunContext) -> None:
         """Run the steps through ``ctx`` (the run loop's): closed loop, then open."""
         depth, best = 1, 0.0
         while depth <= self.spec.max_depth:
             jobs, qd = (depth, 1) if self.sync_engine else (self.jobs, depth)
             name = f"jobs{jobs}" if self.sync_engine else f"qd{qd}"
-            iops = self._step(ctx, executor, name, None, qd, jobs)["achieved_iops"]
+            iops = self._step(ctx, name, None, qd, jobs)["achieved_iops"]
             if iops <= best * (1 + answers.RISING):
                 break
             best = max(best, iops)
@@ -108,17 +107,17 @@ class Curve:
         shares = COARSE if self.spec.steps is None else [
             0.1 + i * 1.0 / (self.spec.steps - 1) for i in range(self.spec.steps)]
         for share in shares:
-            self._rate(ctx, executor, share * top["achieved_iops"], top)
-        self._measure_paused_again(ctx, executor)
+            self._rate(ctx, share * top["achieved_iops"], top)
+        self._measure_paused_again(ctx)
         if self.spec.steps is None:
             for _ in range(REFINE):
                 rate = self._where_it_bends()
                 if rate is None:
                     break
-                self._rate(ctx, executor, rate, top)
-            self._measure_paused_again(ctx, executor)
+                self._rate(ctx, rate, top)
+            self._measure_paused_again(ctx)
 
-    def _measure_paused_again(self, ctx: RunContext, executor: Executor) -> None:
+    def _measure_paused_again(self, ctx: RunContext) -> None:
         """A step that fell behind its rate while a faster step kept its own was paused
         (the machine, or a hiccup of the storage), not saturated: it is measured once
         more and the second measurement stands, the first kept in it as ``first``."""
@@ -131,11 +130,11 @@ class Curve:
             ctx.note(f"{s['test']} fell behind its rate ({s['achieved_iops']:,.0f} of"
                           f" {s['requested_iops']:,.0f} IOPS) while a faster step kept its"
                           " own: measured again")
-            again = self._step(ctx, executor, f"{s['test']}-again", s["requested_iops"],
+            again = self._step(ctx, f"{s['test']}-again", s["requested_iops"],
                                s["iodepth"], s["numjobs"])
             again["first"] = {k: s[k] for k in ("test", "achieved_iops", "saturated")}
 
-    def _rate(self, ctx: RunContext, executor: Executor, rate: float, top: dict[str, Any]) -> None:
+    def _rate(self, ctx: RunContext, rate: float, top: dict[str, Any]) -> None:
         written, rate = self._pace(max(1.0, round(rate)), top["numjobs"])
         if any(round(s["requested_iops"]) == round(rate) for s in self.opened):
             return  # the rate fio offers nearest this one is measured already
@@ -144,7 +143,7 @@ class Curve:
         # adds no load (at the closed-loop depth, qd1 say, fio falls behind its schedule)
         depth = top["iodepth"] if self.sync_engine else min(
             self.spec.max_depth, max(OPEN_DEPTH, 2 * top["iodepth"]))
-        self._step(ctx, executor, f"rate-{rate:.0f}", rate, depth, top["numjobs"])
+        self._step(ctx, f"rate-{rate:.0f}", rate, depth, top["numjobs"])
 
     def _where_it_bends(self) -> float | None:
         """Halfway between two neighbouring rates where an objective (or the knee) turns
@@ -161,13 +160,13 @@ class Curve:
                     return (float(a["requested_iops"]) + float(b["requested_iops"])) / 2
         return None
 
-    def _step(self, ctx: RunContext, executor: Executor, name: str, rate: float | None, depth: int,
+    def _step(self, ctx: RunContext, name: str, rate: float | None, depth: int,
               jobs: int) -> dict[str, Any]:
         test = self._variant(name, rate, depth, jobs)
         step = ctx.step(self.index, 0, test)
         self.workers = max(len(step.jobs), 1)  # hosts or pods: closed loop tells first
         self.index += 1
-        results: list[TestResult] = ctx.run_step(executor, step, test.jobfile.named_files())
+        results: list[TestResult] = ctx.run_step(step, test.jobfile.named_files())
         record = answers.step_record(name, rate, results, depth, jobs)
         (self.closed if rate is None else self.opened).append(record)
         return record
@@ -280,9 +279,9 @@ class CurveKind(Plain):
         return replace(plan, tests=[test], repeat=self.spec.most_steps,
                        workload_name=f"curve:{plan.workload}:{test.name}")
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
+    def measure(self, ctx: RunContext) -> None:
         self.curve = Curve(self.spec, ctx.planned.plan.tests[0])
-        self.curve.measure(ctx, executor)
+        self.curve.measure(ctx)
 
     def record(self) -> CurveSection | None:
         return self.curve.record() if self.curve is not None else None

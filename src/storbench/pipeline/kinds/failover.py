@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from storbench.analysis.assertions import Assertion
 from storbench.errors import StorbenchError
-from storbench.execute.base import Executor
-from storbench.pipeline.kinds.lifecycle import class_target
+from storbench.pipeline.kinds.lifecycle import check_class
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.sections import FAILOVER, FailoverSection
+from storbench.target.base import Subject
 from storbench.workload.plan import Plan
 
 if TYPE_CHECKING:  # the Kubernetes client is imported by runs on a class only
@@ -35,7 +35,8 @@ class FailoverSpec:
 class FailoverKind(Plain):
     kind: ClassVar[str] = "failover"
     section: ClassVar[RecordSection] = FAILOVER
-    fixed_schedule: ClassVar[bool] = True  # no fio steps of the loop's
+    fixed_schedule: ClassVar[bool] = True
+    drives_fio: ClassVar[bool] = False  # its pods, on the class itself
     spec: FailoverSpec
     found: dict[str, Any] | None = None
     failover: Failover | None = None
@@ -50,6 +51,9 @@ class FailoverKind(Plain):
     def own_assertion(self, assertion: Assertion) -> bool:
         return assertion.test == self.kind  # the command checked its names
 
+    def check_subject(self, subject: Subject) -> None:
+        check_class(subject, "k8s failover")
+
     def plan(self, plan: Plan) -> Plan:
         return replace(plan, suite_name=SUITE, tests=[], repeat=1)
 
@@ -57,10 +61,10 @@ class FailoverKind(Plain):
         return {"rate_iops": self.spec.rate, "before_s": self.spec.before_s,
                 "evict": self.spec.evict, "timeout_s": self.spec.timeout_s}
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
+    def measure(self, ctx: RunContext) -> None:
         from storbench.target.kubernetes.failover import Failover
 
-        target = class_target(ctx, "k8s failover")
+        target = check_class(ctx.subject, "k8s failover")
         ctx.note(f"StorageClass {target.o.storage_class} ({target.sc.provisioner}): a PVC of"
                  f" {self.spec.capacity} in namespace {target.namespace}, two pods one after"
                  " the other")

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from storbench.analysis import lifecycle
 from storbench.analysis.assertions import Assertion
 from storbench.errors import ConfigError, StorbenchError
-from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.sections import LIFECYCLE, LifecycleSection
+from storbench.target.base import Subject
 from storbench.workload.plan import Plan
 
 if TYPE_CHECKING:  # the Kubernetes client takes ~0.3 s to import: only runs on a class do
-    from storbench.target.kubernetes.classtarget import ClassTarget
+    from storbench.target.kubernetes.classsubject import ClassSubject
     from storbench.target.kubernetes.lifecycle import Abilities, Lifecycle
 
 SUITE = "k8s-lifecycle"
@@ -31,19 +31,21 @@ class LifecycleSpec:
     timeout_s: float
 
 
-def class_target(ctx: RunContext, what: str) -> ClassTarget:
-    from storbench.target.kubernetes.classtarget import ClassTarget
+def check_class(subject: Subject, what: str) -> ClassSubject:
+    """``subject`` as the StorageClass ``what`` measures; ConfigError for another."""
+    from storbench.target.kubernetes.classsubject import ClassSubject
 
-    if not isinstance(ctx.target, ClassTarget):
-        raise ConfigError(f"{what} measures a StorageClass, not a {ctx.target.kind}")
-    return ctx.target
+    if not isinstance(subject, ClassSubject):
+        raise ConfigError(f"{what} measures a StorageClass, not a {subject.kind}")
+    return subject
 
 
 @dataclass
 class LifecycleKind(Plain):
     kind: ClassVar[str] = "lifecycle"
     section: ClassVar[RecordSection] = LIFECYCLE
-    fixed_schedule: ClassVar[bool] = True  # no fio steps of the loop's
+    fixed_schedule: ClassVar[bool] = True
+    drives_fio: ClassVar[bool] = False  # its volumes and pods, on the class itself
     spec: LifecycleSpec
     volumes: list[dict[str, Any]] = field(default_factory=list)
     binding_mode: str = ""
@@ -60,6 +62,9 @@ class LifecycleKind(Plain):
     def own_assertion(self, assertion: Assertion) -> bool:
         return assertion.test == self.kind  # the command checked its names
 
+    def check_subject(self, subject: Subject) -> None:
+        check_class(subject, "k8s lifecycle")
+
     def plan(self, plan: Plan) -> Plan:
         return replace(plan, suite_name=SUITE, tests=[], repeat=1)
 
@@ -67,10 +72,10 @@ class LifecycleKind(Plain):
         return {"volumes": self.spec.volumes, "parallel": self.spec.parallel,
                 "timeout_s": self.spec.timeout_s}
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
+    def measure(self, ctx: RunContext) -> None:
         from storbench.target.kubernetes.lifecycle import Abilities, Lifecycle
 
-        target = class_target(ctx, "k8s lifecycle")
+        target = check_class(ctx.subject, "k8s lifecycle")
         sc = target.sc
         self.binding_mode = sc.volume_binding_mode
         kube = target.cluster()

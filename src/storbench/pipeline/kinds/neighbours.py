@@ -24,7 +24,6 @@ from storbench.analysis import rates
 from storbench.analysis.curve import Objective
 from storbench.analysis.stats import times
 from storbench.errors import ConfigError
-from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
@@ -192,13 +191,13 @@ class NeighboursKind(Plain):
     def plan(self, plan: Plan) -> Plan:
         return replace(plan, repeat=1)
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
+    def measure(self, ctx: RunContext) -> None:
         offered = {v: self.spec.pace(v)[1] for v in self.spec.victims}
         limit = Objective.parse(self.spec.limit) if self.spec.limit else None
         alone: dict[str, Any] | None = None
         for step in ctx.planned.steps:
             n = int(step.test.name.split("-")[1])
-            results = ctx.run_step(executor, step, {f"{v}.data" for v in self.spec.victims})
+            results = ctx.run_step(step, {f"{v}.data" for v in self.spec.victims})
             record = step_record(n, results, offered, alone)
             self.steps.append(record)
             alone = alone or record

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from storbench.errors import ConfigError, FioError
-from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
@@ -159,7 +158,7 @@ class ReplayKind(Plain):
                 f" device; {room.device} holds {format_bytes_iec(room.size)}"
                 + (f" on its smallest {room.smallest_of}" if room.smallest_of else ""))
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
+    def measure(self, ctx: RunContext) -> None:
         assert isinstance(ctx.target, PutsFiles)
         self._check_reach(ctx.target)  # hosts: their devices' sizes are known now
         scratch = ctx.target.scratch_path(ctx.planned.uid)
@@ -171,13 +170,13 @@ class ReplayKind(Plain):
         if ctx.target.replay_device() is not None:  # the device holds what its reads find
             self.on_device = True
         else:
-            self._prefill(ctx, executor, scratch)
+            self._prefill(ctx, scratch)
         ctx.guard.check()
         [step] = ctx.planned.steps
-        found = ctx.run_step(executor, step, {IOLOG, *trace.files})
+        found = ctx.run_step(step, {IOLOG, *trace.files})
         self.result = found[0] if found else None
 
-    def _prefill(self, ctx: RunContext, executor: Executor, scratch: Path) -> None:
+    def _prefill(self, ctx: RunContext, scratch: Path) -> None:
         """Write each file the trace reads as far as its reads reach, before the replay."""
         needed = self.spec.trace.read_extents()
         if not needed:
@@ -193,7 +192,7 @@ class ReplayKind(Plain):
         ctx.note(f"Replay of {self.spec.name}: writing the {len(needed)} file(s) it reads"
                  f" first ({format_bytes_iec(total)})")
         with ctx.phase("prefill"):
-            execution = executor.run(jobs, None, total / FILL_BYTES_PER_S + 60)
+            execution = ctx.executor.run(jobs, None, total / FILL_BYTES_PER_S + 60)
         ctx.keep_invocation(len(ctx.planned.steps), jobs, execution)
         if execution.returncode != 0 or execution.timed_out or execution.lost:
             raise FioError("writing the files the replay reads failed: "

@@ -21,7 +21,6 @@ from typing import ClassVar
 
 from storbench.analysis.assertions import Assertion
 from storbench.errors import ConfigError, FioError
-from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
@@ -153,15 +152,15 @@ class RoundsKind(Plain):
                  for t in plan.tests]
         return replace(plan, tests=tests, repeat=self.max_rounds)
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
-        self._precondition(ctx, executor)
+    def measure(self, ctx: RunContext) -> None:
+        self._precondition(ctx)
         steps = ctx.planned.steps
         for n, step in enumerate(steps):
             ctx.guard.check()
             name = step.test.name
             if self.rounds.done(name):
                 continue  # steady: no more rounds of this test
-            results = ctx.run_step(executor, step, {f for s in steps[n:]
+            results = ctx.run_step(step, {f for s in steps[n:]
                                                     for f in s.test.jobfile.named_files()})
             reached = self.rounds.add(name, step.repeat, results)
             if reached is not None:
@@ -178,7 +177,7 @@ class RoundsKind(Plain):
     def warnings(self, run: Run) -> list[Warning]:
         return self.rounds.warnings()  # judged on the window's rounds only
 
-    def _precondition(self, ctx: RunContext, executor: Executor) -> None:
+    def _precondition(self, ctx: RunContext) -> None:
         """Write the target whole before the rounds. fio's output is kept with the run
         as an invocation of its own, with no test."""
         target = ctx.target
@@ -190,7 +189,7 @@ class RoundsKind(Plain):
         ctx.note(f"Preconditioning: writing {format_bytes_iec(total)} sequentially in"
                  " 128 KiB blocks (SNIA PTS); then each test in rounds until steady state")
         with ctx.phase("precondition"):
-            execution = executor.run(jobs, None, total / PRECONDITION_BYTES_PER_S + 60)
+            execution = ctx.executor.run(jobs, None, total / PRECONDITION_BYTES_PER_S + 60)
         ctx.keep_invocation(len(ctx.planned.steps), jobs, execution)
         if execution.returncode != 0 or execution.timed_out or execution.lost:
             raise FioError(f"preconditioning failed: {execution.stderr.strip()[-300:]}"

@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from storbench.analysis import caps, warnings
-from storbench.execute.base import Executor
 from storbench.pipeline.measure import Plain, RunContext
 from storbench.pipeline.spec import DEFAULT_STEADY_MAX_S, RunSpec
 from storbench.result.record import Run, Warning
@@ -40,11 +39,11 @@ class Suite(Plain):
                 for t in tests]
         return replace(plan, tests=tests, repeat=self.repeat)
 
-    def measure(self, ctx: RunContext, executor: Executor) -> None:
+    def measure(self, ctx: RunContext) -> None:
         steps = ctx.planned.steps
         for n, step in enumerate(steps):
             ctx.guard.check()
-            ctx.run_step(executor, step, {f for s in steps[n:]
+            ctx.run_step(step, {f for s in steps[n:]
                                           for f in s.test.jobfile.named_files()})
 
     def warnings(self, run: Run) -> list[Warning]:

@@ -11,6 +11,7 @@ from typing import Any
 from storbench.errors import TargetError
 from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
+from storbench.result.environment import Environment, Machine
 from storbench.target.blockguard import signatures
 from storbench.target.device import Seen
 from storbench.target.devicejob import found_on_it
@@ -24,7 +25,7 @@ from storbench.target.kubernetes.manifests import (
 
 
 def class_facts(kube: Kube, sc: Any, o: KubeOptions, namespace: str,
-                capacity: str) -> dict[str, Any]:
+                capacity: str) -> Environment:
     """What is known before anything is created: the class and the cluster."""
     return {
         "target": {
@@ -53,7 +54,7 @@ _MOUNT = re.compile(rf"^(\S+) {DATA_DIR} (\S+) (\S+)", re.M)
 
 
 def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOptions,
-              env: dict[str, Any], scratch: str) -> dict[str, Any]:
+              env: Environment, scratch: str) -> Environment:
     """The volume, the nodes and the pods' fio, once the pods run; makes the scratch
     directory in each pod's volume."""
     versions = set()
@@ -90,7 +91,7 @@ def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOp
         k8s["pods"] = {p.metadata.name: p.spec.node_name for p in pods}
     for cs in first.status.container_statuses or []:
         k8s["image_id"] = cs.image_id
-    facts: dict[str, Any] = {"hostname": first.spec.node_name}
+    facts: Machine = {"hostname": first.spec.node_name}
     node = kube.read_node(first.spec.node_name) if first.spec.node_name else None
     if node is not None:
         info = node.status.node_info
@@ -100,9 +101,9 @@ def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOp
                    kubelet=info.kubelet_version,
                    zone=labels.get("topology.kubernetes.io/zone"),
                    instance_type=labels.get("node.kubernetes.io/instance-type"))
-        facts.update(kernel=info.kernel_version, os=info.os_image,
-                     cpu_count=int_or_none(node.status.capacity.get("cpu")),
-                     ram_bytes=quantity_bytes(node.status.capacity.get("memory")))
+        facts.update({"kernel": info.kernel_version, "os": info.os_image,
+                      "cpu_count": int_or_none(node.status.capacity.get("cpu")),
+                      "ram_bytes": quantity_bytes(node.status.capacity.get("memory"))})
     limit = quantity_bytes(dict(o.limits).get("memory"))
     if limit is not None:  # the page cache a pod may use is charged to its memory limit
         facts["ram_bytes"] = min(limit, facts.get("ram_bytes") or limit)

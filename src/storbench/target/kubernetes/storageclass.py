@@ -33,6 +33,7 @@ from storbench.execute.kubecleanup import Created
 from storbench.execute.kubepods import PodExecutor, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
+from storbench.result.environment import Environment
 from storbench.target.base import (
     MARGIN_S,
     Deadline,
@@ -118,7 +119,7 @@ class KubeTarget(OnStorage, Quiet):
         self.sc: Any = None
         self.layout: KubePlan | None = None
         self.created = Created()
-        self.environment: dict[str, Any] = {}
+        self.environment: Environment = {}
         self.started = 0.0
         self.first_test = True
         self.namespace = ""
@@ -232,7 +233,7 @@ class KubeTarget(OnStorage, Quiet):
         return [self.storage.job(jobfile, self, w, f"t{index:03d}.fio" if len(workers) == 1
                                  else f"t{index:03d}-{w.tag}.fio", uid) for w in workers]
 
-    def describe(self, fio: FioBinary | None) -> dict[str, Any]:
+    def describe(self, fio: FioBinary | None) -> Environment:
         if self.environment:
             found = self.environment
         else:
