@@ -30,7 +30,7 @@ class AppKind(Suite):
     results: dict[str, list[TestResult]] = field(default_factory=dict)
 
     @classmethod
-    def from_spec(cls, spec: RunSpec) -> AppKind | None:  # type: ignore[override]
+    def from_spec(cls, spec: RunSpec) -> AppKind | None:
         if spec.kind_spec is not None or spec.job_file is not None or spec.suite not in JUDGES:
             return None
         return cls(spec.repeat, spec.until_steady, spec.steady_window_s, spec.runtime,
@@ -46,7 +46,7 @@ class AppKind(Suite):
         for n, step in enumerate(steps):
             ctx.guard.check()
             for r in ctx.run_step(step, {f for s in steps[n:]
-                                                   for f in s.test.jobfile.named_files()}):
+                                         for f in s.test.jobfile.named_files()}):
                 self.results.setdefault(r.name, []).append(r)
 
     def record(self) -> AppSection | None:

@@ -161,7 +161,7 @@ class RoundsKind(Plain):
             if self.rounds.done(name):
                 continue  # steady: no more rounds of this test
             results = ctx.run_step(step, {f for s in steps[n:]
-                                                    for f in s.test.jobfile.named_files()})
+                                          for f in s.test.jobfile.named_files()})
             reached = self.rounds.add(name, step.repeat, results)
             if reached is not None:
                 ctx.note(f"{name}: steady state reached in round {reached} (the last"

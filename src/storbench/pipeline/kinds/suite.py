@@ -24,7 +24,7 @@ class Suite(Plain):
     runtime: float | None = None  # with until_steady: the most each test may run
 
     @classmethod
-    def from_spec(cls, spec: RunSpec) -> Suite:
+    def from_spec(cls, spec: RunSpec) -> Suite | None:  # None never: it answers every spec
         return cls(spec.repeat, spec.until_steady, spec.steady_window_s, spec.runtime)
 
     def check(self) -> None:
@@ -44,7 +44,7 @@ class Suite(Plain):
         for n, step in enumerate(steps):
             ctx.guard.check()
             ctx.run_step(step, {f for s in steps[n:]
-                                          for f in s.test.jobfile.named_files()})
+                                for f in s.test.jobfile.named_files()})
 
     def warnings(self, run: Run) -> list[Warning]:
         tests = run.results_by_test()
