@@ -41,7 +41,8 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
 @click.option("--steps", default="adaptive", show_default=True, callback=_steps,
               metavar="N|adaptive",
               help="Open-loop steps: N evenly from 10% to 110% of the closed-loop maximum,"
-                   " or adaptive (9 steps, then up to 3 more where latency bends).")
+                   " or adaptive (with --slo: a search for each objective's highest rate,"
+                   " within 3%; without: 9 steps, then up to 3 more where latency bends).")
 @click.option("--step-time", "step_s", type=NUMBER, default=5.0, show_default=True,
               metavar="SECONDS", help="Each step's runtime (after a 1 s ramp).")
 @click.option("--max-depth", type=int, default=256, show_default=True,
@@ -57,9 +58,12 @@ def curve(store: Store, where: TargetFlags, workload: str, objectives: tuple[str
 
     First closed loop: the workload at queue depth 1, 2, 4, ... (more jobs for a
     synchronous engine) until IOPS rise by less than 5%: the maximum. Then open loop,
-    as real traffic arrives: fixed rates (fio rate_iops, Poisson arrivals) from 10% to
-    110% of that maximum, each with p50/p90/p99/p99.9 from fio's histogram bins (each
-    step a rate fio really offers: it times Poisson gaps in whole microseconds). A step
+    as real traffic arrives: fixed rates (fio rate_iops, Poisson arrivals), each with
+    p50/p90/p99/p99.9 from fio's histogram bins (each step a rate fio really offers: it
+    times Poisson gaps in whole microseconds). With --slo it searches: 10% of the
+    maximum (the floor), the maximum, then halfway between the highest rate that met
+    each objective and the lowest that missed it, until they are within 3%; without,
+    from 10% to 110% of the maximum, more steps where latency bends. A step
     that fell behind its rate (achieved < 95%, and short by more than the chance of
     Poisson arrivals) is saturated and never counts as meeting an objective, nor does
     one that ran faster (one that fell behind while a faster step kept its rate was

@@ -2,10 +2,13 @@
 
 First closed loop: the test's job at iodepth 1, 2, 4, … (numjobs for a synchronous
 engine) until IOPS rise by less than 5%; the highest is the maximum. Then open loop:
-fio issues fixed rates (``rate_iops``, ``rate_process=poisson``) from ~10% to ~110% of
-that maximum, with a queue at least 32 deep (so that a Poisson burst finds room), and
-then, where latency bends or an objective stops being met, steps halfway between
-(adaptive), or ``--steps`` evenly spread. fio times Poisson gaps in whole microseconds,
+fio issues fixed rates (``rate_iops``, ``rate_process=poisson``), with a queue at least
+32 deep (so that a Poisson burst finds room). With objectives (``--slo``) it searches:
+10% of that maximum (the latency floor), the maximum, then for each objective halfway
+between the highest rate that met it and the lowest that missed it, until the two are
+within 3% (beyond the maximum: 110% of it). Without, from ~10% to ~110% of the maximum
+and then, where latency bends, steps halfway between (adaptive); or ``--steps`` evenly
+spread. fio times Poisson gaps in whole microseconds,
 so a step is the rate nearest the wanted one that fio really offers, named and judged
 by it (analysis/rates.py: at 170,000 IOPS a job fio offers 153,567 or 181,360, never
 170,000). A step that fell behind its rate while a faster one kept its own is measured
@@ -35,6 +38,9 @@ from storbench.workload.sizes import fio_seconds
 SYNC_ENGINES = {"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"}
 COARSE = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)  # of the closed-loop maximum
 REFINE = 3  # adaptive: at most this many steps placed halfway where the curve bends
+FLOOR = 0.1  # the lowest open-loop step, of the closed-loop maximum: the latency floor
+BEYOND = 1.1  # the highest a search goes, of the closed-loop maximum
+TOLERANCE = 0.03  # a search ends when an objective's met and missed rates are this close
 RAMP_S = 1
 OPEN_DEPTH = 32  # open loop: at least this deep a queue (capped by --max-depth)
 
@@ -102,6 +108,13 @@ class Curve:
         top = max(self.closed, key=lambda s: s["achieved_iops"])
         if top["achieved_iops"] <= 0:
             raise ConfigError(f"{self.test.name}: fio did no I/O closed loop; no curve")
+        if self.objectives and self.spec.steps is None:
+            ctx.note(f"Closed loop: at most {top['achieved_iops']:,.0f} IOPS ({top['test']});"
+                     " now at fixed rates, searching for the highest that meets"
+                     f" {', '.join(o.text for o in self.objectives)} (within"
+                     f" {TOLERANCE:.0%})")
+            self._search(ctx, top)
+            return
         ctx.note(f"Closed loop: at most {top['achieved_iops']:,.0f} IOPS ({top['test']});"
                       " now at fixed rates up to 110% of it")
         shares = COARSE if self.spec.steps is None else [
@@ -117,10 +130,48 @@ class Curve:
                 self._rate(ctx, rate, top)
             self._measure_paused_again(ctx)
 
-    def _measure_paused_again(self, ctx: RunContext) -> None:
+    def _search(self, ctx: RunContext, top: dict[str, Any]) -> None:
+        """The floor, the maximum, then halving each objective's bracket (the highest
+        rate that met it, the lowest above it that missed it) until it is within
+        TOLERANCE; a step measured again (paused) may move a bracket: searched on."""
+        most = top["achieved_iops"]
+        for share in (FLOOR, 1.0):
+            self._rate(ctx, share * most, top)
+        for _ in range(2):
+            while len(self.opened) < self.spec.most_steps:
+                rate = self._next_searched(most)
+                if rate is None or not self._rate(ctx, rate, top):
+                    break
+            if not self._measure_paused_again(ctx):
+                return
+
+    def _next_searched(self, most: float) -> float | None:
+        """The next rate a search measures: halfway across the widest bracket of an
+        objective still wider than TOLERANCE, or 110% of the maximum where every rate
+        so far met one; None when every objective is bracketed (or never met)."""
+        steps = sorted(self.opened, key=lambda s: s["requested_iops"])
+        wanted: list[float] = []
+        for o in self.objectives:
+            pct = f"{o.percentile:g}"
+            met = [float(s["requested_iops"]) for s in steps if _meets(s, pct, o.limit_ns)]
+            if not met:
+                continue  # missed at the floor: never met, nothing to search
+            low = max(met)
+            high = next((float(s["requested_iops"]) for s in steps if s["requested_iops"] > low
+                         and not _meets(s, pct, o.limit_ns)), None)
+            if high is None:
+                if low < BEYOND * most * (1 - TOLERANCE):
+                    wanted.append(BEYOND * most)
+            elif high > low * (1 + TOLERANCE):
+                wanted.append((low + high) / 2)
+        return min(wanted) if wanted else None
+
+    def _measure_paused_again(self, ctx: RunContext) -> bool:
         """A step that fell behind its rate while a faster step kept its own was paused
         (the machine, or a hiccup of the storage), not saturated: it is measured once
-        more and the second measurement stands, the first kept in it as ``first``."""
+        more and the second measurement stands, the first kept in it as ``first``. Whether
+        one was."""
+        measured = False
         for s in sorted(self.opened, key=lambda s: s["requested_iops"]):
             faster_kept = any(not answers.off_rate(t) and t["requested_iops"] > s["requested_iops"]
                               for t in self.opened)
@@ -133,17 +184,22 @@ class Curve:
             again = self._step(ctx, f"{s['test']}-again", s["requested_iops"],
                                s["iodepth"], s["numjobs"])
             again["first"] = {k: s[k] for k in ("test", "achieved_iops", "saturated")}
+            measured = True
+        return measured
 
-    def _rate(self, ctx: RunContext, rate: float, top: dict[str, Any]) -> None:
+    def _rate(self, ctx: RunContext, rate: float, top: dict[str, Any]) -> bool:
+        """Measure about ``rate`` IOPS; False when the rate fio offers nearest it is
+        measured already."""
         written, rate = self._pace(max(1.0, round(rate)), top["numjobs"])
         if any(round(s["requested_iops"]) == round(rate) for s in self.opened):
-            return  # the rate fio offers nearest this one is measured already
+            return False
         self.written[rate] = written
         # room for a burst of Poisson arrivals: the depth bounds what is outstanding, it
         # adds no load (at the closed-loop depth, qd1 say, fio falls behind its schedule)
         depth = top["iodepth"] if self.sync_engine else min(
             self.spec.max_depth, max(OPEN_DEPTH, 2 * top["iodepth"]))
         self._step(ctx, f"rate-{rate:.0f}", rate, depth, top["numjobs"])
+        return True
 
     def _where_it_bends(self) -> float | None:
         """Halfway between two neighbouring rates where an objective (or the knee) turns
@@ -153,10 +209,8 @@ class Curve:
             ("99", answers.KNEE * float(steps[0]["percentiles_ns"]["99"] or 0))]
         for pct, limit in limits:
             for a, b in itertools.pairwise(steps):
-                def ok(s: dict[str, Any], pct: str = pct, limit: float = limit) -> bool:
-                    v = s["percentiles_ns"].get(pct)
-                    return not answers.off_rate(s) and v is not None and v <= limit
-                if ok(a) and not ok(b) and b["requested_iops"] > 1.05 * a["requested_iops"]:
+                if (_meets(a, pct, limit) and not _meets(b, pct, limit)
+                        and b["requested_iops"] > 1.05 * a["requested_iops"]):
                     return (float(a["requested_iops"]) + float(b["requested_iops"])) / 2
         return None
 
@@ -225,6 +279,12 @@ class Curve:
             "cpu_bound": cpu >= answers.CPU_BOUND,
             "max_cpu_percent": cpu,
         }
+
+
+def _meets(step: dict[str, Any], percentile: str, limit_ns: float) -> bool:
+    """An open-loop step kept its rate and its ``percentile`` ("99") was within the limit."""
+    v = step["percentiles_ns"].get(percentile)
+    return not answers.off_rate(step) and v is not None and v <= limit_ns
 
 
 def _with_file(section: Section, jobfile: JobFile) -> Section:
