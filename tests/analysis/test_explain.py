@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,18 @@ def test_percentiles_and_slices_of_bpftrace_s_maps() -> None:
     assert percentile(kept.layer("device"), 0.5) == bucket_value(100)
     assert percentile(kept.layer("device"), 0.99) == bucket_value(120)
     assert isinstance(slices, Slices) and slices.layer("device")[200] == 500
+
+
+def test_a_fuse_file_system_is_its_daemon_s_round_trips_when_they_hold_the_call() -> None:
+    """sshfs behind the 1 ms-each-way proxy (a real run's explanation, sshfs.json): the
+    daemon's answers are the call, so the network binds; were they under half of it, the
+    file system's own side would be named, with them."""
+    entry = json.loads((DATA.parent / "sshfs.json").read_text())
+    assert judge(entry) == (entry["limit"], entry["said"]) and entry["limit"] == "network"
+    assert "its daemon's answers take 2.75 ms of a call's 2.75 ms" in entry["said"]
+    for q in ("p50_ns", "p99_ns"):
+        entry["layers"]["remote"][q] = entry["layers"]["call_nobio"][q] / 3
+    limit, said = judge(entry)
+    assert limit == "fs" and "of which its daemon's answers 918 µs" in said, said
+    del entry["layers"]["remote"]  # no request seen (NFS here): the type names it
+    assert judge(entry)[0] == "network" and "a call takes" in judge(entry)[1]

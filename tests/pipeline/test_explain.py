@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from storbench.execute import layers
+from storbench.execute import beneath, layers
 from tests.conftest import needs, needs_timing, run_cli, run_cli_wrapped
 
 pytestmark = needs("tracer", "root", "fio",
@@ -113,6 +113,27 @@ def test_a_loop_device_on_the_disk_queues_at_depth_32_not_at_1(tmp_path: Path) -
     assert parts == pytest.approx(one["layers"]["call_bio"]["mean_ns"], rel=0.25)
 
 
+def test_a_network_file_system_s_round_trips_are_its_daemon_s_answers(
+        sshfs_server: Any, tmp_path: Path) -> None:
+    """Reads on sshfs itself behind the 1 ms-each-way proxy: no block device; each call's
+    FUSE requests wait for sshfs's answers (fuse:fuse_request_send to _end), a round trip
+    at least, and that wait is most of the call."""
+    mnt = sshfs_server.mount(proxied=True) / f"explain-{tmp_path.name}"
+    mnt.mkdir()
+    db = tmp_path / "s.db"
+    ran(run_cli("run", str(mnt), "--job", str(job(tmp_path, size="8m", runtime=3)),
+                "--explain", db=db))
+    entry, data = explained(db)
+    assert entry["limit"] == "network", entry["said"]
+    assert "fuse.sshfs" in entry["said"] and "its daemon's answers take" in entry["said"]
+    remote, call = entry["layers"]["remote"], entry["layers"]["call_nobio"]
+    # 1 ms each way: every call waited a round trip at least, and that is most of it
+    assert remote["p50_ns"] >= 2e6 and remote["p50_ns"] >= 0.7 * call["p50_ns"], entry
+    assert call["p50_ns"] == pytest.approx(clat(data, "50.0"), rel=0.25)
+    shown = " ".join(run_cli("show", "last", db=db).stdout.split())
+    assert "FUSE daemon's answers" in shown, shown
+
+
 def test_a_loop_device_over_a_network_file_system_is_the_network_beneath_it(
         sshfs_server: Any, tmp_path: Path) -> None:
     """ext4 on a loop device whose image lives on sshfs behind the 1 ms-each-way proxy:
@@ -207,9 +228,12 @@ def test_explain_is_refused_where_fio_runs_elsewhere(tmp_path: Path) -> None:
 def test_the_program_is_made_of_numbers_only() -> None:
     """What bpftrace is given holds no path or name of the user's: device numbers and the
     run's own threads."""
-    place = layers.Place("ext4", layers.Beneath("loop0", layers.kdev(7, 0),
-                                                layers.kdev(7, 0), 0,
-                                                "/x/evil\"; system(\"id\")", "fuse.sshfs"))
+    place = beneath.Place("ext4", beneath.Beneath("loop0", beneath.kdev(7, 0),
+                                                  beneath.kdev(7, 0), 0,
+                                                  "/x/evil\"; system(\"id\")", "fuse.sshfs"))
     text = layers.program("abc", [1, 2], place, "x86_64", 10**8)
     assert "evil" not in text and "system" not in text
     assert textwrap.dedent(text).count("tracepoint:") >= 7
+    # a FUSE file system: its requests timed by their ids, no name of the user's either
+    fuse = layers.program("abc", [1], beneath.Place("fuse.sshfs", None), "x86_64", 10**8)
+    assert "tracepoint:fuse:fuse_request_end" in fuse and "sshfs" not in fuse

@@ -133,6 +133,16 @@ def judge(entry: dict[str, Any]) -> tuple[str, str]:
     if device is None or (not reached and nobio):
         network = fs.split(".")[0] in NETWORK_FS or fs.startswith("fuse")
         call = at("call_nobio")
+        remote, call_p50 = at("remote", "p50_ns"), at("call_nobio", "p50_ns")
+        if network and remote is not None and call_p50 and remote >= call_p50 / 2:
+            return "network", (f"the network file system's round trips ({fs}): its daemon's"
+                               f" answers take {lat(remote)} of a call's {lat(call_p50)} at"
+                               f" p50, {lat(at('remote'))} of {lat(call)} at p99 (fio's p99"
+                               f" {lat(p99)}); no block device beneath it")
+        if network and remote is not None:
+            return "fs", (f"the file system's own side ({fs}): a call takes {lat(call_p50)}"
+                          f" at p50, of which its daemon's answers {lat(remote)}; {lat(call)}"
+                          " at p99, with no block device beneath it")
         if network:
             return "network", (f"the network file system's round trips ({fs}): a call takes"
                                f" {lat(at('call_nobio', 'p50_ns'))} at p50, {lat(call)} at p99"

@@ -16,7 +16,10 @@ kernel passes it through, from tracepoints only (this kernel offers no kprobes):
 - ``completion``: the last completion to the system call's return, for the calls that
   wait for their I/O (not io_submit or io_uring_enter): waking fio up, its CPU;
 - ``call_bio`` and ``call_nobio``: the whole system call, of the calls that queued a bio
-  on the device and of those that queued none (a page-cache hit, tmpfs, a FUSE request).
+  on the device and of those that queued none (a page-cache hit, tmpfs, a FUSE request);
+- ``remote``: on a FUSE file system (sshfs, s3fs, …), per call, the time its requests
+  waited for the file system's daemon to answer (fuse:fuse_request_send in fio's thread
+  to fuse:fuse_request_end): the daemon and what is behind it, a network's round trips.
 
 Each is a histogram in the kernel (8 buckets per power of two: a percentile within 6%),
 per slice of time, so that the time fio spent laying out its files before its measured
@@ -28,7 +31,6 @@ namespace of bpftrace's own, as for `record`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
@@ -40,10 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from storbench.errors import ConfigError, StorbenchError
+from storbench.execute.beneath import Place
 from storbench.execute.bpfcapture import NUMBERS, bpftrace_path, launch
 from storbench.execute.followed import threads
 
-LAYERS = ("fs", "throttle", "queue", "device", "completion", "call_bio", "call_nobio")
+LAYERS = ("fs", "throttle", "queue", "device", "completion", "call_bio", "call_nobio",
+          "remote")
 READY_S = 60.0
 KEYS_MAX = 65536  # bpftrace's map size: buckets × slices × layers must fit
 SLICES = 150  # a test's I/O is cut into about this many slices of time (≥ 100 ms each)
@@ -55,115 +59,6 @@ ASYNC_CALLS = {"x86_64": {"io_submit": 209, "io_uring_enter": 426},
                "aarch64": {"io_submit": 2, "io_uring_enter": 426}}
 _ENTRY = re.compile(r"^@h\[(\d+), (\d+), (\d+)\]: (\d+)$")
 _BYTES = re.compile(r"^@b\[(\d+), (\d+)\]: (\d+)$")
-
-
-@dataclass(frozen=True)
-class Beneath:
-    """The block device beneath a path, as the block layer's tracepoints name it."""
-
-    name: str  # "loop0", "vda"
-    dev: int  # the whole disk's dev_t as the kernel encodes it (major << 20 | minor)
-    part_dev: int  # the partition's (the file system's device), the same for a whole disk
-    start_sector: int  # the partition's first sector on the disk
-    backing: str | None = None  # a loop device's backing file
-    backing_fs: str | None = None  # and the file system that holds it
-
-
-@dataclass(frozen=True)
-class Place:
-    """What the explanation needs of where fio's I/O went."""
-
-    fs_type: str | None
-    device: Beneath | None  # None: no block device (tmpfs, a FUSE or network file system)
-    throttle: dict[str, int] = field(default_factory=dict)  # blkio limits on the device
-
-    def record(self) -> dict[str, Any]:
-        """As an explanation stores it (analysis/explain.py)."""
-        d = self.device
-        return {"fs_type": self.fs_type, "device": d.name if d is not None else None,
-                "backing": d.backing if d is not None else None,
-                "backing_fs": d.backing_fs if d is not None else None,
-                "throttle": dict(self.throttle)}
-
-
-def kdev(major: int, minor: int) -> int:
-    return (major << 20) | minor
-
-
-def locate(path: Path) -> Place:
-    """The file system and block device beneath ``path`` (a directory, or a device) and the
-    I/O limits this process's cgroup has on that device (fio inherits them)."""
-    st = os.stat(path)
-    is_dev = path.is_block_device()
-    number = st.st_rdev if is_dev else st.st_dev
-    fs_type = None if is_dev else _fs_type(path)
-    major, minor = os.major(number), os.minor(number)
-    sys_dir = Path(f"/sys/dev/block/{major}:{minor}")
-    if major == 0 or not sys_dir.exists():
-        return Place(fs_type, None)
-    real = sys_dir.resolve()
-    whole, start = real, 0
-    if (real / "partition").exists():
-        whole = real.parent
-        start = int((real / "start").read_text())
-    wmaj, wmin = (int(x) for x in (whole / "dev").read_text().split(":"))
-    backing = backing_fs = None
-    with contextlib.suppress(OSError):
-        backing = (whole / "loop" / "backing_file").read_text().strip() or None
-    if backing:
-        with contextlib.suppress(OSError):
-            backing_fs = _fs_type(Path(backing).parent)
-    return Place(fs_type, Beneath(whole.name, kdev(wmaj, wmin), kdev(major, minor), start,
-                                  backing, backing_fs), throttle_limits(wmaj, wmin))
-
-
-def _fs_type(path: Path) -> str | None:
-    """The type of the file system holding ``path`` (the longest mount point above it)."""
-    real = str(path.resolve())
-    best, found = -1, None
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            left, _, right = line.partition(" - ")
-            point = left.split(" ")[4].encode().decode("unicode_escape")
-            if (real == point or point == "/" or real.startswith(point.rstrip("/") + "/")) \
-                    and len(point) > best:
-                best, found = len(point), right.split(" ")[0]
-    return found
-
-
-def throttle_limits(major: int, minor: int) -> dict[str, int]:
-    """This process's cgroup's I/O limits on device MAJOR:MINOR: blkio.throttle.* (cgroup
-    v1) or io.max (v2), as {"read_iops": 3000, "write_bps": ...}."""
-    found: dict[str, int] = {}
-    device = f"{major}:{minor}"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, where = line.split(":", 2)
-            if "blkio" in controllers.split(","):
-                base = Path("/sys/fs/cgroup/blkio") / where.lstrip("/")
-                for name, key in (("read_iops", "read_iops_device"),
-                                  ("write_iops", "write_iops_device"),
-                                  ("read_bps", "read_bps_device"),
-                                  ("write_bps", "write_bps_device")):
-                    with contextlib.suppress(OSError):
-                        for entry in (base / f"blkio.throttle.{key}").read_text().split("\n"):
-                            dev, _, value = entry.partition(" ")
-                            if dev == device and value.strip().isdigit():
-                                found[name] = int(value)
-            elif controllers == "":
-                with contextlib.suppress(OSError):
-                    text = (Path("/sys/fs/cgroup") / where.lstrip("/") / "io.max").read_text()
-                    for entry in text.splitlines():
-                        dev, *pairs = entry.split()
-                        if dev != device:
-                            continue
-                        for pair in pairs:
-                            key, _, value = pair.partition("=")
-                            if value.isdigit():
-                                found[{"riops": "read_iops", "wiops": "write_iops",
-                                       "rbps": "read_bps", "wbps": "write_bps"}.get(key, key)
-                                      ] = int(value)
-    return found
 
 
 def _bucket(var: str, into: str, tag: str) -> str:
@@ -258,6 +153,22 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
         left = ("clear(@t); clear(@in); clear(@ai); clear(@q1); clear(@done); clear(@own);"
                 " clear(@qt); clear(@it);" + (" clear(@pend); clear(@pendtid);" if held else ""))
         printed = "print(@h); print(@b); clear(@h); clear(@b);"
+    elif (place.fs_type or "").startswith("fuse"):  # no block device: FUSE's requests
+        # sent in fio's call, answered by the daemon (in its own thread: by request id)
+        lines += [
+            "tracepoint:fuse:fuse_request_send /@in[tid]/ { @fs[args->unique] = nsecs;"
+            " @fo[args->unique] = tid; }",
+            "tracepoint:fuse:fuse_request_end /@fs[args->unique]/ { $u = args->unique;"
+            " $o = @fo[$u]; @fw[$o] = @fw[$o] + nsecs - @fs[$u]; delete(@fs[$u]);"
+            " delete(@fo[$u]); }",
+            "tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $v = nsecs - @in[tid];"
+            f" {_timed('call_nobio', '$v', slice_ns, 'c')}"
+            " if (@fw[tid]) { $w = @fw[tid];"
+            f" {_timed('remote', '$w', slice_ns, 'd')} delete(@fw[tid]); }}"
+            " delete(@in[tid]); }",
+        ]
+        left = "clear(@t); clear(@in); clear(@fs); clear(@fo); clear(@fw);"
+        printed = "print(@h); clear(@h);"
     else:  # nothing reaches a block device: every call is whole, with none
         lines.append("tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $v = nsecs - @in[tid];"
                      f" {_timed('call_nobio', '$v', slice_ns, 'c')} delete(@in[tid]); }}")

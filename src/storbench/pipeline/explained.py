@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from storbench.analysis.explain import explain
-from storbench.execute import layers
+from storbench.execute import beneath, layers
 from storbench.result.model import TestResult
 from storbench.result.sections import EXPLAIN, ExplainEntry
 
@@ -20,7 +20,7 @@ class Explained:
     """The explanations of a run's tests, as they are measured."""
 
     def __init__(self, path: Path, directory: Path) -> None:
-        self.place = layers.locate(path)
+        self.place = beneath.locate(path)
         self.directory = directory  # storbench's work directory (0700): the program, output
         self.entries: dict[str, ExplainEntry] = {}
 

@@ -20,6 +20,7 @@ NAMES = {
     "queue": "block queue",
     "device": "device",
     "completion": "completion (wake-up)",
+    "remote": "FUSE daemon's answers",
     "call_bio": "whole call, reached the device",
     "call_nobio": "whole call, no device I/O",
 }

@@ -1,0 +1,121 @@
+"""Where fio's I/O goes, as the kernel's block-layer tracepoints name it (``run --explain``,
+execute/layers.py): the file system beneath a path, the block device beneath it (the whole
+disk of a partition, a loop device's backing file) and the I/O limits this process's cgroup
+has on that device."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Beneath:
+    """The block device beneath a path, as the block layer's tracepoints name it."""
+
+    name: str  # "loop0", "vda"
+    dev: int  # the whole disk's dev_t as the kernel encodes it (major << 20 | minor)
+    part_dev: int  # the partition's (the file system's device), the same for a whole disk
+    start_sector: int  # the partition's first sector on the disk
+    backing: str | None = None  # a loop device's backing file
+    backing_fs: str | None = None  # and the file system that holds it
+
+
+@dataclass(frozen=True)
+class Place:
+    """What the explanation needs of where fio's I/O went."""
+
+    fs_type: str | None
+    device: Beneath | None  # None: no block device (tmpfs, a FUSE or network file system)
+    throttle: dict[str, int] = field(default_factory=dict)  # blkio limits on the device
+
+    def record(self) -> dict[str, Any]:
+        """As an explanation stores it (analysis/explain.py)."""
+        d = self.device
+        return {"fs_type": self.fs_type, "device": d.name if d is not None else None,
+                "backing": d.backing if d is not None else None,
+                "backing_fs": d.backing_fs if d is not None else None,
+                "throttle": dict(self.throttle)}
+
+
+def kdev(major: int, minor: int) -> int:
+    return (major << 20) | minor
+
+
+def locate(path: Path) -> Place:
+    """The file system and block device beneath ``path`` (a directory, or a device) and the
+    I/O limits this process's cgroup has on that device (fio inherits them)."""
+    st = os.stat(path)
+    is_dev = path.is_block_device()
+    number = st.st_rdev if is_dev else st.st_dev
+    fs_type = None if is_dev else _fs_type(path)
+    major, minor = os.major(number), os.minor(number)
+    sys_dir = Path(f"/sys/dev/block/{major}:{minor}")
+    if major == 0 or not sys_dir.exists():
+        return Place(fs_type, None)
+    real = sys_dir.resolve()
+    whole, start = real, 0
+    if (real / "partition").exists():
+        whole = real.parent
+        start = int((real / "start").read_text())
+    wmaj, wmin = (int(x) for x in (whole / "dev").read_text().split(":"))
+    backing = backing_fs = None
+    with contextlib.suppress(OSError):
+        backing = (whole / "loop" / "backing_file").read_text().strip() or None
+    if backing:
+        with contextlib.suppress(OSError):
+            backing_fs = _fs_type(Path(backing).parent)
+    return Place(fs_type, Beneath(whole.name, kdev(wmaj, wmin), kdev(major, minor), start,
+                                  backing, backing_fs), throttle_limits(wmaj, wmin))
+
+
+def _fs_type(path: Path) -> str | None:
+    """The type of the file system holding ``path`` (the longest mount point above it)."""
+    real = str(path.resolve())
+    best, found = -1, None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            point = left.split(" ")[4].encode().decode("unicode_escape")
+            if (real == point or point == "/" or real.startswith(point.rstrip("/") + "/")) \
+                    and len(point) > best:
+                best, found = len(point), right.split(" ")[0]
+    return found
+
+
+def throttle_limits(major: int, minor: int) -> dict[str, int]:
+    """This process's cgroup's I/O limits on device MAJOR:MINOR: blkio.throttle.* (cgroup
+    v1) or io.max (v2), as {"read_iops": 3000, "write_bps": ...}."""
+    found: dict[str, int] = {}
+    device = f"{major}:{minor}"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, where = line.split(":", 2)
+            if "blkio" in controllers.split(","):
+                base = Path("/sys/fs/cgroup/blkio") / where.lstrip("/")
+                for name, key in (("read_iops", "read_iops_device"),
+                                  ("write_iops", "write_iops_device"),
+                                  ("read_bps", "read_bps_device"),
+                                  ("write_bps", "write_bps_device")):
+                    with contextlib.suppress(OSError):
+                        for entry in (base / f"blkio.throttle.{key}").read_text().split("\n"):
+                            dev, _, value = entry.partition(" ")
+                            if dev == device and value.strip().isdigit():
+                                found[name] = int(value)
+            elif controllers == "":
+                with contextlib.suppress(OSError):
+                    text = (Path("/sys/fs/cgroup") / where.lstrip("/") / "io.max").read_text()
+                    for entry in text.splitlines():
+                        dev, *pairs = entry.split()
+                        if dev != device:
+                            continue
+                        for pair in pairs:
+                            key, _, value = pair.partition("=")
+                            if value.isdigit():
+                                found[{"riops": "read_iops", "wiops": "write_iops",
+                                       "rbps": "read_bps", "wbps": "write_bps"}.get(key, key)
+                                      ] = int(value)
+    return found
