@@ -6,6 +6,7 @@ record, the sentence and the answers from a stored run (fast tier)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,77 @@ def test_an_fdatasync_writer_is_paced_evenly_and_keeps_its_rate(tmpfs, store_pat
         # what the writer waits for: its fdatasync, not the write into the page cache
         assert writer["latency"] == "fdatasync" and writer["p99_ns"] is not None
     assert "rate_process=linear" in show_json(store_path)["job_files"][0]
+
+
+# -- a suite's test or a job file as the victim or the aggressor ---------------------------
+
+def _job(tmp_path, text, name="app.fio"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_job_file_s_job_and_a_suite_s_test_are_placed_and_paced_by_the_run(tmp_path):
+    """Its options kept, what the run sets replaced: its own file name and directory, its
+    rate and time (a path of the user's never reaches the run's job file)."""
+    victim = _job(tmp_path, "[global]\nbs=8k\n[oltp]\nrw=randrw\nrwmixread=70\n"
+                            "ioengine=libaio\niodepth=4\nfilename=/etc/passwd\n"
+                            "directory=/etc\nruntime=600\nrate_iops=250\n")
+    spec = NeighboursSpec(victims=(victim, "fdatasync"), aggressor="dbench:write_bw",
+                          max_aggressors=1, size="16m")
+    spec.check()
+    plan = spec.plan_tests(tmp_path / "scratch")
+    text = plan.tests[1].jobfile.render()
+    assert "[oltp-1]" in text and "rwmixread=70" in text and "bs=8k" in text
+    assert "/etc" not in text and "runtime=600" not in text
+    oltp = dict(dict(plan.tests[1].jobfile.effective())["oltp-1"])
+    # its own rate (no --rate given), Poisson arrivals with room for their bursts
+    assert oltp["rate_iops"] == str(spec.pace(spec.victim_loads()["oltp"])[0])
+    assert oltp["rate_process"] == "poisson" and oltp["iodepth"] == "32"
+    assert oltp["filename"] == "oltp.data"
+    aggressors = dict(dict(plan.tests[1].jobfile.effective())["aggressors-1"])
+    assert aggressors["bs"] == "128k" and aggressors["rw"] == "randwrite"
+    assert aggressors["numjobs"] == "1" and "rate_iops" not in aggressors
+    assert "job oltp of app.fio" in plan.tests[1].description
+    assert "dbench's test write_bw" in plan.tests[1].description
+
+
+@pytest.mark.parametrize("victim, says", [
+    ("[a]\nrw=read\n[b]\nrw=write\n", "has 2 jobs"),
+    ("[app]\nrw=randread\n", "sets no rate_iops: give its --rate"),
+    ("[aggressors]\nrw=randread\nrate_iops=10\n", "a plain one"),
+    ("[app]\nrw=randread\nrate_iops=10\nwrite_bw_log=/tmp/storbench-escape\n",
+     "write_bw_log"),
+    ("[app]\nrw=randread\nrate_iops=10\nexec_prerun=touch /tmp/storbench-escape\n",
+     "exec_prerun"),
+])
+def test_a_load_that_cannot_be_placed_or_would_reach_out_is_refused(tmp_path, victim, says):
+    spec = NeighboursSpec(victims=(_job(tmp_path, victim),), max_aggressors=1)
+    with pytest.raises(ConfigError, match=says):
+        spec.check()
+        spec.plan_tests(tmp_path / "scratch")
+    assert not list(Path("/tmp").glob("storbench-escape*"))
+
+
+def test_an_unknown_suite_test_names_the_suite_s_tests():
+    with pytest.raises(ConfigError, match=r"suite quick has no test 'nosuch'.*randread"):
+        NeighboursSpec(aggressor="quick:nosuch").check()
+
+
+@needs_fio
+def test_a_job_file_victim_beside_a_suite_test_is_measured(tmpfs, tmp_path, store_path):
+    victim = _job(tmp_path, "[oltp]\nrw=randread\nbs=8k\nioengine=libaio\n")
+    proc = run_cli("neighbours", str(tmpfs), "--victim", victim, "--rate", "300",
+                   "--aggressor", "quick:seqwrite", "--max-aggressors", "1",
+                   "--step-time", "2", "--size", "16m", db=store_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = show_json(store_path)["data"]["neighbours"]
+    assert record["victims"]["oltp"]["words"] == "job oltp of app.fio"
+    assert record["aggressor"] == "quick's test seqwrite"
+    first, beside = record["steps"]
+    assert first["victims"]["oltp"]["rate_kept"]
+    assert beside["aggressor_bw_bytes_per_s"] > 0
+    assert record["said"].startswith("the p99 of job oltp of app.fio went from")
+    checked = run_cli("check", "last", "--assert", "neighbours.oltp.most.p99 < 10s",
+                      db=store_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

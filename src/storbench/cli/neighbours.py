@@ -14,15 +14,19 @@ from storbench.store import Store
 
 
 @cli.command()
-@click.option("--victim", "victims", type=click.Choice(list(VICTIMS)), multiple=True,
-              help="Your workload (repeatable; default: randread and fdatasync): 4k random"
-                   " reads or writes, direct, Poisson arrivals at 200 IOPS; fdatasync: an"
-                   " etcd-like writer, a 4k write and its fdatasync 50 times a second.")
+@click.option("--victim", "victims", multiple=True, metavar="NAME|SUITE:TEST|JOBFILE",
+              help="Your workload (repeatable; default: randread and fdatasync): "
+                   + ", ".join(VICTIMS) + ": 4k random reads or writes, direct, Poisson"
+                   " arrivals at 200 IOPS; fdatasync: an etcd-like writer, a 4k write and its"
+                   " fdatasync 50 times a second. Or a suite's test (quick:randread) or a job"
+                   " file with one job, paced at --rate (or its own rate_iops).")
 @click.option("--rate", "rate_iops", type=NUMBER, metavar="IOPS",
               help="Every victim's rate, open loop (default: each its own, as above).")
-@click.option("--aggressor", type=click.Choice(list(AGGRESSORS)), default="seqwrite",
-              show_default=True, help="What each neighbour does, each on its own file"
-                                      " (seqwrite: 1M sequential writes at qd32).")
+@click.option("--aggressor", default="seqwrite", show_default=True,
+              metavar="NAME|SUITE:TEST|JOBFILE",
+              help="What each neighbour does, each on its own files: " + ", ".join(AGGRESSORS)
+                   + " (seqwrite: 1M sequential writes at qd32), a suite's test or a job file"
+                     " with one job (as fast as it goes).")
 @click.option("--max-aggressors", type=int, default=4, show_default=True,
               help="The most neighbours beside the victim: it is measured alone, then"
                    " beside 1, 2, 4, ... up to this many.")
@@ -57,6 +61,8 @@ def neighbours(store: Store, where: TargetFlags, victims: tuple[str, ...],
       storbench neighbours /mnt/data --aggressor randwrite --limit "p99<=10ms"
       storbench neighbours /var/lib/etcd-test --victim fdatasync --rate 100 \\
           --assert "neighbours.fdatasync.most.p99 < 10ms"
+      storbench neighbours /mnt/data --victim my-app.fio --rate 500 \\
+          --aggressor dbench:write_bw
     """
     if where.dry_run:
         raise ConfigError("--dry-run applies to `run`")

@@ -29,30 +29,34 @@ from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.sections import NEIGHBOURS, NeighboursSection
 from storbench.workload.jobfile import parse_jobfile
+from storbench.workload.loads import Load, is_named_load, one_job
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import fio_seconds, format_latency
 
 RAMP_S = 1
-VICTIMS = {  # name -> (in words, options, rate by default): Poisson arrivals and a queue
-    # deep enough for their bursts; a synchronous writer (one write at a time, as etcd's)
-    # evenly spaced: fio 3.33 pacing psync by Poisson issued one I/O, or died of SIGFPE
-    "randread": ("4k random reads",
-                 "rw=randread\nbs=4k\niodepth=32\nrate_process=poisson", 200.0),
-    "randwrite": ("4k random writes",
-                  "rw=randwrite\nbs=4k\niodepth=32\nrate_process=poisson", 200.0),
-    "fdatasync": ("etcd-like fdatasync'd 4k writes",
-                  "rw=write\nbs=4k\nfdatasync=1\nioengine=psync\ndirect=0"
-                  "\nrate_process=linear", 50.0),
-}
+POISSON_DEPTH = 32  # a victim paced by Poisson arrivals: a queue deep enough for bursts
+
+
+def _builtin(name: str, words: str, options: str, rate: float | None = None) -> Load:
+    pairs = tuple((k, v) for k, _, v in (line.partition("=") for line in options.split()))
+    return Load(name, words, pairs, rate, dict(pairs).get("ioengine") == "psync")
+
+
+# Poisson arrivals for the asynchronous; a synchronous writer (one write at a time, as
+# etcd's) evenly spaced: fio 3.33 pacing psync by Poisson issued one I/O, or died of SIGFPE
+VICTIMS = {v.name: v for v in (
+    _builtin("randread", "4k random reads", "rw=randread bs=4k iodepth=32", 200.0),
+    _builtin("randwrite", "4k random writes", "rw=randwrite bs=4k iodepth=32", 200.0),
+    _builtin("fdatasync", "etcd-like fdatasync'd 4k writes",
+             "rw=write bs=4k fdatasync=1 ioengine=psync direct=0", 50.0))}
 # how the answer names what each victim waits for
 SUBJECTS = {"randread": "your 4k random reads' p99", "randwrite": "your 4k random writes' p99",
             "fdatasync": "your etcd-like writer's fdatasync p99"}
-AGGRESSORS = {
-    "seqwrite": ("1M sequential writes, qd32", "rw=write\nbs=1m\niodepth=32"),
-    "randwrite": ("4k random writes, qd32", "rw=randwrite\nbs=4k\niodepth=32"),
-    "randread": ("4k random reads, qd32", "rw=randread\nbs=4k\niodepth=32"),
-    "seqread": ("1M sequential reads, qd32", "rw=read\nbs=1m\niodepth=32"),
-}
+AGGRESSORS = {a.name: a for a in (
+    _builtin("seqwrite", "1M sequential writes, qd32", "rw=write bs=1m iodepth=32"),
+    _builtin("randwrite", "4k random writes, qd32", "rw=randwrite bs=4k iodepth=32"),
+    _builtin("randread", "4k random reads, qd32", "rw=randread bs=4k iodepth=32"),
+    _builtin("seqread", "1M sequential reads, qd32", "rw=read bs=1m iodepth=32"))}
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 
 
@@ -77,15 +81,38 @@ class NeighboursSpec:
             n *= 2
         return [*out, self.max_aggressors]
 
-    def check(self) -> None:
-        for victim in self.victims:
-            if victim not in VICTIMS:
-                raise ConfigError(f"--victim {victim!r}: one of {', '.join(VICTIMS)}")
-        if not self.victims or len(set(self.victims)) != len(self.victims):
-            raise ConfigError("--victim: give each victim once")
+    def victim_loads(self) -> dict[str, Load]:
+        """Each victim by its name: a built-in, a suite's test or a job file's job."""
+        found: dict[str, Load] = {}
+        for word in self.victims:
+            if is_named_load(word):
+                load = one_job(word, "--victim", self.size)
+            elif word in VICTIMS:
+                load = VICTIMS[word]
+            else:
+                raise ConfigError(f"--victim {word!r}: one of {', '.join(VICTIMS)}, a"
+                                  " suite's test (SUITE:TEST) or a job file with one job")
+            if load.name in found:
+                raise ConfigError(f"--victim: give each victim once ({load.name!r} twice)")
+            if self.rate_iops is None and load.rate is None:
+                raise ConfigError(f"--victim {word!r} sets no rate_iops: give its --rate")
+            found[load.name] = load
+        return found
+
+    def aggressor_load(self) -> Load:
+        if is_named_load(self.aggressor):
+            return one_job(self.aggressor, "--aggressor", self.size)
         if self.aggressor not in AGGRESSORS:
             raise ConfigError(f"--aggressor {self.aggressor!r}: one of"
-                              f" {', '.join(AGGRESSORS)}")
+                              f" {', '.join(AGGRESSORS)}, a suite's test (SUITE:TEST) or a"
+                              " job file with one job")
+        return AGGRESSORS[self.aggressor]
+
+    def check(self) -> None:
+        if not self.victims:
+            raise ConfigError("--victim: give at least one")
+        self.victim_loads()
+        self.aggressor_load()
         if not 1 <= self.max_aggressors <= 64:
             raise ConfigError(f"--max-aggressors must be 1 to 64, not {self.max_aggressors}")
         if self.rate_iops is not None and not 1 <= self.rate_iops <= 1_000_000:
@@ -96,11 +123,12 @@ class NeighboursSpec:
                 PERCENTILES):
             raise ConfigError(f"--limit {self.limit!r}: of p50, p90, p99 or p99.9")
 
-    def pace(self, victim: str) -> tuple[int, float]:
+    def pace(self, victim: Load) -> tuple[int, float]:
         """A victim's rate_iops= and the rate fio offers with it (Poisson arrivals:
         fio's whole-microsecond gaps make some rates only; evenly spaced: as written)."""
-        want = self.rate_iops if self.rate_iops is not None else VICTIMS[victim][2]
-        if "rate_process=poisson" in VICTIMS[victim][1]:
+        want = self.rate_iops if self.rate_iops is not None else victim.rate
+        assert want is not None  # check() refused a victim with neither
+        if not victim.synchronous:
             return rates.poisson_pace(want)
         return round(want), float(round(want))
 
@@ -108,24 +136,36 @@ class NeighboursSpec:
         """One test per step: the victims (and the aggressors beside them), time based,
         each victim on a file of its own."""
         runtime = fio_seconds(self.step_s)
-        aggressor = AGGRESSORS[self.aggressor][1]
-        paced = {v: self.pace(v)[0] for v in self.victims}
-        words = " and ".join(f"{VICTIMS[v][0]} at {paced[v]:,} IOPS" for v in self.victims)
+        victims, aggressor = self.victim_loads(), self.aggressor_load()
+        paced = {v: self.pace(load)[0] for v, load in victims.items()}
+        words = " and ".join(f"{load.words} at {paced[v]:,} IOPS" for v, load in victims.items())
         tests = []
         for n in self.counts():
             text = (f"[global]\nioengine=libaio\ndirect=1\nsize={self.size}\ntime_based\n"
                     f"runtime={runtime}\nramp_time={RAMP_S}\nrandrepeat=0\n")
-            for v in self.victims:
-                text += (f"[{v}-{n}]\n{VICTIMS[v][1]}\nfilename={v}.data\n"
+            for v, load in victims.items():
+                text += (f"[{v}-{n}]\n{_paced(load).text()}filename={v}.data\n"
                          f"rate_iops={paced[v]}\n")
             if n:
-                text += f"[aggressors-{n}]\nnew_group\n{aggressor}\nnumjobs={n}\n"
+                text += f"[aggressors-{n}]\nnew_group\n{aggressor.text()}numjobs={n}\n"
             jobfile = parse_jobfile(text, "neighbours").prepared(scratch)
-            what = words + (f" beside {n} × {AGGRESSORS[self.aggressor][0]}" if n else ", alone")
+            what = words + (f" beside {n} × {aggressor.words}" if n else ", alone")
             tests.append(PlannedTest(f"step-{n}", what, jobfile, self.step_s + RAMP_S,
                                      paced=True))
-        named = "+".join(f"{v}@{paced[v]}" for v in self.victims)
-        return Plan("neighbours", tests, workload_name=f"neighbours:{named}:{self.aggressor}")
+        named = "+".join(f"{v}@{paced[v]}" for v in victims)
+        return Plan("neighbours", tests, workload_name=f"neighbours:{named}:{aggressor.name}")
+
+
+def _paced(load: Load) -> Load:
+    """A victim open loop: evenly spaced when synchronous, else Poisson arrivals with a
+    queue deep enough for their bursts (the depth bounds what is outstanding; it adds no
+    load)."""
+    if load.synchronous:
+        return replace(load, options=(*load.options, ("rate_process", "linear")))
+    depth = dict(load.options).get("iodepth", "1")
+    deep = max(int(depth) if depth.isdigit() else 1, POISSON_DEPTH)
+    return replace(load, options=(*(o for o in load.options if o[0] != "iodepth"),
+                                  ("iodepth", str(deep)), ("rate_process", "poisson")))
 
 
 def victim_record(result: TestResult, alone: dict[str, Any] | None,
@@ -192,7 +232,8 @@ class NeighboursKind(Plain):
         return replace(plan, repeat=1)
 
     def measure(self, ctx: RunContext) -> None:
-        offered = {v: self.spec.pace(v)[1] for v in self.spec.victims}
+        loads = self.spec.victim_loads()
+        offered = {v: self.spec.pace(load)[1] for v, load in loads.items()}
         limit = Objective.parse(self.spec.limit) if self.spec.limit else None
         alone: dict[str, Any] | None = None
         for step in ctx.planned.steps:
@@ -206,7 +247,7 @@ class NeighboursKind(Plain):
             for v, r in record["victims"].items():
                 r["missed"] = v in missed
             if missed and n:
-                ctx.note(f"{' and '.join(VICTIMS[v][0] for v in missed)} missed"
+                ctx.note(f"{' and '.join(loads[v].words for v in missed)} missed"
                          f" {self.spec.limit} beside {n} aggressor{'s' if n > 1 else ''}:"
                          " no more aggressors")
                 break
@@ -214,13 +255,15 @@ class NeighboursKind(Plain):
     def record(self) -> NeighboursSection | None:
         if not self.steps:
             return None
-        return {"victims": {v: {"words": VICTIMS[v][0],
+        loads = self.spec.victim_loads()
+        return {"victims": {v: {"words": load.words,
                                 "rate_iops": self.steps[0]["victims"][v]["requested_iops"]}
-                            for v in self.spec.victims},
-                "aggressor": AGGRESSORS[self.spec.aggressor][0], "limit": self.spec.limit,
+                            for v, load in loads.items()},
+                "aggressor": self.spec.aggressor_load().words, "limit": self.spec.limit,
                 "steps": self.steps,
-                "said": said(self.steps, {v: SUBJECTS[v] for v in self.spec.victims},
-                             self.spec.limit)}
+                "said": said(self.steps, {v: SUBJECTS[v] if VICTIMS.get(v) is load
+                                          else f"the p99 of {load.words}"
+                                          for v, load in loads.items()}, self.spec.limit)}
 
 
 def _meets(step: dict[str, Any], objective: Objective) -> bool:
