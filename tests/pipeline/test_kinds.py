@@ -335,3 +335,19 @@ def test_lifecycle_and_failover_measure_a_storage_class_only(spec, tmp_path, sto
     with pytest.raises(ConfigError, match="measures a StorageClass, not a stand-in"):
         run_on(target, RunSpec(kind_spec=spec), store)
     assert target.calls == [] and store.list_runs() == []
+
+
+def test_a_fio_kind_s_own_check_of_its_target_comes_before_anything(registered, tmp_path,
+                                                                    store):
+    """A kind that cannot run on a target (a replay on one that takes no iolog) refuses it
+    through check_target before the target is checked or anything is stored."""
+    class Picky(BestOfKind):
+        def check_target(self, target: Target) -> None:
+            raise ConfigError(f"best-of does not run on a {target.kind}")
+
+    kinds.KINDS[BestOfKind.kind] = lambda s: Picky(s.kind_spec) if isinstance(
+        s.kind_spec, BestOfSpec) else None
+    target = StepTarget(tmp_path, ReplayExecutor([RANDREAD]))
+    with pytest.raises(ConfigError, match="best-of does not run on a stand-in"):
+        run_on(target, replace(job_spec(tmp_path), kind_spec=BestOfSpec(2)), store)
+    assert target.calls == [] and store.list_runs() == []

@@ -89,7 +89,7 @@ def fio_target(kind: Measurement, subject: Subject) -> Target | None:
     if not isinstance(subject, Target):
         raise ConfigError(f"{subject.name} is measured by its own kinds of run, which do"
                           f" not run fio's tests through storbench (not a {kind.kind})")
-    kind.check_subject(subject)
+    kind.check_target(subject)
     return subject
 
 
