@@ -80,16 +80,25 @@ def plan_run(spec: RunSpec, subject: Subject, kind: Measurement | None = None) -
 
 
 def fio_target(kind: Measurement, subject: Subject) -> Target | None:
-    """``subject`` as the target the loop runs ``kind``'s fio on; None for a kind that
-    drives its own engine (k8s lifecycle, failover). ConfigError for a subject ``kind``
-    cannot run on, before anything is created there."""
-    if not kind.drives_fio:
+    """``subject`` as the target the loop runs ``kind``'s fio on, checked by the kind;
+    None for a kind that drives its own engine (k8s lifecycle, failover). ConfigError for
+    a subject ``kind`` cannot run on, before anything is created there. Asked before the
+    run's scratch path is: a kind's check may ask the target for one of its own (a
+    replay: how long its file names will be)."""
+    target = _as_target(kind, subject)
+    if target is None:
         kind.check_subject(subject)
+    else:
+        kind.check_target(target)
+    return target
+
+
+def _as_target(kind: Measurement, subject: Subject) -> Target | None:
+    if not kind.drives_fio:
         return None
     if not isinstance(subject, Target):
         raise ConfigError(f"{subject.name} is measured by its own kinds of run, which do"
                           f" not run fio's tests through storbench (not a {kind.kind})")
-    kind.check_target(subject)
     return subject
 
 
@@ -103,8 +112,8 @@ def run_on(subject: Subject, spec: RunSpec, store: Store,
     rep: Reporter = reporter or NullReporter()
     clock = Phases()
     kind = kinds.choose(spec)
-    planned = plan_run(spec, subject, kind)
-    target = fio_target(kind, subject)
+    planned = plan_run(spec, subject, kind)  # the kind checked the subject there
+    target = _as_target(kind, subject)
     baseline = _baseline(spec, store)
     check_baseline(baseline, planned.plan)
     traced = _traced(spec, subject)
