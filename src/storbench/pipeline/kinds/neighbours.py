@@ -214,13 +214,19 @@ class NeighboursKind(Plain):
     fixed_schedule: ClassVar[bool] = True
     spec: NeighboursSpec
     steps: list[dict[str, Any]] = field(default_factory=list)
+    loads: dict[str, Load] = field(default_factory=dict)  # the victims, as check() read them
+    aggressor: Load | None = None
 
     @classmethod
     def from_spec(cls, spec: RunSpec) -> NeighboursKind | None:
         return cls(spec.kind_spec) if isinstance(spec.kind_spec, NeighboursSpec) else None
 
     def check(self) -> None:
+        """The spec judged, and its loads read once (a job file may change or go while the
+        run measures: what the record names is what was read)."""
         self.spec.check()
+        self.loads = self.spec.victim_loads()
+        self.aggressor = self.spec.aggressor_load()
 
     def settings(self) -> dict[str, Any]:
         s = self.spec
@@ -232,7 +238,7 @@ class NeighboursKind(Plain):
         return replace(plan, repeat=1)
 
     def measure(self, ctx: RunContext) -> None:
-        loads = self.spec.victim_loads()
+        loads = self.loads
         offered = {v: self.spec.pace(load)[1] for v, load in loads.items()}
         limit = Objective.parse(self.spec.limit) if self.spec.limit else None
         alone: dict[str, Any] | None = None
@@ -255,11 +261,12 @@ class NeighboursKind(Plain):
     def record(self) -> NeighboursSection | None:
         if not self.steps:
             return None
-        loads = self.spec.victim_loads()
+        loads = self.loads
         return {"victims": {v: {"words": load.words,
                                 "rate_iops": self.steps[0]["victims"][v]["requested_iops"]}
                             for v, load in loads.items()},
-                "aggressor": self.spec.aggressor_load().words, "limit": self.spec.limit,
+                "aggressor": self.aggressor.words if self.aggressor else "",
+                "limit": self.spec.limit,
                 "steps": self.steps,
                 "said": said(self.steps, {v: SUBJECTS[v] if VICTIMS.get(v) is load
                                           else f"the p99 of {load.words}"
