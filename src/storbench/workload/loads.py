@@ -51,7 +51,8 @@ def one_job(word: str, role: str, size: str | None = None) -> Load:
     """The load ``word`` names (SUITE:TEST or a job file's path) for ``role`` ("--victim"),
     ConfigError for what it cannot be: not found, more than one job, a name that is not
     plain."""
-    if ":" in word and not word.endswith(".fio") and not Path(word).is_file():
+    path = Path(word)
+    if ":" in word and not word.endswith(".fio") and not path.is_file():
         suite_name, _, test = word.partition(":")
         suite = get_suite(suite_name)
         found = [jf for t, jf in suite.jobfiles(size=size) if t.name == test]
@@ -59,7 +60,6 @@ def one_job(word: str, role: str, size: str | None = None) -> Load:
             raise ConfigError(f"{role} {word!r}: suite {suite_name} has no test {test!r}"
                               f" (its tests: {', '.join(t.name for t in suite.tests)})")
         return _load(found[0], test, f"{suite_name}'s test {test}", role, word)
-    path = Path(word)
     jobfile = parse_jobfile(read_text(path, "job file", JOB_FILE_LIMIT), str(path), path.parent)
     jobs = list(jobfile.effective())
     name = jobs[0][0] if len(jobs) == 1 else ""
