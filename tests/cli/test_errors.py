@@ -819,3 +819,12 @@ def test_check_no_change_of_nothing_known_names_series_too(fio_json_text, tmp_pa
     store.close()
     assert_one_line_error(run_cli("history", "halted", db=store_path), 2,
                           f"series 'halted' holds no completed run (#{stopped} interrupted)")
+
+
+def test_the_metadata_probe_on_a_bucket_is_refused_naming_it(store_path):
+    proc = run_cli("run", "s3://bucket", "--endpoint", "http://127.0.0.1:9",
+                   "--probe-metadata", db=store_path,
+                   env={**os.environ, "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"})
+    assert proc.returncode == 2, proc.stderr
+    assert ("--probe-metadata runs on this machine; it cannot run on the S3 bucket target"
+            " s3://bucket") in proc.stderr

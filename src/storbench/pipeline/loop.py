@@ -119,8 +119,8 @@ def run_on(subject: Subject, spec: RunSpec, store: Store,
     traced = _traced(spec, subject)
     if spec.probe_metadata and (target is None or (target.probe_dir() is None
                                 and target.kind != "directory")):
-        raise ConfigError(f"--probe-metadata runs on this machine; it cannot run on a"
-                          f" {subject.kind} target")
+        raise ConfigError(f"--probe-metadata runs on this machine; it cannot run on the"
+                          f" {subject.kind} target {subject.name}")
     fio = _local_fio(spec, target)
     tmp = Path(tempfile.gettempdir())
     for leftover in leftovers(tmp):  # work directories of runs that were killed
