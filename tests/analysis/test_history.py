@@ -471,3 +471,26 @@ def test_a_change_where_the_workload_changed_is_said_so():
     assert "(job:a\\x1b[2J.fio#1 → job:b.fio#2)" in console.export_text()  # made harmless
     same = History("nightly", fig, pts, [change], {i: "quick" for i in range(1, 7)})
     assert same.workload_shifts() == {} and history_dict(same)["workload_changes"] == []
+
+
+@pytest.mark.parametrize("width", [72, 90, 250])
+def test_a_narrow_terminal_scales_the_bars_never_cuts_them(width):
+    """A bar cut short ("…") would lie about its length: the longest bar fits the
+    terminal, and every bar keeps its proportion to it."""
+    from rich.console import Console
+
+    from storbench.analysis.history import Change, History, Point
+    from storbench.render.history import BAR, BAR_MIN, OTHER_COLUMNS, print_history
+
+    values = [1000, 1010, 990, 300, 310, 305]
+    pts = [Point(i, f"2026-11-0{i}T00:00:00Z", v) for i, v in enumerate(values, 1)]
+    h = History("nightly", Figure.parse("randread.read.iops"), pts,
+                [Change(3, 4, 1000, 305, 1e-6, True)], {})
+    console = Console(width=width, record=True, force_terminal=False)
+    print_history(console, h)
+    lines = console.export_text().splitlines()
+    bars = [line.count("█") for line in lines if "█" in line]
+    longest = max(BAR_MIN, min(BAR, width - OTHER_COLUMNS))
+    assert max(bars) == longest, "\n".join(lines)
+    assert bars == [max(1, round(longest * v / 1010)) for v in values]
+    assert not any("█…" in line for line in lines)

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from storbench.analysis.history import Change, History
 
 BAR = 40  # characters of the longest bar
+BAR_MIN = 10  # on a narrow terminal the bars are scaled down to this, never cut
+OTHER_COLUMNS = 60  # what the run, its start and its figure take beside the bars
 SHORT = 60  # a series this long is shown run by run
 
 
@@ -116,10 +118,14 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
     up in a row each)."""
     kind = h.figure.metric.kind
     top = max((abs(p.value) for p in h.points), default=0.0) or 1.0
+    # the longest bar fits the terminal: a bar cut short ("…") would lie about its length
+    longest = max(BAR_MIN, min(BAR, console.width - OTHER_COLUMNS))
     t = Table(header_style="bold",
               title=f"{escape(harmless(h.series))}: {escape(harmless(h.figure.name))}")
     for col in ("run", "started (UTC)", h.figure.metric.label, "", "change"):
-        t.add_column(col, justify="right" if col == h.figure.metric.label else "left")
+        bars = col == ""
+        t.add_column(col, justify="right" if col == h.figure.metric.label else "left",
+                     no_wrap=bars, min_width=longest if bars else None)
     shifts = h.workload_shifts()
     for row in shown_rows(h, every):
         if isinstance(row, tuple):
@@ -131,7 +137,7 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
             continue
         p = h.points[row]
         c = h.change_at(p.run)
-        bar = "█" * max(1, round(BAR * abs(p.value) / top))
+        bar = "█" * max(1, round(longest * abs(p.value) / top))
         said = Text(f"▲ {change_text(c, kind)}", style="red" if c.worse else "green") \
             if c else Text("")
         step = h.shift
