@@ -146,9 +146,10 @@ class Curve:
                 return
 
     def _next_searched(self, most: float) -> float | None:
-        """The next rate a search measures: halfway across the widest bracket of an
-        objective still wider than TOLERANCE, or 110% of the maximum where every rate
-        so far met one; None when every objective is bracketed (or never met)."""
+        """The next rate a search measures, the lowest of: halfway across each
+        objective's bracket still wider than TOLERANCE, or 110% of the maximum where
+        every rate so far met one; None when every objective is bracketed (or never
+        met)."""
         steps = sorted(self.opened, key=lambda s: s["requested_iops"])
         wanted: list[float] = []
         for o in self.objectives:
