@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from storbench.analysis.neighbours import said
 from storbench.errors import ConfigError
-from storbench.pipeline.kinds.neighbours import NeighboursSpec, said
+from storbench.pipeline.kinds.neighbours import NeighboursSpec
 from tests.cli.test_cli import show_json
 from tests.conftest import needs_fio, run_cli, run_cli_wrapped
 

@@ -47,6 +47,7 @@ class Kind(enum.StrEnum):
     UNWRITTEN_READS = "unwritten-reads"
     SYNC_IN_RAM = "sync-in-ram"
     IOPS_CAP = "iops-cap"
+    NO_DEVICE_QUEUE = "no-device-queue"  # noisy neighbours on RAM
 
 
 def working_set_bytes(r: TestResult) -> int | None:

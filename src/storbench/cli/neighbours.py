@@ -33,13 +33,21 @@ from storbench.store import Store
 @click.option("--limit", metavar="pNN<=LIMIT",
               help="The victim's objective, e.g. 'p99<=10ms' (p50, p90, p99 or p99.9): the"
                    " run stops at the first step that misses it (or falls behind its rate).")
+@click.option("--isolate", metavar="LIMITS",
+              help="Measure each step beside aggressors again with the aggressors in a"
+                   " cgroup of their own held to LIMITS, as io.max and io.weight name them:"
+                   " riops, wiops (I/Os a second), rbps, wbps (bytes a second), weight (1 to"
+                   " 1000, where the device's scheduler is bfq), e.g. 'wbps=20M'. What a limit"
+                   " on the other tenant buys you. Root, cgroup v1's blkio, a directory or"
+                   " device on this machine with a block device beneath it.")
 @click.option("--step-time", "step_s", type=NUMBER, default=5.0, show_default=True,
               metavar="SECONDS", help="Each step's runtime (after a 1 s ramp).")
 @naming_options
 @measuring_options
 def neighbours(store: Store, where: TargetFlags, victims: tuple[str, ...],
                rate_iops: float | None,
-               aggressor: str, max_aggressors: int, limit: str | None, step_s: float,
+               aggressor: str, max_aggressors: int, limit: str | None, isolate: str | None,
+               step_s: float,
                label: str | None, tags: tuple[str, ...], series: str | None,
                assertions: tuple[str, ...], baseline: str | None, max_regression: str,
                fio_path: str | None, as_json: bool, push_to: str | None) -> None:
@@ -51,7 +59,8 @@ def neighbours(store: Store, where: TargetFlags, victims: tuple[str, ...],
     4, ... aggressors (default: 1M sequential writes at queue depth 32), each job on its
     own file, all at once in one fio per step. Each step gives each victim's p50 and p99,
     how much each grew over alone (×), whether its rate was kept, and the aggressors'
-    IOPS and bandwidth; then one sentence ("your 4k random reads' p99 went from 0.4 ms
+    IOPS and bandwidth (with --isolate, each step again with the aggressors held to a
+    limit in a cgroup of their own); then one sentence ("your 4k random reads' p99 went from 0.4 ms
     alone to 31 ms beside 1 aggressor (78×) ..."). Stored as a run (each step is a
     test); exits 3 when an --assert fails (neighbours.randread.most.growth <= 10).
 
@@ -59,6 +68,7 @@ def neighbours(store: Store, where: TargetFlags, victims: tuple[str, ...],
     Example:
       storbench neighbours /mnt/data
       storbench neighbours /mnt/data --aggressor randwrite --limit "p99<=10ms"
+      storbench neighbours /mnt/data --isolate "wbps=20M"
       storbench neighbours /var/lib/etcd-test --victim fdatasync --rate 100 \\
           --assert "neighbours.fdatasync.most.p99 < 10ms"
       storbench neighbours /mnt/data --victim my-app.fio --rate 500 \\
@@ -75,7 +85,7 @@ def neighbours(store: Store, where: TargetFlags, victims: tuple[str, ...],
                    probe_metadata=False,
                    kind_spec=NeighboursSpec(victims or ("randread", "fdatasync"), rate_iops,
                                             aggressor, max_aggressors, step_s,
-                                            where.size or "256m", limit))
+                                            where.size or "256m", limit, isolate))
     spec.check()
     targets = choose_targets(where)
     measure_and_report(targets, spec, store, as_json=as_json, push_to=push_to)

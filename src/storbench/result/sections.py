@@ -139,8 +139,11 @@ class NeighboursSection(TypedDict):
     # (as fio offers it)
     aggressor: str  # one aggressor, in words ("1M sequential writes, qd32")
     limit: str | None  # the victims' objective (p99<=10ms), where one was given
-    steps: list[dict[str, Any]]  # aggressors; per victim p50/p99 (ns), growth, kept; theirs
+    steps: list[dict[str, Any]]  # aggressors, isolated; per victim p50/p99 (ns), growth,
+    # kept; theirs
     said: str  # the answer in one sentence
+    # --isolate: limits (as given), words, cgroup, device, scheduler, ignored (why, or None)
+    isolation: NotRequired[dict[str, Any]]
 
 
 # the kinds' sections (what is said of each: its view, analysis/views/)

@@ -128,7 +128,8 @@ class HereTarget(OnStorage):
         # guard allowed writing)
         access = self.storage.access(self, self.uid, self.plan)
         return LocalExecutor(fio, workdir, guard, Confinement(
-            tuple(Path(d) for d in access.dirs), access.files))
+            (*(Path(d) for d in access.dirs), *self.plan.cgroup_dirs),
+            (*access.files, *map(str, self.plan.cgroup_files))))
 
     def probe_dir(self) -> Path | None:
         return self.scratch

@@ -34,6 +34,7 @@ from typing import Protocol
 
 from storbench.errors import ConfigError
 from storbench.workload import options
+from storbench.workload.limits import OWN_CGROUP
 from storbench.workload.options import Kind
 
 _PLAIN = re.compile(r"[A-Za-z0-9._-]+")
@@ -233,6 +234,11 @@ def _final_option(section: str, key: str, value: str | None, roots: list[PurePos
                 f"{where}: not inside {', '.join(map(str, roots))}")
         return None if value and OWN_FORMAT.fullmatch(value) else (
             f"{where}: not storbench's own filename_format")
+    if name == "cgroup":  # storbench's own, for neighbours --isolate (workload/limits.py)
+        return None if OWN_CGROUP.fullmatch(value or "") else (
+            f"{where}: not storbench's own cgroup (a user's job file may name none)")
+    if name == "cgroup_nodelete":  # storbench removes its cgroup itself
+        return None if value == "1" else f"{where}: not storbench's own cgroup_nodelete=1"
     if name in options.HTTP:  # storbench's own, for an s3:// TARGET (target/objects.py)
         if name == "http_s3_key":
             return None if value == OWN_KEY else f"{where}: not storbench's own http_s3_key"

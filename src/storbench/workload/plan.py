@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from storbench.workload.jobfile import JobFile, job_bytes
 from storbench.workload.sizes import parse_count, parse_size
@@ -34,6 +35,11 @@ class Plan:
     # all: a job file's name and a digest of its jobs ("job:my.fio#3fa9c2"; an edited
     # job file is another workload, so another history)
     workload_name: str = ""
+    # a cgroup its jobs join (fio's cgroup=; neighbours --isolate), which their kind
+    # creates and removes: fio may write its directory, and the hierarchy root's tasks
+    # file (fio moves a job there as it ends) (the kernel's confinement of fio)
+    cgroup_dirs: tuple[Path, ...] = ()
+    cgroup_files: tuple[Path, ...] = ()
 
     @property
     def workload(self) -> str:

@@ -17,6 +17,14 @@ def _times(x: float | None) -> str:
     return "" if x is None else f"{times(x)}×"
 
 
+def _split(value: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The steps as they came (alone, then beside aggressors), and those measured again
+    with the aggressors held (--isolate)."""
+    steps = value["steps"]
+    return ([s for s in steps if not s.get("isolated")],
+            [s for s in steps if s.get("isolated")])
+
+
 class NeighboursView(View):
     section = NEIGHBOURS
     title = "Noisy neighbours"
@@ -27,7 +35,8 @@ class NeighboursView(View):
     def answers(self, value: NeighboursSection) -> dict[str, Answer]:
         """Per victim its p99 alone and beside the most aggressors, and its growth there
         (×); with --limit, the most aggressors beside which every victim met it."""
-        first, last = value["steps"][0], value["steps"][-1]
+        plain, held = _split(value)
+        first, last = plain[0], plain[-1]
         out = {}
         for v, about in value["victims"].items():
             out[f"{v}.alone.p99"] = Answer(first["victims"][v]["p99_ns"], "latency",
@@ -37,12 +46,19 @@ class NeighboursView(View):
             out[f"{v}.most.growth"] = Answer(last["victims"][v]["growth_p99"], "count",
                                              f"p99 beside {last['aggressors']} over alone",
                                              unit="×")
+            if held:
+                out[f"{v}.held.p99"] = Answer(held[-1]["victims"][v]["p99_ns"], "latency",
+                                              f"beside {held[-1]['aggressors']} aggressors"
+                                              " held (--isolate)")
+                out[f"{v}.held.growth"] = Answer(held[-1]["victims"][v]["growth_p99"],
+                                                 "count", f"p99 beside {held[-1]['aggressors']}"
+                                                 " held over alone", unit="×")
         if value["limit"] is not None:
-            held = [s["aggressors"] for s in value["steps"]
+            kept = [s["aggressors"] for s in plain
                     if not any(r.get("missed") for r in s["victims"].values())]
-            out["held"] = Answer(float(max(held)) if held else None, "count",
+            out["held"] = Answer(float(max(kept)) if kept else None, "count",
                                  f"the most aggressors beside which {value['limit']} held"
-                                 if held else f"{value['limit']} missed even alone")
+                                 if kept else f"{value['limit']} missed even alone")
         return out
 
     def _table(self, value: NeighboursSection, u: Units) -> Table:
@@ -54,7 +70,8 @@ class NeighboursView(View):
             for i, (v, r) in enumerate(s["victims"].items()):
                 theirs = s["aggressors"] and i == 0
                 rows.append([
-                    str(s["aggressors"]) if i == 0 else "", v, lat.fmt(r["p50_ns"]),
+                    (f"{s['aggressors']} held" if s.get("isolated") else str(s["aggressors"]))
+                    if i == 0 else "", v, lat.fmt(r["p50_ns"]),
                     _times(r["growth_p50"]), lat.fmt(r["p99_ns"]), _times(r["growth_p99"]),
                     f"{u.IOPS.fmt(r['achieved_iops'])} of {u.IOPS.fmt(r['requested_iops'])}"
                     + ("" if r["rate_kept"] else " (not kept)"),
@@ -69,9 +86,12 @@ class NeighboursView(View):
                                for a in value["victims"].values())
         synced = [v for v, r in value["steps"][0]["victims"].items()
                   if r.get("latency") == "fdatasync"]
+        iso = value.get("isolation")
         return [Titled(self._table(value, u), f"{victims} beside {value['aggressor']}"
                        + (f" ({', '.join(synced)}: the latency of its fdatasync)"
-                          if synced else "")),
+                          if synced else "")
+                       + (f"; 'held': in a cgroup of their own ({iso['cgroup']}) on"
+                          f" {iso['device']}, held to {iso['words']}" if iso else "")),
                 Text(value["said"], "bold")]
 
     def compared(self, found: list[tuple[Run, NeighboursSection]], u: Units) -> Table:
@@ -79,16 +99,21 @@ class NeighboursView(View):
         lat = u.choose("latency", [r["p99_ns"] for _, v in found for s in v["steps"]
                                    for r in s["victims"].values()])
         rows = []
+        any_held = any(_split(v)[1] for _, v in found)
         for run, v in found:
-            first, last = v["steps"][0], v["steps"][-1]
+            plain, held = _split(v)
+            first, last = plain[0], plain[-1]
             for name, about in v["victims"].items():
                 rows.append([*ident_cells(run, heads), about["words"], v["aggressor"],
                              lat.fmt(first["victims"][name]["p99_ns"]),
                              str(last["aggressors"]), lat.fmt(last["victims"][name]["p99_ns"]),
-                             _times(last["victims"][name]["growth_p99"])])
+                             _times(last["victims"][name]["growth_p99"])]
+                            + ([lat.fmt(held[-1]["victims"][name]["p99_ns"]) if held else ""]
+                               if any_held else []))
         return Table([*heads, "victim", "aggressor", f"p99 alone [{lat.name}]", "aggressors",
-                      f"p99 beside [{lat.name}]", "grew"], rows,
-                     [False] * (len(heads) + 2) + [True] * 4)
+                      f"p99 beside [{lat.name}]", "grew"]
+                     + ([f"p99 held [{lat.name}]"] if any_held else []), rows,
+                     [False] * (len(heads) + 2) + [True] * (5 if any_held else 4))
 
     def said(self, run: Run, value: NeighboursSection) -> list[str]:
         return [value["said"]]
@@ -100,11 +125,12 @@ class NeighboursView(View):
             v: Any = NEIGHBOURS.of(run)
             if not v:
                 continue
-            xs = [float(s["aggressors"]) for s in v["steps"]]
+            plain, held = _split(v)
+            lines = [Line(f"{name} p99{suffix}", [float(s["aggressors"]) for s in steps],
+                          [float(s["victims"][name]["p99_ns"] or 0) for s in steps])
+                     for steps, suffix in ((plain, ""), (held, " held")) if steps
+                     for name in v["victims"]]
             out.append(Chart(slug("neighbours", run.name), f"{run.name}: p99 beside"
                              f" {v['aggressor']}", "line", "latency", x_label="aggressors",
-                             lines=[Line(f"{name} p99", xs, [float(s["victims"][name]["p99_ns"]
-                                                                  or 0) for s in v["steps"]])
-                                    for name in v["victims"]],
-                             section="neighbours"))
+                             lines=lines, section="neighbours"))
         return out

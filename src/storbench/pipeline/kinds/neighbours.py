@@ -10,6 +10,11 @@ its rate was kept, and the aggressors' throughput; a step where a victim misses 
 objective (``--limit p99<=10ms``) ends the run there. The answer is one sentence per
 victim: alone, beside the first aggressor, beside the most.
 
+With ``--isolate LIMITS`` each step beside aggressors is measured again with the
+aggressors in a blkio cgroup of their own that holds them to LIMITS (io.max's keys:
+``wbps=20M``; execute/isolation.py), the victims where storbench runs: what a limit on
+the other tenant buys. Those steps follow the step they repeat (``step-2-isolated``).
+
 Every step is a test of the run (``randread-0``, ``fdatasync-2``, ``aggressors-2``); its
 record (result/sections.NEIGHBOURS) keeps each step's figures.
 """
@@ -22,16 +27,19 @@ from typing import Any, ClassVar
 
 from storbench.analysis import rates
 from storbench.analysis.curve import Objective
-from storbench.analysis.stats import times
+from storbench.analysis.neighbours import ISOLATED, PERCENTILES, meets, said, step_record
 from storbench.errors import ConfigError
+from storbench.execute import isolation
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
-from storbench.result.model import TestResult
+from storbench.result.record import Run, Warning
 from storbench.result.sections import NEIGHBOURS, NeighboursSection
+from storbench.target.base import Target, Traceable
 from storbench.workload.jobfile import parse_jobfile
+from storbench.workload.limits import CGROUP_PREFIX, Limits
 from storbench.workload.loads import Load, is_named_load, one_job
 from storbench.workload.plan import Plan, PlannedTest
-from storbench.workload.sizes import fio_seconds, format_latency
+from storbench.workload.sizes import fio_seconds
 
 RAMP_S = 1
 POISSON_DEPTH = 32  # a victim paced by Poisson arrivals: a queue deep enough for bursts
@@ -57,7 +65,6 @@ AGGRESSORS = {a.name: a for a in (
     _builtin("randwrite", "4k random writes, qd32", "rw=randwrite bs=4k iodepth=32"),
     _builtin("randread", "4k random reads, qd32", "rw=randread bs=4k iodepth=32"),
     _builtin("seqread", "1M sequential reads, qd32", "rw=read bs=1m iodepth=32"))}
-PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,7 @@ class NeighboursSpec:
     step_s: float = 5.0
     size: str = "256m"  # each job's file
     limit: str | None = None  # p99<=10ms
+    isolate: str | None = None  # the aggressors' cgroup limits: wbps=20M
 
     def counts(self) -> list[int]:
         """The aggressor counts measured: 0, 1, 2, 4, … up to the most (which is in)."""
@@ -122,6 +130,8 @@ class NeighboursSpec:
         if self.limit is not None and Objective.parse(self.limit).percentile not in (
                 PERCENTILES):
             raise ConfigError(f"--limit {self.limit!r}: of p50, p90, p99 or p99.9")
+        if self.isolate is not None:
+            Limits.parse(self.isolate)
 
     def pace(self, victim: Load) -> tuple[int, float]:
         """A victim's rate_iops= and the rate fio offers with it (Poisson arrivals:
@@ -139,21 +149,39 @@ class NeighboursSpec:
         victims, aggressor = self.victim_loads(), self.aggressor_load()
         paced = {v: self.pace(load)[0] for v, load in victims.items()}
         words = " and ".join(f"{load.words} at {paced[v]:,} IOPS" for v, load in victims.items())
+        cgroup = isolation.cgroup_name(CGROUP_PREFIX) if self.isolate is not None else None
         tests = []
-        for n in self.counts():
+        for n, isolated in self.schedule():
+            at = f"{n}{ISOLATED if isolated else ''}"
             text = (f"[global]\nioengine=libaio\ndirect=1\nsize={self.size}\ntime_based\n"
                     f"runtime={runtime}\nramp_time={RAMP_S}\nrandrepeat=0\n")
             for v, load in victims.items():
-                text += (f"[{v}-{n}]\n{_paced(load).text()}filename={v}.data\n"
+                text += (f"[{v}-{at}]\n{_paced(load).text()}filename={v}.data\n"
                          f"rate_iops={paced[v]}\n")
             if n:
-                text += f"[aggressors-{n}]\nnew_group\n{aggressor.text()}numjobs={n}\n"
+                text += f"[aggressors-{at}]\nnew_group\n{aggressor.text()}numjobs={n}\n"
             jobfile = parse_jobfile(text, "neighbours").prepared(scratch)
             what = words + (f" beside {n} × {aggressor.words}" if n else ", alone")
-            tests.append(PlannedTest(f"step-{n}", what, jobfile, self.step_s + RAMP_S,
+            if isolated and cgroup is not None:
+                # storbench's own option, after the gate (which refuses cgroups in a
+                # user's job file): the aggressors join the cgroup the kind made
+                jobfile = replace(jobfile, sections=tuple(
+                    sec.with_option("cgroup", cgroup).with_option("cgroup_nodelete", "1")
+                    if sec.name == f"aggressors-{at}" else sec for sec in jobfile.sections))
+                what += f", held to {Limits.parse(self.isolate or '').words()}"
+            tests.append(PlannedTest(f"step-{at}", what, jobfile, self.step_s + RAMP_S,
                                      paced=True))
         named = "+".join(f"{v}@{paced[v]}" for v in victims)
-        return Plan("neighbours", tests, workload_name=f"neighbours:{named}:{aggressor.name}")
+        where = isolation.absolute(cgroup) if cgroup is not None else None
+        return Plan("neighbours", tests, workload_name=f"neighbours:{named}:{aggressor.name}",
+                    cgroup_dirs=(where,) if where is not None else (),
+                    cgroup_files=(isolation.root_tasks(),) if where is not None else ())
+
+    def schedule(self) -> list[tuple[int, bool]]:
+        """(aggressors, isolated) in the order measured: each count, and with --isolate
+        the same count isolated right after it (alone is never isolated)."""
+        return [(n, iso) for n in self.counts()
+                for iso in ((False, True) if n and self.isolate is not None else (False,))]
 
 
 def _paced(load: Load) -> Load:
@@ -168,43 +196,6 @@ def _paced(load: Load) -> Load:
                                   ("iodepth", str(deep)), ("rate_process", "poisson")))
 
 
-def victim_record(result: TestResult, alone: dict[str, Any] | None,
-                  offered: float) -> dict[str, Any]:
-    """A victim at one step: p50…p99.9 (ns) of what it waits for (its I/O's completion;
-    a writer that syncs, its fdatasync: the write alone lands in the page cache), growth
-    of p50 and p99 over alone (×), the IOPS it did of those fio offered, and whether it
-    kept its rate (Poisson-aware)."""
-    (_, d), *_ = result.directions()
-    synced = result.sync is not None and result.sync.calls > 0
-    lat = result.sync.lat if result.sync is not None and synced else d.clat
-    percentiles = {f"{p:g}": lat.percentile(p) if lat else None for p in PERCENTILES}
-    out: dict[str, Any] = {"latency": "fdatasync" if synced else "completion",
-                           "p50_ns": percentiles["50"], "p99_ns": percentiles["99"],
-                           "percentiles_ns": percentiles, "achieved_iops": d.iops,
-                           "requested_iops": offered,
-                           "rate_kept": not rates.shortfalls(result)}
-    for key in ("p50", "p99"):
-        now, before = out[f"{key}_ns"], alone[f"{key}_ns"] if alone else out[f"{key}_ns"]
-        out[f"growth_{key}"] = now / before if now and before else None
-    return out
-
-
-def step_record(n: int, results: list[TestResult], victims: dict[str, float],
-                alone: dict[str, Any] | None) -> dict[str, Any]:
-    """One step: each victim's figures (``victims``: name -> the rate fio offers it),
-    and the aggressors' IOPS and bandwidth (all directions)."""
-    theirs = [r for r in results if r.name == f"aggressors-{n}"]
-    return {
-        "aggressors": n, "test": f"step-{n}",
-        "victims": {v: victim_record(next(r for r in results if r.name == f"{v}-{n}"),
-                                     alone["victims"][v] if alone else None, offered)
-                    for v, offered in victims.items()},
-        "aggressor_iops": sum(x.iops for r in theirs for _, x in r.directions()),
-        "aggressor_bw_bytes_per_s": sum(x.bw_bytes_per_s for r in theirs
-                                        for _, x in r.directions()),
-    }
-
-
 @dataclass
 class NeighboursKind(Plain):
     """``storbench neighbours``: the victims alone, then beside more and more aggressors."""
@@ -216,6 +207,8 @@ class NeighboursKind(Plain):
     steps: list[dict[str, Any]] = field(default_factory=list)
     loads: dict[str, Load] = field(default_factory=dict)  # the victims, as check() read them
     aggressor: Load | None = None
+    device: isolation.Device | None = None  # beneath the target, with --isolate
+    cgroup: isolation.Cgroup | None = None  # the aggressors', while it exists
 
     @classmethod
     def from_spec(cls, spec: RunSpec) -> NeighboursKind | None:
@@ -228,84 +221,108 @@ class NeighboursKind(Plain):
         self.loads = self.spec.victim_loads()
         self.aggressor = self.spec.aggressor_load()
 
+    def check_target(self, target: Target) -> None:
+        """--isolate: a storage on this machine with a block device beneath it that a
+        blkio cgroup can limit (execute/isolation.check), before anything is made."""
+        if self.spec.isolate is None:
+            return
+        if not isinstance(target, Traceable):
+            raise ConfigError(f"--isolate applies to a directory or a device on this machine,"
+                              f" not {target.name} (its aggressors' cgroup would be made"
+                              " here, where they do not run)")
+        Limits.parse(self.spec.isolate)
+        self.device = isolation.check(target.traced_path())
+
     def settings(self) -> dict[str, Any]:
         s = self.spec
         return {"neighbours": {"victims": list(s.victims), "rate_iops": s.rate_iops,
                                "aggressor": s.aggressor, "max_aggressors": s.max_aggressors,
-                               "step_s": s.step_s, "size": s.size, "limit": s.limit}}
+                               "step_s": s.step_s, "size": s.size, "limit": s.limit,
+                               "isolate": s.isolate}}
+
+    def warnings(self, run: Run) -> list[Warning]:
+        target = run.environment.get("target") or {}
+        if target.get("fs_type") not in ("tmpfs", "ramfs"):
+            return []
+        return [Warning("no-device-queue", "", f"on {target['fs_type']}: RAM has no device"
+                        " queue to share; what the aggressors take from the victims here is"
+                        " CPU and memory, not a device's time", {})]
+
+    def cleanup(self, hurry: bool) -> None:
+        if self.cgroup is not None and self.cgroup.remove(0.5 if hurry else 5.0):
+            self.cgroup = None
 
     def plan(self, plan: Plan) -> Plan:
         return replace(plan, repeat=1)
 
     def measure(self, ctx: RunContext) -> None:
+        if not ctx.planned.plan.cgroup_dirs:
+            self._steps(ctx)
+            return
+        assert self.spec.isolate is not None and self.device is not None
+        name = next(opts["cgroup"] for s in ctx.planned.steps
+                    for _, opts in s.test.jobfile.effective() if "cgroup" in opts)
+        limits = Limits.parse(self.spec.isolate)
+        self.cgroup = isolation.Cgroup(name, limits.values, self.device, limits.text)
+        with self.cgroup:
+            self._steps(ctx)
+            if not self.cgroup.remove():
+                ctx.note(f"the aggressors' cgroup {self.cgroup.path} still holds processes"
+                         " (a fio stuck in the kernel): left")
+        self.cgroup = None
+
+    def _steps(self, ctx: RunContext) -> None:
         loads = self.loads
         offered = {v: self.spec.pace(load)[1] for v, load in loads.items()}
         limit = Objective.parse(self.spec.limit) if self.spec.limit else None
         alone: dict[str, Any] | None = None
+        stop_after: int | None = None
         for step in ctx.planned.steps:
             n = int(step.test.name.split("-")[1])
+            isolated = step.test.name.endswith(ISOLATED)
+            if stop_after is not None and n > stop_after:
+                break
             results = ctx.run_step(step, {f"{v}.data" for v in self.spec.victims})
-            record = step_record(n, results, offered, alone)
+            record = step_record(n, results, offered, alone, isolated)
             self.steps.append(record)
             alone = alone or record
             missed = [v for v, r in record["victims"].items()
-                      if limit is not None and not _meets(r, limit)]
+                      if limit is not None and not meets(r, limit)]
             for v, r in record["victims"].items():
                 r["missed"] = v in missed
-            if missed and n:
+            if missed and n and not isolated:
+                stop_after = n  # its isolated step still: what the limit buys there
                 ctx.note(f"{' and '.join(loads[v].words for v in missed)} missed"
                          f" {self.spec.limit} beside {n} aggressor{'s' if n > 1 else ''}:"
                          " no more aggressors")
-                break
+                if self.spec.isolate is None:
+                    break
 
     def record(self) -> NeighboursSection | None:
         if not self.steps:
             return None
         loads = self.loads
-        return {"victims": {v: {"words": load.words,
-                                "rate_iops": self.steps[0]["victims"][v]["requested_iops"]}
-                            for v, load in loads.items()},
-                "aggressor": self.aggressor.words if self.aggressor else "",
-                "limit": self.spec.limit,
-                "steps": self.steps,
-                "said": said(self.steps, {v: SUBJECTS[v] if VICTIMS.get(v) is load
-                                          else f"the p99 of {load.words}"
-                                          for v, load in loads.items()}, self.spec.limit)}
+        held = self.isolation() if self.spec.isolate else None
+        out: NeighboursSection = {
+            "victims": {v: {"words": load.words,
+                            "rate_iops": self.steps[0]["victims"][v]["requested_iops"]}
+                        for v, load in loads.items()},
+            "aggressor": self.aggressor.words if self.aggressor else "",
+            "limit": self.spec.limit,
+            "steps": self.steps,
+            "said": said(self.steps, {v: SUBJECTS[v] if VICTIMS.get(v) is load
+                                      else f"the p99 of {load.words}"
+                                      for v, load in loads.items()}, self.spec.limit, held)}
+        if held is not None:
+            out["isolation"] = held
+        return out
 
-
-def _meets(step: dict[str, Any], objective: Objective) -> bool:
-    """The victim kept its rate and its percentile is within the objective's limit."""
-    value = step["percentiles_ns"].get(f"{objective.percentile:g}")
-    return bool(step["rate_kept"]) and value is not None and value <= objective.limit_ns
-
-
-def _ms(ns: float | None) -> str:
-    return "?" if ns is None else format_latency(ns)
-
-
-def said(steps: list[dict[str, Any]], subjects: dict[str, str], limit: str | None) -> str:
-    """The answer in one sentence: each victim's p99 alone, beside the first aggressor
-    and beside the most, with how much it grew and a rate not kept; the objective.
-    ``subjects``: victim -> what its clause begins with ("your 4k random reads' p99")."""
-    clauses = []
-    for v, subject in subjects.items():
-        at = [s["victims"][v] for s in steps]
-        parts = [f"{subject} went from {_ms(at[0]['p99_ns'])} alone"]
-        shown = [1] if len(steps) > 1 else []
-        shown += [len(steps) - 1] if len(steps) > 2 else []
-        for i in shown:
-            r, n = at[i], steps[i]["aggressors"]
-            grew = f" ({times(r['growth_p99'])}×)" if r["growth_p99"] is not None else ""
-            lost = "" if r["rate_kept"] else (f", its rate not kept: {r['achieved_iops']:,.0f}"
-                                              f" of {r['requested_iops']:,.0f} IOPS")
-            parts.append(f"to {_ms(r['p99_ns'])} beside {n} aggressor{'s' if n > 1 else ''}"
-                         f"{grew}{lost}")
-        clauses.append(parts[0] + (" " + ", then ".join(parts[1:]) if parts[1:] else ""))
-    text = "; ".join(clauses)
-    if limit is not None:
-        missed = next((s for s in steps if any(r.get("missed") for r in s["victims"].values())),
-                      None)
-        text += f"; {limit} " + (
-            "held at every step" if missed is None else "missed even alone"
-            if not missed["aggressors"] else f"missed beside {missed['aggressors']}")
-    return text
+    def isolation(self) -> dict[str, Any]:
+        """--isolate's record: the limits as given and in words, where they were set,
+        and why the device ignores one (a weight without bfq), if it does."""
+        assert self.spec.isolate is not None and self.device is not None
+        limits = Limits.parse(self.spec.isolate)
+        return {"limits": limits.text, "words": limits.words(),
+                "cgroup": "cgroup v1 blkio", "device": self.device.words,
+                "scheduler": self.device.scheduler,
+                "ignored": isolation.ignored(limits.keys, self.device)}
