@@ -6,6 +6,7 @@ record, the sentence and the answers from a stored run (fast tier)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,36 @@ def test_a_job_file_victim_beside_a_suite_test_is_measured(tmpfs, tmp_path, stor
     checked = run_cli("check", "last", "--assert", "neighbours.oltp.most.p99 < 10s",
                       db=store_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def _by_hand(wrap, directory: Path, victim: str, aggressor: str) -> float:
+    """The victim's p99 (ns) with the victim's and the aggressor's jobs started by hand
+    at once, as two fio processes (as a user compares), each on its own file."""
+    common = (f"[global]\nioengine=libaio\ndirect=1\nsize=128m\ntime_based\nruntime=5\n"
+              f"ramp_time=1\nrandrepeat=0\ndirectory={directory}\n")
+    texts = {"v": common + f"[v]\n{victim}filename=v.data\n",
+             "a": common + f"[a]\n{aggressor}filename=a.data\n"}
+    for name, text in texts.items():
+        (directory / f"{name}.fio").write_text(text)
+        subprocess.run(["fio", "--create_only=1", str(directory / f"{name}.fio")],
+                       capture_output=True, check=True)
+    started = [subprocess.Popen(wrap(["fio", "--output-format=json", str(directory / f"{n}.fio")]),
+                                stdout=subprocess.PIPE, text=True) for n in texts]
+    out = [p.communicate()[0] for p in started]
+    return json.loads(out[0])["jobs"][0]["read"]["clat_ns"]["percentile"]["99.000000"]
+
+
+def test_the_victims_p99_beside_a_neighbour_is_what_fio_by_hand_gives(throttled, store_path):
+    """The truth a user checks it against: the same jobs started by hand at the same time,
+    the victim's fio beside the aggressor's. On the read cap (3,000/s) the victim waits
+    behind the neighbour's queue in the throttle: its p99 within ±15% of theirs."""
+    proc = run_cli_wrapped(throttled.wrap, "neighbours", str(throttled.mnt), "--victim",
+                           "randread", "--aggressor", "randread", "--max-aggressors", "1",
+                           "--step-time", "5", "--size", "128m", db=store_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ours = show_json(store_path)["data"]["neighbours"]["steps"][1]["victims"]["randread"]
+    hand = throttled.mnt / "by-hand"
+    hand.mkdir()
+    theirs = _by_hand(throttled.wrap, hand, "rw=randread\nbs=4k\niodepth=32\nrate_iops=200\n"
+                      "rate_process=poisson\n", "rw=randread\nbs=4k\niodepth=32\n")
+    assert ours["p99_ns"] == pytest.approx(theirs, rel=0.15), (ours["p99_ns"], theirs)
