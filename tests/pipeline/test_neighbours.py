@@ -15,7 +15,7 @@ from storbench.analysis.neighbours import said
 from storbench.errors import ConfigError
 from storbench.pipeline.kinds.neighbours import NeighboursSpec
 from tests.cli.test_cli import show_json
-from tests.conftest import needs_fio, run_cli, run_cli_wrapped
+from tests.conftest import needs, needs_fio, run_cli, run_cli_wrapped
 
 
 def test_neighbours_that_take_a_read_cap_make_the_victims_p99_grow_and_it_is_said(
@@ -229,3 +229,39 @@ def test_the_victims_p99_beside_a_neighbour_is_what_fio_by_hand_gives(throttled,
     theirs = _by_hand(throttled.wrap, hand, "rw=randread\nbs=4k\niodepth=32\nrate_iops=200\n"
                       "rate_process=poisson\n", "rw=randread\nbs=4k\niodepth=32\n")
     assert ours["p99_ns"] == pytest.approx(theirs, rel=0.15), (ours["p99_ns"], theirs)
+
+
+@needs("root", "fio", "ssh")
+def test_on_hosts_the_victims_run_on_the_first_and_the_aggressors_on_the_others(store_path):
+    """Three hosts over SSH sharing one volume (ext4 on a loop device in RAM, mounted
+    before their namespaces were made, as an NFS export they all mount): the victims on
+    the first host, the aggressors spread over the other two; the loop device's queue is
+    what they share, and the victim's p99 grows by it."""
+    from tests.testbed import SshHosts, Throttled, missing_for_sshfs, missing_for_throttled
+
+    if (reason := missing_for_throttled() or missing_for_sshfs()) is not None:
+        pytest.skip(reason)
+    with Throttled(backing_dir="/dev/shm", size="1G") as vol, SshHosts(3) as hosts:
+        proc = run_cli("neighbours", str(vol.mnt), "--hosts", hosts.hosts, "--ssh-config",
+                       str(hosts.config), "--victim", "randread", "--max-aggressors", "3",
+                       "--step-time", "3", "--size", "64m", db=store_path)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        run = show_json(store_path)
+        assert sorted(p.name for p in vol.mnt.iterdir()) == ["lost+found"]  # none left
+    names = [f"ssh://root@{a}:{p}" for a, p in hosts.addresses]
+    record = run["data"]["neighbours"]
+    assert record["places"] == {"victims": names[0], "aggressors": names[1:]}
+    ran = {}
+    for row in run["per_host"]:
+        ran.setdefault(row["name"], []).append(row["host"])
+    # (alone, only the first host ran: its step has no rows per host)
+    assert all(ran[f"randread-{n}"] == [names[0]] for n in (1, 2, 3))
+    assert ran["aggressors-1"] == [names[1]]
+    assert sorted(ran["aggressors-3"]) == names[1:]  # 3 over 2 hosts: 2 and 1
+    jobs = [t for t in run["tests"] if t["name"] == "aggressors-3"]
+    assert jobs and jobs[0]["jobs"] == 3
+    steps = record["steps"]
+    assert [s["aggressors"] for s in steps] == [0, 1, 2, 3]
+    assert steps[3]["victims"]["randread"]["growth_p99"] > 5, steps
+    shown = " ".join(run_cli("show", "last", db=store_path).stdout.split())  # as wrapped
+    assert f"the victims on {names[0]}, the aggressors on {names[1]}, {names[2]}" in shown

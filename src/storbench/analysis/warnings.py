@@ -192,7 +192,11 @@ def caches(r: TestResult, facts: TargetFacts, already: set[str]) -> list[Warning
     out = []
     if not already & {Kind.PAGE_CACHE, Kind.CACHE_IN_FRONT}:
         ws = working_set_bytes(r)
-        workers = facts.workers if facts.place == "hosts" else 1
+        # each host's share: of the hosts that ran it (a job of each: numjobs a host; a
+        # kind may give jobs to some hosts only, as neighbours' aggressors)
+        per_host = parse_count(r.options.get("numjobs"))
+        workers = min(facts.workers, max(1, r.jobs // max(1, per_host))) \
+            if facts.place == "hosts" else 1
         if ws is not None and workers > 1 and not r.options.get("filename"):
             ws //= workers
         share = replace(r, read=_scaled(r.read, workers), write=_scaled(r.write, workers),

@@ -57,8 +57,10 @@ def neighbours(store: Store, where: TargetFlags, victims: tuple[str, ...],
     The victims (default: 4k random reads at 200 IOPS, and an etcd-like writer, a 4k
     write and its fdatasync 50 times a second; open loop) run alone, then beside 1, 2,
     4, ... aggressors (default: 1M sequential writes at queue depth 32), each job on its
-    own file, all at once in one fio per step. Each step gives each victim's p50 and p99,
-    how much each grew over alone (×), whether its rate was kept, and the aggressors'
+    own file, all at once in one fio per step (with --hosts or --clients, the victims
+    on the first host or pod, the aggressors on the others). Each step gives each
+    victim's p50 and p99, how much each grew over alone (×), whether its rate was kept,
+    and the aggressors'
     IOPS and bandwidth (with --isolate, each step again with the aggressors held to a
     limit in a cgroup of their own); then one sentence ("your 4k random reads' p99 went from 0.4 ms
     alone to 31 ms beside 1 aggressor (78×) ..."). Stored as a run (each step is a
@@ -69,6 +71,9 @@ def neighbours(store: Store, where: TargetFlags, victims: tuple[str, ...],
       storbench neighbours /mnt/data
       storbench neighbours /mnt/data --aggressor randwrite --limit "p99<=10ms"
       storbench neighbours /mnt/data --isolate "wbps=20M"
+      storbench neighbours /mnt/nfs --hosts ssh://app1,ssh://app2,ssh://app3
+      storbench neighbours --storage-class gp3 --clients 4 \\
+          --node-selector kubernetes.io/hostname=node-1
       storbench neighbours /var/lib/etcd-test --victim fdatasync --rate 100 \\
           --assert "neighbours.fdatasync.most.p99 < 10ms"
       storbench neighbours /mnt/data --victim my-app.fio --rate 500 \\

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from storbench.execute import FioJob
 from storbench.target.base import Target
+from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
 
@@ -30,7 +31,17 @@ class PlannedRun:
 def make_step(target: Target, uid: str, index: int, repeat: int, test: PlannedTest) -> Step:
     """``test``'s invocation number ``index`` on ``target`` (with per-second logs where
     the target brings them back)."""
-    jobfile, prefixes = test.jobfile, dict[str, str]()
-    if target.series_logs:
-        jobfile, prefixes = jobfile.with_series_logs(f"sb{index:03d}")
-    return Step(index, repeat, test, target.job_files(jobfile, index, uid), prefixes)
+    prefixes: dict[str, str] = {}
+
+    def logged(jobfile: JobFile) -> JobFile:
+        if not target.series_logs:
+            return jobfile
+        jobfile, theirs = jobfile.with_series_logs(f"sb{index:03d}")
+        prefixes.update(theirs)
+        return jobfile
+
+    if test.placed:  # each worker its own job file: its own entry of the target's list
+        jobs = [target.job_files(logged(jf), index, uid)[i] for i, jf in test.placed]
+    else:
+        jobs = target.job_files(logged(test.jobfile), index, uid)
+    return Step(index, repeat, test, jobs, prefixes)

@@ -144,6 +144,8 @@ class NeighboursSection(TypedDict):
     said: str  # the answer in one sentence
     # --isolate: limits (as given), words, cgroup, device, scheduler, ignored (why, or None)
     isolation: NotRequired[dict[str, Any]]
+    # at several workers (--hosts): victims -> the first's label, aggressors -> the others'
+    places: NotRequired[dict[str, Any]]
 
 
 # the kinds' sections (what is said of each: its view, analysis/views/)

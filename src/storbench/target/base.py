@@ -81,6 +81,14 @@ class Restricting(Protocol):
 
 
 @runtime_checkable
+class Spread(Protocol):
+    """A target whose tests run at its workers, in order (this machine alone, hosts,
+    pods): each a target/storage.Worker (its key, tag and label)."""
+
+    def workers(self) -> list[Any]: ...
+
+
+@runtime_checkable
 class Traceable(Protocol):
     """A target whose fio runs on this machine, where the kernel's tracepoints see its I/O
     (run --explain): the path (a directory or a device) beneath which that I/O goes."""

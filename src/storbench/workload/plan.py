@@ -24,6 +24,11 @@ class PlannedTest:
     # how to make it longer where the usual advice (--runtime, --until-steady) does not
     # apply (a replay issues what was recorded); "" for the usual advice
     longer: str = ""
+    # where workers run different jobs (neighbours on hosts: the victims on the first, the
+    # aggressors on the others): (worker's index, its job file), the workers left out
+    # running nothing; () when every worker runs ``jobfile`` (which holds every job
+    # either way: what the results are read against)
+    placed: tuple[tuple[int, JobFile], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -86,12 +86,14 @@ class NeighboursView(View):
                                for a in value["victims"].values())
         synced = [v for v, r in value["steps"][0]["victims"].items()
                   if r.get("latency") == "fdatasync"]
-        iso = value.get("isolation")
+        iso, places = value.get("isolation"), value.get("places")
         return [Titled(self._table(value, u), f"{victims} beside {value['aggressor']}"
                        + (f" ({', '.join(synced)}: the latency of its fdatasync)"
                           if synced else "")
                        + (f"; 'held': in a cgroup of their own ({iso['cgroup']}) on"
-                          f" {iso['device']}, held to {iso['words']}" if iso else "")),
+                          f" {iso['device']}, held to {iso['words']}" if iso else "")
+                       + (f"; the victims on {places['victims']}, the aggressors on"
+                          f" {', '.join(places['aggressors'])}" if places else "")),
                 Text(value["said"], "bold")]
 
     def compared(self, found: list[tuple[Run, NeighboursSection]], u: Units) -> Table:

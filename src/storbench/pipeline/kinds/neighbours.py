@@ -34,8 +34,8 @@ from storbench.pipeline.measure import Plain, RecordSection, RunContext
 from storbench.pipeline.spec import RunSpec
 from storbench.result.record import Run, Warning
 from storbench.result.sections import NEIGHBOURS, NeighboursSection
-from storbench.target.base import Target, Traceable
-from storbench.workload.jobfile import parse_jobfile
+from storbench.target.base import Spread, Target, Traceable
+from storbench.workload.jobfile import JobFile, parse_jobfile
 from storbench.workload.limits import CGROUP_PREFIX, Limits
 from storbench.workload.loads import Load, is_named_load, one_job
 from storbench.workload.plan import Plan, PlannedTest
@@ -184,6 +184,24 @@ class NeighboursSpec:
                 for iso in ((False, True) if n and self.isolate is not None else (False,))]
 
 
+def placed(jobfile: JobFile, workers: int) -> tuple[tuple[int, JobFile], ...]:
+    """A step's jobs over ``workers`` (hosts, pods): the victims on the first, the
+    aggressors spread over the others as evenly as they go (5 over 2: 3 and 2)."""
+    glob = tuple(s for s in jobfile.sections if s.is_global)
+    theirs = next((s for s in jobfile.sections if s.name.startswith("aggressors-")), None)
+    out = [(0, replace(jobfile, sections=(*glob, *(
+        s for s in jobfile.sections if not s.is_global and s is not theirs))))]
+    if theirs is None:
+        return tuple(out)
+    n, others = int(theirs.get("numjobs") or 1), workers - 1
+    for i in range(others):
+        share = n // others + (1 if i < n % others else 0)
+        if share:
+            out.append((i + 1, replace(jobfile, sections=(
+                *glob, theirs.with_option("numjobs", str(share))))))
+    return tuple(out)
+
+
 def _paced(load: Load) -> Load:
     """A victim open loop: evenly spaced when synchronous, else Poisson arrivals with a
     queue deep enough for their bursts (the depth bounds what is outstanding; it adds no
@@ -209,6 +227,7 @@ class NeighboursKind(Plain):
     aggressor: Load | None = None
     device: isolation.Device | None = None  # beneath the target, with --isolate
     cgroup: isolation.Cgroup | None = None  # the aggressors', while it exists
+    workers: list[str] = field(default_factory=list)  # where fio runs: hosts, pods (labels)
 
     @classmethod
     def from_spec(cls, spec: RunSpec) -> NeighboursKind | None:
@@ -222,8 +241,12 @@ class NeighboursKind(Plain):
         self.aggressor = self.spec.aggressor_load()
 
     def check_target(self, target: Target) -> None:
-        """--isolate: a storage on this machine with a block device beneath it that a
-        blkio cgroup can limit (execute/isolation.check), before anything is made."""
+        """Where it runs: at several workers (--hosts), the victims on the first and the
+        aggressors on the others. --isolate: a storage on this machine with a block
+        device beneath it that a blkio cgroup can limit (execute/isolation.check),
+        before anything is made."""
+        if isinstance(target, Spread):
+            self.workers = [w.label or w.key or "this machine" for w in target.workers()]
         if self.spec.isolate is None:
             return
         if not isinstance(target, Traceable):
@@ -253,7 +276,11 @@ class NeighboursKind(Plain):
             self.cgroup = None
 
     def plan(self, plan: Plan) -> Plan:
-        return replace(plan, repeat=1)
+        plan = replace(plan, repeat=1)
+        if len(self.workers) < 2:
+            return plan
+        return replace(plan, tests=[replace(t, placed=placed(t.jobfile, len(self.workers)))
+                                    for t in plan.tests])
 
     def measure(self, ctx: RunContext) -> None:
         if not ctx.planned.plan.cgroup_dirs:
@@ -273,6 +300,8 @@ class NeighboursKind(Plain):
 
     def _steps(self, ctx: RunContext) -> None:
         loads = self.loads
+        if isinstance(ctx.target, Spread):  # named now: a pod's name is the run's
+            self.workers = [w.label or w.key or "this machine" for w in ctx.target.workers()]
         offered = {v: self.spec.pace(load)[1] for v, load in loads.items()}
         limit = Objective.parse(self.spec.limit) if self.spec.limit else None
         alone: dict[str, Any] | None = None
@@ -315,6 +344,8 @@ class NeighboursKind(Plain):
                                       for v, load in loads.items()}, self.spec.limit, held)}
         if held is not None:
             out["isolation"] = held
+        if len(self.workers) > 1:
+            out["places"] = {"victims": self.workers[0], "aggressors": self.workers[1:]}
         return out
 
     def isolation(self) -> dict[str, Any]:
