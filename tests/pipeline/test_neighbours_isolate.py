@@ -42,7 +42,8 @@ def ram_volume():
 
 
 @needs("fio", "root")
-def test_aggressors_held_in_their_cgroup_give_the_victim_its_p99_back(ram_volume, store_path):
+def test_aggressors_held_in_their_cgroup_give_the_victim_its_p99_back(ram_volume, store_path,
+                                                                      tmp_path):
     before = _left_cgroups()
     proc = run_cli("neighbours", str(ram_volume.mnt), "--victim", "randread",
                    "--max-aggressors", "2", "--step-time", "3", "--size", "64m",
@@ -73,6 +74,9 @@ def test_aggressors_held_in_their_cgroup_give_the_victim_its_p99_back(ram_volume
     assert "PASS neighbours.randread.held.p99 < 5ms" in proc.stdout
     shown = run_cli("show", "last", db=store_path).stdout
     assert "1 held" in shown and "held to writes at 20.0 MiB/s" in shown
+    assert "p99 held" in run_cli("compare", "last", db=store_path, env={"COLUMNS": "250"}).stdout
+    report = run_cli("report", "last", "-o", str(tmp_path / "r.html"), db=store_path)
+    assert report.returncode == 0 and "randread p99 held" in (tmp_path / "r.html").read_text()
     # the aggressors' job carries storbench's cgroup, the victim's none; and it is gone
     jobs = show_json(store_path)["job_files"]
     held_job = next(j for j in jobs if "[aggressors-1-isolated]" in j)
