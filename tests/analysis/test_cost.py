@@ -25,7 +25,9 @@ from tests.result.test_fio_text import FIO2_TEXT, _blog_post
 
 def test_builtin_sheets_are_dated_with_a_source():
     sheets = {s.name: s for s in builtin_sheets()}
-    assert set(sheets) == {"ebs-gp3", "ebs-gp2", "ebs-io2", "efs"}
+    assert set(sheets) == {"ebs-gp3", "ebs-gp2", "ebs-io2", "efs", "s3-standard"}
+    s3 = sheets["s3-standard"]
+    assert (s3.per_gb_month, s3.per_1000_put, s3.per_1000_get) == (0.023, 0.005, 0.0004)
     assert sheets["ebs-gp2"].per_gb_month == 0.10
     assert all(s.date and s.source for s in sheets.values())
     gp3 = sheets["ebs-gp3"]

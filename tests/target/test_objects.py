@@ -103,6 +103,31 @@ def test_the_s3_suite_on_a_real_server_puts_gets_deletes_and_leaves_only_what_wa
     assert checked.returncode == 0, checked.stdout + checked.stderr
     failing = run_cli("check", "last", "--assert", "get_1m.read.clat_p99 < 1us", db=db)
     assert failing.returncode == 3, failing.stdout + failing.stderr
+    _priced_by_request(db, tests)
+
+
+def _priced_by_request(db: Path, tests: dict) -> None:
+    """S3's price sheet: its requests at each test's measured rate, $ an hour of it
+    (PUT $0.005 and GET $0.0004 per 1,000, DELETE free), beside the capacity's month."""
+    priced = run_cli("compare", "last", "--cost", "s3-standard", "--capacity", "100GB",
+                     "--json", db=db)
+    assert priced.returncode == 0, priced.stderr
+    cost = json.loads(priced.stdout)["cost"][0]
+    assert cost["usd_per_month"] == pytest.approx(0.023 * 100)
+    rows = {(r["test"], r["operation"]): r for r in cost["requests"]}
+    assert len(rows) == 9
+    for (test, op), r in rows.items():
+        direction = {"PUT": "write", "GET": "read", "DELETE": "trim"}[op]
+        assert test.startswith(op.lower()) and r["per_s"] == tests[test][direction]["iops"]
+        price = {"PUT": 0.005, "GET": 0.0004, "DELETE": 0.0}[op]
+        assert r["per_1000"] == price and r["per_hour"] == pytest.approx(
+            r["per_s"] * 3600 / 1000 * price)
+    shown = run_cli("compare", "last", "--cost", "s3-standard", "--capacity", "100GB",
+                    db=db, env={"COLUMNS": "2000"}).stdout
+    get = rows[("get_1m", "GET")]
+    assert (f"get_1m {get['per_s']:,.0f} GETs/s ${get['per_hour']:,.2f} ($0.0004 per 1,000)"
+            in shown), shown
+    assert "delete_1m" in shown and "DELETEs/s not charged" in shown
 
 
 LONG_PUT = "[put]\nrw=write\nbs=64k\nsize=1m\nfilename=obj\ntime_based\nruntime=60\n"

@@ -6,6 +6,8 @@ MB/s-month above that. A run is priced for the capacity asked for, provisioned w
 the performance it achieved: its best IOPS and bandwidth figures in the comparison,
 above what the sheet includes and up to the sheet's maximum, unless the
 provisioned IOPS and MB/s are given. Then $ per 1,000 IOPS and per MB/s achieved.
+An object store's sheet also prices its requests ($ per 1,000 PUTs and GETs): each
+object test's requests at the rate it measured, as $ an hour of that load.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ class CostSheet:
     max_iops: float | None = None
     max_mbps: float | None = None
     fixed_month: float = 0.0  # a monthly fee whatever the capacity (instances, licences)
+    # an object store's requests: $ per 1,000 PUTs (and COPY, POST, LIST), per 1,000 GETs
+    # (and the others but DELETE, which S3 does not charge)
+    per_1000_put: float = 0.0
+    per_1000_get: float = 0.0
 
 
 def load_sheets(text: str, source: str) -> list[CostSheet]:
@@ -138,6 +144,7 @@ class Priced:
     # an achieved figure above the most the sheet provisions a volume: priced at that
     # most (the $ per 1k IOPS and per MB/s still divide by what was achieved)
     limits: tuple[str, ...] = ()
+    requests: tuple[RequestCost, ...] = ()  # an object store's, at the rates measured
 
     @property
     def per_kiops(self) -> float | None:
@@ -146,6 +153,40 @@ class Priced:
     @property
     def per_mbps(self) -> float | None:
         return self.monthly / (self.bw_bytes_per_s / MB) if self.bw_bytes_per_s else None
+
+
+@dataclass(frozen=True)
+class RequestCost:
+    """One object test's requests of one kind (PUT, GET, DELETE) at the rate it
+    measured, and what an hour of them costs on the sheet."""
+
+    test: str
+    operation: str
+    per_s: float
+    per_1000: float  # the sheet's price of 1,000 of them (0: not charged)
+    per_hour: float
+
+
+OPERATIONS = (("write", "PUT"), ("read", "GET"), ("trim", "DELETE"))  # fio's http engine's
+
+
+def request_costs(comp: Comparison, run: int, sheet: CostSheet) -> tuple[RequestCost, ...]:
+    """The run's object tests (fio's http engine) priced by request on ``sheet``: none
+    where the sheet prices no request."""
+    if not (sheet.per_1000_put or sheet.per_1000_get):
+        return ()
+    prices = {"PUT": sheet.per_1000_put, "GET": sheet.per_1000_get, "DELETE": 0.0}
+    out = []
+    for test, results in comp.runs[run].results_by_test().items():
+        first = results[0]
+        if first.error or first.options.get("ioengine") != "http":
+            continue
+        for direction, operation in OPERATIONS:
+            rate = value(first, metric(f"{direction}.iops"))
+            if rate:
+                price = prices[operation]
+                out.append(RequestCost(test, operation, rate, price, rate * 3600 / 1000 * price))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -235,7 +276,7 @@ def price(comp: Comparison, sheets: list[tuple[int, CostSheet]], capacity: dict[
                           bw.column, p_iops, p_mbps,
                           monthly_cost(sheet, size, p_iops, p_mbps),
                           tuple(dict.fromkeys(used)), iops.caveats, bw.caveats,
-                          tuple(limits)))
+                          tuple(limits), request_costs(comp, run, sheet)))
     return out
 
 

@@ -101,4 +101,6 @@ def cost_dict(comp: Comparison, p: Priced) -> dict[str, Any]:
             "caveats": list(p.caveats), "best_iops_caveats": list(p.iops_caveats),
             "best_bw_caveats": list(p.bw_caveats),
             # an achieved figure above the sheet's most, priced at that most
-            "limits": list(p.limits)}
+            "limits": list(p.limits),
+            # an object store's requests at the rates measured: $ an hour of each load
+            "requests": [vars(r) for r in p.requests]}

@@ -179,8 +179,21 @@ def cost_table(comp: Comparison, priced: list[Priced]) -> tuple[str, Table, list
              + " Sheets:"]
     notes += [f"{sheet.name}: {sheet.title or sheet.name}, {sheet.date}; {sheet.source}"
               for sheet in {p.sheet.name: p.sheet for p in priced}.values()]
+    notes += [_requests(comp, p) for p in priced if p.requests]
     right = [False, False, *([False] if one is None else []), False] + [True] * 5
     return title, Table(headers, rows, right + ([False] if flagged else [])), notes
+
+
+def _requests(comp: Comparison, p: Priced) -> str:
+    """An object store's requests at the rates the run measured, as $ an hour of each
+    test's load."""
+    run = comp.runs[p.run]
+    name = f"#{run.id} {run.label or ''}".strip() if run.id else run.label or ""
+    parts = [f"{r.test} {r.per_s:,.0f} {r.operation}s/s "
+             + (f"${r.per_hour:,.2f} (${r.per_1000:g} per 1,000)" if r.per_1000
+                else "not charged") for r in p.requests]
+    return (f"{name}: requests on {p.sheet.name}, an hour at the rates measured"
+            f" ({p.sheet.currency}): " + "; ".join(parts))
 
 
 def _capacity(size: float) -> str:
