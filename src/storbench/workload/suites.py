@@ -26,6 +26,8 @@ def _o(**options: str | None) -> tuple[Option, ...]:
     return tuple(options.items())
 
 
+SWEEP = (1, 4, 16)  # the s3-sweep suite's requests at a time
+
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
@@ -175,6 +177,38 @@ SUITES: dict[str, Suite] = {
                                    " them, not timed"),
                 )),
             origins={"size": "storbench: bytes of objects per job (objects = size / bs)"},
+        ),
+        Suite(
+            name="s3-sweep",
+            description="S3 objects of 4 KiB and 1 MiB: PUT, GET and DELETE 1, 4 and 16 at"
+                        " a time (how an s3:// TARGET's rate grows with concurrency)",
+            study="minio/warp's concurrency (its --concurrent), elbencho's threads; fio's"
+                  " http engine, one request per job at a time",
+            defaults=_o(randrepeat="0"),
+            tests=tuple(
+                spec for size, total in (("4k", "256k"), ("1m", "8m"))
+                for jobs in SWEEP for spec in (
+                    TestSpec(f"put_{size}_c{jobs}", f"PUT of each {size} object, {jobs} at a"
+                             " time", _o(rw="write", bs=size, size=total, numjobs=str(jobs),
+                                         filename=f"obj_{size}_c{jobs}"),
+                             ("write.iops", "write.bw", "write.clat_p50", "write.clat_p99"),
+                             brief="one PUT of each object the GET reads next: a pass over"
+                                   " them, not timed"),
+                    TestSpec(f"get_{size}_c{jobs}", f"GET of the {size} objects, {jobs} at a"
+                             " time", _o(rw="read", bs=size, size=total, numjobs=str(jobs),
+                                         filename=f"obj_{size}_c{jobs}", time_based=None,
+                                         runtime="5", ramp_time="1"),
+                             ("read.iops", "read.bw", "read.clat_p50", "read.clat_p99")),
+                    TestSpec(f"delete_{size}_c{jobs}", f"DELETE of each {size} object,"
+                             f" {jobs} at a time",
+                             _o(rw="trim", bs=size, size=total, numjobs=str(jobs),
+                                filename=f"obj_{size}_c{jobs}"),
+                             ("trim.iops", "trim.clat_p50", "trim.clat_p99"),
+                             brief="one DELETE of each object the PUT left: a pass over"
+                                   " them, not timed"),
+                )),
+            origins={"size": "storbench: bytes of objects per job (objects = size / bs)",
+                     "numjobs": "the sweep's concurrency: requests at a time"},
         ),
         *APPS,
         *TRAINING,
