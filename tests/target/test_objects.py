@@ -193,7 +193,9 @@ def test_a_run_killed_leaves_its_objects_to_the_next_run_which_deletes_them(s3, 
     ("[put]\nrw=write\nbs=64k\nsize=256k\nfilename=a\nnumber_ios=2\n[get]\nstonewall\n"
      "rw=read\nbs=64k\nsize=256k\nfilename=a\n", "may stop before it PUT them all"),
     ("[put]\nrw=trim\nbs=64k\nsize=256k\nfilename=a\n", "no job before it PUT"),
-    ("[mix]\nrw=randrw\nbs=64k\nsize=256k\n", "one kind per job"),
+    # a mix GETs too: the objects must have been PUT before it
+    ("[mix]\nrw=randrw\nbs=64k\nsize=256k\n", "no job before it PUT"),
+    ("[tw]\nrw=trimwrite\nbs=64k\nsize=256k\n", "one kind per job"),
 ])
 def test_a_read_of_objects_no_job_put_is_refused_not_counted_as_zeros(s3, tmp_path, text,
                                                                        says):
@@ -360,3 +362,20 @@ def test_the_sweep_puts_gets_and_deletes_at_1_4_and_16_requests_at_a_time(s3, tm
             assert get["read"]["total_ios"] > 0 and get["read"]["clat"]["percentiles_ns"]
     assert tests["get_4k_c4"]["read"]["iops"] > 1.2 * tests["get_4k_c1"]["read"]["iops"]
     assert s3.keys(bucket) == []  # every object deleted
+
+
+def test_the_mixed_suite_gets_and_puts_the_same_objects_at_once(s3, tmp_path):
+    """warp's mix as far as fio goes: GETs and PUTs of the objects the first pass put,
+    75/25 at once, each with its own latency; every object deleted after."""
+    bucket = _bucket(s3, f"sbt-mixed-{s3.name}")
+    db = tmp_path / "r.db"
+    proc = _cli(s3, f"s3://{bucket}", "--suite", "s3-mixed", db=db)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    tests = {t["name"]: t for t in show_json(db)["tests"]}
+    assert list(tests) == ["put_1m", "mixed_1m", "delete_1m"]
+    mixed = tests["mixed_1m"]
+    gets, puts = mixed["read"]["total_ios"], mixed["write"]["total_ios"]
+    assert gets > 0 and puts > 0 and 0.65 < gets / (gets + puts) < 0.85, (gets, puts)
+    assert mixed["read"]["clat"]["percentiles_ns"] and mixed["write"]["clat"]["percentiles_ns"]
+    assert not mixed["error"]  # no GET of an object that was not there
+    assert s3.keys(bucket) == []

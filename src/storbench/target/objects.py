@@ -60,7 +60,8 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _PREFIX_PART = re.compile(r"[A-Za-z0-9._-]+")
 READS = ("read", "randread")
 DELETES = ("trim", "randtrim")
-ONE_OBJECT = ("write", "randwrite", *READS, *DELETES)
+MIXED = ("rw", "readwrite", "randrw")  # GETs and PUTs (rwmixread) of objects already there
+ONE_OBJECT = ("write", "randwrite", *READS, *DELETES, *MIXED)
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,9 @@ class ObjectJob:
 
     @property
     def reads(self) -> bool:
-        """It GETs or DELETEs objects (which must be there), rather than PUTs them."""
-        return self.rw in (*READS, *DELETES)
+        """It GETs or DELETEs objects (which must be there), rather than only PUTs them
+        (a mix GETs them and PUTs them again)."""
+        return self.rw in (*READS, *DELETES, *MIXED)
 
     def keys(self, run_prefix: str) -> set[str]:
         return {f"{run_prefix}{self.name}.{jobnum}.0_{o}_{self.bs}"
@@ -190,7 +192,8 @@ class ObjectStorage(NoDevice):
                     raise ConfigError(
                         f"test {test.name!r} (job [{job}]) has rw={it.rw}: on an S3 bucket"
                         " each job writes (PUT), reads (GET) or trims (DELETE) whole objects,"
-                        " one kind per job (rw=write, read or trim)")
+                        " one kind per job (rw=write, read or trim), or GETs and PUTs again"
+                        " objects a job before it PUT (rw=randrw with rwmixread)")
                 key = (it.name, it.bs)
                 if not it.reads:
                     put[key] = (it.jobs, it.size)

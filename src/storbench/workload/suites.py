@@ -210,6 +210,34 @@ SUITES: dict[str, Suite] = {
             origins={"size": "storbench: bytes of objects per job (objects = size / bs)",
                      "numjobs": "the sweep's concurrency: requests at a time"},
         ),
+        Suite(
+            name="s3-mixed",
+            description="S3 objects of 1 MiB: GETs and PUTs mixed 75/25 at 16 at a time,"
+                        " warp's mix as far as fio's http engine goes (an s3:// TARGET)",
+            study="minio/warp's `mixed` (45% GET, 30% STAT, 15% PUT, 10% DELETE): its GETs and"
+                  " PUTs in their ratio; fio's http engine sends no HEAD (STAT), and a DELETE"
+                  " in the mix would leave a later GET a 404",
+            defaults=_o(numjobs="16", randrepeat="0"),
+            tests=(
+                TestSpec("put_1m", "PUT of each 1m object, 16 at a time",
+                         _o(rw="write", bs="1m", size="8m", filename="obj_1m"),
+                         ("write.iops", "write.bw", "write.clat_p50", "write.clat_p99"),
+                         brief="one PUT of each object the mix reads: a pass over them, not"
+                               " timed"),
+                TestSpec("mixed_1m", "GETs and PUTs of the 1m objects, 75/25, 16 at a time",
+                         _o(rw="randrw", rwmixread="75", bs="1m", size="8m",
+                            filename="obj_1m", time_based=None, runtime="10",
+                            ramp_time="1"),
+                         ("read.iops", "write.iops", "read.clat_p99", "write.clat_p99")),
+                TestSpec("delete_1m", "DELETE of each 1m object, 16 at a time",
+                         _o(rw="trim", bs="1m", size="8m", filename="obj_1m"),
+                         ("trim.iops", "trim.clat_p50", "trim.clat_p99"),
+                         brief="one DELETE of each object the PUT left: a pass over them,"
+                               " not timed"),
+            ),
+            origins={"size": "storbench: bytes of objects per job (objects = size / bs)",
+                     "rwmixread": "warp's mixed: 45% GET to 15% PUT"},
+        ),
         *APPS,
         *TRAINING,
     )
