@@ -69,8 +69,8 @@ def test_aggressors_held_in_their_cgroup_give_the_victim_its_p99_back(ram_volume
     # a loop device is scheduled by none: the weight is said to be ignored
     assert iso["scheduler"] == "none" and "weight is ignored" in iso["ignored"]
     assert "with them held" in record["said"] and "weight is ignored" in record["said"]
-    assert record["said"].endswith("p99<=5ms missed beside 1, with them held held at every"
-                                   " step")
+    assert record["said"].endswith("p99<=5ms missed beside 1; with them held, p99<=5ms held"
+                                   " at every step")
     assert "PASS neighbours.randread.held.p99 < 5ms" in proc.stdout
     shown = run_cli("show", "last", db=store_path).stdout
     assert "1 held" in shown and "held to writes at 20.0 MiB/s" in shown
@@ -185,3 +185,21 @@ def test_isolation_is_refused_for_a_storage_whose_fio_runs_elsewhere():
     with pytest.raises(ConfigError, match="applies to a directory or a device on this"):
         kind.check_target(Elsewhere())  # type: ignore[arg-type]
 
+
+
+def test_the_sentence_says_each_victim_held_and_the_objective_both_ways():
+    from storbench.analysis.neighbours import said
+
+    def step(n, p99, growth, isolated=False, missed=False):
+        return {"aggressors": n, "isolated": isolated, "victims": {"randread": {
+            "p99_ns": p99, "growth_p99": growth, "rate_kept": True, "achieved_iops": 200.0,
+            "requested_iops": 200.0, "missed": missed}}}
+
+    steps = [step(0, 2e5, 1.0), step(1, 1.3e7, 65.0, missed=True),
+             step(1, 2.5e5, 1.25, isolated=True)]
+    text = said(steps, {"randread": "your 4k random reads' p99"}, "p99<=5ms",
+                {"words": "writes at 20.0 MiB/s", "ignored": None})
+    assert text == ("your 4k random reads' p99 went from 200 µs alone to 13.0 ms beside 1"
+                    " aggressor (65.00×), and 250 µs beside 1 aggressor (1.25×) with them held"
+                    " (held: writes at 20.0 MiB/s, in a cgroup of their own); p99<=5ms missed"
+                    " beside 1; with them held, p99<=5ms held at every step")

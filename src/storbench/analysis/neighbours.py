@@ -107,5 +107,5 @@ def said(steps: list[dict[str, Any]], subjects: dict[str, str], limit: str | Non
     if limit is not None:
         text += "; " + _missed(plain, limit)
         if held:
-            text += ", with them held " + _missed(held, limit).removeprefix(f"{limit} ")
+            text += "; with them held, " + _missed(held, limit)
     return text
