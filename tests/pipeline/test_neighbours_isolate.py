@@ -94,6 +94,17 @@ def test_isolation_is_refused_where_a_cgroup_would_hold_nothing_or_escape_a_cap(
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"which limits {ram_volume.dev}" in proc.stderr
     assert "Run storbench outside that cgroup" in proc.stderr
+    # the same where the cgroup that limits it is the hierarchy's root (where storbench
+    # runs here): a rule for this test's own device only, taken back after
+    rule = BLKIO / "blkio.throttle.write_bps_device"
+    rule.write_text(f"{ram_volume.majmin} {64 << 20}")
+    try:
+        proc = run_cli("neighbours", str(ram_volume.mnt), "--isolate", "wbps=20M",
+                       db=store_path)
+    finally:
+        rule.write_text(f"{ram_volume.majmin} 0")
+    assert proc.returncode == 2 and f"which limits {ram_volume.dev}" in proc.stderr, \
+        proc.stderr[-2000:]
     # RAM: no device queue to limit
     shm = Path("/dev/shm")
     proc = run_cli("neighbours", str(shm), "--isolate", "wbps=20M", db=store_path)

@@ -114,7 +114,7 @@ def check(path: Path) -> Device:
     device = device_under(path)
     own = own_blkio_path()
     parts = own.split("/") if own else []
-    for depth in range(len(parts), 0, -1):
+    for depth in range(len(parts), -1, -1):  # its own, its parents', the root's
         cgroup = mount.joinpath(*parts[:depth])
         for key, name in THROTTLE.items():
             rules = (cgroup / name).read_text() if (cgroup / name).exists() else ""
