@@ -64,6 +64,12 @@ def _ms(ns: float | None) -> str:
     return "?" if ns is None else format_latency(ns)
 
 
+def split(steps: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The steps as they came (alone, then beside aggressors), and those measured again
+    with the aggressors held (--isolate)."""
+    return ([s for s in steps if not s.get("isolated")], [s for s in steps if s.get("isolated")])
+
+
 def _beside(r: dict[str, Any], n: int) -> str:
     """'31.0 ms beside 2 aggressors (78×)', with a rate not kept."""
     grew = f" ({times(r['growth_p99'])}×)" if r["growth_p99"] is not None else ""
@@ -86,8 +92,7 @@ def said(steps: list[dict[str, Any]], subjects: dict[str, str], limit: str | Non
     and beside the most, with how much it grew and a rate not kept; with --isolate, its
     p99 beside the most aggressors held in their cgroup; the objective.
     ``subjects``: victim -> what its clause begins with ("your 4k random reads' p99")."""
-    plain = [s for s in steps if not s.get("isolated")]
-    held = [s for s in steps if s.get("isolated")]
+    plain, held = split(steps)
     clauses = []
     for v, subject in subjects.items():
         at = [s["victims"][v] for s in plain]

@@ -149,18 +149,15 @@ def root_tasks() -> Path:
 
 
 class Cgroup:
-    """The aggressors' cgroup: made with its limits on entering, removed on leaving."""
+    """The aggressors' cgroup at ``path``: made with its limits (make), removed (remove)."""
 
-    def __init__(self, name: str, limits: tuple[tuple[str, int], ...], device: Device,
+    def __init__(self, path: Path, limits: tuple[tuple[str, int], ...], device: Device,
                  text: str) -> None:
         """``limits``: (io.max's key, value) pairs; ``text``: as the user gave them."""
-        path = absolute(name)
-        if path is None:
-            raise ConfigError("--isolate: the blkio hierarchy is gone")
         self.path = path
         self.limits, self.device, self.text = limits, device, text
 
-    def __enter__(self) -> Cgroup:
+    def make(self) -> Cgroup:
         self.path.mkdir()
         try:
             for key, value in self.limits:
@@ -174,9 +171,6 @@ class Cgroup:
             raise ConfigError(f"--isolate: the kernel refuses {self.text!r} for"
                               f" {self.device.words}: {exc.strerror}") from exc
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
 
     def remove(self, wait_s: float = REMOVE_WAIT_S) -> bool:
         """Gone (True), or still holding processes after ``wait_s`` (a fio stuck in

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
 from storbench.analysis.chart import Chart, Line, slug
+from storbench.analysis.neighbours import split
 from storbench.analysis.stats import times
 from storbench.analysis.views.base import Answer, View
 from storbench.result.record import Run
@@ -15,14 +16,6 @@ from storbench.result.sections import NEIGHBOURS, NeighboursSection
 
 def _times(x: float | None) -> str:
     return "" if x is None else f"{times(x)}×"
-
-
-def _split(value: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The steps as they came (alone, then beside aggressors), and those measured again
-    with the aggressors held (--isolate)."""
-    steps = value["steps"]
-    return ([s for s in steps if not s.get("isolated")],
-            [s for s in steps if s.get("isolated")])
 
 
 class NeighboursView(View):
@@ -35,7 +28,7 @@ class NeighboursView(View):
     def answers(self, value: NeighboursSection) -> dict[str, Answer]:
         """Per victim its p99 alone and beside the most aggressors, and its growth there
         (×); with --limit, the most aggressors beside which every victim met it."""
-        plain, held = _split(value)
+        plain, held = split(value["steps"])
         first, last = plain[0], plain[-1]
         out = {}
         for v, about in value["victims"].items():
@@ -101,9 +94,9 @@ class NeighboursView(View):
         lat = u.choose("latency", [r["p99_ns"] for _, v in found for s in v["steps"]
                                    for r in s["victims"].values()])
         rows = []
-        any_held = any(_split(v)[1] for _, v in found)
+        any_held = any(split(v["steps"])[1] for _, v in found)
         for run, v in found:
-            plain, held = _split(v)
+            plain, held = split(v["steps"])
             first, last = plain[0], plain[-1]
             for name, about in v["victims"].items():
                 rows.append([*ident_cells(run, heads), about["words"], v["aggressor"],
@@ -127,7 +120,7 @@ class NeighboursView(View):
             v: Any = NEIGHBOURS.of(run)
             if not v:
                 continue
-            plain, held = _split(v)
+            plain, held = split(v["steps"])
             lines = [Line(f"{name} p99{suffix}", [float(s["aggressors"]) for s in steps],
                           [float(s["victims"][name]["p99_ns"] or 0) for s in steps])
                      for steps, suffix in ((plain, ""), (held, " held")) if steps

@@ -130,8 +130,11 @@ class NeighboursSpec:
         if self.limit is not None and Objective.parse(self.limit).percentile not in (
                 PERCENTILES):
             raise ConfigError(f"--limit {self.limit!r}: of p50, p90, p99 or p99.9")
-        if self.isolate is not None:
-            Limits.parse(self.isolate)
+        self.limits()  # --isolate's, judged
+
+    def limits(self) -> Limits | None:
+        """--isolate's limits (ConfigError for ones that are not io.max's), or None."""
+        return Limits.parse(self.isolate) if self.isolate is not None else None
 
     def pace(self, victim: Load) -> tuple[int, float]:
         """A victim's rate_iops= and the rate fio offers with it (Poisson arrivals:
@@ -149,7 +152,8 @@ class NeighboursSpec:
         victims, aggressor = self.victim_loads(), self.aggressor_load()
         paced = {v: self.pace(load)[0] for v, load in victims.items()}
         words = " and ".join(f"{load.words} at {paced[v]:,} IOPS" for v, load in victims.items())
-        cgroup = isolation.cgroup_name(CGROUP_PREFIX) if self.isolate is not None else None
+        limits = self.limits()
+        cgroup = isolation.cgroup_name(CGROUP_PREFIX) if limits is not None else None
         tests = []
         for n, isolated in self.schedule():
             at = f"{n}{ISOLATED if isolated else ''}"
@@ -162,13 +166,13 @@ class NeighboursSpec:
                 text += f"[aggressors-{at}]\nnew_group\n{aggressor.text()}numjobs={n}\n"
             jobfile = parse_jobfile(text, "neighbours").prepared(scratch)
             what = words + (f" beside {n} × {aggressor.words}" if n else ", alone")
-            if isolated and cgroup is not None:
+            if isolated and cgroup is not None and limits is not None:
                 # storbench's own option, after the gate (which refuses cgroups in a
                 # user's job file): the aggressors join the cgroup the kind made
                 jobfile = replace(jobfile, sections=tuple(
                     sec.with_option("cgroup", cgroup).with_option("cgroup_nodelete", "1")
                     if sec.name == f"aggressors-{at}" else sec for sec in jobfile.sections))
-                what += f", held to {Limits.parse(self.isolate or '').words()}"
+                what += f", held to {limits.words()}"
             tests.append(PlannedTest(f"step-{at}", what, jobfile, self.step_s + RAMP_S,
                                      paced=True))
         named = "+".join(f"{v}@{paced[v]}" for v in victims)
@@ -200,6 +204,13 @@ def placed(jobfile: JobFile, workers: int) -> tuple[tuple[int, JobFile], ...]:
             out.append((i + 1, replace(jobfile, sections=(
                 *glob, theirs.with_option("numjobs", str(share))))))
     return tuple(out)
+
+
+def _worker_labels(target: Target) -> list[str]:
+    """How each worker fio runs at is named (a host, a pod; [] where there is one)."""
+    if not isinstance(target, Spread):
+        return []
+    return [w.label or w.key or "this machine" for w in target.workers()]
 
 
 def _paced(load: Load) -> Load:
@@ -245,15 +256,13 @@ class NeighboursKind(Plain):
         aggressors on the others. --isolate: a storage on this machine with a block
         device beneath it that a blkio cgroup can limit (execute/isolation.check),
         before anything is made."""
-        if isinstance(target, Spread):
-            self.workers = [w.label or w.key or "this machine" for w in target.workers()]
-        if self.spec.isolate is None:
+        self.workers = _worker_labels(target)
+        if self.spec.limits() is None:
             return
         if not isinstance(target, Traceable):
             raise ConfigError(f"--isolate applies to a directory or a device on this machine,"
                               f" not {target.name} (its aggressors' cgroup would be made"
                               " here, where they do not run)")
-        Limits.parse(self.spec.isolate)
         self.device = isolation.check(target.traced_path())
 
     def settings(self) -> dict[str, Any]:
@@ -283,25 +292,25 @@ class NeighboursKind(Plain):
                                     for t in plan.tests])
 
     def measure(self, ctx: RunContext) -> None:
-        if not ctx.planned.plan.cgroup_dirs:
+        limits = self.spec.limits()
+        if limits is None or not ctx.planned.plan.cgroup_dirs:
             self._steps(ctx)
             return
-        assert self.spec.isolate is not None and self.device is not None
-        name = next(opts["cgroup"] for s in ctx.planned.steps
-                    for _, opts in s.test.jobfile.effective() if "cgroup" in opts)
-        limits = Limits.parse(self.spec.isolate)
-        self.cgroup = isolation.Cgroup(name, limits.values, self.device, limits.text)
-        with self.cgroup:
+        assert self.device is not None  # check_target found it
+        self.cgroup = isolation.Cgroup(ctx.planned.plan.cgroup_dirs[0], limits.values,
+                                       self.device, limits.text).make()
+        try:
             self._steps(ctx)
-            if not self.cgroup.remove():
+        finally:
+            if self.cgroup.remove():
+                self.cgroup = None
+            else:  # cleanup() tries once more
                 ctx.note(f"the aggressors' cgroup {self.cgroup.path} still holds processes"
-                         " (a fio stuck in the kernel): left")
-        self.cgroup = None
+                         " (a fio stuck in the kernel): left; rmdir it once they end")
 
     def _steps(self, ctx: RunContext) -> None:
         loads = self.loads
-        if isinstance(ctx.target, Spread):  # named now: a pod's name is the run's
-            self.workers = [w.label or w.key or "this machine" for w in ctx.target.workers()]
+        self.workers = _worker_labels(ctx.target)  # named again: a pod's name is the run's
         offered = {v: self.spec.pace(load)[1] for v, load in loads.items()}
         limit = Objective.parse(self.spec.limit) if self.spec.limit else None
         alone: dict[str, Any] | None = None
@@ -351,8 +360,8 @@ class NeighboursKind(Plain):
     def isolation(self) -> dict[str, Any]:
         """--isolate's record: the limits as given and in words, where they were set,
         and why the device ignores one (a weight without bfq), if it does."""
-        assert self.spec.isolate is not None and self.device is not None
-        limits = Limits.parse(self.spec.isolate)
+        limits = self.spec.limits()
+        assert limits is not None and self.device is not None
         return {"limits": limits.text, "words": limits.words(),
                 "cgroup": "cgroup v1 blkio", "device": self.device.words,
                 "scheduler": self.device.scheduler,
