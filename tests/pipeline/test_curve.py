@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import time
+from typing import Any
 
 import pytest
 
@@ -75,9 +76,17 @@ def test_a_capped_volume_gives_its_cap_as_the_answer(capped_in_ram, store_path):
     assert generous["iops"] == pytest.approx(3000, rel=0.05)
     missed = generous["next_failed"]  # beyond the cap: behind its rate, or a queue grew
     assert missed is not None and (missed["saturated"] or missed["latency_ns"] > 50e6)
-    # the search ended with the met and the missed rate within 3% of each other
-    asked = {s["test"]: s["requested_iops"] for s in steps}
-    assert asked[missed["step"]] <= 1.03 * asked[generous["step"]] + 1, asked
+    # the search ended with its bracket (the highest rate asked that met p99<=50ms, the
+    # lowest asked above it that missed) within 3%; the answer is the highest *achieved*
+    # rate that met it, which at the cap can be a lower step's (CI: rate-3008 achieved
+    # more than rate-3082, both met, rate-3160 missed)
+    def met(s: dict[str, Any]) -> bool:
+        return not (s["saturated"] or s["exceeded"]) and s["percentiles_ns"]["99"] <= 50e6
+
+    low = max(s["requested_iops"] for s in steps if met(s))
+    high = min(s["requested_iops"] for s in steps if s["requested_iops"] > low and not met(s))
+    assert high <= 1.03 * low + 1, {s["test"]: s["requested_iops"] for s in steps}
+    assert generous["iops"] == max(s["achieved_iops"] for s in steps if met(s))
     assert impossible["never_met"] and impossible["iops"] is None
     assert impossible["floor_ns"] > 10_000  # the floor is what said "never"
     run = shown(store_path)
