@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from storbench.analysis.history import Figure, find_changes
+from storbench.analysis.changepoints import find_changes
+from storbench.analysis.history import Figure
 from storbench.errors import ConfigError
 from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import IS_ROOT, needs_fio, needs_timing, run_cli, run_cli_wrapped

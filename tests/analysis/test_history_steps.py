@@ -13,7 +13,8 @@ import json
 import re
 from pathlib import Path
 
-from storbench.analysis.history import Figure, History, Point, find_changes
+from storbench.analysis.changepoints import find_changes
+from storbench.analysis.history import Figure, History, Point
 from tests.conftest import run_cli
 
 RECORDED = Path(__file__).resolve().parent.parent / "data" / "fio" / "randread.json"

@@ -12,9 +12,11 @@ import stat
 import pytest
 
 from storbench.analysis import history as hist
+from storbench.analysis.changepoints import find_changes
 from storbench.analysis.metrics import metric, value
 from storbench.store import Store
 from storbench.store.changes import KEEP, ChangeCache
+from storbench.store.schema import FIGURES
 from storbench.store.series import series_runs, series_values, set_series
 from tests.store.test_sqlite import add_run
 
@@ -22,7 +24,9 @@ from tests.store.test_sqlite import add_run
 # statistics, percentiles with and without a decimal, sync latency, absent directions
 KEYS = ["read.iops", "write.bw", "trim.iops", "read.clat_p99", "write.clat_p99.9",
         "read.lat_mean", "write.clat_stdev", "read.clat_min", "read.clat_max",
-        "write.slat_p50", "sync.lat_p99", "sync.lat_mean", "read.clat_p42"]
+        "write.slat_p50", "sync.lat_p99", "sync.lat_mean", "read.clat_p42",
+        # and each headline figure, read from its own column
+        "read.bw", "write.iops", "write.clat_p99", "trim.bw", "trim.clat_p99"]
 
 
 def _same(a: float | None, b: float | None) -> bool:
@@ -47,7 +51,7 @@ def test_figures_read_in_sql_are_the_results_figures(any_store, fio_json_text):
     assert [r[0] for r in rows] == ids  # completed runs only, oldest first, one result each
     assert series_runs(any_store, "s") == ids
     results = any_store.get_run(ids[0]).tests
-    for (_, _, test, values), t in zip(rows, [results[0]] * 3, strict=True):
+    for (_, _, test, *values), t in zip(rows, [results[0]] * 3, strict=True):
         assert test == t.result.name and values[0] == 0
         for m, v in zip(metrics, values[1:], strict=True):
             assert _same(value(t.result, m), v), (m.key, value(t.result, m), v)
@@ -62,20 +66,67 @@ def test_a_path_is_never_sql(store_path):
         series_values(s, "s", [("read", "iops') FROM runs; --",)])
 
 
+def _at(doc: dict, path: tuple[str, ...]) -> object:
+    for key in path:
+        doc = (doc or {}).get(key)
+    return doc
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_each_result_keeps_its_figures_also_those_stored_before(dialect, request, store_path,
+                                                                 fio_json_text):
+    """A result's figures (every figure a suite names, and the headline ones) are kept in
+    columns as it is stored (and copied), immutable, gone with their run; a database made
+    before they were kept gets them for every result it holds as it is opened."""
+    where = (request.getfixturevalue("postgres_db") if dialect == "postgresql"
+             else store_path)
+    s = Store(where)
+    ids = [add_run(s, fio_json_text, label=str(i)) for i in range(2)]
+    set_series(s, ids, "s")
+    metrics = [metric(k) for k in KEYS]
+    before = series_values(s, "s", hist.figure_paths(metrics))
+    # as a database made before 0012 was: no figures kept
+    s.db.execute("DROP TABLE result_figures", ())
+    s.db.execute("DROP INDEX runs_when", ())
+    s.db.execute("DELETE FROM schema_migrations WHERE name = '0012_result_figures'", ())
+    s.close()
+    s = Store(where)
+    assert series_values(s, "s", hist.figure_paths(metrics)) == before
+    ids.append(add_run(s, fio_json_text, label="new"))
+    stored = s.db.execute(f"SELECT res.result, f.test, f.host, f.workload, {', '.join(FIGURES)}"
+                          " FROM results res JOIN result_figures f ON f.run_id = res.run_id"
+                          " AND f.ordinal = res.ordinal ORDER BY res.id", ()).fetchall()
+    assert len(stored) == 3 * len(s.get_run(ids[0]).tests)
+    found = 0
+    for result, test, host, workload, *figures in stored:
+        whole = json.loads(result)
+        assert whole["name"] == test and host == "" and workload == "quick:mix"
+        for (name, path), v in zip(FIGURES.items(), figures, strict=True):
+            assert _same(_at(whole, path), v), (name, _at(whole, path), v)
+            found += v is not None
+    assert found >= 8 * len(stored)  # the test is no empty one
+    with pytest.raises(Exception, match="immutable"):
+        s.db.execute("UPDATE result_figures SET test = 'x'", ())
+    s.delete_run(ids[-1])
+    assert s.db.execute("SELECT count(*) FROM result_figures WHERE run_id = ?",
+                        (ids[-1],)).fetchone()[0] == 0
+    s.close()
+
+
 def test_an_answer_is_kept_and_reused(tmp_path):
     cache = ChangeCache(tmp_path / "changes")
     values = [100.0] * 10 + [60.0] * 10
     runs = list(range(101, 121))
-    found = hist.find_changes(values, runs, True, cache=cache)
+    found = find_changes(values, runs, True, cache=cache)
     assert [c.run for c in found] == [111]
     [kept] = list(cache.root.iterdir())
     assert stat.S_IMODE(cache.root.stat().st_mode) == 0o700
     # the answer kept is the one given (planted here: the detector is not asked again)
     kept.write_text(json.dumps([[3, 1.0, 2.0, 0.5, True]]))
-    [again] = hist.find_changes(values, runs, True, cache=cache)
+    [again] = find_changes(values, runs, True, cache=cache)
     assert (again.index, again.run, again.after) == (3, 104, 2.0)
     # another question (one more run) is another answer
-    assert [c.run for c in hist.find_changes([*values, 61.0], [*runs, 121], True,
+    assert [c.run for c in find_changes([*values, 61.0], [*runs, 121], True,
                                               cache=cache)] == [111]
 
 
@@ -83,11 +134,11 @@ def test_an_answer_anyone_could_plant_is_not_read(tmp_path):
     root = tmp_path / "changes"
     cache = ChangeCache(root)
     values = [100.0] * 10 + [60.0] * 10
-    hist.find_changes(values, list(range(20)), True, cache=cache)
+    find_changes(values, list(range(20)), True, cache=cache)
     [kept] = list(root.iterdir())
     kept.write_text(json.dumps([]))
     os.chmod(root, 0o777)
-    assert [c.index for c in hist.find_changes(values, list(range(20)), True,
+    assert [c.index for c in find_changes(values, list(range(20)), True,
                                                cache=cache)] == [10]
     assert kept.read_text() == "[]"  # nor written there
 

@@ -12,7 +12,8 @@ def add_run(store, text, *, label="a", suite="quick", tags=None, status="complet
             target="/mnt/x"):
     run_id = store.begin_run(
         uid=f"u{label}{suite}{len(store.list_runs())}", suite=suite, target=target,
-        environment={"hostname": "h", "ram_bytes": 1}, settings={"size": None},
+        environment={"hostname": "h", "ram_bytes": 1},
+        settings={"size": None, "workload": f"{suite}:mix"},
         storbench_version="0", fio_version="fio-3.33", label=label, tags=tags or {},
     )
     _, results = parse_fio_json(text)

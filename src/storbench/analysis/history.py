@@ -17,8 +17,13 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, overload
 
+from storbench.analysis.changepoints import MAX_PVALUE as MAX_PVALUE
+from storbench.analysis.changepoints import MIN_CHANGE as MIN_CHANGE
+from storbench.analysis.changepoints import MIN_RUNS as MIN_RUNS
+from storbench.analysis.changepoints import Cache, find_changes
+from storbench.analysis.changepoints import Change as Change
 from storbench.analysis.metrics import (
     Metric,
     headline_metrics,
@@ -29,10 +34,6 @@ from storbench.analysis.metrics import (
 from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import DIRECTIONS
-
-MAX_PVALUE = 0.001  # Otava's default: a change this unlikely to be chance
-MIN_CHANGE = 0.05  # below 5% a storage figure's change is not worth a word
-MIN_RUNS = 2  # runs on each side of a change: a single odd run is an outlier, not a change
 
 
 def check_series_name(name: str | None) -> None:
@@ -106,50 +107,82 @@ class Answered:
         return higher_is_better(self.kind)
 
 
-class Point(NamedTuple):  # a tuple: 100,000 of them are made at once
+class Point(NamedTuple):
     run: int
     at: str  # when the run started (ISO 8601, UTC)
     value: float  # the median over its repeats, in base units (IOPS, bytes/s, ns)
 
 
-@dataclass(frozen=True)
-class Change:
-    """A change point: the figure's level moved at ``run`` and stayed there."""
+class Points(Sequence[Point]):
+    """A figure's points, oldest first, kept as three columns (100,000 of them: three
+    lists, not 100,000 tuples made for the few that are shown); an index gives a Point,
+    a slice Points."""
 
-    index: int  # of the first point after the change
-    run: int
-    before: float  # the mean of the segment before
-    after: float  # and after (up to the next change)
-    pvalue: float  # that both segments have one mean (two-sided t-test)
-    worse: bool  # for this metric (IOPS fell, latency rose)
+    __slots__ = ("ats", "runs", "values")
 
-    @property
-    def relative(self) -> float:
-        """after / before - 1: -0.29 is 29% lower."""
-        return self.after / self.before - 1 if self.before else 0.0
+    def __init__(self, runs: list[int], ats: list[str], values: list[float]) -> None:
+        self.runs, self.ats, self.values = runs, ats, values
+
+    @classmethod
+    def of(cls, points: Iterable[Point]) -> Points:
+        if isinstance(points, Points):
+            return points
+        pts = list(points)
+        return cls([p.run for p in pts], [p.at for p in pts], [p.value for p in pts])
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    @overload
+    def __getitem__(self, i: int) -> Point: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Points: ...
+
+    def __getitem__(self, i: int | slice) -> Point | Points:
+        if isinstance(i, slice):
+            return Points(self.runs[i], self.ats[i], self.values[i])
+        return Point(self.runs[i], self.ats[i], self.values[i])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Points({list(self)!r})"
 
 
 @dataclass(frozen=True)
 class History:
     series: str
     figure: Figure
-    points: list[Point]
+    points: Points  # (a list of Point is taken, and kept as Points)
     changes: list[Change]
     workloads: dict[int, str] = field(default_factory=dict)  # run id -> what it ran
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "points", Points.of(self.points))
 
     def workload_shifts(self) -> dict[int, tuple[str, str]]:
         """Runs that ran another workload than the run before them (an edited job file,
         another --size in a series named with --series): run id -> (before, after). A
         change of a figure there may be the workload's, not the storage's. Runs with no
         stored workload (stored before it was kept) are passed over."""
+        return self._workload_shifts.copy()
+
+    @functools.cached_property
+    def _workload_shifts(self) -> dict[int, tuple[str, str]]:
         out: dict[int, tuple[str, str]] = {}
+        if len(set(self.workloads.values())) < 2:
+            return out  # one workload all along (100,000 runs: nothing to walk)
         last: str | None = None
-        for p in self.points:
-            now = self.workloads.get(p.run)
+        for run in self.points.runs:
+            now = self.workloads.get(run)
             if now is None:
                 continue
             if last is not None and now != last:
-                out[p.run] = (last, now)
+                out[run] = (last, now)
             last = now
         return out
 
@@ -166,10 +199,13 @@ class History:
         deviations of the runs about their own side's mean (pvalue: NaN, not tested).
         257–477 MiB/s and then 105–115 MiB/s was "runs vary by ±124.6%" and "within
         noise"; a spread that holds a step is not noise. None where there is none."""
-        values = [p.value for p in self.points]
+        values = self.points.values
         n = len(values)
         if self.changes or n < 2 * MIN_RUNS:
             return None
+        lo, hi = min(values), max(values)
+        if lo > 0 and hi / lo - 1 < MIN_CHANGE:
+            return None  # no two sides' means can differ by MIN_CHANGE: no step
         # each split in one pass (a 10,000-run overview asks every figure): running
         # sums of the values (about their mean: no cancellation) and of their squares,
         # and the extremes of each side
@@ -210,16 +246,19 @@ class History:
         cuts = [0, *(c.index for c in steps), len(self.points)]
         for lo, hi in itertools.pairwise(cuts):
             if lo <= index < hi:
-                return [p.value for p in self.points[lo:hi]]
+                return self.points.values[lo:hi]
         return []
 
     def noise(self, index: int) -> float | None:
         """The relative spread (2 standard deviations over the mean) of the segment
         that holds point ``index``: what this storage varies by from run to run."""
         values = self.segment(index)
-        if len(values) < 3 or not statistics.fmean(values):
+        mean = statistics.fmean(values) if len(values) >= 3 else 0.0
+        if not mean:
             return None
-        return 2 * statistics.stdev(values) / abs(statistics.fmean(values))
+        # (statistics.stdev computes in exact fractions: 0.1 s a figure of 100,000 runs)
+        spread = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+        return 2 * spread / abs(mean)
 
     def pair_noise(self, index: int) -> float | None:
         """How far apart two runs of the stretch that holds point ``index`` may be and
@@ -238,7 +277,8 @@ class History:
         return before[-1] if before else None
 
 
-Row = tuple[int, str, str, list[Any]]  # run id, its start, test, values at figure_paths
+Row = tuple[Any, ...]  # run id, its start, test, then the values at figure_paths
+FIRST = 3  # a row's first value: the result's error
 
 
 def figure_paths(metrics: Sequence[Metric]) -> list[tuple[str, ...]]:
@@ -247,32 +287,39 @@ def figure_paths(metrics: Sequence[Metric]) -> list[tuple[str, ...]]:
     return [("error",), *(value_path(m) for m in metrics)]
 
 
-def points(rows: Sequence[Row], metrics: Sequence[Metric], fig: Figure) -> list[Point]:
+def points(rows: Sequence[Row], metrics: Sequence[Metric], fig: Figure) -> Points:
     """One point per run that has the figure: the median over its repeats. ``rows`` hold
     the values of ``metrics`` (read with their ``figure_paths``)."""
     return points_of(rows, metrics, [fig])[fig]
 
 
 def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Figure]
-              ) -> dict[Figure, list[Point]]:
-    """``points`` of each figure, in one pass over the rows (an overview of 100,000
-    runs read them once a figure)."""
-    by_run: list[dict[int, tuple[str, list[float]]]] = [{} for _ in figs]
-    wanted: dict[str, list[tuple[dict[int, tuple[str, list[float]]], int]]] = {}
-    for fig, found in zip(figs, by_run, strict=True):
+              ) -> dict[Figure, Points]:
+    """``points`` of each figure, a column at a time (an overview of 100,000 runs: a
+    pass over the rows a figure, in comprehensions; runs of one result each, the most,
+    take no median)."""
+    out: dict[Figure, Points] = {}
+    tests = {fig.test for fig in figs}
+    mine = {t: [r for r in rows if r[2] == t and not r[FIRST]] for t in tests}
+    for fig in figs:
         assert isinstance(fig.metric, Metric)
-        wanted.setdefault(fig.test, []).append((found, 1 + metrics.index(fig.metric)))
-    for run, started, test, values in rows:
-        of = wanted.get(test)
-        if of is None or values[0]:
+        at = FIRST + 1 + metrics.index(fig.metric)
+        found = [r for r in mine[fig.test]
+                 if (v := r[at]).__class__ in _NUMBERS and v == v]  # (NaN != NaN)
+        runs = [r[0] for r in found]
+        if len(set(runs)) == len(runs):
+            out[fig] = Points(runs, [r[1] for r in found], [float(r[at]) for r in found])
             continue
-        for found, at in of:
-            v = values[at]
-            if isinstance(v, (int, float)) and not math.isnan(v):
-                found.setdefault(run, (started, []))[1].append(float(v))
-    return {fig: [Point(run, started, vs[0] if len(vs) == 1 else statistics.median(vs))
-                  for run, (started, vs) in found.items()]
-            for fig, found in zip(figs, by_run, strict=True)}
+        by_run: dict[int, tuple[str, list[float]]] = {}
+        for r in found:
+            by_run.setdefault(r[0], (r[1], []))[1].append(float(r[at]))
+        out[fig] = Points(list(by_run), [started for started, _ in by_run.values()],
+                          [vs[0] if len(vs) == 1 else statistics.median(vs)
+                           for _, vs in by_run.values()])
+    return out
+
+
+_NUMBERS = (int, float)
 
 
 def candidates(suite: str | None) -> list[Metric]:
@@ -294,98 +341,31 @@ def figures_of(rows: Sequence[Row], metrics: Sequence[Metric], suite: str | None
 
     spec = SUITES.get(suite) if suite else None
     headline = {t.name: [metric(k) for k in t.metrics] for t in spec.tests} if spec else {}
-    has = {m.key: 1 + i for i, m in enumerate(metrics)}
-    at = [(d, has[f"{d}.iops"]) for d in DIRECTIONS]
+    has = {m.key: FIRST + 1 + i for i, m in enumerate(metrics)}
+    r, w, t = (has[f"{d}.iops"] for d in DIRECTIONS)
     sync = has["sync.lat_p99"]
+    # each test's shapes (which directions, whether it synced), in the order first seen:
+    # 100,000 runs of one test have one
+    shapes = dict.fromkeys((row[2], row[r] is not None, row[w] is not None,
+                            row[t] is not None, row[sync] is not None) for row in rows)
     out: dict[Figure, None] = {}
-    done: set[tuple[str, tuple[str, ...], bool]] = set()  # a test's shape, once
-    for _, _, test, values in rows:
-        shape = (tuple(d for d, i in at if values[i] is not None), values[sync] is not None)
-        if (test, *shape) in done:
-            continue  # 100,000 runs of one test: its figures are known from the first
-        done.add((test, *shape))
-        found = headline.get(test) or headline_metrics(list(shape[0]), shape[1])
+    for test, *has_direction, synced in shapes:
+        directions = [d for d, yes in zip(DIRECTIONS, has_direction, strict=True) if yes]
+        found = headline.get(test) or headline_metrics(directions, synced)
         out.update((Figure(test, m), None) for m in found)
     return list(out)
 
 
-class Cache(Protocol):
-    """Answers kept between commands (`store.changes.ChangeCache`)."""
-
-    def get(self, key: str) -> Any: ...
-
-    def put(self, key: str, value: Any) -> None: ...
-
-
-def history(series: str, fig: Figure, pts: list[Point], *, min_change: float = MIN_CHANGE,
-            max_pvalue: float = MAX_PVALUE, min_runs: int = MIN_RUNS,
-            cache: Cache | None = None, workloads: dict[int, str] | None = None) -> History:
-    return History(series, fig, pts,
-                   find_changes([p.value for p in pts], [p.run for p in pts],
-                                fig.metric.higher_is_better, min_change=min_change,
-                                max_pvalue=max_pvalue, min_runs=min_runs, cache=cache),
+def history(series: str, fig: Figure, pts: Sequence[Point], *,
+            min_change: float = MIN_CHANGE, max_pvalue: float = MAX_PVALUE,
+            min_runs: int = MIN_RUNS, cache: Cache | None = None,
+            workloads: dict[int, str] | None = None) -> History:
+    points = Points.of(pts)
+    return History(series, fig, points,
+                   find_changes(points.values, points.runs, fig.metric.higher_is_better,
+                                min_change=min_change, max_pvalue=max_pvalue,
+                                min_runs=min_runs, cache=cache),
                    workloads or {})
-
-
-def find_changes(values: Sequence[float], runs: Sequence[int], higher_is_better: bool, *,
-                 min_change: float = MIN_CHANGE, max_pvalue: float = MAX_PVALUE,
-                 min_runs: int = MIN_RUNS, cache: Cache | None = None) -> list[Change]:
-    """Otava's change points, kept only where each side has ``min_runs`` runs, the
-    change is significant at ``max_pvalue`` and at least ``min_change`` (relative).
-    With a ``cache``, an answer found before for the same values is not sought again."""
-    if len(values) < 2 * min_runs:
-        return []
-    lo, hi = min(values), max(values)
-    if lo > 0 and hi / lo - 1 <= min_change:
-        return []  # no two stretches' means can differ by more: nothing to look for
-    key = _key(values, higher_is_better, min_change, max_pvalue, min_runs)
-    known = cache.get(key) if cache else None
-    if isinstance(known, list):
-        return [Change(i, runs[i], before, after, p, worse)
-                for i, before, after, p, worse in known]
-    out = _otava(values, runs, higher_is_better, min_change, max_pvalue, min_runs)
-    if cache:
-        cache.put(key, [[c.index, c.before, c.after, c.pvalue, c.worse] for c in out])
-    return out
-
-
-def _key(*question: object) -> str:
-    """A digest of a question to the detector: its data, settings and version."""
-    import hashlib
-    import json
-    from importlib.metadata import version
-
-    text = json.dumps([version("apache-otava"), *question])
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _otava(values: Sequence[float], runs: Sequence[int], higher_is_better: bool,
-           min_change: float, max_pvalue: float, min_runs: int) -> list[Change]:
-    from otava.analysis import TTestSignificanceTester, compute_change_points, merge
-
-    series = [float(v) for v in values]
-    found, _ = compute_change_points(series, window_len=50, max_pvalue=max_pvalue,
-                                     min_magnitude=min_change)
-    # a change whose side holds fewer than min_runs runs is an outlier: dropped, and the
-    # others' statistics recomputed over the segments that remain, then merged again
-    tester = TTestSignificanceTester(max_pvalue)
-    while True:
-        cuts = [0, *(int(c.index) for c in found), len(series)]
-        short = [i for i, c in enumerate(found)
-                 if cuts[i + 1] - cuts[i] < min_runs or cuts[i + 2] - cuts[i + 1] < min_runs]
-        if not short:
-            break
-        del found[short[0]]
-        intervals = tester.get_intervals(found)
-        found = [tester.change_point(c.to_candidate(), series, intervals) for c in found]
-        found = merge(found, series, max_pvalue, min_change)
-    out = []
-    for c in found:
-        before, after = float(c.stats.mean_1), float(c.stats.mean_2)
-        out.append(Change(int(c.index), runs[int(c.index)], before, after,
-                          float(c.stats.pvalue),
-                          after < before if higher_is_better else after > before))
-    return out
 
 
 @dataclass(frozen=True)

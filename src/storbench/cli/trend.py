@@ -3,6 +3,7 @@ change points) and `storbench series` (put runs in a series by hand)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -50,8 +51,10 @@ def resolve_series(store: Store, ref: str) -> str:
 
 
 def histories(store: Store, series: str, *, up_to: int | None = None,
-              min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
-    """Every headline figure of a series (its runs up to run ``up_to``), with its changes."""
+              min_change: float = hist.MIN_CHANGE, workloads: bool = True
+              ) -> list[hist.History]:
+    """Every headline figure of a series (its runs up to run ``up_to``), with its changes
+    (and with ``workloads`` what each run ran, for the runs where that changed)."""
     first = store.db.execute(
         "SELECT r.suite FROM run_series s JOIN runs r ON r.id = s.run_id WHERE s.name = ?"
         " AND r.status = 'completed' ORDER BY r.created_at, r.id LIMIT 1", (series,)).fetchone()
@@ -65,7 +68,7 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
         rows = [r for r in rows if r[0] in keep]
         answers = {f: [p for p in pts if p.run in keep] for f, pts in answers.items()}
     cache = ChangeCache()
-    ran = series_workloads(store, series)
+    ran = series_workloads(store, series) if workloads else {}
     measured = hist.points_of(rows, metrics, hist.figures_of(rows, metrics, suite))
     return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
             for f, pts in [*measured.items(), *answers.items()] if pts]
@@ -188,8 +191,8 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
     if series is None:
         rows = []
         for name, n, first, last in series_list(store):
-            changes = [(c, h) for h in histories(store, name, min_change=floor)
-                       for c in h.changes]
+            changes = [(c, h) for h in histories(store, name, min_change=floor,
+                                                 workloads=False) for c in h.changes]
             newest = max(changes, key=lambda ch: ch[0].run, default=None)
             said = (f"run #{newest[0].run}: {newest[1].figure.name}"
                     f" {100 * newest[0].relative:+.1f}%") if newest else ""
@@ -215,6 +218,7 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
             render.print_overview(out, found)
         return
     answers = {f.name: (f, pts) for f, pts in answered(store, name).items()}
+    pts: Sequence[hist.Point]
     if metric in answers:  # an application's answer (postgresql.tps), a curve's
         fig, pts = answers[metric]
     else:

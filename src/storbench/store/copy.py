@@ -52,6 +52,7 @@ def put_run(store: Store, run: Run) -> int | None:
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(run_id, invocations[t.invocation], t.ordinal, t.result.name,
               json.dumps(t.result.to_dict()), t.repeat, t.host) for t in run.tests])
+        db.execute(store.figures_insert("res.run_id = ?"), (run_id,))
         insert_warnings(db, run_id, run.warnings)
         db.executemany("INSERT INTO run_data VALUES (?, ?, ?)",
                        [(run_id, k, json.dumps(v)) for k, v in run.data.items()])

@@ -30,6 +30,7 @@ from storbench.store.migrations import (
     SERIES_POSTGRES,
     WORKLOADS_POSTGRES,
     pending,
+    result_figures,
 )
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -135,6 +136,13 @@ class Connection:
         if params is None:  # a script: no placeholders ('%' in a function body is kept)
             return _Cursor(self.conn.execute(sql.encode()))
         return _Cursor(self.conn.execute(_sql(sql), tuple(params)))
+
+    def tuples(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """A query's rows as plain tuples (many rows: no row objects made)."""
+        from psycopg.rows import tuple_row
+
+        with self.conn.cursor(row_factory=tuple_row) as cur:
+            return cur.execute(_sql(sql), tuple(params)).fetchall()
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = [tuple(r) for r in rows]
@@ -272,4 +280,5 @@ SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS,
                            "0008_series": SERIES_POSTGRES,
                            "0009_relabel": RELABEL_POSTGRES,
                            "0010_workloads": WORKLOADS_POSTGRES,
-                           "0011_same_indexes": SAME_INDEXES}
+                           "0011_same_indexes": SAME_INDEXES,
+                           "0012_result_figures": result_figures("postgresql")}

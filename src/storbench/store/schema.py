@@ -55,10 +55,12 @@ class Table:
     name: str
     columns: tuple[Column, ...]
     constraints: tuple[str, ...] = ()  # PRIMARY KEY (a, b), UNIQUE (a, b)
+    clustered: bool = False  # SQLite: kept in its primary key's order (WITHOUT ROWID)
 
     def sql(self, dialect: Dialect) -> str:
         lines = [c.sql(dialect) for c in self.columns] + list(self.constraints)
-        return f"CREATE TABLE {self.name} (\n    " + ",\n    ".join(lines) + "\n);\n"
+        end = " WITHOUT ROWID" if self.clustered and dialect == "sqlite" else ""
+        return f"CREATE TABLE {self.name} (\n    " + ",\n    ".join(lines) + f"\n){end};\n"
 
 
 def _run_ref(name: str = "run_id", extra: str = "") -> Column:
@@ -66,6 +68,17 @@ def _run_ref(name: str = "run_id", extra: str = "") -> Column:
                   + "REFERENCES runs(id) ON DELETE CASCADE")
 
 
+# result_figures' columns: where each is in a result (TestResult.to_dict). Every figure a
+# suite names (workload/suites) and the headline figures of any test
+# (analysis/metrics.headline_metrics: IOPS, bandwidth, completion p99, the sync p99).
+_P50, _P99 = ("percentiles_ns", "50.0"), ("percentiles_ns", "99.0")
+FIGURES: dict[str, tuple[str, ...]] = {
+    "error": ("error",),
+    **{f"{d}_{name}": (d, *path) for d in ("read", "write", "trim") for name, path in (
+        ("iops", ("iops",)), ("bw", ("bw_bytes_per_s",)), ("clat_p50", ("clat", *_P50)),
+        ("clat_p99", ("clat", *_P99)), ("clat_mean", ("clat", "mean_ns")),
+        ("lat_mean", ("lat", "mean_ns")))},
+    "sync_lat_p50": ("sync", "lat", *_P50), "sync_lat_p99": ("sync", "lat", *_P99)}
 _ID = Column("id", "ID")
 STATUSES = ("running", "completed", "failed", "interrupted", "crashed")
 
@@ -121,6 +134,13 @@ TABLES: tuple[Table, ...] = (
         Column("passed", "BOOL"), Column("record", "JSON"),
     )),
     Table("run_series", (_run_ref(extra="PRIMARY KEY"), Column("name", "TEXT"))),
+    # what history reads of a result (figures_insert): its figures, and what its run
+    # ran; by run, in the order of its results (100,000 runs' in a tenth of a second)
+    Table("result_figures", (
+        _run_ref(), Column("ordinal", "INT"), Column("test", "TEXT"), Column("host", "TEXT"),
+        Column("workload", "TEXT", null=True),
+        *(Column(name, "INT" if name == "error" else "REAL", null=True) for name in FIGURES),
+    ), ("PRIMARY KEY (run_id, ordinal)",), clustered=True),
     Table("workloads", (
         Column("name", "TEXT", extra="PRIMARY KEY"), Column("created_at", "TEXT"),
         Column("method", "TEXT"), Column("facts", "TEXT"), Column("trace", "BYTES"),
@@ -136,17 +156,55 @@ INDEXES: dict[str, str] = {
     "warnings_run": "warnings(run_id)",
     "verdicts_run": "verdicts(run_id)",
     "run_series_name": "run_series(name)",
+    # a series' completed runs in order without reading their rows (environments: ~1 KB)
+    "runs_when": "runs(status, created_at, id, suite)",
 }
 
 # table -> why an UPDATE of a stored row is refused
 IMMUTABLE: dict[str, str] = {
     "results": "results are immutable", "invocations": "fio output is immutable",
     "warnings": "warnings are immutable", "run_data": "run data is immutable",
-    "verdicts": "verdicts are immutable"}
+    "verdicts": "verdicts are immutable", "result_figures": "figures are immutable"}
 # what a finished run keeps (its label may change: `storbench label`)
 RUN_COLUMNS = ("uid, created_at, finished_at, status, origin, suite, target, error,"
                " environment, settings, storbench_version, fio_version, judged")
 FINISHED = "a finished run is immutable"
+
+
+def figures_insert(dialect: Dialect, where: str = "") -> str:
+    """The INSERT that fills result_figures from the results ``where`` (SQL on ``res``
+    with ``?`` placeholders; every result when empty): run as results are stored, and
+    once over the results stored before the table was."""
+    if dialect == "sqlite":
+        # (a result SQLite cannot read as JSON is stored, its figures not: history
+        # cannot read them either way; PostgreSQL's JSONB refuses one when it is stored)
+        where = " AND ".join([*([where] if where else []), "json_valid(res.result)"])
+        workload = "json_extract(r.settings, '$.workload')"
+        read = ["json_extract(res.result, '$" + "".join(f'."{k}"' for k in path) + "')"
+                for path in FIGURES.values()]
+    else:
+        workload = "r.settings ->> 'workload'"
+        read = [f"(res.result #>> '{{{','.join(path)}}}')::"
+                + ("integer" if name == "error" else "double precision")
+                for name, path in FIGURES.items()]
+    return (f"INSERT INTO result_figures (run_id, ordinal, test, host, workload,"
+            f" {', '.join(FIGURES)}) SELECT res.run_id, res.ordinal, res.test, res.host,"
+            f" {workload}, {', '.join(read)} FROM results res JOIN runs r ON r.id = res.run_id"
+            + (f" WHERE {where}" if where else ""))
+
+
+def table(name: str) -> Table:
+    return next(t for t in TABLES if t.name == name)
+
+
+def immutable_sql(dialect: Dialect, name: str) -> str:
+    """The trigger that refuses an UPDATE of table ``name``'s rows."""
+    why = IMMUTABLE[name]
+    if dialect == "postgresql":
+        return (f"CREATE TRIGGER {name}_immutable BEFORE UPDATE ON {name} FOR EACH ROW"
+                f" EXECUTE FUNCTION storbench_refuse('{why}');\n")
+    return (f"CREATE TRIGGER {name}_immutable BEFORE UPDATE ON {name}\n"
+            f"    BEGIN SELECT RAISE(ABORT, '{why}'); END;\n")
 
 
 def index_sql(name: str, if_not_exists: bool = False) -> str:
@@ -172,12 +230,6 @@ def script(dialect: Dialect) -> str:
     if dialect == "postgresql":
         parts.append("CREATE FUNCTION storbench_refuse() RETURNS trigger LANGUAGE plpgsql AS\n"
                      "    $$ BEGIN RAISE EXCEPTION '%', TG_ARGV[0]; END $$;\n")
-        parts += [f"CREATE TRIGGER {t}_immutable BEFORE UPDATE ON {t} FOR EACH ROW"
-                  f" EXECUTE FUNCTION storbench_refuse('{why}');\n"
-                  for t, why in IMMUTABLE.items()]
-    else:
-        parts += [f"CREATE TRIGGER {t}_immutable BEFORE UPDATE ON {t}\n"
-                  f"    BEGIN SELECT RAISE(ABORT, '{why}'); END;\n"
-                  for t, why in IMMUTABLE.items()]
+    parts += [immutable_sql(dialect, t) for t in IMMUTABLE]
     parts.append(runs_final(dialect))
     return "".join(parts)

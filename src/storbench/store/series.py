@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from storbench.errors import ConfigError
+from storbench.store.schema import FIGURES, STATUSES
 from storbench.store.sqlite import RUN_ID
 
 if TYPE_CHECKING:
@@ -83,11 +84,11 @@ def series_workloads(store: Store, name: str) -> dict[int, str]:
     """What each completed run of a series ran (its stored ``settings.workload``: the
     suite or job file and what shaped it), by run id; runs stored before it was kept
     have none."""
-    col = ("r.settings->>'workload'" if store.postgres
-           else "json_extract(r.settings, '$.workload')")
-    return {int(r[0]): str(r[1]) for r in store.db.execute(
-        f"SELECT r.id, {col} FROM run_series s JOIN runs r ON r.id = s.run_id"
-        " WHERE s.name = ? AND r.status = 'completed'", (name,)) if r[1] is not None}
+    # (kept with each result's figures: a run's settings are read past, 0.25 s at 100,000)
+    return {r[0]: r[1] for r in _tuples(
+        store, "SELECT f.run_id, f.workload FROM run_series s JOIN runs r ON r.id = s.run_id"
+        " JOIN result_figures f ON f.run_id = r.id WHERE s.name = ? AND r.status = 'completed'"
+        " AND f.workload IS NOT NULL", (name,))}
 
 
 def series_left_out(store: Store, name: str) -> list[tuple[int, str]]:
@@ -95,41 +96,62 @@ def series_left_out(store: Store, name: str) -> list[tuple[int, str]]:
     follows completed runs only."""
     return [(int(r[0]), str(r[1])) for r in store.db.execute(
         "SELECT r.id, r.status FROM run_series s JOIN runs r ON r.id = s.run_id"
-        " WHERE s.name = ? AND r.status != 'completed' ORDER BY r.created_at, r.id", (name,))]
+        " WHERE s.name = ? AND r.status IN (" + ", ".join(f"'{x}'" for x in STATUSES
+                                                        if x != "completed")
+        + ") ORDER BY r.created_at, r.id", (name,))]
 
 
 def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
-                  test: str | None = None) -> list[tuple[int, str, str, list[Any]]]:
+                  test: str | None = None) -> list[tuple[Any, ...]]:
     """Figures of a series' results without loading them: per result (one per test and
-    repeat) of its completed runs, oldest run first, (run id, its start, the test, [the
-    value at each path of the stored result, None where it has none]); only ``test``'s
-    when given. One query that leaves everything else of a result in the database: a
-    series of 10,000 runs answers at once. Paths are keys from the result's top, as
-    `analysis.metrics.value_path` gives them."""
+    repeat) of its completed runs, oldest run first, a flat tuple (run id, its start, the
+    test, then the value at each path of the stored result, None where it has none);
+    only ``test``'s when given. One query that leaves everything else of a result in the
+    database: a series of 100,000 runs answers at once. Paths are keys from the result's
+    top, as `analysis.metrics.value_path` gives them."""
     if not paths:
         return []
     for path in paths:
         if not all(k.replace("_", "").replace(".", "").isalnum() for k in path):
             raise ValueError(f"not a path of a stored result: {path!r}")
-    if store.postgres:
-        cols = "jsonb_build_array(" + ", ".join(
-            f"res.result #> '{{{','.join(p)}}}'" for p in paths) + ")"
-    else:  # a column a path: SQLite's own numbers, no JSON text to parse (100,000 runs:
-        # json.loads of an array a result took 0.4 s of the 1.5 s answer)
-        cols = ", ".join("json_extract(res.result, '$" + "".join(f'."{k}"' for k in p) + "')"
-                         for p in paths)
-    sql = (f"SELECT r.id, r.created_at, res.test, {cols} FROM run_series s"
-           " JOIN runs r ON r.id = s.run_id JOIN results res ON res.run_id = r.id"
-           " WHERE s.name = ? AND r.status = 'completed' AND res.host = ''")
+    # a figure of a suite, or a headline one, from its column (store/schema.py): SQLite
+    # extracting three figures from 100,000 results' JSON took 1 s of a 1.3 s answer;
+    # another from the result
+    column = {path: name for name, path in FIGURES.items()}
+
+    def read(p: Sequence[str]) -> str:
+        if tuple(p) in column:
+            return f"f.{column[tuple(p)]}"
+        if store.postgres:
+            return f"res.result #> '{{{','.join(p)}}}'"
+        return "json_extract(res.result, '$" + "".join(f'."{k}"' for k in p) + "')"
+
+    whole = any(tuple(p) not in column for p in paths)
+    sql = (f"SELECT r.id, r.created_at, f.test, {', '.join(read(p) for p in paths)}"
+           " FROM run_series s JOIN runs r ON r.id = s.run_id"
+           " JOIN result_figures f ON f.run_id = r.id"
+           + (" JOIN results res ON res.run_id = f.run_id AND res.ordinal = f.ordinal"
+              if whole else "")
+           + " WHERE s.name = ? AND r.status = 'completed' AND f.host = ''")
     params: list[Any] = [name]
     if test is not None:
-        sql += " AND res.test = ?"
+        sql += " AND f.test = ?"
         params.append(test)
-    sql += " ORDER BY r.created_at, r.id, res.ordinal"
+    sql += " ORDER BY r.created_at, r.id, f.ordinal"
+    rows = _tuples(store, sql, params)
+    decoded = [3 + i for i, p in enumerate(paths) if store.postgres and tuple(p) not in column]
+    if decoded:  # PostgreSQL's JSONB values, read as their text
+        rows = [tuple(_json(v) if i in decoded else v for i, v in enumerate(r)) for r in rows]
+    return rows
+
+
+def _tuples(store: Store, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """The rows of a query as plain tuples (100,000 of them: no row objects made)."""
     if store.postgres:
-        return [(int(r[0]), r[1], r[2], list(_json(r[3]))[:len(paths)])
-                for r in store.db.execute(sql, params)]
-    return [(int(r[0]), r[1], r[2], list(r[3:])) for r in store.db.execute(sql, params)]
+        return store.db.tuples(sql, params)  # type: ignore[no-any-return]
+    cursor = store.db.cursor()
+    cursor.row_factory = None
+    return cursor.execute(sql, params).fetchall()  # type: ignore[no-any-return]
 
 
 def series_sections(store: Store, name: str, keys: Sequence[str]

@@ -30,6 +30,7 @@ from storbench.result.record import (
     Verdict,
     Warning,
 )
+from storbench.store import schema
 from storbench.store.migrations import MIGRATIONS
 from storbench.store.postgres import is_url
 from storbench.store.processes import crash_note, this_process, vanished
@@ -237,7 +238,12 @@ class Store:
                 + [(run_id, invocation_id, ordinal, r.name, hide(json.dumps(r.to_dict())),
                     repeat, host) for ordinal, host, r in per_host],
             )
+            db.execute(self.figures_insert("res.invocation_id = ?"), (invocation_id,))
             insert_warnings(db, run_id, warnings)
+
+    def figures_insert(self, where: str) -> str:
+        """The INSERT that keeps the figures of the results ``where`` (schema.py)."""
+        return schema.figures_insert("postgresql" if self.postgres else "sqlite", where)
 
     def update_environment(self, run_id: int, environment: dict[str, Any],
                            fio_version: str | None) -> None:

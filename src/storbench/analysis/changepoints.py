@@ -1,0 +1,102 @@
+"""Where a series' figure changed: E-Divisive means with a t-test (Apache Otava's
+implementation of Fleming et al., "Hunter", ICPE 2023), kept only where the change is
+significant, large enough and has runs on each side; answers kept between commands."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+MAX_PVALUE = 0.001  # Otava's default: a change this unlikely to be chance
+MIN_CHANGE = 0.05  # below 5% a storage figure's change is not worth a word
+MIN_RUNS = 2  # runs on each side of a change: a single odd run is an outlier, not a change
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change point: the figure's level moved at ``run`` and stayed there."""
+
+    index: int  # of the first point after the change
+    run: int
+    before: float  # the mean of the segment before
+    after: float  # and after (up to the next change)
+    pvalue: float  # that both segments have one mean (two-sided t-test)
+    worse: bool  # for this metric (IOPS fell, latency rose)
+
+    @property
+    def relative(self) -> float:
+        """after / before - 1: -0.29 is 29% lower."""
+        return self.after / self.before - 1 if self.before else 0.0
+
+
+class Cache(Protocol):
+    """Answers kept between commands (`store.changes.ChangeCache`)."""
+
+    def get(self, key: str) -> Any: ...
+
+    def put(self, key: str, value: Any) -> None: ...
+
+
+def find_changes(values: Sequence[float], runs: Sequence[int], higher_is_better: bool, *,
+                 min_change: float = MIN_CHANGE, max_pvalue: float = MAX_PVALUE,
+                 min_runs: int = MIN_RUNS, cache: Cache | None = None) -> list[Change]:
+    """Otava's change points, kept only where each side has ``min_runs`` runs, the
+    change is significant at ``max_pvalue`` and at least ``min_change`` (relative).
+    With a ``cache``, an answer found before for the same values is not sought again."""
+    if len(values) < 2 * min_runs:
+        return []
+    lo, hi = min(values), max(values)
+    if lo > 0 and hi / lo - 1 <= min_change:
+        return []  # no two stretches' means can differ by more: nothing to look for
+    key = _key(values, higher_is_better, min_change, max_pvalue, min_runs)
+    known = cache.get(key) if cache else None
+    if isinstance(known, list):
+        return [Change(i, runs[i], before, after, p, worse)
+                for i, before, after, p, worse in known]
+    out = _otava(values, runs, higher_is_better, min_change, max_pvalue, min_runs)
+    if cache:
+        cache.put(key, [[c.index, c.before, c.after, c.pvalue, c.worse] for c in out])
+    return out
+
+
+def _key(values: Sequence[float], *settings: object) -> str:
+    """A digest of a question to the detector: its data (as doubles: json.dumps of
+    100,000 values took 30 ms), settings and version."""
+    import array
+    import hashlib
+    import json
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(json.dumps([version("apache-otava"), *settings]).encode())
+    digest.update(array.array("d", values).tobytes())
+    return digest.hexdigest()
+
+
+def _otava(values: Sequence[float], runs: Sequence[int], higher_is_better: bool,
+           min_change: float, max_pvalue: float, min_runs: int) -> list[Change]:
+    from otava.analysis import TTestSignificanceTester, compute_change_points, merge
+
+    series = [float(v) for v in values]
+    found, _ = compute_change_points(series, window_len=50, max_pvalue=max_pvalue,
+                                     min_magnitude=min_change)
+    # a change whose side holds fewer than min_runs runs is an outlier: dropped, and the
+    # others' statistics recomputed over the segments that remain, then merged again
+    tester = TTestSignificanceTester(max_pvalue)
+    while True:
+        cuts = [0, *(int(c.index) for c in found), len(series)]
+        short = [i for i, c in enumerate(found)
+                 if cuts[i + 1] - cuts[i] < min_runs or cuts[i + 2] - cuts[i + 1] < min_runs]
+        if not short:
+            break
+        del found[short[0]]
+        intervals = tester.get_intervals(found)
+        found = [tester.change_point(c.to_candidate(), series, intervals) for c in found]
+        found = merge(found, series, max_pvalue, min_change)
+    out = []
+    for c in found:
+        before, after = float(c.stats.mean_1), float(c.stats.mean_2)
+        out.append(Change(int(c.index), runs[int(c.index)], before, after,
+                          float(c.stats.pvalue),
+                          after < before if higher_is_better else after > before))
+    return out
