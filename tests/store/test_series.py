@@ -58,6 +58,9 @@ def test_figures_read_in_sql_are_the_results_figures(any_store, fio_json_text):
     expected = [value(results[0].result, m) for m in metrics]
     assert sum(v is not None for v in expected) >= 9  # the test is no empty one
     assert series_values(any_store, "s", hist.figure_paths(metrics), test="other") == []
+    # and what each run ran, last: the same rows with it
+    ran = series_values(any_store, "s", hist.figure_paths(metrics), workload=True)
+    assert [r[:-1] for r in ran] == rows and {r[-1] for r in ran} == {"quick:mix"}
 
 
 def test_a_path_is_never_sql(store_path):

@@ -104,9 +104,9 @@ def history_charts(comp: Comparison) -> list[Chart]:
                 slug("history", series, name),
                 f"{series}: {name} over its runs ({said or 'no change point'})", "line",
                 h.figure.metric.kind, x_label="run", section="history",
-                lines=[Line(series, [float(p.run) for p in h.points],
-                            [p.value for p in h.points],
-                            [p.run in starts for p in h.points])],
+                lines=[Line(series, [float(run) for run in h.points.runs],
+                            list(h.points.values),
+                            [run in starts for run in h.points.runs])],
                 hollow_means="a change point begins here"))
     return out
 

@@ -340,7 +340,7 @@ def _by_history(comp: Comparison, base: Run, run: Run, figure: str, ratio: float
     if base.series is None or base.series != run.series:
         return None
     h = comp.histories.get(base.series, {}).get(figure)
-    where = {p.run: i for i, p in enumerate(h.points)} if h else {}
+    where = {run: i for i, run in enumerate(h.points.runs)} if h else {}
     if h is None or base.id not in where or run.id not in where:
         return None
     lo, hi = sorted((where[base.id], where[run.id]))

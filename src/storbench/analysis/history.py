@@ -144,6 +144,13 @@ class Points(Sequence[Point]):
             return Points(self.runs[i], self.ats[i], self.values[i])
         return Point(self.runs[i], self.ats[i], self.values[i])
 
+    def index_of(self, run: int) -> int | None:
+        """Where run ``run``'s point is (None: it has none)."""
+        try:
+            return self.runs.index(run)
+        except ValueError:
+            return None
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)
 

@@ -337,7 +337,7 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
     found = histories(store, name, up_to=r.id)
     out: list[tuple[str, dict[str, Any], bool]] = []
     for h in found:
-        index = next((i for i, p in enumerate(h.points) if p.run == r.id), None)
+        index = h.points.index_of(r.id)
         if index is None:
             continue
         c = h.last_change_before(index)

@@ -60,7 +60,7 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
         " AND r.status = 'completed' ORDER BY r.created_at, r.id LIMIT 1", (series,)).fetchone()
     suite = first[0] if first else None
     metrics = hist.candidates(suite)
-    rows = series_values(store, series, hist.figure_paths(metrics))
+    rows = series_values(store, series, hist.figure_paths(metrics), workload=workloads)
     answers = answered(store, series)
     if up_to is not None:
         order = series_runs(store, series)
@@ -68,7 +68,7 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
         rows = [r for r in rows if r[0] in keep]
         answers = {f: [p for p in pts if p.run in keep] for f, pts in answers.items()}
     cache = ChangeCache()
-    ran = series_workloads(store, series) if workloads else {}
+    ran = {r[0]: r[-1] for r in rows if r[-1] is not None} if workloads else {}
     measured = hist.points_of(rows, metrics, hist.figures_of(rows, metrics, suite))
     return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
             for f, pts in [*measured.items(), *answers.items()] if pts]

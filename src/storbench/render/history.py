@@ -99,7 +99,8 @@ def shown_rows(h: History, every: bool = False) -> list[int | tuple[int, int]]:
         return list(range(n))
     keep = {0, *range(max(0, n - 10), n)}
     shifts = h.workload_shifts()
-    at = [c.index for c in h.changes] + [i for i, p in enumerate(h.points) if p.run in shifts]
+    at = [c.index for c in h.changes] + [i for i, run in enumerate(h.points.runs)
+                                         if run in shifts]
     for i in at:
         keep |= set(range(max(0, i - 2), min(n, i + 3)))
     out: list[int | tuple[int, int]] = []
@@ -117,7 +118,7 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
     series: the runs around each change and the latest; the stretches between, summed
     up in a row each)."""
     kind = h.figure.metric.kind
-    top = max((abs(p.value) for p in h.points), default=0.0) or 1.0
+    top = max(map(abs, h.points.values), default=0.0) or 1.0
     # the longest bar fits the terminal: a bar cut short ("…") would lie about its length
     longest = max(BAR_MIN, min(BAR, console.width - OTHER_COLUMNS))
     t = Table(header_style="bold",
@@ -129,7 +130,7 @@ def print_history(console: Console, h: History, every: bool = False) -> None:
     shifts = h.workload_shifts()
     for row in shown_rows(h, every):
         if isinstance(row, tuple):
-            values = [p.value for p in h.points[row[0]:row[1] + 1]]
+            values = h.points.values[row[0]:row[1] + 1]
             mean = sum(values) / len(values)
             t.add_row("…", f"{len(values):,} runs (#{h.points[row[0]].run}–"
                            f"#{h.points[row[1]].run})",
@@ -174,7 +175,8 @@ def history_dict(h: History) -> dict[str, Any]:
     return {
         "series": h.series, "metric": h.figure.name, "kind": h.figure.metric.kind,
         "higher_is_better": h.figure.metric.higher_is_better,
-        "points": [{"run": p.run, "started": p.at, "value": p.value} for p in h.points],
+        "points": [{"run": run, "started": at, "value": value} for run, at, value
+                   in zip(h.points.runs, h.points.ats, h.points.values, strict=True)],
         "change_points": [
             {"run": c.run, "index": c.index, "mean_before": c.before, "mean_after": c.after,
              "relative_change": c.relative, "pvalue": c.pvalue, "worse": c.worse,

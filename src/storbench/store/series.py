@@ -102,13 +102,14 @@ def series_left_out(store: Store, name: str) -> list[tuple[int, str]]:
 
 
 def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
-                  test: str | None = None) -> list[tuple[Any, ...]]:
+                  test: str | None = None, workload: bool = False) -> list[tuple[Any, ...]]:
     """Figures of a series' results without loading them: per result (one per test and
     repeat) of its completed runs, oldest run first, a flat tuple (run id, its start, the
-    test, then the value at each path of the stored result, None where it has none);
-    only ``test``'s when given. One query that leaves everything else of a result in the
-    database: a series of 100,000 runs answers at once. Paths are keys from the result's
-    top, as `analysis.metrics.value_path` gives them."""
+    test, then the value at each path of the stored result, None where it has none, then
+    with ``workload`` what the run ran, as series_workloads); only ``test``'s when given.
+    One query that leaves everything else of a result in the database: a series of
+    100,000 runs answers at once. Paths are keys from the result's top, as
+    `analysis.metrics.value_path` gives them."""
     if not paths:
         return []
     for path in paths:
@@ -127,7 +128,8 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
         return "json_extract(res.result, '$" + "".join(f'."{k}"' for k in p) + "')"
 
     whole = any(tuple(p) not in column for p in paths)
-    sql = (f"SELECT r.id, r.created_at, f.test, {', '.join(read(p) for p in paths)}"
+    cols = [read(p) for p in paths] + (["f.workload"] if workload else [])
+    sql = (f"SELECT r.id, r.created_at, f.test, {', '.join(cols)}"
            " FROM run_series s JOIN runs r ON r.id = s.run_id"
            " JOIN result_figures f ON f.run_id = r.id"
            + (" JOIN results res ON res.run_id = f.run_id AND res.ordinal = f.ordinal"
