@@ -63,6 +63,19 @@ def test_figures_read_in_sql_are_the_results_figures(any_store, fio_json_text):
     assert [r[:-1] for r in ran] == rows and {r[-1] for r in ran} == {"quick:mix"}
 
 
+def test_every_figure_a_suite_names_and_every_headline_one_has_a_column():
+    """History reads these from result_figures' columns; any other from the result."""
+    from storbench.analysis.metrics import headline_metrics, value_path
+    from storbench.result.model import DIRECTIONS
+    from storbench.workload.suites import SUITES
+
+    named = {k for suite in SUITES.values() for t in suite.tests for k in t.metrics}
+    wanted = {value_path(metric(k)) for k in named} | {
+        value_path(m) for m in headline_metrics(DIRECTIONS, True)}
+    assert len(named) > 10 and wanted <= set(FIGURES.values())
+    assert set(hist.figure_paths(hist.candidates(None))) <= set(FIGURES.values())
+
+
 def test_a_path_is_never_sql(store_path):
     s = Store(store_path)
     with pytest.raises(ValueError, match="not a path"):

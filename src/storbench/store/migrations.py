@@ -228,7 +228,6 @@ _INDEXES_0011 = ("runs_running", "runs_label", "results_run", "results_invocatio
 SAME_INDEXES = "".join(index_sql(name, if_not_exists=True) for name in _INDEXES_0011)
 
 
-
 def result_figures(dialect: Dialect) -> str:
     """Each result's figures beside it (schema.figures_insert), filled for the results
     stored before: history reads 100,000 runs' figures without their histograms."""
