@@ -229,8 +229,8 @@ SAME_INDEXES = "".join(index_sql(name, if_not_exists=True) for name in _INDEXES_
 
 
 def result_figures(dialect: Dialect) -> str:
-    """Each result's figures beside it (schema.figures_insert), filled for the results
-    stored before: history reads 100,000 runs' figures without their histograms."""
+    """Each result's figures as columns beside it (schema.figures_insert), filled for
+    the results stored before: history reads 100,000 runs' figures without their JSON."""
     return (table("result_figures").sql(dialect) + index_sql("runs_when")
             + immutable_sql(dialect, "result_figures") + figures_insert(dialect) + ";\n")
 

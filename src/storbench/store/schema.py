@@ -194,6 +194,7 @@ def figures_insert(dialect: Dialect, where: str = "") -> str:
 
 
 def table(name: str) -> Table:
+    """The declared table ``name`` (a migration that adds it makes it as declared)."""
     return next(t for t in TABLES if t.name == name)
 
 
