@@ -389,7 +389,9 @@ def test_metadata_probe_on_network_fs(sshfs_server, tmp_path, store_path):
         assert probe[op]["idle"]["n"] >= 4 and probe[op]["load"]["n"] >= 6
     # through the delayed link, metadata waits behind the data under load
     assert probe["listdir"]["load"]["p50_ns"] > probe["listdir"]["idle"]["p50_ns"]
-    assert probe["create_unlink"]["load"]["p99_ns"] > probe["create_unlink"]["idle"]["p99_ns"]
+    # (medians: of 4-6 idle samples the p99 is the slowest one, and one CI run's idle
+    # create took 39 ms, against 14-17 ms at the median idle and 24-26 ms under load here)
+    assert probe["create_unlink"]["load"]["p50_ns"] > probe["create_unlink"]["idle"]["p50_ns"]
     assert "Metadata latency beside the load" in proc.stdout
     # fio laid out its 64 MiB through the delayed link first: the probe's samples of
     # that time are the layout's, not the load's (study 1's stall was all in its layout)

@@ -52,14 +52,16 @@ def test_neighbours_that_take_a_read_cap_make_the_victims_p99_grow_and_it_is_sai
 def test_a_limit_stops_at_the_first_step_that_misses_it(throttled, store_path):
     proc = run_cli_wrapped(throttled.wrap, "neighbours", str(throttled.mnt), "--victim",
                            "randread", "--aggressor", "randread", "--max-aggressors", "4",
-                           "--step-time", "2", "--size", "64m", "--limit", "p99<=2ms",
+                           "--step-time", "2", "--size", "64m", "--limit", "p99<=10ms",
                            db=store_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = show_json(store_path)["data"]["neighbours"]
     assert [s["aggressors"] for s in record["steps"]] == [0, 1]  # 2 and 4 not run
+    # alone 0.3-0.4 ms at p99 here (over 2 ms in one CI run beside Kubernetes), beside one
+    # reader that takes the cap ~100 ms: 10 ms is far from both
     assert [s["victims"]["randread"]["missed"] for s in record["steps"]] == [False, True]
-    assert record["said"].endswith("p99<=2ms missed beside 1")
-    assert "missed p99<=2ms beside 1 aggressor: no more aggressors" in proc.stderr
+    assert record["said"].endswith("p99<=10ms missed beside 1")
+    assert "missed p99<=10ms beside 1 aggressor: no more aggressors" in proc.stderr
     checked = run_cli("check", "last", "--assert", "neighbours.held >= 1", db=store_path)
     assert checked.returncode == 3, checked.stdout + checked.stderr
 

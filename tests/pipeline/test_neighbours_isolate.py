@@ -57,8 +57,10 @@ def test_aggressors_held_in_their_cgroup_give_the_victim_its_p99_back(ram_volume
     assert [(s["aggressors"], s["isolated"]) for s in steps] == [(0, False), (1, False),
                                                                  (1, True)]
     _, free, held = (s["victims"]["randread"] for s in steps)
-    assert free["p99_ns"] > 5e6 and free["growth_p99"] > 10, free
-    assert held["p99_ns"] < free["p99_ns"] / 5 and held["p99_ns"] < 5e6, (held, free)
+    # alone 0.2-0.9 ms at p99 here (2 ms in a CI run beside Kubernetes), beside the writer
+    # 11-16 ms, held 0.4-2 ms: growth is over 10 on a quiet machine, 8 on that one
+    assert free["p99_ns"] > 5e6 and free["growth_p99"] > 4, free
+    assert held["p99_ns"] < free["p99_ns"] / 3 and held["p99_ns"] < 5e6, (held, free)
     # the cgroup held them to what was asked, and only them: the victim kept its rate
     assert steps[1]["aggressor_bw_bytes_per_s"] > 200 * 2**20
     assert steps[2]["aggressor_bw_bytes_per_s"] == pytest.approx(20 * 2**20, rel=0.15)
