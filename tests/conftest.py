@@ -49,6 +49,7 @@ RESOURCES = {
     "ssh": "starts sshd servers here for hosts reached over SSH",
     "images": "builds container images (podman) and loads them into the test-bed",
     "vm": "boots a virtual machine",
+    "s3": "starts real S3 servers (moto, s3proxy) and puts objects through fio's http engine",
     # a known truth measured against time or a rate (a throttled volume's caps, a network
     # file system's latency, a real application's rate): run with nothing else beside it
     "timing": "measures a known truth in time or rate: runs alone (scripts/test)",
@@ -60,7 +61,7 @@ FIXTURE_NEEDS: dict[str, tuple[str, ...]] = {
     "cached_loop_dir": ("root", "timing"), "sshfs_server": ("netfs", "fio"),
     "postgres_server": ("services",), "kubeconfig": ("kubernetes",),
     "image_env": ("root", "images"), "vm_ready": ("vm", "fio"),
-    "ssh_hosts": ("root", "fio", "ssh"), "s3": ("services", "fio"),
+    "ssh_hosts": ("root", "fio", "ssh"), "s3": ("services", "fio", "s3"),
 }
 
 FAST = os.environ.get("STORBENCH_TEST_TIER") == "fast"
