@@ -207,7 +207,7 @@ def run_timelines(comp: Comparison) -> list[Chart]:
         if not timeline:
             continue
         offset = float(sections.PROBE_START.of(run) or 0.0)
-        probe = [Line(op.replace("_", "+"), [offset + t for o, t, _ in timeline if o == op],
+        probe = [Line(sections.probe_op(op), [offset + t for o, t, _ in timeline if o == op],
                       [float(ns) for o, _, ns in timeline if o == op])
                  for op in dict.fromkeys(str(item[0]) for item in timeline)]
         io = []

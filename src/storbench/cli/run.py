@@ -85,7 +85,8 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " samples once a second: 2 s at least).")
 @click.option("--probe-metadata/--no-probe-metadata", default=None,
               help="Time stat, ls -la and create+unlink every 0.5 s, idle and under load"
-                   " (default: on for network file systems).")
+                   " (default: on for network file systems); on an S3 bucket, a HEAD, a"
+                   " LIST and a GET's first byte (default: on).")
 @click.option("--explain", is_flag=True,
               help="Root, this machine: split each test's latency into the layers that"
                    " spent it (file system, cgroup throttle, block queue, device,"

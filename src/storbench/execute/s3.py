@@ -58,21 +58,31 @@ class Endpoint:
     def request(self, method: str, path: str, query: dict[str, str] | None = None,
                 body: bytes = b"", extra: dict[str, str] | None = None) -> tuple[int, bytes]:
         """(status, body) of one signed request; TargetError when it cannot be made."""
-        query = query or {}
-        canonical_query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(query.items()))
-        headers = self._signed(method, path, canonical_query, body, extra or {})
-        connection: http.client.HTTPConnection = (
-            http.client.HTTPSConnection(self.host, timeout=TIMEOUT_S) if self.https
-            else http.client.HTTPConnection(self.host, timeout=TIMEOUT_S))
-        target = _quote(path, safe="/~") + (f"?{canonical_query}" if canonical_query else "")
+        connection = self.connect()
         try:
-            connection.request(method, target, body=body, headers=headers)
-            response = connection.getresponse()
+            response = self.send(connection, method, path, query, body, extra)
             return response.status, response.read()
         except (OSError, http.client.HTTPException) as exc:
             raise TargetError(f"S3 endpoint {self.url}: {method} {path}: {exc}") from None
         finally:
             connection.close()
+
+    def connect(self) -> http.client.HTTPConnection:
+        """A connection to the endpoint (made as the first request is sent on it)."""
+        return (http.client.HTTPSConnection(self.host, timeout=TIMEOUT_S) if self.https
+                else http.client.HTTPConnection(self.host, timeout=TIMEOUT_S))
+
+    def send(self, connection: http.client.HTTPConnection, method: str, path: str,
+             query: dict[str, str] | None = None, body: bytes = b"",
+             extra: dict[str, str] | None = None) -> http.client.HTTPResponse:
+        """One signed request on ``connection``; its response, headers read (the body is
+        the caller's to read, before the next request on it)."""
+        query = query or {}
+        canonical_query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(query.items()))
+        headers = self._signed(method, path, canonical_query, body, extra or {})
+        target = _quote(path, safe="/~") + (f"?{canonical_query}" if canonical_query else "")
+        connection.request(method, target, body=body, headers=headers)
+        return connection.getresponse()
 
     def _signed(self, method: str, path: str, query: str, body: bytes,
                 extra: dict[str, str]) -> dict[str, str]:

@@ -44,7 +44,14 @@ from storbench.result.facts import TargetFacts
 from storbench.result.record import Run
 from storbench.store import Store
 from storbench.store.series import series_runs
-from storbench.target.base import PutsFiles, Restricting, Subject, Target, Traceable
+from storbench.target.base import (
+    ProbesItself,
+    PutsFiles,
+    Restricting,
+    Subject,
+    Target,
+    Traceable,
+)
 
 WORKDIR_WAIT_S = 5.0  # to remove storbench's own work directory (on local disk)
 NO_SCRATCH = Path("storbench-scratch")  # a plan's paths where no fio of the loop's runs
@@ -117,8 +124,9 @@ def run_on(subject: Subject, spec: RunSpec, store: Store,
     baseline = _baseline(spec, store)
     check_baseline(baseline, planned.plan)
     traced = _traced(spec, subject)
-    if spec.probe_metadata and (target is None or (target.probe_dir() is None
-                                and target.kind != "directory")):
+    if spec.probe_metadata and (target is None or (
+            target.probe_dir() is None and target.kind != "directory"
+            and not isinstance(target, ProbesItself))):
         raise ConfigError(f"--probe-metadata runs on this machine; it cannot run on the"
                           f" {subject.kind} target {subject.name}")
     fio = _local_fio(spec, target)

@@ -26,7 +26,7 @@ from storbench.analysis.assertions import Assertion
 from storbench.errors import FioError, TargetHung
 from storbench.execute import Execution, FioBinary, SignalGuard
 from storbench.execute.base import Executor, FioJob
-from storbench.execute.probe import MetadataProbe, is_network_fs
+from storbench.execute.probe import MetadataProbe, Probe, is_network_fs
 from storbench.pipeline.explained import Explained, tracing
 from storbench.pipeline.failures import failure
 from storbench.pipeline.phases import Phases, io_phase
@@ -40,7 +40,7 @@ from storbench.result.model import TestResult
 from storbench.result.record import Invocation, Run, Warning
 from storbench.result.sections import Section
 from storbench.store import Store
-from storbench.target.base import Deadline, Subject, Target
+from storbench.target.base import Deadline, ProbesItself, Subject, Target
 from storbench.workload.plan import Plan, PlannedTest
 
 PROBE_IDLE_S = 3.0
@@ -168,7 +168,7 @@ class RunContext:
         self.guard = guard
         self.environment = environment
         self.clock = clock
-        self.probe: MetadataProbe | None = None
+        self.probe: Probe | None = None
         self.stored: list[TestResult] = []  # the last step's results
         self.ordinal = 0  # of the next result stored
         self.ends: float | None = None  # monotonic time the run's --timeout ends
@@ -273,15 +273,22 @@ class RunContext:
                              self.target.scratch_path(self.planned.uid))
 
     def start(self, probe_metadata: bool | None, timeout_s: float | None) -> None:
-        """The metadata probe (idle first) where asked or on a network file system;
-        ``timeout_s`` caps the run from here, beyond each test's own limit."""
+        """The probe (idle first): a bucket's requests unless turned off, a directory's
+        metadata where asked or on a network file system; ``timeout_s`` caps the run from
+        here, beyond each test's own limit."""
         ends = time.monotonic() + timeout_s if timeout_s is not None else None
         probe_dir = self.target.probe_dir()
-        if probe_metadata is None:
-            probe_metadata = is_network_fs((self.environment.get("target") or {}).get("fs_type"))
-        if probe_metadata and probe_dir is not None:
-            self.probe = MetadataProbe(probe_dir)
-            with self.clock.phase("metadata probe, idle"):
+        if isinstance(self.target, ProbesItself):  # an S3 bucket: its own requests
+            if probe_metadata is not False:
+                self.probe = self.target.own_probe()
+        else:
+            if probe_metadata is None:
+                probe_metadata = is_network_fs(
+                    (self.environment.get("target") or {}).get("fs_type"))
+            if probe_metadata and probe_dir is not None:
+                self.probe = MetadataProbe(probe_dir)
+        if self.probe is not None:
+            with self.clock.phase("probe, idle"):
                 self.probe.start("idle")
                 self.guard.sleep(PROBE_IDLE_S)
                 self.probe.stop()

@@ -23,11 +23,11 @@ from storbench.render.formats import LAYOUTS
 from storbench.render.markdown import inert
 from storbench.render.markdown import table as md_table
 from storbench.render.table import (
-    PROBE_TITLE,
     Table,
     cell_text,
     comparison_table,
     probe_comparison_table,
+    probe_comparison_title,
 )
 
 Titled = tuple[str | None, Table]
@@ -57,7 +57,7 @@ def tables(comp: Comparison, layout: str) -> list[Titled]:
                 [False] * (len(heads) + 1))))
     probes = probe_comparison_table(comp)
     if probes is not None:
-        out.append((PROBE_TITLE, probes))
+        out.append((probe_comparison_title(comp), probes))
     return out
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from storbench.analysis.compare import Comparison, sentences
 from storbench.render.blocks import compared
 from storbench.render.table import (
-    PROBE_TITLE,
     Table,
     comparison_table,
     probe_comparison_table,
+    probe_comparison_title,
 )
 
 
@@ -33,7 +33,7 @@ def render(comp: Comparison) -> str:
     text = table(comparison_table(comp)) if tabulated(comp.runs) else ""
     probes = probe_comparison_table(comp)
     if probes is not None:
-        text += f"\n**{inert(PROBE_TITLE)}**\n\n{table(probes)}"
+        text += f"\n**{inert(probe_comparison_title(comp))}**\n\n{table(probes)}"
     for title, kind_table, _ in compared(comp.runs):  # each kind's (curves, apps, ...)
         text += f"\n**{inert(title)}**\n\n{table(kind_table)}"
     text = text.removeprefix("\n")

@@ -17,11 +17,11 @@ from storbench.analysis.views import tabulated
 from storbench.render import svg
 from storbench.render.blocks import chart_sections, compared, html, shown
 from storbench.render.table import (
-    PROBE_TITLE,
     Table,
     comparison_table,
     cost_table,
     probe_comparison_table,
+    probe_comparison_title,
     transposed,
 )
 from storbench.render.terminal import distinct_warnings, environment_rows, verdict_told
@@ -106,7 +106,7 @@ def render(comp: Comparison, charts: list[Chart], *, title: str = "storbench rep
         parts += [f"<p>{escape(line)}</p>" for line in said]
     probes = probe_comparison_table(comp)
     if probes is not None:
-        parts += [f"<h3>{escape(PROBE_TITLE)}</h3>", _table(probes)]
+        parts += [f"<h3>{escape(probe_comparison_title(comp))}</h3>", _table(probes)]
     if priced:
         heading, costs, notes = cost_table(comp, priced)
         parts += [f"<h3>{escape(heading)}</h3>", _table(costs),

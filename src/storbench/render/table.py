@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # types only: a run's own tables need not load the comparison
 from storbench.analysis.blocks import Table as Table
 from storbench.analysis.blocks import ident_cells, ident_heads
 from storbench.render import units
-from storbench.result.sections import PROBE
+from storbench.result.sections import PROBE, probe_names, probe_op
 from storbench.workload.sizes import format_bytes_iec
 
 
@@ -93,7 +93,11 @@ def summary_table(rows: list[SummaryRow]) -> Table:
 
 
 PROBE_STATS = ("p50_ns", "p99_ns", "max_ns")
-PROBE_TITLE = "Metadata latency, idle and under load (stat, listing, create+unlink every 0.5 s)"
+
+
+def probe_comparison_title(comp: Comparison) -> str:
+    what, ops = probe_names([probe for run in comp.runs if (probe := PROBE.of(run))])
+    return f"{what}, idle and under load ({ops})"
 
 
 def probe_comparison_table(comp: Comparison) -> Table | None:
@@ -103,7 +107,7 @@ def probe_comparison_table(comp: Comparison) -> Table | None:
     if not probed:
         return None
     values = [ph[k] for _, probe in probed for by_phase in probe.values()
-              for ph in by_phase.values() for k in PROBE_STATS]
+              for ph in by_phase.values() for k in PROBE_STATS if ph[k] is not None]
     unit = units.choose("latency", values)
     phases = probe_phases([probe for _, probe in probed])
     heads = ident_heads([run for run, _ in probed])
@@ -112,10 +116,10 @@ def probe_comparison_table(comp: Comparison) -> Table | None:
     rows = []
     for run, probe in probed:
         for op, by_phase in probe.items():
-            row = [*ident_cells(run, heads), op.replace("_", "+")]
+            row = [*ident_cells(run, heads), probe_op(op)]
             for phase in phases:
                 d = by_phase.get(phase)
-                row += [unit.fmt(d[k]) if d else "" for k in PROBE_STATS]
+                row += [unit.fmt(d[k]) if d and d[k] is not None else "" for k in PROBE_STATS]
             rows.append(row)
     return Table(headers, rows, [False] * (len(heads) + 1) + [True] * (len(phases) * 3))
 

@@ -15,11 +15,11 @@ from storbench.analysis.summary import HostSpread, host_spread, summarize
 from storbench.render import units
 from storbench.render.richtable import longest_words, rich_table
 from storbench.render.table import (
-    PROBE_TITLE,
     Table,
     comparison_table,
     cost_table,
     probe_comparison_table,
+    probe_comparison_title,
     probe_phases,
     summary_table,
 )
@@ -121,8 +121,8 @@ def print_run(console: Console, run: Run) -> None:
                       f" of {escape(run.target)}: {escape(left['why'])}", soft_wrap=True)
     probe = sections.PROBE.of(run)
     if probe:
-        console.print(rich_table(probe_table(probe),
-                                 "Metadata latency beside the load (every 0.5 s)"))
+        what, ops = sections.probe_names([probe])
+        console.print(rich_table(probe_table(probe), f"{what} beside the load ({ops})"))
     if run.error:
         console.print(f"[red]error:[/red] {escape(run.error)}")
 
@@ -196,17 +196,21 @@ def print_time_spent(console: Console, run: Run) -> None:
 def probe_table(probe: dict[str, Any]) -> Table:
     phases = probe_phases([probe])
     values = [v for op in probe.values() for ph in op.values()
-              for v in (ph["p50_ns"], ph["p99_ns"], ph["max_ns"])]
+              for v in (ph["p50_ns"], ph["p99_ns"], ph["max_ns"]) if v is not None]
     unit = units.choose("latency", values)
     headers = ["operation"] + [f"{ph} {stat} [{unit.name}]" for ph in phases
                                for stat in ("p50", "p99", "max")] + [f"samples {'/'.join(phases)}"]
     rows = []
     for op, by_phase in probe.items():
-        row = [op.replace("_", "+")]
+        row = [sections.probe_op(op)]
         for ph in phases:
             d = by_phase.get(ph)
-            row += [unit.fmt(d[k]) if d else "" for k in ("p50_ns", "p99_ns", "max_ns")]
+            row += [unit.fmt(d[k]) if d and d[k] is not None else ""
+                    for k in ("p50_ns", "p99_ns", "max_ns")]
         row.append("/".join(str(by_phase.get(ph, {}).get("n", 0)) for ph in phases))
+        failed = {ph: d["failed"] for ph, d in by_phase.items() if d.get("failed")}
+        if failed:  # requests that failed are not timed: said beside the samples
+            row[-1] += " (failed: " + ", ".join(f"{n} {ph}" for ph, n in failed.items()) + ")"
         rows.append(row)
     return Table(headers, rows, [False] + [True] * (len(phases) * 3 + 1))
 
@@ -281,7 +285,7 @@ def print_comparison(console: Console, comp: Comparison) -> None:
         print_blocks(console, table, key_columns=table.headers.index("suite") + 1)
     probes = probe_comparison_table(comp)
     if probes is not None:
-        console.print(rich_table(probes, PROBE_TITLE))
+        console.print(rich_table(probes, probe_comparison_title(comp)))
     for line in sentences(comp):
         console.print(line, markup=False)
     if comp.baseline is not None:

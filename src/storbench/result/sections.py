@@ -167,3 +167,19 @@ PROBE_TIMELINE = Section[list[list[Any]]]("metadata_probe_timeline", "metadata l
 PROBE_START = Section[float]("metadata_probe_start_s", "metadata probe start")
 IMPORT_SOURCES = Section[list[dict[str, Any]]]("import_sources", "imported from")
 IMPORT_LEFT_OUT = Section[list[dict[str, Any]]]("import_left_out", "left out of the import")
+# what each of the probe's operations is called where it is shown: a file system's (stat,
+# listdir, create_unlink) and an S3 bucket's (head, list, first_byte)
+PROBE_OPS = {"stat": "stat", "listdir": "listdir", "create_unlink": "create+unlink",
+             "head": "HEAD", "list": "LIST", "first_byte": "GET's first byte"}
+
+
+def probe_op(op: str) -> str:
+    return PROBE_OPS.get(op, op.replace("_", " "))
+
+
+def probe_names(probes: list[dict[str, Any]]) -> tuple[str, str]:
+    """(what, which operations how often) the probe timed, from the operations it holds:
+    a file system's metadata, or an S3 bucket's requests."""
+    if {op for probe in probes for op in probe} & {"head", "list", "first_byte"}:
+        return "Request latency", "HEAD, LIST of up to 1,000 keys, a GET's first byte, every 0.5 s"
+    return "Metadata latency", "stat, listing, create+unlink every 0.5 s"

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from storbench.execute.base import Executor, FioJob
 from storbench.execute.fio import FioBinary
+from storbench.execute.probe import Probe
 from storbench.execute.signals import SignalGuard
 from storbench.execute.workdir import Leftover as Leftover
 from storbench.result.environment import Environment
@@ -94,6 +95,15 @@ class Traceable(Protocol):
     (run --explain): the path (a directory or a device) beneath which that I/O goes."""
 
     def traced_path(self) -> Path: ...
+
+
+@runtime_checkable
+class ProbesItself(Protocol):
+    """A target whose latency beside the load is not a directory's metadata but its own
+    requests (an S3 bucket's HEAD, LIST and GET: execute/probe.ObjectProbe). On by
+    default; --no-probe-metadata turns it off."""
+
+    def own_probe(self) -> Probe: ...
 
 
 class Subject(Protocol):

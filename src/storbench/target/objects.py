@@ -37,6 +37,7 @@ from typing import Any
 from storbench.errors import ConfigError, TargetError
 from storbench.execute import FioBinary
 from storbench.execute.base import FioJob
+from storbench.execute.probe import ObjectProbe
 from storbench.execute.s3 import Endpoint
 from storbench.execute.workdir import MARKER, PREFIX, Leftover, held, run_workdir
 from storbench.result.environment import Environment
@@ -381,6 +382,11 @@ class ObjectTarget(HereTarget):
                 raise TargetError(f"{fio.path} ({fio.version_text}) has no http engine, which"
                                   f" an S3 bucket needs ({why}). {FIO_HTTP_HINT}")
         super().check(plan, fio, workdir)
+
+    def own_probe(self) -> ObjectProbe:
+        """HEAD, LIST and a GET's first byte beside the load (target/base.ProbesItself)."""
+        return ObjectProbe(self.storage.endpoint, self.storage.bucket.name,
+                           self.storage.run_prefix(self.uid))
 
     def traced_path(self) -> Path:
         raise ConfigError("--explain follows fio's I/O through this machine's block layer;"
