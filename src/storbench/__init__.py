@@ -16,3 +16,4 @@ def __getattr__(name: str) -> str:
         found = "0.0.0+unknown"
     globals()["__version__"] = found
     return found
+

@@ -98,6 +98,17 @@ def test_a_new_run_brings_a_long_series_history_up_to_date(capped_history, tmp_p
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(json.loads(proc.stdout)["points"]) == len(drop + steady) + 1
     assert "otava" not in proc.stderr and "scipy" not in proc.stderr
+    # and the gate CI asks next reads the answer the import kept: no figure is read
+    gate = subprocess.run([sys.executable, "-X", "importtime", "-m", "storbench", "check",
+                           "all", "--no-change", "--json"],
+                          env={**os.environ, **fresh, "STORBENCH_DB": str(mine)},
+                          capture_output=True, text=True)
+    assert gate.returncode in (0, 3), gate.stderr[-2000:]
+    assert "storbench.analysis.history" not in gate.stderr and "otava" not in gate.stderr
+    answer = json.loads(gate.stdout)
+    found = run_cli("check", "all", "--no-change", "--json", db=mine,
+                    env={"XDG_CACHE_HOME": str(tmp_path / "empty")})  # found anew
+    assert json.loads(found.stdout) == answer and {a["figure"] for a in answer}
 
 
 def test_a_lower_cap_is_one_change_at_its_first_run(capped_history):

@@ -162,3 +162,36 @@ def test_the_step_found_in_one_pass_is_the_plain_rule_s():
         assert (h.shift.index if h.shift else None) == want, values
         found += want is not None
     assert 30 < found < 270  # both kinds of series were tried
+
+
+def test_a_no_change_answer_is_kept_and_follows_the_series_runs(store_path, tmp_path):
+    """`check --no-change` keeps its answer under a digest of the series' runs up to the
+    run checked (store/changes.py): asked again it is read, loading nothing of the
+    history's analysis; a run taken out of the series before it asks another question.
+    (On PostgreSQL: tests/store/test_postgres.py.)"""
+    kept_and_followed(store_path, tmp_path / "cache")
+
+
+def kept_and_followed(db: Path | str, cache_dir: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    cache = {"XDG_CACHE_HOME": str(cache_dir)}
+    for _ in range(4):
+        assert run_cli("import", str(RECORDED), "--series", "s", db=db).returncode == 0
+    first = run_cli("check", "s", "--no-change", "--json", db=db, env=cache)
+    assert first.returncode == 0, first.stderr
+    assert "no change in the 4 runs of series 's'" in first.stdout
+    assert list((cache_dir / "storbench" / "changes").iterdir())
+    again = subprocess.run([sys.executable, "-X", "importtime", "-m", "storbench", "check",
+                            "s", "--no-change", "--json"],
+                           env={**os.environ, **cache, "STORBENCH_DB": str(db)},
+                           capture_output=True, text=True)
+    assert again.returncode == 0 and again.stdout == first.stdout, again.stderr[-2000:]
+    assert "storbench.analysis.history" not in again.stderr  # read, not found again
+    # run #2 taken out of the series: the same run checked is another question
+    assert run_cli("series", "other", "2", db=db).returncode == 0
+    after = run_cli("check", "4", "--no-change", "--json", db=db, env=cache)
+    assert after.returncode == 0, after.stderr
+    assert "too few runs to tell: series 's' has 3 runs" in after.stdout, after.stdout

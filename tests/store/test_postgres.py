@@ -203,3 +203,11 @@ def test_a_password_in_the_url_is_in_no_output_and_no_stored_run(postgres_db, tm
     shown = run_cli("show", "last", "--json", "--raw", db=url)
     everything = ran.stdout + ran.stderr + shown.stdout + shown.stderr
     assert "zz-s3cret-zz" not in everything and '"status": "completed"' in shown.stdout
+
+
+def test_a_no_change_answer_is_kept_and_follows_the_series_runs(postgres_db, tmp_path):
+    """As on SQLite (tests/analysis/test_history_steps.py): the digest of the series'
+    runs is PostgreSQL's own aggregate there."""
+    from tests.analysis.test_history_steps import kept_and_followed
+
+    kept_and_followed(postgres_db, tmp_path / "cache")

@@ -66,9 +66,10 @@ def _key(values: Sequence[float], *settings: object) -> str:
     import array
     import hashlib
     import json
-    from importlib.metadata import version
 
-    digest = hashlib.sha256(json.dumps([version("apache-otava"), *settings]).encode())
+    from storbench.result.versions import detector_version
+
+    digest = hashlib.sha256(json.dumps([detector_version(), *settings]).encode())
     digest.update(array.array("d", values).tobytes())
     return digest.hexdigest()
 

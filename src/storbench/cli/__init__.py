@@ -1,9 +1,10 @@
 """The command layer: flags -> one library call -> a renderer. No fio, SQL or formatting here.
 
-Commands live in cli/run.py (run, check), cli/agent.py, cli/history.py (list, show, rm),
-cli/compare.py (compare, export), cli/importing.py, cli/catalog.py (suites, reference,
-cost), cli/report.py and cli/k8s.py; importing one registers its commands on the
-group, and `cli` imports only the module of the command that runs (common.COMMANDS).
+Commands live in cli/run.py (run), cli/checking.py (check), cli/agent.py,
+cli/history.py (list, show, rm), cli/compare.py (compare, export), cli/importing.py,
+cli/catalog.py (suites, reference, cost), cli/report.py and cli/k8s.py; importing one
+registers its commands on the group, and `cli` imports only the module of the command
+that runs (common.COMMANDS).
 """
 
 from __future__ import annotations

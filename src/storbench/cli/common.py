@@ -200,8 +200,12 @@ def naming_options(f: F) -> F:
                              " targets, each run's label names its target).")(f)
 
 
+MAX_REGRESSION = "10%"  # --max-regression's default
+
+
 def assert_options(f: F) -> F:
-    f = click.option("--max-regression", default="10%", show_default=True, metavar="PERCENT",
+    f = click.option("--max-regression", default=MAX_REGRESSION, show_default=True,
+                     metavar="PERCENT",
                      help="With --baseline: how much worse a figure may get (beyond the"
                           " noise, when repeats measure it), e.g. 10% or 10 (a bare 0.1 is"
                           " refused: write 0.1% or 10%).")(f)
@@ -259,8 +263,8 @@ def print_json(doc: Any) -> None:
 COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("agent", "Serve this host to `storbench run --hosts`: runs `fio --server` in"
                        " the foreground."),
-    "check": ("run", "Check a stored run against assertions and/or a baseline; exit 3 if one"
-                     " fails."),
+    "check": ("checking", "Check a stored run against assertions and/or a baseline; exit 3 if"
+                          " one fails."),
     "compare": ("compare", "Compare runs side by side: one row per run, one column per"
                            " metric."),
     "curve": ("curve", "Measure an IOPS-latency curve: the highest rate that meets a latency"

@@ -1,45 +1,28 @@
-"""`storbench run` and `storbench check`: measure, then gate."""
+"""`storbench run`: measure (cli/checking.py gates what was stored)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import click
-from rich.markup import escape
 
-from storbench.analysis.assertions import Assertion
-from storbench.analysis.assertions import check as check_assertion
-from storbench.analysis.regression import regressions
 from storbench.cli.common import (
     NUMBER,
-    assert_options,
     cli,
-    err,
     given,
-    json_option,
-    load_run,
     naming_options,
     none_with,
     only_with,
-    out,
     parse_tags,
     percent,
-    print_json,
-    read_db_option,
 )
 from storbench.cli.measuring import measure_and_report, measuring_options
 from storbench.cli.targets import TargetFlags, choose_targets
-from storbench.errors import ConfigError, StorbenchError, StoreError, ThresholdExceeded
+from storbench.errors import ConfigError
 from storbench.pipeline.loop import plan_run
 from storbench.pipeline.spec import STEADY_CRITERION, RunSpec
-from storbench.render import terminal
-from storbench.render.json import outcome_dict
-from storbench.render.text import harmless
-from storbench.result.record import Run
 from storbench.store import Store
-from storbench.store.series import series_list, series_of, series_runs
 from storbench.target.base import Target
 
 
@@ -231,135 +214,3 @@ def _dry_run(spec: RunSpec, targets: list[Target]) -> None:
         docs += t.plan_layout(planned.uid, planned.plan, [s.jobs for s in planned.steps],
                               t.namespace_offline()).manifests
     click.echo(manifests_yaml(docs), nl=False)
-
-
-def how_it_ended(r: Run) -> str:
-    """'crashed (the storbench process ...)', 'failed (fio: ...)', 'was interrupted (by
-    SIGINT)', 'is still running': the run's status and why, as a sentence."""
-    verb = {"interrupted": "was interrupted", "running": "is still running"}.get(r.status,
-                                                                                r.status)
-    why = (r.error or "").removeprefix(f"{r.status}:").removeprefix(r.status).strip()
-    return f"{verb} ({why})" if why else verb
-
-
-@cli.command()
-@click.argument("run_ref", metavar="RUN|SERIES")
-@assert_options
-@click.option("--no-change", is_flag=True,
-              help="Fail when the run's series (`storbench history`) changed for the worse"
-                   " and the run is after that change: a figure's level moved by more than"
-                   " --max-regression, significantly, and stayed (RUN may be a series: its"
-                   " newest run).")
-@json_option
-@read_db_option
-def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str | None,
-          max_regression: str, no_change: bool, as_json: bool) -> None:
-    """Check a stored run against assertions and/or a baseline; exit 3 if one fails.
-
-    Prints every assertion with the measured value. The run's own verdicts (its
-    suite's profile, assertions given to `run`) are checked too.
-
-    \b
-    Example:
-      storbench check 12 --assert "etcd.fdatasync.p99 < 10ms"
-      storbench check last --assert "randread.iops >= 3000" --assert "seqread.bw > 100MiB/s"
-      storbench check last --baseline gp3 --max-regression 10%
-      storbench check nightly-gp3 --no-change
-    """
-    only_with(("max_regression", "--max-regression", baseline is not None or no_change,
-               "--baseline or --no-change"))
-    limit = percent(max_regression, "--max-regression", "10%")
-    series = None
-    if no_change and run_ref in {row[0] for row in series_list(store)}:
-        series, ids = run_ref, series_runs(store, run_ref)
-        if not ids:
-            raise ConfigError(f"series {series!r} has no completed run")
-        run_ref = str(ids[-1])
-    try:
-        run_id = store.resolve(run_ref)
-    except StoreError:
-        if not no_change or run_ref == "last":
-            raise
-        raise ConfigError(f"{run_ref!r} is neither a series, a run id nor a label;"
-                          " `storbench history` lists the series, `storbench list` the runs"
-                          ) from None
-    r = load_run(store, run_id)
-    if r.status != "completed":
-        raise StorbenchError(f"run {r.id} {how_it_ended(r)}: no verdict; a run that did not"
-                             " complete passes no check")
-    verdicts = [*r.judged, *(check_assertion(r, Assertion.parse(t)) for t in assertions)]
-    changes = []
-    if baseline is not None:
-        base = load_run(store, store.resolve_baseline(baseline, exclude=r.id))
-        changes = regressions(r, base, limit)
-        if not changes:
-            raise ConfigError(f"run #{r.id} and baseline #{base.id} share no figure to compare"
-                              " (different suites or tests)")
-    shifts = _shifts(store, r, series, limit) if no_change else []
-    if as_json:
-        print_json([outcome_dict(v) for v in verdicts]
-                   + [{"check": "no-change", "passed": not bad, "figure": name, **change}
-                      for name, change, bad in shifts])
-    else:
-        # what was checked: `check 3` may be series '3' (--no-change) or run #3
-        err.print(f"Checking run #{r.id}" + (f" ({harmless(r.label)})" if r.label else "")
-                  + (f", the latest of series {harmless(series)!r}" if series else "") + ":",
-                  markup=False)
-        for v in verdicts:
-            out.print(terminal.outcome_line(v))
-        if not verdicts and baseline is None and not no_change:
-            raise ConfigError("nothing to check: give --assert EXPR, --baseline RUN or"
-                              " --no-change")
-        for c in changes:
-            out.print(terminal.change_line(c))
-        for name, change, bad in shifts:
-            word = "[red]CHANGED[/red]" if bad else "[green]ok[/green]"
-            out.print(f"{word} {escape(harmless(name))}: {escape(harmless(change['said']))}")
-    failed = [v.assertion for v in verdicts if not v.passed]
-    failed += [c.said for c in changes if c.failed]
-    failed += [f"{name} changed at run #{change['run']}" for name, change, bad in shifts
-               if bad]
-    if failed:
-        raise ThresholdExceeded(f"{len(failed)} check(s) failed: {'; '.join(failed)}")
-
-
-def _shifts(store: Store, r: Run, series: str | None, limit: float
-            ) -> list[tuple[str, dict[str, Any], bool]]:
-    """--no-change: per headline figure of the run's series (its runs up to this one),
-    the change that began the stretch this run is in: (figure, the change, failed)."""
-    from storbench.analysis.history import MIN_RUNS
-    from storbench.cli.trend import histories
-    from storbench.render.history import change_text, shift_words, step_text
-
-    name = series or series_of(store, r.id)
-    if name is None:
-        raise ConfigError(f"run #{r.id} is in no series: --no-change needs its history"
-                          " (`storbench series NAME RUN...` puts it in one)")
-    found = histories(store, name, up_to=r.id)
-    out: list[tuple[str, dict[str, Any], bool]] = []
-    for h in found:
-        index = h.points.index_of(r.id)
-        if index is None:
-            continue
-        c = h.last_change_before(index)
-        if c is None:
-            runs = f"{len(h.points)} run{'s' if len(h.points) != 1 else ''}"
-            said = (f"too few runs to tell: series {name!r} has {runs} (a change needs"
-                    f" {MIN_RUNS} runs on each side)" if h.too_short else
-                    f"no change in the {runs} of series {name!r}")
-            if h.shift is not None and h.shift.index <= index:  # said, not failed on
-                said += f"; {step_text(h)}"
-            out.append((h.figure.name, {"run": None, "said": said}, False))
-            continue
-        bad = c.worse and abs(c.relative) > limit
-        shift = shift_words(h, c.run)
-        out.append((h.figure.name, {"run": c.run, "relative_change": c.relative,
-                                    "pvalue": c.pvalue, "workload_changed": bool(shift),
-                                    "said": f"since run #{c.run}: "
-                                            + change_text(c, h.figure.metric.kind)
-                                            + (f"; {shift}" if shift else "")
-                                            + (f"; within --max-regression {limit:.0%}"
-                                               if c.worse and not bad else "")}, bad))
-    if not out:
-        raise ConfigError(f"series {name!r} has no figure of run #{r.id} to follow")
-    return out

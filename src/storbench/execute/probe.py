@@ -19,18 +19,21 @@ files and starts, "load" while it does I/O).
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storbench.errors import TargetError
 from storbench.execute import fsops
 from storbench.execute.fsops import OPERATIONS
-from storbench.execute.s3 import Endpoint
+
+if TYPE_CHECKING:  # (an S3 bucket's: not loaded for a directory's probe)
+    import http.client
+
+    from storbench.execute.s3 import Endpoint
 
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "fuse.glusterfs",
               "fuse.sshfs", "fuse.s3fs", "fuse.rclone", "fuse.juicefs", "lustre", "9p",
@@ -227,6 +230,8 @@ class ObjectProbe(Probe):
         return None
 
     def _loop(self) -> None:
+        import http.client
+
         connection: http.client.HTTPConnection | None = None
         due = time.monotonic()
         while not self._quit.is_set():

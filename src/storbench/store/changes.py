@@ -15,7 +15,10 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from storbench.store import Store
 
 KEEP = 4000
 
@@ -66,3 +69,27 @@ class ChangeCache:
         by_age = sorted(files, key=lambda p: p.stat().st_mtime)
         for old in by_age[:len(files) - KEEP * 3 // 4]:
             old.unlink(missing_ok=True)
+
+
+def no_change_key(store: Store, name: str, run_id: int, limit: float) -> str:
+    """The key of `check --no-change`'s answer for run ``run_id`` of series ``name``: a
+    digest of what it depends on, the series' completed runs up to the run (each one's
+    id and uid: a stored run's figures and answers never change, and an id used again
+    has another uid), the limit, and the versions of storbench (its words) and of the
+    detector."""
+    import hashlib
+
+    from storbench.result.versions import detector_version, installed_version
+
+    runs = ("string_agg(r.id || '@' || r.uid, ',' ORDER BY r.created_at, r.id)"
+            if store.postgres else "group_concat(r.id || '@' || r.uid, ',')")
+    (ids,) = store.db.execute(
+        f"SELECT {runs} FROM (SELECT r.id, r.uid, r.created_at FROM run_series s"
+        " JOIN runs r ON r.id = s.run_id WHERE s.name = ? AND r.status = 'completed'"
+        " AND (r.created_at, r.id) <= (SELECT created_at, id FROM runs WHERE id = ?)"
+        " ORDER BY r.created_at, r.id) r", (name, run_id)).fetchone()
+    digest = hashlib.sha256(json.dumps(
+        ["check --no-change", installed_version("storbench", "storbench"),
+         detector_version(), name, run_id, limit]).encode())
+    digest.update((ids or "").encode())
+    return digest.hexdigest()

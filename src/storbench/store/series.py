@@ -80,6 +80,16 @@ def series_runs(store: Store, name: str) -> list[int]:
         " WHERE s.name = ? AND r.status = 'completed' ORDER BY r.created_at, r.id", (name,))]
 
 
+def series_last(store: Store, name: str) -> int | None:
+    """The latest completed run of a series, None when it has none (or is no series):
+    one row read, not the series' runs."""
+    row = store.db.execute(
+        "SELECT r.id FROM run_series s JOIN runs r ON r.id = s.run_id"
+        " WHERE s.name = ? AND r.status = 'completed' ORDER BY r.created_at DESC, r.id DESC"
+        " LIMIT 1", (name,)).fetchone()
+    return int(row[0]) if row else None
+
+
 def series_workloads(store: Store, name: str) -> dict[int, str]:
     """What each completed run of a series ran (its stored ``settings.workload``: the
     suite or job file and what shaped it), by run id; runs stored before it was kept

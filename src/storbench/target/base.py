@@ -14,16 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from storbench.execute.base import Executor, FioJob
 from storbench.execute.fio import FioBinary
-from storbench.execute.probe import Probe
 from storbench.execute.signals import SignalGuard
 from storbench.execute.workdir import Leftover as Leftover
 from storbench.result.environment import Environment
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest, expected_seconds, moved_bytes
+
+if TYPE_CHECKING:
+    from storbench.execute.probe import Probe
 
 
 @dataclass(frozen=True)
