@@ -522,6 +522,10 @@ def test_a_database_path_given_makes_no_directories(fio_json_text, tmp_path):
     # a database copied onto itself (another spelling of its path): said, not "0 copied"
     same = run_cli("db", "copy", str(src), f"{tmp_path}/../{tmp_path.name}/src.db", db=src)
     assert_one_line_error(same, 2, "are the same database: nothing to copy")
+    # progress: a line every 2 s and the last (every 50 runs said 2,000 lines at 100,000)
+    copied = run_cli("db", "copy", str(src), str(tmp_path / "copy.db"), db=src)
+    assert copied.returncode == 0, copied.stderr
+    assert copied.stderr.splitlines() == ["  1/1 runs looked at (100%)"], copied.stderr
     env = {k: v for k, v in os.environ.items() if k != "STORBENCH_DB"}
     proc = subprocess.run([*STORBENCH, "list"], capture_output=True, text=True, check=False,
                           env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")})

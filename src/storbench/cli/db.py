@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -10,6 +11,8 @@ from storbench.cli.common import cli, database_error, err, out
 from storbench.errors import ConfigError
 from storbench.store import Store
 from storbench.store.postgres import is_url
+
+PROGRESS_S = 2.0  # db copy: a progress line at most this often
 
 
 @cli.group()
@@ -62,9 +65,15 @@ def copy(src: str, dst: str) -> None:
     try:
         target = _open(dst, must_exist=False)
         try:
+            said = [time.monotonic()]
+
             def progress(i: int, n: int) -> None:
-                if i == n or i % 50 == 0:
-                    err.print(f"  {i}/{n} runs looked at", markup=False)
+                # a line every PROGRESS_S, and the last (every 50 runs, a copy of 100,000
+                # runs said 2,000 lines)
+                if i == n or time.monotonic() - said[0] >= PROGRESS_S:
+                    said[0] = time.monotonic()
+                    err.print(f"  {i:,}/{n:,} runs looked at ({100 * i // max(n, 1)}%)",
+                              markup=False)
 
             try:
                 done = copy_runs(source, target, progress)
