@@ -218,6 +218,11 @@ def _text(body: bytes, tag: str) -> str:
     return found.group(1).decode(errors="replace") if found else ""
 
 
+def error_code(body: bytes) -> str:
+    """An S3 error's Code ("NoSuchKey"), or "" when the body is none."""
+    return _text(body, "Code")
+
+
 # -- where the endpoint and credentials come from ------------------------------------------
 
 def _profile(path: Path, section: str) -> dict[str, str]:
