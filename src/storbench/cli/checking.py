@@ -130,9 +130,10 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
     if name is None:
         raise ConfigError(f"run #{r.id} is in no series: --no-change needs its history"
                           " (`storbench series NAME RUN...` puts it in one)")
-    known = ChangeCache().get(no_change_key(store, name, r.id, limit))
+    key = no_change_key(store, name, r.id, limit)
+    known = ChangeCache().get(key)
     if isinstance(known, list):
         return [(str(n), dict(c), bool(b)) for n, c, b in known]
     from storbench.cli.trend import no_change
 
-    return no_change(store, r, name, limit)
+    return no_change(store, r, name, limit, key)

@@ -71,10 +71,13 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
             "SELECT r.created_at FROM run_series s JOIN runs r ON r.id = s.run_id"
             " WHERE s.name = ? AND r.id = ? AND r.status = 'completed'",
             (series, up_to)).fetchone()
-        last = (at[0], up_to) if at else None
-        rows = [r for r in rows if last is not None and (r[1], r[0]) <= last]
-        answers = {f: [p for p in pts if last is not None and (p.at, p.run) <= last]
-                   for f, pts in answers.items()}
+        if at is None:  # not a completed run of the series: nothing up to it
+            rows, answers = [], {}
+        else:
+            last = (at[0], up_to)
+            rows = [r for r in rows if (r[1], r[0]) <= last]
+            answers = {f: [p for p in pts if (p.at, p.run) <= last]
+                       for f, pts in answers.items()}
     cache = ChangeCache()
     ran = {r[0]: r[-1] for r in rows if r[-1] is not None} if workloads else {}
     measured = hist.points_of(rows, metrics, hist.figures_of(rows, metrics, suite))
@@ -293,14 +296,16 @@ def series_(store: Store, name: str, run_refs: tuple[str, ...]) -> None:
 Shift = tuple[str, dict[str, Any], bool]  # (figure, the change, failed)
 
 
-def no_change(store: Store, r: Run, name: str, limit: float) -> list[Shift]:
+def no_change(store: Store, r: Run, name: str, limit: float, key: str | None = None
+              ) -> list[Shift]:
     """--no-change: per headline figure of series ``name`` (its runs up to run ``r``),
     the change that began the stretch the run is in: (figure, the change, failed); kept
     (store/changes.py) under a digest of what it depends on (no_change_key), so that it
     is read (cli/checking.py), not found again, when asked again or right after the run
-    that kept it (keep_answer)."""
+    that kept it (keep_answer); ``key``: its key, when the caller has it already."""
     out = _found(store, r, name, limit)
-    ChangeCache().put(no_change_key(store, name, r.id, limit), [[n, c, b] for n, c, b in out])
+    ChangeCache().put(key or no_change_key(store, name, r.id, limit),
+                      [[n, c, b] for n, c, b in out])
     return out
 
 
