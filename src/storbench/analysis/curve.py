@@ -32,7 +32,10 @@ from storbench.result.model import Latency, TestResult
 RISING = 0.05  # closed loop: deeper queues until IOPS rise by less than this
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 KNEE = 2.0  # p99 this many times its low-load value: the curve has bent
-CPU_BOUND = 95.0  # fio's own CPU (usr + sys) at this % of a core: the CPU limits
+# fio's own CPU (usr + sys) at this % of a core, with the time tasks here waited for a
+# CPU (a busy machine takes fio's core from it): the CPU limits
+CPU_BOUND = 95.0
+CPU_OWN = 50.0  # and fio's own CPU at least this: a busy machine alone is not fio's limit
 _OBJECTIVE = re.compile(r"^\s*p(?P<p>\d+(?:\.\d+)?)\s*(?P<op><=|<)\s*(?P<n>\d+(?:\.\d+)?)\s*"
                         r"(?P<unit>ns|us|µs|ms|s)\s*$")
 _UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
@@ -87,6 +90,18 @@ def step_record(name: str, requested: float | None, results: list[TestResult],
                            for p in PERCENTILES},
         "cpu_percent": round(cpu, 1),
     }
+
+
+def cpu_taken(step: dict[str, Any]) -> float:
+    """A step's CPU as % of a core per job: fio's own, and the time tasks here waited for
+    a CPU in it (``cpu_waited_percent``: /proc/pressure/cpu; a remote fio has none)."""
+    return float(step["cpu_percent"]) + float(step.get("cpu_waited_percent") or 0.0)
+
+
+def cpu_bound(step: dict[str, Any]) -> bool:
+    """fio ran out of CPU in this step: its own CPU at a whole core, or most of one with
+    the rest of the step spent waiting for a CPU another task held."""
+    return step["cpu_percent"] >= CPU_OWN and cpu_taken(step) >= CPU_BOUND
 
 
 def off_rate(step: dict[str, Any]) -> bool:

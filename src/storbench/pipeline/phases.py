@@ -11,6 +11,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,38 @@ def io_phase(timed: dict[str, Any], results: list[TestResult]) -> None:
     timed["io_start_s"] = round(float(timed["end_s"]) - io, 3)
     timed["ramp_s"] = ramp
     timed["setup_s"] = round(max(0.0, wall - io - ramp), 3)
+
+
+@dataclass(frozen=True)
+class CpuWait:
+    """How long tasks here could not run, at one moment: the microseconds some task
+    waited for a CPU (/proc/pressure/cpu, the kernel's pressure stall information; None
+    where it keeps none) and /proc/stat's ticks, of which steal (a hypervisor's)."""
+
+    waited_us: int | None
+    steal: int
+    total: int
+    at: float
+
+    @classmethod
+    def now(cls) -> CpuWait:
+        waited = None
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            some = Path("/proc/pressure/cpu").read_text().splitlines()[0].split()
+            waited = next((int(f[6:]) for f in some if f.startswith("total=")), None)
+        ticks = _cpu_times() or []
+        return cls(waited, ticks[7] if len(ticks) > 7 else 0, sum(ticks), time.monotonic())
+
+    def percent_since(self, before: CpuWait) -> float | None:
+        """The share of the time since ``before`` a task here could not run: waiting for
+        a CPU another held, or its CPU taken by the hypervisor (steal, per CPU)."""
+        if self.waited_us is None or before.waited_us is None:
+            return None
+        wall = max(self.at - before.at, 1e-3)
+        waited = (self.waited_us - before.waited_us) / 1e4 / wall
+        ticks = self.total - before.total
+        stolen = 100 * (self.steal - before.steal) / ticks if ticks > 0 else 0.0
+        return round(min(100.0, waited + stolen), 1)
 
 
 def _cpu_times() -> list[int] | None:

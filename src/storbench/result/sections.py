@@ -57,6 +57,8 @@ class CurveSection(TypedDict):
     answers: list[dict[str, Any]]  # per objective (analysis/curve.answers)
     cpu_bound: bool
     max_cpu_percent: float
+    # in the step that took most CPU: the share of it tasks here waited for a CPU
+    cpu_waited_percent: NotRequired[float | None]
 
 
 class RoundsEntry(TypedDict):

@@ -47,9 +47,12 @@ class CurveView(View):
             out.append(Text(f"knee: {u.figure('iops', value['knee_iops'])}"
                             f" ({knee_why(value)})"))
         if value.get("cpu_bound"):
+            waited = value.get("cpu_waited_percent") or 0.0
+            busy = (f", and for {waited:.0f}% of the step tasks here waited for a CPU (or"
+                    " the hypervisor took it)" if waited >= 1 else "")
             out.append(Text(f"warning (cpu_bound): fio used {value['max_cpu_percent']:.0f}% of"
-                            " a core: the CPU, not the storage, may be what limits this curve",
-                            "warning"))
+                            f" a core{busy}: the CPU, not the storage, may be what limits this"
+                            " curve", "warning"))
         return out
 
     def compared(self, found: list[tuple[Run, CurveSection]], u: Units) -> Table:

@@ -28,6 +28,7 @@ from storbench.analysis.assertions import Assertion
 from storbench.analysis.curve import Objective
 from storbench.errors import ConfigError
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
+from storbench.pipeline.phases import CpuWait
 from storbench.pipeline.spec import RunSpec
 from storbench.result.model import TestResult
 from storbench.result.sections import CURVE, CurveSection
@@ -221,8 +222,12 @@ class Curve:
         step = ctx.step(self.index, 0, test)
         self.workers = max(len(step.jobs), 1)  # hosts or pods: closed loop tells first
         self.index += 1
+        here = all(not j.worker for j in step.jobs)  # this machine's CPUs, fio's
+        before = CpuWait.now()
         results: list[TestResult] = ctx.run_step(step, test.jobfile.named_files())
         record = answers.step_record(name, rate, results, depth, jobs)
+        if here and (waited := CpuWait.now().percent_since(before)) is not None:
+            record["cpu_waited_percent"] = waited  # time fio may have been kept from a CPU
         (self.closed if rate is None else self.opened).append(record)
         return record
 
@@ -266,6 +271,7 @@ class Curve:
         top = max(self.closed, key=lambda s: s["achieved_iops"]) if self.closed else None
         found = answers.answers(steps, self.objectives)
         cpu = max((s["cpu_percent"] for s in steps), default=0.0)
+        busiest = max(steps, key=answers.cpu_taken, default=None)
         opened = sorted(self.opened, key=lambda s: s["requested_iops"])
         knee, bent = answers.bend(steps)
         return {
@@ -277,8 +283,9 @@ class Curve:
             "knee_iops": knee, "knee_bent": bent,
             "floor_ns": opened[0]["percentiles_ns"] if opened else None,
             "answers": found,
-            "cpu_bound": cpu >= answers.CPU_BOUND,
+            "cpu_bound": busiest is not None and answers.cpu_bound(busiest),
             "max_cpu_percent": cpu,
+            "cpu_waited_percent": busiest.get("cpu_waited_percent") if busiest else None,
         }
 
 
