@@ -196,3 +196,21 @@ def test_a_warning_of_two_tests_names_both(tmpfs, tmp_path, store_path):
         # the syncs of the two writing tests on tmpfs: one line, both named
         ram = [ln for ln in lines if ln.startswith("warning (sync-in-ram)")]
         assert len(ram) == 1 and "each of 2 tests (first, second): fsync on tmpfs" in ram[0], lines
+
+
+def test_a_flat_rate_lets_one_second_in_four_stray():
+    """A cap's per-second IOPS: the whole seconds (not the first and last) within 5% of
+    their median, but for one in four (a busy machine's late throttle timer); a device
+    whose rate moves is not flat."""
+    from storbench.analysis.caps import flat_rate
+    from storbench.result.model import Series
+
+    def series(*iops: float) -> Series:
+        return Series([float(i + 1) for i in range(len(iops))], list(iops),
+                      [v * 4096 for v in iops], [None] * len(iops))
+
+    assert flat_rate(series(3095, 3000, 3001, 2999, 3000, 3003)) == 3000
+    assert flat_rate(series(3095, 3000, 2700, 2999, 3000, 1500)) == 2999.5  # one strayed
+    assert flat_rate(series(3095, 3000, 2700, 3400, 3000, 1500)) is None  # two of four
+    assert flat_rate(series(900, 1000, 1300, 800, 1100, 1000, 700, 1000)) is None
+    assert flat_rate(series(3000, 3000, 3000, 3000)) is None  # too short to tell

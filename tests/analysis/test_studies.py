@@ -35,7 +35,9 @@ def test_study_1_metadata_stall_and_warnings_in_the_comparison(sshfs_server, sto
     assert "Metadata latency, idle and under load" in text
     doc = json.loads(run_cli("compare", "efs-like", "--json", db=store_path).stdout)
     probe = doc["comparison"]["metadata_probe"][0]
-    assert probe["listdir"]["load"]["p99_ns"] > probe["listdir"]["idle"]["p99_ns"]
+    # the typical listing, slower under load (a p99 of the few idle samples is the one
+    # slowest: 14.6 ms idle against 12.4 ms loaded once on CI's busier machine)
+    assert probe["listdir"]["load"]["p50_ns"] > probe["listdir"]["idle"]["p50_ns"], probe
     md = run_cli("export", "efs-like", "-R", "ebs-gp2", db=store_path).stdout
     assert "page cache" in md and "| listdir |" in md
     # the author's price question: EFS Max I/O with 4 MB/s provisioned, gp2 by the GB
