@@ -195,3 +195,46 @@ def kept_and_followed(db: Path | str, cache_dir: Path) -> None:
     after = run_cli("check", "4", "--no-change", "--json", db=db, env=cache)
     assert after.returncode == 0, after.stderr
     assert "too few runs to tell: series 's' has 3 runs" in after.stdout, after.stdout
+
+
+def test_a_history_answer_is_kept_and_follows_the_series_runs(store_path, tmp_path):
+    """`history NAME` and `history NAME --metric` keep their answers under a digest of
+    the series' runs (store/changes.answer_key): asked again, the kept answer is what is
+    said (a value changed in it by hand shows); a run more asks another question, and an
+    answer that is not one of ours is found again. (On PostgreSQL:
+    tests/store/test_postgres.py.)"""
+    kept_history_followed(store_path, tmp_path / "cache")
+
+
+def kept_history_followed(db: Path | str, cache_dir: Path) -> None:
+    cache = {"XDG_CACHE_HOME": str(cache_dir)}
+    for _ in range(4):
+        assert run_cli("import", str(RECORDED), "--series", "s", db=db).returncode == 0
+
+    def asked(*args: str) -> dict | list:
+        proc = run_cli("history", "s", *args, "--json", db=db, env=cache)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def kept() -> list[Path]:
+        return [p for p in (cache_dir / "storbench" / "changes").iterdir()
+                if '"histories"' in p.read_text()]
+
+    overview = asked()
+    metric = asked("--metric", "randread.read.iops")
+    assert len(overview[0]["points"]) == 4 and len(kept()) == 2
+    for path in kept():  # the first point of each kept answer, made 1.0 by hand
+        doc = json.loads(path.read_text())
+        for h in doc["histories"]:
+            h["values"][0] = 1.0
+        path.write_text(json.dumps(doc))
+    assert asked()[0]["points"][0]["value"] == 1.0
+    assert asked("--metric", "randread.read.iops")["points"][0]["value"] == 1.0
+    assert run_cli("import", str(RECORDED), "--series", "s", db=db).returncode == 0
+    five = asked("--metric", "randread.read.iops")  # another question: found anew
+    assert [p["value"] for p in five["points"][:4]] == [p["value"] for p in metric["points"]]
+    assert len(five["points"]) == 5
+    (newest,) = [p for p in kept() if len(json.loads(p.read_text())["columns"][0]) == 5]
+    newest.write_text('{"columns": 3, "histories": "not ours"}')
+    assert asked("--metric", "randread.read.iops") == five  # found anew, kept in its place
+    assert isinstance(json.loads(newest.read_text())["columns"], list)

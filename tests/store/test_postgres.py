@@ -211,3 +211,10 @@ def test_a_no_change_answer_is_kept_and_follows_the_series_runs(postgres_db, tmp
     from tests.analysis.test_history_steps import kept_and_followed
 
     kept_and_followed(postgres_db, tmp_path / "cache")
+
+
+def test_a_history_answer_is_kept_and_follows_the_series_runs(postgres_db, tmp_path):
+    """As on SQLite (tests/analysis/test_history_steps.py)."""
+    from tests.analysis.test_history_steps import kept_history_followed
+
+    kept_history_followed(postgres_db, tmp_path / "cache")

@@ -193,6 +193,30 @@ class History:
             last = now
         return out
 
+    def stored(self) -> dict[str, Any]:
+        """As kept between commands (cli/trend.histories): plain values, the workload
+        changes found rather than each run's workload."""
+        m = self.figure.metric
+        return {"series": self.series, "test": self.figure.test,
+                "metric": [m.key, m.kind] + ([m.label] if isinstance(m, Answered) else []),
+                "runs": self.points.runs, "ats": self.points.ats, "values": self.points.values,
+                "changes": [[c.index, c.run, c.before, c.after, c.pvalue, c.worse]
+                            for c in self.changes],
+                "shifts": [[run, *pair] for run, pair in self.workload_shifts().items()]}
+
+    @classmethod
+    def of_stored(cls, d: dict[str, Any]) -> History:
+        """A history as ``stored`` kept it (KeyError, TypeError or ValueError: not one)."""
+        key, kind, *label = d["metric"]
+        fig = Figure(str(d["test"]), Answered(key, kind, label[0]) if label
+                     else Metric(key, kind))
+        h = cls(str(d["series"]), fig, Points(d["runs"], d["ats"], d["values"]),
+                [Change(int(i), int(run), float(a), float(b), float(pv), bool(w))
+                 for i, run, a, b, pv, w in d["changes"]])
+        h.__dict__["_workload_shifts"] = {int(run): (str(was), str(now))
+                                          for run, was, now in d["shifts"]}
+        return h
+
     @property
     def too_short(self) -> bool:
         """Too few runs for any change to be found (MIN_RUNS on each side of one)."""

@@ -3,7 +3,7 @@ change points) and `storbench series` (put runs in a series by hand)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -25,7 +25,7 @@ from storbench.cli.common import (
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.store import Store
-from storbench.store.changes import ChangeCache, no_change_key
+from storbench.store.changes import ChangeCache, answer_key, no_change_key
 from storbench.store.series import (
     series_last,
     series_left_out,
@@ -53,16 +53,57 @@ def resolve_series(store: Store, ref: str) -> str:
 
 
 def histories(store: Store, series: str, *, up_to: int | None = None,
-              min_change: float = hist.MIN_CHANGE, workloads: bool = True
-              ) -> list[hist.History]:
+              min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
     """Every headline figure of a series (its runs up to run ``up_to``), with its changes
-    (and with ``workloads`` what each run ran, for the runs where that changed)."""
+    and the runs whose workload changed. A whole series' answer is kept (store/changes.py)
+    under a digest of its runs and ``min_change``: asked again, or after the run that
+    kept it (refresh), it is read, not found again from 100,000 runs' figures."""
+    if up_to is not None:
+        return _histories(store, series, up_to=up_to, min_change=min_change)
+    return _kept(store, ["history", min_change], series,
+                 lambda: _histories(store, series, min_change=min_change))
+
+
+def _kept(store: Store, question: list[Any], series: str,
+          find: Callable[[], list[hist.History]]) -> list[hist.History]:
+    """The answer to ``question`` about ``series`` as kept under a digest of it and of
+    the series' runs (store/changes.answer_key); else ``find``'s, kept."""
+    cache = ChangeCache()
+    key = answer_key(store, question, series)
+    kept = cache.get(key)
+    if isinstance(kept, dict):
+        try:
+            columns = kept["columns"]  # figures of the same runs share their runs' columns
+            return [hist.History.of_stored({**h, "runs": columns[h["runs"]],
+                                            "ats": columns[h["ats"]]})
+                    for h in kept["histories"]]
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass  # not one of ours: found again, and kept anew
+    found = find()
+    shared: list[list[Any]] = []
+
+    def column(values: list[Any]) -> int:
+        at = next((i for i, c in enumerate(shared) if c == values), None)
+        if at is None:
+            shared.append(values)
+            at = len(shared) - 1
+        return at
+
+    stored = [h.stored() for h in found]
+    cache.put(key, {"columns": shared, "histories": [
+        {**h, "runs": column(h["runs"]), "ats": column(h["ats"])} for h in stored]})
+    return found
+
+
+def _histories(store: Store, series: str, *, up_to: int | None = None,
+               min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
+    """histories, found from the series' figures."""
     first = store.db.execute(
         "SELECT r.suite FROM run_series s JOIN runs r ON r.id = s.run_id WHERE s.name = ?"
         " AND r.status = 'completed' ORDER BY r.created_at, r.id LIMIT 1", (series,)).fetchone()
     suite = first[0] if first else None
     metrics = hist.candidates(suite)
-    rows = series_values(store, series, hist.figure_paths(metrics), workload=workloads)
+    rows = series_values(store, series, hist.figure_paths(metrics), workload=True)
     answers = answered(store, series)
     if up_to is not None:
         # the series' runs up to that one, in the series' order (its start, then its id),
@@ -79,7 +120,7 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
             answers = {f: [p for p in pts if (p.at, p.run) <= last]
                        for f, pts in answers.items()}
     cache = ChangeCache()
-    ran = {r[0]: r[-1] for r in rows if r[-1] is not None} if workloads else {}
+    ran = {r[0]: r[-1] for r in rows if r[-1] is not None}
     measured = hist.points_of(rows, metrics, hist.figures_of(rows, metrics, suite))
     return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
             for f, pts in [*measured.items(), *answers.items()] if pts]
@@ -148,8 +189,8 @@ def refresh(store: Store, runs: list[Run]) -> None:
     long_enough = {name for name, n, _, _ in series_list(store) if n >= REFRESH_RUNS}
     for name in sorted(names & long_enough):
         try:
-            # the newest run's --no-change answer (which finds every figure's change
-            # points of the whole series, and keeps them for `history` too)
+            # the newest run's --no-change answer, from the whole series' history,
+            # which is kept for `history NAME` (and `history`) too
             latest = series_last(store, name)
             if latest is not None:
                 keep_answer(store, name, latest)
@@ -206,8 +247,8 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
     if series is None:
         rows = []
         for name, n, first, last in series_list(store):
-            changes = [(c, h) for h in histories(store, name, min_change=floor,
-                                                 workloads=False) for c in h.changes]
+            changes = [(c, h) for h in histories(store, name, min_change=floor)
+                       for c in h.changes]
             newest = max(changes, key=lambda ch: ch[0].run, default=None)
             said = (f"run #{newest[0].run}: {newest[1].figure.name}"
                     f" {100 * newest[0].relative:+.1f}%") if newest else ""
@@ -232,6 +273,16 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
         else:
             render.print_overview(out, found)
         return
+    h = _kept(store, ["history --metric", metric, floor], name,
+              lambda: [_metric_history(store, name, metric, floor)])[0]
+    if as_json:
+        print_json(render.history_dict(h))
+    else:
+        render.print_history(out, h, every)
+
+
+def _metric_history(store: Store, name: str, metric: str, floor: float) -> hist.History:
+    """`history NAME --metric METRIC`'s answer, found from the series' figures."""
     answers = {f.name: (f, pts) for f, pts in answered(store, name).items()}
     pts: Sequence[hist.Point]
     if metric in answers:  # an application's answer (postgresql.tps), a curve's
@@ -249,12 +300,8 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
         known = ", ".join(h.figure.name for h in histories(store, name))
         raise ConfigError(f"series {name!r} has no figure {fig.name!r}"
                           + (f"; it has {known}" if known else ""))
-    h = hist.history(name, fig, pts, min_change=floor, cache=ChangeCache(),
-                     workloads=series_workloads(store, name))
-    if as_json:
-        print_json(render.history_dict(h))
-    else:
-        render.print_history(out, h, every)
+    return hist.history(name, fig, pts, min_change=floor, cache=ChangeCache(),
+                        workloads=series_workloads(store, name))
 
 
 def _with_direction(store: Store, name: str, metric: str) -> str:
@@ -323,7 +370,9 @@ def keep_answer(store: Store, name: str, run_id: int) -> None:
 def _found(store: Store, r: Run, name: str, limit: float) -> list[Shift]:
     from storbench.render.history import change_text, shift_words, step_text
 
-    found = histories(store, name, up_to=r.id)
+    # the newest run's: the whole series' answer, kept for `history` too (refresh)
+    found = (histories(store, name) if series_last(store, name) == r.id else
+             histories(store, name, up_to=r.id))
     out: list[Shift] = []
     for h in found:
         index = h.points.index_of(r.id)

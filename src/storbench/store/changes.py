@@ -11,6 +11,7 @@ be read or written is left alone and the answer computed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -71,25 +72,37 @@ class ChangeCache:
             old.unlink(missing_ok=True)
 
 
-def no_change_key(store: Store, name: str, run_id: int, limit: float) -> str:
-    """The key of `check --no-change`'s answer for run ``run_id`` of series ``name``: a
-    digest of what it depends on, the series' completed runs up to the run (each one's
-    id and uid: a stored run's figures and answers never change, and an id used again
-    has another uid), the limit, and the versions of storbench (its words) and of the
-    detector."""
-    import hashlib
-
-    from storbench.result.versions import detector_version, installed_version
-
+def series_digest(store: Store, name: str, up_to: int | None = None) -> hashlib._Hash:
+    """A digest of series ``name``'s completed runs (up to run ``up_to``, when given),
+    each one's id and uid: a stored run's figures and answers never change, an id used
+    again has another uid, and a run added to the series or taken out of it changes the
+    digest. One row read: the database joins the ids."""
     runs = ("string_agg(r.id || '@' || r.uid, ',' ORDER BY r.created_at, r.id)"
             if store.postgres else "group_concat(r.id || '@' || r.uid, ',')")
+    upto = (" AND (r.created_at, r.id) <= (SELECT created_at, id FROM runs WHERE id = ?)"
+            if up_to is not None else "")
     (ids,) = store.db.execute(
         f"SELECT {runs} FROM (SELECT r.id, r.uid, r.created_at FROM run_series s"
         " JOIN runs r ON r.id = s.run_id WHERE s.name = ? AND r.status = 'completed'"
-        " AND (r.created_at, r.id) <= (SELECT created_at, id FROM runs WHERE id = ?)"
-        " ORDER BY r.created_at, r.id) r", (name, run_id)).fetchone()
-    digest = hashlib.sha256(json.dumps(
-        ["check --no-change", installed_version("storbench", "storbench"),
-         detector_version(), name, run_id, limit]).encode())
-    digest.update((ids or "").encode())
+        f"{upto} ORDER BY r.created_at, r.id) r",
+        (name, up_to) if up_to is not None else (name,)).fetchone()
+    return hashlib.sha256((ids or "").encode())
+
+
+def answer_key(store: Store, question: list[Any], name: str, up_to: int | None = None
+               ) -> str:
+    """The key of an answer about series ``name`` (its runs up to ``up_to``): a digest
+    of the ``question`` (the command and its settings), the versions of storbench (its
+    words) and of the detector, and the series' runs (series_digest)."""
+    from storbench.result.versions import detector_version, installed_version
+
+    digest = series_digest(store, name, up_to)
+    digest.update(json.dumps([*question, installed_version("storbench", "storbench"),
+                              detector_version(), name, up_to]).encode())
     return digest.hexdigest()
+
+
+def no_change_key(store: Store, name: str, run_id: int, limit: float) -> str:
+    """The key of `check --no-change`'s answer for run ``run_id`` of series ``name``:
+    the series' completed runs up to the run, and the limit (answer_key)."""
+    return answer_key(store, ["check --no-change", limit], name, run_id)
