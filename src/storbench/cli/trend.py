@@ -3,7 +3,7 @@ change points) and `storbench series` (put runs in a series by hand)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -22,10 +22,11 @@ from storbench.cli.common import (
     print_json,
     read_db_option,
 )
+from storbench.cli.kept import kept, read_kept
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.store import Store
-from storbench.store.changes import ChangeCache, answer_key, no_change_key
+from storbench.store.changes import ChangeCache, no_change_key, series_runs
 from storbench.store.series import (
     series_last,
     series_left_out,
@@ -60,39 +61,8 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
     kept it (refresh), it is read, not found again from 100,000 runs' figures."""
     if up_to is not None:
         return _histories(store, series, up_to=up_to, min_change=min_change)
-    return _kept(store, ["history", min_change], series,
-                 lambda: _histories(store, series, min_change=min_change))
-
-
-def _kept(store: Store, question: list[Any], series: str,
-          find: Callable[[], list[hist.History]]) -> list[hist.History]:
-    """The answer to ``question`` about ``series`` as kept under a digest of it and of
-    the series' runs (store/changes.answer_key); else ``find``'s, kept."""
-    cache = ChangeCache()
-    key = answer_key(store, question, series)
-    kept = cache.get(key)
-    if isinstance(kept, dict):
-        try:
-            columns = kept["columns"]  # figures of the same runs share their runs' columns
-            return [hist.History.of_stored({**h, "runs": columns[h["runs"]],
-                                            "ats": columns[h["ats"]]})
-                    for h in kept["histories"]]
-        except (KeyError, TypeError, ValueError, IndexError):
-            pass  # not one of ours: found again, and kept anew
-    found = find()
-    shared: list[list[Any]] = []
-
-    def column(values: list[Any]) -> int:
-        at = next((i for i, c in enumerate(shared) if c == values), None)
-        if at is None:
-            shared.append(values)
-            at = len(shared) - 1
-        return at
-
-    stored = [h.stored() for h in found]
-    cache.put(key, {"columns": shared, "histories": [
-        {**h, "runs": column(h["runs"]), "ats": column(h["ats"])} for h in stored]})
-    return found
+    return kept(store, ["history", min_change], series,
+                lambda: _histories(store, series, min_change=min_change))
 
 
 def _histories(store: Store, series: str, *, up_to: int | None = None,
@@ -273,8 +243,12 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
         else:
             render.print_overview(out, found)
         return
-    h = _kept(store, ["history --metric", metric, floor], name,
-              lambda: [_metric_history(store, name, metric, floor)])[0]
+    # the series' overview, kept as a run ended (refresh), holds its headline figures
+    runs = series_runs(store, name)
+    overview = read_kept(store, ["history", floor], name, runs)
+    h = next((h for h in overview or [] if h.figure.name == metric), None) or kept(
+        store, ["history --metric", metric, floor], name,
+        lambda: [_metric_history(store, name, metric, floor)], runs)[0]
     if as_json:
         print_json(render.history_dict(h))
     else:

@@ -51,7 +51,10 @@ class ChangeCache:
         except (OSError, ValueError):
             return None
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: Any, *, superseding: str | None = None) -> None:
+        """Keep ``value`` under ``key``; with ``superseding``, the answers kept under keys
+        that begin with it go (an earlier answer to the same question about a series
+        that has a run more: 7 MB at 100,000 runs, kept once, not once a run)."""
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not self._mine():
@@ -59,6 +62,10 @@ class ChangeCache:
             tmp = self.root / f".{key}.{os.getpid()}"
             tmp.write_text(json.dumps(value))
             tmp.replace(self.root / key)
+            if superseding:
+                for old in self.root.glob(f"{superseding}*"):
+                    if old.name != key:
+                        old.unlink(missing_ok=True)
             self._prune()
         except OSError:
             return
@@ -72,34 +79,43 @@ class ChangeCache:
             old.unlink(missing_ok=True)
 
 
-def series_digest(store: Store, name: str, up_to: int | None = None) -> hashlib._Hash:
+def series_runs(store: Store, name: str, up_to: int | None = None) -> str:
     """A digest of series ``name``'s completed runs (up to run ``up_to``, when given),
     each one's id and uid: a stored run's figures and answers never change, an id used
     again has another uid, and a run added to the series or taken out of it changes the
-    digest. One row read: the database joins the ids."""
-    runs = ("string_agg(r.id || '@' || r.uid, ',' ORDER BY r.created_at, r.id)"
-            if store.postgres else "group_concat(r.id || '@' || r.uid, ',')")
+    digest. One row read: the database joins the ids (PostgreSQL digests them too, so
+    that 100,000 runs' ids do not cross its protocol)."""
+    # in the order the database reads them (sorting 100,000 runs first took PostgreSQL
+    # twice as long): another order of the same runs is only an answer found again
+    runs = ("md5(string_agg(r.id || '@' || r.uid, ','))" if store.postgres else
+            "group_concat(r.id || '@' || r.uid, ',')")
     upto = (" AND (r.created_at, r.id) <= (SELECT created_at, id FROM runs WHERE id = ?)"
             if up_to is not None else "")
     (ids,) = store.db.execute(
-        f"SELECT {runs} FROM (SELECT r.id, r.uid, r.created_at FROM run_series s"
-        " JOIN runs r ON r.id = s.run_id WHERE s.name = ? AND r.status = 'completed'"
-        f"{upto} ORDER BY r.created_at, r.id) r",
+        f"SELECT {runs} FROM run_series s JOIN runs r ON r.id = s.run_id"
+        f" WHERE s.name = ? AND r.status = 'completed'{upto}",
         (name, up_to) if up_to is not None else (name,)).fetchone()
-    return hashlib.sha256((ids or "").encode())
+    return hashlib.sha256((ids or "").encode()).hexdigest()
 
 
-def answer_key(store: Store, question: list[Any], name: str, up_to: int | None = None
-               ) -> str:
+def answer_key(store: Store, question: list[Any], name: str, up_to: int | None = None,
+               runs: str | None = None) -> str:
     """The key of an answer about series ``name`` (its runs up to ``up_to``): a digest
     of the ``question`` (the command and its settings), the versions of storbench (its
-    words) and of the detector, and the series' runs (series_digest)."""
+    words) and of the detector, and the series' runs (series_runs; ``runs`` when the
+    caller has it already)."""
     from storbench.result.versions import detector_version, installed_version
 
-    digest = series_digest(store, name, up_to)
-    digest.update(json.dumps([*question, installed_version("storbench", "storbench"),
-                              detector_version(), name, up_to]).encode())
-    return digest.hexdigest()
+    runs = runs or series_runs(store, name, up_to)
+    return hashlib.sha256(json.dumps(
+        [*question, installed_version("storbench", "storbench"), detector_version(), name,
+         up_to, runs]).encode()).hexdigest()
+
+
+def question_key(question: list[Any], name: str) -> str:
+    """A question about series ``name`` whatever its runs: the beginning of its answers'
+    keys, so that a newer answer supersedes the one before (ChangeCache.put)."""
+    return "q" + hashlib.sha256(json.dumps([*question, name]).encode()).hexdigest()[:24]
 
 
 def no_change_key(store: Store, name: str, run_id: int, limit: float) -> str:

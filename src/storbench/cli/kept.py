@@ -1,0 +1,66 @@
+"""Answers about a series kept between commands (`history NAME`, its `--metric`):
+read when the same question is asked of the same runs, found and kept otherwise. Each
+is kept under a digest of the question and of the series' runs (store/changes.py), so
+it is never stale; the answer to the same question of a run less is superseded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from storbench.analysis import history as hist
+from storbench.store import Store
+from storbench.store.changes import ChangeCache, answer_key, question_key
+
+
+def read_kept(store: Store, question: list[Any], series: str, runs: str | None = None
+              ) -> list[hist.History] | None:
+    """The answer kept to ``question`` about ``series`` (``runs``: the digest of its runs,
+    when the caller has it), or None."""
+    return _read(ChangeCache(), _key(store, question, series, runs))
+
+
+def _key(store: Store, question: list[Any], series: str, runs: str | None) -> str:
+    return f"{question_key(question, series)}-{answer_key(store, question, series, runs=runs)}"
+
+
+def kept(store: Store, question: list[Any], series: str,
+         find: Callable[[], list[hist.History]], runs: str | None = None
+         ) -> list[hist.History]:
+    """The answer to ``question`` about ``series`` as kept under a digest of it and of
+    the series' runs (store/changes.answer_key; ``runs``: their digest, when the caller
+    has it); else ``find``'s, kept."""
+    cache = ChangeCache()
+    key = _key(store, question, series, runs)
+    found = _read(cache, key)
+    if found is not None:
+        return found
+    found = find()
+    shared: list[list[Any]] = []
+
+    def column(values: list[Any]) -> int:
+        at = next((i for i, c in enumerate(shared) if c == values), None)
+        if at is None:
+            shared.append(values)
+            at = len(shared) - 1
+        return at
+
+    stored = [h.stored() for h in found]
+    cache.put(key, {"columns": shared, "histories": [
+        {**h, "runs": column(h["runs"]), "ats": column(h["ats"])} for h in stored]},
+        superseding=question_key(question, series))  # of a run less
+    return found
+
+
+def _read(cache: ChangeCache, key: str) -> list[hist.History] | None:
+    """The histories kept under ``key``; None: none kept, or not one of ours."""
+    got = cache.get(key)
+    if not isinstance(got, dict):
+        return None
+    try:
+        columns = got["columns"]  # figures of the same runs share their runs' columns
+        return [hist.History.of_stored({**h, "runs": columns[h["runs"]],
+                                        "ats": columns[h["ats"]]})
+                for h in got["histories"]]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
