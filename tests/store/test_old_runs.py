@@ -138,3 +138,28 @@ def test_old_kubernetes_runs_are_reported(old_db, tmp_path):
     compared = run_cli("compare", "5", "6", db=old_db)
     assert compared.returncode == 0, compared.stderr
     assert "failover pause" in compared.stdout
+
+
+def test_a_large_old_store_says_why_it_pauses_before_its_migrations(old_db, capsys,
+                                                                     monkeypatch):
+    """Migrations that fill a table take seconds at 100,000 runs: before them, a line on
+    stderr (stdout stays the command's). Said for a store of LARGE_STORE runs or more
+    (here made 6, the old store's), never for a smaller one, nor once migrated."""
+    from storbench.store import migrations
+    from storbench.store.sqliteopen import open_sqlite
+
+    monkeypatch.setattr(migrations, "LARGE_STORE", 6)
+    open_sqlite(str(old_db)).close()
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert f"bringing the results database {old_db} up to this storbench" in said.err
+    assert "6 runs): once, a few seconds" in said.err and "0012_result_figures" in said.err
+    open_sqlite(str(old_db)).close()  # migrated: nothing to say
+    assert capsys.readouterr().err == ""
+    proc = run_cli("list", db=gzip_copy(old_db.parent / "again.db"))  # 6 < 10,000 runs
+    assert proc.returncode == 0 and "bringing" not in proc.stderr, proc.stderr
+
+
+def gzip_copy(to: Path) -> Path:
+    to.write_bytes(gzip.decompress((OLD / "runs.db.gz").read_bytes()))
+    return to

@@ -31,6 +31,7 @@ from storbench.store.migrations import (
     WORKLOADS_POSTGRES,
     pending,
     result_figures,
+    say_migrating,
 )
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -172,7 +173,11 @@ def migrate(db: Connection, migrations: list[tuple[str, str]], now: str,
                              " schema")
         if fresh:  # made from the declaration at once
             db.execute(schema.script("postgresql"))
-        for name, _ in pending(done, where, migrations):
+        todo = pending(done, where, migrations)
+        if todo and not fresh:
+            (runs,) = db.execute("SELECT count(*) FROM runs", ()).fetchone()
+            say_migrating(where, [name for name, _ in todo], int(runs))
+        for name, _ in todo:
             script = None if fresh else SCRIPTS.get(name)
             if script:
                 db.execute(script)

@@ -14,7 +14,13 @@ import time
 from datetime import UTC, datetime
 
 from storbench.store import schema
-from storbench.store.migrations import MIGRATIONS, MIGRATIONS_TABLE, REBUILDS, pending
+from storbench.store.migrations import (
+    MIGRATIONS,
+    MIGRATIONS_TABLE,
+    REBUILDS,
+    pending,
+    say_migrating,
+)
 
 BUSY_WAIT_S = 30.0  # for another storbench's transaction, and its switch to WAL
 
@@ -61,7 +67,11 @@ def _migrate(db: sqlite3.Connection, path: str) -> None:
         _script(db, f"BEGIN IMMEDIATE;\n{schema.script('sqlite')}{records}COMMIT;",
                 MIGRATIONS[-1][0])
         return
-    apply(db, pending(done, path))
+    todo = pending(done, path)
+    if todo:
+        (runs,) = db.execute("SELECT count(*) FROM runs").fetchone()
+        say_migrating(path, [name for name, _ in todo], int(runs))
+    apply(db, todo)
 
 
 def apply(db: sqlite3.Connection, migrations: list[tuple[str, str]]) -> None:
