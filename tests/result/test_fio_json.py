@@ -208,3 +208,25 @@ def test_a_string_holding_nan_in_good_json_is_left_as_it_is(outputs):
                                                   '"jobname" : "rate: nan"', 1)
     assert '"rate: nan"' in text
     assert load_fio_json(text)["jobs"][0]["jobname"] == "rate: nan"
+
+
+def test_time_based_clones_that_overran_are_summed_as_they_are():
+    """Four hosts each ran a time-based test for its 1 s; on a busy machine one took
+    1,050 ms to stop. None ended early: their rates are summed as they are (a CI run's
+    aggregate was 3.4% under the hosts' sum, the overrun taken for the others' early
+    end). A size-bound clone within a longer runtime= still counts over the longest."""
+    from storbench.result.fio_json import aggregate
+
+    def job(runtime_ms: int, iops: float) -> dict:
+        return {"jobname": "randread", "job options": {"runtime": "1", "time_based": "1"},
+                "read": {"iops": iops, "bw_bytes": iops * 4096, "runtime": runtime_ms,
+                         "total_ios": int(iops * runtime_ms / 1000),
+                         "io_bytes": int(iops * runtime_ms / 1000) * 4096}}
+
+    jobs = [job(1000, 100.0), job(1001, 110.0), job(1050, 120.0), job(1002, 130.0)]
+    assert aggregate("randread", jobs).read.iops == pytest.approx(460.0)
+    assert aggregate("randread", jobs, {"runtime": "1000ms"}).read.iops == pytest.approx(460.0)
+    for j in jobs:  # size-bound within runtime=10: the 1,000 ms ones ended early
+        j["job options"] = {"runtime": "10"}
+    assert aggregate("randread", jobs).read.iops == pytest.approx(
+        (100 * 1000 + 110 * 1001 + 1002 * 130) / 1050 + 120)

@@ -175,7 +175,17 @@ def _lat_of(d: dict[str, Any], kind: str) -> Latency | None:
 EARLY = 0.98  # a clone whose runtime is under this share of the longest ended early
 
 
-def _direction(parts: Sequence[dict[str, Any]]) -> Direction | None:
+def _runtime_ms(text: str | None) -> float | None:
+    """fio's runtime= (seconds unless a unit says otherwise) in ms; None if not given."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*", text or "")
+    if m is None:
+        return None
+    scale = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4, "h": 3.6e6, "d": 8.64e7}
+    return float(m[1]) * scale[m[2] or "s"]
+
+
+def _direction(parts: Sequence[dict[str, Any]], runtime_ms: float | None = None
+               ) -> Direction | None:
     parts = [p for p in parts if p.get("total_ios", 0) or p.get("io_bytes", 0)]
     if not parts:
         return None
@@ -186,13 +196,15 @@ def _direction(parts: Sequence[dict[str, Any]]) -> Direction | None:
     # a clone that ended early (size-bound, its files smaller than the others') moved its
     # bytes within the longest one's runtime: its rate counts over that window, as in fio's
     # group reporting (summed as it is, a clone that ran 2 of 10 s at the whole cap added
-    # the cap again). Clones that ran alike (time based: a few ms apart; hosts each
-    # timing their own) are summed as they are; so are runtimes not known.
+    # the cap again). Clones that ran alike are summed as they are: time based, each ran
+    # the whole ``runtime_ms`` (hosts each timing their own: on a busy machine one may
+    # overrun it by 5%, and the others did not end early); so are runtimes not known.
     longest = max(int(p.get("runtime", 0)) for p in parts)
+    whole = EARLY * min(longest, runtime_ms or longest)
 
     def share(p: dict[str, Any]) -> float:
         runtime = int(p.get("runtime", 0))
-        return runtime / longest if 0 < runtime < EARLY * longest else 1.0
+        return runtime / longest if 0 < runtime < whole else 1.0
 
     return Direction(
         iops=sum(float(p.get("iops", 0.0)) * share(p) for p in parts),
@@ -225,7 +237,10 @@ def aggregate(
     ``defaults`` are fio's "global options"; the result's options are those plus
     the job's own, as fio applied them.
     """
-    directions = {d: _direction([j[d] for j in jobs if d in j]) for d in DIRECTIONS}
+    options = dict(defaults or {})
+    options.update({str(k): str(v) for k, v in (jobs[0].get("job options") or {}).items()})
+    runtime = _runtime_ms(options.get("runtime"))
+    directions = {d: _direction([j[d] for j in jobs if d in j], runtime) for d in DIRECTIONS}
     sync_lats = [x for j in jobs if "sync" in j if (x := _lat_of(j["sync"], "lat")) is not None]
     sync_lat = merge_latency(sync_lats)
     sync = SyncStats(calls=sync_lat.samples, lat=sync_lat) if sync_lat is not None else None
@@ -244,8 +259,6 @@ def aggregate(
             stopped_after_s=max(float(j.get("job_runtime", 0)) for j in jobs) / 1000,
             value=str(steady[0].get("criterion", "")),
         )
-    options = dict(defaults or {})
-    options.update({str(k): str(v) for k, v in (jobs[0].get("job options") or {}).items()})
     numjobs = options.get("numjobs", "1")
     # group_reporting: one entry for all numjobs (fio's "job options" do not list it)
     grouped = len(jobs) == 1 and numjobs.isascii() and numjobs.isdigit()
