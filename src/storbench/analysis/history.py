@@ -194,7 +194,7 @@ class History:
         return out
 
     def stored(self) -> dict[str, Any]:
-        """As kept between commands (cli/trend.histories): plain values, the workload
+        """As kept between commands (cli/kept.py): plain values, the workload
         changes found rather than each run's workload."""
         m = self.figure.metric
         return {"series": self.series, "test": self.figure.test,

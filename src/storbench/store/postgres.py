@@ -174,7 +174,7 @@ def migrate(db: Connection, migrations: list[tuple[str, str]], now: str,
         if fresh:  # made from the declaration at once
             db.execute(schema.script("postgresql"))
         todo = pending(done, where, migrations)
-        if todo and not fresh:
+        if todo and done:  # a store of ours with runs (a new one: nothing to count)
             (runs,) = db.execute("SELECT count(*) FROM runs", ()).fetchone()
             say_migrating(where, [name for name, _ in todo], int(runs))
         for name, _ in todo:
