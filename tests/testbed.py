@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -331,12 +332,16 @@ class SshHosts(_Target):
     block device per host), host i also sees device i at ``device_path`` (/dev/sbtest-…,
     bind-mounted in its namespace): one device name, a different disk on each host.
     ``shared``: a 64 MiB tmpfs every host sees (mounted before their namespaces are
-    made: one file system shared by them, as an NFS export is)."""
+    made: one file system shared by them, as an NFS export is). ``fio``: the fio the hosts
+    run (bind-mounted over this machine's in their namespaces: one built with the http
+    engine, say), on ``fio_on``'s hosts only where given."""
 
-    def __init__(self, n: int, devices: list[str] | None = None) -> None:
+    def __init__(self, n: int, devices: list[str] | None = None, fio: Path | None = None,
+                 fio_on: set[int] | None = None) -> None:
         super().__init__()
         self.n = n
         self.devices = devices
+        self.fio, self.fio_on = fio, fio_on
         self.device_path = Path(f"/dev/sbtest-{os.getpid()}-{id(self) % 10**6}")
         self.sshd: list[subprocess.Popen[bytes]] = []
 
@@ -359,6 +364,8 @@ class SshHosts(_Target):
         for i in range(self.n):
             bind = (f"mount --bind {self.devices[i]} {self.device_path} && "
                     if self.devices else "")
+            if self.fio is not None and (self.fio_on is None or i in self.fio_on):
+                bind += f"mount --bind {shlex.quote(str(self.fio))} \"$(command -v fio)\" && "
             address, port = f"127.0.0.{20 + i}", free_port()
             hk = d / f"host_key_{i}"
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hk))

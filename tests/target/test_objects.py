@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from storbench.errors import ConfigError, TargetError
 from storbench.execute import s3 as s3mod
 from storbench.result.hidden import hide
 from storbench.target.objects import Bucket
+from storbench.target.storage import Worker
 from tests.cli.test_cli import show_json
 from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
 from tests.objects import FIO_HTTP, S3Server
@@ -224,12 +227,29 @@ def test_before_a_test_that_reads_every_object_it_names_is_looked_for(s3):
     for jobnum, offset in ((0, 0), (0, 65536), (0, 131072), (0, 196608), (1, 0)):
         s3.client().put_object(Bucket=bucket, Key=f"p/storbench-u/obj.{jobnum}.0_{offset}_65536",
                                Body=b"x")
+    here = _Workers([Worker("")])
     with pytest.raises(TargetError, match="reads or deletes 8 objects and 3 are not there"):
-        storage.between(None, get, set(), None, "u")  # type: ignore[arg-type]
+        storage.between(here, get, set(), None, "u")  # type: ignore[arg-type]
     for offset in (65536, 131072, 196608):
         s3.client().put_object(Bucket=bucket, Key=f"p/storbench-u/obj.1.0_{offset}_65536",
                                Body=b"x")
-    storage.between(None, get, set(), None, "u")  # type: ignore[arg-type]
+    storage.between(here, get, set(), None, "u")  # type: ignore[arg-type]
+    # on two hosts, each reads its own: under h0/ and h1/, none of which are there
+    hosts = _Workers([Worker("a", "h0"), Worker("b", "h1")])
+    with pytest.raises(TargetError, match=re.escape(
+            "reads or deletes 16 objects and 16 are not there (e.g."
+            " 'p/storbench-u/h0/obj.0.0_0_65536'")):
+        storage.between(hosts, get, set(), None, "u")  # type: ignore[arg-type]
+
+
+@dataclass
+class _Workers:
+    """A place as far as a storage's check between tests asks it: its workers."""
+
+    of: list[Worker]
+
+    def workers(self) -> list[Worker]:
+        return self.of
 
 
 def test_puts_then_gets_in_one_job_file_read_the_objects_written(s3, tmp_path):

@@ -62,7 +62,8 @@ class TargetPath(click.ParamType[str]):
 HOST_OPTIONS = (
     click.option("--hosts", "hosts_text", metavar="HOST,...",
                  help="Run on these hosts at once through fio's client/server mode;"
-                      " TARGET is the path on the hosts. ssh://[USER@]HOST[:PORT]: for"
+                      " TARGET is the path on the hosts (or an s3://BUCKET every host"
+                      " reaches: each its own objects). ssh://[USER@]HOST[:PORT]: for"
                       " this run only, fio's server is started on the host (on a"
                       " private unix socket) over SSH, with your ssh config, agent and"
                       " known_hosts. sock:PATH: a `storbench agent`'s socket here."
@@ -184,7 +185,8 @@ def _ssh(word: str, f: TargetFlags) -> TargetFlags:
 
 
 def _s3(word: str, f: TargetFlags) -> TargetFlags:
-    """s3://BUCKET[/PREFIX]: objects in a bucket, measured from here (target/objects.py)."""
+    """s3://BUCKET[/PREFIX]: objects in a bucket, measured from here (target/objects.py);
+    with --hosts, from the hosts (choose_targets)."""
     from storbench.execute.s3 import resolve
     from storbench.target.objects import Bucket, ObjectStorage, ObjectTarget
 
@@ -307,9 +309,16 @@ def choose_targets(f: TargetFlags) -> list[Target]:
                           " --storage-class CLASS (or k8s://CLASS)")
     if f.made:  # a kind of target of its own scheme's: beside paths here, no flag of others
         word = next(w for w in f.order if w)
-        if hosts or f.dry_run:
-            raise ConfigError(f"TARGET {word} cannot be combined with --hosts or"
-                              " --dry-run")
+        if f.dry_run:
+            raise ConfigError(f"TARGET {word} cannot be combined with --dry-run")
+        if hosts:  # its storage, on the hosts
+            storage = getattr(f.made[0], "storage", None)
+            if len(f.made) > 1 or f.given or storage is None:
+                raise ConfigError("with --hosts, give one TARGET: the storage on the hosts")
+            if f.shared_file:
+                raise ConfigError(f"--shared-file: on {word} each host PUTs and GETs objects"
+                                  " of its own")
+            return [HostsTarget(storage, hosts, f.ssh_config)]
         here, made = iter(_here(f, devices) if f.given else []), iter(f.made)
         return [next(made) if w else next(here) for w in f.order]
     if not f.given:

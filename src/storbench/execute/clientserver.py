@@ -65,8 +65,11 @@ class ClientServerExecutor:
             args += [client_arg(self.servers[job.worker]), *job.fio_args, str(path)]
         # No --output: in client mode fio reports a lost server in its normal output,
         # which must be read live; the JSON follows on stdout at the end.
+        # fio's client reads the job files and expands their ${VARS} (a bucket's secret
+        # key) from its own environment before it sends them to the servers
         execution = self.process.run(args, None, on_progress, deadline_s=deadline_s,
-                                     stop_on_lost_host=True)
+                                     stop_on_lost_host=True,
+                                     env=tuple(dict(e for j in jobs for e in j.env).items()))
         # fio names a server by the address and port it reached (an SSH forward's, for
         # a host reached over SSH): back to the worker's own name
         by_address = {s if isinstance(s, str) else s[0]: worker

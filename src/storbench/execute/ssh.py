@@ -40,11 +40,12 @@ TRIES = 3  # socket directory names tried (one may exist)
 
 # Runs on the host: its facts, then fio's server on a unix socket until stdin closes.
 # $1: the socket directory to create; $2: the run's file prefix in the target ("" for
-# a device); $3: confine.py's source; then confine.py's flags (--write TARGET, or
-# --file DEVICE when it may be written).
+# a device); $3: confine.py's source; $4: the fio engines the run needs (each said
+# there or not); then confine.py's flags (--write TARGET, or --file DEVICE when it may
+# be written).
 REMOTE = r"""
-dir=$1 prefix=$2 confine=$3
-shift 3
+dir=$1 prefix=$2 confine=$3 engines=$4
+shift 4
 command -v fio >/dev/null 2>&1 || {
   echo "storbench-error fio is not installed on this host"; exit 1; }
 path= prev=
@@ -68,6 +69,10 @@ if [ -n "$path" ] && real=$(cd -- "$path" 2>/dev/null && pwd -P); then
   stat -f -c "storbench-space %S %b %a" -- "$real" 2>/dev/null
 fi
 echo "storbench-fio $(fio --version)"
+for e in $engines; do
+  if said=$(fio --enghelp="$e" 2>&1); then echo "storbench-engine $e"
+  else echo "storbench-no-engine $e $(printf '%s' "$said" | tail -n 1)"; fi
+done
 umask 077
 # what a session that could not end well left (its shell killed, the host rebooted
 # with /tmp kept): a socket directory of this user's whose lock nobody holds
@@ -217,6 +222,7 @@ class Remote:
 
     prefix: str
     confine_flags: tuple[str, ...]
+    engines: tuple[str, ...] = ()  # fio engines the run needs: each host says if it has them
 
 
 def open_tunnels(hosts: list[SshHost], config: str | None, sockets: Path,
@@ -307,6 +313,7 @@ def _open(host: SshHost, local: Path, config: str | None, remote: Remote,
                           "-L", f"{local}:{there}/fio.sock"),
                 " ".join(["sh -c", shlex.quote(REMOTE), "sh", shlex.quote(there),
                           shlex.quote(remote.prefix), shlex.quote(source),
+                          shlex.quote(" ".join(remote.engines)),
                           *map(shlex.quote, remote.confine_flags)])]
         try:
             tunnel.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -354,6 +361,15 @@ def _until_ready(tunnel: Tunnel) -> str:
                 tunnel.facts.update(total_bytes=size * total, free_bytes=size * free)
             elif word == "storbench-fio":
                 tunnel.facts["fio_version"] = rest
+            elif word == "storbench-engine":
+                engines = tunnel.facts.setdefault("engines", [])
+                assert isinstance(engines, list)
+                engines.append(rest)
+            elif word == "storbench-no-engine":
+                missing = tunnel.facts.setdefault("engines_missing", {})
+                assert isinstance(missing, dict)
+                engine, _, said = rest.partition(" ")
+                missing[engine] = said
             elif word == "storbench-confined":
                 tunnel.facts["confinement"] = (f"{rest}: fio may write only to the target"
                                                " path")

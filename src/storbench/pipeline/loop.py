@@ -126,7 +126,7 @@ def run_on(subject: Subject, spec: RunSpec, store: Store,
     traced = _traced(spec, subject)
     if spec.probe_metadata and (target is None or (
             target.probe_dir() is None and target.kind != "directory"
-            and not isinstance(target, ProbesItself))):
+            and (not isinstance(target, ProbesItself) or target.own_probe() is None))):
         raise ConfigError(f"--probe-metadata runs on this machine; it cannot run on the"
                           f" {subject.kind} target {subject.name}")
     fio = _local_fio(spec, target)

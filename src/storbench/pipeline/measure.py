@@ -278,9 +278,10 @@ class RunContext:
         here, beyond each test's own limit."""
         ends = time.monotonic() + timeout_s if timeout_s is not None else None
         probe_dir = self.target.probe_dir()
-        if isinstance(self.target, ProbesItself):  # an S3 bucket: its own requests
+        own = self.target.own_probe() if isinstance(self.target, ProbesItself) else None
+        if own is not None:  # an S3 bucket: its own requests
             if probe_metadata is not False:
-                self.probe = self.target.own_probe()
+                self.probe = own
         else:
             if probe_metadata is None:
                 probe_metadata = is_network_fs(

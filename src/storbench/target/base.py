@@ -103,9 +103,10 @@ class Traceable(Protocol):
 class ProbesItself(Protocol):
     """A target whose latency beside the load is not a directory's metadata but its own
     requests (an S3 bucket's HEAD, LIST and GET: execute/probe.ObjectProbe). On by
-    default; --no-probe-metadata turns it off."""
+    default; --no-probe-metadata turns it off. None: it has none (a place whose storage
+    has none: a directory's metadata probe then follows the rules of files)."""
 
-    def own_probe(self) -> Probe: ...
+    def own_probe(self) -> Probe | None: ...
 
 
 class Subject(Protocol):

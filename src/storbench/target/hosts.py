@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storbench.errors import ConfigError
+from storbench.errors import ConfigError, TargetError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
+from storbench.execute.probe import Probe
 from storbench.execute.ssh import (
     Remote,
     Tunnel,
@@ -41,13 +42,13 @@ from storbench.execute.ssh import (
     stop_all,
 )
 from storbench.result.environment import Environment
-from storbench.target.base import Deadline, Quiet
+from storbench.target.base import Deadline, Leftover, Quiet
 from storbench.target.device import Seen
 from storbench.target.environment import agent_path_facts, host_facts
 from storbench.target.hostlist import Host
 from storbench.target.remoteguard import look_all
 from storbench.target.sharedlayout import lay_out
-from storbench.target.storage import OnStorage, Room, Storage, Worker
+from storbench.target.storage import OnStorage, Outside, Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
@@ -87,6 +88,11 @@ class HostsTarget(OnStorage, Quiet):
         return Path(self.storage.path)
 
     @property
+    def outside(self) -> Outside | None:
+        """The storage, where it lives outside the hosts (an S3 bucket)."""
+        return self.storage if isinstance(self.storage, Outside) else None
+
+    @property
     def keeps_until_end(self) -> bool:
         """Every host over SSH: its session removes the run's files as it ends, so a job
         that keeps its files (unlink=0) keeps them until then."""
@@ -94,11 +100,11 @@ class HostsTarget(OnStorage, Quiet):
 
     @property
     def name(self) -> str:
-        return f"{self.path} on {len(self.hosts)} hosts"
+        return f"{self.storage.path} on {len(self.hosts)} hosts"
 
     @property
     def short_name(self) -> str:
-        return f"{self.path}@{len(self.hosts)}hosts"
+        return f"{self.storage.path}@{len(self.hosts)}hosts"
 
     def settings(self) -> dict[str, Any]:
         return {"hosts": [h.key for h in self.hosts], **self.storage.settings(self)}
@@ -124,6 +130,7 @@ class HostsTarget(OnStorage, Quiet):
             opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config,
                                   workdir, self.remote(), [self._session_dir(h) for h in ssh])
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
+            self._engines()
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
         if self.storage.in_files:
             self.agent_facts = {h.key: agent_path_facts(h.socket, self.path)
@@ -132,6 +139,23 @@ class HostsTarget(OnStorage, Quiet):
         endpoints = self.endpoints()
         found = probe(fio, list(endpoints.values()), workdir)
         self.versions = {w: found[key(s)] for w, s in endpoints.items()}
+
+    def _engines(self) -> None:
+        """Every host over SSH has a fio with the engine an outside storage needs (its
+        session said; an agent's fio, if it has none, says so as the first test starts)."""
+        if self.outside is None:
+            return
+        engine = self.outside.engine
+        lacking = {h: t.facts.get("engines_missing", {}) for h, t in self.tunnels.items()
+                   if not isinstance(has := t.facts.get("engines"), list) or engine not in has}
+        if lacking:
+            said = "; ".join(f"{h}: {(m.get(engine) if isinstance(m, dict) else None) or '?'}"
+                             for h, m in lacking.items())
+            raise TargetError(f"fio on {len(lacking)} of {len(self.hosts)} host(s) has no"
+                              f" {engine} engine, which {self.storage.kind} {self.storage.path}"
+                              f" needs ({said}). {self.outside.engine_hint} On a host, the fio"
+                              " its SSH session finds first in its PATH is the one run."
+                              " Nothing was started.")
 
     def rooms(self) -> list[Room]:
         """The room in the path on each host that said its free space; a file system
@@ -218,7 +242,7 @@ class HostsTarget(OnStorage, Quiet):
         flags = [*(f for d in access.dirs for f in ("--write", d)),
                  *(f for d in access.files for f in ("--file", d))]
         prefix = f"{self.path}/storbench-{self.uid}-" if self.storage.in_files else ""
-        return Remote(prefix, tuple(flags))
+        return Remote(prefix, tuple(flags), (self.outside.engine,) if self.outside else ())
 
     def endpoints(self) -> dict[str, Server]:
         """Where fio's client reaches each host's server: its address, its unix socket,
@@ -317,9 +341,11 @@ class HostsTarget(OnStorage, Quiet):
             **here,
             # the page cache that could answer is the smallest host's; unknown if any is
             "ram_bytes": min(known) if known and len(known) == len(rams) else None,
-            "target": {"kind": self.kind, "path": str(self.path), "on_hosts": True,
+            "target": {"kind": self.kind, "path": self.storage.path, "on_hosts": True,
                        "shared_file": bool(self.settings().get("shared_file")),
-                       "block_device": not self.storage.in_files,
+                       "block_device": not self.storage.in_files and self.outside is None,
+                       **({"storage": self.storage.kind, **self.storage.facts(self, None)}
+                          if self.outside is not None else {}),
                        # hosts that see one another's files in the path (one file system)
                        **({"shared_by": shared} if (shared := [
                            g for g in (self.groups or []) if len(g) > 1]) else {}),
@@ -357,5 +383,22 @@ class HostsTarget(OnStorage, Quiet):
         self.storage.between(self, test, keep, self.deadline(test), self.uid)
 
     def cleanup(self, hurry: bool = False) -> None:
-        """End the SSH sessions: their fio servers stop with them."""
+        """End the SSH sessions: their fio servers stop with them; then what the run put
+        in an outside storage (a bucket's objects) is removed."""
         stop_all(list(self.tunnels.values()))
+        if self.outside is not None:
+            self.outside.end(hurry)
+
+    # -- an outside storage's (target/storage.Outside) ---------------------------------
+
+    def leftovers(self) -> list[Leftover]:
+        return self.outside.leftovers() if self.outside is not None else []
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        if self.outside is not None:
+            self.outside.remove_leftover(leftover)
+
+    def own_probe(self) -> Probe | None:
+        """An outside storage's requests beside the load, from this machine (fio's
+        client); None for files and devices on the hosts."""
+        return self.outside.own_probe() if self.outside is not None else None

@@ -17,8 +17,14 @@ what fio echoes of it in its output is hidden before anything is stored or shown
 
 fio's http engine reads a missing object as zeros (a 404 is not an error to it), so
 before a test that reads or deletes, every object it names is looked for, and the test
-is refused when one is missing. Places: this machine (``ObjectTarget``); --hosts and pods
-are not yet.
+is refused when one is missing.
+
+Places: this machine (``ObjectTarget``) and --hosts over SSH (target/hosts.py: fio's
+client here expands the job file's ${STORBENCH_S3_SECRET} from its own environment and
+sends the job over the SSH session; each host's fio must have the http engine, which its
+session says before anything runs). With
+several workers, each one's objects are under a directory of its own in the run's prefix
+(``h0/``, ``h1/``): the same job's keys on two hosts are two objects. Pods are not yet.
 """
 
 from __future__ import annotations
@@ -53,9 +59,10 @@ OWN_KEY_VALUE = "${" + SECRET_VAR + "}"
 RUN_MARKER = ".storbench-run"  # under the run's prefix: whose run it is
 HURRY_S = 3.0  # to delete the run's objects after a signal (storbench ends within 5 s)
 REMOVE_S = 600.0  # otherwise
-FIO_HTTP_HINT = ("Debian's and Ubuntu's fio are built without it: build fio with libcurl"
-                 " and openssl (storbench's scripts/build-fio-http does, from the fio 3.33"
-                 " sources of Debian's archive) and give it with --fio PATH or STORBENCH_FIO")
+FIO_HTTP_BUILD = ("Debian's and Ubuntu's fio are built without it: build fio with libcurl"
+                  " and openssl (storbench's scripts/build-fio-http does, from the fio 3.33"
+                  " sources of Debian's archive)")
+FIO_HTTP_HINT = FIO_HTTP_BUILD + " and give it with --fio PATH or STORBENCH_FIO"
 # S3's bucket names (the general-purpose rules), and a prefix of plain key parts
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _PREFIX_PART = re.compile(r"[A-Za-z0-9._-]+")
@@ -127,6 +134,7 @@ class ObjectJob:
         return self.rw in (*READS, *DELETES, *MIXED)
 
     def keys(self, run_prefix: str) -> set[str]:
+        """Its objects' keys under ``run_prefix`` (the worker's: see worker_prefix)."""
         return {f"{run_prefix}{self.name}.{jobnum}.0_{o}_{self.bs}"
                 for jobnum in range(self.jobs) for o in range(0, self.size - self.bs + 1,
                                                               self.bs)}
@@ -141,6 +149,8 @@ class ObjectStorage(NoDevice):
     create_bucket: bool = False
     kind = "S3 bucket"
     in_files = False
+    engine = "http"  # target/storage.Outside
+    engine_hint = FIO_HTTP_BUILD + "."
     path: str = field(default="", init=False)  # as given: s3://BUCKET[/PREFIX]
     uid: str = field(default="", init=False)
     marked: bool = field(default=False, init=False)
@@ -162,6 +172,11 @@ class ObjectStorage(NoDevice):
 
     def run_prefix(self, uid: str) -> str:
         return self.bucket.key(f"{PREFIX}{uid}") + "/"
+
+    def worker_prefix(self, uid: str, worker: Worker) -> str:
+        """Where a worker's objects are: the run's prefix, and the worker's own directory
+        in it where several work at once (each host its own keys)."""
+        return self.run_prefix(uid) + (f"{worker.tag}/" if worker.tag else "")
 
     # -- before ----------------------------------------------------------------------
 
@@ -258,7 +273,7 @@ class ObjectStorage(NoDevice):
             ("http_host", self.endpoint.host), ("http_s3_region", self.endpoint.region)]
         if creds is not None:
             http += [("http_s3_keyid", creds.key_id), ("http_s3_key", OWN_KEY_VALUE)]
-        root = self.root(uid)
+        root = self.root(uid) + (f"/{worker.tag}" if worker.tag else "")
         sections = [Section("global", tuple(http))]
         for section in jobfile.sections:
             kept = section.without("directory", "filename", "filename_format", "ioengine",
@@ -269,6 +284,8 @@ class ObjectStorage(NoDevice):
                 base = section.get("filename") or "$jobname"
                 kept = kept.with_option("filename_format", f"{root}/{base}.$jobnum.$filenum")
             sections.append(kept)
+        # fio's environment (fio's client's, where hosts run it: it expands the job
+        # file's ${VARS} before it sends the file to the servers)
         env = (((SECRET_VAR, creds.secret.value),) if creds is not None else ())
         return FioJob(worker.key, name, JobFile(tuple(sections)).render(), env=env)
 
@@ -281,7 +298,8 @@ class ObjectStorage(NoDevice):
                 deadline: Deadline | None, uid: str) -> None:
         """Before a test that reads or deletes: every object it names is there (fio's
         http engine reads a missing one as zeros, and deletes it without a word)."""
-        wanted = expected_keys(test, self.run_prefix(uid))
+        wanted = {k for w in place.workers()
+                  for k in expected_keys(test, self.worker_prefix(uid, w))}
         if not wanted:
             return
         there = set(self.endpoint.listing(self.bucket.name, self.run_prefix(uid)))
@@ -309,6 +327,25 @@ class ObjectStorage(NoDevice):
         raise ConfigError("--precondition applies to block devices, not to an S3 bucket")
 
     # -- after -----------------------------------------------------------------------
+
+    def own_probe(self) -> ObjectProbe:
+        """HEAD, LIST and a GET's first byte beside the load (target/base.ProbesItself),
+        from this machine."""
+        return ObjectProbe(self.endpoint, self.bucket.name, self.run_prefix(self.uid))
+
+    def end(self, hurry: bool) -> None:
+        """Delete what the run put (target/storage.Outside), once."""
+        if self.marked:
+            try:
+                self.remove(self.run_prefix(self.uid), hurry)
+            except TargetError as exc:
+                raise TargetError(f"could not delete the run's objects under"
+                                  f" {self.run_prefix(self.uid)}: {exc}; the next run"
+                                  " on this bucket from this machine deletes them") from None
+            self.marked = False
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        self.remove(str(leftover.path) + "/", hurry=False)
 
     def remove(self, prefix: str, hurry: bool) -> int:
         """Delete every key under ``prefix`` (one of the run's), a thousand a request, the
@@ -384,9 +421,7 @@ class ObjectTarget(HereTarget):
         super().check(plan, fio, workdir)
 
     def own_probe(self) -> ObjectProbe:
-        """HEAD, LIST and a GET's first byte beside the load (target/base.ProbesItself)."""
-        return ObjectProbe(self.storage.endpoint, self.storage.bucket.name,
-                           self.storage.run_prefix(self.uid))
+        return self.storage.own_probe()
 
     def traced_path(self) -> Path:
         raise ConfigError("--explain follows fio's I/O through this machine's block layer;"
@@ -397,17 +432,10 @@ class ObjectTarget(HereTarget):
         return {**found, "target": {"kind": self.kind, **self.storage.facts(self, None)}}
 
     def cleanup(self, hurry: bool = False) -> None:
-        if self.storage.marked:
-            try:
-                self.storage.remove(self.storage.run_prefix(self.uid), hurry)
-            except TargetError as exc:
-                raise TargetError(f"could not delete the run's objects under"
-                                  f" {self.storage.run_prefix(self.uid)}: {exc}; the next run"
-                                  " on this bucket from this machine deletes them") from None
-            self.storage.marked = False
+        self.storage.end(hurry)
 
     def leftovers(self) -> list[Leftover]:
         return self.storage.leftovers()
 
     def remove_leftover(self, leftover: Leftover) -> None:
-        self.storage.remove(str(leftover.path) + "/", hurry=False)
+        self.storage.remove_leftover(leftover)

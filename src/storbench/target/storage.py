@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from storbench.errors import ConfigError
 from storbench.execute.base import FioJob
@@ -25,6 +25,10 @@ from storbench.target.base import Deadline, DeviceRoom, Placed
 from storbench.workload.guard import plain
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
+
+if TYPE_CHECKING:
+    from storbench.execute.probe import Probe
+    from storbench.execute.workdir import Leftover
 
 
 @dataclass(frozen=True)
@@ -243,6 +247,28 @@ class Storage(Protocol):
         """Each test covers the whole storage (a device without --size): a volume made
         for it is sized by --capacity, not by the tests."""
         ...
+
+
+@runtime_checkable
+class Outside(Protocol):
+    """A storage outside every place, reached over the network (objects at an endpoint):
+    what the run put there it removes itself as the run ends, and what crashed runs of
+    this machine's left; every worker's fio needs an engine of its own; its latency beside
+    the load is its own requests'. Each place asks for these where a storage keeps them
+    (a place's check, cleanup, leftovers, probe)."""
+
+    engine: str  # the fio engine every worker's fio must have ("http")
+    engine_hint: str  # how to get a fio that has it
+
+    def end(self, hurry: bool) -> None:
+        """Remove what the run put there (TargetError naming what is left)."""
+        ...
+
+    def leftovers(self) -> list[Leftover]: ...
+
+    def remove_leftover(self, leftover: Leftover) -> None: ...
+
+    def own_probe(self) -> Probe: ...
 
 
 class NoDevice:
