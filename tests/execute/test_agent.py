@@ -288,4 +288,8 @@ def test_a_shared_file_is_laid_out_once_for_every_host(tmp_path, small_tmpfs, st
     assert f"each test's file is laid out from sock:{socks[0]} first" in ran.stderr
     made = (small_tmpfs / "after").stat().st_ino - (small_tmpfs / "before").stat().st_ino - 1
     assert made == 4, f"{made} files were made for the 4 jobs"
+    # and none was removed under a host by another's fio that ended first: the file is
+    # removed from the first host once every host ended the test (here, as the run ends)
+    texts = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)["job_files"]
+    assert texts and all("unlink=0" in t and "unlink=1" not in t for t in texts), texts
     assert sorted(p.name for p in small_tmpfs.iterdir()) == ["after", "before"]

@@ -47,7 +47,7 @@ from storbench.target.device import Seen
 from storbench.target.environment import agent_path_facts, host_facts
 from storbench.target.hostlist import Host
 from storbench.target.remoteguard import look_all
-from storbench.target.sharedlayout import lay_out
+from storbench.target.sharedlayout import lay_out, remove
 from storbench.target.storage import OnStorage, Outside, Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
@@ -56,8 +56,9 @@ from storbench.workload.plan import Plan, PlannedTest
 @dataclass
 class HostsTarget(OnStorage, Quiet):
     """A storage at the same path on every host (each serves fio); the same test runs on
-    all at once. It leaves nothing on the hosts: fio deletes its files as each job ends
-    (unlink=1), and each host's SSH session removes the run's files as it ends."""
+    all at once. It leaves nothing on the hosts: fio deletes a host's own files as each
+    job ends (unlink=1), a --shared-file test's file is removed from the first host once
+    every host ended it, and each host's SSH session removes the run's files as it ends."""
 
     storage: Storage
     hosts: list[Host]
@@ -81,6 +82,7 @@ class HostsTarget(OnStorage, Quiet):
     # the path's file system and space as each agent on a unix socket sees it
     agent_facts: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
     layout_with: tuple[FioBinary, Path] = field(init=False)  # check()'s: fio and its workdir
+    shared_left: JobFile | None = field(default=None, init=False)  # lay_out's: to remove
     guard: SignalGuard = field(init=False)  # prepare()'s
 
     @property
@@ -275,11 +277,21 @@ class HostsTarget(OnStorage, Quiet):
         return None  # fio removes each job's files as it ends (unlink=1)
 
     def lay_out(self, test: PlannedTest, jobfile: JobFile, deadline: Deadline | None) -> None:
-        """The test's one file laid out from the first host alone (sharedlayout)."""
+        """The earlier test's shared file removed (no host's fio removes it), then this
+        test's one file laid out from the first host alone (sharedlayout)."""
+        self._remove_shared()
         first = self.hosts[0].key
         lay_out(self.executor(*self.layout_with, self.guard), first, test.name, jobfile,
                 deadline, f"check that {first} can write the path, or list another host"
                 " first in --hosts")
+        self.shared_left = jobfile
+
+    def _remove_shared(self) -> None:
+        """The last test's shared file, removed from the first host once every host ended
+        that test (sharedlayout.remove)."""
+        if self.shared_left is not None:
+            left, self.shared_left = self.shared_left, None
+            remove(self.executor(*self.layout_with, self.guard), self.hosts[0].key, left)
 
     def look(self, path: str, writes: bool, destructive: str | None) -> list[Seen]:
         """Each host's guard, over SSH, all hosts at once: every host must be reached
@@ -385,7 +397,11 @@ class HostsTarget(OnStorage, Quiet):
     def cleanup(self, hurry: bool = False) -> None:
         """End the SSH sessions: their fio servers stop with them; then what the run put
         in an outside storage (a bucket's objects) is removed."""
-        stop_all(list(self.tunnels.values()))
+        try:  # an agent's: no session of storbench's removes it (hosts over SSH: theirs do)
+            if not hurry and not self.keeps_until_end:
+                self._remove_shared()
+        finally:
+            stop_all(list(self.tunnels.values()))
         if self.outside is not None:
             self.outside.end(hurry)
 

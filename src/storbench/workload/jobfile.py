@@ -193,8 +193,11 @@ class JobFile:
         """This (prepared) job file for one of several fio servers sharing a directory.
 
         Files are named ``<prefix>-<host_label>-...`` so that hosts do not collide,
-        or ``<prefix>-...`` for all hosts with ``shared``; fio deletes them when a
-        job ends (unlink=1): storbench cannot remove files on a remote host itself.
+        or ``<prefix>-...`` for all hosts with ``shared``; fio deletes a host's own files
+        when its job ends (unlink=1): storbench cannot remove files on a remote host
+        itself. The one shared file no host's fio removes (unlink=0: the first to end
+        would unlink it under a host that had not opened it yet); its place does, once
+        every host ended the test (target/sharedlayout.remove).
         A ``filename=`` of a [global] section moves into each job, renamed: fio adds
         the files of every filename= it reads, so a global one left in place would be
         one file every host shares beside its own.
@@ -218,7 +221,8 @@ class JobFile:
                     section = section.with_option(
                         "filename_format", f"{own}.{guard.FILENAME_FORMAT}")
                 # no "<client address>." before the name: storbench names each host's files
-                section = section.with_option("unlink", "1").with_option("unique_filename", "0")
+                section = section.with_option("unlink", "0" if shared else "1").with_option(
+                    "unique_filename", "0")
             sections.append(section)
         return JobFile(tuple(sections))
 
