@@ -364,10 +364,13 @@ def test_endpoint_flags_without_an_s3_target_are_refused(tmp_path):
     assert "apply to s3://BUCKET" in proc.stderr
 
 
+@pytest.mark.parametrize("s3", ["s3proxy"], indirect=True)
 def test_the_sweep_puts_gets_and_deletes_at_1_4_and_16_requests_at_a_time(s3, tmp_path):
     """How an endpoint's rate grows with concurrency: small objects' GETs wait for the
     round trip, so more at a time carry more where the server serves them at once
-    (s3proxy here: about 2.5× from 1 to 4)."""
+    (s3proxy here: about 2.5× from 1 to 4). On s3proxy alone: moto's server serves about
+    one request at a time whatever the concurrency (371 and 407 GETs a second at 1 and
+    4), so its sweep showed nothing the suite's test on it does not (75 s of CI's)."""
     bucket = _bucket(s3, f"sbt-sweep-{s3.name}")
     db = tmp_path / "r.db"
     proc = _cli(s3, f"s3://{bucket}", "--suite", "s3-sweep", db=db)
@@ -381,9 +384,7 @@ def test_the_sweep_puts_gets_and_deletes_at_1_4_and_16_requests_at_a_time(s3, tm
             assert put["jobs"] == get["jobs"] == delete["jobs"] == c
             assert put["write"]["total_ios"] == c * total // nbytes == delete["trim"]["total_ios"]
             assert get["read"]["total_ios"] > 0 and get["read"]["clat"]["percentiles_ns"]
-    if s3.name == "s3proxy":  # (moto's server answered 371 and 407 a second: it serves
-        # about one request at a time, whatever the concurrency)
-        assert tests["get_4k_c4"]["read"]["iops"] > 1.2 * tests["get_4k_c1"]["read"]["iops"]
+    assert tests["get_4k_c4"]["read"]["iops"] > 1.2 * tests["get_4k_c1"]["read"]["iops"]
     assert s3.keys(bucket) == []  # every object deleted
 
 
