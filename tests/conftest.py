@@ -143,7 +143,8 @@ def root() -> None:
 # Beside another pytest (scripts/test's two lanes, pytest -n's workers): a temporary
 # directory of its own, where storbench makes its work directories and looks for those
 # crashed runs left
-if worker := os.environ.get("STORBENCH_TEST_LANE") or os.environ.get("PYTEST_XDIST_WORKER"):
+_LANE, _XDIST = (os.environ.get(k, "") for k in ("STORBENCH_TEST_LANE", "PYTEST_XDIST_WORKER"))
+if worker := (_LANE + _XDIST.removeprefix("gw") if _LANE else _XDIST):  # rest0, gw1, shared
     # xdist tells its workers COLUMNS=80: storbench would wrap its output to it, where
     # the tests read it unwrapped, as from a pipe
     if os.environ.get("PYTEST_XDIST_WORKER"):
