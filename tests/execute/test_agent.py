@@ -89,12 +89,14 @@ def test_a_socket_only_its_user_reaches(tmp_path, public, store_path, tmpfs):
 
 
 def test_tcp_warns_who_can_use_it_on_every_start(tmp_path):
-    from tests.testbed import free_port
+    from tests.testbed import free_port, wait_port_on
 
     port = free_port()
     agent = Agent("--bind", "127.0.0.1", "--port", str(port), "--allow-root")
-    time.sleep(1.5)
-    said = agent.stop()
+    try:  # until it listens (a fixed 1.5 s was too short on a busy machine: nothing said)
+        wait_port_on("127.0.0.1", port, 20)
+    finally:
+        said = agent.stop()
     assert "WARNING: listening on TCP 127.0.0.1" in said
     assert "every local user of this host" in said and "run commands as root" in said
 

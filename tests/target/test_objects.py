@@ -23,7 +23,7 @@ import pytest
 from storbench.errors import ConfigError, TargetError
 from storbench.execute import s3 as s3mod
 from storbench.result.hidden import hide
-from storbench.target.objects import Bucket
+from storbench.target.objectnames import Bucket
 from storbench.target.storage import Worker
 from tests.cli.test_cli import show_json
 from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
@@ -362,6 +362,20 @@ def test_endpoint_flags_without_an_s3_target_are_refused(tmp_path):
     proc = run_cli("run", str(tmp_path), "--endpoint", "http://127.0.0.1:9", db=tmp_path / "r.db")
     assert proc.returncode == 2
     assert "apply to s3://BUCKET" in proc.stderr
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (["--shared-file"], "--shared-file: on s3://sbt-b each host PUTs and GETs objects of its own"),
+    (["/srv"], "with --hosts, give one TARGET: the storage on the hosts"),
+    (["s3://sbt-c"], "with --hosts, give one TARGET: the storage on the hosts"),
+    (["--dry-run"], "TARGET s3://sbt-b cannot be combined with --dry-run"),
+])
+def test_what_does_not_apply_to_a_bucket_on_hosts_is_refused(tmp_path, extra, says):
+    proc = run_cli("run", "s3://sbt-b", "--hosts", "ssh://db1,ssh://db2", *extra,
+                   "--endpoint", "http://127.0.0.1:9", db=tmp_path / "r.db")
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("s3", ["s3proxy"], indirect=True)

@@ -31,7 +31,7 @@ from storbench.target.files import FilesStorage
 from storbench.target.here import HereTarget
 from storbench.target.hostlist import Host, parse_hosts
 from storbench.target.hosts import HostsTarget
-from storbench.target.storage import Storage
+from storbench.target.storage import Outside, Storage
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEVICE_STAT_S = 5.0  # is_block_device: for a TARGET outside /dev to be looked at
@@ -188,7 +188,8 @@ def _s3(word: str, f: TargetFlags) -> TargetFlags:
     """s3://BUCKET[/PREFIX]: objects in a bucket, measured from here (target/objects.py);
     with --hosts, from the hosts (choose_targets)."""
     from storbench.execute.s3 import resolve
-    from storbench.target.objects import Bucket, ObjectStorage, ObjectTarget
+    from storbench.target.objectnames import Bucket
+    from storbench.target.objects import ObjectStorage, ObjectTarget
 
     storage = ObjectStorage(Bucket.parse(word), resolve(f.endpoint, f.region), f.create_bucket)
     return replace(f, made=(*f.made, ObjectTarget(storage)))
@@ -311,9 +312,11 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         word = next(w for w in f.order if w)
         if f.dry_run:
             raise ConfigError(f"TARGET {word} cannot be combined with --dry-run")
-        if hosts:  # its storage, on the hosts
+        if hosts:  # a storage outside every place (a bucket), reached from the hosts
             storage = getattr(f.made[0], "storage", None)
-            if len(f.made) > 1 or f.given or storage is None:
+            if not isinstance(storage, Outside):
+                raise ConfigError(f"TARGET {word} cannot be combined with --hosts")
+            if len(f.made) > 1 or f.given:
                 raise ConfigError("with --hosts, give one TARGET: the storage on the hosts")
             if f.shared_file:
                 raise ConfigError(f"--shared-file: on {word} each host PUTs and GETs objects"

@@ -250,7 +250,7 @@ class Storage(Protocol):
 
 
 @runtime_checkable
-class Outside(Protocol):
+class Outside(Storage, Protocol):
     """A storage outside every place, reached over the network (objects at an endpoint):
     what the run put there it removes itself as the run ends, and what crashed runs of
     this machine's left; every worker's fio needs an engine of its own; its latency beside
