@@ -51,7 +51,9 @@ def remove(executor: Executor, host: str, jobfile: JobFile) -> None:
     if done.returncode != 0 or done.lost or done.timed_out or _job_errors(done.raw_json):
         said = (f"it did not end within {REMOVE_S:.0f} s" if done.timed_out
                 else fio_message(f"{done.stderr}\n{done.raw_json}"))
-        raise TargetError(f"--shared-file: removing a test's file from {host} failed: {said}")
+        raise TargetError(f"--shared-file: removing a test's file from {host} failed: {said};"
+                          " it stays in the path on the hosts: remove the run's files there"
+                          " (storbench-<run id>-…) by hand")
 
 
 def lay_out(executor: Executor, host: str, name: str, jobfile: JobFile,
