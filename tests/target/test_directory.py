@@ -111,14 +111,16 @@ def test_a_signal_ends_storbench_within_5_s_on_a_silent_server(sig, code, sshfs_
     assert list(mnt.glob("storbench-*")) == []
 
 
-def clearing_child(timeout=20.0):
-    """The PID of the child in which storbench clears the scratch directory before a
-    test (execute/scratchops.py, named "sb-clean" while it does), once it does."""
+def clearing_child(parent, timeout=20.0):
+    """The PID of the child in which storbench (PID ``parent``) clears the scratch
+    directory before a test (execute/scratchops.py, named "sb-clean" while it does), once
+    it does. Only its own child: another test's storbench may clear at the same time."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ps = subprocess.run(["ps", "-eo", "pid,comm"], capture_output=True, text=True).stdout
+        ps = subprocess.run(["ps", "-eo", "pid,ppid,comm"], capture_output=True,
+                            text=True).stdout
         for line in ps.splitlines():
-            if line.split()[1:] == ["sb-clean"]:
+            if line.split()[1:] == [str(parent), "sb-clean"]:
                 return int(line.split()[0])
         time.sleep(0.05)
     raise AssertionError("storbench never cleared its scratch directory")
@@ -166,7 +168,7 @@ def test_a_signal_ends_storbench_within_5_s_while_it_waits_on_a_silent_server(
             time.sleep(0.05)
         # the metadata probe's idle phase (3 s) comes first: the server goes silent in it
         with sshfs_server.frozen():
-            child = clearing_child()
+            child = clearing_child(proc.pid)
             time.sleep(1)  # the child is blocked in the kernel now; storbench waits for it
             assert proc.poll() is None
             start = time.monotonic()
