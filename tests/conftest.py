@@ -140,11 +140,11 @@ def root() -> None:
         pytest.skip("needs root (mounts, loop devices, cgroups)")
 
 
-# Beside another pytest (scripts/test's two lanes, pytest -n's workers): a temporary
+# Beside another pytest (scripts/test's three lanes, pytest -n's workers): a temporary
 # directory of its own, where storbench makes its work directories and looks for those
 # crashed runs left
 _LANE, _XDIST = (os.environ.get(k, "") for k in ("STORBENCH_TEST_LANE", "PYTEST_XDIST_WORKER"))
-if worker := (_LANE + _XDIST.removeprefix("gw") if _LANE else _XDIST):  # rest0, gw1, shared
+if worker := (_LANE + _XDIST.removeprefix("gw") if _LANE else _XDIST):  # rest0, gw1, ssh
     # xdist tells its workers COLUMNS=80: storbench would wrap its output to it, where
     # the tests read it unwrapped, as from a pipe
     if os.environ.get("PYTEST_XDIST_WORKER"):
