@@ -334,14 +334,19 @@ class SshHosts(_Target):
     ``shared``: a 64 MiB tmpfs every host sees (mounted before their namespaces are
     made: one file system shared by them, as an NFS export is). ``fio``: the fio the hosts
     run (bind-mounted over this machine's in their namespaces: one built with the http
-    engine, say), on ``fio_on``'s hosts only where given."""
+    engine, say), on ``fio_on``'s hosts only where given. ``wrap``: how each sshd is
+    started (Throttled.wrap: in a throttled cgroup, which its sessions inherit).
+    ``hidden``: programs made unrunnable on a host (bind-mounted over by /dev/null)."""
 
     def __init__(self, n: int, devices: list[str] | None = None, fio: Path | None = None,
-                 fio_on: set[int] | None = None) -> None:
+                 fio_on: set[int] | None = None,
+                 wrap: Callable[[list[str]], list[str]] | None = None,
+                 hidden: dict[int, str] | None = None) -> None:
         super().__init__()
         self.n = n
         self.devices = devices
         self.fio, self.fio_on = fio, fio_on
+        self.wrap, self.hidden = wrap or (lambda argv: argv), hidden or {}
         self.device_path = Path(f"/dev/sbtest-{os.getpid()}-{id(self) % 10**6}")
         self.sshd: list[subprocess.Popen[bytes]] = []
 
@@ -366,6 +371,8 @@ class SshHosts(_Target):
                     if self.devices else "")
             if self.fio is not None and (self.fio_on is None or i in self.fio_on):
                 bind += f"mount --bind {shlex.quote(str(self.fio))} \"$(command -v fio)\" && "
+            if i in self.hidden:
+                bind += f"mount --bind /dev/null \"$(command -v {self.hidden[i]})\" && "
             address, port = f"127.0.0.{20 + i}", free_port()
             hk = d / f"host_key_{i}"
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hk))
@@ -375,11 +382,11 @@ class SshHosts(_Target):
                 f"AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd_{i}.pid\n"
                 "StrictModes no\nPermitRootLogin prohibit-password\nUsePAM no\n")
             log = (d / f"sshd_{i}.log").open("wb")
-            proc = subprocess.Popen(
+            proc = subprocess.Popen(self.wrap(
                 ["unshare", "-m", "--propagation", "private", "sh", "-c",
                  "mount -t tmpfs tmpfs /run && mkdir -p /run/sshd && "
                  f"mount -t tmpfs -o size=256m sbhost{i} {self.target} && {bind}"
-                 f"exec /usr/sbin/sshd -D -e -f {d}/sshd_{i}"],
+                 f"exec /usr/sbin/sshd -D -e -f {d}/sshd_{i}"]),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             self.sshd.append(proc)
             self._stack.callback(_stop, proc)

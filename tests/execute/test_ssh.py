@@ -40,7 +40,7 @@ def ours():
 
 def session(there: str, target: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sh", "-c", REMOTE, "sh", there, f"{target}/storbench-x-", "",
-                             "--write", str(target)],
+                             "", "", "", "--write", str(target)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
 

@@ -218,14 +218,6 @@ def test_show_and_compare_say_it(throttled: Any, tmp_path: Path) -> None:
     assert limits == ["throttle", "page_cache"]
 
 
-def test_explain_is_refused_where_fio_runs_elsewhere(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
-    proc = run_cli("run", "--hosts", "127.0.0.1:1", str(tmp_path), "--explain", db=db)
-    assert proc.returncode == 2, proc.stderr
-    assert "--explain traces fio on this machine" in proc.stderr
-    assert "not available on --hosts" in proc.stderr
-
-
 def test_the_program_is_made_of_numbers_only() -> None:
     """What bpftrace is given holds no path or name of the user's: device numbers and the
     run's own threads."""

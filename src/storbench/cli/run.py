@@ -71,10 +71,11 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
                    " (default: on for network file systems); on an S3 bucket, a HEAD, a"
                    " LIST and a GET's first byte (default: on).")
 @click.option("--explain", is_flag=True,
-              help="Root, this machine: split each test's latency into the layers that"
-                   " spent it (file system, cgroup throttle, block queue, device,"
-                   " completion) from the kernel's tracepoints (bpftrace), and name the"
-                   " limit that bound it in one sentence (docs/explain.md).")
+              help="Split each test's latency into the layers that spent it (file"
+                   " system, cgroup throttle, block queue, device, completion) from the"
+                   " kernel's tracepoints (bpftrace), and name the limit that bound it in"
+                   " one sentence (docs/explain.md). Root, here or on each ssh:// host"
+                   " (bpftrace and python3 there).")
 @click.option("--allow-exec", is_flag=True,
               help="Let the job file run commands (exec_prerun=, exec_postrun=, the exec"
                    " engine, external engines). Default: refused; paths outside the"

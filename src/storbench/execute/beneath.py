@@ -1,7 +1,9 @@
 """Where fio's I/O goes, as the kernel's block-layer tracepoints name it (``run --explain``,
 execute/layers.py): the file system beneath a path, the block device beneath it (the whole
 disk of a partition, a loop device's backing file) and the I/O limits this process's cgroup
-has on that device."""
+has on that device. Run as a script (``python3 -I -c SOURCE PATH``: on a host over SSH,
+execute/hosttrace.py), it prints the place beneath PATH as JSON; it needs nothing but
+Python's standard library."""
 
 from __future__ import annotations
 
@@ -39,6 +41,29 @@ class Place:
                 "backing": d.backing if d is not None else None,
                 "backing_fs": d.backing_fs if d is not None else None,
                 "throttle": dict(self.throttle)}
+
+
+def place_of(said: Any) -> Place:
+    """The place a host said (``locate``'s JSON, as printed below); ValueError for anything
+    else: its numbers go into a bpftrace program, so each must be an integer."""
+    def number(value: Any) -> int:
+        if type(value) is not int or value < 0:
+            raise ValueError(f"not a device number: {value!r}")
+        return value
+
+    def text(value: Any) -> str | None:
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"not a name: {value!r}")
+        return value
+
+    if not isinstance(said, dict) or not isinstance(said.get("throttle", {}), dict):
+        raise ValueError("not a place")
+    d = said.get("device")
+    device = None if d is None else Beneath(
+        str(text(d["name"])), number(d["dev"]), number(d["part_dev"]),
+        number(d["start_sector"]), text(d.get("backing")), text(d.get("backing_fs")))
+    return Place(text(said.get("fs_type")), device,
+                 {str(k): number(v) for k, v in said.get("throttle", {}).items()})
 
 
 def kdev(major: int, minor: int) -> int:
@@ -119,3 +144,11 @@ def throttle_limits(major: int, minor: int) -> dict[str, int]:
                                        "rbps": "read_bps", "wbps": "write_bps"}.get(key, key)
                                       ] = int(value)
     return found
+
+
+if __name__ == "__main__":  # on a host over SSH: the place beneath the path given, as JSON
+    import dataclasses
+    import json
+    import sys
+
+    print(json.dumps(dataclasses.asdict(locate(Path(sys.argv[1])))))

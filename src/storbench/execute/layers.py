@@ -97,7 +97,7 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
     seeded = " ".join(f"@t[{t}] = 1;" for t in seeds)
     d = place.device
     lines = [
-        f'BEGIN {{ {seeded} printf("{token} B\\n"); }}',
+        f'BEGIN {{ {seeded} printf("{token} B %lld\\n", nsecs); }}',  # its clock: hosttrace
         "tracepoint:sched:sched_process_fork /@t[args->parent_pid]/"
         " { @t[args->child_pid] = 1; }",
         "tracepoint:sched:sched_process_exit /@t[tid]/ { delete(@t[tid]); }",
@@ -277,9 +277,9 @@ class LayerTrace:
             if mark in self._out.read_bytes():
                 return
             if self._proc.poll() is not None:
-                said = self._err.read_text(errors="replace").strip()
+                words = said(self._err.read_text(errors="replace").strip())
                 raise StorbenchError(f"--explain: bpftrace could not start: "
-                                     f"{_said(said) or 'no message'}")
+                                     f"{words or 'no message'}")
             time.sleep(0.05)
         self._stop()
         raise StorbenchError(f"--explain: bpftrace did not attach within {READY_S:g} s")
@@ -288,7 +288,7 @@ class LayerTrace:
         code = self._stop()
         text = self._out.read_text(errors="replace")
         if code not in (0, None):
-            self.error = f"bpftrace ended with {code}: {_said(self._err.read_text())}"
+            self.error = f"bpftrace ended with {code}: {said(self._err.read_text())}"
             return
         self.slices = parse(text, self.slice_ns)
         if self.slices.keys >= KEYS_MAX * 0.95:
@@ -311,7 +311,7 @@ class LayerTrace:
         return proc.returncode
 
 
-def _said(text: str) -> str:
+def said(text: str) -> str:
     """bpftrace's message, without its warnings about what it does not need."""
     kept = [line.strip() for line in text.splitlines() if "ERROR" in line
             and "RLIMIT_MEMLOCK" not in line and "available_filter_functions" not in line]

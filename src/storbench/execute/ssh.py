@@ -32,20 +32,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storbench.errors import TargetError
-from storbench.execute import confine
+from storbench.execute import beneath, confine
 
 CONNECT_S = 30.0  # ssh login, fio found, its server listening
 STOP_S = 5.0
 TRIES = 3  # socket directory names tried (one may exist)
 
 # Runs on the host: its facts, then fio's server on a unix socket until stdin closes.
-# $1: the socket directory to create; $2: the run's file prefix in the target ("" for
-# a device); $3: confine.py's source; $4: the fio engines the run needs (each said
-# there or not); then confine.py's flags (--write TARGET, or --file DEVICE when it may
-# be written).
+# $1: the socket directory to create; $2: the run's file prefix in the target ("" for a
+# device); $3: confine.py's source; $4: the fio engines the run needs (each said there or
+# not); $5: the path --explain traces ("" for none), $6: beneath.py's source (what tracing
+# needs, said); then confine.py's flags (--write TARGET, or --file DEVICE if written).
 REMOTE = r"""
-dir=$1 prefix=$2 confine=$3 engines=$4
-shift 4
+dir=$1 prefix=$2 confine=$3 engines=$4 traced=$5 locate=$6
+shift 6
 command -v fio >/dev/null 2>&1 || {
   echo "storbench-error fio is not installed on this host"; exit 1; }
 path= prev=
@@ -73,6 +73,12 @@ for e in $engines; do
   if said=$(fio --enghelp="$e" 2>&1); then echo "storbench-engine $e"
   else echo "storbench-no-engine $e $(printf '%s' "$said" | tail -n 1)"; fi
 done
+if [ -n "$traced" ]; then
+  echo "storbench-trace-machine $(uname -m)"; echo "storbench-trace-uid $(id -u)"
+  command -v bpftrace >/dev/null 2>&1 && echo "storbench-trace-bpftrace yes"
+  command -v python3 >/dev/null 2>&1 &&
+    echo "storbench-trace-place $(python3 -I -c "$locate" "$traced" 2>&1 | tail -n 1)"
+fi
 umask 077
 # what a session that could not end well left (its shell killed, the host rebooted
 # with /tmp kept): a socket directory of this user's whose lock nobody holds
@@ -129,6 +135,7 @@ trap '' PIPE
 # a file of the run's in the path, named by this session: storbench looks for the other
 # hosts' to see which share the path; removed with the run's files as the session ends
 [ -n "$prefix" ] && [ -n "$path" ] && (set -C; : > "$prefix${dir##*-}-mark") 2>/dev/null
+echo "storbench-server $pid"
 echo "storbench-ready"
 read _ || true
 # storbench closed the session (or died): the server and every process it forked, found
@@ -178,6 +185,9 @@ class Tunnel:
     local: Path
     facts: dict[str, object] = field(default_factory=dict)
     proc: subprocess.Popen[str] | None = None
+    # said for this run, not of the host: its fio server's PID ("server"); for --explain,
+    # "trace-machine", "-uid", "-bpftrace", "-place" (execute/hosttrace.py)
+    said: dict[str, str] = field(default_factory=dict)
 
     def stop(self) -> None:
         """Close the session (the remote script stops fio's server, removes the run's
@@ -205,8 +215,7 @@ class Tunnel:
 
 
 def stop_all(tunnels: list[Tunnel]) -> None:
-    """End every session at once (each host's server stops in about a second), then
-    wait for them, STOP_S at most in all."""
+    """End every session at once (each server stops in ~1 s); wait STOP_S at most in all."""
     for tunnel in tunnels:
         tunnel.close()
     until = time.monotonic() + STOP_S
@@ -223,6 +232,7 @@ class Remote:
     prefix: str
     confine_flags: tuple[str, ...]
     engines: tuple[str, ...] = ()  # fio engines the run needs: each host says if it has them
+    traced: str = ""  # the path run --explain traces on each host (execute/hosttrace.py)
 
 
 def open_tunnels(hosts: list[SshHost], config: str | None, sockets: Path,
@@ -304,6 +314,7 @@ def session_dir() -> str:
 def _open(host: SshHost, local: Path, config: str | None, remote: Remote,
           chosen: str | None = None) -> Tunnel:
     source = Path(confine.__file__).read_text()
+    locate = Path(beneath.__file__).read_text() if remote.traced else ""
     for _ in range(TRIES):
         there = chosen or session_dir()
         tunnel = Tunnel(host, local)
@@ -314,6 +325,7 @@ def _open(host: SshHost, local: Path, config: str | None, remote: Remote,
                 " ".join(["sh -c", shlex.quote(REMOTE), "sh", shlex.quote(there),
                           shlex.quote(remote.prefix), shlex.quote(source),
                           shlex.quote(" ".join(remote.engines)),
+                          shlex.quote(remote.traced), shlex.quote(locate),
                           *map(shlex.quote, remote.confine_flags)])]
         try:
             tunnel.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -335,6 +347,9 @@ def _open(host: SshHost, local: Path, config: str | None, remote: Remote,
                       " tries")
 
 
+_FACTS = {"storbench-host": "hostname", "storbench-fs": "fs_type", "storbench-fio": "fio_version"}
+
+
 def _until_ready(tunnel: Tunnel) -> str:
     """'ready', 'busy' (the remote port was taken), or what went wrong, in ssh's words."""
     proc = tunnel.proc
@@ -350,17 +365,15 @@ def _until_ready(tunnel: Tunnel) -> str:
                 return "busy"
             if word == "storbench-error":
                 return rest
-            if word == "storbench-host":
-                tunnel.facts["hostname"] = rest
+            if word.startswith("storbench-trace-") or word == "storbench-server":
+                tunnel.said[word.removeprefix("storbench-")] = rest
+            elif word in _FACTS and rest:
+                tunnel.facts[_FACTS[word]] = rest
             elif word == "storbench-mem-kib" and re.fullmatch(r"[0-9]+", rest):
                 tunnel.facts["ram_bytes"] = int(rest) * 1024
-            elif word == "storbench-fs" and rest:
-                tunnel.facts["fs_type"] = rest
             elif word == "storbench-space" and re.fullmatch(r"[0-9]+ [0-9]+ [0-9]+", rest):
                 size, total, free = map(int, rest.split())
                 tunnel.facts.update(total_bytes=size * total, free_bytes=size * free)
-            elif word == "storbench-fio":
-                tunnel.facts["fio_version"] = rest
             elif word == "storbench-engine":
                 engines = tunnel.facts.setdefault("engines", [])
                 assert isinstance(engines, list)

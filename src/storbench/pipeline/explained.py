@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from storbench.analysis.explain import explain
 from storbench.execute import beneath, layers
@@ -16,18 +16,38 @@ from storbench.result.model import TestResult
 from storbench.result.sections import EXPLAIN, ExplainEntry
 
 
-class Explained:
-    """The explanations of a run's tests, as they are measured."""
+class Here:
+    """This machine's fio followed by this machine's kernel (execute/layers.LayerTrace)."""
 
     def __init__(self, path: Path, directory: Path) -> None:
         self.place = beneath.locate(path)
         self.directory = directory  # storbench's work directory (0700): the program, output
-        self.entries: dict[str, ExplainEntry] = {}
 
     def trace(self, expected_s: float | None) -> layers.LayerTrace:
         return layers.LayerTrace(self.place, expected_s, self.directory)
 
-    def add(self, trace: layers.LayerTrace, timed: dict[str, Any], t0: float,
+
+class Tracer(Protocol):
+    """What follows each step's fio: here (``Here``), or on hosts over SSH
+    (execute/hosttrace.HostsTracer). ``place``: what the explanation names."""
+
+    place: beneath.Place
+
+    def trace(self, expected_s: float | None) -> Any: ...
+
+
+class Explained:
+    """The explanations of a run's tests, as they are measured."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer = tracer
+        self.place = tracer.place
+        self.entries: dict[str, ExplainEntry] = {}
+
+    def trace(self, expected_s: float | None) -> Any:
+        return self.tracer.trace(expected_s)
+
+    def add(self, trace: Any, timed: dict[str, Any], t0: float,
             results: list[TestResult], note: Callable[[str], None]) -> None:
         """Each of a step's ``results`` explained from the slices of its measured I/O
         (``timed``: its phase, on the run's clock that began at monotonic ``t0``)."""
@@ -54,7 +74,7 @@ class Explained:
 
 
 def tracing(explained: Explained | None, expected_s: float | None
-            ) -> tuple[layers.LayerTrace | None, AbstractContextManager[Any]]:
+            ) -> tuple[Any, AbstractContextManager[Any]]:
     """The trace of one step (None: not asked), and what to run the step inside."""
     if explained is None:
         return None, contextlib.nullcontext()

@@ -33,6 +33,7 @@ from storbench.execute.fsops import remove_marked
 from storbench.execute.local import Confinement, FioProcess
 from storbench.execute.workdir import MARKER, create_marked, leftovers, run_workdir
 from storbench.pipeline import kinds
+from storbench.pipeline.explained import Here, Tracer
 from storbench.pipeline.gate import Gated
 from storbench.pipeline.measure import Measurement, RunContext, recorded
 from storbench.pipeline.phases import Phases
@@ -51,6 +52,7 @@ from storbench.target.base import (
     Subject,
     Target,
     Traceable,
+    TracesHosts,
 )
 
 WORKDIR_WAIT_S = 5.0  # to remove storbench's own work directory (on local disk)
@@ -173,7 +175,7 @@ def run_on(subject: Subject, spec: RunSpec, store: Store,
             ctx = RunContext(subject, target, planned, store, run_id, rep, guard,
                              environment, clock)
             if traced is not None:
-                ctx.explain_at(traced, workdir)
+                ctx.explain_with(traced(workdir))
             try:
                 failure: BaseException | None = None
                 try:
@@ -315,19 +317,24 @@ def _say_another_workload(store: Store, series: str, workload: str, rep: Reporte
                  " as the storage's; give the new workload its own --series")
 
 
-def _traced(spec: RunSpec, target: Subject) -> Path | None:
-    """Where --explain follows fio's I/O (None: not asked); ConfigError where it cannot."""
+def _traced(spec: RunSpec, target: Subject) -> Callable[[Path], Tracer] | None:
+    """What follows fio's I/O for --explain, given storbench's work directory (None: not
+    asked); ConfigError where it cannot."""
     if not spec.explain:
         return None
+    if isinstance(target, TracesHosts):
+        return target.tracer()
     if not isinstance(target, Traceable):
         where = ("in pods: a pod (Pod Security \"restricted\") may not load programs into"
                  " the kernel, and its node is not this machine" if target.kind == "kubernetes"
-                 else "on --hosts yet: their fio runs beyond this machine's kernel")
-        raise ConfigError(f"--explain traces fio on this machine; it is not available {where}")
+                 else f"for {target.kind}")
+        raise ConfigError(f"--explain traces fio's I/O through a kernel's block layer; it is"
+                          f" not available {where}")
     why = layers.usable()
     if why is not None:
         raise ConfigError(why)
-    return target.traced_path()
+    path = target.traced_path()
+    return lambda directory: Here(path, directory)
 
 
 def _baseline(spec: RunSpec, store: Store) -> Run | None:

@@ -17,7 +17,6 @@ import functools
 import time
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from storbench import __version__
@@ -27,7 +26,7 @@ from storbench.errors import FioError, TargetHung
 from storbench.execute import Execution, FioBinary, SignalGuard
 from storbench.execute.base import Executor, FioJob
 from storbench.execute.probe import MetadataProbe, Probe, is_network_fs
-from storbench.pipeline.explained import Explained, tracing
+from storbench.pipeline.explained import Explained, Tracer, tracing
 from storbench.pipeline.failures import failure
 from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import Reporter
@@ -193,10 +192,9 @@ class RunContext:
     def executor(self, executor: Executor) -> None:
         self._executor = executor
 
-    def explain_at(self, path: Path, directory: Path) -> None:
-        """Explain each test from here on (--explain): its I/O goes beneath ``path``;
-        bpftrace's program and output go in ``directory`` (storbench's, 0700)."""
-        self.explained = Explained(path, directory)
+    def explain_with(self, tracer: Tracer) -> None:
+        """Explain each test from here on (--explain), each followed by ``tracer``."""
+        self.explained = Explained(tracer)
 
     def explained_section(self) -> dict[str, Any]:
         return self.explained.section() if self.explained is not None else {}

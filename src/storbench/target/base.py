@@ -100,6 +100,15 @@ class Traceable(Protocol):
 
 
 @runtime_checkable
+class TracesHosts(Protocol):
+    """A place whose fio runs on hosts, each followed by its own kernel (run --explain
+    over SSH: execute/hosttrace.py): what follows each test, given storbench's work
+    directory; ConfigError where it cannot."""
+
+    def tracer(self) -> Callable[[Path], Any]: ...
+
+
+@runtime_checkable
 class ProbesItself(Protocol):
     """A target whose latency beside the load is not a directory's metadata but its own
     requests (an S3 bucket's HEAD, LIST and GET: execute/probe.ObjectProbe). On by

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import shlex
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from storbench.errors import ConfigError
-from storbench.execute.ssh import SshHost, parse_ssh
+from storbench.execute.ssh import SshHost, parse_ssh, run_remote
 
 DEFAULT_PORT = 8765
 # a host name: labels of letters, digits, '-' (not first or last) and '_' (common in
@@ -84,3 +86,29 @@ def parse_hosts(text: str, source: str = "--hosts") -> list[Host]:
     if len({h.key for h in hosts}) != len(hosts):
         raise ConfigError(f"{source}: a host is listed twice")
     return hosts
+
+
+def ssh_sharing(ssh: list[Host], marks: list[str], config: str | None) -> list[list[str]]:
+    """The hosts over SSH (``ssh``) in groups that see one another's files in the path
+    (one file system shared by them: an NFS export, a cluster file system): each host's
+    session wrote its file ``marks[i]`` there as it started (removed as it ends), and each
+    host looks for the others'. [] for fewer than two hosts."""
+    if len(ssh) < 2:
+        return []
+    look = "sh -c " + shlex.quote("; ".join(  # sh: whatever the user's login shell
+        f"if [ -e {shlex.quote(m)} ]; then echo {i}; fi" for i, m in enumerate(marks)))
+
+    def seen(h: Host) -> set[int]:
+        assert h.ssh is not None
+        return {int(i) for i in run_remote(h.ssh, config, look, "").split()}
+
+    with ThreadPoolExecutor(max_workers=min(16, len(ssh))) as pool:
+        sees = list(pool.map(seen, ssh))
+    groups: list[list[str]] = []
+    placed: set[int] = set()
+    for i in range(len(ssh)):
+        if i not in placed:
+            group = [j for j in range(len(ssh)) if j not in placed and (j == i or j in sees[i])]
+            placed.update(group)
+            groups.append([ssh[j].key for j in group])
+    return groups

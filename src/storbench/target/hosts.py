@@ -21,7 +21,6 @@ guessing.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,15 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from storbench.errors import ConfigError, TargetError
-from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
+from storbench.execute import Executor, FioBinary, FioJob, SignalGuard, hosttrace
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
+from storbench.execute.hosttrace import HostsTracer
 from storbench.execute.probe import Probe
 from storbench.execute.ssh import (
     Remote,
     Tunnel,
     open_tunnels,
     put_remote,
-    run_remote,
     session_dir,
     stop_all,
 )
@@ -45,7 +44,7 @@ from storbench.result.environment import Environment
 from storbench.target.base import Deadline, Leftover, Quiet
 from storbench.target.device import Seen
 from storbench.target.environment import agent_path_facts, host_facts
-from storbench.target.hostlist import Host
+from storbench.target.hostlist import Host, ssh_sharing
 from storbench.target.remoteguard import look_all
 from storbench.target.sharedlayout import lay_out, remove
 from storbench.target.storage import OnStorage, Outside, Room, Storage, Worker
@@ -84,6 +83,7 @@ class HostsTarget(OnStorage, Quiet):
     layout_with: tuple[FioBinary, Path] = field(init=False)  # check()'s: fio and its workdir
     shared_left: JobFile | None = field(default=None, init=False)  # lay_out's: to remove
     guard: SignalGuard = field(init=False)  # prepare()'s
+    explain: bool = field(default=False, init=False)  # run --explain: tracer()'s
 
     @property
     def path(self) -> Path:
@@ -133,6 +133,8 @@ class HostsTarget(OnStorage, Quiet):
                                   workdir, self.remote(), [self._session_dir(h) for h in ssh])
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
             self._engines()
+            if self.explain:
+                hosttrace.check(self.tunnels)
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
         if self.storage.in_files:
             self.agent_facts = {h.key: agent_path_facts(h.socket, self.path)
@@ -190,32 +192,12 @@ class HostsTarget(OnStorage, Quiet):
         return self.groups
 
     def _ssh_sharing(self) -> list[list[str]]:
-        """The hosts over SSH in groups that see one another's files in the path (one
-        file system shared by them: an NFS export, a cluster file system): each host's
-        session wrote a file of the run's there as it started (removed as it ends), and
-        each host looks for the others'. [] for fewer than two hosts."""
+        """The hosts over SSH in groups that see one another's files in the path
+        (hostlist.ssh_sharing: each looks for the file each session wrote there)."""
         ssh = [h for h in self.hosts if h.ssh is not None]
-        if len(ssh) < 2:
-            return []
-        marks = [f"{self.remote().prefix}{self._session_dir(h).rsplit('-', 1)[1]}-mark"
-                 for h in ssh]
-        look = "sh -c " + shlex.quote("; ".join(  # sh: whatever the user's login shell
-            f"if [ -e {shlex.quote(m)} ]; then echo {i}; fi" for i, m in enumerate(marks)))
-
-        def seen(h: Host) -> set[int]:
-            assert h.ssh is not None
-            return {int(i) for i in run_remote(h.ssh, self.ssh_config, look, "").split()}
-
-        with ThreadPoolExecutor(max_workers=min(16, len(ssh))) as pool:
-            sees = list(pool.map(seen, ssh))
-        groups: list[list[str]] = []
-        placed: set[int] = set()
-        for i in range(len(ssh)):
-            if i not in placed:
-                group = [j for j in range(len(ssh)) if j not in placed and (j == i or j in sees[i])]
-                placed.update(group)
-                groups.append([ssh[j].key for j in group])
-        return groups
+        return ssh_sharing(ssh, [f"{self.remote().prefix}"
+                                 f"{self._session_dir(h).rsplit('-', 1)[1]}-mark" for h in ssh],
+                           self.ssh_config)
 
     def apart(self, path: str) -> str | None:
         """Every host over SSH must see the file the first one wrote, and the agents on
@@ -244,7 +226,20 @@ class HostsTarget(OnStorage, Quiet):
         flags = [*(f for d in access.dirs for f in ("--write", d)),
                  *(f for d in access.files for f in ("--file", d))]
         prefix = f"{self.path}/storbench-{self.uid}-" if self.storage.in_files else ""
-        return Remote(prefix, tuple(flags), (self.outside.engine,) if self.outside else ())
+        return Remote(prefix, tuple(flags), (self.outside.engine,) if self.outside else (),
+                      self.storage.path if self.explain else "")
+
+    def tracer(self) -> Callable[[Path], HostsTracer]:
+        """run --explain: each host's fio followed by its own kernel, over its SSH session
+        (execute/hosttrace.py); ConfigError for a host not reached over SSH, or a storage
+        outside the hosts (no block layer of theirs to follow)."""
+        if (agents := [h.key for h in self.hosts if h.ssh is None]) or self.outside:
+            raise ConfigError("--explain follows fio through each host's kernel over its SSH"
+                              " session: " + (f"not reached over SSH (ssh://HOST): "
+                                              f"{', '.join(agents)}" if agents else
+                                              f"{self.storage.kind} is no storage of theirs"))
+        self.explain = True
+        return lambda _workdir: HostsTracer(self.tunnels, self.ssh_config)
 
     def endpoints(self) -> dict[str, Server]:
         """Where fio's client reaches each host's server: its address, its unix socket,

@@ -1,0 +1,102 @@
+"""`run --explain --hosts ssh://…`: each host's fio followed by bpftrace on that host, over
+an SSH command of its own (execute/hosttrace.py), the hosts' layers summed. The hosts are
+real sshd servers in mount namespaces of this machine (tests/testbed.SshHosts): their
+kernel is this one, but each host's trace follows only its own fio server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storbench.execute import layers
+from tests.conftest import needs, needs_timing, run_cli
+from tests.pipeline.test_explain import explained, job, ran
+from tests.testbed import SshHosts, processes
+
+pytestmark = needs("tracer", "root", "fio", "ssh",
+                   unavailable=layers.usable() and "bpftrace is not installed"
+                   " (scripts/install-testbed) or not root")
+
+
+def bpftraces() -> set[int]:
+    return set(processes(lambda argv: bool(argv) and argv[0].endswith(b"bpftrace")))
+
+
+def on_hosts(hosts: SshHosts, path: Path, jobfile: Path, db: Path) -> Any:
+    return run_cli("run", str(path), "--hosts", hosts.hosts, "--ssh-config",
+                   str(hosts.config), "--job", str(jobfile), "--explain",
+                   "--no-probe-metadata", db=db)
+
+
+def test_on_tmpfs_hosts_there_is_no_block_layer_and_every_host_is_counted(tmp_path: Path
+                                                                            ) -> None:
+    """Two hosts, each its own tmpfs at the path: the sentence names tmpfs, and the calls
+    the traces saw are those of both hosts' fio (one host's alone would be half)."""
+    db = tmp_path / "s.db"
+    before = bpftraces()
+    with SshHosts(2) as hosts:
+        ran(on_hosts(hosts, hosts.target, job(tmp_path, size="8m", runtime=3), db))
+    entry, data = explained(db)
+    assert entry["limit"] in ("no_block", "cpu"), entry["said"]
+    assert "tmpfs" in entry["said"] and "device" not in entry["layers"]
+    total = data["tests"][0]["read"]["total_ios"]
+    per_host = [h["read"]["total_ios"] for h in data["per_host"]]
+    assert len(per_host) == 2 and sum(per_host) == total
+    # the kernel skips a program that would run inside another on its CPU: most are seen
+    assert entry["layers"]["call_nobio"]["n"] >= max(per_host) * 1.2, (entry, per_host)
+    assert bpftraces() - before == set()  # every host's tracer ended with its test
+
+
+@needs_timing
+def test_a_cgroup_throttle_on_the_hosts_is_named(tmp_path: Path) -> None:
+    """The hosts' sshd (so their fio servers) in a blkio cgroup capped at 3,000 read IOPS
+    on a loop volume both see: each host's trace finds the cap in its own cgroup, and the
+    wait in blk-throttle holds most of fio's p99; the device saw both hosts' reads."""
+    from tests.testbed import Throttled, missing_for_throttled
+
+    if why := missing_for_throttled():
+        pytest.skip(why)
+    db = tmp_path / "s.db"
+    with Throttled(backing_dir="/dev/shm", size="1G") as vol, \
+            SshHosts(2, wrap=vol.wrap) as hosts:
+        ran(on_hosts(hosts, vol.mnt, job(tmp_path, ioengine="libaio", iodepth=16), db))
+    entry, data = explained(db)
+    assert entry["limit"] == "throttle", entry["said"]
+    assert "3,000 read iops" in entry["said"]
+    assert entry["place"]["throttle"]["read_iops"] == 3000
+    result = data["tests"][0]
+    p99 = float(result["read"]["clat"]["percentiles_ns"]["99.0"])
+    assert entry["layers"]["throttle"]["p99_ns"] >= 0.8 * p99
+    assert entry["layers"]["device"]["n"] >= 0.9 * result["read"]["total_ios"], entry
+
+
+def test_a_host_that_cannot_trace_is_named_before_anything_runs(tmp_path: Path) -> None:
+    """bpftrace missing on the second host: the run is refused, naming it, before any
+    test; no fio server is left on either host and no run is stored."""
+    from tests.testbed import fio_servers_on_loopback
+
+    db = tmp_path / "s.db"
+    before = set(fio_servers_on_loopback())
+    with SshHosts(2, hidden={1: "bpftrace"}) as hosts:
+        proc = on_hosts(hosts, hosts.target, job(tmp_path, size="8m", runtime=1), db)
+        second = hosts.hosts.split(",")[1]
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        said = " ".join(proc.stderr.split())
+        assert f"--explain cannot follow fio on 1 of 2 host(s): {second}: bpftrace" in said
+        assert "Nothing was started" in said
+        assert "[1]" not in proc.stderr  # no test began
+        assert hosts.files_on(0) == [] and hosts.files_on(1) == []
+    assert set(fio_servers_on_loopback()) - before == set()
+    assert run_cli("list", "--json", db=db).stdout.strip() == "[]"
+
+
+def test_an_agent_cannot_be_traced(tmp_path: Path) -> None:
+    """Only a host reached over SSH can be traced (its session runs bpftrace there)."""
+    db = tmp_path / "s.db"
+    proc = run_cli("run", "--hosts", "127.0.0.1:1", str(tmp_path), "--explain", db=db)
+    assert proc.returncode == 2, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "--explain follows fio through each host's kernel over its SSH session" in said
+    assert "not reached over SSH (ssh://HOST): 127.0.0.1:1" in said
