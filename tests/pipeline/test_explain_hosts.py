@@ -5,6 +5,7 @@ kernel is this one, but each host's trace follows only its own fio server."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ pytestmark = needs("tracer", "root", "fio", "ssh",
                    " (scripts/install-testbed) or not root")
 
 
-def bpftraces() -> set[int]:
-    return set(processes(lambda argv: bool(argv) and argv[0].endswith(b"bpftrace")))
+def bpftraces(hosts: SshHosts) -> set[int]:
+    """The bpftrace processes the hosts' SSH sessions run."""
+    ours = {p for i in range(hosts.n) for p in hosts.sessions(i)}
+    return ours & set(processes(lambda argv: bool(argv) and argv[0].endswith(b"bpftrace")))
 
 
 def on_hosts(hosts: SshHosts, path: Path, jobfile: Path, db: Path) -> Any:
@@ -35,9 +38,9 @@ def test_on_tmpfs_hosts_there_is_no_block_layer_and_every_host_is_counted(tmp_pa
     """Two hosts, each its own tmpfs at the path: the sentence names tmpfs, and the calls
     the traces saw are those of both hosts' fio (one host's alone would be half)."""
     db = tmp_path / "s.db"
-    before = bpftraces()
     with SshHosts(2) as hosts:
         ran(on_hosts(hosts, hosts.target, job(tmp_path, size="8m", runtime=3), db))
+        assert bpftraces(hosts) == set()  # every host's tracer ended with its test
     entry, data = explained(db)
     assert entry["limit"] in ("no_block", "cpu"), entry["said"]
     assert "tmpfs" in entry["said"] and "device" not in entry["layers"]
@@ -46,7 +49,36 @@ def test_on_tmpfs_hosts_there_is_no_block_layer_and_every_host_is_counted(tmp_pa
     assert len(per_host) == 2 and sum(per_host) == total
     # the kernel skips a program that would run inside another on its CPU: most are seen
     assert entry["layers"]["call_nobio"]["n"] >= max(per_host) * 1.2, (entry, per_host)
-    assert bpftraces() - before == set()  # every host's tracer ended with its test
+
+
+def test_storbench_killed_mid_test_leaves_no_tracer_on_the_hosts(tmp_path: Path) -> None:
+    """SIGKILL while both hosts trace: each tracer's SSH connection closes, and bpftrace
+    there stops (as the sessions' fio servers do)."""
+    import signal
+    import subprocess
+    import time
+
+    from tests.conftest import STORBENCH
+
+    with SshHosts(2) as hosts:
+        proc = subprocess.Popen(
+            [*STORBENCH, "run", str(hosts.target), "--hosts", hosts.hosts, "--ssh-config",
+             str(hosts.config), "--job", str(job(tmp_path, size="8m", runtime=60)),
+             "--explain", "--no-probe-metadata"],
+            env={**os.environ, "STORBENCH_DB": str(tmp_path / "s.db")},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while len(bpftraces(hosts)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert len(bpftraces(hosts)) == 2, "the hosts' tracers never started"
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        deadline = time.monotonic() + 10
+        while bpftraces(hosts) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert bpftraces(hosts) == set()
 
 
 @needs_timing

@@ -76,7 +76,9 @@ def check(tunnels: dict[str, Tunnel]) -> None:
             (f"storbench does not know the system calls of {said.get('trace-machine')}",
              said.get("trace-machine") not in NUMBERS),
             ("python3 is not installed (it reads what is beneath the path)",
-             "trace-place" not in said)) if lacking]
+             "trace-place" not in said),
+            ("its session did not say its fio server's PID",
+             not said.get("server", "").isdigit())) if lacking]
         if not why:
             try:
                 _place(tunnel)
