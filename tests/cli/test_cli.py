@@ -92,8 +92,11 @@ def test_quick_suite_on_tmpfs(tmpfs, store_path):
 
 def test_disk_run_records_block_device(disk_dir, store_path):
     proc = run_cli("run", str(disk_dir), "--suite", "etcd", "--size", "2m", db=store_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "PASS etcd.fdatasync.p99 < 10ms: measured" in proc.stdout
+    # the suite's verdict is the disk's: it failed here once beside three lanes of tests
+    # (exit 3, said as FAIL); what this test holds is that it was measured and said
+    failed = "FAIL etcd.fdatasync.p99 < 10ms: measured" in proc.stdout
+    assert proc.returncode == (3 if failed else 0), proc.stderr
+    assert failed or "PASS etcd.fdatasync.p99 < 10ms: measured" in proc.stdout
     env = show_json(store_path)["environment"]["target"]
     assert env["fs_type"] not in ("tmpfs", "")
     if Path("/sys/dev/block").exists() and env.get("block_device"):
