@@ -378,6 +378,24 @@ def test_what_does_not_apply_to_a_bucket_on_hosts_is_refused(tmp_path, extra, sa
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(("endpoint", "hosts", "far"), [
+    ("http://127.0.0.1:9", "ssh://192.0.2.7,ssh://127.0.0.21", "ssh://192.0.2.7"),
+    ("http://localhost:9", "ssh://db1,sock:/run/sb.sock", "ssh://db1"),
+    ("http://[::1]:9", "192.0.2.8:8765,ssh://root@[::1]:22", "192.0.2.8:8765"),
+])
+def test_a_loopback_endpoint_is_refused_where_a_host_is_not_this_machine(tmp_path, endpoint,
+                                                                         hosts, far):
+    """An endpoint on 127.0.0.1 is, from another host, that host's own loopback: another
+    server, or none. The hosts on this machine's loopback (and agents on its unix
+    sockets) reach it; the others are named, and nothing is started."""
+    proc = run_cli("run", "s3://sbt-b", "--hosts", hosts, "--endpoint", endpoint,
+                   db=tmp_path / "r.db")
+    assert proc.returncode == 2, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert f"{endpoint} is a loopback address: on {far} it is that host's own, not this" \
+           " endpoint; give --endpoint an address the hosts reach" in said, said
+
+
 @pytest.mark.parametrize("s3", ["s3proxy"], indirect=True)
 def test_the_sweep_puts_gets_and_deletes_at_1_4_and_16_requests_at_a_time(s3, tmp_path):
     """How an endpoint's rate grows with concurrency: small objects' GETs wait for the

@@ -321,6 +321,10 @@ def choose_targets(f: TargetFlags) -> list[Target]:
             if f.shared_file:
                 raise ConfigError(f"--shared-file: on {word} each host PUTs and GETs objects"
                                   " of its own")
+            if storage.loopback and (far := [h.key for h in hosts if not h.on_loopback()]):
+                raise ConfigError(f"{storage.loopback} is a loopback address: on"
+                                  f" {', '.join(far)} it is that host's own, not this"
+                                  " endpoint; give --endpoint an address the hosts reach")
             return [HostsTarget(storage, hosts, f.ssh_config)]
         here, made = iter(_here(f, devices) if f.given else []), iter(f.made)
         return [next(made) if w else next(here) for w in f.order]

@@ -40,11 +40,22 @@ class Host:
             return True
         if self.ssh is not None:
             return False  # its facts come over SSH
-        try:
-            infos = socket.getaddrinfo(self.address, None, proto=socket.IPPROTO_TCP)
-        except OSError:
-            return False
-        return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+        return loopback(self.address)
+
+    def on_loopback(self) -> bool:
+        """Is the host reached on this machine's loopback (an agent's unix socket here, an
+        agent or an SSH host at 127.0.0.0/8, ::1, localhost), so that its loopback is
+        this machine's?"""
+        return bool(self.socket) or loopback(self.ssh.host if self.ssh else self.address)
+
+
+def loopback(name: str) -> bool:
+    """Does ``name`` (an address or a host name) reach only a loopback address?"""
+    try:
+        infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
 _USER_PASSWORD = re.compile(r"^((?:ssh://)?[^/:@\s\[]*):[^@/\s]+@")  # user:PASSWORD@host

@@ -35,6 +35,7 @@ import re
 import socket
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ from storbench.execute.workdir import MARKER, PREFIX, Leftover, held, run_workdi
 from storbench.result.environment import Environment
 from storbench.target.base import Deadline, Placed
 from storbench.target.here import HereTarget
+from storbench.target.hostlist import loopback
 from storbench.target.objectnames import ONE_OBJECT, Bucket, ObjectJob, expected_keys
 from storbench.target.storage import Access, NoDevice, Place, Worker
 from storbench.workload.jobfile import JobFile, Section
@@ -96,6 +98,12 @@ class ObjectStorage(NoDevice):
     @property
     def name(self) -> str:
         return self.bucket.url
+
+    @property
+    def loopback(self) -> str | None:
+        """The endpoint, if it is on a loopback address (target/storage.Outside)."""
+        host = urllib.parse.urlsplit(self.endpoint.url).hostname
+        return self.endpoint.url if host and loopback(host) else None
 
     @property
     def short_name(self) -> str:

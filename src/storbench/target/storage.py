@@ -260,6 +260,12 @@ class Outside(Storage, Protocol):
     engine: str  # the fio engine every worker's fio must have ("http")
     engine_hint: str  # how to get a fio that has it
 
+    @property
+    def loopback(self) -> str | None:
+        """Where it is reached, if that is a loopback address (each machine's own: from
+        another host it is not this one); None otherwise."""
+        ...
+
     def end(self, hurry: bool) -> None:
         """Remove what the run put there (TargetError naming what is left)."""
         ...
