@@ -13,7 +13,7 @@ import pytest
 from storbench.errors import TargetError
 from storbench.execute import layers
 from storbench.execute.beneath import place_of
-from storbench.execute.hosttrace import Merged, check
+from storbench.execute.hosttrace import HostsTracer, Merged, check
 from storbench.execute.ssh import SshHost, Tunnel
 
 PLACE = {"fs_type": "ext4", "throttle": {"read_iops": 3000},
@@ -79,3 +79,16 @@ def test_the_hosts_are_summed_each_over_its_own_window() -> None:
     seen = merged.between(1400, 1700)  # the I/O lasted 300 ns and ended at 1,700 here
     assert seen.layer("device") == {5: 5 + 5 + 5 + 7 + 7 + 7}
     assert merged.span_s(1400, 1700) == pytest.approx(300e-9)
+
+
+def test_hosts_that_differ_beneath_the_path_are_said() -> None:
+    """The sentence names what is beneath the first host's path: where another host has
+    something else there, that is said as the run starts."""
+    tmpfs = json.dumps({"fs_type": "tmpfs", "device": None, "throttle": {}})
+    same = HostsTracer({"ssh://a": tunnel(**able()), "ssh://b": tunnel(**able())}, None)
+    assert same.notes == [] and same.place == place_of(PLACE)
+    mixed = HostsTracer({"ssh://a": tunnel(**able()),
+                         "ssh://b": tunnel(**able(**{"trace-place": tmpfs}))}, None)
+    assert mixed.notes == ["--explain: the hosts differ beneath the path (ssh://a: ext4 on"
+                           " vda; ssh://b: tmpfs): their layers are summed, and each sentence"
+                           " names what is beneath ssh://a's"]

@@ -90,6 +90,12 @@ def check(tunnels: dict[str, Tunnel]) -> None:
                           f" host(s): {'; '.join(found)}. Nothing was started.")
 
 
+def _told(place: Place) -> str:
+    """What is beneath a host's path, in a few words (its file system, its device)."""
+    d = place.device
+    return f"{place.fs_type or 'a block device'}" + (f" on {d.name}" if d is not None else "")
+
+
 def _place(tunnel: Tunnel) -> Place:
     try:
         return place_of(json.loads(tunnel.said.get("trace-place", "")))
@@ -108,8 +114,14 @@ class HostsTracer:
                            int(t.said["server"])) for key, t in tunnels.items()]
         if not self.hosts:
             raise ConfigError("--explain on --hosts: no host reached over SSH to trace")
-        # the explanation's words name what is beneath the first host's path
+        # the explanation's words name what is beneath the first host's path; where the
+        # hosts differ, that is said as the run starts
         self.place = self.hosts[0].place
+        beneath = {h.key: _told(h.place) for h in self.hosts}
+        self.notes = [] if len(set(beneath.values())) == 1 else [
+            "--explain: the hosts differ beneath the path ("
+            + "; ".join(f"{k}: {v}" for k, v in beneath.items()) + "): their layers are"
+            f" summed, and each sentence names what is beneath {self.hosts[0].key}'s"]
 
     def trace(self, expected_s: float | None) -> HostsTrace:
         return HostsTrace(self, expected_s)

@@ -22,6 +22,7 @@ class Here:
     def __init__(self, path: Path, directory: Path) -> None:
         self.place = beneath.locate(path)
         self.directory = directory  # storbench's work directory (0700): the program, output
+        self.notes: list[str] = []
 
     def trace(self, expected_s: float | None) -> layers.LayerTrace:
         return layers.LayerTrace(self.place, expected_s, self.directory)
@@ -29,9 +30,11 @@ class Here:
 
 class Tracer(Protocol):
     """What follows each step's fio: here (``Here``), or on hosts over SSH
-    (execute/hosttrace.HostsTracer). ``place``: what the explanation names."""
+    (execute/hosttrace.HostsTracer). ``place``: what the explanation names; ``notes``:
+    what to say as the run starts."""
 
     place: beneath.Place
+    notes: list[str]
 
     def trace(self, expected_s: float | None) -> Any: ...
 

@@ -195,6 +195,8 @@ class RunContext:
     def explain_with(self, tracer: Tracer) -> None:
         """Explain each test from here on (--explain), each followed by ``tracer``."""
         self.explained = Explained(tracer)
+        for note in tracer.notes:
+            self.rep.note(note)
 
     def explained_section(self) -> dict[str, Any]:
         return self.explained.section() if self.explained is not None else {}
