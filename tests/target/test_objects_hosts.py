@@ -4,7 +4,7 @@ hosts real sshd instances (tests/testbed.SshHosts) whose fio is one built with t
 engine. The secret key reaches each host's fio server through its SSH session's stdin:
 it is on no command line of any process while the run lasts, in no output, nowhere in
 the database; the objects every host put are gone afterwards; a host whose fio lacks the
-engine is named before anything runs."""
+engine is named before anything runs, over SSH and as an agent."""
 
 from __future__ import annotations
 
@@ -141,3 +141,46 @@ def test_a_host_whose_fio_has_no_http_engine_is_named_and_nothing_runs(s3, tmp_p
         assert set(fio_servers_on_loopback()) - set(before) == set()
     assert s3.keys(bucket) == []
     assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("s3", ["moto"], indirect=True)
+def test_agents_fio_is_asked_for_the_engine_and_one_without_it_is_named(s3, tmp_path,
+                                                                          store_path):
+    """An agent (`storbench agent`, no SSH session to ask `fio --enghelp`) is sent a job
+    that loads the http engine and moves nothing: the one whose fio is Debian's is named
+    with its fio's own words before anything runs; with the engine on both, the run
+    puts, gets and deletes each agent's objects and leaves none."""
+    from tests.execute.test_agent import Agent
+
+    bucket = _bucket(s3)
+    job = tmp_path / "objects.fio"
+    job.write_text(JOB)
+    socks = [tmp_path / f"storbench-agent-{n}" / "agent.sock" for n in "abc"]
+    agents = [Agent("--socket", str(socks[0]), "--allow-root", "--fio", str(FIO_HTTP)),
+              Agent("--socket", str(socks[1]), "--allow-root"),  # Debian's fio
+              Agent("--socket", str(socks[2]), "--allow-root", "--fio", str(FIO_HTTP))]
+    try:
+        for agent, sock in zip(agents, socks, strict=True):
+            agent.wait_socket(sock)
+        args = ["run", f"s3://{bucket}/team", "--endpoint", s3.url, "--job", str(job),
+                "--hosts"]
+        proc = run_cli(*args, f"sock:{socks[0]},sock:{socks[1]}", db=store_path,
+                       env=s3.env())
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        said = " ".join(proc.stderr.split())
+        assert f"fio on 1 of 2 host(s) has no http engine, which S3 bucket s3://{bucket}/team" \
+               f" needs (sock:{socks[1]}: fio: engine http not loadable)" in said, said
+        assert "Nothing was started" in said and f"sock:{socks[0]}:" not in said
+        assert s3.keys(bucket) == []
+        assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
+        ran = run_cli(*args, f"sock:{socks[0]},sock:{socks[2]}", db=store_path,
+                      env=s3.env())
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        tests = {t["name"]: t for t in show_json(store_path)["tests"]}
+        assert tests["put"]["write"]["total_ios"] == 2 * OBJECTS  # each agent's own
+        assert tests["get"]["read"]["total_ios"] == 2 * OBJECTS
+        assert tests["delete"]["trim"]["total_ios"] == 2 * OBJECTS
+        assert s3.keys(bucket) == []
+    finally:
+        for agent in agents:
+            agent.stop()

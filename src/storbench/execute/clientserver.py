@@ -166,3 +166,30 @@ def _ask(fio: FioBinary, servers: list[Server], job: Path) -> tuple[list[str], s
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def engine_refusals(fio: FioBinary, servers: dict[str, Server], job_text: str,
+                    workdir: Path) -> dict[str, str]:
+    """Each server that cannot run ``job_text`` (a job that loads an engine and moves
+    nothing: create_only), with its fio's own words ({host: words}; none: all can). An
+    agent's fio is asked this way: only an SSH session can ask ``fio --enghelp``."""
+    job = workdir / "engine-check.fio"
+    job.write_text(job_text)
+
+    def one(item: tuple[str, Server]) -> tuple[str, str]:
+        host, server = item
+        try:  # SIGPIPE ignored: the server's words come back before it closes
+            proc = subprocess.run([fio.path, client_arg(server), str(job)], text=True,
+                                  capture_output=True, timeout=PROBE_TIMEOUT_S,
+                                  restore_signals=False)
+        except subprocess.TimeoutExpired:
+            return host, f"no answer within {PROBE_TIMEOUT_S:.0f} s"
+        if proc.returncode == 0 and "fio: " not in proc.stdout:
+            return host, ""
+        # fio's client prefixes each line with the server's name ("<sock> fio: ...")
+        said = [line.split("> ", 1)[-1] for line in proc.stdout.splitlines() if "fio: " in line]
+        return host, (said[0] if said else fio_message(proc.stderr)) or \
+            f"fio's client ended with exit status {proc.returncode}"
+
+    with ThreadPoolExecutor(max_workers=min(16, len(servers) or 1)) as pool:
+        return {h: why for h, why in pool.map(one, servers.items()) if why}

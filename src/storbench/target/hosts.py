@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from storbench.errors import ConfigError, TargetError
-from storbench.execute import Executor, FioBinary, FioJob, SignalGuard, hosttrace
+from storbench.execute import Executor, FioBinary, FioJob, SignalGuard, clientserver, hosttrace
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
 from storbench.execute.hosttrace import HostsTracer
 from storbench.execute.probe import Probe
@@ -132,7 +132,6 @@ class HostsTarget(OnStorage, Quiet):
             opened = open_tunnels([h.ssh for h in ssh if h.ssh is not None], self.ssh_config,
                                   workdir, self.remote(), [self._session_dir(h) for h in ssh])
             self.tunnels = {h.key: t for h, t in zip(ssh, opened, strict=True)}
-            self._engines()
             if self.explain:
                 hosttrace.check(self.tunnels)
         # what fails from here leaves the sessions open: the run loop's cleanup ends them
@@ -143,23 +142,28 @@ class HostsTarget(OnStorage, Quiet):
         endpoints = self.endpoints()
         found = probe(fio, list(endpoints.values()), workdir)
         self.versions = {w: found[key(s)] for w, s in endpoints.items()}
+        self._engines()  # every host reached, its fio the client's version
 
     def _engines(self) -> None:
-        """Every host over SSH has a fio with the engine an outside storage needs (its
-        session said; an agent's fio, if it has none, says so as the first test starts)."""
+        """Every host has a fio with the engine an outside storage needs: over SSH, as its
+        session said; an agent, as its fio answers a job that loads it and moves nothing."""
         if self.outside is None:
             return
         engine = self.outside.engine
-        lacking = {h: t.facts.get("engines_missing", {}) for h, t in self.tunnels.items()
+        lacking = {h: (m.get(engine) if isinstance(m := t.facts.get("engines_missing"), dict)
+                       else None) or "?" for h, t in self.tunnels.items()
                    if not isinstance(has := t.facts.get("engines"), list) or engine not in has}
+        if agents := {h.key: s for h, s in zip(self.hosts, self.endpoints().values(),
+                                               strict=True) if h.ssh is None}:
+            lacking.update(clientserver.engine_refusals(
+                self.layout_with[0], agents, self.outside.engine_check, self.layout_with[1]))
         if lacking:
-            said = "; ".join(f"{h}: {(m.get(engine) if isinstance(m, dict) else None) or '?'}"
-                             for h, m in lacking.items())
+            said = "; ".join(f"{h}: {words}" for h, words in lacking.items())
             raise TargetError(f"fio on {len(lacking)} of {len(self.hosts)} host(s) has no"
                               f" {engine} engine, which {self.storage.kind} {self.storage.path}"
                               f" needs ({said}). {self.outside.engine_hint} On a host, the fio"
-                              " its SSH session finds first in its PATH is the one run."
-                              " Nothing was started.")
+                              " its SSH session finds first in its PATH is the one run (an"
+                              " agent's: its --fio). Nothing was started.")
 
     def rooms(self) -> list[Room]:
         """The room in the path on each host that said its free space; a file system

@@ -88,6 +88,10 @@ class ObjectStorage(NoDevice):
     in_files = False
     engine = "http"  # target/storage.Outside
     engine_hint = FIO_HTTP_BUILD + "."
+    # create_only: fio loads the engine, parses its options and moves nothing
+    engine_check = ("[storbench-engine-check]\nioengine=http\nhttp_mode=s3\n"
+                    "http_host=127.0.0.1\nfilename=/storbench-engine-check\nrw=read\n"
+                    "size=4k\ncreate_only=1\n")
     path: str = field(default="", init=False)  # as given: s3://BUCKET[/PREFIX]
     uid: str = field(default="", init=False)
     marked: bool = field(default=False, init=False)

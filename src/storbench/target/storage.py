@@ -259,6 +259,7 @@ class Outside(Storage, Protocol):
 
     engine: str  # the fio engine every worker's fio must have ("http")
     engine_hint: str  # how to get a fio that has it
+    engine_check: str  # a job that loads it and moves nothing (an agent's fio is asked)
 
     @property
     def loopback(self) -> str | None:
