@@ -38,13 +38,20 @@ def explained(db: Path, run: str = "last") -> tuple[dict[str, Any], dict[str, An
     shown = run_cli("show", run, "--json", db=db)
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout)
+    # the run's own words say why, where it stored none (CI once: a run on tmpfs beside
+    # two lanes of tests took 36 s and kept no explanation)
+    assert "explain" in data["data"], f"no explanation kept; the run said: {SAID[-1][-3000:]}"
     found = data["data"]["explain"]
     assert list(found) == ["probe"], found
     return found["probe"], data
 
 
+SAID = [""]  # what the last run that `ran` said on stderr
+
+
 def ran(proc: Any) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    SAID.append(proc.stderr)
 
 
 def clat(data: dict[str, Any], q: str) -> float:
