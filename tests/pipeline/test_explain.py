@@ -75,6 +75,9 @@ def test_a_cgroup_throttle_is_named_and_holds_the_block_layer_wait(throttled: An
     assert entry["place"]["throttle"]["read_iops"] == 3000
 
 
+@needs_timing  # fio on tmpfs at full speed: the heaviest tracing (beside two lanes of
+# tests one run took 36 s, 30 of them likely waiting for bpftrace to end, and kept no
+# explanation; not seen again, alone or beside four CPU hogs)
 def test_tmpfs_has_no_block_layer(small_tmpfs: Path, tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     ran(run_cli("run", str(small_tmpfs), "--job", str(job(tmp_path, size="8m")),

@@ -33,6 +33,7 @@ def on_hosts(hosts: SshHosts, path: Path, jobfile: Path, db: Path) -> Any:
                    "--no-probe-metadata", db=db)
 
 
+@needs_timing  # fio on tmpfs at full speed on two hosts: the heaviest tracing (alone)
 def test_on_tmpfs_hosts_there_is_no_block_layer_and_every_host_is_counted(tmp_path: Path
                                                                             ) -> None:
     """Two hosts, each its own tmpfs at the path: the sentence names tmpfs, and the calls
