@@ -8,6 +8,7 @@ summed, percentiles from the merged json+ bins).
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -179,12 +180,14 @@ def engine_refusals(fio: FioBinary, servers: dict[str, Server], job_text: str,
     def one(item: tuple[str, Server]) -> tuple[str, str]:
         host, server = item
         try:  # SIGPIPE ignored: the server's words come back before it closes
-            proc = subprocess.run([fio.path, client_arg(server), str(job)], text=True,
-                                  capture_output=True, timeout=PROBE_TIMEOUT_S,
-                                  restore_signals=False)
+            proc = subprocess.run([fio.path, client_arg(server), "--output-format=json",
+                                   str(job)], text=True, capture_output=True,
+                                  timeout=PROBE_TIMEOUT_S, restore_signals=False)
         except subprocess.TimeoutExpired:
             return host, f"no answer within {PROBE_TIMEOUT_S:.0f} s"
-        if proc.returncode == 0 and "fio: " not in proc.stdout:
+        # the job's own result is the answer (fio's client in its normal output format
+        # ended with 0 after its server had dropped the job)
+        if proc.returncode == 0 and _ran(proc.stdout):
             return host, ""
         # fio's client prefixes each line with the server's name ("<sock> fio: ...")
         said = [line.split("> ", 1)[-1] for line in proc.stdout.splitlines() if "fio: " in line]
@@ -193,3 +196,14 @@ def engine_refusals(fio: FioBinary, servers: dict[str, Server], job_text: str,
 
     with ThreadPoolExecutor(max_workers=min(16, len(servers) or 1)) as pool:
         return {h: why for h, why in pool.map(one, servers.items()) if why}
+
+
+def _ran(output: str) -> bool:
+    """Did fio's JSON output (after any lines of the server's) hold a job that ran
+    without an error?"""
+    try:
+        doc = json.loads(output[output.index("{"):])
+    except ValueError:
+        return False
+    jobs = doc.get("client_stats") or doc.get("jobs") or [] if isinstance(doc, dict) else []
+    return any(isinstance(j, dict) and j.get("error") == 0 for j in jobs)

@@ -176,8 +176,7 @@ class HostsTrace:
 
     def __init__(self, tracer: HostsTracer, expected_s: float | None) -> None:
         self.tracer = tracer
-        span = max(expected_s or 60.0, 1.0) * 1e9
-        self.slice_ns = max(layers.MIN_SLICE_NS, int(span / layers.SLICES))
+        self.slice_ns = layers.slice_ns(expected_s)
         self.slices: Merged | None = None
         self.error: str | None = None
         self.sessions: list[_Session] = []

@@ -229,6 +229,12 @@ def parse(text: str, slice_ns: int) -> Slices:
     return found
 
 
+def slice_ns(expected_s: float | None) -> int:
+    """How long a slice of a test's trace lasts: about SLICES of them over the test (60 s
+    when its length is not known), MIN_SLICE_NS at least."""
+    return max(MIN_SLICE_NS, int(max(expected_s or 60.0, 1.0) * 1e9 / SLICES))
+
+
 def usable() -> str | None:
     """Why --explain cannot run here (None: it can)."""
     if os.geteuid() != 0:
@@ -249,8 +255,7 @@ class LayerTrace:
         if why is not None:
             raise ConfigError(why)
         self.place = place
-        span = max(expected_s or 60.0, 1.0) * 1e9
-        self.slice_ns = max(MIN_SLICE_NS, int(span / SLICES))
+        self.slice_ns = slice_ns(expected_s)
         self.directory = directory
         self.slices: Slices | None = None
         self.error: str | None = None
