@@ -87,7 +87,9 @@ def check(tunnels: dict[str, Tunnel]) -> None:
         found += [f"{key}: {'; '.join(why)}"] if why else []
     if found:
         raise TargetError(f"--explain cannot follow fio on {len(found)} of {len(tunnels)}"
-                          f" host(s): {'; '.join(found)}. Nothing was started.")
+                          f" host(s): {'; '.join(found)}. Install what is missing there"
+                          " (Debian/Ubuntu: apt install bpftrace python3), reach the host as"
+                          " root, or run without --explain. Nothing was started.")
 
 
 def _told(place: Place) -> str:
