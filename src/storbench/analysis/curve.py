@@ -126,7 +126,9 @@ def answers(steps: list[dict[str, Any]], objectives: list[Objective]) -> list[di
             "requested_iops"]]
         failed = next((s for s in above if off_rate(s) or (value(s) or 0) > o.limit_ns),
                       None)
-        floor = value(opened[0]) if opened else None
+        # the latency at the lowest load: of the slowest step that completed I/O (a step
+        # of a second at a few IOPS may complete none: its latency is unknown, not 0)
+        floor = next((v for s in opened if (v := value(s)) is not None), None)
         # a slower step that missed it (latency is noisy, or not monotonic): said, as a
         # reader takes "max N IOPS at p99<=X" to hold for every rate below N
         slower = next((s for s in opened if best is not None and s["requested_iops"]
