@@ -1,6 +1,7 @@
 """Where a series' figure changed: E-Divisive means with a t-test (Apache Otava's
-implementation of Fleming et al., "Hunter", ICPE 2023), kept only where the change is
-significant, large enough and has runs on each side; answers kept between commands."""
+algorithm and detector, Fleming et al., "Hunter", ICPE 2023, its windows that cannot hold
+a change skipped: analysis/edivisive.py), kept only where the change is significant,
+large enough and has runs on each side; answers kept between commands."""
 
 from __future__ import annotations
 
@@ -76,14 +77,15 @@ def _key(values: Sequence[float], *settings: object) -> str:
 
 def _otava(values: Sequence[float], runs: Sequence[int], higher_is_better: bool,
            min_change: float, max_pvalue: float, min_runs: int) -> list[Change]:
-    from otava.analysis import TTestSignificanceTester, compute_change_points, merge
+    from storbench.analysis import edivisive
 
     series = [float(v) for v in values]
-    found, _ = compute_change_points(series, window_len=50, max_pvalue=max_pvalue,
-                                     min_magnitude=min_change)
+    found = edivisive.compute_change_points(series, max_pvalue=max_pvalue,
+                                            min_magnitude=min_change)
     # a change whose side holds fewer than min_runs runs is an outlier: dropped, and the
     # others' statistics recomputed over the segments that remain, then merged again
-    tester = TTestSignificanceTester(max_pvalue)
+    tester = edivisive.Tester(max_pvalue)
+    arr = edivisive.as_array(series)
     while True:
         cuts = [0, *(int(c.index) for c in found), len(series)]
         short = [i for i, c in enumerate(found)
@@ -91,9 +93,8 @@ def _otava(values: Sequence[float], runs: Sequence[int], higher_is_better: bool,
         if not short:
             break
         del found[short[0]]
-        intervals = tester.get_intervals(found)
-        found = [tester.change_point(c.to_candidate(), series, intervals) for c in found]
-        found = merge(found, series, max_pvalue, min_change)
+        found = [edivisive.restated(tester, arr, found, i) for i in range(len(found))]
+        found = edivisive.merge(found, arr, max_pvalue, min_change)
     out = []
     for c in found:
         before, after = float(c.stats.mean_1), float(c.stats.mean_2)

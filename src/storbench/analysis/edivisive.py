@@ -1,0 +1,408 @@
+"""Apache Otava's change point detection (E-Divisive means in sliding windows, then the
+merge of weak change points: Fleming et al., "Hunter", ICPE 2023), over long series in
+a fraction of its time and without importing scipy.
+
+Otava's own `compute_change_points` runs its detector on every window of 50 points,
+half a window apart: 4,000 windows and 2.8 s over 100,000 runs, and scipy.stats is
+imported for its t-test (0.3-0.5 s). Here the same windows are visited in the same
+order, and a window is handed to Otava's detector (its `ChangePointDetector` and
+`PairDistanceCalculator`, unchanged) unless it cannot hold a change: the detector's
+first candidate in a window is the split that maximises Q-hat over the whole window,
+and it stops there unless that split's t-test has p <= the first pass's limit. So a
+window is skipped when no split near the top of Q-hat (computed here for many windows
+at once, with Otava's formulas) has p below twice the limit. The t-test is Otava's
+(Student's, pooled variances, from numpy's population standard deviations, as its
+`TTestSignificanceTester` calls scipy's `ttest_ind_from_stats`), its p from the
+regularized incomplete beta function computed here. The answers are Otava's:
+tests/analysis/test_edivisive.py compares them on many series, bench/history.py times
+both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import numpy as np
+from numpy.typing import NDArray
+from otava.change_point_divisive.base import (
+    BaseStats,
+    CandidateChangePoint,
+    ChangePoint,
+    SignificanceTester,
+)
+from otava.change_point_divisive.calculator import PairDistanceCalculator
+from otava.change_point_divisive.detector import ChangePointDetector
+
+Arr = NDArray[Any]  # of floats, or of bools
+WINDOW = 50  # Otava's default window_len
+CHUNK = 256  # windows whose Q-hat is computed at once (~5 MB per array)
+NEAR = 1e-9  # Q-hat values this close to the top (relative) may be the detector's pick
+MARGIN = 1.001  # a split is screened against the limit and a little more: this t-test's
+# p and scipy's differ in their last bits (1e-12 relative in the tests)
+AHEAD = 16  # windows screened at once, doubling while none holds a change
+
+
+@dataclass
+class Stats(BaseStats):  # type: ignore[misc]  # Otava is untyped
+    """Otava's TTestStats: the two sides' means and population standard deviations."""
+
+    mean_1: float
+    mean_2: float
+    std_1: float
+    std_2: float
+
+    def forward_rel_change(self, value_if_nan: float = 0) -> float:
+        return value_if_nan if self.mean_1 == 0 else self.mean_2 / self.mean_1 - 1.0
+
+    def backward_rel_change(self, value_if_nan: float = 0) -> float:
+        return value_if_nan if self.mean_2 == 0 else self.mean_1 / self.mean_2 - 1.0
+
+    def change_magnitude(self) -> float:
+        return max(abs(self.forward_rel_change()), abs(self.backward_rel_change()))
+
+
+class Point(Protocol):
+    """Otava's ChangePoint (untyped) with Stats."""
+
+    index: int
+    qhat: float
+    stats: Stats
+
+    def to_candidate(self) -> CandidateChangePoint: ...
+
+
+def pvalues(mean_1: Any, std_1: Any, n_1: Any, mean_2: Any, std_2: Any, n_2: Any) -> Any:
+    """Two-sided p of Student's t-test with pooled variances, as scipy's
+    ttest_ind_from_stats(..., equal_var=True) gives it (arrays or numbers)."""
+    n1, n2 = np.asarray(n_1, dtype=float), np.asarray(n_2, dtype=float)
+    v1 = np.where(n1 == 1, 0.0, np.asarray(std_1, dtype=float) ** 2)
+    v2 = np.where(n2 == 1, 0.0, np.asarray(std_2, dtype=float) ** 2)
+    df = n1 + n2 - 2.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        svar = ((n1 - 1) * v1 + (n2 - 1) * v2) / df
+        t = (np.asarray(mean_1, dtype=float) - np.asarray(mean_2, dtype=float)) / np.sqrt(
+            svar * (1.0 / n1 + 1.0 / n2))
+        tt = t * t
+        # P(|T| >= |t|) = I_x(df/2, 1/2) with x = df / (df + t^2)
+        p = _betainc(df / 2, np.full_like(df, 0.5), df / (df + tt), tt / (df + tt))
+    return np.where(np.isnan(t), np.nan, np.where(np.isinf(t), 0.0, p))
+
+
+def pvalue(mean_1: float, std_1: float, n_1: int, mean_2: float, std_2: float,
+           n_2: int) -> float:
+    """pvalues of one pair, in Python's floats (numpy's calls cost more than the sums)."""
+    v1 = 0.0 if n_1 == 1 else std_1 * std_1
+    v2 = 0.0 if n_2 == 1 else std_2 * std_2
+    df = n_1 + n_2 - 2.0
+    if df <= 0:
+        return math.nan
+    svar = ((n_1 - 1) * v1 + (n_2 - 1) * v2) / df
+    scale = math.sqrt(svar * (1.0 / n_1 + 1.0 / n_2))
+    d = mean_1 - mean_2
+    if scale == 0:
+        return math.nan if d == 0 else 0.0
+    t = d / scale
+    tt = t * t
+    if math.isinf(tt):
+        return 0.0
+    a, b, x, y = df / 2, 0.5, df / (df + tt), tt / (df + tt)
+    if x == 0:
+        return 0.0
+    if y == 0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log(y))
+    if x < (a + 1) / (a + b + 2):
+        return front * _fraction_of(a, b, x) / a
+    return 1.0 - front * _fraction_of(b, a, y) / b
+
+
+def _fraction_of(a: float, b: float, x: float) -> float:
+    """_fraction of one value."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (tiny if abs(d) < tiny else d)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (tiny if abs(d) < tiny else d)
+            c = 1.0 + aa / c
+            c = tiny if abs(c) < tiny else c
+            step = d * c
+            h *= step
+        if abs(step - 1.0) < eps:
+            break
+    return h
+
+
+def _betainc(a: Arr, b: Arr, x: Arr,
+             y: Arr) -> Arr:
+    """The regularized incomplete beta function I_x(a, b), y = 1 - x given apart (no
+    cancellation near 1): the continued fraction of Numerical Recipes 6.4, to ~1e-15."""
+    a, b, x, y = np.broadcast_arrays(a, b, x, y)
+    out = np.full(x.shape, np.nan)
+    ok = (x >= 0) & (y >= 0) & np.isfinite(x) & np.isfinite(y)
+    out[ok & (x == 0)] = 0.0
+    out[ok & (y == 0)] = 1.0
+    inner = ok & (x > 0) & (y > 0)
+    if not inner.any():
+        return out
+    a, b, x, y = a[inner], b[inner], x[inner], y[inner]
+    front = np.exp(_lgamma(a + b) - _lgamma(a) - _lgamma(b) + a * np.log(x) + b * np.log(y))
+    direct = x < (a + 1) / (a + b + 2)  # where the fraction converges fast: I_x(a, b),
+    value = np.empty_like(x)  # else 1 - I_y(b, a)
+    value[direct] = front[direct] * _fraction(a[direct], b[direct], x[direct]) / a[direct]
+    other = ~direct
+    value[other] = 1.0 - front[other] * _fraction(b[other], a[other], y[other]) / b[other]
+    out[inner] = value
+    return out
+
+
+def _lgamma(v: Arr) -> Arr:
+    """math.lgamma of each value (a window's splits share a few)."""
+    unique, inverse = np.unique(v, return_inverse=True)
+    return np.array([math.lgamma(u) for u in unique])[inverse].reshape(v.shape)
+
+
+def _fraction(a: Arr, b: Arr,
+              x: Arr) -> Arr:
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = np.ones_like(x)
+    d = 1.0 - qab * x / qap
+    d = 1.0 / np.where(np.abs(d) < tiny, tiny, d)
+    h = d.copy()
+    if not len(x):
+        return h
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / np.where(np.abs(d) < tiny, tiny, d)
+            c = 1.0 + aa / c
+            c = np.where(np.abs(c) < tiny, tiny, c)
+            step = d * c
+            h *= step
+        if np.all(np.abs(step - 1.0) < eps):
+            break
+    return h
+
+
+class Tester(SignificanceTester):  # type: ignore[misc]  # Otava is untyped
+    """Otava's TTestSignificanceTester, its p computed here (pvalues)."""
+
+    def compare(self, left: Arr, right: Arr) -> Stats:
+        if len(left) == 0 or len(right) == 0:
+            raise ValueError
+        mean_l, mean_r = float(np.mean(left)), float(np.mean(right))
+        std_l = float(np.std(left)) if len(left) >= 2 else 0.0
+        std_r = float(np.std(right)) if len(right) >= 2 else 0.0
+        p = (pvalue(mean_l, std_l, len(left), mean_r, std_r, len(right))
+             if len(left) + len(right) > 2 else 1.0)
+        return Stats(mean_1=mean_l, mean_2=mean_r, std_1=std_l, std_2=std_r, pvalue=p)
+
+    def change_point(self, candidate: CandidateChangePoint, series: Any,
+                     intervals: list[slice]) -> Point:
+        """The candidate's statistics: a new split of the interval it falls in, or (as
+        the merge asks) the two intervals it already ends and begins."""
+        for i, interval in enumerate(intervals):
+            if interval.stop == candidate.index:
+                left_interval, right_interval = interval, intervals[i + 1]
+                break
+            if ((interval.start is None or interval.start < candidate.index)
+                    and (interval.stop is None or candidate.index < interval.stop)):
+                left_interval = slice(interval.start, candidate.index)
+                right_interval = slice(candidate.index, interval.stop)
+                break
+        else:
+            raise ValueError(f"no interval of {intervals} holds index {candidate.index}")
+        stats = self.compare(np.asarray(series[left_interval], dtype=float),
+                             np.asarray(series[right_interval], dtype=float))
+        return cast(Point, ChangePoint.from_candidate(candidate, stats))
+
+
+def compute_change_points(series: Sequence[float], max_pvalue: float = 0.001,
+                          min_magnitude: float = 0.0) -> list[Point]:
+    """otava.analysis.compute_change_points(series, WINDOW, max_pvalue, min_magnitude)'s
+    change points (the first of what it returns)."""
+    first = max_pvalue * 10 if max_pvalue < 0.05 else (
+        max_pvalue * 2 if max_pvalue < 0.5 else max_pvalue)
+    values = np.asarray(series, dtype=float)
+    return merge(split(values, first), values, max_pvalue, min_magnitude)
+
+
+def as_array(series: Sequence[float]) -> Arr:
+    return np.asarray(series, dtype=float)
+
+
+def split(values: Arr, max_pvalue: float) -> list[Point]:
+    """Otava's split step (analysis.split, not incremental): its windows in its order,
+    those that cannot hold a change skipped."""
+    n, step = len(values), WINDOW // 2
+    skip: dict[int, bool] = {}  # screened windows by start: those from here on while
+    tester = Tester(max_pvalue)  # none holds a change, more each time
+    found: list[Point] = []
+    seen: set[int] = set()
+    start, ahead = 0, AHEAD
+    while start < n:
+        end = min(start + WINDOW, n)
+        if end - start < WINDOW:
+            cannot = _cannot_change(values, [start], max_pvalue, end - start)[0]
+        else:
+            if start not in skip:
+                if skip:
+                    ahead = AHEAD  # a change moved the windows off the ones screened
+                starts = list(range(start, min(n - WINDOW, start + (ahead - 1) * step) + 1,
+                                    step))
+                skip = dict(zip(starts, _cannot_change(values, starts, max_pvalue),
+                                strict=True))
+                ahead = min(2 * ahead, CHUNK)
+            cannot = skip[start]
+        new: list[Point] = [] if cannot else ChangePointDetector(
+            significance_tester=tester, calculator=PairDistanceCalculator,
+        ).get_change_points(values[start:end], None, None)
+        for cp in new:
+            cp.index += start
+        last = new[-1].index if new else 0
+        start = max(last, start + step)
+        found += [cp for cp in new if cp.index not in seen]  # Otava's `cp not in`: by index
+        seen.update(cp.index for cp in new)
+    found.sort(key=lambda cp: cp.index)
+    return [restated(tester, values, found, i) for i in range(len(found))]
+
+
+def merge(points: list[Point], values: Arr, max_pvalue: float,
+          min_magnitude: float) -> list[Point]:
+    """Otava's merge step (analysis.merge): the weakest point dropped until every one is
+    significant and large enough, its neighbours' statistics recomputed."""
+    tester = Tester(max_pvalue)
+    while points:
+        at = max(range(len(points)), key=lambda i: points[i].stats.pvalue)
+        if points[at].stats.pvalue < max_pvalue:
+            at = min(range(len(points)), key=lambda i: points[i].stats.change_magnitude())
+            if points[at].stats.change_magnitude() > min_magnitude:
+                return points
+        del points[at]
+        for i in (at, at + 1):
+            if 0 <= i < len(points):
+                points[i] = restated(tester, values, points, i)
+    return points
+
+
+def restated(tester: Tester, values: Arr, points: list[Point],
+             i: int) -> Point:
+    """points[i] with the statistics of the segments it ends and begins (between its
+    neighbours): Otava's change_point of a point that is an interval's end."""
+    cp = points[i]
+    low = points[i - 1].index if i > 0 else 0
+    high = points[i + 1].index if i + 1 < len(points) else len(values)
+    return cast(Point, ChangePoint.from_candidate(cp.to_candidate(), tester.compare(
+        values[low:cp.index], values[cp.index:high])))
+
+
+def _cannot_change(values: Arr, starts: list[int], max_pvalue: float,
+                   width: int = WINDOW) -> list[bool]:
+    """For each window values[s:s + width], whether Otava's detector surely finds no
+    change in it: no split is significant at MARGIN x max_pvalue, or none of those that
+    are is near the top of Q-hat (the detector's first candidate)."""
+    out: list[bool] = []
+    for at in range(0, len(starts), CHUNK):
+        s = np.asarray(starts[at:at + CHUNK], dtype=np.intp)
+        x = values[s[:, None] + np.arange(width)[None, :]]  # windows x points
+        x = x - x.mean(axis=1, keepdims=True)
+        significant = _split_t(x) >= _critical_t(width - 2.0, MARGIN * max_pvalue)
+        cannot: Arr = np.logical_not(significant.any(axis=1))
+        ask = np.flatnonzero(~cannot)
+        if len(ask):
+            top = _top_splits(x[ask])
+            cannot[ask] = ~(top & significant[ask]).any(axis=1)
+        out += [bool(c) for c in cannot]
+    return out
+
+
+def _split_t(x: Arr) -> Arr:
+    """|t| of the t-test of x[:, :tau] against x[:, tau:] for tau = 1 .. width - 1 (each
+    of df = width - 2), inf where it has no spread (so that the detector decides)."""
+    width = x.shape[1]
+    n1 = np.arange(1, width, dtype=float)[None, :]
+    n2 = width - n1
+    s1, q1 = np.cumsum(x, axis=1)[:, :-1], np.cumsum(x * x, axis=1)[:, :-1]
+    total, squares = x.sum(axis=1, keepdims=True), (x * x).sum(axis=1, keepdims=True)
+    m1, m2 = s1 / n1, (total - s1) / n2
+    # pooled as scipy pools what Otava gives it: ((n1 - 1) v1 + (n2 - 1) v2) / df, with
+    # v the population variances (np.std's squared)
+    v1 = np.maximum(q1 / n1 - m1 * m1, 0.0)
+    v2 = np.maximum((squares - q1) / n2 - m2 * m2, 0.0)
+    spread = (n1 - 1) * v1 + (n2 - 1) * v2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.abs(m1 - m2) / np.sqrt(spread / (width - 2.0) * (1.0 / n1 + 1.0 / n2))
+    return np.where(np.isnan(t), np.inf, t)
+
+
+_CRITICAL: dict[tuple[float, float], float] = {}
+
+
+def _critical_t(df: float, p: float) -> float:
+    """The |t| at which the two-sided p of Student's t with df degrees of freedom is p
+    (a little below it: p falls as |t| rises); inf when df < 1 (no test)."""
+    if df < 1:
+        return math.inf
+    key = (df, p)
+    if key not in _CRITICAL:
+        n = int(df) + 2  # two sides of n points in all, n1 = 1 and the rest
+        low, high = 0.0, 1.0
+        while pvalue(high, 1.0, n - 1, 0.0, 1.0, 1) > p:
+            high *= 2
+        for _ in range(100):
+            mid = (low + high) / 2
+            if pvalue(mid, 1.0, n - 1, 0.0, 1.0, 1) > p:
+                low = mid
+            else:
+                high = mid
+        # pvalue(m, 1, n - 1, 0, 1, 1) is the p of t = m / sqrt(svar (1/(n-1) + 1))
+        svar = (n - 2) / df
+        _CRITICAL[key] = low / math.sqrt(svar * (1.0 / (n - 1) + 1.0)) * (1 - 1e-9)
+    return _CRITICAL[key]
+
+
+def _top_splits(x: Arr) -> Arr:
+    """Per window, the splits tau = 1 .. width - 1 whose best Q-hat is within NEAR of
+    the window's best (PairDistanceCalculator._get_Q_vals over the whole window, with
+    the windows as a first axis)."""
+    w = x.shape[1]
+    distances = np.abs(x[:, :, None] - x[:, None, :])
+    triu = np.triu(distances, k=1)[:, :-1, 1:]
+    v = triu.sum(axis=1)  # windows x (w - 1)
+    h = triu.cumsum(axis=2)  # windows x (w - 1) x (w - 1)
+    taus = np.arange(1, w, dtype=float)[:, None]
+    kappas = np.arange(2, w + 1, dtype=float)[None, :]
+    cv = np.cumsum(v, axis=1)
+    a = np.zeros_like(h)
+    a[:, 1:, :] = cv[:, :-1, None]
+    a = (2 / kappas) * np.triu(np.cumsum(h, axis=1) - a, k=0)
+    upper = np.triu(np.ones((w - 1, w - 1), dtype=bool), k=0)
+    b_den = kappas * (taus - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b_coef = np.where(upper & (b_den != 0), 2 * (kappas - taus) / b_den, 0.0)
+    b = np.zeros_like(h)
+    b[:, 1:, 1:] = b_coef[None, 1:, 1:] * cv[:, :-1, None]
+    strict = np.triu(np.ones((w - 1, w - 1), dtype=bool), k=1)
+    c_den = kappas * (kappas - taus - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c_coef = np.where(strict & (c_den != 0), 2 * taus / c_den, 0.0)
+    c = np.zeros_like(h)
+    c[:, :-1, 1:] = c_coef[None, :-1, 1:] * np.flip(np.cumsum(np.flip(h[:, 1:, 1:], axis=1),
+                                                              axis=1), axis=1)
+    q = a - b - c
+    rows = q.max(axis=2)  # windows x taus
+    best = rows.max(axis=1, keepdims=True)
+    near: Arr = rows >= best - NEAR * np.abs(best) - 1e-300
+    return near

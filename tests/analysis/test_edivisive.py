@@ -1,0 +1,90 @@
+"""analysis/edivisive.py gives Apache Otava's answers: the same change points, means
+and p-values as otava.analysis.compute_change_points on series of every shape (noise, a
+drop, many steps, small integers with ties, a constant, heavy tails; shorter than a
+window, a window, a little more, many windows), and scipy's t-test p-values."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from otava.analysis import compute_change_points as otava_change_points
+from scipy.stats import ttest_ind_from_stats
+
+from storbench.analysis import changepoints, edivisive
+
+
+def series(kind: str, n: int, rng: random.Random) -> list[float]:
+    if kind == "noise":
+        return [1000 * rng.gauss(1, 0.01) for _ in range(n)]
+    if kind == "drop":
+        return [1000 * (0.7 if i >= 0.7 * n else 1) * rng.gauss(1, 0.01) for i in range(n)]
+    if kind == "steps":
+        return [1000 * (1 + 0.1 * (i * 7 // n)) * rng.gauss(1, 0.03) for i in range(n)]
+    if kind == "ints":
+        return [float(rng.randint(95, 105)) for _ in range(n)]
+    if kind == "constant":
+        return [5.0] * n
+    return [rng.lognormvariate(0, 1) for _ in range(n)]  # heavy tails
+
+
+def found(points: list) -> list[tuple[int, float, float]]:
+    return [(int(c.index), round(float(c.stats.mean_1), 9), round(float(c.stats.mean_2), 9))
+            for c in points]
+
+
+@pytest.mark.parametrize("kind", ["noise", "drop", "steps", "ints", "constant", "wild"])
+def test_the_change_points_are_otavas(kind):
+    rng = random.Random(kind)
+    for n in (2, 3, 49, 50, 51, 77, 400, 1500):
+        values = series(kind, n, rng)
+        for max_pvalue, min_magnitude in ((0.001, 0.05), (0.001, 0.0), (0.05, 0.0)):
+            theirs, _ = otava_change_points(list(values), window_len=edivisive.WINDOW,
+                                            max_pvalue=max_pvalue,
+                                            min_magnitude=min_magnitude)
+            ours = edivisive.compute_change_points(values, max_pvalue, min_magnitude)
+            what = (kind, n, max_pvalue, min_magnitude)
+            assert found(ours) == found(theirs), what
+            for a, b in zip(ours, theirs, strict=True):
+                assert math.isclose(a.stats.pvalue, b.stats.pvalue, rel_tol=1e-9,
+                                    abs_tol=1e-300), what
+
+
+def test_find_changes_finds_the_drop_and_drops_an_outlier():
+    rng = random.Random(7)
+    values = [1000 * (0.7 if i >= 700 else 1) * rng.gauss(1, 0.01) for i in range(1000)]
+    values[300] = 2000.0  # one odd run: an outlier, not a change (MIN_RUNS)
+    (change,) = changepoints.find_changes(values, list(range(1, 1001)), True)
+    assert change.run == 701 and change.worse and -0.31 < change.relative < -0.29
+
+
+def test_p_values_are_scipys():
+    rng = np.random.default_rng(1)
+    n1, n2 = rng.integers(1, 80, 500), rng.integers(1, 80, 500)
+    m1, m2 = rng.normal(0, 1, 500), rng.normal(0, 1, 500)
+    s1, s2 = rng.uniform(0, 2, 500), rng.uniform(0, 2, 500)
+    s1[:20] = 0.0  # no spread on one side
+    m2[20:30] = m1[20:30] * 50  # far apart: p near 0
+    theirs = ttest_ind_from_stats(m1, s1, n1, m2, s2, n2).pvalue
+    ours = edivisive.pvalues(m1, s1, n1, m2, s2, n2)
+    ok = np.isnan(theirs) | np.isclose(ours, theirs, rtol=1e-9, atol=1e-300)
+    assert ok.all(), list(zip(theirs[~ok], ours[~ok], strict=True))[:5]
+    assert (np.isnan(ours) == np.isnan(theirs)).all()
+    for i in range(0, 500, 7):  # the one-pair form, in Python's floats
+        one = edivisive.pvalue(m1[i], s1[i], int(n1[i]), m2[i], s2[i], int(n2[i]))
+        assert math.isclose(one, ours[i], rel_tol=1e-9, abs_tol=1e-300) or (
+            math.isnan(one) and math.isnan(ours[i])), i
+
+
+def test_the_screens_critical_t_gives_its_p():
+    """Just below the |t| whose p is the limit: a split there is screened as significant."""
+    for df in (1.0, 3.0, 48.0, 200.0):
+        for p in (0.01, 0.05):
+            t = edivisive._critical_t(df, p)
+            # sides of df + 1 points (std 1) and of 1: pooled variance 1
+            mean = t * math.sqrt(1 / (df + 1) + 1)
+            theirs = float(ttest_ind_from_stats(mean, 1.0, int(df) + 1, 0.0, 1.0, 1).pvalue)
+            assert p < theirs < p * (1 + 1e-6), (df, p, theirs)
+    assert edivisive._critical_t(0.0, 0.01) == math.inf
