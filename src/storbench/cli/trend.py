@@ -150,8 +150,8 @@ REFRESH_RUNS = 40  # a shorter series' first answer takes well under a second an
 def refresh(store: Store, runs: list[Run]) -> None:
     """After new runs are stored: find their series' change points now, while the run
     ends, and keep them (store.changes), so that `history`, `check --no-change` and
-    `compare` answer at once afterwards (a 10,000-run series' first answer otherwise
-    waits ~1 s, most of it importing scipy). Only series of REFRESH_RUNS runs or more;
+    `compare` answer at once afterwards (a 100,000-run series' first answer otherwise
+    waits ~1.5 s). Only series of REFRESH_RUNS runs or more;
     a failure here is said and changes nothing stored."""
     names = {r.series for r in runs if r.series and r.status == "completed"}
     if not names:
