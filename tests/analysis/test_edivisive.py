@@ -52,6 +52,19 @@ def test_the_change_points_are_otavas(kind):
                                     abs_tol=1e-300), what
 
 
+def test_a_long_series_is_otavas_too():
+    """Long enough that windows are screened many at once (up to CHUNK a call), with
+    changes that move the windows off the ones screened ahead."""
+    rng = random.Random(3)
+    values = [1000 * (1.0, 0.9, 1.2, 1.0)[i * 4 // 20_000] * rng.gauss(1, 0.02)
+              for i in range(20_000)]
+    theirs, _ = otava_change_points(list(values), window_len=edivisive.WINDOW,
+                                    max_pvalue=0.001, min_magnitude=0.05)
+    ours = edivisive.compute_change_points(values, 0.001, 0.05)
+    assert found(ours) == found(theirs)
+    assert {5000, 10000, 15000} <= {int(c.index) for c in ours}
+
+
 def test_find_changes_finds_the_drop_and_drops_an_outlier():
     rng = random.Random(7)
     values = [1000 * (0.7 if i >= 700 else 1) * rng.gauss(1, 0.01) for i in range(1000)]
