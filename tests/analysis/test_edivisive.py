@@ -91,11 +91,11 @@ def test_p_values_are_scipys():
 
 def test_the_screens_critical_t_gives_its_p():
     """Just below the |t| whose p is the limit: a split there is screened as significant."""
-    for df in (1.0, 3.0, 48.0, 200.0):
+    for df in (1, 3, 48, 200):
         for p in (0.01, 0.05):
             t = edivisive._critical_t(df, p)
             # sides of df + 1 points (std 1) and of 1: pooled variance 1
             mean = t * math.sqrt(1 / (df + 1) + 1)
-            theirs = float(ttest_ind_from_stats(mean, 1.0, int(df) + 1, 0.0, 1.0, 1).pvalue)
+            theirs = float(ttest_ind_from_stats(mean, 1.0, df + 1, 0.0, 1.0, 1).pvalue)
             assert p < theirs < p * (1 + 1e-6), (df, p, theirs)
-    assert edivisive._critical_t(0.0, 0.01) == math.inf
+    assert edivisive._critical_t(0, 0.01) == math.inf

@@ -40,7 +40,7 @@ from otava.change_point_divisive.detector import ChangePointDetector
 
 Arr = NDArray[Any]  # of floats, or of bools
 WINDOW = 50  # Otava's default window_len
-CHUNK = 256  # windows whose Q-hat is computed at once (~5 MB per array)
+CHUNK = 256  # at most this many windows screened at once (~5 MB per array)
 NEAR = 1e-9  # Q-hat values this close to the top (relative) may be the detector's pick
 MARGIN = 1.001  # a split is screened against the limit and a little more: this t-test's
 # p and scipy's differ in their last bits (1e-12 relative in the tests)
@@ -170,11 +170,12 @@ def compute_change_points(series: Sequence[float], max_pvalue: float = 0.001,
     change points (the first of what it returns)."""
     first = max_pvalue * 10 if max_pvalue < 0.05 else (
         max_pvalue * 2 if max_pvalue < 0.5 else max_pvalue)
-    values = np.asarray(series, dtype=float)
+    values = as_array(series)
     return merge(split(values, first), values, max_pvalue, min_magnitude)
 
 
 def as_array(series: Sequence[float]) -> Arr:
+    """The series as this module's functions take it."""
     return np.asarray(series, dtype=float)
 
 
@@ -182,8 +183,10 @@ def split(values: Arr, max_pvalue: float) -> list[Point]:
     """Otava's split step (analysis.split, not incremental): its windows in its order,
     those that cannot hold a change skipped."""
     n, step = len(values), WINDOW // 2
-    skip: dict[int, bool] = {}  # screened windows by start: those from here on while
-    tester = Tester(max_pvalue)  # none holds a change, more each time
+    # windows screened ahead, by start: from here on while none holds a change (twice
+    # as many each time, up to CHUNK); a change moves the windows off them
+    skip: dict[int, bool] = {}
+    tester = Tester(max_pvalue)
     found: list[Point] = []
     seen: set[int] = set()
     start, ahead = 0, AHEAD
@@ -194,7 +197,7 @@ def split(values: Arr, max_pvalue: float) -> list[Point]:
         else:
             if start not in skip:
                 if skip:
-                    ahead = AHEAD  # a change moved the windows off the ones screened
+                    ahead = AHEAD
                 starts = list(range(start, min(n - WINDOW, start + (ahead - 1) * step) + 1,
                                     step))
                 skip = dict(zip(starts, _cannot_change(values, starts, max_pvalue),
@@ -248,19 +251,16 @@ def _cannot_change(values: Arr, starts: list[int], max_pvalue: float,
     """For each window values[s:s + width], whether Otava's detector surely finds no
     change in it: no split is significant at MARGIN x max_pvalue, or none of those that
     are is near the top of Q-hat (the detector's first candidate)."""
-    out: list[bool] = []
-    for at in range(0, len(starts), CHUNK):
-        s = np.asarray(starts[at:at + CHUNK], dtype=np.intp)
-        x = values[s[:, None] + np.arange(width)[None, :]]  # windows x points
-        x = x - x.mean(axis=1, keepdims=True)
-        significant = _split_t(x) >= _critical_t(width - 2.0, MARGIN * max_pvalue)
-        cannot: Arr = np.logical_not(significant.any(axis=1))
-        ask = np.flatnonzero(~cannot)
-        if len(ask):
-            top = _top_splits(x[ask])
-            cannot[ask] = ~(top & significant[ask]).any(axis=1)
-        out += [bool(c) for c in cannot]
-    return out
+    s = np.asarray(starts, dtype=np.intp)
+    x = values[s[:, None] + np.arange(width)[None, :]]  # windows x points
+    x = x - x.mean(axis=1, keepdims=True)
+    significant = _split_t(x) >= _critical_t(width - 2, MARGIN * max_pvalue)
+    cannot: Arr = np.logical_not(significant.any(axis=1))
+    ask = np.flatnonzero(~cannot)
+    if len(ask):
+        top = _top_splits(x[ask])
+        cannot[ask] = ~(top & significant[ask]).any(axis=1)
+    return [bool(c) for c in cannot]
 
 
 def _split_t(x: Arr) -> Arr:
@@ -282,30 +282,29 @@ def _split_t(x: Arr) -> Arr:
     return np.where(np.isnan(t), np.inf, t)
 
 
-_CRITICAL: dict[tuple[float, float], float] = {}
+_CRITICAL: dict[tuple[int, float], float] = {}
 
 
-def _critical_t(df: float, p: float) -> float:
+def _critical_t(df: int, p: float) -> float:
     """The |t| at which the two-sided p of Student's t with df degrees of freedom is p
     (a little below it: p falls as |t| rises); inf when df < 1 (no test)."""
     if df < 1:
         return math.inf
-    key = (df, p)
-    if key not in _CRITICAL:
-        n = int(df) + 2  # two sides of n points in all, n1 = 1 and the rest
+    if (df, p) not in _CRITICAL:
+        # sides of df + 1 points (std 1) and of 1 point: pooled variance 1, so a mean of
+        # m gives t = m / scale
+        scale = math.sqrt(1.0 / (df + 1) + 1.0)
         low, high = 0.0, 1.0
-        while pvalue(high, 1.0, n - 1, 0.0, 1.0, 1) > p:
+        while pvalue(high, 1.0, df + 1, 0.0, 1.0, 1) > p:
             high *= 2
         for _ in range(100):
             mid = (low + high) / 2
-            if pvalue(mid, 1.0, n - 1, 0.0, 1.0, 1) > p:
+            if pvalue(mid, 1.0, df + 1, 0.0, 1.0, 1) > p:
                 low = mid
             else:
                 high = mid
-        # pvalue(m, 1, n - 1, 0, 1, 1) is the p of t = m / sqrt(svar (1/(n-1) + 1))
-        svar = (n - 2) / df
-        _CRITICAL[key] = low / math.sqrt(svar * (1.0 / (n - 1) + 1.0)) * (1 - 1e-9)
-    return _CRITICAL[key]
+        _CRITICAL[(df, p)] = low / scale * (1 - 1e-9)
+    return _CRITICAL[(df, p)]
 
 
 def _top_splits(x: Arr) -> Arr:
