@@ -191,22 +191,52 @@ def managed_pods(kube: Kube, namespace: str) -> list[client.V1Pod]:
     return list(kube.core.list_namespaced_pod(namespace, label_selector=SELECTOR).items)
 
 
+def grant(kube: Kube, namespace: str, name: str, rules: list[dict[str, list[str]]],
+          account: str = "bench", timeout: float = 30) -> None:
+    """A Role NAME of RULES bound to the ServiceAccount ACCOUNT, and the API server's
+    authorizer already applying it: it reads Roles and bindings from its own watch, so a
+    call right after their creation can still be refused ("cannot create resource
+    volumesnapshots": a CI run of 2026-12-03). Each rule's every verb is asked of a
+    SubjectAccessReview until it is allowed."""
+    rbac = client.RbacAuthorizationV1Api(kube.core.api_client)
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+    reviews = client.AuthorizationV1Api(kube.core.api_client)
+    user = f"system:serviceaccount:{namespace}:{account}"
+    asks = [(group, resource, verb) for rule in rules for group in rule["apiGroups"]
+            for resource in rule["resources"] for verb in rule["verbs"]]
+    deadline = time.monotonic() + timeout
+    while asks:
+        group, resource, verb = asks[0]
+        sub, _, part = resource.partition("/")
+        review = reviews.create_subject_access_review({
+            "spec": {"user": user, "groups": ["system:serviceaccounts",
+                                              f"system:serviceaccounts:{namespace}"],
+                     "resourceAttributes": {"namespace": namespace, "group": group,
+                                            "resource": sub, "subresource": part,
+                                            "verb": verb}}})
+        if review.status is not None and review.status.allowed:
+            asks.pop(0)
+        elif time.monotonic() > deadline:
+            raise AssertionError(f"{user} still may not {verb} {resource} after {timeout} s")
+        else:
+            time.sleep(0.1)
+
+
 def restricted_kubeconfig(kube: Kube, namespace: str, admin_kubeconfig: str, tmp_path: Path,
                           verbs_on_exec: list[str]) -> Path:
     """A ServiceAccount whose Role allows all storbench needs, but ``verbs_on_exec`` on
     pods/exec; a kubeconfig that logs in with its token."""
-    rbac = client.RbacAuthorizationV1Api(kube.core.api_client)
     kube.core.create_namespaced_service_account(namespace, {"metadata": {"name": "bench"}})
     rules = [{"apiGroups": [""], "resources": ["pods", "configmaps", "persistentvolumeclaims"],
               "verbs": ["get", "list", "create", "delete", "watch"]},
              {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
     if verbs_on_exec:
         rules.append({"apiGroups": [""], "resources": ["pods/exec"], "verbs": verbs_on_exec})
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": "bench"}, "rules": rules})
-    rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "bench"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "bench"},
-        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": namespace}]})
+    grant(kube, namespace, "bench", rules)
     token = kube.core.create_namespaced_service_account_token(
         "bench", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
     admin = yaml.safe_load(Path(admin_kubeconfig).read_text())

@@ -8,11 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from kubernetes import client
 
 from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
-from tests.k8s import IMAGE, kubelet_orphans, leftovers, restricted_kubeconfig
+from tests.k8s import IMAGE, grant, kubelet_orphans, leftovers, restricted_kubeconfig
 
 
 def test_snapshots_deleted_while_they_are_taken_leave_no_content(
@@ -67,15 +66,9 @@ def test_snapshots_deleted_while_they_are_taken_leave_no_content(
     # a namespace's user who may delete snapshots but not read their contents (cluster-
     # scoped) does not wait for what it cannot see: no "still there" after 60 s
     restricted = restricted_kubeconfig(kube, namespace, kubeconfig, tmp_path, [])
-    rbac = client.RbacAuthorizationV1Api(kube.core.api_client)
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": "snapshots"}, "rules": [
+    grant(kube, namespace, "snapshots", [
         {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"],
-         "verbs": ["get", "create", "delete"]}]})
-    rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "snapshots"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "snapshots"},
-        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": namespace}]})
+         "verbs": ["get", "create", "delete"]}])
     user = Kube(str(restricted))
     user.create({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
                  "metadata": {"name": "by-user", "namespace": namespace},
