@@ -49,7 +49,7 @@ def k8s() -> None:
       storbench k8s classes
       storbench k8s lifecycle --storage-class fast --volumes 10
       storbench k8s cleanup --older-than 1h
-      storbench k8s image build --push registry.example.com/storbench/fio:3.33-1
+      storbench k8s image build --push registry.example.com/storbench/fio:3.33-2
     """
 
 
@@ -171,7 +171,7 @@ def image() -> None:
 
     \b
     Example:
-      storbench k8s image build --push registry.example.com/storbench/fio:3.33-1
+      storbench k8s image build --push registry.example.com/storbench/fio:3.33-2
       storbench k8s image dockerfile > Dockerfile
     """
 
@@ -203,8 +203,8 @@ def build(destination: str | None, tag: str | None, base: str | None, engine: st
 
     \b
     Example:
-      storbench k8s image build --push registry.example.com/storbench/fio:3.33-1
-      storbench run --storage-class fast --image registry.example.com/storbench/fio:3.33-1
+      storbench k8s image build --push registry.example.com/storbench/fio:3.33-2
+      storbench run --storage-class fast --image registry.example.com/storbench/fio:3.33-2
       storbench k8s image build --base mirror.example.com/debian:12.11-slim --push ...
     """
     from storbench.execute import imagebuild
@@ -227,7 +227,8 @@ def build(destination: str | None, tag: str | None, base: str | None, engine: st
                              None if quiet else lambda line: err.print(
                                  "  " + harmless(line), markup=False, highlight=False))
     err.print(f"built {built.tag} with {built.engine} in {built.seconds:.0f} s;"
-              f" {built.fio_version} runs in it as uid 1000", markup=False)
+              f" {built.fio_version} (with the http and libaio engines) runs in it as"
+              " uid 1000", markup=False)
     if destination is not None and imagebuild.pushes_to_registry(destination):
         err.print(f"pushed to {destination}; give it to the runs: --image {destination}"
                   f" (or STORBENCH_IMAGE={destination})", markup=False)
@@ -252,7 +253,7 @@ def dockerfile() -> None:
     \b
     Example:
       storbench k8s image dockerfile > Dockerfile
-      docker build -t registry.example.com/storbench/fio:3.33-1 .
+      docker build -t registry.example.com/storbench/fio:3.33-2 .
     """
     from storbench.execute.imagebuild import dockerfile_text
 

@@ -92,6 +92,16 @@ def kube_options(f: F) -> F:
                      help="Run each test in N pods at once (spread over the nodes): on one"
                           " volume with --access-mode RWX, else each on its own; per-pod"
                           " rows and one merged result."),
+        click.option("--pods", is_flag=True,
+                     help="s3:// TARGETs: run fio in pods of the cluster (no volume; the"
+                          " secret key reaches them as a Secret of the run's), with the"
+                          " options above that shape pods. The runner image's fio needs the"
+                          " http engine."),
+        click.option("--host-network", is_flag=True,
+                     help="Run the pods on their node's network (hostNetwork), for an"
+                          " endpoint only the nodes reach (one on a node's loopback)."
+                          " Namespaces that enforce the baseline or restricted Pod Security"
+                          " level refuse it."),
         click.option("--dry-run", is_flag=True,
                      help="With --storage-class: print the manifests as YAML and stop;"
                           " the cluster is not contacted."),
@@ -111,6 +121,7 @@ def build_options(storage_class: str, params: dict[str, Any],
         service_account=params.get("service_account"),
         image_pull_secrets=tuple(params.get("image_pull_secrets", ())),
         image=params["image"], timeout_s=timeout_s, clients=params["clients"],
+        host_network=bool(params.get("host_network")),
         **_resources(params["requests"], params["limits"]),
     )
     o.check()

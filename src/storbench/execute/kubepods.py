@@ -27,7 +27,7 @@ _CAUSES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeve
 _PULL = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 IMAGE_HINT = (". The runner image is fio and a POSIX sh: build it and push it where the"
               " cluster pulls from with `storbench k8s image build --push"
-              " REGISTRY/storbench/fio:3.33-1` (docker, podman or buildah), then give that"
+              " REGISTRY/storbench/fio:3.33-2` (docker, podman or buildah), then give that"
               " with --image or STORBENCH_IMAGE")
 
 
@@ -36,7 +36,7 @@ QUICK_READ_S, QUICK_FOR_S, SLOW_READ_S = 0.25, 10.0, 1.0  # how often wait_runni
 
 def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard: SignalGuard,
                  note: Callable[[str], None], deadline: float) -> list[Any]:
-    """The pods ((pod, claim) names) once every container runs, in order.
+    """The pods ((pod, claim) names; claim "": none) once every container runs, in order.
 
     KubeError at once for a pod that cannot start (image, eviction, ...), and at the
     deadline for a claim not bound or a pod not running, quoting their events.
@@ -48,8 +48,8 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
         ready = []
         for name, claim in pods:
             pod = kube.read("Pod", name, namespace)
-            pvc = kube.read("PersistentVolumeClaim", claim, namespace)
-            if pod is None or pvc is None:
+            pvc = kube.read("PersistentVolumeClaim", claim, namespace) if claim else None
+            if pod is None or (claim and pvc is None):
                 gone = f"pod {name}" if pod is None else f"PVC {claim}"
                 raise KubeError(f"{gone} in namespace {namespace} was deleted by someone else"
                                 " while starting")
@@ -61,17 +61,18 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
                 raise KubeError(f"pod {namespace}/{name} cannot start: {problem}"
                                 + events(kube, namespace, "Pod", name)
                                 + (IMAGE_HINT if any(c in problem for c in _PULL) else ""))
-            step = "waiting for the volume to bind" if pvc.status.phase != "Bound" else (
+            bound = pvc is None or pvc.status.phase == "Bound"
+            step = "waiting for the volume to bind" if not bound else (
                 "starting the pod" if not pod.spec.node_name
                 else f"starting the pod on {pod.spec.node_name}")
             if step not in said:
                 said.add(step)
                 note(f"{step} ({time.monotonic() - start:.0f} s)")
-            warned.look(pod, None if pvc.status.phase == "Bound" else claim,
+            warned.look(pod, None if bound else claim,
                         deadline - time.monotonic())
             if time.monotonic() > deadline:
                 waited = time.monotonic() - start
-                if pvc.status.phase != "Bound":
+                if pvc is not None and not bound:
                     raise KubeError(
                         f"PersistentVolumeClaim {namespace}/{claim} (StorageClass"
                         f" {pvc.spec.storage_class_name}) not bound after {waited:.0f} s;"

@@ -43,6 +43,13 @@ RUN_VERBS: tuple[tuple[str, str, str], ...] = (
     ("create", "", "pods"), ("get", "", "pods"), ("delete", "", "pods"),
     ("create", "", "pods/exec"), ("list", "", "events"),
 )
+# --pods (a storage outside the cluster): no claims; a Secret for fio's environment
+OUTSIDE_VERBS: tuple[tuple[str, str, str], ...] = (
+    ("create", "", "configmaps"), ("delete", "", "configmaps"),
+    ("create", "", "secrets"), ("get", "", "secrets"), ("delete", "", "secrets"),
+    ("create", "", "pods"), ("get", "", "pods"), ("delete", "", "pods"),
+    ("create", "", "pods/exec"), ("list", "", "events"),
+)
 # deletion order: a snapshot before the claim it was taken of
 KINDS = ("Pod", "ConfigMap", "VolumeSnapshot", "PersistentVolumeClaim")
 DELETE_WAIT_S = 120.0  # for deleted pods, PVCs and their PVs to be gone
@@ -188,6 +195,7 @@ class Kube:
             "Pod": self.core.read_namespaced_pod,
             "PersistentVolumeClaim": self.core.read_namespaced_persistent_volume_claim,
             "ConfigMap": self.core.read_namespaced_config_map,
+            "Secret": self.core.read_namespaced_secret,
             "VolumeSnapshot": snapshots(self.custom, "get"),
             "VolumeSnapshotContent": lambda name, _: snapshot_contents(self.custom, "get")(name),
             "PersistentVolume": lambda name, _: self.core.read_persistent_volume(name),
@@ -255,6 +263,7 @@ class Kube:
             "Pod": self.core.create_namespaced_pod,
             "PersistentVolumeClaim": self.core.create_namespaced_persistent_volume_claim,
             "ConfigMap": self.core.create_namespaced_config_map,
+            "Secret": self.core.create_namespaced_secret,
             "VolumeSnapshot": snapshots(self.custom, "create"),
         }
         extra = {"dry_run": "All"} if dry_run else {}
@@ -277,6 +286,7 @@ class Kube:
             "Pod": self.core.delete_namespaced_pod,
             "PersistentVolumeClaim": self.core.delete_namespaced_persistent_volume_claim,
             "ConfigMap": self.core.delete_namespaced_config_map,
+            "Secret": self.core.delete_namespaced_secret,
             "VolumeSnapshot": snapshots(self.custom, "delete"),
         }
         what = "evicting" if evict and kind == "Pod" else "deleting"

@@ -48,6 +48,17 @@ def class_facts(kube: Kube, sc: Any, o: KubeOptions, namespace: str,
     }
 
 
+def pods_facts(kube: Kube, o: KubeOptions, namespace: str) -> Environment:
+    """What is known before anything is created of pods that mount no volume (--pods: the
+    storage is outside the cluster)."""
+    return {
+        "target": {"kind": "kubernetes", "namespace": namespace, "clients": o.clients,
+                   "host_network": o.host_network},
+        "kubernetes": {"context": kube.context, "server": kube.server,
+                       "server_version": kube.server_version(), "image": o.image},
+    }
+
+
 _PV_SOURCES = ("csi", "host_path", "local", "nfs", "aws_elastic_block_store",
                "gce_persistent_disk", "azure_disk", "rbd", "cephfs")
 _MOUNT = re.compile(rf"^(\S+) {DATA_DIR} (\S+) (\S+)", re.M)
@@ -76,7 +87,7 @@ def pod_facts(kube: Kube, namespace: str, pods: list[Any], claim: str, o: KubeOp
     m = _MOUNT.search(mounts)
     if m is not None:
         target.update(fs_type=m.group(2), mount_source=m.group(1), fs_mount_options=m.group(3))
-    pvc = kube.read("PersistentVolumeClaim", claim, namespace)
+    pvc = kube.read("PersistentVolumeClaim", claim, namespace) if claim else None
     if pvc is not None:
         target["capacity"] = (pvc.status.capacity or {}).get("storage")
         k8s["pvc"] = f"{namespace}/{claim}"

@@ -22,7 +22,7 @@ from storbench.workload.sizes import parse_size
 CLASS_LABEL = "storbench.io/storage-class"
 
 # The runner image (Dockerfile in this repository): Debian 12 with its fio 3.33.
-DEFAULT_IMAGE = "ghcr.io/storbench/fio:3.33-1"
+DEFAULT_IMAGE = "ghcr.io/storbench/fio:3.33-2"
 IMAGE_ENV = "STORBENCH_IMAGE"
 
 DATA_DIR = "/data"  # the PVC (volume mode Filesystem)
@@ -44,7 +44,8 @@ GIB = 1024**3
 
 @dataclass(frozen=True)
 class KubeOptions:
-    """Where and how ``storbench run --storage-class`` runs fio in a cluster."""
+    """Where and how ``storbench run --storage-class`` runs fio in a cluster (or ``--pods``,
+    on a storage outside the cluster: ``storage_class`` "", no volume)."""
 
     storage_class: str
     namespace: str | None = None  # None: the kubeconfig context's namespace, else "default"
@@ -64,10 +65,16 @@ class KubeOptions:
     tolerations: tuple[tuple[str, str | None, str | None], ...] = ()
     service_account: str | None = None
     image_pull_secrets: tuple[str, ...] = ()
+    host_network: bool = False  # the node's network: an endpoint only the node reaches
+
+    @property
+    def volume(self) -> bool:
+        """The pods mount a volume of the class (not: --pods, a storage outside)."""
+        return bool(self.storage_class)
 
     def check(self) -> None:
         """ConfigError for values the API server would reject anyway, said in our words."""
-        if not _NAME.match(self.storage_class):
+        if self.volume and not _NAME.match(self.storage_class):
             raise ConfigError(f"--storage-class {self.storage_class!r} is not a valid"
                               " StorageClass name")
         if self.access_mode not in ACCESS_MODES.values():
@@ -125,6 +132,7 @@ class KubeOptions:
             "node_selector": dict(self.node_selector), "image": self.image,
             "requests": dict(self.requests), "limits": dict(self.limits),
             "timeout_s": self.timeout_s, "clients": self.clients,
+            **({"host_network": True} if self.host_network else {}),
         }
 
 
@@ -271,8 +279,20 @@ def snapshot_manifest(uid: str, namespace: str, o: KubeOptions, name: str, claim
 IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1 & wait $!; done"]
 
 
+def secret_manifest(uid: str, namespace: str, o: KubeOptions,
+                    values: dict[str, str]) -> dict[str, Any]:
+    """What fio in the pods reads from its environment and no file may hold (an S3 secret
+    key: target/objects.SECRET_VAR), one key per variable; the pods' ``env`` names it."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": _meta(uid, namespace, o), "stringData": values}
+
+
 def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int,
-                 name: str | None = None, claim: str | None = None) -> dict[str, Any]:
+                 name: str | None = None, claim: str | None = None,
+                 secret_env: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A runner pod: it mounts ``claim`` (None: the run's one; none without a class: the
+    storage is outside), the job files and a work directory, and has ``secret_env`` from
+    the run's Secret in its environment (fio's, in every exec)."""
     resources: dict[str, Any] = {}
     if o.requests:
         resources["requests"] = dict(o.requests)
@@ -302,13 +322,14 @@ def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int,
                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
             },
             "volumeMounts": [
-                *([] if o.block else [{"name": "data", "mountPath": DATA_DIR}]),
+                *([] if o.block or not o.volume else [{"name": "data", "mountPath": DATA_DIR}]),
                 {"name": "jobs", "mountPath": JOBS_DIR, "readOnly": True},
                 {"name": "work", "mountPath": WORK_DIR},
             ],
         }],
         "volumes": [
-            {"name": "data", "persistentVolumeClaim": {"claimName": claim or name_of(uid)}},
+            *([{"name": "data", "persistentVolumeClaim": {"claimName": claim or name_of(uid)}}]
+              if o.volume else []),
             {"name": "jobs", "configMap": {"name": name_of(uid)}},
             {"name": "work", "emptyDir": {}},
         ],
@@ -321,6 +342,12 @@ def pod_manifest(uid: str, namespace: str, o: KubeOptions, deadline_s: int,
         spec["securityContext"].update(runAsNonRoot=False, runAsUser=0, runAsGroup=0)
         for key in ("fsGroup", "fsGroupChangePolicy"):
             del spec["securityContext"][key]
+    if secret_env:
+        spec["containers"][0]["env"] = [
+            {"name": var, "valueFrom": {"secretKeyRef": {"name": name_of(uid), "key": var}}}
+            for var in secret_env]
+    if o.host_network:  # the node's interfaces, loopback included
+        spec["hostNetwork"] = True
     if o.node_selector:
         spec["nodeSelector"] = dict(o.node_selector)
     if o.tolerations:

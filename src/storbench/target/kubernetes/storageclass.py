@@ -4,6 +4,12 @@ storage is files in the volume (FilesStorage, volume mode Filesystem) or the vol
 (DeviceStorage, ``--volume-mode Block``: each pod's raw volume at DEVICE_PATH, looked at
 once the pods run, facts.look_volumes).
 
+With ``--pods``, the storage is outside the cluster (an S3 bucket, target/objects.py):
+the pods mount no volume, fio's http engine in them reaches the endpoint, the secret key
+is in their environment from a Secret of the run's (owned by its ConfigMap: whatever
+deletes that deletes it), and what the run put at the endpoint is deleted from this
+machine as it ends (target/storage.Outside), and by a later run after a crash.
+
 With ``--clients N``, N pods run each test at the same moment: on one volume when
 the access mode is shared (RWX), else each on its own; results per pod and merged
 (IOPS and bandwidth summed, percentiles from the merged json+ bins), as for
@@ -31,8 +37,10 @@ from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.kubecleanup import Created
 from storbench.execute.kubepods import PodExecutor, wait_running
-from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
+from storbench.execute.kubernetes import DELETE_WAIT_S, OUTSIDE_VERBS, RUN_VERBS, Kube
 from storbench.execute.kubestatus import KubeError
+from storbench.execute.probe import Probe
+from storbench.execute.workdir import Leftover
 from storbench.result.environment import Environment
 from storbench.target.base import (
     MARGIN_S,
@@ -42,7 +50,7 @@ from storbench.target.base import (
 )
 from storbench.target.device import Seen
 from storbench.target.files import remove_script
-from storbench.target.kubernetes.facts import class_facts, look_volumes, pod_facts
+from storbench.target.kubernetes.facts import class_facts, look_volumes, pod_facts, pods_facts
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
     DEVICE_PATH,
@@ -52,13 +60,15 @@ from storbench.target.kubernetes.manifests import (
     capacity_for,
     claim_names,
     configmap_manifest,
+    name_of,
     pod_manifest,
     pod_names,
     pvc_manifest,
     quantity_bytes,
+    secret_manifest,
 )
 from storbench.target.sharedlayout import lay_out
-from storbench.target.storage import OnStorage, Room, Storage, Worker
+from storbench.target.storage import OnStorage, Outside, Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import format_bytes_iec
@@ -114,6 +124,8 @@ class KubeTarget(OnStorage, Quiet):
     def __init__(self, options: KubeOptions, storage: Storage) -> None:
         self.o = options
         self.storage = storage
+        # a storage outside the cluster (--pods: no volume), else one in the class's volume
+        self.outside = storage if isinstance(storage, Outside) else None
         self.series_logs = options.clients == 1  # several pods: no per-second series
         self.kube: Kube | None = None
         self.sc: Any = None
@@ -133,12 +145,13 @@ class KubeTarget(OnStorage, Quiet):
 
     @property
     def name(self) -> str:
-        return (f"storageclass/{self.o.storage_class}"
-                + (f" x{self.o.clients} pods" if self.o.clients > 1 else ""))
+        where = (f"{self.storage.path} from pods" if self.outside is not None
+                 else f"storageclass/{self.o.storage_class}")
+        return where + (f" x{self.o.clients} pods" if self.o.clients > 1 else "")
 
     @property
     def short_name(self) -> str:
-        return self.o.storage_class
+        return f"{self.storage.path}@pods" if self.outside is not None else self.o.storage_class
 
     def settings(self) -> dict[str, Any]:
         return {"kubernetes": self.o.describe(), **self.storage.settings(self)}
@@ -169,14 +182,25 @@ class KubeTarget(OnStorage, Quiet):
         capacity = self.capacity(plan)
         budget = o.timeout_s or START_S + self.before_tests_s(capacity) + sum(
             _test_s(t) + TEST_GRACE_S for _, _, t in plan.schedule())
-        pods = list(zip(pod_names(uid, o.clients), claim_names(uid, o), strict=True))
+        claims = claim_names(uid, o) if o.volume else [""] * o.clients
+        pods = list(zip(pod_names(uid, o.clients), claims, strict=True))
         deadline = int(budget + TEST_GRACE_S)
         manifests = [configmap_manifest(uid, namespace, o, jobs)]
+        secrets = self.secrets()
+        if secrets:  # fio's environment in the pods, owned by the ConfigMap (prepare)
+            manifests.append(secret_manifest(uid, namespace, o, secrets))
         manifests += [pvc_manifest(uid, namespace, o, capacity, claim)
-                      for claim in dict.fromkeys(c for _, c in pods)]
-        manifests += [pod_manifest(uid, namespace, o, deadline, pod, claim)
-                      for pod, claim in pods]
+                      for claim in dict.fromkeys(c for _, c in pods if c)]
+        manifests += [pod_manifest(uid, namespace, o, deadline, pod, claim or None,
+                                   tuple(secrets)) for pod, claim in pods]
         return KubePlan(uid, namespace, plan, pods, jobs, capacity, budget, manifests)
+
+    def secrets(self) -> dict[str, str]:
+        """What fio's environment must hold and no file may (the storage's job says)."""
+        if self.outside is None:
+            return {}
+        uid = self.uid or "0" * 12
+        return dict(self.storage.job(JobFile(()), self, self.workers()[0], "", uid).env)
 
     def before_tests_s(self, capacity: str) -> float:
         """How long the run may take before its first test, beyond starting the pods
@@ -187,6 +211,8 @@ class KubeTarget(OnStorage, Quiet):
         """The PVC's size: --capacity, else what the suite writes + 25 % (a storage whose
         tests cover the volume: --capacity as given)."""
         o = self.o
+        if not o.volume:
+            return ""  # no volume: the storage is outside
         if o.capacity and self.storage.covers():
             return o.capacity
         sharing = o.clients if o.clients > 1 and o.shared_volume else 1  # pods on one volume
@@ -205,7 +231,10 @@ class KubeTarget(OnStorage, Quiet):
     def preflight(self) -> None:
         self.check_options()
         self.kube = Kube(self.o.kubeconfig, self.o.context)
-        self.sc = self.kube.storage_class(self.o.storage_class)
+        if self.o.volume:
+            self.sc = self.kube.storage_class(self.o.storage_class)
+        else:
+            self.storage.preflight(self)
 
     def scratch_path(self, uid: str) -> Path:
         self.uid = uid
@@ -214,11 +243,12 @@ class KubeTarget(OnStorage, Quiet):
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.check_options()
         self.capacity(plan)
-        if self.sc is None:
+        if self.sc is None and self.kube is None:
             self.preflight()
         kube = self._kube()
         namespace = self.o.namespace or kube.namespace
-        missing = kube.missing_permissions(namespace)
+        missing = kube.missing_permissions(namespace, RUN_VERBS if self.o.volume
+                                           else OUTSIDE_VERBS)
         if missing:
             raise KubeError(
                 f"in namespace {namespace}, the user of context {kube.context!r} may not:"
@@ -227,6 +257,9 @@ class KubeTarget(OnStorage, Quiet):
         self.namespace = namespace
         self.plan = plan
         self.workdir = workdir  # before_test's layouts: their pod logs go there
+        if self.outside is not None:
+            self.storage.approve(plan, self)
+            self.storage.check(plan, self)
 
     def job_files(self, jobfile: JobFile, index: int, uid: str) -> list[FioJob]:
         workers = self.workers()
@@ -236,6 +269,8 @@ class KubeTarget(OnStorage, Quiet):
     def describe(self, fio: FioBinary | None) -> Environment:
         if self.environment:
             found = self.environment
+        elif self.outside is not None:
+            found = pods_facts(self._kube(), self.o, self.namespace)
         else:
             assert self.plan is not None
             found = class_facts(self._kube(), self.sc, self.o, self.namespace,
@@ -252,12 +287,24 @@ class KubeTarget(OnStorage, Quiet):
         self.layout = kp = self.plan_layout(uid, self.plan, invocations, self.namespace)
         environment = self.describe(None)
         pods = f"{self.o.clients} pods, " if self.o.clients > 1 else ""
-        note(f"StorageClass {self.o.storage_class} ({self.sc.provisioner},"
-             f" {self.sc.volume_binding_mode}), namespace {kp.namespace}, {pods}PVC"
-             f" {kp.capacity}, time limit {kp.budget_s:.0f} s")
+        if self.outside is not None:
+            net = ", on the node's network" if self.o.host_network else ""
+            note(f"fio in pods of namespace {kp.namespace}{net}, {pods}time limit"
+                 f" {kp.budget_s:.0f} s")
+        else:
+            note(f"StorageClass {self.o.storage_class} ({self.sc.provisioner},"
+                 f" {self.sc.volume_binding_mode}), namespace {kp.namespace}, {pods}PVC"
+                 f" {kp.capacity}, time limit {kp.budget_s:.0f} s")
         self.started = time.monotonic()
+        owner: dict[str, Any] = {}
         for manifest in kp.manifests:
-            self.created.create(kube, kp.namespace, manifest)
+            if manifest["kind"] == "Secret":  # goes with the ConfigMap, however that goes
+                manifest = {**manifest, "metadata": {**manifest["metadata"],
+                                                     "ownerReferences": [owner]}}
+            made = self.created.create(kube, kp.namespace, manifest)
+            if manifest["kind"] == "ConfigMap":
+                owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": name_of(uid),
+                         "uid": made.metadata.uid}
         ready_by = self.started + (kp.budget_s if self.o.timeout_s
                                    else min(START_S, kp.budget_s))
         running = wait_running(kube, kp.namespace, kp.pods, guard, note, ready_by)
@@ -265,7 +312,22 @@ class KubeTarget(OnStorage, Quiet):
         files = str(kp.scratch) if self.storage.in_files else ""
         self.environment = pod_facts(kube, kp.namespace, running, kp.pods[0][1], self.o,
                                      environment, files)
+        if self.outside is not None:
+            self._engines(running[0].metadata.name)
         self.storage.ready(self.plan, self, note)
+
+    def _engines(self, pod: str) -> None:
+        """The pods' fio has the engine the outside storage needs (one image: one look)."""
+        assert self.outside is not None
+        engine = self.outside.engine
+        res = self._kube().exec(self.namespace, pod, ["fio", f"--enghelp={engine}"],
+                                deadline_s=60)
+        if res.returncode != 0 or res.timed_out:
+            said = (res.stderr or res.stdout).strip().splitlines()
+            raise KubeError(f"the image {self.o.image}'s fio has no {engine} engine, which"
+                            f" {self.storage.path} needs ({said[-1] if said else res.returncode})."
+                            f" {self.outside.engine_hint} Give an image with one: --image"
+                            " (src/storbench/data/images/fio/Dockerfile builds one)")
 
     # -- what the pods give a storage (target/storage.Place) ----------------------------
 
@@ -278,7 +340,7 @@ class KubeTarget(OnStorage, Quiet):
         return f"{DATA_DIR}/storbench-{uid}"
 
     def files_words(self, path: str) -> tuple[str, str]:
-        return f"storageclass/{self.o.storage_class}", "give more, or a smaller --size"
+        return self.name, "give more, or a smaller --size"
 
     def rooms(self) -> list[Room]:
         return []  # the volume is made to hold the tests (capacity)
@@ -293,7 +355,7 @@ class KubeTarget(OnStorage, Quiet):
         """Between tests: the previous test's files go, those a later test names stay."""
         if self.first_test:
             self.first_test = False
-        else:
+        elif self.o.volume:
             self._remove_files(keep)
         return None
 
@@ -371,12 +433,30 @@ class KubeTarget(OnStorage, Quiet):
     def cleanup(self, hurry: bool = False) -> None:
         """Delete everything created, waiting until the pods, the PVCs and (reclaim
         policy Delete) their PVs are gone. Raises KubeError naming what is left."""
-        if not self.created.objects:
-            return
-        problems = self.created.delete(self._kube(), DELETE_WAIT_S, self.note)
-        if problems:
-            raise KubeError("cleaning up: " + "; ".join(problems)
-                            + f". Run `storbench k8s cleanup --namespace {self.namespace}`")
+        try:
+            if not self.created.objects:
+                return
+            problems = self.created.delete(self._kube(), DELETE_WAIT_S, self.note)
+            if problems:
+                raise KubeError("cleaning up: " + "; ".join(problems)
+                                + f". Run `storbench k8s cleanup --namespace {self.namespace}`")
+        finally:
+            if self.outside is not None:  # the pods are stopped: nothing puts any more
+                self.outside.end(hurry)
+
+    # -- an outside storage's (target/storage.Outside) ---------------------------------
+
+    def leftovers(self) -> list[Leftover]:
+        return self.outside.leftovers() if self.outside is not None else []
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        if self.outside is not None:
+            self.outside.remove_leftover(leftover)
+
+    def own_probe(self) -> Probe | None:
+        """An outside storage's requests beside the load, from this machine; None for a
+        class's volume (its pods' files: no probe reaches them from here)."""
+        return self.outside.own_probe() if self.outside is not None else None
 
     def _kube(self) -> Kube:
         if self.kube is None:
