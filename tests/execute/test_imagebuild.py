@@ -110,7 +110,7 @@ def test_the_built_image_runs_a_benchmark_in_a_restricted_namespace(
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout == f"{tag}\n"  # what to give --image: the local name (no registry)
     assert f"built {tag} with podman" in proc.stderr
-    assert "fio-3.33 runs in it as uid 1000" in proc.stderr
+    assert "fio-3.33 (with the http and libaio engines) runs in it as uid 1000" in proc.stderr
     assert f"written to oci-archive:{archive}" in proc.stderr
     assert "STEP 1/" in proc.stderr  # the engine's progress was shown
     if imagebuild._probe("docker"):

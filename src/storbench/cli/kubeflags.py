@@ -6,10 +6,11 @@ KubeOptions they make."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from storbench.errors import ConfigError
 from storbench.target.kubernetes.manifests import (
     DEFAULT_IMAGE,
     IMAGE_ENV,
@@ -19,6 +20,9 @@ from storbench.target.kubernetes.manifests import (
     parse_tolerations,
     volume_mode,
 )
+
+if TYPE_CHECKING:
+    from storbench.target.base import Target
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -142,3 +146,32 @@ def _resources(requests: tuple[str, ...], limits: tuple[str, ...]) -> dict[str, 
     return given
 
 
+
+
+VOLUME_FLAGS = ("--capacity", "--access-mode", "--volume-mode", "--shared-file")
+
+
+def pods_target(made: tuple[Target, ...], elsewhere: bool, dry_run: bool,
+                params: dict[str, Any], typed: tuple[str, ...],
+                timeout_s: float | None) -> Target:
+    """An s3:// TARGET (``made``) measured from pods (--pods): one storage outside the
+    cluster; nothing given ``elsewhere`` (a path, --hosts); ``typed``: the flags given."""
+    from storbench.target.kubernetes.storageclass import KubeTarget
+    from storbench.target.storage import Outside
+
+    storage = getattr(made[0], "storage", None) if len(made) == 1 else None
+    if not isinstance(storage, Outside):
+        raise ConfigError("with --pods, give one TARGET: the s3://BUCKET the pods reach")
+    if elsewhere:
+        raise ConfigError("with --pods, fio runs in the pods: give no path TARGET or --hosts")
+    if dry_run:
+        raise ConfigError("--dry-run applies to --storage-class runs")
+    if volume := [flag for flag in typed if flag in VOLUME_FLAGS]:
+        raise ConfigError(f"{', '.join(volume)}: with --pods there is no volume (the objects"
+                          " are outside the cluster)")
+    if storage.loopback and not params.get("host_network"):
+        raise ConfigError(f"{storage.loopback} is a loopback address: in a pod it is the"
+                          " pod's own, not this endpoint. Give --endpoint an address the"
+                          " pods reach, or --host-network where the endpoint listens on the"
+                          " node's loopback")
+    return KubeTarget(build_options("", params, timeout_s), storage)

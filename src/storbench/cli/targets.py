@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import click
 
 from storbench.cli.common import NUMBER
-from storbench.cli.kubeflags import apply, kube_options
+from storbench.cli.kubeflags import apply, kube_options, pods_target
 from storbench.errors import ConfigError, TargetHung
 from storbench.execute import fsops
 from storbench.target.base import Target
@@ -310,7 +310,9 @@ def choose_targets(f: TargetFlags) -> list[Target]:
         return [KubeTarget(o, _storage(f, Path(DEVICE_PATH if o.block else DATA_DIR), o.block))
                 for o in options]
     if pods:
-        return [_in_pods(f, hosts)]
+        return [pods_target(f.made, bool(f.given or hosts), f.dry_run, f.kube_params,
+                            (*f.kube_given, *(("--shared-file",) if f.shared_file else ())),
+                            f.timeout_s)]
     if f.kube_given:  # ignored, unsaid, before: --capacity 100Gi on a directory
         raise ConfigError(f"{', '.join(f.kube_given)}: Kubernetes options apply to"
                           " --storage-class CLASS (or k8s://CLASS)")
@@ -384,34 +386,6 @@ def names_a_device(path: Path) -> bool:
     lexically normalised (``/dev/shm/../sda`` is /dev/sda), and not in /dev/shm."""
     parts = Path(os.path.normpath(path)).parts
     return parts[:2] == ("/", "dev") and len(parts) > 2 and parts[2] not in FILE_DIRS_IN_DEV
-
-
-VOLUME_FLAGS = ("--capacity", "--access-mode", "--volume-mode", "--shared-file")
-
-
-def _in_pods(f: TargetFlags, hosts: list[Host]) -> Target:
-    """An s3:// TARGET measured from pods (--pods): one storage outside the cluster."""
-    from storbench.cli.kubeflags import build_options
-    from storbench.target.kubernetes.storageclass import KubeTarget
-
-    storage = getattr(f.made[0], "storage", None) if len(f.made) == 1 else None
-    if f.given or not isinstance(storage, Outside):
-        raise ConfigError("with --pods, give one TARGET: the s3://BUCKET the pods reach")
-    if hosts:
-        raise ConfigError("--pods and --hosts cannot be combined: fio runs in the pods")
-    if f.dry_run:
-        raise ConfigError("--dry-run applies to --storage-class runs")
-    volume = [flag for flag in (*f.kube_given, *(("--shared-file",) if f.shared_file else ()))
-              if flag in VOLUME_FLAGS]
-    if volume:
-        raise ConfigError(f"{', '.join(volume)}: with --pods there is no volume (the objects"
-                          " are outside the cluster)")
-    if storage.loopback and not f.kube_params.get("host_network"):
-        raise ConfigError(f"{storage.loopback} is a loopback address: in a pod it is the"
-                          " pod's own, not this endpoint. Give --endpoint an address the"
-                          " pods reach, or --host-network where the endpoint listens on the"
-                          " node's loopback")
-    return KubeTarget(build_options("", f.kube_params, f.timeout_s), storage)
 
 
 def is_block_device(path: Path) -> bool:

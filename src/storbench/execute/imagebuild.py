@@ -55,7 +55,7 @@ def check_reference(what: str, value: str) -> str:
     """value if it is an image reference, else ConfigError naming `what`."""
     if not _REFERENCE.fullmatch(value):
         raise ConfigError(f"{what} {value!r} is not an image reference"
-                          " (like registry.example.com/storbench/fio:3.33-1)")
+                          " (like registry.example.com/storbench/fio:3.33-2)")
     return value
 
 
@@ -165,13 +165,19 @@ class Built:
     seconds: float
 
 
+ENGINES_NEEDED = ("http", "libaio")  # an s3:// TARGET's, a block device's
+CHECK = "fio --version && fio --enghelp"
+
+
 def _fio_version(engine: str, tag: str) -> str:
-    """fio's version from a container of the new image, as the pods will run it."""
+    """fio's version from a container of the new image, as the pods will run it, and the
+    engines an s3:// TARGET and a block device need (http, libaio), as it says them: an
+    image without them is an image the Dockerfile did not make (another --base)."""
     if engine == "buildah":
         name = f"storbench-check-{int(time.time() * 1000)}"
         run_engine([engine, "from", "--pull=never", "--name", name, tag], None)
         try:
-            out = run_engine([engine, "run", "--network", "none", name, "fio", "--version"],
+            out = run_engine([engine, "run", "--network", "none", name, "sh", "-c", CHECK],
                              None)
         finally:
             run_engine([engine, "rm", name], None)
@@ -179,11 +185,18 @@ def _fio_version(engine: str, tag: str) -> str:
         # small limits: podman's own (nofile 1048576) fail where root may not raise them
         out = run_engine([engine, "run", "--rm", "--network", "none", "--user", "1000:1000",
                           "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
-                          tag, "fio", "--version"], None)
-    version = out.strip().splitlines()[-1] if out.strip() else ""
-    if not version.startswith("fio-"):
+                          tag, "sh", "-c", CHECK], None)
+    lines = out.strip().splitlines()
+    version = next((line for line in lines if line.startswith("fio-")), "")
+    if not version:
         raise EngineError(f"fio does not run in the image {tag}: `fio --version` printed"
-                          f" {version!r}")
+                          f" {lines[-1] if lines else ''!r}")
+    engines = {line.strip() for line in lines}
+    lacking = [e for e in ENGINES_NEEDED if e not in engines]
+    if lacking:
+        raise EngineError(f"{version} in the image {tag} has no {' or '.join(lacking)} engine"
+                          " (`fio --enghelp`), which the Dockerfile builds in: was it built"
+                          " from another Dockerfile?")
     return version
 
 

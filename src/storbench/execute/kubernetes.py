@@ -35,21 +35,6 @@ from storbench.execute.kubesnapshots import (
 )
 from storbench.execute.kubestatus import KubeError, api_message, exit_code, handshake_message
 
-# What a run does in its namespace (checked before anything is created).
-RUN_VERBS: tuple[tuple[str, str, str], ...] = (
-    ("create", "", "configmaps"), ("delete", "", "configmaps"),
-    ("create", "", "persistentvolumeclaims"), ("get", "", "persistentvolumeclaims"),
-    ("delete", "", "persistentvolumeclaims"),
-    ("create", "", "pods"), ("get", "", "pods"), ("delete", "", "pods"),
-    ("create", "", "pods/exec"), ("list", "", "events"),
-)
-# --pods (a storage outside the cluster): no claims; a Secret for fio's environment
-OUTSIDE_VERBS: tuple[tuple[str, str, str], ...] = (
-    ("create", "", "configmaps"), ("delete", "", "configmaps"),
-    ("create", "", "secrets"), ("get", "", "secrets"), ("delete", "", "secrets"),
-    ("create", "", "pods"), ("get", "", "pods"), ("delete", "", "pods"),
-    ("create", "", "pods/exec"), ("list", "", "events"),
-)
 # deletion order: a snapshot before the claim it was taken of
 KINDS = ("Pod", "ConfigMap", "VolumeSnapshot", "PersistentVolumeClaim")
 DELETE_WAIT_S = 120.0  # for deleted pods, PVCs and their PVs to be gone
@@ -167,7 +152,7 @@ class Kube:
                           " (see `storbench k8s classes`)")
 
     def missing_permissions(self, namespace: str,
-                            verbs: tuple[tuple[str, str, str], ...] = RUN_VERBS) -> list[str]:
+                            verbs: tuple[tuple[str, str, str], ...]) -> list[str]:
         """The verbs this user may not use in ``namespace``, as 'create pods/exec'."""
         missing = []
         for verb, group, resource in verbs:

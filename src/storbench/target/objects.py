@@ -24,7 +24,9 @@ client here expands the job file's ${STORBENCH_S3_SECRET} from its own environme
 sends the job over the SSH session; each host's fio must have the http engine, which its
 session says before anything runs). With
 several workers, each one's objects are under a directory of its own in the run's prefix
-(``h0/``, ``h1/``): the same job's keys on two hosts are two objects. Pods are not yet.
+(``h0/``, ``h1/``): the same job's keys on two hosts are two objects. And pods (--pods:
+target/kubernetes/storageclass.py, no volume; each pod's keys under ``p0/``, ``p1/``; the
+key in their environment from a Secret of the run's).
 """
 
 from __future__ import annotations
@@ -233,8 +235,12 @@ class ObjectStorage(NoDevice):
             sections.append(kept)
         # fio's environment (fio's client's, where hosts run it: it expands the job
         # file's ${VARS} before it sends the file to the servers)
-        env = (((SECRET_VAR, creds.secret.value),) if creds is not None else ())
+        env = tuple(self.environment().items())
         return FioJob(worker.key, name, JobFile(tuple(sections)).render(), env=env)
+
+    def environment(self) -> dict[str, str]:
+        creds = self.endpoint.credentials
+        return {SECRET_VAR: creds.secret.value} if creds is not None else {}
 
     def facts(self, place: Place, worker: Worker | None) -> dict[str, Any]:
         return {"endpoint": self.endpoint.url, "region": self.endpoint.region,
@@ -249,7 +255,11 @@ class ObjectStorage(NoDevice):
                   for k in expected_keys(test, self.worker_prefix(uid, w))}
         if not wanted:
             return
-        there = set(self.endpoint.listing(self.bucket.name, self.run_prefix(uid)))
+        there = set()
+        for key in self.endpoint.listing(self.bucket.name, self.run_prefix(uid)):
+            there.add(key)
+            if len(there) % 1000 == 0:  # a page: tens of ms, seconds on a slow server
+                place.stop_point()
         missing = sorted(wanted - there)
         if missing:
             raise TargetError(
@@ -301,8 +311,13 @@ class ObjectStorage(NoDevice):
         budget = HURRY_S if hurry else REMOVE_S
         ends = time.monotonic() + budget
         marker = prefix + RUN_MARKER
-        keys = [k for k in self.endpoint.listing(self.bucket.name, prefix)
-                if k.startswith(prefix) and k != marker]  # (a listing is by prefix)
+        keys = []
+        for key in self.endpoint.listing(self.bucket.name, prefix):
+            if key.startswith(prefix) and key != marker:  # (a listing is by prefix)
+                keys.append(key)
+                if len(keys) % 1000 == 0 and time.monotonic() > ends:  # a page each
+                    raise TargetError(f"over {len(keys)} objects were not deleted within"
+                                      f" {budget:g} s (they were still being listed)")
         for start in range(0, len(keys), 1000):
             if time.monotonic() > ends:
                 raise TargetError(f"{len(keys) - start} of {len(keys)} objects were not"

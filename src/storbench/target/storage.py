@@ -136,6 +136,11 @@ class Place(Protocol):
         """The size of the volume the place makes for the storage (a pod's), or None."""
         ...
 
+    def stop_point(self) -> None:
+        """Interrupted, if the run was told to stop (Ctrl-C, SIGTERM): a storage's long
+        work between tests (a bucket's listing) looks here as it goes."""
+        ...
+
     def check_putting(self) -> None:
         """ConfigError where the place cannot put a file of storbench's on its workers."""
         ...
@@ -267,6 +272,11 @@ class Outside(Storage, Protocol):
         another host it is not this one); None otherwise."""
         ...
 
+    def environment(self) -> dict[str, str]:
+        """What fio's environment must hold to reach it, which no file may (a secret key):
+        a place that ships job files elsewhere (pods) gives it to fio there."""
+        ...
+
     def end(self, hurry: bool) -> None:
         """Remove what the run put there (TargetError naming what is left)."""
         ...
@@ -344,3 +354,9 @@ class OnStorage:
 
     def precondition_job(self: Stored, cap_bytes: int | None) -> list[FioJob]:
         return self.storage.precondition_job(self, cap_bytes)
+
+    def stop_point(self) -> None:
+        """Place.stop_point: the run's SignalGuard (the place's, from prepare) checked."""
+        guard = getattr(self, "guard", None)
+        if guard is not None:
+            guard.check()

@@ -19,12 +19,8 @@ from storbench.target.kubernetes.manifests import (
     capacity_for,
     parse_pairs,
 )
-from storbench.target.kubernetes.storageclass import (
-    START_S,
-    TEST_GRACE_S,
-    KubePlan,
-    KubeTarget,
-)
+from storbench.target.kubernetes.podplan import START_S, TEST_GRACE_S, KubePlan
+from storbench.target.kubernetes.storageclass import KubeTarget
 
 
 def plan_kube(spec: RunSpec, o: KubeOptions, namespace: str) -> KubePlan:

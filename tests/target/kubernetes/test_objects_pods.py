@@ -164,6 +164,8 @@ def test_pods_are_for_objects_and_have_no_volume(tmp_path, store_path):
          "--capacity: with --pods there is no volume"),
         (("s3://bkt", "s3://ckt", "--pods", "--endpoint", "http://10.0.0.1:9"),
          "with --pods, give one TARGET"),
+        ((str(tmp_path), "s3://bkt", "--pods", "--endpoint", "http://10.0.0.1:9"),
+         "give no path TARGET or --hosts"),
         (("s3://bkt", "--pods", "--endpoint", "http://127.0.0.1:9"), "--host-network"),
     ]:
         proc = run_cli("run", *args, db=store_path, env=env)

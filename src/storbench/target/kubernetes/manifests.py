@@ -37,6 +37,21 @@ ACCESS_MODES = {"RWO": "ReadWriteOnce", "RWX": "ReadWriteMany", "ROX": "ReadOnly
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
                         r"[A-Za-z0-9])?$")
+# What a run does in its namespace (checked before anything is created).
+RUN_VERBS: tuple[tuple[str, str, str], ...] = (
+    ("create", "", "configmaps"), ("delete", "", "configmaps"),
+    ("create", "", "persistentvolumeclaims"), ("get", "", "persistentvolumeclaims"),
+    ("delete", "", "persistentvolumeclaims"),
+    ("create", "", "pods"), ("get", "", "pods"), ("delete", "", "pods"),
+    ("create", "", "pods/exec"), ("list", "", "events"),
+)
+# --pods (a storage outside the cluster): no claims; a Secret for fio's environment
+OUTSIDE_VERBS: tuple[tuple[str, str, str], ...] = (
+    ("create", "", "configmaps"), ("delete", "", "configmaps"),
+    ("create", "", "secrets"), ("get", "", "secrets"), ("delete", "", "secrets"),
+    ("create", "", "pods"), ("get", "", "pods"), ("delete", "", "pods"),
+    ("create", "", "pods/exec"), ("list", "", "events"),
+)
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS label (RFC 1123)
 GIB = 1024**3

@@ -29,7 +29,6 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,74 +36,40 @@ from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.kubecleanup import Created
 from storbench.execute.kubepods import PodExecutor, wait_running
-from storbench.execute.kubernetes import DELETE_WAIT_S, OUTSIDE_VERBS, RUN_VERBS, Kube
+from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
 from storbench.execute.probe import Probe
 from storbench.execute.workdir import Leftover
 from storbench.result.environment import Environment
 from storbench.target.base import (
-    MARGIN_S,
     Deadline,
     Quiet,
-    default_deadline,
 )
 from storbench.target.device import Seen
 from storbench.target.files import remove_script
+from storbench.target.kubernetes import podplan
 from storbench.target.kubernetes.facts import class_facts, look_volumes, pod_facts, pods_facts
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,
     DEVICE_PATH,
     JOBS_DIR,
+    OUTSIDE_VERBS,
+    RUN_VERBS,
     WORK_DIR,
     KubeOptions,
-    capacity_for,
-    claim_names,
-    configmap_manifest,
     name_of,
-    pod_manifest,
     pod_names,
-    pvc_manifest,
     quantity_bytes,
-    secret_manifest,
 )
+from storbench.target.kubernetes.podplan import START_S, TEST_GRACE_S, KubePlan, test_s
 from storbench.target.sharedlayout import lay_out
 from storbench.target.storage import OnStorage, Outside, Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
-from storbench.workload.sizes import format_bytes_iec
 
-START_S = 300.0  # bind the volume, schedule, pull the image, start the pods
-TEST_GRACE_S = 60.0  # beyond a test's runtime (laying out files, fio's start and end)
 PUT_CHUNK = 96 * 1024  # characters of a file put in the pod per exec (an argument: < 128 KiB)
 PUT_REFUSED = ("a replay's iolog goes to one pod on a Filesystem volume: leave out"
                " --volume-mode Block and --clients")
-
-
-def _test_s(t: PlannedTest) -> float:
-    """How long a test may take: its runtime and ramp; a size-bound one (etcd's 22 MiB),
-    its bytes at 256 KiB/s and its layout, as on any target (an hour only when its
-    options say neither runtime nor size)."""
-    if t.expected_s:
-        return t.expected_s
-    return default_deadline(t).seconds - MARGIN_S
-
-
-@dataclass(frozen=True)
-class KubePlan:
-    """What one class's run will create, computed before touching the cluster."""
-
-    uid: str
-    namespace: str
-    plan: Plan
-    pods: list[tuple[str, str]]  # (pod, the PVC it mounts)
-    jobs: dict[str, str]  # ConfigMap key -> job text, per scheduled invocation and pod
-    capacity: str
-    budget_s: float  # the whole run, start included
-    manifests: list[dict[str, Any]]
-
-    @property
-    def scratch(self) -> Path:
-        return Path(DATA_DIR) / f"storbench-{self.uid}"
 
 
 class KubeTarget(OnStorage, Quiet):
@@ -177,54 +142,10 @@ class KubeTarget(OnStorage, Quiet):
                     namespace: str) -> KubePlan:
         """The volume size, time budget and manifests of a run (no cluster needed)."""
         self.check_options()
-        o = self.o
-        jobs = {job.key: job.text for jobs in invocations for job in jobs}
-        capacity = self.capacity(plan)
-        budget = o.timeout_s or START_S + self.before_tests_s(capacity) + sum(
-            _test_s(t) + TEST_GRACE_S for _, _, t in plan.schedule())
-        claims = claim_names(uid, o) if o.volume else [""] * o.clients
-        pods = list(zip(pod_names(uid, o.clients), claims, strict=True))
-        deadline = int(budget + TEST_GRACE_S)
-        manifests = [configmap_manifest(uid, namespace, o, jobs)]
-        secrets = self.secrets()
-        if secrets:  # fio's environment in the pods, owned by the ConfigMap (prepare)
-            manifests.append(secret_manifest(uid, namespace, o, secrets))
-        manifests += [pvc_manifest(uid, namespace, o, capacity, claim)
-                      for claim in dict.fromkeys(c for _, c in pods if c)]
-        manifests += [pod_manifest(uid, namespace, o, deadline, pod, claim or None,
-                                   tuple(secrets)) for pod, claim in pods]
-        return KubePlan(uid, namespace, plan, pods, jobs, capacity, budget, manifests)
-
-    def secrets(self) -> dict[str, str]:
-        """What fio's environment must hold and no file may (the storage's job says)."""
-        if self.outside is None:
-            return {}
-        uid = self.uid or "0" * 12
-        return dict(self.storage.job(JobFile(()), self, self.workers()[0], "", uid).env)
-
-    def before_tests_s(self, capacity: str) -> float:
-        """How long the run may take before its first test, beyond starting the pods
-        (--precondition: each volume written whole, twice)."""
-        return self.storage.precondition_s(quantity_bytes(capacity) or 0)
+        return podplan.plan_layout(self.o, self.storage, uid, plan, invocations, namespace)
 
     def capacity(self, plan: Plan) -> str:
-        """The PVC's size: --capacity, else what the suite writes + 25 % (a storage whose
-        tests cover the volume: --capacity as given)."""
-        o = self.o
-        if not o.volume:
-            return ""  # no volume: the storage is outside
-        if o.capacity and self.storage.covers():
-            return o.capacity
-        sharing = o.clients if o.clients > 1 and o.shared_volume else 1  # pods on one volume
-        needed, name, files = self.storage.needed(plan, sharing)  # files: copies on it
-        capacity = o.capacity or capacity_for(needed)
-        have = quantity_bytes(capacity)
-        if have is not None and needed > have:
-            raise ConfigError(f"--capacity {capacity} is smaller than the"
-                              f" {format_bytes_iec(needed)} test {name!r} writes"
-                              f"{f' (in its {files} pods)' if files > 1 else ''}; give more, or"
-                              " a smaller --size")
-        return capacity
+        return podplan.capacity(self.o, self.storage, plan)
 
     # -- the Target contract -----------------------------------------------------------
 
@@ -424,7 +345,7 @@ class KubeTarget(OnStorage, Quiet):
 
     def deadline(self, test: PlannedTest) -> Deadline | None:
         assert self.layout is not None
-        limit = _test_s(test) + TEST_GRACE_S
+        limit = test_s(test) + TEST_GRACE_S
         left = self.started + self.layout.budget_s - time.monotonic()
         return Deadline(min(limit, max(1.0, left)),
                         f"its runtime (a size-bound test: its I/O at 256 KiB/s) +"
