@@ -98,11 +98,14 @@ def test_crun_on_hybrid_cgroups_is_named_with_the_way_out(image_env, tmp_path):
     assert_one_line_error(proc, 1, "hybrid", 'runtime = "runc"')
 
 
+@pytest.mark.parametrize("s3", ["moto"], indirect=True)
 def test_the_built_image_runs_a_benchmark_in_a_restricted_namespace(
-        image_env, kube, namespace, k8s_env, store_path, tmp_path):
+        image_env, kube, namespace, k8s_env, store_path, tmp_path, s3):
     """#31 item 5 end to end: built here by the command (podman; docker's client without a
     daemon, where there is one, passed over), pushed to an OCI archive, loaded into the
-    test-bed's containerd, and a run with it completes under Pod Security restricted."""
+    test-bed's containerd, and a run with it completes under Pod Security restricted. Its
+    fio has the http engine: a bucket measured from its pods (#59; on the node's network,
+    which the restricted level refuses, so with that level taken off)."""
     tag = f"localhost/storbench-test-fio:{secrets.token_hex(3)}"
     archive = tmp_path / "runner.tar"
     proc = run_cli("k8s", "image", "build", "--base", BASE, "--tag", tag, "--push",
@@ -128,6 +131,19 @@ def test_the_built_image_runs_a_benchmark_in_a_restricted_namespace(
         assert shown["environment"]["kubernetes"]["image"] == tag  # this image, not another
         assert shown["environment"]["fio_version"] == "fio-3.33"
         assert leftovers(kube, namespace) == []
+        kube.core.patch_namespace(namespace, {"metadata": {"labels": {
+            "pod-security.kubernetes.io/enforce": "privileged"}}})
+        s3.client().create_bucket(Bucket="sbt-runner")
+        job = tmp_path / "objects.fio"
+        job.write_text("[put]\nrw=write\nbs=64k\nsize=256k\nfilename=o\n"
+                       "[get]\nstonewall\nrw=read\nbs=64k\nsize=256k\nfilename=o\n")
+        run = run_cli("run", "s3://sbt-runner", "--pods", "--host-network", "--endpoint",
+                      s3.url, "--job", str(job), "-n", namespace, db=store_path,
+                      env={**k8s_env, **s3.env(), "STORBENCH_IMAGE": tag})
+        assert run.returncode == 0, run.stderr[-3000:]
+        tests = {t["name"]: t for t in show_json(store_path)["tests"]}
+        assert tests["get"]["read"]["total_ios"] == 4
+        assert s3.keys("sbt-runner") == [] and leftovers(kube, namespace) == []
     finally:
         subprocess.run([PODMAN or "podman", "rmi", "-f", tag], env=image_env,
                        capture_output=True)
