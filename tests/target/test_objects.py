@@ -84,6 +84,9 @@ def test_the_s3_suite_on_a_real_server_puts_gets_deletes_and_leaves_only_what_wa
             assert t["options"]["bs"] == size
     assert shown["environment"]["target"]["bucket"] == bucket
     assert shown["environment"]["target"]["endpoint"] == s3.url
+    # reached over loopback, which states no speed: no GET rate is beyond it
+    assert shown["environment"]["target"]["link"] == {"interface": "lo"}
+    assert "beyond-the-link" not in {w["kind"] for w in shown["warnings"]}
     # no cache of this machine's stood between fio and the objects: nothing said of one
     assert not [w for w in shown["warnings"] if w["kind"] in ("page-cache", "small-working-set")]
     # nothing but what was there before

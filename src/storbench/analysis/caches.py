@@ -12,6 +12,10 @@
   absorbed above the device. Where there is no device (network file systems, pods),
   nothing is said. Other processes' I/O on the device only make the device's counts
   larger: the check can be silent wrongly, never alarm wrongly.
+- Objects got faster than the link they come over: an s3:// TARGET's GETs measured from
+  this machine moved more bits a second than the interface its endpoint is reached
+  through carries (as the kernel states its speed): a cache on this side of the link
+  answered them (a proxy's, a gateway's page cache: minio/warp#188), not the bucket.
 """
 
 from __future__ import annotations
@@ -114,3 +118,22 @@ def every_read_misses(options: dict[str, str]) -> bool:
     return (o.get("rw", o.get("readwrite")) == "randread" and not flag(o, "norandommap")
             and o.get("random_distribution", "random") == "random"
             and o.get("invalidate", "1") != "0" and not flag(o, "pre_read") and not shared)
+
+
+LINK_MARGIN = 1.05  # above the link's stated speed by more than this (framing aside)
+
+
+def beyond_link(r: TestResult, link: tuple[str, int] | None) -> Evidence | None:
+    """GETs (an object store's reads) faster than the link they crossed can carry."""
+    if link is None or r.read is None or r.read.bw_bytes_per_s <= 0:
+        return None
+    interface, mbps = link
+    bits = r.read.bw_bytes_per_s * 8
+    if bits <= LINK_MARGIN * mbps * 1e6:
+        return None
+    return Evidence(
+        f"{r.name}: GETs at {format_bytes_iec(r.read.bw_bytes_per_s)}/s"
+        f" ({bits / 1e9:,.2f} Gb/s), more than the {mbps / 1000:g} Gb/s of {interface}, the"
+        " link this machine reaches the endpoint through: a cache on this side of it"
+        " answered them (a proxy's, a gateway's page cache), not the bucket's storage",
+        {"gbps": round(bits / 1e9, 3), "link": interface, "link_gbps": mbps / 1000})

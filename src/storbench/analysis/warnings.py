@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from storbench.analysis import levels, rates
 from storbench.analysis.caches import (
+    beyond_link,
     device_not_reached,
     every_read_misses,
     flag,
@@ -48,6 +49,7 @@ class Kind(enum.StrEnum):
     SYNC_IN_RAM = "sync-in-ram"
     IOPS_CAP = "iops-cap"
     NO_DEVICE_QUEUE = "no-device-queue"  # noisy neighbours on RAM
+    BEYOND_LINK = "beyond-the-link"  # objects faster than their network link
 
 
 def working_set_bytes(r: TestResult) -> int | None:
@@ -385,6 +387,8 @@ def compute(r: TestResult, facts: TargetFacts, paced: bool = False,
         found.append(b if b is not None else variation(direction, s, r.name))
     seen = {w.kind for w in found if w is not None}
     found += caches(r, facts, seen)
+    if objects(r) and (link := beyond_link(r, facts.link)) is not None:
+        found.append(Warning(Kind.BEYOND_LINK, r.name, link.message, link.details))
     return [w for w in found if w is not None]
 
 

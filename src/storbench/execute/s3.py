@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import base64
 import configparser
+import contextlib
 import hashlib
 import hmac
 import http.client
+import json
 import os
 import re
+import socket
+import subprocess
 import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -277,3 +281,25 @@ def resolve(endpoint: str | None, region: str | None,
     if creds is not None and any(c in creds.secret.value for c in "\n\r\0"):
         raise ConfigError(f"the secret key from {creds.source} holds a line break")
     return Endpoint(f"{parts.scheme}://{parts.netloc}", region, creds)
+
+
+def link_to(host: str) -> dict[str, object]:
+    """The interface this machine reaches ``host`` through (`ip route get`) and its speed
+    in Mb/s as the kernel says it (/sys/class/net/IF/speed: none for loopback, a bridge or
+    a link that does not say): a GET rate above it came from a cache on this side of it
+    (analysis/caches.beyond_link). {} when the route cannot be read."""
+    try:
+        address = socket.getaddrinfo(host, None)[0][4][0]
+        proc = subprocess.run(["ip", "-j", "route", "get", str(address)], capture_output=True,
+                              text=True, timeout=10)
+        dev = str(json.loads(proc.stdout)[0]["dev"]) if proc.returncode == 0 else ""
+    except (OSError, ValueError, IndexError, KeyError, subprocess.SubprocessError):
+        return {}
+    if not dev or "/" in dev:
+        return {}
+    found: dict[str, object] = {"interface": dev}
+    with contextlib.suppress(OSError, ValueError):  # lo: EINVAL
+        speed = int(Path(f"/sys/class/net/{dev}/speed").read_text())
+        if speed > 0:
+            found["speed_mbps"] = speed
+    return found

@@ -40,6 +40,8 @@ class TargetFacts:
     hosts: tuple[str, ...] = ()  # the hosts fio ran on (ssh://db1, sock:PATH, ADDR:PORT)
     host_fs: tuple[tuple[str, str], ...] = ()  # (host, its path's file system) as each said
     access_mode: str | None = None  # a Kubernetes volume's (ReadWriteOnce, ...)
+    # the network link an object store is reached through from here, and its Mb/s
+    link: tuple[str, int] | None = None
 
     def in_ram(self) -> tuple[str, str] | None:
         """The RAM file systems the run's writes went to, and where, for messages:
@@ -76,7 +78,13 @@ class TargetFacts:
                    tuple(str(h["host"]) for h in hosts if isinstance(h, dict) and h.get("host")),
                    tuple((str(h["host"]), h["fs_type"]) for h in hosts if isinstance(h, dict)
                          and h.get("host") and isinstance(h.get("fs_type"), str)),
-                   target.get("access_mode"))
+                   target.get("access_mode"), _link(target.get("link")))
+
+
+def _link(found: Any) -> tuple[str, int] | None:
+    if isinstance(found, dict) and isinstance(found.get("speed_mbps"), int):
+        return str(found.get("interface")), int(found["speed_mbps"])
+    return None
 
 
 def _device(facts: Mapping[str, Any]) -> Device:

@@ -47,7 +47,7 @@ from storbench.errors import ConfigError, TargetError
 from storbench.execute import FioBinary
 from storbench.execute.base import FioJob
 from storbench.execute.probe import ObjectProbe
-from storbench.execute.s3 import Endpoint
+from storbench.execute.s3 import Endpoint, link_to
 from storbench.execute.workdir import MARKER, PREFIX, Leftover, held, run_workdir
 from storbench.result.environment import Environment
 from storbench.target.base import Deadline, Placed
@@ -243,9 +243,13 @@ class ObjectStorage(NoDevice):
         return {SECRET_VAR: creds.secret.value} if creds is not None else {}
 
     def facts(self, place: Place, worker: Worker | None) -> dict[str, Any]:
+        """The endpoint and bucket; from this machine (fio here), the link it is reached
+        through (execute/s3.link_to: a GET rate beyond it is a cache's)."""
+        host = urllib.parse.urlsplit(self.endpoint.url).hostname or ""
+        link = link_to(host) if not place.every and host else {}
         return {"endpoint": self.endpoint.url, "region": self.endpoint.region,
                 "bucket": self.bucket.name, "prefix": self.bucket.prefix,
-                "https": self.endpoint.https}
+                "https": self.endpoint.https, **({"link": link} if link else {})}
 
     def between(self, place: Place, test: PlannedTest, keep: set[str],
                 deadline: Deadline | None, uid: str) -> None:
