@@ -31,7 +31,6 @@ from storbench.errors import ConfigError, TargetError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard, clientserver, hosttrace
 from storbench.execute.clientserver import ClientServerExecutor, Server, key, probe
 from storbench.execute.hosttrace import HostsTracer
-from storbench.execute.probe import Probe
 from storbench.execute.ssh import (
     Remote,
     Tunnel,
@@ -41,19 +40,19 @@ from storbench.execute.ssh import (
     stop_all,
 )
 from storbench.result.environment import Environment
-from storbench.target.base import Deadline, Leftover, Quiet
+from storbench.target.base import Deadline, Quiet
 from storbench.target.device import Seen
 from storbench.target.environment import agent_path_facts, host_facts
 from storbench.target.hostlist import Host, ssh_sharing
 from storbench.target.remoteguard import look_all
 from storbench.target.sharedlayout import lay_out, remove
-from storbench.target.storage import OnStorage, Outside, Room, Storage, Worker
+from storbench.target.storage import OnStorage, ReachesOutside, Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
 
 @dataclass
-class HostsTarget(OnStorage, Quiet):
+class HostsTarget(ReachesOutside, OnStorage, Quiet):
     """A storage at the same path on every host (each serves fio); the same test runs on
     all at once. It leaves nothing on the hosts: fio deletes a host's own files as each
     job ends (unlink=1), a --shared-file test's file is removed from the first host once
@@ -88,11 +87,6 @@ class HostsTarget(OnStorage, Quiet):
     @property
     def path(self) -> Path:
         return Path(self.storage.path)
-
-    @property
-    def outside(self) -> Outside | None:
-        """The storage, where it lives outside the hosts (an S3 bucket)."""
-        return self.storage if isinstance(self.storage, Outside) else None
 
     @property
     def keeps_until_end(self) -> bool:
@@ -403,17 +397,3 @@ class HostsTarget(OnStorage, Quiet):
             stop_all(list(self.tunnels.values()))
         if self.outside is not None:
             self.outside.end(hurry)
-
-    # -- an outside storage's (target/storage.Outside) ---------------------------------
-
-    def leftovers(self) -> list[Leftover]:
-        return self.outside.leftovers() if self.outside is not None else []
-
-    def remove_leftover(self, leftover: Leftover) -> None:
-        if self.outside is not None:
-            self.outside.remove_leftover(leftover)
-
-    def own_probe(self) -> Probe | None:
-        """An outside storage's requests beside the load, from this machine (fio's
-        client); None for files and devices on the hosts."""
-        return self.outside.own_probe() if self.outside is not None else None

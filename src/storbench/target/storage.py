@@ -360,3 +360,28 @@ class OnStorage:
         guard = getattr(self, "guard", None)
         if guard is not None:
             guard.check()
+
+
+
+class ReachesOutside:
+    """What a place with several workers answers for an outside storage (a mixin: hosts,
+    pods): the storage, where it is one (``outside``), and its leftovers and probe, run
+    from this machine; for files or a device of the workers', none."""
+
+    storage: Storage
+
+    @property
+    def outside(self) -> Outside | None:
+        return self.storage if isinstance(self.storage, Outside) else None
+
+    def leftovers(self) -> list[Leftover]:
+        return self.outside.leftovers() if self.outside is not None else []
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        if self.outside is not None:
+            self.outside.remove_leftover(leftover)
+
+    def own_probe(self) -> Probe | None:
+        """The outside storage's requests beside the load (None for the workers' files
+        or devices: no probe reaches them from here)."""
+        return self.outside.own_probe() if self.outside is not None else None

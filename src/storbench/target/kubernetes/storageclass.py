@@ -38,8 +38,6 @@ from storbench.execute.kubecleanup import Created
 from storbench.execute.kubepods import PodExecutor, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
-from storbench.execute.probe import Probe
-from storbench.execute.workdir import Leftover
 from storbench.result.environment import Environment
 from storbench.target.base import (
     Deadline,
@@ -63,7 +61,7 @@ from storbench.target.kubernetes.manifests import (
 )
 from storbench.target.kubernetes.podplan import START_S, TEST_GRACE_S, KubePlan, test_s
 from storbench.target.sharedlayout import lay_out
-from storbench.target.storage import OnStorage, Outside, Room, Storage, Worker
+from storbench.target.storage import OnStorage, ReachesOutside, Room, Storage, Worker
 from storbench.workload.jobfile import JobFile
 from storbench.workload.plan import Plan, PlannedTest
 
@@ -72,7 +70,7 @@ PUT_REFUSED = ("a replay's iolog goes to one pod on a Filesystem volume: leave o
                " --volume-mode Block and --clients")
 
 
-class KubeTarget(OnStorage, Quiet):
+class KubeTarget(ReachesOutside, OnStorage, Quiet):
     """A StorageClass: PVC(s) of it and pod(s) that mount them, in one namespace. What a
     crashed run left is found by its label (`storbench k8s cleanup`), not as leftovers
     of the loop's (Quiet)."""
@@ -89,8 +87,6 @@ class KubeTarget(OnStorage, Quiet):
     def __init__(self, options: KubeOptions, storage: Storage) -> None:
         self.o = options
         self.storage = storage
-        # a storage outside the cluster (--pods: no volume), else one in the class's volume
-        self.outside = storage if isinstance(storage, Outside) else None
         self.series_logs = options.clients == 1  # several pods: no per-second series
         self.kube: Kube | None = None
         self.sc: Any = None
@@ -364,20 +360,6 @@ class KubeTarget(OnStorage, Quiet):
         finally:
             if self.outside is not None:  # the pods are stopped: nothing puts any more
                 self.outside.end(hurry)
-
-    # -- an outside storage's (target/storage.Outside) ---------------------------------
-
-    def leftovers(self) -> list[Leftover]:
-        return self.outside.leftovers() if self.outside is not None else []
-
-    def remove_leftover(self, leftover: Leftover) -> None:
-        if self.outside is not None:
-            self.outside.remove_leftover(leftover)
-
-    def own_probe(self) -> Probe | None:
-        """An outside storage's requests beside the load, from this machine; None for a
-        class's volume (its pods' files: no probe reaches them from here)."""
-        return self.outside.own_probe() if self.outside is not None else None
 
     def _kube(self) -> Kube:
         if self.kube is None:
