@@ -25,6 +25,27 @@ MOTO = Path(sys.executable).parent / "moto_server"
 SERVERS = ("s3proxy", "moto")
 
 
+# PUTs, GETs and DELETEs of the objects each worker (a host, a pod) puts: 2 jobs a worker
+PUT_GET_DELETE = """\
+[global]
+bs=64k
+size=512k
+numjobs=2
+[put]
+rw=write
+filename=obj
+[get]
+stonewall
+rw=read
+filename=obj
+[delete]
+stonewall
+rw=trim
+filename=obj
+"""
+PUT_GET_DELETE_OBJECTS = 2 * 512 // 64  # per worker: 2 jobs of 8 objects
+
+
 @dataclass(frozen=True)
 class S3Server:
     name: str

@@ -21,26 +21,10 @@ import pytest
 from tests.cli.test_cli import show_json
 from tests.conftest import STORBENCH, needs, run_cli
 from tests.objects import FIO_HTTP, S3Server
+from tests.objects import PUT_GET_DELETE as JOB
+from tests.objects import PUT_GET_DELETE_OBJECTS as OBJECTS
 from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs
 
-JOB = """\
-[global]
-bs=64k
-size=512k
-numjobs=2
-[put]
-rw=write
-filename=obj
-[get]
-stonewall
-rw=read
-filename=obj
-[delete]
-stonewall
-rw=trim
-filename=obj
-"""
-OBJECTS = 2 * 512 // 64  # per host: 2 jobs of 8 objects
 pytestmark = needs("root", "ssh")
 
 

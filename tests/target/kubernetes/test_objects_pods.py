@@ -27,24 +27,9 @@ from tests.cli.test_cli import show_json
 from tests.conftest import STORBENCH, needs, run_cli
 from tests.k8s import IMAGE, leftovers, load_image
 from tests.objects import FIO_HTTP, S3Server
+from tests.objects import PUT_GET_DELETE as JOB
+from tests.objects import PUT_GET_DELETE_OBJECTS as OBJECTS
 
-JOB = """\
-[global]
-bs=64k
-size=512k
-[put]
-rw=write
-filename=obj
-[get]
-stonewall
-rw=read
-filename=obj
-[delete]
-stonewall
-rw=trim
-filename=obj
-"""
-OBJECTS = 512 // 64  # per pod: one job of 8 objects
 HTTP_IMAGE = "localhost/storbench-test-fio-http:3.33"
 
 
