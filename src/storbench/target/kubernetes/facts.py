@@ -43,9 +43,13 @@ def class_facts(kube: Kube, sc: Any, o: KubeOptions, namespace: str,
             "volume_mode": o.volume_mode,
             "clients": o.clients,
         },
-        "kubernetes": {"context": kube.context, "server": kube.server,
-                       "server_version": kube.server_version(), "image": o.image},
+        "kubernetes": _cluster(kube, o),
     }
+
+
+def _cluster(kube: Kube, o: KubeOptions) -> dict[str, Any]:
+    return {"context": kube.context, "server": kube.server,
+            "server_version": kube.server_version(), "image": o.image}
 
 
 def pods_facts(kube: Kube, o: KubeOptions, namespace: str) -> Environment:
@@ -54,8 +58,7 @@ def pods_facts(kube: Kube, o: KubeOptions, namespace: str) -> Environment:
     return {
         "target": {"kind": "kubernetes", "namespace": namespace, "clients": o.clients,
                    "host_network": o.host_network},
-        "kubernetes": {"context": kube.context, "server": kube.server,
-                       "server_version": kube.server_version(), "image": o.image},
+        "kubernetes": _cluster(kube, o),
     }
 
 

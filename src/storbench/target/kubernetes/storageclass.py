@@ -160,7 +160,7 @@ class KubeTarget(ReachesOutside, OnStorage, Quiet):
     def check(self, plan: Plan, fio: FioBinary | None, workdir: Path) -> None:
         self.check_options()
         self.capacity(plan)
-        if self.sc is None and self.kube is None:
+        if self.kube is None:  # preflight() not called yet
             self.preflight()
         kube = self._kube()
         namespace = self.o.namespace or kube.namespace
@@ -244,7 +244,7 @@ class KubeTarget(ReachesOutside, OnStorage, Quiet):
             raise KubeError(f"the image {self.o.image}'s fio has no {engine} engine, which"
                             f" {self.storage.path} needs ({said[-1] if said else res.returncode})."
                             f" {self.outside.engine_hint} Give an image with one: --image"
-                            " (src/storbench/data/images/fio/Dockerfile builds one)")
+                            " (`storbench k8s image build` builds one)")
 
     # -- what the pods give a storage (target/storage.Place) ----------------------------
 
