@@ -99,3 +99,36 @@ def test_the_screens_critical_t_gives_its_p():
             theirs = float(ttest_ind_from_stats(mean, 1.0, df + 1, 0.0, 1.0, 1).pvalue)
             assert p < theirs < p * (1 + 1e-6), (df, p, theirs)
     assert edivisive._critical_t(0, 0.01) == math.inf
+
+
+@pytest.mark.parametrize("kind", ["noise", "drop", "steps", "ints", "constant", "wild"])
+def test_a_windows_change_points_are_otavas_detectors(kind):
+    """edivisive.detect against Otava's own ChangePointDetector with its
+    PairDistanceCalculator, window by window: the same change points, each with the same
+    Q-hat bit for bit (so ties among small integers are broken alike), and the same
+    means and standard deviations as numpy's."""
+    from otava.change_point_divisive.calculator import PairDistanceCalculator
+    from otava.change_point_divisive.detector import ChangePointDetector
+
+    rng = random.Random(f"window-{kind}")
+    for n in (2, 3, 10, 49, 50):
+        for max_pvalue in (0.01, 0.05, 0.5):
+            window = np.asarray(series(kind, n, rng), dtype=float)
+            tester = edivisive.Tester(max_pvalue)
+            theirs = ChangePointDetector(tester, PairDistanceCalculator).get_change_points(
+                window)
+            ours = edivisive.detect(window, tester)
+            what = (kind, n, max_pvalue)
+            assert [(c.index, c.qhat) for c in ours] == [
+                (c.index, c.qhat) for c in theirs], what
+            assert [c.stats for c in ours] == [c.stats for c in theirs], what
+
+
+def test_means_and_deviations_are_numpys_bit_for_bit():
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 7, 8, 9, 50, 129, 1000):
+        for scale in (1e-3, 1.0, 24_000.0):
+            x = rng.normal(scale, scale / 10, n)
+            mean, std = edivisive._mean_std(x)
+            assert mean == float(np.mean(x))
+            assert std == (float(np.std(x)) if n >= 2 else 0.0)

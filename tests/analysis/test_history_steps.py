@@ -15,6 +15,7 @@ from pathlib import Path
 
 from storbench.analysis.changepoints import find_changes
 from storbench.analysis.history import Figure, History, Point
+from storbench.cli.kept import packed, unpacked
 from tests.conftest import run_cli
 
 RECORDED = Path(__file__).resolve().parent.parent / "data" / "fio" / "randread.json"
@@ -216,6 +217,9 @@ def kept_history_followed(db: Path | str, cache_dir: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
+    def runs_in(path: Path) -> int:
+        return len(unpacked(json.loads(path.read_text())["columns"][0]))
+
     def kept() -> list[Path]:
         return [p for p in (cache_dir / "storbench" / "changes").iterdir()
                 if '"histories"' in p.read_text()]
@@ -226,8 +230,10 @@ def kept_history_followed(db: Path | str, cache_dir: Path) -> None:
     assert len(overview[0]["points"]) == 4 and len(kept()) == 1
     for path in kept():  # the first point of each kept answer, made 1.0 by hand
         doc = json.loads(path.read_text())
-        for h in doc["histories"]:
-            h["values"][0] = 1.0
+        for h in doc["histories"]:  # kept as the bytes of an array of doubles
+            values = unpacked(h["values"])
+            values[0] = 1.0
+            h["values"] = packed(values, "d")
         path.write_text(json.dumps(doc))
     assert asked()[0]["points"][0]["value"] == 1.0
     assert asked("--metric", "randread.read.iops")["points"][0]["value"] == 1.0
@@ -235,10 +241,10 @@ def kept_history_followed(db: Path | str, cache_dir: Path) -> None:
     five = asked("--metric", "randread.read.iops")  # another question: found, kept
     assert [p["value"] for p in five["points"][:4]] == [p["value"] for p in metric["points"]]
     assert len(five["points"]) == 5
-    (newest,) = [p for p in kept() if len(json.loads(p.read_text())["columns"][0]) == 5]
+    (newest,) = [p for p in kept() if runs_in(p) == 5]
     newest.write_text('{"columns": 3, "histories": "not ours"}')
     assert asked("--metric", "randread.read.iops") == five  # found anew, kept in its place
     assert isinstance(json.loads(newest.read_text())["columns"], list)
     # the overview of 5 runs supersedes that of 4: one answer kept per question
     asked()
-    assert sorted(len(json.loads(p.read_text())["columns"][0]) for p in kept()) == [5, 5]
+    assert sorted(runs_in(p) for p in kept()) == [5, 5]

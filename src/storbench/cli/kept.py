@@ -46,10 +46,47 @@ def kept(store: Store, question: list[Any], series: str,
         return at
 
     stored = [h.stored() for h in found]
-    cache.put(key, {"columns": shared, "histories": [
-        {**h, "runs": column(h["runs"]), "ats": column(h["ats"])} for h in stored]},
-        superseding=question_key(question, series))  # of a run less
+    histories = [{**h, "runs": column(h["runs"]), "ats": column(h["ats"]),
+                  "values": packed(h["values"], "d")} for h in stored]
+    cache.put(key, {"columns": [packed(c, "s" if c and isinstance(c[0], str) else "q")
+                                for c in shared], "histories": histories},
+              superseding=question_key(question, series))  # of a run less
     return found
+
+
+def packed(values: list[Any], code: str) -> dict[str, Any]:
+    """A column as kept: run ids ("q") and figures ("d") as the bytes of an array of
+    64-bit integers or doubles, in base64; times ("s") joined by newlines. 100,000 runs'
+    figures as JSON numbers took 0.1 s to write and as long to read. A column that is
+    not all of its kind ("l") is kept as a list."""
+    import array
+    import base64
+
+    try:
+        if code == "s":
+            if any("\n" in v for v in values):
+                raise ValueError("a time with a newline")
+            return {"s": "\n".join(values)}
+        return {code: base64.b64encode(array.array(code, values).tobytes()).decode("ascii")}
+    except (TypeError, ValueError, OverflowError):
+        return {"l": values}
+
+
+def unpacked(kept: dict[str, Any]) -> list[Any]:
+    """A column as `packed` keeps it (KeyError, TypeError, ValueError: not one)."""
+    import array
+    import base64
+
+    ((code, text),) = kept.items()
+    if code == "l" and isinstance(text, list):
+        return text
+    if code == "s":
+        return text.split("\n") if text else []
+    if code not in ("q", "d"):
+        raise ValueError(code)
+    column = array.array(code)
+    column.frombytes(base64.b64decode(text, validate=True))
+    return column.tolist()
 
 
 def _read(cache: ChangeCache, key: str) -> list[hist.History] | None:
@@ -58,9 +95,11 @@ def _read(cache: ChangeCache, key: str) -> list[hist.History] | None:
     if not isinstance(got, dict):
         return None
     try:
-        columns = got["columns"]  # figures of the same runs share their runs' columns
+        # figures of the same runs share their runs' columns
+        columns = [unpacked(c) for c in got["columns"]]
         return [hist.History.of_stored({**h, "runs": columns[h["runs"]],
-                                        "ats": columns[h["ats"]]})
+                                        "ats": columns[h["ats"]],
+                                        "values": unpacked(h["values"])})
                 for h in got["histories"]]
-    except (KeyError, TypeError, ValueError, IndexError):
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
