@@ -13,7 +13,7 @@ import pytest
 from otava.analysis import compute_change_points as otava_change_points
 from scipy.stats import ttest_ind_from_stats
 
-from storbench.analysis import changepoints, edivisive
+from storbench.analysis import changepoints, edivisive, ttest
 
 
 def series(kind: str, n: int, rng: random.Random) -> list[float]:
@@ -83,7 +83,7 @@ def test_p_values_are_scipys():
     s1[30:35], s2[30:35], m2[30:35] = 0.0, 0.0, m1[30:35]  # no spread, no difference: nan
     theirs = ttest_ind_from_stats(m1, s1, n1, m2, s2, n2).pvalue
     for i in range(500):
-        ours = edivisive.pvalue(float(m1[i]), float(s1[i]), int(n1[i]), float(m2[i]),
+        ours = ttest.pvalue(float(m1[i]), float(s1[i]), int(n1[i]), float(m2[i]),
                                 float(s2[i]), int(n2[i]))
         assert (math.isnan(ours) and math.isnan(theirs[i])) or math.isclose(
             ours, theirs[i], rel_tol=1e-9, abs_tol=1e-300), (i, ours, theirs[i])
@@ -93,12 +93,12 @@ def test_the_screens_critical_t_gives_its_p():
     """Just below the |t| whose p is the limit: a split there is screened as significant."""
     for df in (1, 3, 48, 200):
         for p in (0.01, 0.05):
-            t = edivisive._critical_t(df, p)
+            t = ttest.critical_t(df, p)
             # sides of df + 1 points (std 1) and of 1: pooled variance 1
             mean = t * math.sqrt(1 / (df + 1) + 1)
             theirs = float(ttest_ind_from_stats(mean, 1.0, df + 1, 0.0, 1.0, 1).pvalue)
             assert p < theirs < p * (1 + 1e-6), (df, p, theirs)
-    assert edivisive._critical_t(0, 0.01) == math.inf
+    assert ttest.critical_t(0, 0.01) == math.inf
 
 
 @pytest.mark.parametrize("kind", ["noise", "drop", "steps", "ints", "constant", "wild"])

@@ -5,17 +5,18 @@ a fraction of its time and without importing scipy.
 Otava's own `compute_change_points` runs its detector on every window of 50 points,
 half a window apart: 4,000 windows and 1.7-2.8 s over 100,000 runs, and scipy.stats is
 imported for its t-test (0.3-0.5 s). Here the same windows are visited in the same
-order, and a window is handed to Otava's detector (its `ChangePointDetector` and
-`PairDistanceCalculator`, unchanged) unless it cannot hold a change: the detector's
+order, and a window is handed to Otava's detector (`detect`: its `ChangePointDetector`
+with its `PairDistanceCalculator`, their operations bit for bit, without computing an
+interval's Q-hat twice) unless it cannot hold a change: the detector's
 first candidate in a window is the split that maximises Q-hat over the whole window,
 and it stops there unless that split's t-test has p <= the first pass's limit. So a
 window is skipped when no split near the top of Q-hat (computed here for many windows
 at once, with Otava's formulas) has a |t| that reaches the limit's (a hair below it:
-MARGIN). Only those windows cost what they cost in Otava (in noise, ~15% of them hold
-a weak change point at the first pass's p <= 0.01). The t-test is Otava's
+MARGIN). Only those windows are searched (in noise, ~15% of them hold a weak change
+point at the first pass's p <= 0.01). The t-test is Otava's
 (Student's, pooled variances, from numpy's population standard deviations, as its
-`TTestSignificanceTester` calls scipy's `ttest_ind_from_stats`), its p from the
-regularized incomplete beta function computed here. The answers are Otava's:
+`TTestSignificanceTester` calls scipy's `ttest_ind_from_stats`), its p from
+analysis/ttest.py (no scipy). The answers are Otava's:
 tests/analysis/test_edivisive.py compares them on many series, bench/history.py times
 both.
 """
@@ -35,6 +36,8 @@ from otava.change_point_divisive.base import (
     ChangePoint,
     SignificanceTester,
 )
+
+from storbench.analysis.ttest import critical_t, pvalue
 
 Arr = NDArray[Any]  # of floats, or of bools
 WINDOW = 50  # Otava's default window_len
@@ -74,61 +77,6 @@ class Point(Protocol):
     def to_candidate(self) -> CandidateChangePoint: ...
 
 
-def pvalue(mean_1: float, std_1: float, n_1: int, mean_2: float, std_2: float,
-           n_2: int) -> float:
-    """Two-sided p of Student's t-test with pooled variances, as scipy's
-    ttest_ind_from_stats(..., equal_var=True) gives it: P(|T| >= |t|) = I_x(df/2, 1/2)
-    with x = df / (df + t^2), the regularized incomplete beta function from its continued
-    fraction (Numerical Recipes 6.4), in Python's floats (numpy's calls on one value
-    cost more than the sums)."""
-    v1 = 0.0 if n_1 == 1 else std_1 * std_1
-    v2 = 0.0 if n_2 == 1 else std_2 * std_2
-    df = n_1 + n_2 - 2.0
-    if df <= 0:
-        return math.nan
-    svar = ((n_1 - 1) * v1 + (n_2 - 1) * v2) / df
-    scale = math.sqrt(svar * (1.0 / n_1 + 1.0 / n_2))
-    d = mean_1 - mean_2
-    if scale == 0:
-        return math.nan if d == 0 else 0.0
-    t = d / scale
-    tt = t * t
-    if math.isinf(tt):
-        return 0.0
-    a, b, x, y = df / 2, 0.5, df / (df + tt), tt / (df + tt)
-    if x == 0:
-        return 0.0
-    if y == 0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log(y))
-    if x < (a + 1) / (a + b + 2):
-        return front * _fraction_of(a, b, x) / a
-    return 1.0 - front * _fraction_of(b, a, y) / b
-
-
-def _fraction_of(a: float, b: float, x: float) -> float:
-    """The continued fraction of I_x(a, b), by Lentz's method, to 1e-15."""
-    tiny, eps = 1e-300, 1e-15
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (tiny if abs(d) < tiny else d)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
-                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + aa * d
-            d = 1.0 / (tiny if abs(d) < tiny else d)
-            c = 1.0 + aa / c
-            c = tiny if abs(c) < tiny else c
-            step = d * c
-            h *= step
-        if abs(step - 1.0) < eps:
-            break
-    return h
-
-
 _sum = np.add.reduce
 
 
@@ -145,7 +93,7 @@ def _mean_std(x: Arr) -> tuple[float, float]:
 
 
 class Tester(SignificanceTester):  # type: ignore[misc]  # Otava is untyped
-    """Otava's TTestSignificanceTester, its p computed here (pvalue)."""
+    """Otava's TTestSignificanceTester, its p from analysis/ttest.py."""
 
     def compare(self, left: Arr, right: Arr) -> Stats:
         if len(left) == 0 or len(right) == 0:
@@ -345,7 +293,7 @@ def _cannot_change(values: Arr, starts: list[int], max_pvalue: float,
     s = np.asarray(starts, dtype=np.intp)
     x = values[s[:, None] + np.arange(width)[None, :]]  # windows x points
     x = x - x.mean(axis=1, keepdims=True)
-    significant = _split_t(x) >= _critical_t(width - 2, MARGIN * max_pvalue)
+    significant = _split_t(x) >= critical_t(width - 2, MARGIN * max_pvalue)
     cannot: Arr = np.logical_not(significant.any(axis=1))
     ask = np.flatnonzero(~cannot)
     if len(ask):
@@ -371,31 +319,6 @@ def _split_t(x: Arr) -> Arr:
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.abs(m1 - m2) / np.sqrt(spread / (width - 2.0) * (1.0 / n1 + 1.0 / n2))
     return np.where(np.isnan(t), np.inf, t)
-
-
-_CRITICAL: dict[tuple[int, float], float] = {}
-
-
-def _critical_t(df: int, p: float) -> float:
-    """The |t| at which the two-sided p of Student's t with df degrees of freedom is p
-    (a little below it: p falls as |t| rises); inf when df < 1 (no test)."""
-    if df < 1:
-        return math.inf
-    if (df, p) not in _CRITICAL:
-        # sides of df + 1 points (std 1) and of 1 point: pooled variance 1, so a mean of
-        # m gives t = m / scale
-        scale = math.sqrt(1.0 / (df + 1) + 1.0)
-        low, high = 0.0, 1.0
-        while pvalue(high, 1.0, df + 1, 0.0, 1.0, 1) > p:
-            high *= 2
-        for _ in range(100):
-            mid = (low + high) / 2
-            if pvalue(mid, 1.0, df + 1, 0.0, 1.0, 1) > p:
-                low = mid
-            else:
-                high = mid
-        _CRITICAL[(df, p)] = low / scale * (1 - 1e-9)
-    return _CRITICAL[(df, p)]
 
 
 def _top_splits(x: Arr) -> Arr:
