@@ -7,13 +7,12 @@ half a window apart: 4,000 windows and 1.7-2.8 s over 100,000 runs, and scipy.st
 imported for its t-test (0.3-0.5 s). Here the same windows are visited in the same
 order, and a window is handed to Otava's detector (`detect`: its `ChangePointDetector`
 with its `PairDistanceCalculator`, their operations bit for bit, without computing an
-interval's Q-hat twice) unless it cannot hold a change: the detector's
-first candidate in a window is the split that maximises Q-hat over the whole window,
-and it stops there unless that split's t-test has p <= the first pass's limit. So a
-window is skipped when no split near the top of Q-hat (computed here for many windows
-at once, with Otava's formulas) has a |t| that reaches the limit's (a hair below it:
-MARGIN). Only those windows are searched (in noise, ~15% of them hold a weak change
-point at the first pass's p <= 0.01). The t-test is Otava's
+interval's Q-hat twice) unless it cannot hold a change: the detector's first candidate
+in a window is the split that maximises Q-hat over the whole window, and it stops there
+unless that split's t-test has p <= the first pass's limit. So a window is skipped when
+no split at all has a |t| that reaches the limit's (a hair below it: MARGIN), computed
+for many windows at once. In noise ~18% of the windows are searched, and ~12% hold a
+weak change point at the first pass's p <= 0.01. The t-test is Otava's
 (Student's, pooled variances, from numpy's population standard deviations, as its
 `TTestSignificanceTester` calls scipy's `ttest_ind_from_stats`), its p from
 analysis/ttest.py (no scipy). The answers are Otava's:
@@ -42,7 +41,6 @@ from storbench.analysis.ttest import critical_t, pvalue
 Arr = NDArray[Any]  # of floats, or of bools
 WINDOW = 50  # Otava's default window_len
 CHUNK = 256  # at most this many windows screened at once (~5 MB per array)
-NEAR = 1e-9  # Q-hat values this close to the top (relative) may be the detector's pick
 MARGIN = 1.001  # a split is screened against the limit and a little more: this t-test's
 # p and scipy's differ in their last bits (1e-12 relative in the tests)
 AHEAD = 16  # windows screened at once, doubling while none holds a change
@@ -288,18 +286,15 @@ def restated(tester: Tester, values: Arr, points: list[Point],
 def _cannot_change(values: Arr, starts: list[int], max_pvalue: float,
                    width: int = WINDOW) -> list[bool]:
     """For each window values[s:s + width], whether Otava's detector surely finds no
-    change in it: no split is significant at MARGIN x max_pvalue, or none of those that
-    are is near the top of Q-hat (the detector's first candidate)."""
+    change in it: no split is significant at MARGIN x max_pvalue. (Which split the
+    detector picks first, the top of Q-hat, was screened here too: in noise it spared
+    a third of the windows left, and cost more than searching them.)"""
     s = np.asarray(starts, dtype=np.intp)
     x = values[s[:, None] + np.arange(width)[None, :]]  # windows x points
     x = x - x.mean(axis=1, keepdims=True)
     significant = _split_t(x) >= critical_t(width - 2, MARGIN * max_pvalue)
-    cannot: Arr = np.logical_not(significant.any(axis=1))
-    ask = np.flatnonzero(~cannot)
-    if len(ask):
-        top = _top_splits(x[ask])
-        cannot[ask] = ~(top & significant[ask]).any(axis=1)
-    return [bool(c) for c in cannot]
+    held: Arr = significant.any(axis=1)
+    return [not bool(a) for a in held]
 
 
 def _split_t(x: Arr) -> Arr:
@@ -319,38 +314,3 @@ def _split_t(x: Arr) -> Arr:
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.abs(m1 - m2) / np.sqrt(spread / (width - 2.0) * (1.0 / n1 + 1.0 / n2))
     return np.where(np.isnan(t), np.inf, t)
-
-
-def _top_splits(x: Arr) -> Arr:
-    """Per window, the splits tau = 1 .. width - 1 whose best Q-hat is within NEAR of
-    the window's best (PairDistanceCalculator._get_Q_vals over the whole window, with
-    the windows as a first axis)."""
-    w = x.shape[1]
-    distances = np.abs(x[:, :, None] - x[:, None, :])
-    triu = np.triu(distances, k=1)[:, :-1, 1:]
-    v = triu.sum(axis=1)  # windows x (w - 1)
-    h = triu.cumsum(axis=2)  # windows x (w - 1) x (w - 1)
-    taus = np.arange(1, w, dtype=float)[:, None]
-    kappas = np.arange(2, w + 1, dtype=float)[None, :]
-    cv = np.cumsum(v, axis=1)
-    a = np.zeros_like(h)
-    a[:, 1:, :] = cv[:, :-1, None]
-    a = (2 / kappas) * np.triu(np.cumsum(h, axis=1) - a, k=0)
-    upper = np.triu(np.ones((w - 1, w - 1), dtype=bool), k=0)
-    b_den = kappas * (taus - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        b_coef = np.where(upper & (b_den != 0), 2 * (kappas - taus) / b_den, 0.0)
-    b = np.zeros_like(h)
-    b[:, 1:, 1:] = b_coef[None, 1:, 1:] * cv[:, :-1, None]
-    strict = np.triu(np.ones((w - 1, w - 1), dtype=bool), k=1)
-    c_den = kappas * (kappas - taus - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c_coef = np.where(strict & (c_den != 0), 2 * taus / c_den, 0.0)
-    c = np.zeros_like(h)
-    c[:, :-1, 1:] = c_coef[None, :-1, 1:] * np.flip(np.cumsum(np.flip(h[:, 1:, 1:], axis=1),
-                                                              axis=1), axis=1)
-    q = a - b - c
-    rows = q.max(axis=2)  # windows x taus
-    best = rows.max(axis=1, keepdims=True)
-    near: Arr = rows >= best - NEAR * np.abs(best) - 1e-300
-    return near

@@ -330,27 +330,18 @@ def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Fig
     pass over the rows a figure, in comprehensions; runs of one result each, the most,
     take no median)."""
     out: dict[Figure, Points] = {}
-    tests = {fig.test for fig in figs}
-    mine = {t: [r for r in rows if r[2] == t and not r[FIRST]] for t in tests}
-    # a test's runs and their times, once for every figure that each of its rows has
-    # (100,000 runs: one list each, shared, not one per figure)
-    whole: dict[str, tuple[list[int], list[str]] | None] = {}
-    for fig in figs:
+    mine = {t: [r for r in rows if r[2] == t and not r[FIRST]] for t in {f.test for f in figs}}
+    whole: dict[str, tuple[list[int], list[str]]] = {}  # a test's runs and times, shared
+    for fig in figs:  # by each figure all its rows have (100,000 runs: not once a figure)
         assert isinstance(fig.metric, Metric)
-        at = FIRST + 1 + metrics.index(fig.metric)
-        found = [r for r in mine[fig.test]
-                 if (v := r[at]).__class__ in _NUMBERS and v == v]  # (NaN != NaN)
-        if len(found) == len(mine[fig.test]):
-            if fig.test not in whole:
-                runs = [r[0] for r in found]
-                whole[fig.test] = ((runs, [r[1] for r in found])
-                                   if len(set(runs)) == len(runs) else None)
-            if (shared := whole[fig.test]) is not None:
-                out[fig] = Points(shared[0], shared[1], [float(r[at]) for r in found])
-                continue
-        runs = [r[0] for r in found]
-        if len(set(runs)) == len(runs):
-            out[fig] = Points(runs, [r[1] for r in found], [float(r[at]) for r in found])
+        at, every = FIRST + 1 + metrics.index(fig.metric), mine[fig.test]
+        found = [r for r in every if (v := r[at]).__class__ in _NUMBERS and v == v]  # no NaN
+        cols = whole.get(fig.test) if len(found) == len(every) else None
+        if cols is None:
+            cols = ([r[0] for r in found], [r[1] for r in found])
+            whole.update({fig.test: cols} if len(found) == len(every) else {})
+        if len(set(cols[0])) == len(cols[0]):
+            out[fig] = Points(*cols, [float(r[at]) for r in found])
             continue
         by_run: dict[int, tuple[str, list[float]]] = {}
         for r in found:
