@@ -293,7 +293,7 @@ def _cannot_change(values: Arr, starts: list[int], max_pvalue: float,
     x = values[s[:, None] + np.arange(width)[None, :]]  # windows x points
     x = x - x.mean(axis=1, keepdims=True)
     significant = _split_t(x) >= critical_t(width - 2, MARGIN * max_pvalue)
-    held: Arr = significant.any(axis=1)
+    held = cast(Arr, significant.any(axis=1))
     return [not bool(a) for a in held]
 
 
