@@ -279,7 +279,9 @@ def restated(tester: Tester, values: Arr, points: list[Point],
     cp = points[i]
     low = points[i - 1].index if i > 0 else 0
     high = points[i + 1].index if i + 1 < len(points) else len(values)
-    return cast(Point, ChangePoint.from_candidate(cp.to_candidate(), tester.compare(
+    # (ChangePoint.from_candidate(cp.to_candidate(), ...): to_candidate reads the
+    # dataclass's fields by reflection, a tenth of the merge's time)
+    return cast(Point, ChangePoint(index=cp.index, qhat=cp.qhat, stats=tester.compare(
         values[low:cp.index], values[cp.index:high])))
 
 
