@@ -235,6 +235,9 @@ def result_figures(dialect: Dialect) -> str:
             + immutable_sql(dialect, "result_figures") + figures_insert(dialect) + ";\n")
 
 
+# the series' runs' digest from an index (schema.INDEXES["runs_digest"], as it shipped)
+RUNS_DIGEST = "CREATE INDEX runs_digest ON runs(status, created_at, id, uid);\n"
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -249,6 +252,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0010_workloads", WORKLOADS),
     ("0011_same_indexes", SAME_INDEXES),
     ("0012_result_figures", result_figures("sqlite")),
+    ("0013_runs_digest", RUNS_DIGEST),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run
 MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS schema_migrations"

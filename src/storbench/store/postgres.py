@@ -26,6 +26,7 @@ from storbench.store.migrations import (
     MIGRATIONS_TABLE,
     RELABEL_POSTGRES,
     RUN_LOCKS,
+    RUNS_DIGEST,
     SAME_INDEXES,
     SERIES_POSTGRES,
     WORKLOADS_POSTGRES,
@@ -286,4 +287,5 @@ SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS,
                            "0009_relabel": RELABEL_POSTGRES,
                            "0010_workloads": WORKLOADS_POSTGRES,
                            "0011_same_indexes": SAME_INDEXES,
-                           "0012_result_figures": result_figures("postgresql")}
+                           "0012_result_figures": result_figures("postgresql"),
+                           "0013_runs_digest": RUNS_DIGEST}

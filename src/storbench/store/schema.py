@@ -158,6 +158,9 @@ INDEXES: dict[str, str] = {
     "run_series_name": "run_series(name)",
     # a series' completed runs in order without reading their rows (environments: ~1 KB)
     "runs_when": "runs(status, created_at, id, suite)",
+    # and their digest (store/changes.series_runs: each one's id and uid) from the index
+    # alone: 100,000 runs' rows read for their uid took 0.1 s of every history answer
+    "runs_digest": "runs(status, created_at, id, uid)",
 }
 
 # table -> why an UPDATE of a stored row is refused
