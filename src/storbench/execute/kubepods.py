@@ -24,6 +24,11 @@ _CAUSES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeve
            "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
            "CrashLoopBackOff")
 
+# ... except the kubelet's own cache of a Secret or ConfigMap that did not sync in time
+# on a busy node ("failed to sync secret cache: timed out waiting for the condition"):
+# it retries, and the container starts (a full run here failed at once on it)
+_RETRIED = ("failed to sync secret cache", "failed to sync configmap cache")
+
 _PULL = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 IMAGE_HINT = (". The runner image is fio and a POSIX sh: build it and push it where the"
               " cluster pulls from with `storbench k8s image build --push"
@@ -169,7 +174,8 @@ def pod_problem(pod: Any) -> str:
     """Why the pod will not run (image, eviction, OOM, ...), or ''."""
     for cs in pod.status.container_statuses or []:
         waiting, term = cs.state.waiting, cs.state.terminated
-        if waiting is not None and waiting.reason in _CAUSES:
+        if (waiting is not None and waiting.reason in _CAUSES
+                and not any(r in (waiting.message or "") for r in _RETRIED)):
             return f"container {cs.name}: {waiting.reason}: {waiting.message or ''}".strip()
         if term is not None:
             return (f"container {cs.name} terminated: {term.reason} (exit code"
