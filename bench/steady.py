@@ -130,9 +130,12 @@ def main() -> None:
         dev_s = 100 * (s / r - 1)
         dev_script = None if not theirs else 100 * (s / theirs - 1)
         if c["kind"] != "latency" or "mean" in c["metric"]:
+            if dev_script is None:  # every such figure is one the script's fio gives
+                sys.exit(f"the DBench script's {c['test']} gave no {c['metric']}")
             worst = max(worst, abs(dev_s))
-            worst_script = max(worst_script, abs(dev_script or 0.0))
-        shown = "-" if dev_script is None else f"{dev_script:+.1f}%"  # gtod_reduce: no latency
+            worst_script = max(worst_script, abs(dev_script))
+        # (its throughput tests run with gtod_reduce=1: no latency percentiles)
+        shown = "-" if dev_script is None else f"{dev_script:+.1f}%"
         print(f"{c['test']:<14} {c['metric']:<16} {100 * (f / r - 1):>+12.1f}% {dev_s:>+13.1f}%"
               f" {shown:>17}  {'attained' if ss.get('attained') else 'NOT attained'} after"
               f" {ss.get('stopped_after_s', 0):.1f} s")
