@@ -438,9 +438,12 @@ def test_a_loopback_endpoint_is_refused_where_a_host_is_not_this_machine(tmp_pat
 def test_the_sweep_puts_gets_and_deletes_at_1_4_and_16_requests_at_a_time(s3, tmp_path):
     """How an endpoint's rate grows with concurrency: small objects' GETs wait for the
     round trip, so more at a time carry more where the server serves them at once
-    (s3proxy here: about 2.5× from 1 to 4). On s3proxy alone: moto's server serves about
-    one request at a time whatever the concurrency (371 and 407 GETs a second at 1 and
-    4), so its sweep showed nothing the suite's test on it does not (75 s of CI's)."""
+    (s3proxy here: about 2.5× from 1 to 4, quiet or beside 3 CPU hogs). On s3proxy alone:
+    moto's server serves about one request at a time whatever the concurrency (371 and
+    407 GETs a second at 1 and 4), so its sweep showed nothing the suite's test on it does
+    not (75 s of CI's). That the GETs were c at a time is read from the run itself (rate
+    × mean latency, Little's law: 0.997, 3.994 and 15.99 here), not from how much faster
+    the server was with more: that is the server's and the machine's business."""
     bucket = _bucket(s3, f"sbt-sweep-{s3.name}")
     db = tmp_path / "r.db"
     proc = _cli(s3, f"s3://{bucket}", "--suite", "s3-sweep", db=db)
@@ -454,7 +457,8 @@ def test_the_sweep_puts_gets_and_deletes_at_1_4_and_16_requests_at_a_time(s3, tm
             assert put["jobs"] == get["jobs"] == delete["jobs"] == c
             assert put["write"]["total_ios"] == c * total // nbytes == delete["trim"]["total_ios"]
             assert get["read"]["total_ios"] > 0 and get["read"]["clat"]["percentiles_ns"]
-    assert tests["get_4k_c4"]["read"]["iops"] > 1.2 * tests["get_4k_c1"]["read"]["iops"]
+            in_flight = get["read"]["iops"] * get["read"]["clat"]["mean_ns"] / 1e9
+            assert 0.8 * c < in_flight <= 1.05 * c, (f"get_{size}_c{c}", in_flight)
     assert s3.keys(bucket) == []  # every object deleted
 
 

@@ -605,15 +605,17 @@ def test_a_shared_file_needs_a_path_the_hosts_share(ssh_hosts, store_path):
     """--shared-file where each host has a tmpfs of its own at the path: refused before
     anything runs, naming the hosts that did not see the file the first one wrote (each
     would have worked on its own file, stored as one shared file); in a directory every
-    host sees (this machine's disk beneath their tmpfs mounts) it runs, on one file."""
+    host sees (this machine's disk beneath their tmpfs mounts) it runs, on one file.
+    A suite with no verdict (etcd's, fdatasync p99 < 10 ms, is the disk's business: four
+    hosts syncing one file on CI's disk gave 28.7 ms, exit 3)."""
     from tests.testbed import sh
 
     names = [f"ssh://root@{a}:{p}" for a, p in ssh_hosts.addresses]
 
     def run(path: Path) -> subprocess.CompletedProcess[str]:
         return run_cli("run", str(path), "--hosts", ssh_hosts.hosts, "--ssh-config",
-                       str(ssh_hosts.config), "--shared-file", "--suite", "etcd", "--size",
-                       "4m", db=store_path)
+                       str(ssh_hosts.config), "--shared-file", "--suite", "sync-iops",
+                       "--size", "4m", "--runtime", "1", db=store_path)
 
     proc = run(ssh_hosts.target)
     assert_one_line_error(proc, 1, f"--shared-file: {', '.join(names[1:])} did not see the"

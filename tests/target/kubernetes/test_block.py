@@ -170,7 +170,13 @@ def test_a_curve_on_a_block_volume(kube, namespace, k8s_env, store_path, block_c
     run = show_json(store_path)
     curve = run["data"]["curve"]
     assert curve["max_iops"] > 0 and len(curve["steps"]) == 3
-    assert curve["answers"][0]["iops"] is not None  # a generous objective is met
+    # a generous objective: every step that kept its rate met it, and the answer is the
+    # fastest of them (a 1 s step beside the other lanes' load may fall behind its rate,
+    # so how many kept theirs is the node's business; one that fell behind never counts)
+    kept = [s["achieved_iops"] for s in curve["steps"]
+            if not (s["saturated"] or s.get("exceeded"))]
+    assert curve["answers"][0]["iops"] == max(kept, default=None), curve["steps"]
+    assert curve["answers"][0]["never_met"] is (not kept)
     assert run["environment"]["target"]["volume_mode"] == "Block"
     assert all("filename=/dev/storbench" in j and "fio --readonly" in j
                for j in run["job_files"])
