@@ -125,14 +125,15 @@ def postgresql(where: Path, wrap: Wrap, seconds: int, many: bool = True) -> dict
 
 
 def mysql(where: Path, wrap: Wrap, seconds: int, many: bool = True) -> dict[str, float]:
-    data, sock = where / "mysql", where / "mysqld.sock"
+    data, sock, tmp = where / "mysql", where / "mysqld.sock", where / "tmp"
     data.mkdir()
-    shutil.chown(where, "mysql")  # its socket and PID file
-    shutil.chown(data, "mysql")
+    tmp.mkdir()  # its temporary files: not $TMPDIR, which the mysql user may not write to
+    for p in (where, data, tmp):  # where: its socket and PID file
+        shutil.chown(p, "mysql")
     run(["mariadb-install-db", f"--datadir={data}", "--user=mysql", "--skip-test-db",
-         "--auth-root-authentication-method=normal"])
+         "--auth-root-authentication-method=normal"], env={**os.environ, "TMPDIR": str(tmp)})
     server = subprocess.Popen(wrap(["mariadbd", f"--datadir={data}", "--user=mysql",
-                                    f"--socket={sock}", "--skip-networking",
+                                    f"--socket={sock}", "--skip-networking", f"--tmpdir={tmp}",
                                     f"--pid-file={where / 'mysqld.pid'}",
                                     "--innodb-buffer-pool-size=256M"]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

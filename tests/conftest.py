@@ -52,7 +52,13 @@ RESOURCES = {
     "s3": "starts real S3 servers (moto, s3proxy) and puts objects through fio's http engine",
     # a known truth measured against time or a rate (a throttled volume's caps, a network
     # file system's latency, a real application's rate): run with nothing else beside it
-    "timing": "measures a known truth in time or rate: runs alone (scripts/test)",
+    "timing": "measures a known truth in time or rate: with no other lane beside it"
+              " (scripts/test)",
+    # a timing test that a second one beside it would move: a CPU-bound step, a p99
+    # beside neighbours, a real application's CPU per transaction, a series' run-to-run
+    # levels, a traced run, a network file system's latency through a proxy. The other
+    # timing tests (a cap's rate, its warnings) run two at a time (scripts/test)
+    "alone": "a timing test with nothing at all beside it (scripts/test)",
 }
 # fixtures that stand for a resource (those that depend on them are found through them)
 FIXTURE_NEEDS: dict[str, tuple[str, ...]] = {
@@ -76,6 +82,7 @@ def needs(*resources: str, unavailable: str | None = None) -> pytest.MarkDecorat
 needs_fio = needs("fio", unavailable=None if FIO else "fio is not installed (scripts/setup)")
 needs_root = needs("root", unavailable=None if IS_ROOT else "needs root (mounts, loop devices)")
 needs_timing = needs("timing")
+needs_alone = needs("timing", "alone")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -118,7 +125,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         resources = needed(item)
         for r in sorted(resources):
             item.add_marker(getattr(pytest.mark, r))
-        if resources:
+        if resources - {"alone"}:  # alone is how a timing test runs, not a resource
             item.add_marker(pytest.mark.integration)
         for mark in item.iter_markers("needs"):
             if mark.kwargs.get("unavailable"):

@@ -16,9 +16,10 @@ import pytest
 from storbench.analysis.stats import times
 from storbench.pipeline.kinds.app import ANSWERS
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import IS_ROOT, needs_fio, needs_timing, run_cli, run_cli_wrapped
+from tests.conftest import IS_ROOT, needs_alone, needs_fio, run_cli, run_cli_wrapped
 
-pytestmark = [needs_fio, needs_timing]  # known truths on capped volumes: alone
+# known truths on capped volumes, and a real application's CPU per transaction: alone
+pytestmark = [needs_fio, needs_alone]
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 

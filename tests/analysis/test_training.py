@@ -14,7 +14,7 @@ import pytest
 
 from storbench.pipeline.kinds.app import ANSWERS
 from storbench.workload.training import MODELS
-from tests.conftest import IS_ROOT, needs_fio, needs_timing, run_cli, run_cli_wrapped
+from tests.conftest import IS_ROOT, needs_alone, needs_fio, run_cli, run_cli_wrapped
 from tests.testbed import TOOLS
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -85,7 +85,7 @@ def test_a_training_profile_answers_in_accelerators(model, tmpfs, store_path):
 
 
 @needs_fio
-@needs_timing
+@needs_alone
 @pytest.mark.skipif(not IS_ROOT, reason="throttled volumes need root")
 def test_on_a_volume_capped_at_60_mb_s_the_answer_follows_the_cap(store_path):
     """Reads capped at 60 MB/s (writes not): the profile reads ~60 MB/s, so one H100
@@ -118,7 +118,7 @@ def test_on_a_volume_capped_at_60_mb_s_the_answer_follows_the_cap(store_path):
 
 
 @needs_fio
-@needs_timing
+@needs_alone
 @pytest.mark.skipif(not IS_ROOT, reason="throttled volumes need root")
 def test_dlio_itself_agrees_on_a_volume_capped_at_100_mb_s(store_path, tmp_path):
     """MLPerf Storage's own benchmark (DLIO 2.0, scripts/install-dlio) on the same

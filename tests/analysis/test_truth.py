@@ -14,9 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import IS_ROOT, STORBENCH, needs_fio, needs_timing, run_cli, run_cli_wrapped
+from tests.conftest import (
+    IS_ROOT,
+    STORBENCH,
+    needs_alone,
+    needs_fio,
+    needs_timing,
+    run_cli,
+    run_cli_wrapped,
+)
 
-pytestmark = [needs_fio, needs_timing]  # known truths on capped volumes: alone
+# known truths on capped volumes: with no lane beside them, two at a time; those whose
+# truth is a network file system's latency (through a proxy, in CPU) alone
+pytestmark = [needs_fio, needs_timing]
 
 
 def last_run(db: Path) -> dict:
@@ -61,6 +71,7 @@ def job(tmp_path: Path, text: str, name: str = "job.fio") -> Path:
 QD1_READ = "[qd1read]\nrw=randread\nbs=4k\nsize=16m\ndirect=1\ntime_based\nruntime=3\n"
 
 
+@needs_alone
 @pytest.mark.parametrize("proxied", [True, False])
 def test_delayed_network_fs_latency(sshfs_server, proxied, tmp_path, store_path):
     mnt = sshfs_server.mount(proxied=proxied)
@@ -155,6 +166,7 @@ def test_cache_in_front_warning(cached_loop_dir, tmp_path, store_path):
     assert run["environment"]["target"]["fs_type"] == "ext4"
 
 
+@needs_alone
 def test_no_cache_warning_on_a_real_latency(sshfs_server, tmp_path, store_path):
     mnt = sshfs_server.mount(proxied=True)
     proc = run_cli("run", str(mnt), "--job", str(job(tmp_path, QD1_READ)), db=store_path)
@@ -377,6 +389,7 @@ def test_clean_run_has_no_warnings(throttled, tmp_path, store_path):
     assert "warning" not in proc.stdout
 
 
+@needs_alone
 def test_metadata_probe_on_network_fs(sshfs_server, tmp_path, store_path):
     mnt = sshfs_server.mount(proxied=True)
     text = ("[load]\nrw=randrw\nbs=64k\nsize=64m\ndirect=1\nioengine=libaio\niodepth=32\n"

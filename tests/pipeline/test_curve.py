@@ -25,9 +25,9 @@ from storbench.analysis.curve import (
 )
 from storbench.errors import ConfigError
 from storbench.pipeline.phases import CpuWait
-from tests.conftest import STORBENCH, needs_fio, needs_timing, run_cli, run_cli_wrapped
+from tests.conftest import STORBENCH, needs_alone, needs_fio, run_cli, run_cli_wrapped
 
-pytestmark = needs_timing  # rates and latencies that are known truths: alone
+pytestmark = needs_alone  # rates and latencies that are known truths, CPU-bound steps
 
 
 @pytest.fixture

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from storbench.execute import beneath, layers
-from tests.conftest import needs, needs_timing, run_cli, run_cli_wrapped
+from tests.conftest import needs, needs_alone, run_cli, run_cli_wrapped
 
-pytestmark = needs("tracer", "root", "fio",
-                   unavailable=layers.usable() and "bpftrace is not installed"
-                   " (scripts/install-testbed) or not root")
+pytestmark = [needs("tracer", "root", "fio",
+                    unavailable=layers.usable() and "bpftrace is not installed"
+                    " (scripts/install-testbed) or not root"),
+              needs("alone")]  # a timing test here is traced: alone
 
 
 def job(path: Path, **options: object) -> Path:
@@ -75,7 +76,7 @@ def test_a_cgroup_throttle_is_named_and_holds_the_block_layer_wait(throttled: An
     assert entry["place"]["throttle"]["read_iops"] == 3000
 
 
-@needs_timing  # fio on tmpfs at full speed: the heaviest tracing (beside two lanes of
+@needs_alone  # fio on tmpfs at full speed: the heaviest tracing (beside two lanes of
 # tests one run took 36 s, 30 of them likely waiting for bpftrace to end, and kept no
 # explanation; not seen again, alone or beside four CPU hogs)
 def test_tmpfs_has_no_block_layer(small_tmpfs: Path, tmp_path: Path) -> None:
@@ -99,7 +100,7 @@ def test_a_buffered_reread_is_the_page_cache(throttled: Any, tmp_path: Path) -> 
     assert entry["cache_percent"] >= 90
 
 
-@needs_timing  # beside other tests, fio's wake-up (a busy CPU) outgrew the device's time
+@needs_alone  # beside other tests, fio's wake-up (a busy CPU) outgrew the device's time
 def test_a_loop_device_on_the_disk_queues_at_depth_32_not_at_1(tmp_path: Path) -> None:
     """The same loop device (its image on the disk, direct I/O) at depth 1: the device's
     own time, the layers adding up to fio's latency; at depth 32: queueing at it."""
@@ -173,7 +174,7 @@ def test_a_loop_device_over_a_network_file_system_is_the_network_beneath_it(
     assert entry["layers"]["device"]["p99_ns"] >= 0.5 * clat(data, "99.0")
 
 
-@needs_timing
+@needs_alone
 def test_a_cap_beneath_the_device_is_said_with_the_flat_rate(tmp_path: Path) -> None:
     """ext4 on a loop device whose image lives on another loop device capped at 3,000
     IOPS for fio's cgroup (the loop's worker is charged to it): the kernel sees only the

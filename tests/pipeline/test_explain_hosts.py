@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from storbench.execute import layers
-from tests.conftest import needs, needs_timing, run_cli
+from tests.conftest import needs, needs_alone, run_cli
 from tests.pipeline.test_explain import explained, job, ran
 from tests.testbed import SshHosts, processes
 
-pytestmark = needs("tracer", "root", "fio", "ssh",
-                   unavailable=layers.usable() and "bpftrace is not installed"
-                   " (scripts/install-testbed) or not root")
+pytestmark = [needs("tracer", "root", "fio", "ssh",
+                    unavailable=layers.usable() and "bpftrace is not installed"
+                    " (scripts/install-testbed) or not root"),
+              needs("alone")]  # a timing test here is traced: alone
 
 
 def bpftraces(hosts: SshHosts) -> set[int]:
@@ -33,7 +34,7 @@ def on_hosts(hosts: SshHosts, path: Path, jobfile: Path, db: Path) -> Any:
                    "--no-probe-metadata", db=db)
 
 
-@needs_timing  # fio on tmpfs at full speed on two hosts: the heaviest tracing (alone)
+@needs_alone  # fio on tmpfs at full speed on two hosts: the heaviest tracing (alone)
 def test_on_tmpfs_hosts_there_is_no_block_layer_and_every_host_is_counted(tmp_path: Path
                                                                             ) -> None:
     """Two hosts, each its own tmpfs at the path: the sentence names tmpfs, and the calls
@@ -82,7 +83,7 @@ def test_storbench_killed_mid_test_leaves_no_tracer_on_the_hosts(tmp_path: Path)
         assert bpftraces(hosts) == set()
 
 
-@needs_timing
+@needs_alone
 def test_a_cgroup_throttle_on_the_hosts_is_named(tmp_path: Path) -> None:
     """The hosts' sshd (so their fio servers) in a blkio cgroup capped at 3,000 read IOPS
     on a loop volume both see: each host's trace finds the cap in its own cgroup, and the

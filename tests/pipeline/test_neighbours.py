@@ -17,6 +17,8 @@ from storbench.pipeline.kinds.neighbours import NeighboursSpec
 from tests.cli.test_cli import show_json
 from tests.conftest import needs, needs_fio, run_cli, run_cli_wrapped
 
+pytestmark = needs("alone")  # a timing test here measures p99 beside neighbours: alone
+
 
 def test_neighbours_that_take_a_read_cap_make_the_victims_p99_grow_and_it_is_said(
         throttled, store_path):

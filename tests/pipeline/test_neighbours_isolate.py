@@ -21,6 +21,8 @@ from storbench.workload.limits import Limits
 from tests.cli.test_cli import show_json
 from tests.conftest import needs, needs_fio, run_cli, run_cli_wrapped
 
+pytestmark = needs("alone")  # a timing test here measures p99 beside neighbours: alone
+
 BLKIO = Path("/sys/fs/cgroup/blkio")
 
 
