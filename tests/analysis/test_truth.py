@@ -6,7 +6,6 @@ import itertools
 import json
 import os
 import re
-import statistics
 import subprocess
 import threading
 import time
@@ -44,22 +43,23 @@ def test_throttled_volume_reads_back_its_caps(throttled, store_path):
     assert tests["randwrite"]["write"]["iops"] == pytest.approx(3000, rel=0.03)
     assert tests["seqread"]["read"]["bw_bytes_per_s"] == pytest.approx(125 * 2**20, rel=0.03)
     # per-second series agree with the cap too: what a token bucket guarantees is the
-    # median and the running total (a busy machine may move some of one second's
-    # completions into the next: 2954, 2826, 3166 in a CI run; 2702, 3303, 3000 in
-    # another, whose last two seconds held 6303, 5% over two seconds' worth)
+    # running total (a busy machine may move some of one second's completions into the
+    # next: 2954, 2826, 3166 in a CI run; 2702, 3303, 3000 in another, whose last two
+    # seconds held 6303, 5% over two seconds' worth; 3003, 3300, 2706, 3299 in a full
+    # run here, whose median, 3151, was 5% over the cap while no running total strayed
+    # by more than 0.1 s's worth: the median is no guarantee)
     series = tests["randread"]["series"]["read"]
     assert len(series["iops"]) >= 4
-    assert running_total_within(series["iops"][1:], 3000, rel=0.05, moved=0.15)
+    assert running_total_within(series["iops"][1:], 3000, moved=0.15), series["iops"]
 
 
-def running_total_within(values: list[float], expected: float, rel: float,
-                         moved: float) -> bool:
-    """The median within ``rel`` of ``expected`` (per second), and the running total
-    after every second within ``moved`` seconds' worth of ``expected`` times the
-    seconds: completions moved from one second into the next leave the total as it was."""
+def running_total_within(values: list[float], expected: float, moved: float) -> bool:
+    """The running total after every second within ``moved`` seconds' worth of
+    ``expected`` (per second) times the seconds: completions moved from one second into
+    the next leave the total as it was."""
     totals = itertools.accumulate(values)
-    return statistics.median(values) == pytest.approx(expected, rel=rel) and all(
-        abs(total - expected * n) <= moved * expected for n, total in enumerate(totals, 1))
+    return all(abs(total - expected * n) <= moved * expected
+               for n, total in enumerate(totals, 1))
 
 
 def job(tmp_path: Path, text: str, name: str = "job.fio") -> Path:
