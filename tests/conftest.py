@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import signal
@@ -158,10 +159,23 @@ if worker := (_LANE + _XDIST.removeprefix("gw") if _LANE else _XDIST):  # rest0,
         os.environ.pop("COLUMNS", None)
         os.environ.pop("LINES", None)
         WIDTH.update(COLUMNS=None, LINES=None)
-    # short: a unix socket's path beneath it must stay within 107 bytes
+    # short: a unix socket's path beneath it must stay within 107 bytes. A second
+    # `pytest -n 2` on the machine has workers of the same names (gw0, gw1): each holds
+    # a shared lock on the directory while it runs, and the last one to end removes it
+    # (the first to end removed it under the other's runs)
     _own_tmp = Path(tempfile.gettempdir()) / f"sb-{worker}"
     _own_tmp.mkdir(exist_ok=True)
-    atexit.register(shutil.rmtree, _own_tmp, True)
+    _held = os.open(_own_tmp, os.O_RDONLY)
+    fcntl.flock(_held, fcntl.LOCK_SH)
+
+    def _last_one_out(path: Path = _own_tmp, held: int = _held) -> None:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return  # another pytest still works in it
+        shutil.rmtree(path, True)
+
+    atexit.register(_last_one_out)
     os.environ["TMPDIR"] = str(_own_tmp)
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
