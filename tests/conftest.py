@@ -52,7 +52,7 @@ RESOURCES = {
     "vm": "boots a virtual machine",
     "s3": "starts real S3 servers (moto, s3proxy) and puts objects through fio's http engine",
     # a known truth measured against time or a rate (a throttled volume's caps, a network
-    # file system's latency, a real application's rate): run with nothing else beside it
+    # file system's latency, a real application's rate): no lane of other tests beside it
     "timing": "measures a known truth in time or rate: with no other lane beside it"
               " (scripts/test)",
     # a timing test that a second one beside it would move: a CPU-bound step, a p99
