@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from storbench.analysis.curve import off_rate
 from storbench.execute.kubernetes import Kube
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import needs_root, run_cli
@@ -173,8 +174,7 @@ def test_a_curve_on_a_block_volume(kube, namespace, k8s_env, store_path, block_c
     # a generous objective: every step that kept its rate met it, and the answer is the
     # fastest of them (a 1 s step beside the other lanes' load may fall behind its rate,
     # so how many kept theirs is the node's business; one that fell behind never counts)
-    kept = [s["achieved_iops"] for s in curve["steps"]
-            if not (s["saturated"] or s.get("exceeded"))]
+    kept = [s["achieved_iops"] for s in curve["steps"] if not off_rate(s)]
     assert curve["answers"][0]["iops"] == max(kept, default=None), curve["steps"]
     assert curve["answers"][0]["never_met"] is (not kept)
     assert run["environment"]["target"]["volume_mode"] == "Block"
