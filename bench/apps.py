@@ -1,14 +1,28 @@
 """Do the application profiles' estimates agree with the real applications?
 
-For each storage shape of the test-bed (a volume capped at 3000 IOPS, one capped at
-300, and one with 1 ms of network latency each way: ext4 on a loop device whose image
-lives on sshfs behind a delaying proxy; and tmpfs, where the application's own CPU
-time decides: analysis/apps.CPU_S), runs the real application from Debian on it
+For each storage shape of the test-bed, runs the real application from Debian on it
 and storbench's profile on the same volume, and prints a table: the real figure, the
 estimate and its range, their ratio. Run by hand, as root, on the test-bed machine:
 
     .venv/bin/python bench/apps.py [--apps postgresql,mysql,redis] [--shapes cap3000,...]
-                                    [--seconds 15] [--markdown]
+                                    [--seconds 15] [--repeat 1] [--commits] [--markdown]
+
+The shapes (ext4 on a loop device unless said):
+- ``capN``: capped by a cgroup at N IOPS both ways, the image in RAM (the cap is the only
+  limit);
+- ``diskcapN``: the same cap, the image on the machine's disk (its flushes reach the disk);
+- ``latencyNms``: the image on sshfs behind a proxy that delays each packet by N ms
+  (each sync waits for the network);
+- ``tmpfs``: RAM, where the application's own CPU time decides (analysis/apps.CPU_S).
+
+``--repeat K`` runs the real application K times on fresh volumes and prints the median
+and the range: a real figure moves by a tenth or more from one run to the next on a
+shared 2-vCPU machine, so one run is no reference for a 30% goal. ``--commits`` also
+measures with fio, on the same shape, how long a commit takes (an 8 KiB write and
+fdatasync, as PostgreSQL's WAL): alone (50 a second), back to back, and at the pace of
+one client of the application (fio's ``thinktime`` set to its CPU time per
+transaction), beside what the real application's rate leaves for its commit
+(1 / TPS - CPU_S).
 
 - PostgreSQL 15: initdb, pgbench -i -s 16, then pgbench (TPC-B-like) 1 client and 16
   clients (-j 2);
@@ -29,6 +43,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,12 +76,12 @@ def shape(name: str) -> Iterator[tuple[Path, Wrap]]:
         finally:
             subprocess.run(["umount", "-l", str(where)], check=False)
             where.rmdir()
-    elif name.startswith("cap"):
-        iops = int(name[3:])
-        with Throttled(iops, iops, backing_dir="/dev/shm") as t:
+    elif m := re.fullmatch(r"(disk)?cap(\d+)", name):
+        iops = int(m[2])
+        with Throttled(iops, iops, backing_dir="/var/tmp" if m[1] else "/dev/shm") as t:
             yield t.mnt, t.wrap
-    elif name == "latency1ms":
-        with DelayedSSHFS(delay_ms=1) as s:
+    elif m := re.fullmatch(r"latency(\d+)ms", name):
+        with DelayedSSHFS(delay_ms=int(m[1])) as s:
             mnt = s.mount(proxied=True)
             image = mnt / "disk.img"
             sh("truncate", "-s", "2G", str(image))
@@ -181,11 +196,39 @@ def redis(where: Path, wrap: Wrap, seconds: int, many: bool = True) -> dict[str,
 
 
 REAL = {"postgresql": postgresql, "mysql": mysql, "redis": redis}
+# each application's commit, as its profile's test of commits one after another
+COMMIT_TEST = {"postgresql": "wal_commit", "mysql": "redo_commit", "redis": "aof_always_1"}
 
 
-def profile(app: str, where: Path, wrap: Wrap, db: Path) -> dict[str, dict[str, float]]:
+def commits(app: str, where: Path, wrap: Wrap) -> dict[str, float]:
+    """How long a commit of ``app``'s profile takes on this volume (write p50 + fdatasync
+    p50, µs): alone (50 a second), back to back, and at the pace of one client (fio's
+    thinktime: the application's CPU time per transaction between commits)."""
+    from storbench.analysis.apps import CPU_S
+    from storbench.workload.apps import MYSQL, POSTGRESQL, REDIS
+
+    suite = {"postgresql": POSTGRESQL, "mysql": MYSQL, "redis": REDIS}[app]
+    spec = next(t for t in suite.tests if t.name == COMMIT_TEST[app])
+    base = {**dict(suite.defaults), **dict(spec.options), "runtime": "6"}
+    think = f"{CPU_S[app] * 1e6:.0f}"
+    out = {}
+    for how, extra in (("alone", {"rate_iops": "50"}), ("back to back", {}),
+                       ("paced", {"thinktime": think})):
+        argv = ["fio", "--output-format=json", f"--name={COMMIT_TEST[app]}",
+                f"--directory={where}"]
+        argv += [f"--{k}" if v is None else f"--{k}={v}" for k, v in {**base, **extra}.items()]
+        job = json.loads(run(wrap(argv)))["jobs"][0]
+        write = job["write"]["clat_ns"]["percentile"]["50.000000"]
+        sync = job["sync"]["lat_ns"]["percentile"]["50.000000"]
+        out[how] = (write + sync) / 1e3
+    return out
+
+
+def profile(app: str, where: Path, wrap: Wrap, db: Path,
+            series: str) -> dict[str, dict[str, float]]:
     """storbench's estimates on the same volume: metric -> value, low, high."""
-    proc = subprocess.run(wrap([*STORBENCH, "run", str(where), "--suite", app]),
+    proc = subprocess.run(wrap([*STORBENCH, "run", str(where), "--suite", app,
+                                "--series", series]),
                           capture_output=True, text=True,
                           env={**os.environ, "STORBENCH_DB": str(db)})
     if proc.returncode not in (0, 3):
@@ -202,33 +245,61 @@ def main() -> None:
     ap.add_argument("--apps", default="postgresql,mysql,redis")
     ap.add_argument("--shapes", default="tmpfs,cap3000,cap300,latency1ms")
     ap.add_argument("--seconds", type=int, default=15)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of the real application per shape (median and range shown)")
+    ap.add_argument("--commits", action="store_true",
+                    help="also time a commit alone, back to back and at the client's pace")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="keep the profiles' runs (DIR/runs.db, series apps-SHAPE-APP) and the"
+                         " real figures (DIR/real.json), for tests/data/apps")
     args = ap.parse_args()
     rows = []
+    kept: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="sb-apps-db-") as tmp:
-        db = Path(tmp) / "results.db"
+        db = (args.keep or Path(tmp)) / ("runs.db" if args.keep else "results.db")
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
         for name in args.shapes.split(","):
             for app in args.apps.split(","):
+                reals: dict[str, list[float]] = {}
+                for _ in range(args.repeat):
+                    with shape(name) as (where, wrap):
+                        (where / "real").mkdir()
+                        traversable(where / "real")
+                        for metric, v in REAL[app](where / "real", wrap, args.seconds).items():
+                            reals.setdefault(metric, []).append(v)
                 with shape(name) as (where, wrap):
-                    (where / "real").mkdir()
-                    traversable(where / "real")
-                    real = REAL[app](where / "real", wrap, args.seconds)
-                with shape(name) as (where, wrap):
-                    est = profile(app, where, wrap, db)
-                for metric, value in real.items():
+                    est = profile(app, where, wrap, db, f"apps-{name}-{app}")
+                    took = commits(app, where, wrap) if args.commits else {}
+                kept[f"apps-{name}-{app}"] = reals
+                for metric, values in reals.items():
+                    value = statistics.median(values)
                     e = est.get(metric)
                     rows.append((name, app, metric, value, e))
-                    print(f"{name:<11} {app:<10} {metric:<7} real {value:9,.0f}  estimate"
+                    spread = (f" ({min(values):,.0f}–{max(values):,.0f})" if len(values) > 1
+                              else "")
+                    print(f"{name:<11} {app:<10} {metric:<7} real {value:9,.0f}{spread}  estimate"
                           + (f" {e['value']:9,.0f} ({e['low']:,.0f}–{e['high']:,.0f})"
                              f"  ratio {e['value'] / value:5.2f}" if e else " (none)"),
                           flush=True)
+                if took:
+                    from storbench.analysis.apps import CPU_S
+                    left = 1e6 / statistics.median(reals[next(iter(reals))]) - CPU_S[app] * 1e6
+                    print(f"{name:<11} {app:<10} a commit takes (µs, write + fdatasync p50):"
+                          + "".join(f" {how} {us:,.0f};" for how, us in took.items())
+                          + f" the real rate leaves {left:,.0f} for it", flush=True)
+    if args.keep:
+        (args.keep / "real.json").write_text(json.dumps(
+            {"date": time.strftime("%Y-%m-%d"), "seconds": args.seconds, "series": kept},
+            indent=1) + "\n")
     if args.markdown:
         print("\n| shape | application | figure | real | estimate (range) | estimate/real |")
         print("|---|---|---|---:|---:|---:|")
         for name, app, metric, value, e in rows:
-            est = f"{e['value']:,.0f} ({e['low']:,.0f}–{e['high']:,.0f})" if e else "—"
+            shown = f"{e['value']:,.0f} ({e['low']:,.0f}–{e['high']:,.0f})" if e else "—"
             ratio = f"{e['value'] / value:.2f}" if e else "—"
-            print(f"| {name} | {app} | {metric} | {value:,.0f} | {est} | {ratio} |")
+            print(f"| {name} | {app} | {metric} | {value:,.0f} | {shown} | {ratio} |")
 
 
 if __name__ == "__main__":
