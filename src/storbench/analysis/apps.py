@@ -46,9 +46,14 @@ GROUP = {"postgresql": 16, "redis": 50}  # the clients of the "many clients" est
 # commit's flush, so most clients wait for another's (volumes capped at 300 and 3000
 # IOPS); where each flush is slow (network latency), more pile up behind it: ~4.2
 PER_FLUSH = {"capped": 1.8, "slow": 4.2}
-# redis-benchmark's 50 clients: about 40 SETs an event-loop pass (the others' replies
-# are still on the way); measured on volumes capped at 300 and 3000 IOPS
-PER_PASS = 40
+# redis-benchmark's 50 clients: half of them in each event-loop pass. While a pass syncs,
+# the clients it answered last time send again, and they make the next pass: two halves
+# in turn. Counted with the real Redis (its fdatasyncs, by bpftrace) under
+# redis-benchmark: 23-25.6 SETs a pass where a pass's flush takes a millisecond or more
+# (capped at 300 IOPS, the image on the disk, 1 and 3 ms of network latency), 14.5 on a
+# 3000-IOPS cap, whose shorter passes come more often (the estimate 0.74x there); the
+# pass the profile writes (aof_always_50) is theirs: 25 SETs (docs/apps.md)
+PER_PASS = GROUP["redis"] // 2
 
 
 @dataclass(frozen=True)
@@ -145,8 +150,13 @@ def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
     n = GROUP["postgresql"]
     if group:
         cap = 1 / BUSY_S["postgresql"]
-        # a lone commit takes at least half as long as commits back to back: slow flushes
-        regime = "slow" if lat * commits >= 0.5 else "capped"
+        # slow flushes: a commit, while commits come one after another, takes at least
+        # half of their period. Not a lone commit's latency: on a volume whose image is on
+        # a disk a lone commit took 624 µs where back to back they took 225 µs at p50 and
+        # the cap (1,500 a second) was what held them, and its 16 clients did 3,055 TPS,
+        # as a capped volume's (bench/apps.py --shapes diskcap3000, docs/apps.md)
+        flush = p50 / 1e9 if p50 is not None else lat
+        regime = "slow" if flush * commits >= 0.5 else "capped"
         per = PER_FLUSH[regime]
         many = (min(per * group, cap), min(per / 1.5 * group, cap),
                 min(per * 1.5 * group, cap))
@@ -217,7 +227,8 @@ def redis(results: dict[str, list[TestResult]]) -> Answer | None:
         every = format_latency(1e9 / batch)
         figures.append(Figure(f"ops_{n}", f"SET ops/s, appendfsync always, {n} clients",
                               *many, "ops/s", f"aof_always_50: an event-loop pass's append +"
-                                              f" fdatasync every {every}, ~{k} SETs each"))
+                                              f" fdatasync every {every}, ~{k} SETs each"
+                                              f" (half of the {n} clients)"))
     second = median_of(results, "aof_everysec", "sync.lat_p99")
     if second is not None:
         figures.append(measured("everysec_fsync_p99", "fdatasync of a second's AOF, p99",
