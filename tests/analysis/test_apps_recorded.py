@@ -1,0 +1,74 @@
+"""The application profiles' estimates judged again, with no fio and no application, from
+profile runs that real fio stored on the test-bed's storage shapes beside what the real
+applications did on the same shapes that day (tests/data/apps, made by `bench/apps.py
+--keep`): each estimate within 30% of the real figure, from the judge as it is now."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from storbench.analysis.apps import JUDGES, Figure
+from storbench.store import Store
+from storbench.store.series import series_last
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "apps"
+REAL: dict[str, dict[str, list[float]]] = json.loads((DATA / "real.json").read_text())["series"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    db = tmp_path_factory.mktemp("apps") / "runs.db"
+    db.write_bytes(gzip.decompress((DATA / "runs.db.gz").read_bytes()))
+    return Store(db)
+
+
+def estimates(store: Store, series: str) -> dict[str, Figure]:
+    """The profile run of ``series`` (apps-SHAPE-APP) judged again."""
+    run_id = series_last(store, series)
+    assert run_id is not None, f"no run of {series} in tests/data/apps"
+    answer = JUDGES[series.rsplit("-", 1)[1]](store.get_run(run_id).results_by_test())
+    assert answer is not None
+    return {f.metric: f for f in answer.figures}
+
+
+@pytest.mark.parametrize("series, metric", [(s, m) for s, figures in REAL.items()
+                                            for m in figures])
+def test_each_estimate_is_within_30_percent_of_the_real_application(store: Store, series: str,
+                                                                   metric: str) -> None:
+    real = statistics.median(REAL[series][metric])
+    e = estimates(store, series)[metric]
+    assert e.low <= e.value <= e.high
+    # on tmpfs the application's CPU decides, and the CPU times are constants of the day
+    # they were measured (docs/apps.md: that day the machine did 1,338 pgbench TPS and
+    # 20,833 and 126,050 SETs/s on tmpfs; on the day of this data 1,023, 11,429, 85,667):
+    # there the real figure is to be within the estimate's range (a machine half or twice
+    # as fast), where one is given
+    cpu_bound = series.startswith("apps-tmpfs-") and e.low < e.high
+    assert 0.7 <= e.value / real <= 1.3 or (cpu_bound and e.low <= real <= e.high), (
+        f"{series} {metric}: estimate {e.value:,.0f} against {real:,.0f} real"
+        f" ({e.value / real:.2f}x; {e.decided_by})")
+
+
+def test_a_lone_commit_slower_than_commits_back_to_back_is_not_a_slow_flush(store: Store) -> None:
+    """Sixteen PostgreSQL clients: on a volume whose image is on the disk a lone commit
+    is slow (the disk idle) while commits back to back are quick and the cap holds them,
+    as on a cap in RAM; behind 3 ms of network latency every flush is slow, and more
+    transactions share each one."""
+    def why(shape: str) -> str:
+        return estimates(store, f"apps-{shape}-postgresql")["tps_16"].decided_by
+
+    assert "(capped flushes)" in why("diskcap3000") and "(capped flushes)" in why("cap300")
+    assert "(slow flushes)" in why("latency3ms")
+
+
+def test_fifty_redis_clients_are_two_halves_taking_turns(store: Store) -> None:
+    """Each pass of Redis's event loop holds half of redis-benchmark's 50 clients; the
+    rate follows the pass's flush, from 3 ms of network latency to RAM."""
+    for shape in ("latency3ms", "cap300", "tmpfs"):
+        e = estimates(store, f"apps-{shape}-redis")["ops_50"]
+        assert "~25 SETs each (half of the 50 clients)" in e.decided_by
