@@ -18,11 +18,12 @@ The shapes (ext4 on a loop device unless said):
 ``--repeat K`` runs the real application K times on fresh volumes and prints the median
 and the range: a real figure moves by a tenth or more from one run to the next on a
 shared 2-vCPU machine, so one run is no reference for a 30% goal. ``--commits`` also
-measures with fio, on the same shape, how long a commit takes (an 8 KiB write and
-fdatasync, as PostgreSQL's WAL): alone (50 a second), back to back, and at the pace of
-one client of the application (fio's ``thinktime`` set to its CPU time per
-transaction), beside what the real application's rate leaves for its commit
-(1 / TPS - CPU_S).
+measures with fio, on the same shape, how long the profile's commit takes (its test of
+commits one after another: PostgreSQL's 8 KiB WAL write, MariaDB's 4 KiB O_DIRECT redo
+write, Redis's 64-byte append; each then fdatasync): alone (50 a second), back to back,
+and at the pace of one client of the application (fio's ``thinktime`` set to its CPU
+time per transaction), beside what the real application's rate leaves for its commit
+(1 / rate - CPU_S).
 
 - PostgreSQL 15: initdb, pgbench -i -s 16, then pgbench (TPC-B-like) 1 client and 16
   clients (-j 2);
