@@ -57,6 +57,10 @@ sys.path.insert(0, str(ROOT))
 
 from tests.testbed import DelayedSSHFS, Throttled, sh  # noqa: E402
 
+from storbench.analysis.apps import CPU_S  # noqa: E402
+from storbench.workload.apps import MYSQL, POSTGRESQL, REDIS  # noqa: E402
+from storbench.workload.jobfile import JobFile  # noqa: E402
+
 STORBENCH = [sys.executable, "-m", "storbench"]
 PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), Path("/nonexistent"))
 Wrap = Callable[[list[str]], list[str]]
@@ -205,20 +209,20 @@ def commits(app: str, where: Path, wrap: Wrap) -> dict[str, float]:
     """How long a commit of ``app``'s profile takes on this volume (write p50 + fdatasync
     p50, µs): alone (50 a second), back to back, and at the pace of one client (fio's
     thinktime: the application's CPU time per transaction between commits)."""
-    from storbench.analysis.apps import CPU_S
-    from storbench.workload.apps import MYSQL, POSTGRESQL, REDIS
-
     suite = {"postgresql": POSTGRESQL, "mysql": MYSQL, "redis": REDIS}[app]
-    spec = next(t for t in suite.tests if t.name == COMMIT_TEST[app])
-    base = {**dict(suite.defaults), **dict(spec.options), "runtime": "6"}
-    think = f"{CPU_S[app] * 1e6:.0f}"
+    jobfile = next(j for t, j in suite.jobfiles(runtime=6)
+                         if t.name == COMMIT_TEST[app])
     out = {}
     for how, extra in (("alone", {"rate_iops": "50"}), ("back to back", {}),
-                       ("paced", {"thinktime": think})):
-        argv = ["fio", "--output-format=json", f"--name={COMMIT_TEST[app]}",
-                f"--directory={where}"]
-        argv += [f"--{k}" if v is None else f"--{k}={v}" for k, v in {**base, **extra}.items()]
-        job = json.loads(run(wrap(argv)))["jobs"][0]
+                       ("paced", {"thinktime": f"{CPU_S[app] * 1e6:.0f}"})):
+        sections = list(jobfile.sections)
+        for key, value in extra.items():
+            sections[-1] = sections[-1].with_option(key, value)
+        with tempfile.NamedTemporaryFile("w", suffix=".fio") as f:
+            f.write(JobFile(tuple(sections)).render())
+            f.flush()
+            said = run(wrap(["fio", "--output-format=json", f"--directory={where}", f.name]))
+        job = json.loads(said)["jobs"][0]
         write = job["write"]["clat_ns"]["percentile"]["50.000000"]
         sync = job["sync"]["lat_ns"]["percentile"]["50.000000"]
         out[how] = (write + sync) / 1e3
@@ -285,7 +289,6 @@ def main() -> None:
                              f"  ratio {e['value'] / value:5.2f}" if e else " (none)"),
                           flush=True)
                 if took:
-                    from storbench.analysis.apps import CPU_S
                     left = 1e6 / statistics.median(reals[next(iter(reals))]) - CPU_S[app] * 1e6
                     print(f"{name:<11} {app:<10} a commit takes (µs, write + fdatasync p50):"
                           + "".join(f" {how} {us:,.0f};" for how, us in took.items())
