@@ -5,7 +5,8 @@ and storbench's profile on the same volume, and prints a table: the real figure,
 estimate and its range, their ratio. Run by hand, as root, on the test-bed machine:
 
     .venv/bin/python bench/apps.py [--apps postgresql,mysql,redis] [--shapes cap3000,...]
-                                    [--seconds 15] [--repeat 1] [--commits] [--markdown]
+                                    [--seconds 15] [--repeat 1] [--commits] [--busy N]
+                                    [--round-trip] [--markdown]
 
 The shapes (ext4 on a loop device unless said):
 - ``capN``: capped by a cgroup at N IOPS both ways, the image in RAM (the cap is the only
@@ -24,6 +25,13 @@ write, Redis's 64-byte append; each then fdatasync): alone (50 a second), back t
 and at the pace of one client of the application (fio's ``thinktime`` set to its CPU
 time per transaction), beside what the real application's rate leaves for its commit
 (1 / rate - CPU_S).
+
+``--busy N`` keeps N CPU-bound neighbours (busy loops, no I/O) running through each
+shape, the real application's runs and the profile's alike: a machine whose CPUs never
+idle. ``--round-trip`` measures, before each real run, how long two processes take to
+pass a message back and forth (fio's net engine, ``pingpong`` over a unix socket: p50 of
+the sender's round trip), printed beside the figures: on a virtual machine an idle CPU
+is put to sleep and waking it is most of a one-client round trip (docs/apps.md).
 
 - PostgreSQL 15: initdb, pgbench -i -s 16, then pgbench (TPC-B-like) 1 client and 16
   clients (-j 2);
@@ -101,6 +109,52 @@ def shape(name: str) -> Iterator[tuple[Path, Wrap]]:
                 subprocess.run(["losetup", "-d", dev], check=False)
     else:
         raise SystemExit(f"unknown shape {name!r}")
+
+
+@contextlib.contextmanager
+def busy(n: int) -> Iterator[None]:
+    """``n`` CPU-bound neighbours (a busy loop each, no I/O) for as long as it lasts."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+
+
+PINGPONG = """[global]
+ioengine=net
+protocol=unix
+filename={sock}
+bs=64
+pingpong=1
+size=1g
+time_based
+runtime=3
+[echo]
+rw=read
+[send]
+startdelay=1
+rw=write
+"""
+
+
+def round_trip() -> float:
+    """A message's round trip between two processes (µs, p50): fio's net engine with
+    pingpong over a unix socket. fio 3.33 ends the sender with EISCONN ("sendto udp link
+    close": its close sends UDP's close message on every protocol) after every message
+    is done: the figures stand, so its return code is not checked here; its counts are."""
+    with tempfile.TemporaryDirectory(prefix="sb-apps-rtt-") as tmp:
+        job = Path(tmp) / "pingpong.fio"
+        job.write_text(PINGPONG.format(sock=Path(tmp) / "rtt.sock"))
+        said = subprocess.run(["fio", "--output-format=json", str(job)], capture_output=True,
+                              text=True, timeout=60).stdout
+    doc = json.loads(said[said.index("{"):])  # after fio's "waiting for connection"
+    send = next(j for j in doc["jobs"] if j["jobname"] == "send")["write"]
+    if not send["total_ios"]:
+        raise RuntimeError(f"fio's pingpong passed no message: {said[-500:]}")
+    return float(send["clat_ns"]["percentile"]["50.000000"]) / 1e3
 
 
 def traversable(where: Path) -> None:
@@ -254,30 +308,48 @@ def main() -> None:
                     help="runs of the real application per shape (median and range shown)")
     ap.add_argument("--commits", action="store_true",
                     help="also time a commit alone, back to back and at the client's pace")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="N CPU-bound neighbours (busy loops) throughout: CPUs that never idle")
+    ap.add_argument("--round-trip", action="store_true",
+                    help="time a message's round trip between two processes (fio pingpong)"
+                         " before each real run")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--keep", type=Path, metavar="DIR",
-                    help="keep the profiles' runs (DIR/runs.db, series apps-SHAPE-APP) and the"
-                         " real figures (DIR/real.json), for tests/data/apps")
+                    help="keep the profiles' runs (DIR/runs.db, series apps-SHAPE-APP, the"
+                         " shape tmpfs-busy1 with --busy 1) and the real figures"
+                         " (DIR/real.json), for tests/data/apps; added to what DIR holds")
     args = ap.parse_args()
     rows = []
     kept: dict[str, dict[str, list[float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="sb-apps-db-") as tmp:
+    made: dict[str, dict[str, object]] = {}  # series -> when, how long, how busy
+    if args.keep and (args.keep / "real.json").exists():  # add to what it holds
+        held = json.loads((args.keep / "real.json").read_text())
+        kept = held["series"]
+        made = held.get("made") or {s: {"date": held["date"], "seconds": held["seconds"],
+                                        "busy": 0} for s in kept}
+    with tempfile.TemporaryDirectory(prefix="sb-apps-db-") as tmp, busy(args.busy):
         db = (args.keep or Path(tmp)) / ("runs.db" if args.keep else "results.db")
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
         for name in args.shapes.split(","):
             for app in args.apps.split(","):
                 reals: dict[str, list[float]] = {}
+                trips: list[float] = []
                 for _ in range(args.repeat):
+                    if args.round_trip:
+                        trips.append(round_trip())
                     with shape(name) as (where, wrap):
                         (where / "real").mkdir()
                         traversable(where / "real")
                         for metric, v in REAL[app](where / "real", wrap, args.seconds).items():
                             reals.setdefault(metric, []).append(v)
+                series = f"apps-{name}{f'-busy{args.busy}' if args.busy else ''}-{app}"
                 with shape(name) as (where, wrap):
-                    est = profile(app, where, wrap, db, f"apps-{name}-{app}")
+                    est = profile(app, where, wrap, db, series)
                     took = commits(app, where, wrap) if args.commits else {}
-                kept[f"apps-{name}-{app}"] = reals
+                kept[series] = reals
+                made[series] = {"date": time.strftime("%Y-%m-%d"), "seconds": args.seconds,
+                                "busy": args.busy}
                 for metric, values in reals.items():
                     value = statistics.median(values)
                     e = est.get(metric)
@@ -286,7 +358,8 @@ def main() -> None:
                               else "")
                     print(f"{name:<11} {app:<10} {metric:<7} real {value:9,.0f}{spread}  estimate"
                           + (f" {e['value']:9,.0f} ({e['low']:,.0f}–{e['high']:,.0f})"
-                             f"  ratio {e['value'] / value:5.2f}" if e else " (none)"),
+                             f"  ratio {e['value'] / value:5.2f}" if e else " (none)")
+                          + (f"  round trip {statistics.median(trips):.1f} µs" if trips else ""),
                           flush=True)
                 if took:
                     left = 1e6 / statistics.median(reals[next(iter(reals))]) - CPU_S[app] * 1e6
@@ -295,8 +368,7 @@ def main() -> None:
                           + f" the real rate leaves {left:,.0f} for it", flush=True)
     if args.keep:
         (args.keep / "real.json").write_text(json.dumps(
-            {"date": time.strftime("%Y-%m-%d"), "seconds": args.seconds, "series": kept},
-            indent=1) + "\n")
+            {"series": kept, "made": made}, indent=1) + "\n")
     if args.markdown:
         print("\n| shape | application | figure | real | estimate (range) | estimate/real |")
         print("|---|---|---|---:|---:|---:|")

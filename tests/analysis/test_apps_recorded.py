@@ -18,6 +18,7 @@ from storbench.store.series import series_last
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "apps"
 REAL: dict[str, dict[str, list[float]]] = json.loads((DATA / "real.json").read_text())["series"]
+MADE: dict[str, dict[str, int | str]] = json.loads((DATA / "real.json").read_text())["made"]
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +44,17 @@ def test_each_estimate_is_within_30_percent_of_the_real_application(store: Store
     real = statistics.median(REAL[series][metric])
     e = estimates(store, series)[metric]
     assert e.low <= e.value <= e.high
-    # on tmpfs the application's CPU decides, and the CPU times are constants of the day
-    # they were measured (docs/apps.md: that day the machine did 1,338 pgbench TPS and
-    # 20,833 and 126,050 SETs/s on tmpfs; on the day of this data 1,023, 11,429, 85,667):
-    # there the real figure is to be within the estimate's range (a machine half or twice
-    # as fast), where one is given
-    cpu_bound = series.startswith("apps-tmpfs-") and e.low < e.high
-    assert 0.7 <= e.value / real <= 1.3 or (cpu_bound and e.low <= real <= e.high), (
-        f"{series} {metric}: estimate {e.value:,.0f} against {real:,.0f} real"
-        f" ({e.value / real:.2f}x; {e.decided_by})")
+    # on tmpfs the application's own time decides, and its CPU times are constants of the
+    # day they were measured (docs/apps.md: that day the machine did 1,338 pgbench TPS and
+    # 20,833 and 126,050 SETs/s on tmpfs; on the day of this data 1,023, 11,429, 85,667);
+    # beside a busy neighbour (bench/apps.py --busy 1) the machine is another one: a
+    # client's processes wake at once, and 16 clients share a core less. There the real
+    # figure is to be within the estimate's range (what it says of machines other than the
+    # test-bed's, idle), where one is given
+    other = series.startswith("apps-tmpfs-") or bool(MADE[series]["busy"])
+    assert 0.7 <= e.value / real <= 1.3 or (other and e.low < e.high and e.low <= real <= e.high), (
+        f"{series} {metric}: estimate {e.value:,.0f} ({e.low:,.0f}-{e.high:,.0f}) against"
+        f" {real:,.0f} real ({e.value / real:.2f}x; {e.decided_by})")
 
 
 def test_a_lone_commit_slower_than_commits_back_to_back_is_not_a_slow_flush(store: Store) -> None:
