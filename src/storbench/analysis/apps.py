@@ -130,8 +130,8 @@ def _bound(latency_s: float, rate: float, cpu_s: float, what: str) -> str:
         return f"bound by the commits the storage takes a second ({rate:,.0f})"
     if latency_s > cpu_s:
         return f"{what} bound"
-    return ("bound by the application's own time (its CPU and the wakeups between client"
-            " and server), not the storage")
+    return ("bound by the application's own time, its CPU and its processes' wakeups, not"
+            " by the storage")
 
 
 def _alone(latency_s: float, rate: float, cpu_s: float, unit: str) -> list[str]:
@@ -140,10 +140,9 @@ def _alone(latency_s: float, rate: float, cpu_s: float, unit: str) -> list[str]:
     if latency_s >= cpu_s:
         return []
     return [f"the storage alone would allow one client ~{min(1.0 / latency_s, rate):,.0f}"
-            f" {unit} (its commit alone); the estimate is the application's own time on the"
-            f" test-bed's 2 vCPUs idle ({format_latency(cpu_s * 1e9)} a transaction): most"
-            " of it waking processes, which a busy machine, whose CPUs never sleep, cut to"
-            " 0.35-0.48 of it there"]
+            f" {unit} (its commit alone); the estimate adds the application's own time on"
+            f" an idle 2-vCPU test-bed ({format_latency(cpu_s * 1e9)} a transaction), mostly"
+            " its processes waking: where the CPUs never idle it took 0.35-0.48 of that"]
 
 
 def oltp(p99_ns: float | None) -> str:
