@@ -48,7 +48,7 @@ def test_each_estimate_is_within_30_percent_of_the_real_application(store: Store
     # day they were measured (docs/apps.md: that day the machine did 1,338 pgbench TPS and
     # 20,833 and 126,050 SETs/s on tmpfs; on the day of this data 1,023, 11,429, 85,667);
     # beside a busy neighbour (bench/apps.py --busy 1) the machine is another one: a
-    # client's processes wake at once, and 16 clients share a core less. There the real
+    # client's processes wake at once, and many clients have a core less. There the real
     # figure is to be within the estimate's range (what it says of machines other than the
     # test-bed's, idle), where one is given
     other = series.startswith("apps-tmpfs-") or bool(MADE[series]["busy"])
