@@ -64,6 +64,9 @@ def test_relative_paths_stay_inside():
     ("ioengine=external:/tmp/evil.so\n", "external engine"),
     ("ioengine=/tmp/evil.so\n", "external engine"),
     ("ioengine=net\nhostname=127.0.0.1\nport=9\n", "I/O on files in the target"),
+    # a unix socket: fio 3.33 binds it at the filename as it is, relative to its working
+    # directory, not in directory= (directory=/tmp/x filename=rt.sock bound /rt.sock)
+    ("ioengine=net\nprotocol=unix\nfilename=rt.sock\npingpong=1\n", "I/O on files in the target"),
     ("ioengine=sg\n", "I/O on files in the target"),
     ("ioengine=cpuio\n", "I/O on files in the target"),
     ("ioengine=something-new\n", "not known to storbench"),
