@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from storbench.analysis.apps import JUDGES, Figure
+from storbench.analysis.apps import JUDGES, Answer, Figure
 from storbench.store import Store
 from storbench.store.series import series_last
 
@@ -28,13 +28,17 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     return Store(db)
 
 
-def estimates(store: Store, series: str) -> dict[str, Figure]:
+def judged(store: Store, series: str) -> Answer:
     """The profile run of ``series`` (apps-SHAPE-APP) judged again."""
     run_id = series_last(store, series)
     assert run_id is not None, f"no run of {series} in tests/data/apps"
     answer = JUDGES[series.rsplit("-", 1)[1]](store.get_run(run_id).results_by_test())
     assert answer is not None
-    return {f.metric: f for f in answer.figures}
+    return answer
+
+
+def estimates(store: Store, series: str) -> dict[str, Figure]:
+    return {f.metric: f for f in judged(store, series).figures}
 
 
 @pytest.mark.parametrize("series, metric", [(s, m) for s, figures in REAL.items()
@@ -75,3 +79,15 @@ def test_fifty_redis_clients_are_two_halves_taking_turns(store: Store) -> None:
     for shape in ("latency3ms", "cap300", "tmpfs"):
         e = estimates(store, f"apps-{shape}-redis")["ops_50"]
         assert "~25 SETs each (half of the 50 clients)" in e.decided_by
+
+
+def test_what_the_storage_alone_allows_is_said_only_where_it_does_not_decide(store: Store) -> None:
+    """On tmpfs the application's own time decides: a note says what the storage alone
+    would allow one client. On a 300-IOPS cap the cap decides, and the estimate is the
+    cap's rate: no such note (it said the estimate adds the application's time there)."""
+    def notes(series: str) -> list[str]:
+        return [n for n in judged(store, series).notes
+                if n.startswith("the storage alone would allow")]
+
+    assert notes("apps-tmpfs-postgresql") and notes("apps-tmpfs-redis")
+    assert not notes("apps-cap300-postgresql") and not notes("apps-cap300-redis")

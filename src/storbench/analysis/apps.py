@@ -135,9 +135,9 @@ def _bound(latency_s: float, rate: float, cpu_s: float, what: str) -> str:
 
 
 def _alone(latency_s: float, rate: float, cpu_s: float, unit: str) -> list[str]:
-    """Where the application's own time decides, what the storage alone would allow one
-    client, said apart from the estimate."""
-    if latency_s >= cpu_s:
+    """Where the application's own time decides (as _bound says), what the storage alone
+    would allow one client, said apart from the estimate."""
+    if rate < 1.0 / (latency_s + cpu_s) or latency_s > cpu_s:
         return []
     return [f"the storage alone would allow one client ~{min(1.0 / latency_s, rate):,.0f}"
             f" {unit} (its commit alone); the estimate adds the application's own time on"
@@ -183,7 +183,8 @@ def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
         many = (min(per * group, cap), min(per / 1.5 * group, cap / 2),
                 min(per * 1.5 * group, cap))
         why = (f"wal_group: {group:,.0f} group commits a second, more than the CPU takes:"
-               f" at most {cap:,.0f}/s, the CPU of 2 cores (on more, more)"
+               f" at most {cap:,.0f}/s, the CPU of 2 cores (on more, more; half of it with a"
+               " busy neighbour)"
                if per / 1.5 * group >= cap else
                f"wal_group: {group:,.0f} group commits a second, ~{per} transactions each"
                f" ({regime} flushes); at most {cap:,.0f}/s: the CPU of 2 cores (on more,"
