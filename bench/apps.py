@@ -148,8 +148,11 @@ def round_trip() -> float:
     with tempfile.TemporaryDirectory(prefix="sb-apps-rtt-") as tmp:
         job = Path(tmp) / "pingpong.fio"
         job.write_text(PINGPONG.format(sock=Path(tmp) / "rtt.sock"))
-        said = subprocess.run(["fio", "--output-format=json", str(job)], capture_output=True,
-                              text=True, timeout=60).stdout
+        proc = subprocess.run(["fio", "--output-format=json", str(job)], capture_output=True,
+                              text=True, timeout=60)
+    said = proc.stdout
+    if "{" not in said:
+        raise RuntimeError(f"fio's pingpong gave no figures: {proc.stderr.strip()[-500:]}")
     doc = json.loads(said[said.index("{"):])  # after fio's "waiting for connection"
     send = next(j for j in doc["jobs"] if j["jobname"] == "send")["write"]
     if not send["total_ios"]:
@@ -324,14 +327,13 @@ def main() -> None:
     made: dict[str, dict[str, object]] = {}  # series -> when, how long, how busy
     if args.keep and (args.keep / "real.json").exists():  # add to what it holds
         held = json.loads((args.keep / "real.json").read_text())
-        kept = held["series"]
-        made = held.get("made") or {s: {"date": held["date"], "seconds": held["seconds"],
-                                        "busy": 0} for s in kept}
+        kept, made = held["series"], held["made"]
     with tempfile.TemporaryDirectory(prefix="sb-apps-db-") as tmp, busy(args.busy):
         db = (args.keep or Path(tmp)) / ("runs.db" if args.keep else "results.db")
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
         for name in args.shapes.split(","):
+            label = f"{name}-busy{args.busy}" if args.busy else name  # as in the series
             for app in args.apps.split(","):
                 reals: dict[str, list[float]] = {}
                 trips: list[float] = []
@@ -343,7 +345,7 @@ def main() -> None:
                         traversable(where / "real")
                         for metric, v in REAL[app](where / "real", wrap, args.seconds).items():
                             reals.setdefault(metric, []).append(v)
-                series = f"apps-{name}{f'-busy{args.busy}' if args.busy else ''}-{app}"
+                series = f"apps-{label}-{app}"
                 with shape(name) as (where, wrap):
                     est = profile(app, where, wrap, db, series)
                     took = commits(app, where, wrap) if args.commits else {}
@@ -353,17 +355,17 @@ def main() -> None:
                 for metric, values in reals.items():
                     value = statistics.median(values)
                     e = est.get(metric)
-                    rows.append((name, app, metric, value, e))
+                    rows.append((label, app, metric, value, e))
                     spread = (f" ({min(values):,.0f}–{max(values):,.0f})" if len(values) > 1
                               else "")
-                    print(f"{name:<11} {app:<10} {metric:<7} real {value:9,.0f}{spread}  estimate"
+                    print(f"{label:<11} {app:<10} {metric:<7} real {value:9,.0f}{spread}  estimate"
                           + (f" {e['value']:9,.0f} ({e['low']:,.0f}–{e['high']:,.0f})"
                              f"  ratio {e['value'] / value:5.2f}" if e else " (none)")
                           + (f"  round trip {statistics.median(trips):.1f} µs" if trips else ""),
                           flush=True)
                 if took:
                     left = 1e6 / statistics.median(reals[next(iter(reals))]) - CPU_S[app] * 1e6
-                    print(f"{name:<11} {app:<10} a commit takes (µs, write + fdatasync p50):"
+                    print(f"{label:<11} {app:<10} a commit takes (µs, write + fdatasync p50):"
                           + "".join(f" {how} {us:,.0f};" for how, us in took.items())
                           + f" the real rate leaves {left:,.0f} for it", flush=True)
     if args.keep:

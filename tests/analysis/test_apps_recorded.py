@@ -1,7 +1,9 @@
 """The application profiles' estimates judged again, with no fio and no application, from
 profile runs that real fio stored on the test-bed's storage shapes beside what the real
 applications did on the same shapes that day (tests/data/apps, made by `bench/apps.py
---keep`): each estimate within 30% of the real figure, from the judge as it is now."""
+--keep`): each estimate within 30% of the real figure, from the judge as it is now (on
+another machine than the constants', tmpfs or a busy one, the real figure within the
+estimate's range)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from storbench.store import Store
 from storbench.store.series import series_last
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "apps"
-REAL: dict[str, dict[str, list[float]]] = json.loads((DATA / "real.json").read_text())["series"]
-MADE: dict[str, dict[str, int | str]] = json.loads((DATA / "real.json").read_text())["made"]
+_KEPT = json.loads((DATA / "real.json").read_text())
+REAL: dict[str, dict[str, list[float]]] = _KEPT["series"]
+MADE: dict[str, dict[str, int | str]] = _KEPT["made"]  # each series' date, seconds, busy loops
 
 
 @pytest.fixture(scope="module")

@@ -125,8 +125,13 @@ def _one(latency_s: float, rate: float, cpu_s: float) -> tuple[float, float, flo
             min(1.0 / (min(latency_s, 1.0 / rate) + cpu_s / 4), rate))
 
 
+def _capped(latency_s: float, rate: float, cpu_s: float) -> bool:
+    """Whether the commits the storage takes a second hold one client below 1 / (L + CPU)."""
+    return rate < 1.0 / (latency_s + cpu_s)
+
+
 def _bound(latency_s: float, rate: float, cpu_s: float, what: str) -> str:
-    if rate < 1.0 / (latency_s + cpu_s):
+    if _capped(latency_s, rate, cpu_s):
         return f"bound by the commits the storage takes a second ({rate:,.0f})"
     if latency_s > cpu_s:
         return f"{what} bound"
@@ -137,7 +142,7 @@ def _bound(latency_s: float, rate: float, cpu_s: float, what: str) -> str:
 def _alone(latency_s: float, rate: float, cpu_s: float, unit: str) -> list[str]:
     """Where the application's own time decides (as _bound says), what the storage alone
     would allow one client, said apart from the estimate."""
-    if rate < 1.0 / (latency_s + cpu_s) or latency_s > cpu_s:
+    if _capped(latency_s, rate, cpu_s) or latency_s > cpu_s:
         return []
     return [f"the storage alone would allow one client ~{min(1.0 / latency_s, rate):,.0f}"
             f" {unit} (its commit alone); the estimate adds the application's own time on"
