@@ -86,8 +86,10 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
                         + events(kube, namespace, "Pod", name)
                         + ". Check that the class's provisioner runs and has capacity, or"
                           " give it longer with --timeout")
+                # its claim is bound: the scheduler's words of the claim are over
                 raise KubeError(f"pod {namespace}/{name} not running after {waited:.0f} s:"
-                                f" {pod_summary(pod)}" + events(kube, namespace, "Pod", name)
+                                f" {pod_summary(pod)}"
+                                + events(kube, namespace, "Pod", name, claims_over=True)
                                 + ". Check the node selector and the nodes' free resources"
                                   " (--requests), or give it longer with --timeout")
         if len(ready) == len(pods):
@@ -150,7 +152,7 @@ class Warned:
         scheduler's words about a claim once the claim is ``bound`` (they are over; the
         pod's condition may still hold them until the scheduler's next try); words said
         under one reason are not said again under another."""
-        if bound and re.search(r"(?i)persistentvolumeclaim|binding volumes", text):
+        if bound and of_claims(text):
             return False
         # by its words, whatever reason names them: the scheduler's event (FailedScheduling)
         # and the pod's condition (Unschedulable) say the same once each
@@ -197,9 +199,16 @@ def pod_summary(pod: Any) -> str:
     return "; ".join(parts)
 
 
-def events(kube: Kube, namespace: str, kind: str, name: str) -> str:
-    """'. Events of the Pod: ...' (warnings first choice, the last five), or ''."""
-    lines = kube.events(namespace, kind, name)
+def of_claims(text: str) -> bool:
+    """Whether the scheduler's words are of the pod's claims (unbound, binding)."""
+    return re.search(r"(?i)persistentvolumeclaim|binding volumes", text) is not None
+
+
+def events(kube: Kube, namespace: str, kind: str, name: str, claims_over: bool = False) -> str:
+    """'. Events of the Pod: ...' (warnings first choice, the last five), or ''; with
+    ``claims_over`` (its claims are bound) none of the scheduler's words of claims."""
+    lines = [ln for ln in kube.events(namespace, kind, name)
+             if not (claims_over and of_claims(ln))]
     warnings = [ln for ln in lines if ln.startswith("Warning ")]
     chosen = (warnings or lines)[-5:]
     if not chosen:
