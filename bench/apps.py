@@ -36,7 +36,10 @@ is put to sleep and waking it is most of a one-client round trip (docs/apps.md).
 - PostgreSQL 15: initdb, pgbench -i -s 16, then pgbench (TPC-B-like) 1 client and 16
   clients (-j 2);
 - MariaDB 10.11: mariadb-install-db, sysbench oltp_write_only (1 table of 10,000 rows),
-  1 thread;
+  1 thread; with ``--log-written`` its redo log written through once first (shape
+  SHAPE-logwritten): a new database's is preallocated, and until each 4 KiB block of it
+  has been written, a commit entering a new block also waits for the file system's
+  journal (docs/apps.md);
 - Redis 7: redis-server --appendonly yes --appendfsync always, redis-benchmark SET at 1
   and 50 clients.
 
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import re
@@ -201,7 +205,8 @@ def postgresql(where: Path, wrap: Wrap, seconds: int, many: bool = True) -> dict
                        capture_output=True)
 
 
-def mysql(where: Path, wrap: Wrap, seconds: int, many: bool = True) -> dict[str, float]:
+def mysql(where: Path, wrap: Wrap, seconds: int, many: bool = True,
+          log_written: bool = False) -> dict[str, float]:
     data, sock, tmp = where / "mysql", where / "mysqld.sock", where / "tmp"
     data.mkdir()
     tmp.mkdir()  # its temporary files: not $TMPDIR, which the mysql user may not write to
@@ -209,6 +214,8 @@ def mysql(where: Path, wrap: Wrap, seconds: int, many: bool = True) -> dict[str,
         shutil.chown(p, "mysql")
     run(["mariadb-install-db", f"--datadir={data}", "--user=mysql", "--skip-test-db",
          "--auth-root-authentication-method=normal"], env={**os.environ, "TMPDIR": str(tmp)})
+    if log_written:
+        write_through(data / "ib_logfile0")
     server = subprocess.Popen(wrap(["mariadbd", f"--datadir={data}", "--user=mysql",
                                     f"--socket={sock}", "--skip-networking", f"--tmpdir={tmp}",
                                     f"--pid-file={where / 'mysqld.pid'}",
@@ -230,6 +237,24 @@ def mysql(where: Path, wrap: Wrap, seconds: int, many: bool = True) -> dict[str,
     finally:
         server.terminate()
         server.wait(60)
+
+
+def write_through(log: Path) -> None:
+    """MariaDB's redo log as a server that has run a while has it: written through once.
+    mariadb-install-db preallocates it (fallocate: on ext4 and XFS unwritten extents,
+    read as zeros), and until a write has reached each 4 KiB block of it, a commit whose
+    redo enters a new block makes the file system convert that extent, a journal commit
+    that the commit's fdatasync waits for (docs/apps.md). Each block is read and written
+    back as it reads, zeros where never written: the bytes MariaDB sees do not change."""
+    with open(log, "r+b") as f:
+        while block := f.read(1 << 20):
+            f.seek(-len(block), os.SEEK_CUR)
+            f.write(block)
+        f.flush()
+        os.fsync(f.fileno())
+    frags = run(["filefrag", "-v", str(log)])
+    if "unwritten" in frags:
+        raise RuntimeError(f"{log} still has unwritten extents: {frags[-400:]}")
 
 
 def redis(where: Path, wrap: Wrap, seconds: int, many: bool = True) -> dict[str, float]:
@@ -316,6 +341,9 @@ def main() -> None:
     ap.add_argument("--round-trip", action="store_true",
                     help="time a message's round trip between two processes (fio pingpong)"
                          " before each real run")
+    ap.add_argument("--log-written", action="store_true",
+                    help="MariaDB's redo log written through once before its real runs, as"
+                         " a server that has run a while has it (shape SHAPE-logwritten)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep the profiles' runs (DIR/runs.db, series apps-SHAPE-APP, the"
@@ -333,8 +361,10 @@ def main() -> None:
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
         for name in args.shapes.split(","):
-            label = f"{name}-busy{args.busy}" if args.busy else name  # as in the series
             for app in args.apps.split(","):
+                written = args.log_written and app == "mysql"
+                label = (name + (f"-busy{args.busy}" if args.busy else "")  # as in the series
+                         + ("-logwritten" if written else ""))
                 reals: dict[str, list[float]] = {}
                 trips: list[float] = []
                 for _ in range(args.repeat):
@@ -343,7 +373,9 @@ def main() -> None:
                     with shape(name) as (where, wrap):
                         (where / "real").mkdir()
                         traversable(where / "real")
-                        for metric, v in REAL[app](where / "real", wrap, args.seconds).items():
+                        real = (functools.partial(mysql, log_written=True) if written
+                                else REAL[app])
+                        for metric, v in real(where / "real", wrap, args.seconds).items():
                             reals.setdefault(metric, []).append(v)
                 series = f"apps-{label}-{app}"
                 with shape(name) as (where, wrap):
@@ -352,9 +384,13 @@ def main() -> None:
                 kept[series] = reals
                 made[series] = {"date": time.strftime("%Y-%m-%d"), "seconds": args.seconds,
                                 "busy": args.busy}
+                if app == "mysql":  # its redo log as the real runs had it
+                    made[series]["log"] = "written" if written else "fresh"
                 for metric, values in reals.items():
                     value = statistics.median(values)
-                    e = est.get(metric)
+                    # MariaDB on a new database (mariadb-install-db's log, preallocated):
+                    # the new database's estimate
+                    e = est.get(f"{metric}_new" if app == "mysql" and not written else metric)
                     rows.append((label, app, metric, value, e))
                     spread = (f" ({min(values):,.0f}–{max(values):,.0f})" if len(values) > 1
                               else "")

@@ -29,7 +29,7 @@ def shown(db: Path) -> dict:
 
 @pytest.mark.parametrize("app, figures", [
     ("postgresql", {"tps", "tps_16", "commit_p99"}),
-    ("mysql", {"tps", "commit_p99"}),
+    ("mysql", {"tps", "tps_new", "commit_p99"}),
     ("redis", {"ops", "ops_50", "everysec_fsync_p99"}),
     ("etcd", {"wal_fsync_p99"}),
     ("kafka", {"write_mbps", "flush_mbps"}),
@@ -184,12 +184,19 @@ def _missing(*commands: str) -> str | None:
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="throttled volumes need root")
-@pytest.mark.parametrize("app, real_metric", [("postgresql", "tps"), ("mysql", "tps"),
-                                              ("redis", "ops")])
-def test_the_real_application_agrees_on_a_300_iops_volume(app, real_metric, store_path):
+@pytest.mark.parametrize("app, real_metric, estimated_as, log_written", [
+    ("postgresql", "tps", "tps", False),
+    ("mysql", "tps", "tps_new", False),  # a new database, as mariadb-install-db leaves it
+    ("mysql", "tps", "tps", True),  # its redo log written through, as a server's that ran
+    ("redis", "ops", "ops", False)])
+def test_the_real_application_agrees_on_a_300_iops_volume(app, real_metric, estimated_as,
+                                                          log_written, store_path):
     """The real application and the profile, each on a fresh volume capped at 300 IOPS
     (its image in RAM: only the cap decides), for a few seconds each: the estimate is
-    within 30% of what the application did."""
+    within 30% of what the application did. MariaDB twice: on a new database (its redo
+    log preallocated: a commit entering a block never written also waits for the file
+    system's journal) and with its log written through (bench/apps.py --log-written):
+    the new database's estimate 0.86x, the other's 1.02x by bench/apps.py."""
     import sys
 
     sys.path.insert(0, str(ROOT))
@@ -204,11 +211,12 @@ def test_the_real_application_agrees_on_a_300_iops_volume(app, real_metric, stor
     with Throttled(300, 300, backing_dir="/dev/shm") as t:
         (t.mnt / "real").mkdir()
         harness.traversable(t.mnt / "real")
-        real = harness.REAL[app](t.mnt / "real", t.wrap, 5, many=False)[real_metric]
+        how = {"log_written": True} if log_written else {}
+        real = harness.REAL[app](t.mnt / "real", t.wrap, 5, many=False, **how)[real_metric]
     with Throttled(300, 300, backing_dir="/dev/shm") as t:
         proc = run_cli_wrapped(t.wrap, "run", str(t.mnt), "--suite", app, "--runtime", "5",
                                db=store_path)
         assert proc.returncode in (0, 3), proc.stderr
     estimate = {e["metric"]: e for e in shown(store_path)["data"]["app"]["estimates"]}
-    ratio = estimate[real_metric]["value"] / real
-    assert 0.7 <= ratio <= 1.3, (app, real, estimate[real_metric])
+    ratio = estimate[estimated_as]["value"] / real
+    assert 0.7 <= ratio <= 1.3, (app, real, estimate[estimated_as])
