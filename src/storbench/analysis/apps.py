@@ -246,10 +246,11 @@ def mysql(results: dict[str, list[TestResult]]) -> Answer | None:
                f" (commit p99 {format_latency(p99)},"
                f" {_bound(lat, commits, cpu, 'redo log fsync')}); {oltp(p99)}")
     notes = [f"a new database: ~{new[0]:,.0f} transactions/s until its redo log has been"
-             " written through once (innodb_log_file_size, 96 MiB by default): it is"
-             " preallocated, and a commit whose redo enters a block never written waits for"
-             " the file system's journal too (ext4; sysbench's write-only transaction, ~1.5"
-             " KiB of redo: one commit in 2.7)"]
+             " written through once (innodb_log_file_size, 96 MiB by default), where the"
+             " file system preallocates it unwritten (ext4, measured; others not): a commit"
+             " whose redo enters a block never written waits for the file system's journal"
+             " too (sysbench's write-only transaction writes ~1.5 KiB of redo: one commit in"
+             " 2.7)"]
     return Answer("mysql", "MariaDB 10.11 (InnoDB)", figures, verdict, True,
                   notes + _alone(lat, commits, cpu, "transactions/s"))
 
