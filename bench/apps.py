@@ -241,8 +241,8 @@ def mysql(where: Path, wrap: Wrap, seconds: int, many: bool = True,
 
 def write_through(log: Path) -> None:
     """MariaDB's redo log as a server that has run a while has it: written through once.
-    mariadb-install-db preallocates it (fallocate: on ext4 and XFS unwritten extents,
-    read as zeros), and until a write has reached each 4 KiB block of it, a commit whose
+    mariadb-install-db preallocates it (fallocate: on ext4 unwritten extents, read as
+    zeros), and until a write has reached each 4 KiB block of it, a commit whose
     redo enters a new block makes the file system convert that extent, a journal commit
     that the commit's fdatasync waits for (docs/apps.md). Each block is read and written
     back as it reads, zeros where never written: the bytes MariaDB sees do not change."""
