@@ -353,6 +353,11 @@ def main() -> None:
     rows = []
     kept: dict[str, dict[str, list[float]]] = {}
     made: dict[str, dict[str, object]] = {}  # series -> when, how long, how busy
+    if args.keep and (args.keep / "runs.db.gz").exists() and not (args.keep / "runs.db").exists():
+        # (tests/data/apps holds it gzipped: the runs kept would go to a new runs.db
+        # beside it, and real.json would name series it does not hold)
+        sys.exit(f"{args.keep} holds runs.db.gz and no runs.db: unpack it first (gunzip -k"
+                 f" {args.keep / 'runs.db.gz'}), so that the runs kept add to it")
     if args.keep and (args.keep / "real.json").exists():  # add to what it holds
         held = json.loads((args.keep / "real.json").read_text())
         kept, made = held["series"], held["made"]
