@@ -347,7 +347,8 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep the profiles' runs (DIR/runs.db, series apps-SHAPE-APP, the"
-                         " shape tmpfs-busy1 with --busy 1) and the real figures"
+                         " shape tmpfs-busy1 with --busy 1, cap300-logwritten with"
+                         " --log-written) and the real figures"
                          " (DIR/real.json), for tests/data/apps; added to what DIR holds")
     args = ap.parse_args()
     rows = []

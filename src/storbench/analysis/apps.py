@@ -66,7 +66,8 @@ PER_PASS = GROUP["redis"] // 2
 # transaction writes ~1,536 bytes of redo (p50, strace): one commit in 2.7 enters a new
 # 4 KiB block. Counted on 3 ms of network latency (bpftrace): 164 journal commits for 480
 # transactions' fdatasyncs, those commits' fdatasync 29 ms against 14.7 (docs/apps.md)
-NEW_REDO = 1536 / 4096  # journal commits per commit while the log is new
+REDO_BYTES, BLOCK_BYTES = 1536, 4096  # redo a transaction writes; the file system's block
+NEW_REDO = REDO_BYTES / BLOCK_BYTES  # journal commits per commit while the log is new
 
 
 @dataclass(frozen=True)
@@ -249,8 +250,8 @@ def mysql(results: dict[str, list[TestResult]]) -> Answer | None:
              " written through once (innodb_log_file_size, 96 MiB by default), where the"
              " file system preallocates it unwritten (ext4, measured; others not): a commit"
              " whose redo enters a block never written waits for the file system's journal"
-             " too (sysbench's write-only transaction writes ~1.5 KiB of redo: one commit in"
-             " 2.7)"]
+             f" too (sysbench's write-only transaction writes ~{REDO_BYTES:,} bytes of redo:"
+             f" one commit in {1 / NEW_REDO:.1f})"]
     return Answer("mysql", "MariaDB 10.11 (InnoDB)", figures, verdict, True,
                   notes + _alone(lat, commits, cpu, "transactions/s"))
 
