@@ -124,16 +124,17 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
             ) -> list[tuple[str, dict[str, Any], bool]]:
     """--no-change: the answer kept for this question (cli/trend.no_change keeps it), or
     found now: nothing of the history's analysis is loaded to read a kept one."""
-    from storbench.store.changes import ChangeCache, no_change_key
+    from storbench.store.changes import ChangeCache, latest_runs, no_change_key
 
     name = series or series_of(store, r.id)
     if name is None:
         raise ConfigError(f"run #{r.id} is in no series: --no-change needs its history"
                           " (`storbench series NAME RUN...` puts it in one)")
-    key = no_change_key(store, name, r.id, limit)
+    runs = latest_runs(store, name, r.id)
+    key = no_change_key(store, name, r.id, limit, runs)
     known = ChangeCache().get(key)
     if isinstance(known, list):
         return [(str(n), dict(c), bool(b)) for n, c, b in known]
     from storbench.cli.trend import no_change
 
-    return no_change(store, r, name, limit, key)
+    return no_change(store, r, name, limit, key, runs)

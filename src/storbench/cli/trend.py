@@ -26,8 +26,9 @@ from storbench.cli.kept import kept, read_kept
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.store import Store
-from storbench.store.changes import ChangeCache, no_change_key, series_runs
+from storbench.store.changes import ChangeCache, latest_runs, no_change_key, series_runs
 from storbench.store.series import (
+    series_exists,
     series_last,
     series_left_out,
     series_list,
@@ -40,9 +41,9 @@ from storbench.store.series import (
 
 def resolve_series(store: Store, ref: str) -> str:
     """A series from what a user typed: its name, or its number in `storbench history`."""
-    names = [row[0] for row in series_list(store)]
-    if ref in names:
+    if series_exists(store, ref):
         return ref
+    names = [row[0] for row in series_list(store)]
     if ref.isascii() and ref.isdigit() and 1 <= int(ref) <= len(names):
         return names[int(ref) - 1]
     left = series_left_out(store, ref)
@@ -54,15 +55,17 @@ def resolve_series(store: Store, ref: str) -> str:
 
 
 def histories(store: Store, series: str, *, up_to: int | None = None,
-              min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
+              min_change: float = hist.MIN_CHANGE, runs: str | None = None
+              ) -> list[hist.History]:
     """Every headline figure of a series (its runs up to run ``up_to``), with its changes
     and the runs whose workload changed. A whole series' answer is kept (store/changes.py)
-    under a digest of its runs and ``min_change``: asked again, or after the run that
-    kept it (refresh), it is read, not found again from 100,000 runs' figures."""
+    under a digest of its runs (``runs``, when the caller has it) and ``min_change``:
+    asked again, or after the run that kept it (refresh), it is read, not found again
+    from 100,000 runs' figures."""
     if up_to is not None:
         return _histories(store, series, up_to=up_to, min_change=min_change)
     return kept(store, ["history", min_change], series,
-                lambda: _histories(store, series, min_change=min_change))
+                lambda: _histories(store, series, min_change=min_change), runs)
 
 
 def _histories(store: Store, series: str, *, up_to: int | None = None,
@@ -317,16 +320,19 @@ def series_(store: Store, name: str, run_refs: tuple[str, ...]) -> None:
 Shift = tuple[str, dict[str, Any], bool]  # (figure, the change, failed)
 
 
-def no_change(store: Store, r: Run, name: str, limit: float, key: str | None = None
-              ) -> list[Shift]:
+def no_change(store: Store, r: Run, name: str, limit: float, key: str | None = None,
+              runs: str | None = None) -> list[Shift]:
     """--no-change: per headline figure of series ``name`` (its runs up to run ``r``),
     the change that began the stretch the run is in: (figure, the change, failed); kept
     (store/changes.py) under a digest of what it depends on (no_change_key), so that it
     is read (cli/checking.py), not found again, when asked again or right after the run
-    that kept it (keep_answer); ``key``: its key, when the caller has it already."""
-    out = _found(store, r, name, limit)
-    ChangeCache().put(key or no_change_key(store, name, r.id, limit),
-                      [[n, c, b] for n, c, b in out])
+    that kept it (keep_answer); ``key`` and ``runs`` (latest_runs): its key and the
+    digest of the series' runs, when the caller has them already."""
+    if key is None:
+        runs = latest_runs(store, name, r.id)
+        key = no_change_key(store, name, r.id, limit, runs)
+    out = _found(store, r, name, limit, runs)
+    ChangeCache().put(key, [[n, c, b] for n, c, b in out])
     return out
 
 
@@ -341,11 +347,14 @@ def keep_answer(store: Store, name: str, run_id: int) -> None:
         histories(store, name)
 
 
-def _found(store: Store, r: Run, name: str, limit: float) -> list[Shift]:
+def _found(store: Store, r: Run, name: str, limit: float, runs: str | None
+           ) -> list[Shift]:
+    """no_change's answer, found; ``runs``: latest_runs's (None: ``r`` is not the
+    series' latest run)."""
     from storbench.render.history import change_text, shift_words, step_text
 
     # the newest run's: the whole series' answer, kept for `history` too (refresh)
-    found = (histories(store, name) if series_last(store, name) == r.id else
+    found = (histories(store, name, runs=runs) if runs is not None else
              histories(store, name, up_to=r.id))
     out: list[Shift] = []
     for h in found:

@@ -118,7 +118,18 @@ def question_key(question: list[Any], name: str) -> str:
     return "q" + hashlib.sha256(json.dumps([*question, name]).encode()).hexdigest()[:24]
 
 
-def no_change_key(store: Store, name: str, run_id: int, limit: float) -> str:
+def latest_runs(store: Store, name: str, run_id: int) -> str | None:
+    """series_runs of series ``name`` when run ``run_id`` is its latest (its runs up to it
+    are all of them): the digest its whole history is kept under too, read once for both
+    (`check --no-change` after a run); None for an older run."""
+    from storbench.store.series import series_last
+
+    return series_runs(store, name) if series_last(store, name) == run_id else None
+
+
+def no_change_key(store: Store, name: str, run_id: int, limit: float,
+                  runs: str | None = None) -> str:
     """The key of `check --no-change`'s answer for run ``run_id`` of series ``name``:
-    the series' completed runs up to the run, and the limit (answer_key)."""
-    return answer_key(store, ["check --no-change", limit], name, run_id)
+    the series' completed runs up to the run (``runs``: their digest, latest_runs's for
+    the series' latest run), and the limit (answer_key)."""
+    return answer_key(store, ["check --no-change", limit], name, run_id, runs)

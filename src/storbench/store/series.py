@@ -67,6 +67,15 @@ def series_list(store: Store) -> list[tuple[str, int, str, str]]:
         " WHERE r.status = 'completed' GROUP BY s.name ORDER BY min(r.id), s.name", ())]
 
 
+def series_exists(store: Store, name: str) -> bool:
+    """Whether ``name`` is a series with a completed run: found from its own runs (the
+    series' index), not from every series' list (50 ms at 100,000 runs)."""
+    return store.db.execute(
+        "SELECT 1 FROM run_series s WHERE s.name = ? AND EXISTS (SELECT 1 FROM runs r"
+        " WHERE r.id = s.run_id AND r.status = 'completed') LIMIT 1", (name,)
+    ).fetchone() is not None
+
+
 def series_of(store: Store, run_id: int) -> str | None:
     row = store.db.execute("SELECT name FROM run_series WHERE run_id = ?",
                            (run_id,)).fetchone()
