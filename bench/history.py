@@ -23,7 +23,10 @@ reads past them). Building 100,000 runs takes ~5 min: --store PATH keeps the sto
 the next time (the copy timed gets the new run).
 
     .venv/bin/python bench/history.py [--runs 10000] [--rounds 5] [--postgres URL]
-                                      [--store PATH]
+                                      [--store PATH] [--series K]
+
+With --series K the runs are spread over K series ('bench' every K-th run, the others
+in K - 1 more), as a team's store of many series is: `history` then lists K series.
 
 With --postgres URL the series is copied there (`storbench db copy`) and timed too.
 """
@@ -69,8 +72,10 @@ SETTINGS = {"suite": "imported", "size": None, "runtime_s": None, "threshold_ms"
             "rate_iops": None, "profile": None, "workload": "imported:randread"}
 
 
-def build(db: Path, n: int) -> None:
-    """The store with one series 'bench' of n runs, IOPS dropping at run 0.7 n."""
+def build(db: Path, n: int, series: int = 1) -> None:
+    """The store of n runs, IOPS dropping at run 0.7 n: in one series 'bench', or with
+    ``series`` > 1 each run i in series 'bench' when i is a multiple of it, else in
+    'other-(i mod series)' (a team's store: nightly runs of many series, interleaved)."""
     from storbench.result.fio_json import parse_fio_json
     from storbench.result.record import Invocation
     from storbench.store import Store
@@ -88,7 +93,8 @@ def build(db: Path, n: int) -> None:
         run_id = store.begin_run(uid=f"bench-{i}", suite="imported", target="recorded",
                                  environment=ENVIRONMENT, settings=SETTINGS,
                                  storbench_version="bench",
-                                 fio_version=None, origin="imported", series="bench")
+                                 fio_version=None, origin="imported",
+                                 series="bench" if i % series == 0 else f"other-{i % series}")
         store.add_invocation(run_id, Invocation(0, "", raw, 0, "", 1.0), list(enumerate(results)))
         store.finish_run(run_id, "completed", verdicts=[])
         if (i + 1) % 1000 == 0:
@@ -131,7 +137,10 @@ def measure(db: str, rounds: int, drop_run: int) -> bool:
                     key = name if name.endswith("(reference)") else f"{name} ({state})"
                     times.setdefault(key, []).append(timed(argv, db, cache))
         # a new run, as users add one: `storbench import` keeps its series' answers as
-        # it ends (cli/trend.refresh); the questions after it are the ones that count
+        # it ends (cli/trend.refresh); the questions after it are the ones that count.
+        # Every series' answers are kept first, as each series' own runs kept them (the
+        # rounds' last cold question emptied the cache of all but 'bench')
+        timed(["history"], db, cache)
         started = time.perf_counter()
         imported = subprocess.run([*STORBENCH, "import", str(RECORDED), "--series", "bench"],
                                   env={"STORBENCH_DB": db, "PATH": "/usr/bin:/bin",
@@ -193,6 +202,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--postgres", metavar="URL", help="also time a PostgreSQL store")
+    ap.add_argument("--series", type=int, default=1, metavar="K",
+                    help="spread the runs over K series, 'bench' holding every K-th run"
+                         " (default: one series of them all)")
     ap.add_argument("--store", metavar="PATH", type=Path,
                     help="build the store here and keep it (a copy of it is timed); one"
                          " already there of --runs runs is used again")
@@ -202,14 +214,24 @@ def main() -> None:
         drop = int(0.7 * args.runs)
         if args.store is not None and args.store.exists():
             print(f"using {args.store}", file=sys.stderr)
+            import sqlite3
+
+            kept = sqlite3.connect(args.store)
+            (runs,), (series,) = (kept.execute(q).fetchone() for q in (
+                "SELECT count(*) FROM runs", "SELECT count(DISTINCT name) FROM run_series"))
+            kept.close()
+            if (runs, series) != (args.runs, args.series):
+                sys.exit(f"{args.store} holds {runs:,} runs in {series} series, not"
+                         f" {args.runs:,} in {args.series}: another --store PATH")
         else:
-            print(f"storing {args.runs:,} runs in one series", file=sys.stderr)
-            build(args.store or db, args.runs)
+            print(f"storing {args.runs:,} runs in {args.series} series", file=sys.stderr)
+            build(args.store or db, args.runs, args.series)
         if args.store is not None:
             import shutil
 
             shutil.copyfile(args.store, db)  # the timed one gets a new run: the kept does not
-        drop_run = drop + 1  # ids start at 1
+        # ids start at 1; 'bench' holds runs i = 0, K, 2K, ...: its first at or past the drop
+        drop_run = -(-drop // args.series) * args.series + 1
         if args.postgres:  # copied before SQLite's timing adds its new run to it
             print(f"copying the {args.runs:,} runs to PostgreSQL", file=sys.stderr)
             subprocess.run([*STORBENCH, "db", "copy", str(db), args.postgres], check=True,

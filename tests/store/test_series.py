@@ -178,24 +178,48 @@ def test_a_run_named_twice_joins_a_series_once(any_store, fio_json_text):
     assert series_runs(any_store, "s") == [run]
 
 
-def test_a_series_digest_reads_no_runs_row(store_path):
-    """The digest of a series' runs (each one's id and uid) comes from the runs_digest
-    index alone: reading 100,000 runs' rows (each with its environment) for their uid
-    took 0.1 s of every `history` answer. SQLite's plan for the digest's query says so."""
+def _plans(store, query_of):
+    """SQLite's plan of each query of a series ``query_of()`` makes: {query: plan}."""
     import sqlite3
 
-    from storbench.store.changes import series_runs as digest
-
     seen: list[str] = []
+    db = store.db
+    assert isinstance(db, sqlite3.Connection)
+    db.set_trace_callback(seen.append)
+    try:
+        query_of()
+    finally:
+        db.set_trace_callback(None)
+    return {q: " ".join(str(r[3]) for r in db.execute(f"EXPLAIN QUERY PLAN {q}"))
+            for q in seen if "run_series s" in q}
+
+
+def test_a_series_is_read_from_the_index_its_size_wants(store_path, fio_json_text):
+    """A series that is most of the store is read from the runs_digest index (its
+    digest reads no runs row: 100,000 runs' rows, each with its environment, took 0.1 s
+    of every `history` answer); one that is a small part of it from its own rows of
+    run_series (a series of 2,000 runs among 100,000 read the store's index whole: 44 ms
+    of each, 2 s of `history` over 50 series). Both give the same runs in the same order
+    as the series were filled."""
+    from storbench.store.changes import series_runs as digest
+    from storbench.store.series import series_last, series_sections
+
     store = Store(store_path)
     try:
-        db = store.db
-        assert isinstance(db, sqlite3.Connection)
-        db.set_trace_callback(seen.append)
-        digest(store, "s")
-        db.set_trace_callback(None)
-        (query,) = [q for q in seen if "group_concat" in q]
-        plan = " ".join(str(r[3]) for r in db.execute(f"EXPLAIN QUERY PLAN {query}"))
+        ids = [add_run(store, fio_json_text, label=str(i)) for i in range(8)]
+        small, big = ids[2:4], [*ids[:2], *ids[4:]]  # 2 of 8 runs (a third or less), 6
+        set_series(store, small, "small")
+        set_series(store, big, "big")
+        paths = hist.figure_paths([metric("read.iops")])
+        for name, runs, index in (("big", big, "COVERING INDEX runs_digest"),
+                                  ("small", small, "COVERING INDEX run_series_name")):
+            plans = _plans(store, lambda n=name: (
+                digest(store, n), series_values(store, n, paths), series_runs(store, n),
+                series_last(store, n), series_sections(store, n, ["postgresql"])))
+            assert len(plans) == 5 and all(p.startswith(f"SEARCH {'r' if name == 'big' else 's'}"
+                                                        f" USING {index}")
+                                           for p in plans.values()), plans
+            assert series_runs(store, name) == runs and series_last(store, name) == runs[-1]
+            assert [r[0] for r in series_values(store, name, paths)] == runs
     finally:
         store.close()
-    assert "COVERING INDEX runs_digest" in plan, plan

@@ -29,6 +29,7 @@ from storbench.store import Store
 from storbench.store.changes import ChangeCache, latest_runs, no_change_key, series_runs
 from storbench.store.series import (
     series_exists,
+    series_from,
     series_last,
     series_left_out,
     series_list,
@@ -72,7 +73,7 @@ def _histories(store: Store, series: str, *, up_to: int | None = None,
                min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
     """histories, found from the series' figures."""
     first = store.db.execute(
-        "SELECT r.suite FROM run_series s JOIN runs r ON r.id = s.run_id WHERE s.name = ?"
+        f"SELECT r.suite FROM {series_from(store, series)} WHERE s.name = ?"
         " AND r.status = 'completed' ORDER BY r.created_at, r.id LIMIT 1", (series,)).fetchone()
     suite = first[0] if first else None
     metrics = hist.candidates(suite)

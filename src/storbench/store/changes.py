@@ -91,8 +91,10 @@ def series_runs(store: Store, name: str, up_to: int | None = None) -> str:
             "group_concat(r.id || '@' || r.uid, ',')")
     upto = (" AND (r.created_at, r.id) <= (SELECT created_at, id FROM runs WHERE id = ?)"
             if up_to is not None else "")
+    from storbench.store.series import series_from
+
     (ids,) = store.db.execute(
-        f"SELECT {runs} FROM run_series s JOIN runs r ON r.id = s.run_id"
+        f"SELECT {runs} FROM {series_from(store, name)}"
         f" WHERE s.name = ? AND r.status = 'completed'{upto}",
         (name, up_to) if up_to is not None else (name,)).fetchone()
     return hashlib.sha256((ids or "").encode()).hexdigest()
