@@ -238,6 +238,9 @@ def result_figures(dialect: Dialect) -> str:
 # the series' runs' digest from an index (schema.INDEXES["runs_digest"], as it shipped)
 RUNS_DIGEST = "CREATE INDEX runs_digest ON runs(status, created_at, id, uid);\n"
 
+# a small series' runs looked up by id without their rows (schema.INDEXES["runs_of_id"])
+RUNS_OF_ID = "CREATE INDEX runs_of_id ON runs(id, status, created_at, uid, suite);\n"
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -253,6 +256,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0011_same_indexes", SAME_INDEXES),
     ("0012_result_figures", result_figures("sqlite")),
     ("0013_runs_digest", RUNS_DIGEST),
+    ("0014_runs_of_id", RUNS_OF_ID),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run
 MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS schema_migrations"

@@ -27,6 +27,7 @@ from storbench.store.migrations import (
     RELABEL_POSTGRES,
     RUN_LOCKS,
     RUNS_DIGEST,
+    RUNS_OF_ID,
     SAME_INDEXES,
     SERIES_POSTGRES,
     WORKLOADS_POSTGRES,
@@ -288,4 +289,5 @@ SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS,
                            "0010_workloads": WORKLOADS_POSTGRES,
                            "0011_same_indexes": SAME_INDEXES,
                            "0012_result_figures": result_figures("postgresql"),
-                           "0013_runs_digest": RUNS_DIGEST}
+                           "0013_runs_digest": RUNS_DIGEST,
+                           "0014_runs_of_id": RUNS_OF_ID}

@@ -90,7 +90,9 @@ def series_from(store: Store, name: str) -> str:
     run of the series), a series of 2,000 runs among 100,000 answers in a third of the
     time (`history` over 50 such series: 44 ms a series, most of 3 s). So a series of
     less than a third of the store's runs is read from its own rows (SQLite's CROSS
-    JOIN keeps the order of the tables as written); PostgreSQL's planner picks for
+    JOIN keeps the order of the tables as written), its runs from the runs_of_id index
+    (their rows, each with its environment, are most of the store's pages: read from
+    the disk, they took longer than the whole index); PostgreSQL's planner picks for
     itself. Either way the same rows: only their order before a sort, and so
     series_runs' digest, depends on it (an answer found again once, not a wrong one)."""
     if not store.postgres:
@@ -99,7 +101,7 @@ def series_from(store: Store, name: str) -> str:
         (n,) = store.db.execute("SELECT count(*) FROM (SELECT 1 FROM run_series"
                                 " WHERE name = ? LIMIT ?)", (name, third + 1)).fetchone()
         if n <= third:
-            return "run_series s CROSS JOIN runs r ON r.id = s.run_id"
+            return "run_series s CROSS JOIN runs r INDEXED BY runs_of_id ON r.id = s.run_id"
     return "run_series s JOIN runs r ON r.id = s.run_id"
 
 
