@@ -194,19 +194,22 @@ def _plans(store, query_of):
             for q in seen if "run_series s" in q}
 
 
-def test_a_series_is_read_from_the_index_its_size_wants(store_path, fio_json_text):
+def test_a_series_is_read_from_the_index_its_size_wants(store_path):
     """A series that is most of the store is read from the runs_digest index (its
     digest reads no runs row: 100,000 runs' rows, each with its environment, took 0.1 s
     of every `history` answer); one that is a small part of it from its own rows of
     run_series (a series of 2,000 runs among 100,000 read the store's index whole: 44 ms
     of each, 2 s of `history` over 50 series). Both give the same runs in the same order
     as the series were filled."""
+    from pathlib import Path
+
     from storbench.store.changes import series_runs as digest
     from storbench.store.series import series_last, series_sections
 
+    recorded = (Path(__file__).parent.parent / "data" / "fio" / "randread.json").read_text()
     store = Store(store_path)
     try:
-        ids = [add_run(store, fio_json_text, label=str(i)) for i in range(8)]
+        ids = [add_run(store, recorded, label=str(i)) for i in range(8)]
         small, big = ids[2:4], [*ids[:2], *ids[4:]]  # 2 of 8 runs (a third or less), 6
         set_series(store, small, "small")
         set_series(store, big, "big")
