@@ -114,7 +114,8 @@ def series_runs(store: Store, name: str) -> list[int]:
 
 def series_last(store: Store, name: str) -> int | None:
     """The latest completed run of a series, None when it has none (or is no series):
-    one row read, not the series' runs."""
+    of a series that is most of the store one row read, not its runs; of a small one
+    its runs' ids and starts, from the runs_of_id index (series_from)."""
     row = store.db.execute(
         f"SELECT r.id FROM {series_from(store, name)}"
         " WHERE s.name = ? AND r.status = 'completed' ORDER BY r.created_at DESC, r.id DESC"
