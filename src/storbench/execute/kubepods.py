@@ -88,7 +88,7 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
                           " give it longer with --timeout")
                 # its claim is bound: the scheduler's words of the claim are over
                 raise KubeError(f"pod {namespace}/{name} not running after {waited:.0f} s:"
-                                f" {pod_summary(pod)}"
+                                f" {pod_summary(pod, claims_over=True)}"
                                 + events(kube, namespace, "Pod", name, claims_over=True)
                                 + ". Check the node selector and the nodes' free resources"
                                   " (--requests), or give it longer with --timeout")
@@ -187,10 +187,19 @@ def pod_problem(pod: Any) -> str:
     return ""
 
 
-def pod_summary(pod: Any) -> str:
+def pod_summary(pod: Any, claims_over: bool = False) -> str:
+    """The pod's phase, its conditions not met and its containers waiting; with
+    ``claims_over`` (its claims are bound) a condition in the scheduler's words of
+    claims is not quoted (a bound claim is not "unbound") but said to be the
+    scheduler's last word: it has not tried to place the pod since (beside two other
+    lanes of tests here, not within 60 s of the claim binding)."""
     parts = [f"phase {pod.status.phase}"]
     for c in pod.status.conditions or []:
         if c.status != "True" and c.message:
+            if claims_over and of_claims(c.message):
+                parts.append(f"{c.type}: {c.reason}: the scheduler's last words were of its"
+                             " claim, bound since: it has not tried to place it again yet")
+                continue
             parts.append(f"{c.type}: {c.reason}: {c.message}")
     for cs in pod.status.container_statuses or []:
         if cs.state.waiting is not None:

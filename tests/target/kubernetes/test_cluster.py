@@ -166,12 +166,13 @@ def test_a_pod_nowhere_to_run_is_said_while_waiting(kube, namespace, k8s_env, st
     its events said only the first reason) and in the error at the time limit; the
     scheduler's words from before the claim was bound ("unbound immediate
     PersistentVolumeClaims") are over once it is: said neither after it nor in the error."""
-    # 60 s: beside other lanes of tests a claim was once not bound within 12 s, and once
-    # the scheduler still spoke of the unbound claim at 30 s (every write to the API slow)
+    # 120 s: beside other lanes of tests a claim was once not bound within 12 s, and the
+    # scheduler still spoke of the unbound claim at 30 s, and once at 60 s (every write
+    # to the API slow: it had not tried to place the pod again since the claim bound)
     proc = run_cli("run", "--storage-class", "local-hostpath-immediate", "--requests",
-                   "cpu=64", *SHORT, "--timeout", "60", "-n", namespace, db=store_path,
+                   "cpu=64", *SHORT, "--timeout", "120", "-n", namespace, db=store_path,
                    env=k8s_env)
-    assert_one_line_error(proc, 1, "not running after 6", "Insufficient cpu")
+    assert_one_line_error(proc, 1, "not running after 12", "Insufficient cpu")
     error = next(ln for ln in proc.stderr.splitlines() if ln.startswith("storbench: error:"))
     assert "Events of the Pod" not in error or "unbound" not in error.split("Events of")[1]
     lines = proc.stderr.splitlines()
