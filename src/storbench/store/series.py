@@ -89,7 +89,9 @@ def series_from(store: Store, name: str) -> str:
     size; read from the series' own rows instead, each run looked up by id (~0.7 µs a
     run of the series), a series of 2,000 runs among 100,000 answers in a third of the
     time (`history` over 50 such series: 44 ms a series, most of 3 s). So a series of
-    less than a third of the store's runs is read from its own rows (SQLite's CROSS
+    a third of the store's runs or less (the store's size read as its highest run id:
+    one row, not a count; runs removed since only favour this plan) is read from its
+    own rows (SQLite's CROSS
     JOIN keeps the order of the tables as written), its runs from the runs_of_id index
     (their rows, each with its environment, are most of the store's pages: read from
     the disk, they took longer than the whole index); PostgreSQL's planner picks for
