@@ -39,15 +39,58 @@ IMAGE_HINT = (". The runner image is fio and a POSIX sh: build it and push it wh
 QUICK_READ_S, QUICK_FOR_S, SLOW_READ_S = 0.25, 10.0, 1.0  # how often wait_running reads
 
 
+def wait_bound(kube: Kube, namespace: str, claims: list[str], guard: SignalGuard,
+               note: Callable[[str], None], deadline: float) -> float:
+    """Wait until every claim is bound (before their pods are made: an Immediate class
+    binds without them, and a pod made after its claim bound is placed at the
+    scheduler's first try, which otherwise finds it unbound and tries again only after a
+    back-off: beside other lanes of tests here, not within 60 s). Their warnings are
+    said as they come; KubeError at the deadline, quoting the claim's events. Returns
+    when the wait began (wait_running counts from it)."""
+    start = time.monotonic()
+    note("waiting for the volume to bind (0 s)")
+    warned = Warned(kube, namespace, note)
+    while True:
+        unbound = []
+        for claim in dict.fromkeys(claims):
+            pvc = kube.read("PersistentVolumeClaim", claim, namespace)
+            if pvc is None:
+                raise KubeError(f"PVC {claim} in namespace {namespace} was deleted by someone"
+                                " else while starting")
+            if pvc.status.phase != "Bound":
+                unbound.append(pvc)
+        if not unbound:
+            return start
+        for pvc in unbound:
+            warned.look_claim(pvc.metadata.name, deadline - time.monotonic())
+        if time.monotonic() > deadline:
+            raise not_bound(kube, namespace, unbound[0], time.monotonic() - start)
+        guard.sleep(QUICK_READ_S if time.monotonic() - start < QUICK_FOR_S else SLOW_READ_S)
+
+
+def not_bound(kube: Kube, namespace: str, pvc: Any, waited: float, pod: str = "") -> KubeError:
+    """The error of a claim not bound at the time limit, with its events (and its pod's)."""
+    claim = pvc.metadata.name
+    return KubeError(f"PersistentVolumeClaim {namespace}/{claim} (StorageClass"
+                     f" {pvc.spec.storage_class_name}) not bound after {waited:.0f} s;"
+                     f" phase {pvc.status.phase}"
+                     + events(kube, namespace, "PersistentVolumeClaim", claim)
+                     + (events(kube, namespace, "Pod", pod) if pod else "")
+                     + ". Check that the class's provisioner runs and has capacity, or"
+                       " give it longer with --timeout")
+
+
 def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard: SignalGuard,
-                 note: Callable[[str], None], deadline: float) -> list[Any]:
+                 note: Callable[[str], None], deadline: float,
+                 since: float | None = None) -> list[Any]:
     """The pods ((pod, claim) names; claim "": none) once every container runs, in order.
 
     KubeError at once for a pod that cannot start (image, eviction, ...), and at the
-    deadline for a claim not bound or a pod not running, quoting their events.
+    deadline for a claim not bound or a pod not running, quoting their events. ``since``:
+    when the wait began (wait_bound's start, its claims bound), else now.
     """
-    start = time.monotonic()
-    said: set[str] = set()
+    start = time.monotonic() if since is None else since
+    said: set[str] = set() if since is None else {"waiting for the volume to bind"}
     warned = Warned(kube, namespace, note)
     while True:
         ready = []
@@ -78,14 +121,7 @@ def wait_running(kube: Kube, namespace: str, pods: list[tuple[str, str]], guard:
             if time.monotonic() > deadline:
                 waited = time.monotonic() - start
                 if pvc is not None and not bound:
-                    raise KubeError(
-                        f"PersistentVolumeClaim {namespace}/{claim} (StorageClass"
-                        f" {pvc.spec.storage_class_name}) not bound after {waited:.0f} s;"
-                        f" phase {pvc.status.phase}"
-                        + events(kube, namespace, "PersistentVolumeClaim", claim)
-                        + events(kube, namespace, "Pod", name)
-                        + ". Check that the class's provisioner runs and has capacity, or"
-                          " give it longer with --timeout")
+                    raise not_bound(kube, namespace, pvc, waited, name)
                 # its claim is bound: the scheduler's words of the claim are over
                 raise KubeError(f"pod {namespace}/{name} not running after {waited:.0f} s:"
                                 f" {pod_summary(pod, claims_over=True)}"
@@ -137,6 +173,19 @@ class Warned:
         for kind, what, warning in found:
             self.note(f"{kind} {what}: {warning} (still waiting, as Kubernetes retries: up"
                       f" to {max(0.0, left_s):.0f} s more)")
+
+    def look_claim(self, claim: str, left_s: float) -> None:
+        """Say the claim's new warnings (a provisioner's refusal) while it is not bound and
+        has no pod yet (read every WARNINGS_EVERY_S, as look)."""
+        with self.lock:
+            now = time.monotonic()
+            if now - self.looked.setdefault(f"PVC {claim}", now) < WARNINGS_EVERY_S:
+                return
+            self.looked[f"PVC {claim}"] = now
+            found = self._new("PersistentVolumeClaim", claim)
+        for warning in found:
+            self.note(f"PersistentVolumeClaim {claim}: {warning} (still waiting, as Kubernetes"
+                      f" retries: up to {max(0.0, left_s):.0f} s more)")
 
     def _new(self, kind: str, name: str, bound: bool = False) -> list[str]:
         """The object's warnings not said before, now counted as said."""

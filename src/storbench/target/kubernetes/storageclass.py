@@ -35,7 +35,7 @@ from typing import Any
 from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.kubecleanup import Created
-from storbench.execute.kubepods import PodExecutor, wait_running
+from storbench.execute.kubepods import PodExecutor, wait_bound, wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
 from storbench.result.environment import Environment
@@ -213,8 +213,18 @@ class KubeTarget(ReachesOutside, OnStorage, Quiet):
                  f" {self.sc.volume_binding_mode}), namespace {kp.namespace}, {pods}PVC"
                  f" {kp.capacity}, time limit {kp.budget_s:.0f} s")
         self.started = time.monotonic()
+        ready_by = self.started + (kp.budget_s if self.o.timeout_s
+                                   else min(START_S, kp.budget_s))
+        # an Immediate class binds its claims without pods: their pods are made once they
+        # are bound, so that the scheduler's first try places them (wait_bound)
+        claims = [c for _, c in kp.pods if c]
+        first = bool(claims) and self.outside is None and self.sc.volume_binding_mode in (
+            None, "Immediate")
         owner: dict[str, Any] = {}
+        since = None
         for manifest in kp.manifests:
+            if manifest["kind"] == "Pod" and first and since is None:
+                since = wait_bound(kube, kp.namespace, claims, guard, note, ready_by)
             if manifest["kind"] == "Secret":  # goes with the ConfigMap, however that goes
                 manifest = {**manifest, "metadata": {**manifest["metadata"],
                                                      "ownerReferences": [owner]}}
@@ -222,9 +232,7 @@ class KubeTarget(ReachesOutside, OnStorage, Quiet):
             if manifest["kind"] == "ConfigMap":
                 owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": name_of(uid),
                          "uid": made.metadata.uid}
-        ready_by = self.started + (kp.budget_s if self.o.timeout_s
-                                   else min(START_S, kp.budget_s))
-        running = wait_running(kube, kp.namespace, kp.pods, guard, note, ready_by)
+        running = wait_running(kube, kp.namespace, kp.pods, guard, note, ready_by, since)
         # where fio's files are in the pods: their file system's facts are read there
         files = str(kp.scratch) if self.storage.in_files else ""
         self.environment = pod_facts(kube, kp.namespace, running, kp.pods[0][1], self.o,
