@@ -11,9 +11,11 @@ times, as a user runs them (the median of R rounds, each command once a round):
 
 beside the reference `storbench list --limit 1` (storbench's own start and one query)
 measured in the same rounds, and prints each as seconds and as a ratio to it: "cold"
-with an empty cache of change points (the first question after a new run), "warm" with
-the answer of the command before it kept, and once more after one run more is stored
-with `storbench import` (which keeps its series' answers as it ends, as `run` does).
+with an empty cache of change points and none kept in the store, "warm" with the answer
+of the command before it kept, and once more after one run more is stored with
+`storbench import` (which keeps its series' answers as it ends, as `run` does, in its
+cache and in the store): on the machine that stored it, and on another (its cache empty,
+the store's answers read).
 Goal: each history command within 1 s at 100,000 runs, cold as well as warm and after a
 new run (`check --no-change` within 0.5 s); the change found at run 0.7 N. First, in
 this process, E-Divisive means over the N points as storbench finds them
@@ -103,6 +105,20 @@ def build(db: Path, n: int, series: int = 1) -> None:
     store.close()
 
 
+# what each series' latest run kept as it ended (cli/trend.refresh), in the machine's
+# cache and in the store, for a store built without storbench's runs and imports
+KEEP_EVERY_SERIES = """
+import sys
+from storbench.cli.trend import refresh
+from storbench.store import Store
+from storbench.store.series import series_last, series_list
+store = Store(sys.argv[1])
+refresh(store, [store.get_run(series_last(store, name), with_results=False)
+                for name, *_ in series_list(store)])
+store.close()
+"""
+
+
 def timed(argv: list[str], db: str, cache: str) -> float:
     env = {"STORBENCH_DB": db, "PATH": "/usr/bin:/bin", "COLUMNS": "200",
            "XDG_CACHE_HOME": cache}
@@ -137,10 +153,13 @@ def measure(db: str, rounds: int, drop_run: int) -> bool:
                     key = name if name.endswith("(reference)") else f"{name} ({state})"
                     times.setdefault(key, []).append(timed(argv, db, cache))
         # a new run, as users add one: `storbench import` keeps its series' answers as
-        # it ends (cli/trend.refresh); the questions after it are the ones that count.
-        # Every series' answers are kept first, as each series' own runs kept them (the
-        # rounds' last cold question emptied the cache of all but 'bench')
-        timed(["history"], db, cache)
+        # it ends (cli/trend.refresh), here and in the store; the questions after it are
+        # the ones that count. Every series' answers are kept first, as each series' own
+        # latest run kept them (the rounds' last cold question emptied the cache of all
+        # but 'bench', and the store kept none yet)
+        subprocess.run([sys.executable, "-c", KEEP_EVERY_SERIES, db], check=True,
+                       env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin",
+                            "XDG_CACHE_HOME": cache})
         started = time.perf_counter()
         imported = subprocess.run([*STORBENCH, "import", str(RECORDED), "--series", "bench"],
                                   env={"STORBENCH_DB": db, "PATH": "/usr/bin:/bin",
@@ -153,6 +172,13 @@ def measure(db: str, rounds: int, drop_run: int) -> bool:
         for name, argv in commands.items():
             if not name.endswith("(reference)"):
                 times[f"{name} (after a new run)"] = [timed(argv, db, cache)]
+        # and on another machine reading the same store (a CI runner, a dashboard): its
+        # cache empty, each question in a new one; the store holds what the import kept
+        for name, argv in commands.items():
+            if not name.endswith("(reference)"):
+                with tempfile.TemporaryDirectory() as elsewhere:
+                    times[f"{name} (after a run, another machine)"] = [
+                        timed(argv, db, elsewhere)]
     ref = statistics.median(times["list --limit 1 (reference)"])
     ok = True
     for name, ts in times.items():

@@ -230,3 +230,85 @@ def test_a_series_is_read_from_the_index_its_size_wants(store_path):
             assert [r[0] for r in series_values(store, name, paths)] == runs
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_a_runs_answers_are_kept_in_the_store_for_every_machine(request, dialect, store_path,
+                                                                 tmp_path, monkeypatch):
+    """The run (or import) that adds a series' latest run keeps its answers (the series'
+    change points, the --no-change gate) in the store as well as in its own cache: another
+    machine reading the store (a CI runner of a team's PostgreSQL, its cache empty) reads
+    them rather than finding them again from every run's figures, keeps them in its
+    cache, and says what was kept (an answer changed in the store by hand shows).
+    Commands that only read write nothing to the store; a run more replaces the series'
+    answers there, one a question."""
+    from pathlib import Path
+
+    from storbench.cli import trend
+    from tests.conftest import run_cli
+
+    db = request.getfixturevalue("postgres_db") if dialect == "postgresql" else store_path
+    recorded = (Path(__file__).parent.parent / "data" / "fio" / "randread.json").read_text()
+    store = Store(db)
+
+    def kept_rows() -> list[tuple[str, str]]:
+        return sorted((r[0], r[1]) for r in store.db.execute(
+            "SELECT key, question FROM kept_answers", ()).fetchall())
+
+    def refreshed(machine: str) -> None:  # as the run that stored the latest run ends
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / machine))
+        trend.refresh(store, [store.get_run(trend.series_last(store, "s"),
+                                            with_results=False)])
+
+    def asked(machine: str, *args: str) -> str:
+        proc = run_cli(*args, "--json", db=db, env={"XDG_CACHE_HOME": str(tmp_path / machine)})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    try:
+        ids = [add_run(store, recorded, label=str(i)) for i in range(trend.REFRESH_RUNS)]
+        set_series(store, ids, "s")
+        refreshed("ran")
+        first = kept_rows()
+        assert len(first) == 2  # the series' change points and its latest run's gate
+        gate = asked("ran", "check", "s", "--no-change")
+        overview = json.loads(asked("ran", "history", "s"))
+        # another machine: its cache empty, the store's answers read and kept there
+        assert asked("ci", "check", "s", "--no-change") == gate
+        assert json.loads(asked("ci", "history", "s")) == overview
+        assert len(list((tmp_path / "ci" / "storbench" / "changes").iterdir())) == 2
+        # what it says is what the store kept: the first point changed there by hand
+        for key, _ in first:
+            (text,) = store.db.execute("SELECT answer FROM kept_answers WHERE key = ?",
+                                       (key,)).fetchone()
+            doc = json.loads(text)
+            if isinstance(doc, dict):  # the change points: each figure's first value
+                from storbench.cli.kept import packed, unpacked
+
+                for h in doc["histories"]:
+                    values = unpacked(h["values"])
+                    values[0] = 1.0
+                    h["values"] = packed(values, "d")
+            else:  # the gate: each figure's words
+                for _, said, _ in doc:
+                    said["said"] = "as kept in the store"
+            with store._tx() as tx:
+                tx.execute("UPDATE kept_answers SET answer = ? WHERE key = ?",
+                           (json.dumps(doc), key))
+        assert json.loads(asked("dashboard", "history", "s"))[0]["points"][0]["value"] == 1.0
+        assert "as kept in the store" in asked("dashboard", "check", "s", "--no-change")
+        # commands that only read keep answers in their own cache, never in the store
+        with store._tx() as tx:
+            tx.execute("DELETE FROM kept_answers", ())
+        asked("reader", "history", "s")
+        asked("reader", "check", "s", "--no-change")
+        assert kept_rows() == []
+        # a run more: its answers replace the series' ones, one a question
+        refreshed("ran")
+        set_series(store, [add_run(store, recorded, label="new")], "s")
+        refreshed("ran")
+        after = kept_rows()
+        assert len(after) == 2 and {q for _, q in after} == {q for _, q in first}
+        assert not {k for k, _ in after} & {k for k, _ in first}
+    finally:
+        store.close()

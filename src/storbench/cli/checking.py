@@ -132,7 +132,7 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
                           " (`storbench series NAME RUN...` puts it in one)")
     runs = latest_runs(store, name, r.id)
     key = no_change_key(store, name, r.id, limit, runs)
-    known = ChangeCache().get(key)
+    known = ChangeCache(store=store).get(key)
     if isinstance(known, list):
         return [(str(n), dict(c), bool(b)) for n, c, b in known]
     from storbench.cli.trend import no_change

@@ -17,7 +17,7 @@ def read_kept(store: Store, question: list[Any], series: str, runs: str | None =
               ) -> list[hist.History] | None:
     """The answer kept to ``question`` about ``series`` (``runs``: the digest of its runs,
     when the caller has it), or None."""
-    return _read(ChangeCache(), _key(store, question, series, runs))
+    return _read(ChangeCache(store=store), _key(store, question, series, runs))
 
 
 def _key(store: Store, question: list[Any], series: str, runs: str | None) -> str:
@@ -30,7 +30,7 @@ def kept(store: Store, question: list[Any], series: str,
     """The answer to ``question`` about ``series`` as kept under a digest of it and of
     the series' runs (store/changes.answer_key; ``runs``: their digest, when the caller
     has it); else ``find``'s, kept."""
-    cache = ChangeCache()
+    cache = ChangeCache(store=store)  # this machine's, else the store's (store/changes.py)
     key = _key(store, question, series, runs)
     found = _read(cache, key)
     if found is not None:

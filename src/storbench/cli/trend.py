@@ -26,7 +26,14 @@ from storbench.cli.kept import kept, read_kept
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.store import Store
-from storbench.store.changes import ChangeCache, latest_runs, no_change_key, series_runs
+from storbench.store.changes import (
+    ChangeCache,
+    latest_runs,
+    no_change_key,
+    question_key,
+    series_runs,
+    sharing,
+)
 from storbench.store.series import (
     series_exists,
     series_from,
@@ -167,7 +174,8 @@ def refresh(store: Store, runs: list[Run]) -> None:
             # which is kept for `history NAME` (and `history`) too
             latest = series_last(store, name)
             if latest is not None:
-                keep_answer(store, name, latest)
+                with sharing(store):  # for every machine that reads this store
+                    keep_answer(store, name, latest)
         except Exception as exc:  # the history is a cache here: it says why when asked
             err.print(f"storbench: the history of series {name!r} was not brought up to"
                       f" date ({type(exc).__name__}: {exc}); `storbench history` will"
@@ -338,7 +346,9 @@ def no_change(store: Store, r: Run, name: str, limit: float, key: str | None = N
         runs = latest_runs(store, name, r.id)
         key = no_change_key(store, name, r.id, limit, runs)
     out = _found(store, r, name, limit, runs)
-    ChangeCache().put(key, [[n, c, b] for n, c, b in out])
+    # (the store keeps one a series and limit: the latest run's, as refresh keeps it)
+    ChangeCache(store=store).put(key, [[n, c, b] for n, c, b in out],
+                                 question=question_key(["check --no-change", limit], name))
     return out
 
 

@@ -15,6 +15,9 @@ import hashlib
 import json
 import os
 import stat
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +33,14 @@ def cache_dir() -> Path:
 
 
 class ChangeCache:
-    def __init__(self, root: Path | None = None) -> None:
+    """Answers kept in this user's cache directory; with a ``store``, also those the
+    store keeps for every machine (a team's store: the run or import that added a
+    series' latest run kept its answers there, in a ``sharing`` block), read when this
+    machine has none (then kept here too)."""
+
+    def __init__(self, root: Path | None = None, store: Store | None = None) -> None:
         self.root = root or cache_dir()
+        self.store = store
 
     def _mine(self) -> bool:
         """The directory is this user's own and nobody else's to write (an answer planted
@@ -44,17 +53,32 @@ class ChangeCache:
                 and not st.st_mode & 0o077)
 
     def get(self, key: str) -> Any:
-        if not self._mine():
-            return None
+        if self._mine():
+            try:
+                return json.loads((self.root / key).read_text())
+            except (OSError, ValueError):
+                pass
+        text = shared_answer(self.store, key) if self.store is not None else None
         try:
-            return json.loads((self.root / key).read_text())
-        except (OSError, ValueError):
+            found = json.loads(text) if text is not None else None
+        except ValueError:
             return None
+        if found is not None:  # asked here again: read here
+            self._put_here(key, found, None)
+        return found
 
-    def put(self, key: str, value: Any, *, superseding: str | None = None) -> None:
+    def put(self, key: str, value: Any, *, superseding: str | None = None,
+            question: str | None = None) -> None:
         """Keep ``value`` under ``key``; with ``superseding``, the answers kept under keys
         that begin with it go (an earlier answer to the same question about a series
-        that has a run more: 6.5 MB at 100,000 runs, kept once, not once a run)."""
+        that has a run more: 6.5 MB at 100,000 runs, kept once, not once a run). In a
+        ``sharing`` block, kept in the store too, in place of the store's answer to the
+        same ``question`` (else ``superseding``): the store keeps one a question."""
+        self._put_here(key, value, superseding)
+        if self.store is not None and self.store in _SHARING:
+            share_answer(self.store, key, question or superseding or key, value)
+
+    def _put_here(self, key: str, value: Any, superseding: str | None) -> None:
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not self._mine():
@@ -135,3 +159,47 @@ def no_change_key(store: Store, name: str, run_id: int, limit: float,
     the series' completed runs up to the run (``runs``: their digest, latest_runs's for
     the series' latest run), and the limit (answer_key)."""
     return answer_key(store, ["check --no-change", limit], name, run_id, runs)
+
+
+_SHARING: weakref.WeakSet[Store] = weakref.WeakSet()  # stores in a `sharing` block
+
+
+@contextmanager
+def sharing(store: Store) -> Iterator[None]:
+    """Answers kept inside the block (by a ChangeCache of ``store``) are kept in the
+    store too, for every machine that reads it: the run or import that added a series'
+    run finds them as it ends (cli/trend.refresh); commands that only read never write
+    to the store."""
+    _SHARING.add(store)
+    try:
+        yield
+    finally:
+        _SHARING.discard(store)
+
+
+def shared_answer(store: Store, key: str) -> str | None:
+    """The answer the store keeps under ``key`` (JSON), or None: none, or a store that
+    cannot say (an older one, a server that refuses: the answer is found instead)."""
+    try:
+        row = store.db.execute("SELECT answer FROM kept_answers WHERE key = ?",
+                               (key,)).fetchone()
+    except store.errors:
+        return None
+    return str(row[0]) if row is not None else None
+
+
+def share_answer(store: Store, key: str, question: str, value: Any) -> None:
+    """Keep ``value`` in the store under ``key``, in place of its answers to
+    ``question`` (a failure changes nothing: the answer is only a cache)."""
+    from storbench.store.sqliteopen import now_iso
+
+    try:
+        with store._tx() as db:
+            db.execute("DELETE FROM kept_answers WHERE question = ?", (question,))
+            db.execute("INSERT INTO kept_answers (key, question, created_at, answer)"
+                       " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
+                       " question = excluded.question, created_at = excluded.created_at,"
+                       " answer = excluded.answer",
+                       (key, question, now_iso(), json.dumps(value)))
+    except store.errors:
+        return

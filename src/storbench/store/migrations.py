@@ -241,6 +241,11 @@ RUNS_DIGEST = "CREATE INDEX runs_digest ON runs(status, created_at, id, uid);\n"
 # a small series' runs looked up by id without their rows (schema.INDEXES["runs_of_id"])
 RUNS_OF_ID = "CREATE INDEX runs_of_id ON runs(id, status, created_at, uid, suite);\n"
 
+def kept_answers(dialect: Dialect) -> str:
+    """The series' answers kept in the store for every machine (schema.TABLES)."""
+    return table("kept_answers").sql(dialect) + ";\n"
+
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -257,6 +262,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0012_result_figures", result_figures("sqlite")),
     ("0013_runs_digest", RUNS_DIGEST),
     ("0014_runs_of_id", RUNS_OF_ID),
+    ("0015_kept_answers", kept_answers("sqlite")),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run
 MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS schema_migrations"

@@ -31,6 +31,7 @@ from storbench.store.migrations import (
     SAME_INDEXES,
     SERIES_POSTGRES,
     WORKLOADS_POSTGRES,
+    kept_answers,
     pending,
     result_figures,
     say_migrating,
@@ -290,4 +291,5 @@ SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS,
                            "0011_same_indexes": SAME_INDEXES,
                            "0012_result_figures": result_figures("postgresql"),
                            "0013_runs_digest": RUNS_DIGEST,
-                           "0014_runs_of_id": RUNS_OF_ID}
+                           "0014_runs_of_id": RUNS_OF_ID,
+                           "0015_kept_answers": kept_answers("postgresql")}

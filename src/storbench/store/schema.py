@@ -145,6 +145,13 @@ TABLES: tuple[Table, ...] = (
         Column("name", "TEXT", extra="PRIMARY KEY"), Column("created_at", "TEXT"),
         Column("method", "TEXT"), Column("facts", "TEXT"), Column("trace", "BYTES"),
     )),
+    # a series' answers (change points, the --no-change gate) as the run or import that
+    # added its latest run found them (store/changes.py): read by any machine whose own
+    # cache lacks them, under the same digest of the question and of the series' runs
+    Table("kept_answers", (
+        Column("key", "TEXT", extra="PRIMARY KEY"), Column("question", "TEXT"),
+        Column("created_at", "TEXT"), Column("answer", "TEXT"),
+    )),
 )
 
 # name -> "table(columns)[ WHERE ...]"
