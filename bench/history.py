@@ -186,7 +186,7 @@ def measure(db: str, rounds: int, drop_run: int) -> bool:
         goal = next((g for command, g in GOALS.items() if name.startswith(command)), GOAL_S)
         mark = "" if name.endswith("(reference)") else ("  ok" if t <= goal else "  SLOW")
         ok &= t <= goal or name.endswith("(reference)")  # cold too (the issue's goal)
-        print(f"  {name:52} {t:6.2f} s  {t / ref:5.1f}x the reference{mark}")
+        print(f"  {name:62} {t:6.2f} s  {t / ref:5.1f}x the reference{mark}")
     print(f"  (the import of that new run took {import_s:.2f} s, its series' change points"
           " found and kept as it ended)")
     env = {"STORBENCH_DB": db, "PYTHONPATH": str(ROOT / "src")}
