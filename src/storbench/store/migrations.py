@@ -241,6 +241,7 @@ RUNS_DIGEST = "CREATE INDEX runs_digest ON runs(status, created_at, id, uid);\n"
 # a small series' runs looked up by id without their rows (schema.INDEXES["runs_of_id"])
 RUNS_OF_ID = "CREATE INDEX runs_of_id ON runs(id, status, created_at, uid, suite);\n"
 
+
 def kept_answers(dialect: Dialect) -> str:
     """The series' answers kept in the store for every machine (schema.TABLES)."""
     return table("kept_answers").sql(dialect) + ";\n"
