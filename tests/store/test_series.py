@@ -312,3 +312,67 @@ def test_a_runs_answers_are_kept_in_the_store_for_every_machine(request, dialect
         assert not {k for k, _ in after} & {k for k, _ in first}
     finally:
         store.close()
+
+
+def test_a_copy_keeps_the_answers_of_the_series_it_copied_into(store_path, tmp_path):
+    """`db copy` finds the answers of each series it copied runs into (40 runs or more)
+    and keeps them in the destination, for every machine that reads it: the source's
+    name its own run ids. A shorter series, and a copy that copied nothing, find none;
+    `storbench series` and `storbench rm` find those of the series whose runs they moved
+    or deleted."""
+    from pathlib import Path
+
+    from storbench.cli.trend import REFRESH_RUNS
+    from tests.conftest import run_cli
+
+    recorded = (Path(__file__).parent.parent / "data" / "fio" / "randread.json").read_text()
+    source = Store(store_path)
+    try:
+        set_series(source, [add_run(source, recorded, label=str(i))
+                            for i in range(REFRESH_RUNS + 2)], "long")
+        set_series(source, [add_run(source, recorded, label="s")], "short")
+    finally:
+        source.close()
+    dst = tmp_path / "copy.db"
+    env = {"XDG_CACHE_HOME": str(tmp_path / "copier")}
+    copied = run_cli("db", "copy", str(store_path), str(dst), db=dst, env=env)
+    assert copied.returncode == 0, copied.stderr
+    assert "Finding the change points of 1 series" in copied.stderr, copied.stderr
+    store = Store(dst)
+    try:
+        rows = store.db.execute("SELECT key, answer FROM kept_answers", ()).fetchall()
+        assert len(rows) == 2
+        for key, text in rows:  # the gate's words, changed by hand: read, not found again
+            doc = json.loads(text)
+            if isinstance(doc, list):
+                for _, said, _ in doc:
+                    said["said"] = "as the copy kept it"
+                with store._tx() as tx:
+                    tx.execute("UPDATE kept_answers SET answer = ? WHERE key = ?",
+                               (json.dumps(doc), key))
+    finally:
+        store.close()
+    gate = run_cli("check", "long", "--no-change", db=dst,
+                   env={"XDG_CACHE_HOME": str(tmp_path / "elsewhere")})
+    assert gate.returncode == 0 and "as the copy kept it" in gate.stdout, gate.stdout
+    again = run_cli("db", "copy", str(store_path), str(dst), db=dst, env=env)
+    assert again.returncode == 0 and "Finding" not in again.stderr, again.stderr
+    # a run moved out of it (`storbench series`): its answers found again and kept
+    moved = run_cli("series", "other", "1", db=dst, env=env)
+    assert moved.returncode == 0, moved.stderr
+    assert "Finding the change points of 1 series whose runs moved" in moved.stderr
+    # and its latest run deleted (`storbench rm`): likewise
+    deleted = run_cli("rm", str(REFRESH_RUNS + 2), db=dst, env=env)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "Finding the change points of 1 series runs were deleted from" in deleted.stderr
+    store = Store(dst)
+    try:
+        after = store.db.execute("SELECT key FROM kept_answers", ()).fetchall()
+        assert len(after) == 2 and not {r[0] for r in after} & {r[0] for r in rows}
+        # each kept answer is the one a reader asks for now: read, not found again
+        assert run_cli("check", "long", "--no-change", db=dst,
+                       env={"XDG_CACHE_HOME": str(tmp_path / "third")}).returncode == 0
+        kept_here = {p.name for p in (tmp_path / "third" / "storbench" / "changes").iterdir()}
+        assert kept_here <= {r[0] for r in after}, (kept_here, after)
+    finally:
+        store.close()

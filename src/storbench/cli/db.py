@@ -47,7 +47,8 @@ def copy(src: str, dst: str) -> None:
     copy can be repeated (and interrupted). Copied runs keep their times, status,
     results, fio output, warnings and verdicts, and get DST's next ids. A run still
     running in SRC is not copied. Recorded workloads (`storbench record`) are copied
-    too, those whose name DST lacks.
+    too, those whose name DST lacks. The change points of each series runs were copied
+    into (40 runs or more) are found and kept in DST, for every machine that reads it.
 
     \b
     Example:
@@ -81,6 +82,7 @@ def copy(src: str, dst: str) -> None:
             except (*source.errors, *target.errors) as exc:
                 raise database_error(f"{source.path} -> {target.path}", exc, source.mask,
                                      target.mask) from None
+            keep_answers(target, done.series)
         finally:
             target.close()
     finally:
@@ -96,3 +98,16 @@ def copy(src: str, dst: str) -> None:
     if done.running:
         out.print(f"Not copied, still running: {', '.join(f'#{i}' for _, i in done.running)}",
                   markup=False)
+
+
+
+def keep_answers(store: Store, names: set[str]) -> None:
+    """The answers of the series runs were copied into (their change points, their latest
+    run's --no-change gate), found now and kept in ``store`` for every machine that
+    reads it, as a run or an import keeps its series' (cli/trend.refresh): the source's
+    answers name its run ids, not these."""
+    from storbench.cli.trend import refresh_series
+
+    refresh_series(store, names, lambda n: f"Finding the change points of {n} series runs"
+                                           f" were copied into, kept in {store.path} for"
+                                           " every machine that reads it")

@@ -106,12 +106,19 @@ def rm(store: Store, run_refs: tuple[str, ...]) -> None:
     Example:
       storbench rm 12 13
     """
+    from storbench.cli.trend import refresh_series
+    from storbench.store.series import series_of
+
     ids = list(dict.fromkeys(store.resolve(ref) for ref in run_refs))
     for run_id in ids:  # each found before any goes (a number is resolved as it is)
         store.get_run(run_id, with_results=False)
+    was = {series_of(store, run_id) for run_id in ids}
     for run_id in ids:
         store.delete_run(run_id)
         err.print(f"Deleted run #{run_id}")
+    # the answers of the series they left, kept as a run keeps its series'
+    refresh_series(store, {name for name in was if name},
+                   lambda n: f"Finding the change points of {n} series runs were deleted from")
 
 
 @cli.command()

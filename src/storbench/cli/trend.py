@@ -3,7 +3,7 @@ change points) and `storbench series` (put runs in a series by hand)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -40,6 +40,7 @@ from storbench.store.series import (
     series_last,
     series_left_out,
     series_list,
+    series_of,
     series_sections,
     series_values,
     series_workloads,
@@ -164,10 +165,18 @@ def refresh(store: Store, runs: list[Run]) -> None:
     `compare` answer at once afterwards (a 100,000-run series' first answer otherwise
     waits ~1.5 s). Only series of REFRESH_RUNS runs or more;
     a failure here is said and changes nothing stored."""
-    names = {r.series for r in runs if r.series and r.status == "completed"}
+    refresh_series(store, {r.series for r in runs if r.series and r.status == "completed"})
+
+
+def refresh_series(store: Store, names: set[str],
+                   say: Callable[[int], str] | None = None) -> None:
+    """refresh's work for the series ``names`` (those of REFRESH_RUNS runs or more);
+    ``say``: the line said first, given their number (nothing said when none)."""
     if not names:
         return
     long_enough = {name for name, n, _, _ in series_list(store) if n >= REFRESH_RUNS}
+    if say is not None and names & long_enough:
+        err.print(say(len(names & long_enough)), markup=False)
     for name in sorted(names & long_enough):
         try:
             # the newest run's --no-change answer, from the whole series' history,
@@ -322,11 +331,15 @@ def series_(store: Store, name: str, run_refs: tuple[str, ...]) -> None:
     """
     hist.check_series_name(name)
     ids = list(dict.fromkeys(store.resolve(r) for r in run_refs))
+    was = {series_of(store, i) for i in ids}
     set_series(store, ids, name)
     left = {i for i, _ in series_left_out(store, name)} & set(ids)
     note = (f" ({len(left)} did not complete: `storbench history` leaves them out)"
             if left else "")
     err.print(f"{len(ids)} run(s) now in series {name!r}{note}.", markup=False)
+    # the answers of the series they left and joined, kept as a run keeps its series'
+    refresh_series(store, {n for n in (*was, name) if n},
+                   lambda n: f"Finding the change points of {n} series whose runs moved")
 
 
 # -- check --no-change: the answer of a series' run, kept ----------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from storbench.result.record import Run
 from storbench.store.sqlite import Store, insert_warnings
@@ -18,6 +18,7 @@ class Copied:
     copied: list[tuple[str, int, int]]  # (uid, id in the source, id in the destination)
     already: list[str]  # uids the destination had
     running: list[tuple[str, int]]  # not finished: not copied
+    series: set[str] = field(default_factory=set)  # the series runs were copied into
 
 
 def put_run(store: Store, run: Run) -> int | None:
@@ -81,5 +82,6 @@ def copy_runs(src: Store, dst: Store, progress: Callable[[int, int], None]) -> C
                 done.already.append(listed.uid)
             else:
                 done.copied.append((listed.uid, listed.id, new))
+                done.series.update([listed.series] if listed.series else [])
         progress(i, len(runs))
     return done
