@@ -297,6 +297,11 @@ def test_a_runs_answers_are_kept_in_the_store_for_every_machine(request, dialect
                            (json.dumps(doc), key))
         assert json.loads(asked("dashboard", "history", "s"))[0]["points"][0]["value"] == 1.0
         assert "as kept in the store" in asked("dashboard", "check", "s", "--no-change")
+        # an answer that is not one (whoever may write runs there may write it): found again
+        with store._tx() as tx:
+            tx.execute("UPDATE kept_answers SET answer = ? WHERE answer LIKE ?",
+                       ('[[1, 2, 3], ["x"]]', "%as kept in the store%"))
+        assert json.loads(asked("other", "check", "s", "--no-change")) == json.loads(gate)
         # commands that only read keep answers in their own cache, never in the store
         with store._tx() as tx:
             tx.execute("DELETE FROM kept_answers", ())

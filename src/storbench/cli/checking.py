@@ -132,9 +132,23 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
                           " (`storbench series NAME RUN...` puts it in one)")
     runs = latest_runs(store, name, r.id)
     key = no_change_key(store, name, r.id, limit, runs)
-    known = ChangeCache(store=store).get(key)
-    if isinstance(known, list):
-        return [(str(n), dict(c), bool(b)) for n, c, b in known]
+    known = kept_shifts(ChangeCache(store=store).get(key))
+    if known is not None:
+        return known
     from storbench.cli.trend import no_change
 
     return no_change(store, r, name, limit, key, runs)
+
+
+def kept_shifts(kept: Any) -> list[tuple[str, dict[str, Any], bool]] | None:
+    """--no-change's answer as kept (cli/trend.no_change), or None: none, or not one (a
+    store's answer is written by whoever may write runs there: it is found again)."""
+    if not isinstance(kept, list):
+        return None
+    try:
+        shifts = [(str(n), dict(c), bool(b)) for n, c, b in kept]
+    except (TypeError, ValueError):
+        return None
+    if not all(isinstance(c.get("said"), str) and "run" in c for _, c, _ in shifts):
+        return None
+    return shifts

@@ -79,10 +79,10 @@ def copy(src: str, dst: str) -> None:
             try:
                 done = copy_runs(source, target, progress)
                 recorded, had = workloads.copy(source, target)
+                keep_answers(target, done.series)
             except (*source.errors, *target.errors) as exc:
                 raise database_error(f"{source.path} -> {target.path}", exc, source.mask,
                                      target.mask) from None
-            keep_answers(target, done.series)
         finally:
             target.close()
     finally:
