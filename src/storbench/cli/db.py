@@ -56,6 +56,7 @@ def copy(src: str, dst: str) -> None:
       storbench db copy ci-runner-7.db "$STORBENCH_DB"
       storbench db copy postgresql://bench@db/storbench laptop.db     # and back
     """
+    from storbench.cli.trend import refresh_series
     from storbench.store import workloads
     from storbench.store.copy import copy_runs
 
@@ -79,7 +80,11 @@ def copy(src: str, dst: str) -> None:
             try:
                 done = copy_runs(source, target, progress)
                 recorded, had = workloads.copy(source, target)
-                keep_answers(target, done.series)
+                # the answers of the series copied into, as a run keeps its series'
+                # (the source's name its own run ids, not these)
+                refresh_series(target, done.series, lambda n: (
+                    f"Finding the change points of {n} series runs were copied into, kept in"
+                    f" {target.path} for every machine that reads it"))
             except (*source.errors, *target.errors) as exc:
                 raise database_error(f"{source.path} -> {target.path}", exc, source.mask,
                                      target.mask) from None
@@ -98,16 +103,3 @@ def copy(src: str, dst: str) -> None:
     if done.running:
         out.print(f"Not copied, still running: {', '.join(f'#{i}' for _, i in done.running)}",
                   markup=False)
-
-
-
-def keep_answers(store: Store, names: set[str]) -> None:
-    """The answers of the series runs were copied into (their change points, their latest
-    run's --no-change gate), found now and kept in ``store`` for every machine that
-    reads it, as a run or an import keeps its series' (cli/trend.refresh): the source's
-    answers name its run ids, not these."""
-    from storbench.cli.trend import refresh_series
-
-    refresh_series(store, names, lambda n: f"Finding the change points of {n} series runs"
-                                           f" were copied into, kept in {store.path} for"
-                                           " every machine that reads it")

@@ -296,7 +296,9 @@ class LayerTrace:
         text = self._out.read_text(errors="replace")
         if code not in (0, None) and not ended_whole(text, self._token):
             self.error = (f"bpftrace did not end within {STOP_S:g} s of being asked to (its"
-                          " maps not printed whole)" if code == -signal.SIGKILL else
+                          " maps not printed whole): the test's figures stand, its"
+                          " explanation is missing; run it again with --explain when the"
+                          " machine is less busy" if code == -signal.SIGKILL else
                           f"bpftrace ended with {code}: {said(self._err.read_text())}")
             return
         self.slices = parse(text, self.slice_ns)
