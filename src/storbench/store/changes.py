@@ -5,8 +5,11 @@ A file per question, named by a digest of everything the answer depends on (the
 figure's values, the detector's settings and version), so an answer is never stale: a
 series with one more run asks another question. In ``$XDG_CACHE_HOME/storbench/changes``
 (else ``~/.cache/storbench/changes``), a directory only its user may enter; the oldest
-answers go when there are more than ``KEEP``. Nothing here is needed: a cache that cannot
-be read or written is left alone and the answer computed.
+answers go when there are more than ``KEEP``. A run or import (and `db copy`, `series`,
+`rm`) keeps its series' answers in the store too (table ``kept_answers``, one a series
+and question, written only inside ``sharing``), for a machine whose own cache lacks
+them. Nothing here is needed: a cache that cannot be read or written is left alone and
+the answer computed.
 """
 
 from __future__ import annotations
@@ -196,6 +199,7 @@ def share_answer(store: Store, key: str, question: str, value: Any) -> None:
     try:
         with store._tx() as db:
             db.execute("DELETE FROM kept_answers WHERE question = ?", (question,))
+            # (two runs of a series ending at once may keep the same answer)
             db.execute("INSERT INTO kept_answers (key, question, created_at, answer)"
                        " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
                        " question = excluded.question, created_at = excluded.created_at,"
