@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,6 @@ def test_a_trace_killed_after_its_maps_keeps_them(tmp_path, monkeypatch, whole):
     maps = "@h[3, 11, 40]: 7\n@h[3, 12, 41]: 2\n"
     trace = stuck_trace(tmp_path, f"{token} B 1\n{maps}" + (f"{token} E\n" if whole else ""),
                         token)
-    import time
-
     time.sleep(0.3)  # it has printed
     proc = trace._proc
     trace.__exit__(None, None, None)
