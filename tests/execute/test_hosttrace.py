@@ -6,6 +6,10 @@ sshd hosts: tests/pipeline/test_explain_hosts.py."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,8 +17,9 @@ import pytest
 from storbench.errors import TargetError
 from storbench.execute import layers
 from storbench.execute.beneath import place_of
-from storbench.execute.hosttrace import HostsTracer, Merged, check
+from storbench.execute.hosttrace import TRACE, HostsTracer, Merged, check
 from storbench.execute.ssh import SshHost, Tunnel
+from tests.conftest import needs_root
 
 PLACE = {"fs_type": "ext4", "throttle": {"read_iops": 3000},
          "device": {"name": "vda", "dev": 266338304, "part_dev": 266338305,
@@ -92,3 +97,67 @@ def test_hosts_that_differ_beneath_the_path_are_said() -> None:
     assert mixed.notes == ["--explain: the hosts differ beneath the path (ssh://a: ext4 on"
                            " vda; ssh://b: tmpfs): their layers are summed, and each sentence"
                            " names what is beneath ssh://a's"]
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_host_trace_killed_after_its_maps_keeps_them(monkeypatch, whole) -> None:
+    """A host's bpftrace that does not end when told to (beside two lanes of tests,
+    bpftrace once had not exited 30 s after SIGINT): its maps printed whole (the end mark
+    after them) are kept, however it ended after; without the mark the host is named and
+    why. The process is a named stand-in for ssh running a bpftrace that does not end (a
+    fault this machine cannot cause on purpose): a shell that prints what the host's
+    trace prints, then ignores SIGINT and the line that tells it to stop."""
+    monkeypatch.setattr(layers, "STOP_S", 1.0)
+    token = "0123456789abcdef"
+    maps = "@h[3, 11, 40]: 7\n@h[3, 12, 41]: 2\n"
+    printed = f"{token} B 1000\n{maps}" + (f"{token} E\n" if whole else "")
+    tracer = HostsTracer({"ssh://a": tunnel(**able())}, None)
+    trace = tracer.trace(None)
+    proc = subprocess.Popen(["sh", "-c", 'trap "" INT; printf %s "$1"; exec sleep 600', "sh",
+                             printed], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    trace.sessions.append(trace._follow(tracer.hosts[0], proc, token))
+    assert trace.sessions[0].began.wait(10)
+    trace.__exit__(None, None, None)
+    assert proc.returncode == -signal.SIGKILL  # it was killed
+    if whole:
+        assert trace.error is None and trace.slices is not None
+        assert trace.slices.parts[0].hist == {(3, 11): {40: 7}, (3, 12): {41: 2}}
+    else:
+        assert trace.slices is None
+        assert trace.error is not None and trace.error.startswith(
+            "ssh://a: bpftrace did not end within 1 s of being asked to (its maps not"
+            " printed whole): the test's figures stand")
+
+
+@needs_root  # (tracefs, which the script looks for, is root's to read)
+def test_a_hosts_bpftrace_that_does_not_end_is_killed_there(tmp_path) -> None:
+    """The script a host runs (TRACE) tells bpftrace to stop when storbench's line or
+    connection ends, and kills it if it has not ended the given seconds after: nothing
+    is left on the host when storbench, killed, no longer waits. Run here with a named
+    stand-in for a bpftrace that does not end (first on PATH: a shell that prints a map,
+    then ignores SIGINT)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "bpftrace"
+    stub.write_text('#!/bin/sh\ntrap "" INT\necho "@h[3, 11, 40]: 7"\nexec sleep 600\n')
+    stub.chmod(0o755)
+    started = time.monotonic()
+    proc = subprocess.Popen(["sh", "-c", TRACE, "sh", "END {}", "100", "2"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "@h[3, 11, 40]: 7\n"
+        assert proc.stdin is not None
+        proc.stdin.close()  # the connection ended
+        proc.wait(timeout=30)
+        assert proc.returncode == 128 + signal.SIGKILL  # killed there, 2 s after
+        assert 2 <= time.monotonic() - started < 20
+        left = subprocess.run(["pgrep", "-f", str(bin_dir)], capture_output=True, text=True)
+        assert left.stdout == ""  # the stand-in is gone
+    finally:
+        subprocess.run(["pkill", "-KILL", "-f", str(bin_dir)], check=False)
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

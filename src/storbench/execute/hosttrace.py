@@ -10,9 +10,11 @@ its fio server's PID. A host that lacks any of them is named before anything run
 
 Each test's trace is an SSH command of its own per host: bpftrace runs until storbench
 writes a line (or the connection ends, storbench killed: bpftrace is stopped all the
-same), then prints its maps. The host's clock is not this machine's: bpftrace says its
-own clock as it begins, and the slices of each host are read on it (the error is the
-time that line took to arrive: far below a slice's 100 ms).
+same), then prints its maps and the program's end mark (printed, they are whole, however
+bpftrace or the connection ended after: execute/layers.ended_whole; one that has not
+ended layers.STOP_S after is killed there). The host's clock is not this machine's:
+bpftrace says its own clock as it begins, and the slices of each host are read on it
+(the error is the time that line took to arrive: far below a slice's 100 ms).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import json
 import secrets
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -34,11 +37,14 @@ from storbench.execute.bpfcapture import NUMBERS
 from storbench.execute.layers import Slices
 from storbench.execute.ssh import SshHost, Tunnel, ssh_argv
 
-# Runs on a host for one test: $1, the bpftrace program; $2, its maps' size. bpftrace
-# needs tracefs (mounted, where the host has not, in a mount namespace of bpftrace's own);
-# it is told to stop (SIGINT: it prints its maps) when storbench writes a line or its
-# connection ends.
+# Runs on a host for one test: $1, the bpftrace program; $2, its maps' size; $3, the
+# seconds it has to end once told to. bpftrace needs tracefs (mounted, where the host has
+# not, in a mount namespace of bpftrace's own); it is told to stop (SIGINT: it prints its
+# maps) when storbench writes a line or its connection ends, and killed if it has not
+# ended $3 s after (storbench, killed, no longer waits for it; its maps printed whole are
+# kept all the same: layers.ended_whole).
 TRACE = r"""
+t=$3
 set -- env BPFTRACE_MAP_KEYS_MAX="$2" bpftrace -B line -e "$1"
 if [ ! -d /sys/kernel/tracing/events/syscalls ]; then
   set -- unshare -m --propagation private sh -c \
@@ -48,9 +54,14 @@ fi
 b=$!
 read _ || true
 kill -INT $b 2>/dev/null
+(sleep "$t" & s=$!; trap 'kill $s 2>/dev/null; exit 0' TERM; wait $s; kill -KILL $b) \
+  </dev/null >/dev/null 2>&1 &
+k=$!
 wait $b
+c=$?
+kill $k 2>/dev/null
+exit $c
 """
-STOP_S = 30.0
 
 
 @dataclass
@@ -166,6 +177,7 @@ class Merged:
 class _Session:
     host: Host
     proc: subprocess.Popen[str]
+    token: str
     lines: list[str] = field(default_factory=list)
     began: threading.Event = field(default_factory=threading.Event)
     offset: int = 0
@@ -205,13 +217,19 @@ class HostsTrace:
     def _start(self, host: Host, token: str) -> _Session:
         prog = layers.program(token, [host.server], host.place, host.machine, self.slice_ns)
         argv = [*ssh_argv(host.ssh, self.tracer.config),
-                f"sh -c {shlex.quote(TRACE)} sh {shlex.quote(prog)} {layers.KEYS_MAX}"]
+                f"sh -c {shlex.quote(TRACE)} sh {shlex.quote(prog)} {layers.KEYS_MAX}"
+                f" {layers.STOP_S:g}"]
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
         except OSError as exc:
             raise TargetError(f"{host.key}: cannot run ssh: {exc.strerror}") from None
-        session = _Session(host, proc)
+        return self._follow(host, proc, token)
+
+    def _follow(self, host: Host, proc: subprocess.Popen[str], token: str) -> _Session:
+        """The session of ``proc`` (ssh running TRACE): its lines read as they come, the
+        program's beginning (its mark and the host's clock) apart."""
+        session = _Session(host, proc, token)
         mark = f"{token} B "
 
         def read() -> None:
@@ -241,26 +259,33 @@ class HostsTrace:
         self.slices = Merged(parts, [s.offset for s in self.sessions])
 
     def _stop(self) -> list[str]:
-        """Every host's bpftrace told to stop and its maps read; what went wrong, per host."""
+        """Every host's bpftrace told to stop and its maps read; what went wrong, per host
+        (nothing where its maps were printed whole, however it ended after)."""
         for s in self.sessions:
             with contextlib.suppress(OSError):
                 if s.proc.stdin is not None:
                     s.proc.stdin.write("stop\n")
                     s.proc.stdin.close()
         errors = []
-        until = time.monotonic() + STOP_S
+        until = time.monotonic() + layers.STOP_S
         for s in self.sessions:
             try:
                 s.proc.wait(max(0.1, until - time.monotonic()))
             except subprocess.TimeoutExpired:
                 s.proc.kill()
                 s.proc.wait()
-                errors.append(f"{s.host.key}: bpftrace did not end within {STOP_S:g} s")
-                continue
             if s.reader is not None:
                 s.reader.join(5)
-            if s.proc.returncode != 0:
-                said = s.proc.stderr.read() if s.proc.stderr is not None else ""
-                errors.append(f"{s.host.key}: bpftrace ended with {s.proc.returncode}:"
-                              f" {layers.said(said)}")
+            if s.proc.returncode == 0 or layers.ended_whole("".join(s.lines), s.token):
+                continue
+            if s.proc.returncode == -signal.SIGKILL:
+                errors.append(f"{s.host.key}: bpftrace did not end within"
+                              f" {layers.STOP_S:g} s of being asked to (its maps not"
+                              " printed whole): the test's figures stand, its explanation"
+                              " is missing; run it again with --explain when the host is"
+                              " less busy")
+                continue
+            said = s.proc.stderr.read() if s.proc.stderr is not None else ""
+            errors.append(f"{s.host.key}: bpftrace ended with {s.proc.returncode}:"
+                          f" {layers.said(said)}")
         return errors
