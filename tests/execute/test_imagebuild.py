@@ -15,7 +15,7 @@ import pytest
 from storbench.cli.k8s import ENGINE_CHOICES
 from storbench.errors import ConfigError
 from storbench.execute import imagebuild
-from storbench.execute.kubepods import IMAGE_HINT
+from storbench.execute.kubewait import IMAGE_HINT
 from storbench.target.kubernetes.manifests import DEFAULT_IMAGE
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, run_cli

@@ -137,11 +137,11 @@ def test_job_file_paths_stay_in_the_volume(tmp_path: Path):
 
 
 def test_the_scheduler_s_words_about_a_claim_are_over_once_it_is_bound():
-    """What the waits say (kubepods.Warned), as text alone: each warning once, and once
+    """What the waits say (kubewait.Warned), as text alone: each warning once, and once
     the claim is bound neither the pod's events nor its PodScheduled condition about
     claims (the condition may hold them until the scheduler's next try). The cluster
     tests (test_cluster.py) cover what a real scheduler and provisioner say."""
-    from storbench.execute.kubepods import Warned
+    from storbench.execute.kubewait import Warned
 
     said: list[str] = []
     warned = Warned(kube=None, namespace="ns", note=said.append)  # type: ignore[arg-type]

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storbench.execute.kubecleanup import Created
-from storbench.execute.kubepods import wait_running
 from storbench.execute.kubernetes import DELETE_WAIT_S
 from storbench.execute.kubestatus import KubeError
+from storbench.execute.kubewait import wait_running
 from storbench.target.kubernetes.lifecycle import OnClass, pod_for
 from storbench.target.kubernetes.manifests import DATA_DIR, name_of, pvc_manifest
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storbench.execute.kubecleanup import Created, delete_saying
-from storbench.execute.kubepods import Warned, container_state, events, pod_problem
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
+from storbench.execute.kubewait import Warned, container_state, events, pod_problem
 from storbench.execute.signals import SignalGuard
 from storbench.target.kubernetes.manifests import (
     DATA_DIR,

@@ -35,9 +35,10 @@ from typing import Any
 from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.kubecleanup import Created
-from storbench.execute.kubepods import PodExecutor, wait_bound, wait_running
+from storbench.execute.kubepods import PodExecutor
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
+from storbench.execute.kubewait import wait_bound, wait_running
 from storbench.result.environment import Environment
 from storbench.target.base import (
     Deadline,

@@ -1,5 +1,5 @@
-"""Which waiting states of a pod's container fail a run at once (kubepods.pod_problem),
-and how a pod that does not run is summed up at the time limit (kubepods.pod_summary).
+"""Which waiting states of a pod's container fail a run at once (kubewait.pod_problem),
+and how a pod that does not run is summed up at the time limit (kubewait.pod_summary).
 
 The kubelet's "failed to sync secret cache" cannot be caused at will: it came from a
 busy node in a full run here. The pod statuses below are the Kubernetes client's own
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from storbench.execute.kubepods import pod_problem, pod_summary
+from storbench.execute.kubewait import pod_problem, pod_summary
 
 
 def _waiting(reason: str, message: str) -> client.V1Pod:
