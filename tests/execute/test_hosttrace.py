@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from storbench.errors import TargetError
-from storbench.execute import layers
+from storbench.execute import hosttrace, layers
 from storbench.execute.beneath import place_of
 from storbench.execute.hosttrace import TRACE, HostsTracer, Merged, check
 from storbench.execute.ssh import SshHost, Tunnel
@@ -108,6 +108,7 @@ def test_a_host_trace_killed_after_its_maps_keeps_them(monkeypatch, whole) -> No
     fault this machine cannot cause on purpose): a shell that prints what the host's
     trace prints, then ignores SIGINT and the line that tells it to stop."""
     monkeypatch.setattr(layers, "STOP_S", 1.0)
+    monkeypatch.setattr(hosttrace, "SLACK_S", 0.0)
     token = "0123456789abcdef"
     maps = "@h[3, 11, 40]: 7\n@h[3, 12, 41]: 2\n"
     printed = f"{token} B 1000\n{maps}" + (f"{token} E\n" if whole else "")
