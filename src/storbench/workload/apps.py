@@ -75,6 +75,10 @@ POSTGRESQL = Suite(
     },
 )
 
+# the time a sysbench write-only transaction spends beyond its commit, in µs: the pace of
+# one thread's commits (analysis/apps.CPU_S["mysql"], which tests check it is)
+MYSQL_OWN_US = 479
+
 MYSQL = Suite(
     name="mysql",
     description="MySQL/MariaDB InnoDB with its defaults: redo commits, page writes,"
@@ -90,6 +94,12 @@ MYSQL = Suite(
                               " storage otherwise idle",
                  _idle(COMMITS, bs="4k", size="16m", filename="ib_logfile1"),
                  ("write.clat_p50", "sync.lat_p50"), brief=IDLE),
+        TestSpec("redo_paced", "redo commits at one thread's pace: each after the 479 µs"
+                               " of its own time a transaction takes",
+                 _o(**{**dict(COMMITS), "runtime": "4"}, bs="4k", size="16m",
+                    thinktime=str(MYSQL_OWN_US), filename="ib_logfile2"),
+                 ("write.clat_p50", "sync.lat_p50"),
+                 brief="a paced probe: commits at one thread's pace"),
         TestSpec("page_write", "16 KiB pages written back (O_DIRECT), 4 at a time",
                  _o(ioengine="libaio", rw="randwrite", bs="16k", iodepth="4", size="256m",
                     time_based=None, runtime="8", filename="ibdata.table"),
@@ -108,6 +118,9 @@ MYSQL = Suite(
         "overwrite": "InnoDB's redo log is one file of a fixed size, written in a circle",
         "iodepth": "the page cleaner writes several pages at once (storbench's choice: 4)",
         "rate_iops": "redo_idle: 50 commits a second, to see one commit's latency alone",
+        "thinktime": "redo_paced: one sysbench thread's own time between its commits (its"
+                     " server's and its own CPU, wakeups: analysis/apps.CPU_S, measured on"
+                     " tmpfs)",
         "fsync": "InnoDB syncs the doublewrite buffer before writing the pages in place",
     },
 )
