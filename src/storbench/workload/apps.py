@@ -94,8 +94,8 @@ MYSQL = Suite(
                               " storage otherwise idle",
                  _idle(COMMITS, bs="4k", size="16m", filename="ib_logfile1"),
                  ("write.clat_p50", "sync.lat_p50"), brief=IDLE),
-        TestSpec("redo_paced", "redo commits at one thread's pace: each after the 479 µs"
-                               " of its own time a transaction takes",
+        TestSpec("redo_paced", "redo commits at one thread's pace: each after the"
+                               f" {MYSQL_OWN_US} µs of its own time a transaction takes",
                  _o(**{**dict(COMMITS), "runtime": "4"}, bs="4k", size="16m",
                     thinktime=str(MYSQL_OWN_US), filename="ib_logfile2"),
                  ("write.clat_p50", "sync.lat_p50"),
