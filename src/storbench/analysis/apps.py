@@ -231,23 +231,21 @@ def mysql(results: dict[str, list[TestResult]]) -> Answer | None:
     # a commit as one thread makes them, each after its own time (redo_paced): on a disk
     # that idles between lone commits, twice as quick as one alone (a run stored before
     # the profile had redo_paced: the lone commit, as it was judged then)
-    paced = "redo_paced" in results
-    lat = _commit_s(results, "redo_paced" if paced else "redo_idle", commits)
+    test, how = (("redo_paced", "at one thread's pace takes {}") if "redo_paced" in results
+                 else ("redo_idle", "takes {} alone"))
+    lat = _commit_s(results, test, commits)
     one = _one(lat, commits, cpu)
-    took = (f"redo_paced: a commit (4 KiB redo write, O_DIRECT, + fdatasync) at one"
-            f" thread's pace takes {format_latency(lat * 1e9)}" if paced else
-            f"redo_idle: a commit (4 KiB redo write, O_DIRECT, + fdatasync) takes"
-            f" {format_latency(lat * 1e9)} alone")
+    took = (f"{test}: a commit (4 KiB redo write, O_DIRECT, + fdatasync) "
+            + how.format(format_latency(lat * 1e9)))
     figures = [Figure("tps", "sysbench oltp_write_only TPS, 1 thread", *one,
                       "transactions/s", f"{took}; redo_commit: {commits:,.0f} a second at"
                       " most")]
     new = _one(lat * (1 + NEW_REDO), commits / (1 + NEW_REDO), cpu)
     figures.append(Figure("tps_new", "sysbench oltp_write_only TPS, 1 thread, a new"
                           " database", *new, "transactions/s",
-                          f"{'redo_paced' if paced else 'redo_idle'}'s commit and"
-                          f" redo_commit's rate, one commit in {1 / NEW_REDO:.1f} also"
-                          " waiting for a journal commit (its redo entering a block of the"
-                          " preallocated log never written)"))
+                          f"{test}'s commit and redo_commit's rate, one commit in"
+                          f" {1 / NEW_REDO:.1f} also waiting for a journal commit (its redo"
+                          " entering a block of the preallocated log never written)"))
     if p99 is not None:
         figures.append(measured("commit_p99", "commit latency p99", p99 / 1e6, "ms",
                                 "redo_commit fdatasync p99"))

@@ -15,9 +15,10 @@ from storbench.execute.kubernetes import Kube
 from storbench.execute.kubestatus import KubeError
 from storbench.execute.signals import SignalGuard
 
-# Container states that do not fix themselves: fail at once, quoting them.
-_CAUSES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-           "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+# Container states that do not fix themselves: fail at once, quoting them (the image's
+# first: its error says how to build and push it).
+_PULL = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+_CAUSES = (*_PULL, "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
            "CrashLoopBackOff")
 
 # ... except the kubelet's own cache of a Secret or ConfigMap that did not sync in time
@@ -25,7 +26,6 @@ _CAUSES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeve
 # it retries, and the container starts (a full run here failed at once on it)
 _RETRIED = ("failed to sync secret cache", "failed to sync configmap cache")
 
-_PULL = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 IMAGE_HINT = (". The runner image is fio and a POSIX sh: build it and push it where the"
               " cluster pulls from with `storbench k8s image build --push"
               " REGISTRY/storbench/fio:3.33-2` (docker, podman or buildah), then give that"
