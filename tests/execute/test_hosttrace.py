@@ -141,7 +141,9 @@ def test_a_hosts_bpftrace_that_does_not_end_is_killed_there(tmp_path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stub = bin_dir / "bpftrace"
-    stub.write_text('#!/bin/sh\ntrap "" INT\necho "@h[3, 11, 40]: 7"\nexec sleep 600\n')
+    # (a loop, not `exec sleep`: its command line, which names bin_dir, stays while it runs)
+    stub.write_text('#!/bin/sh\ntrap "" INT\necho "@h[3, 11, 40]: 7"\n'
+                    'while :; do sleep 1; done\n')
     stub.chmod(0o755)
     started = time.monotonic()
     proc = subprocess.Popen(["sh", "-c", TRACE, "sh", "END {}", "100", "2"],
