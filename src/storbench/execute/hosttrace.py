@@ -280,11 +280,7 @@ class HostsTrace:
             if s.proc.returncode == 0 or layers.ended_whole("".join(s.lines), s.token):
                 continue
             if s.proc.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):  # here, there
-                errors.append(f"{s.host.key}: bpftrace did not end within"
-                              f" {layers.STOP_S:g} s of being asked to (its maps not"
-                              " printed whole): the test's figures stand, its explanation"
-                              " is missing; run it again with --explain when the host is"
-                              " less busy")
+                errors.append(f"{s.host.key}: {layers.not_ended('host')}")
                 continue
             said = s.proc.stderr.read() if s.proc.stderr is not None else ""
             errors.append(f"{s.host.key}: bpftrace ended with {s.proc.returncode}:"

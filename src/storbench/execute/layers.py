@@ -295,10 +295,7 @@ class LayerTrace:
         code = self._stop()
         text = self._out.read_text(errors="replace")
         if code not in (0, None) and not ended_whole(text, self._token):
-            self.error = (f"bpftrace did not end within {STOP_S:g} s of being asked to (its"
-                          " maps not printed whole): the test's figures stand, its"
-                          " explanation is missing; run it again with --explain when the"
-                          " machine is less busy" if code == -signal.SIGKILL else
+            self.error = (not_ended("machine") if code == -signal.SIGKILL else
                           f"bpftrace ended with {code}: {said(self._err.read_text())}")
             return
         self.slices = parse(text, self.slice_ns)
@@ -327,6 +324,14 @@ def ended_whole(text: str, token: str) -> bool:
     them): then what it printed is whole, even where it was killed after (beside two
     lanes of tests here, bpftrace once had not exited 30 s after SIGINT)."""
     return f"{token} E" in text
+
+
+def not_ended(where: str) -> str:
+    """Why a trace killed before its maps were printed whole explains nothing, and what to
+    do (``where``: "machine", "host")."""
+    return (f"bpftrace did not end within {STOP_S:g} s of being asked to (its maps not"
+            " printed whole): the test's figures stand, its explanation is missing; run it"
+            f" again with --explain when the {where} is less busy")
 
 
 def said(text: str) -> str:
