@@ -114,10 +114,11 @@ def median_of(results: dict[str, list[TestResult]], test: str, key: str) -> floa
     return None if found is None else found.center
 
 
-def _commit_s(results: dict[str, list[TestResult]], idle: str, rate: float) -> float:
-    """A lone commit's latency in seconds: the idle test's write + fdatasync p50 (1 over
-    the commit rate where that test is missing)."""
-    write, sync = (median_of(results, idle, k) for k in ("write.clat_p50", "sync.lat_p50"))
+def _commit_s(results: dict[str, list[TestResult]], test: str, rate: float) -> float:
+    """A commit's latency in seconds as ``test`` makes them (alone, or at one client's
+    pace): its write + fdatasync p50 (1 over the commit rate where that test is
+    missing)."""
+    write, sync = (median_of(results, test, k) for k in ("write.clat_p50", "sync.lat_p50"))
     if write is None or sync is None:
         return 1.0 / rate
     return (write + sync) / 1e9
@@ -154,7 +155,7 @@ def _alone(latency_s: float, rate: float, cpu_s: float, unit: str) -> list[str]:
     if _capped(latency_s, rate, cpu_s) or latency_s > cpu_s:
         return []
     return [f"the storage alone would allow one client ~{min(1.0 / latency_s, rate):,.0f}"
-            f" {unit} (its commit alone); the estimate adds the application's own time on"
+            f" {unit} (1 over its commit); the estimate adds the application's own time on"
             f" an idle 2-vCPU test-bed ({format_latency(cpu_s * 1e9)} a transaction), mostly"
             " its processes waking: where the CPUs never idle it took 0.35-0.48 of that"]
 
