@@ -6,7 +6,7 @@ estimate and its range, their ratio. Run by hand, as root, on the test-bed machi
 
     .venv/bin/python bench/apps.py [--apps postgresql,mysql,redis] [--shapes cap3000,...]
                                     [--seconds 15] [--repeat 1] [--commits] [--busy N]
-                                    [--round-trip] [--markdown]
+                                    [--round-trip] [--machine NAME] [--markdown]
 
 The shapes (ext4 on a loop device unless said):
 - ``capN``: capped by a cgroup at N IOPS both ways, the image in RAM (the cap is the only
@@ -32,6 +32,9 @@ idle. ``--round-trip`` measures, before each real run, how long two processes ta
 pass a message back and forth (fio's net engine, ``pingpong`` over a unix socket: p50 of
 the sender's round trip), printed beside the figures: on a virtual machine an idle CPU
 is put to sleep and waking it is most of a one-client round trip (docs/apps.md).
+``--machine NAME`` says this is not the test-bed machine the CPU times per transaction
+(analysis/apps.CPU_S) were measured on: its series are apps-SHAPE-NAME-APP, and NAME and
+the CPU's model are kept with them (``--keep``).
 
 - PostgreSQL 15: initdb, pgbench -i -s 16, then pgbench (TPC-B-like) 1 client and 16
   clients (-j 2);
@@ -311,6 +314,14 @@ def commits(app: str, where: Path, wrap: Wrap) -> dict[str, float]:
     return out
 
 
+def cpu_model() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it (its first CPU's)."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def profile(app: str, where: Path, wrap: Wrap, db: Path,
             series: str) -> dict[str, dict[str, float]]:
     """storbench's estimates on the same volume: metric -> value, low, high."""
@@ -344,11 +355,16 @@ def main() -> None:
     ap.add_argument("--log-written", action="store_true",
                     help="MariaDB's redo log written through once before its real runs, as"
                          " a server that has run a while has it (shape SHAPE-logwritten)")
+    ap.add_argument("--machine", metavar="NAME",
+                    help="this machine is not the test-bed's (its CPU_S constants were"
+                         " measured there): series apps-SHAPE-NAME-APP, and NAME and the CPU"
+                         " model kept with them")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep the profiles' runs (DIR/runs.db, series apps-SHAPE-APP, the"
                          " shape tmpfs-busy1 with --busy 1, cap300-logwritten with"
-                         " --log-written) and the real figures"
+                         " --log-written, cap300-NAME with --machine NAME) and the real"
+                         " figures"
                          " (DIR/real.json), for tests/data/apps; added to what DIR holds")
     args = ap.parse_args()
     rows = []
@@ -370,7 +386,8 @@ def main() -> None:
             for app in args.apps.split(","):
                 written = args.log_written and app == "mysql"
                 label = (name + (f"-busy{args.busy}" if args.busy else "")  # as in the series
-                         + ("-logwritten" if written else ""))
+                         + ("-logwritten" if written else "")
+                         + (f"-{args.machine}" if args.machine else ""))
                 reals: dict[str, list[float]] = {}
                 trips: list[float] = []
                 for _ in range(args.repeat):
@@ -389,7 +406,8 @@ def main() -> None:
                     took = commits(app, where, wrap) if args.commits else {}
                 kept[series] = reals
                 made[series] = {"date": time.strftime("%Y-%m-%d"), "seconds": args.seconds,
-                                "busy": args.busy}
+                                "busy": args.busy, "machine": args.machine or "test-bed",
+                                "cpu": cpu_model()}
                 if app == "mysql":  # its redo log as the real runs had it
                     made[series]["log"] = "written" if written else "fresh"
                 for metric, values in reals.items():
