@@ -1,9 +1,10 @@
 """The application profiles' estimates judged again, with no fio and no application, from
 profile runs that real fio stored on the test-bed's storage shapes beside what the real
 applications did on the same shapes that day (tests/data/apps, made by `bench/apps.py
---keep`): each estimate within 30% of the real figure, from the judge as it is now (on
-another machine than the constants', tmpfs or a busy one, the real figure within the
-estimate's range)."""
+--keep`): each estimate within 30% of the real figure, from the judge as it is now (where
+the constants' machine is another, tmpfs or a busy one, the real figure within the
+estimate's range), on the test-bed and on a second machine (series apps-SHAPE-xeon-APP);
+those outside 30% are named in OUTSIDE, as docs/apps.md gives them."""
 
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ def test_each_estimate_is_within_30_percent_of_the_real_application(store: Store
     other = series.startswith("apps-tmpfs-") or bool(MADE[series]["busy"])
     said = (f"{series} {metric}: estimate {e.value:,.0f} ({e.low:,.0f}-{e.high:,.0f}) against"
             f" {real:,.0f} real ({e.value / real:.2f}x; {e.decided_by})")
-    if series in OUTSIDE:  # outside 30%, and docs/apps.md says so and why: as said
-        low, high = OUTSIDE[series]
+    if (series, metric) in OUTSIDE:  # outside 30%, and docs/apps.md says so and why: as said
+        low, high = OUTSIDE[series, metric]
         assert low <= e.value / real <= high, f"{said}: no longer as docs/apps.md says"
         return
     ranged = other and e.low < e.high and e.low <= real <= e.high
@@ -71,10 +72,23 @@ def test_each_estimate_is_within_30_percent_of_the_real_application(store: Store
 
 
 # estimates outside 30% of the real application that docs/apps.md gives and explains:
-# series -> the bounds of its ratio as measured, e.g. (0.5, 0.7). None since 2026-12-05
-# (MariaDB on the cap whose image is on the disk, judged by its lone commit, was: its
-# thread meets its commits at its own pace, quicker there: redo_paced)
-OUTSIDE: dict[str, tuple[float, float]] = {}
+# (series, metric) -> the bounds of its ratio as measured, e.g. (0.5, 0.7). None on the
+# test-bed since 2026-12-05 (MariaDB on the cap whose image is on the disk, judged by its
+# lone commit, was: its thread meets its commits at its own pace, quicker there:
+# redo_paced). On a second machine (series apps-SHAPE-xeon-APP, 2026-12-05: another CPU,
+# on which the applications' own time per transaction was 0.22-0.88 of CPU_S), four of 25:
+OUTSIDE: dict[tuple[str, str], tuple[float, float]] = {
+    # 16 clients on tmpfs: its 2 cores did 9,213 TPS, the test-bed's 5,830 (BUSY_S)
+    ("apps-tmpfs-xeon-postgresql", "tps_16"): (0.6, 0.7),
+    # one client on tmpfs: a SET's round trip took 12 µs there, 48-88 µs on the test-bed
+    ("apps-tmpfs-xeon-redis", "ops"): (0.2, 0.3),
+    # one client on the disk-backed cap: its own time (539 µs against CPU_S's 745) is more
+    # than the commit's; with it, 1 / (L + 539 µs) would be 0.83x
+    ("apps-diskcap3000-xeon-postgresql", "tps"): (0.6, 0.7),
+    # 50 clients on a 3000-IOPS cap: shorter passes come more often (0.74x on the test-bed,
+    # "14.5 SETs a pass" in docs/apps.md), the model's pass holds 25
+    ("apps-cap3000-xeon-redis", "ops_50"): (0.6, 0.7),
+}
 
 
 def _estimated_as(series: str, metric: str) -> str:
@@ -145,3 +159,21 @@ def _runs(store: Store, series: str) -> list[int]:
     """The runs of a series, oldest first."""
     return [int(r[0]) for r in store.db.execute(
         "SELECT run_id FROM run_series WHERE name = ? ORDER BY run_id", (series,))]
+
+
+def test_the_second_machines_runs_are_from_another_cpu(store: Store) -> None:
+    """What docs/apps.md calls a second machine is one: each stored run keeps the CPU it
+    ran on, and the runs of series apps-SHAPE-xeon-APP name another than the runs of the
+    same shapes on 2026-12-04 beside them."""
+    def cpu(series: str) -> str:
+        return str(store.get_run(series_last(store, series) or 0,
+                                 with_results=False).environment["cpu_model"])
+
+    xeon = [s for s in REAL if "-xeon-" in s]
+    assert len(xeon) == 15
+    for series in xeon:
+        assert MADE[series]["machine"] == "xeon" and MADE[series]["cpu"] == cpu(series)
+        before = series.replace("-xeon", "")
+        if before in MADE and MADE[before]["date"] == "2026-12-04":
+            assert cpu(before) != cpu(series), series
+
