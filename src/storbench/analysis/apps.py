@@ -15,8 +15,9 @@ waking: a client and its server pass each statement back and forth, and on a vir
 machine an idle CPU sleeps and takes tens of microseconds to wake. With a busy neighbour
 (CPUs that never idle) the real applications' one client went 2.5-4x as fast on tmpfs,
 the application's own time 0.35-0.48 of ``CPU_S`` (bench/apps.py --busy 1, docs/apps.md);
-on a second machine (another CPU, idle) 0.22-0.88 of it: where it weighs, an estimate is
-the test-bed's, and its range and a note say so (docs/apps.md, "A second machine").
+with its processes on one CPU 0.13-0.15 of it, and on a second machine, idle, 0.22-0.88:
+where the scheduler puts a client and its server decides (docs/apps.md, "A second
+machine"). Where it weighs, an estimate is the test-bed's, and a note says so.
 Where the application's own time exceeds the commit's, the verdict says so: the storage
 does not decide, and a note says what the storage alone would allow.
 """
@@ -159,8 +160,9 @@ def _alone(latency_s: float, rate: float, cpu_s: float, unit: str) -> list[str]:
     return [f"the storage alone would allow one client ~{min(1.0 / latency_s, rate):,.0f}"
             f" {unit} (1 over its commit); the estimate adds the application's own time on"
             f" an idle 2-vCPU test-bed ({format_latency(cpu_s * 1e9)} a transaction), mostly"
-            " its processes waking: where the CPUs never idle it took 0.35-0.48 of that, on"
-            " another machine 0.22-0.88, on the test-bed another day up to 1.48"]
+            " its processes waking on other CPUs: where the CPUs never idle it took"
+            " 0.35-0.48 of that, with the application's processes on one CPU 0.13-0.15, on"
+            " two idle ones up to 1.48 (where the scheduler puts them decides)"]
 
 
 def oltp(p99_ns: float | None) -> str:
