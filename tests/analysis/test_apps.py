@@ -79,10 +79,10 @@ def test_microseconds_are_never_said_as_hundredths_of_a_millisecond(tmpfs, store
             if re.match(r"│ (wal_\w+|page_read|checkpoint) +│ (read|write|sync) ", line)]
     assert len(rows) >= 7, proc.stdout
     assert not [r for r in rows if re.search(r"\d ([KMG]iB/s|ns|µs|ms)\b", r)], rows
-    # where the CPU decides, the range is the application's own time's (twice it, and a
-    # quarter of it on a machine whose CPUs never idle: docs/apps.md), not "none"
+    # where the CPU decides, the range is the application's own time's (twice it, and
+    # its processes on one CPU, ONE_CPU_S, 0.13 of it: docs/apps.md), not "none"
     # (665–77,616), and a group commit of microseconds is not a "slow flush" (issue #63)
-    assert tps["high"] <= 6 * tps["value"] and tps["low"] >= tps["value"] / 2, tps
+    assert tps["high"] <= 8 * tps["value"] and tps["low"] >= tps["value"] / 2, tps
     assert any("the storage alone would allow one client" in n for n in answer["notes"])
     many = next(e for e in answer["estimates"] if e["metric"] == "tps_16")
     assert "flushes" not in many["decided_by"] and "more than the CPU takes" in many["decided_by"]
@@ -114,11 +114,11 @@ def test_an_append_test_that_fills_its_file_says_so_not_to_run_it_time_based(tmp
     assert "larger --size" in full["message"] and "time_based" not in full["message"]
     assert full["message"] in proc.stdout
     # the CPU decides here: ranges of the application's own time, not "none" (the 50
-    # clients' said 62,817–23,830,682 SETs/s, issue #63): 1 client's from twice it to a
-    # quarter of it (a busy machine's, docs/apps.md), 50 clients' twice and half of it
+    # clients' said 62,817–23,830,682 SETs/s, issue #63): 1 client's from twice it to its
+    # processes on one CPU (ONE_CPU_S, docs/apps.md), 50 clients' twice and half of it
     for e in shown(store_path)["data"]["app"]["estimates"]:
         if e["unit"] == "ops/s":
-            wide = 6 if e["metric"] == "ops" else 2
+            wide = 8 if e["metric"] == "ops" else 2
             assert e["value"] / 2 <= e["low"] <= e["high"] <= wide * e["value"], e
     # a test that ran its time out is judged by the usual rule (2 s: too short)
     if "aof_everysec" in short:

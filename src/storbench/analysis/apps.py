@@ -9,8 +9,9 @@ application spends on it (``CPU_S``, a constant per application measured with th
 application on tmpfs); and the storage takes at most ``C`` commits a second (measured
 one after another as fast as they go). So: min(1 / (L + CPU_S), C). A volume capped in
 IOPS answers a lone commit at once and limits the rate; a slow disk or a network
-volume limits both the same way. ``low`` takes twice that CPU time; ``high`` a quarter
-of it and the commit as it takes back to back. Most of ``CPU_S`` is not computing but
+volume limits both the same way. ``low`` takes twice that CPU time; ``high`` the time
+with the application's processes on one CPU (``ONE_CPU_S``, 0.13-0.15 of it) and the
+commit as it takes back to back. Most of ``CPU_S`` is not computing but
 waking: a client and its server pass each statement back and forth, and on a virtual
 machine an idle CPU sleeps and takes tens of microseconds to wake. With a busy neighbour
 (CPUs that never idle) the real applications' one client went 2.5-4x as fast on tmpfs,
@@ -41,6 +42,17 @@ CPU_S = {
     "postgresql": 0.000745,  # a pgbench TPC-B transaction, 1 client: 1,338 TPS on tmpfs
     "mysql": 0.000479,  # a sysbench oltp_write_only transaction, 1 thread: 2,082 TPS
     "redis": 0.0000465,  # a redis-benchmark SET, 1 client, round trip included: 20,833/s
+}
+# the same with the application's processes on one CPU (taskset -c 0): a client and its
+# server pass each statement by a context switch, not by waking an idle CPU. The fastest
+# placement measured, the top of the 1-client range: on an Intel Xeon test-bed on
+# 2026-12-05, the quickest of four real runs on tmpfs (9,272 TPS, 15,658 TPS, 130,435
+# SETs/s; where the scheduler placed them the same hour 1,843, 2,356 and 82,589), less
+# the commit there, rounded down (docs/apps.md, "A second machine")
+ONE_CPU_S = {
+    "postgresql": 0.000100,
+    "mysql": 0.000060,
+    "redis": 0.0000055,
 }
 # with many clients the application overlaps their round trips; what stays is its CPU
 # per transaction when busy: 1 over the rate on tmpfs with that many clients
@@ -127,15 +139,16 @@ def _commit_s(results: dict[str, list[TestResult]], test: str, rate: float) -> f
     return (write + sync) / 1e9
 
 
-def _one(latency_s: float, rate: float, cpu_s: float) -> tuple[float, float, float]:
+def _one(latency_s: float, rate: float, cpu_s: float,
+         one_cpu_s: float) -> tuple[float, float, float]:
     """(value, low, high) transactions/s of one client: min(1 / (L + CPU), C). Low: twice
-    the CPU time (a machine half as fast). High: a quarter of it, the commit as it takes
-    back to back (1 / C): a machine whose CPUs never idle, whose processes wake at once
-    (there the real applications' own time was 0.35-0.48 of CPU_S; a PostgreSQL commit on
-    tmpfs takes ~25 µs alone, ~3 back to back). No CPU time at all gave ranges such as
-    665–77,616 on tmpfs."""
+    the CPU time (a machine half as fast). High: the application's processes on one CPU
+    (``one_cpu_s``: no idle CPU to wake between client and server; CPUs that never idle
+    came between, 0.35-0.48 of CPU_S), the commit as it takes back to back (1 / C; a
+    PostgreSQL commit on tmpfs takes ~25 µs alone, ~3 back to back). No CPU time at all
+    gave ranges such as 665–77,616 on tmpfs."""
     return (min(1.0 / (latency_s + cpu_s), rate), min(1.0 / (latency_s + 2 * cpu_s), rate),
-            min(1.0 / (min(latency_s, 1.0 / rate) + cpu_s / 4), rate))
+            min(1.0 / (min(latency_s, 1.0 / rate) + one_cpu_s), rate))
 
 
 def _capped(latency_s: float, rate: float, cpu_s: float) -> bool:
@@ -181,7 +194,7 @@ def postgresql(results: dict[str, list[TestResult]]) -> Answer | None:
     p50, p99 = (median_of(results, "wal_commit", k) for k in ("sync.lat_p50", "sync.lat_p99"))
     cpu = CPU_S["postgresql"]
     lat = _commit_s(results, "wal_idle", commits)
-    one = _one(lat, commits, cpu)
+    one = _one(lat, commits, cpu, ONE_CPU_S["postgresql"])
     figures = [Figure("tps", "pgbench TPC-B TPS, 1 client", *one, "transactions/s",
                       f"wal_idle: a commit (8 KiB WAL page + fdatasync) takes"
                       f" {format_latency(lat * 1e9)} alone; wal_commit: {commits:,.0f} a second at"
@@ -240,13 +253,13 @@ def mysql(results: dict[str, list[TestResult]]) -> Answer | None:
     test, how = (("redo_paced", "at one thread's pace takes {}") if "redo_paced" in results
                  else ("redo_idle", "takes {} alone"))
     lat = _commit_s(results, test, commits)
-    one = _one(lat, commits, cpu)
+    one = _one(lat, commits, cpu, ONE_CPU_S["mysql"])
     took = (f"{test}: a commit (4 KiB redo write, O_DIRECT, + fdatasync) "
             + how.format(format_latency(lat * 1e9)))
     figures = [Figure("tps", "sysbench oltp_write_only TPS, 1 thread", *one,
                       "transactions/s", f"{took}; redo_commit: {commits:,.0f} a second at"
                       " most")]
-    new = _one(lat * (1 + NEW_REDO), commits / (1 + NEW_REDO), cpu)
+    new = _one(lat * (1 + NEW_REDO), commits / (1 + NEW_REDO), cpu, ONE_CPU_S["mysql"])
     figures.append(Figure("tps_new", "sysbench oltp_write_only TPS, 1 thread, a new"
                           " database", *new, "transactions/s",
                           f"{test}'s commit and redo_commit's rate, one commit in"
@@ -274,7 +287,7 @@ def redis(results: dict[str, list[TestResult]]) -> Answer | None:
         return None
     cpu = CPU_S["redis"]
     lat = _commit_s(results, "aof_idle", always)
-    one = _one(lat, always, cpu)
+    one = _one(lat, always, cpu, ONE_CPU_S["redis"])
     figures = [Figure("ops", "SET ops/s, appendfsync always, 1 client", *one, "ops/s",
                       f"aof_idle: an append + fdatasync takes {format_latency(lat * 1e9)} alone;"
                       f" aof_always_1: {always:,.0f} a second at most")]
