@@ -177,4 +177,3 @@ def test_the_second_machines_runs_are_from_another_cpu(store: Store) -> None:
         before = series.replace("-xeon", "")
         if before in MADE and MADE[before]["date"] == "2026-12-04":
             assert cpu(before) != cpu(series), series
-

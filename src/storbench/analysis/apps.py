@@ -10,9 +10,9 @@ application on tmpfs); and the storage takes at most ``C`` commits a second (mea
 one after another as fast as they go). So: min(1 / (L + CPU_S), C). A volume capped in
 IOPS answers a lone commit at once and limits the rate; a slow disk or a network
 volume limits both the same way. ``low`` takes twice that CPU time; ``high`` the time
-with the application's processes on one CPU (``ONE_CPU_S``, 0.13-0.15 of it) and the
-commit as it takes back to back. Most of ``CPU_S`` is not computing but
-waking: a client and its server pass each statement back and forth, and on a virtual
+with the application's processes on one CPU (``ONE_CPU_S``, the quickest such runs,
+0.12-0.13 of it) and the commit as it takes back to back. Most of ``CPU_S`` is not
+computing but waking: a client and its server pass each statement back and forth, and on a virtual
 machine an idle CPU sleeps and takes tens of microseconds to wake. With a busy neighbour
 (CPUs that never idle) the real applications' one client went 2.5-4x as fast on tmpfs,
 the application's own time 0.35-0.48 of ``CPU_S`` (bench/apps.py --busy 1, docs/apps.md);
