@@ -31,7 +31,11 @@ shape, the real application's runs and the profile's alike: a machine whose CPUs
 idle. ``--round-trip`` measures, before each real run, how long two processes take to
 pass a message back and forth (fio's net engine, ``pingpong`` over a unix socket: p50 of
 the sender's round trip), printed beside the figures: on a virtual machine an idle CPU
-is put to sleep and waking it is most of a one-client round trip (docs/apps.md).
+is put to sleep and waking it is most of a one-client round trip (docs/apps.md). It
+times two processes on two CPUs; the applications' client and server are on one CPU as
+often as the scheduler puts them there (a context switch, ~4 µs, not a wake, ~50 µs),
+so it does not tell machines apart: run the whole under ``taskset -c 0`` for the
+applications on one CPU (analysis/apps.ONE_CPU_S, docs/apps.md "A second machine").
 ``--machine NAME`` says this is not the test-bed machine the CPU times per transaction
 (analysis/apps.CPU_S) were measured on: its series are apps-SHAPE-NAME-APP, and NAME and
 the CPU's model are kept with them (``--keep``).
