@@ -161,7 +161,24 @@ def test_a_signal_ends_storbench_within_5_s_while_it_waits_on_a_silent_server(
     it, up to a minute on a slow file system. A signal ends that wait at once: CI saw
     Ctrl-C wait the whole minute when it came there."""
     mnt = sshfs_server.mount(proxied=False)
-    log = tmp_path / "stderr.txt"
+    for attempt in range(3):  # until the clear is caught in the silence (see _interrupted)
+        log = tmp_path / f"stderr-{attempt}.txt"
+        if (took := _interrupted(sshfs_server, mnt, tmp_path, store_path, log)) is not None:
+            break
+    else:
+        pytest.fail("storbench's clear ended before the server went silent, three times")
+    err = log.read_text()
+    assert took < 5, (took, err)
+    assert "Traceback" not in err and "interrupted by SIGINT" in err, err
+    assert "[1] reader.fio" not in err  # fio never started
+    assert stored(store_path)["status"] == "interrupted"
+
+
+def _interrupted(sshfs_server, mnt, tmp_path, store_path, log) -> float | None:
+    """A run SIGINTed while its child clears the scratch directory on a silent server:
+    the seconds it took to end (exit code 130), or None where the clear was over before
+    the server went silent (the child named itself sb-idle again: beside other lanes
+    the probe's idle phase can pass before the silence begins)."""
     with log.open("w") as stderr:
         proc = start_run(mnt, tmp_path, store_path, 60, stderr=stderr)
     try:
@@ -173,21 +190,24 @@ def test_a_signal_ends_storbench_within_5_s_while_it_waits_on_a_silent_server(
             child = clearing_child(proc.pid)
             time.sleep(1)  # the child is blocked in the kernel now; storbench waits for it
             assert proc.poll() is None
+            try:  # still clearing: stuck there (the kill storbench sends it on the signal
+                # may take effect at once, in a wait FUSE lets a kill end, or never)
+                stuck = Path(f"/proc/{child}/comm").read_text().strip() == "sb-clean"
+            except OSError:
+                stuck = False
             start = time.monotonic()
             proc.send_signal(signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=15)  # without a check for signals it waited 60 s
             took = time.monotonic() - start
-            assert Path(f"/proc/{child}").exists()  # it was stuck: left, not waited for
     finally:
         if proc.poll() is None:
             proc.kill()
-    err = log.read_text()
-    assert proc.returncode == 130, err
-    assert took < 5, (took, err)
-    assert "Traceback" not in err and "interrupted by SIGINT" in err, err
-    assert "[1] reader.fio" not in err  # fio never started
-    assert stored(store_path)["status"] == "interrupted"
+            proc.wait()
+    if not stuck:
+        return None
+    assert proc.returncode == 130, log.read_text()
+    return took
 
 
 @pytest.mark.parametrize("sig", [None, signal.SIGINT])
