@@ -143,10 +143,10 @@ def _one(latency_s: float, rate: float, cpu_s: float,
          one_cpu_s: float) -> tuple[float, float, float]:
     """(value, low, high) transactions/s of one client: min(1 / (L + CPU), C). Low: twice
     the CPU time (a machine half as fast). High: the application's processes on one CPU
-    (``one_cpu_s``: no idle CPU to wake between client and server; CPUs that never idle
-    came between, 0.35-0.48 of CPU_S), the commit as it takes back to back (1 / C; a
-    PostgreSQL commit on tmpfs takes ~25 µs alone, ~3 back to back). No CPU time at all
-    gave ranges such as 665–77,616 on tmpfs."""
+    (``one_cpu_s``: no idle CPU to wake between client and server; with CPUs that never
+    idle the own time lay between, 0.35-0.48 of CPU_S), the commit as it takes back to
+    back (1 / C; a PostgreSQL commit on tmpfs takes ~25 µs alone, ~3 back to back). No
+    CPU time at all gave ranges such as 665–77,616 on tmpfs."""
     return (min(1.0 / (latency_s + cpu_s), rate), min(1.0 / (latency_s + 2 * cpu_s), rate),
             min(1.0 / (min(latency_s, 1.0 / rate) + one_cpu_s), rate))
 
