@@ -70,6 +70,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -318,17 +319,10 @@ def commits(app: str, where: Path, wrap: Wrap) -> dict[str, float]:
     return out
 
 
-def cpu_model() -> str:
-    """The CPU's model name as /proc/cpuinfo gives it (its first CPU's)."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
-def profile(app: str, where: Path, wrap: Wrap, db: Path,
-            series: str) -> dict[str, dict[str, float]]:
-    """storbench's estimates on the same volume: metric -> value, low, high."""
+def profile(app: str, where: Path, wrap: Wrap, db: Path, series: str) -> dict[str, Any]:
+    """storbench's run of the profile on the same volume, as `show --json` gives it: its
+    estimates (data.app.estimates: metric, value, low, high) and its environment (the
+    CPU it ran on)."""
     proc = subprocess.run(wrap([*STORBENCH, "run", str(where), "--suite", app,
                                 "--series", series]),
                           capture_output=True, text=True,
@@ -338,7 +332,7 @@ def profile(app: str, where: Path, wrap: Wrap, db: Path,
     shown = json.loads(subprocess.run([*STORBENCH, "show", "last", "--json"], text=True,
                                       capture_output=True, check=True,
                                       env={**os.environ, "STORBENCH_DB": str(db)}).stdout)
-    return {e["metric"]: e for e in shown["data"]["app"]["estimates"]}
+    return dict(shown)
 
 
 def main() -> None:
@@ -406,12 +400,13 @@ def main() -> None:
                             reals.setdefault(metric, []).append(v)
                 series = f"apps-{label}-{app}"
                 with shape(name) as (where, wrap):
-                    est = profile(app, where, wrap, db, series)
+                    ran = profile(app, where, wrap, db, series)
+                    est = {e["metric"]: e for e in ran["data"]["app"]["estimates"]}
                     took = commits(app, where, wrap) if args.commits else {}
                 kept[series] = reals
                 made[series] = {"date": time.strftime("%Y-%m-%d"), "seconds": args.seconds,
                                 "busy": args.busy, "machine": args.machine or "test-bed",
-                                "cpu": cpu_model()}
+                                "cpu": ran["environment"]["cpu_model"]}
                 if app == "mysql":  # its redo log as the real runs had it
                     made[series]["log"] = "written" if written else "fresh"
                 for metric, values in reals.items():
