@@ -8,6 +8,7 @@ import json
 import math
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from storbench.analysis.metrics import metric, value
 from storbench.store import Store
 from storbench.store.changes import KEEP, ChangeCache
 from storbench.store.schema import FIGURES
-from storbench.store.series import series_runs, series_values, set_series
+from storbench.store.series import every_series_values, series_runs, series_values, set_series
 from tests.store.test_sqlite import add_run
 
 # every kind of figure and place a path reaches: counts, bandwidth, each latency's
@@ -381,3 +382,68 @@ def test_a_copy_keeps_the_answers_of_the_series_it_copied_into(store_path, tmp_p
         assert kept_here <= {r[0] for r in after}, (kept_here, after)
     finally:
         store.close()
+
+
+def _recorded_run(store, name: str, i: int, scale: float, suite: str = "quick") -> int:
+    """A completed run of recorded real fio output (tests/data/fio/NAME.json), its IOPS
+    scaled by ``scale`` (a series' level) and varied a little from run to run."""
+    doc = json.loads((Path(__file__).parent.parent / "data" / "fio" / f"{name}.json")
+                     .read_text())
+    for job in doc["jobs"]:
+        for d in ("read", "write"):
+            job[d]["iops"] *= scale * (1 + 0.003 * ((i * 7) % 5 - 2))
+    return add_run(store, json.dumps(doc), label=f"{name}{i}", suite=suite)
+
+
+def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, monkeypatch,
+                                                                  tmp_path):
+    """`history` over a store of many series, nothing kept, reads every series' figures
+    in one query (every_series_values): each series' answer is the one it gets alone
+    (its suite its first run's, one without figures included; a failed run left out;
+    runs interleaved), and it is kept where `history NAME` then reads it."""
+    from storbench.cli import histories as found
+    from storbench.cli.kept import read_kept
+    from storbench.render.history import history_dict
+    from storbench.store.series import series_list
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # this test's answers
+    store = any_store
+    runs: dict[str, list[int]] = {"drop": [], "writes": [], "late": []}
+    # 'late' begins with a run of another suite that has no figures (nothing ran)
+    first = store.begin_run(uid="nothing", suite="etcd", target="/mnt/x",
+                            environment={"hostname": "h"}, settings={"workload": "etcd"},
+                            storbench_version="0", fio_version="fio-3.33")
+    store.finish_run(first, "completed")
+    runs["late"].append(first)
+    for i in range(24):  # interleaved, as nightly runs of three series are
+        runs["drop"].append(_recorded_run(store, "randread", i, 0.6 if i >= 14 else 1.0))
+        runs["writes"].append(_recorded_run(store, "randwrite-2jobs", i,
+                                            1.3 if i >= 8 else 1.0, suite="dbench"))
+        if i % 2:
+            runs["late"].append(_recorded_run(store, "randread", i, 1.0))
+    failed = add_run(store, (Path(__file__).parent.parent / "data" / "fio" / "randread.json")
+                     .read_text(), label="failed", status="failed")
+    for name, ids in runs.items():
+        set_series(store, [*ids, failed] if name == "drop" else ids, name)
+    listed = [(name, n) for name, n, _, _ in series_list(store)]
+    assert listed == [("late", 13), ("drop", 24), ("writes", 24)]
+    alone = {name: [history_dict(h) for h in found._histories(store, name)]
+             for name, _ in listed}
+
+    read: list[set[str]] = []
+
+    def spy(store_, names, paths):  # every_series_values itself, its calls counted
+        read.append(set(names))
+        return every_series_values(store_, names, paths)
+
+    monkeypatch.setattr(found, "every_series_values", spy)
+    at_once = found.every_history(store, listed)
+    assert read == [{"drop", "writes", "late"}]  # one query for all three
+    assert {n: [history_dict(h) for h in hs] for n, hs in at_once.items()} == alone
+    assert any(h["change_points"] for h in alone["drop"])  # a history with a change
+    assert any(h["change_points"] for h in alone["writes"])
+    for name, _ in listed:  # kept under the key each series' own question reads
+        kept = read_kept(store, ["history", hist.MIN_CHANGE], name)
+        assert kept is not None and [history_dict(h) for h in kept] == alone[name]
+    # asked again, every answer is read: no series' figures read at all
+    assert found.every_history(store, listed).keys() == alone.keys() and len(read) == 1

@@ -33,9 +33,30 @@ def kept(store: Store, question: list[Any], series: str,
     cache = ChangeCache(store=store)  # this machine's, else the store's (store/changes.py)
     key = _key(store, question, series, runs)
     found = _read(cache, key)
-    if found is not None:
-        return found
-    found = find()
+    if found is None:
+        found = find()
+        _keep(cache, key, question, series, found)
+    return found
+
+
+def kept_each(store: Store, question: list[Any], names: list[str],
+              find: Callable[[list[str]], dict[str, list[hist.History]]]
+              ) -> dict[str, list[hist.History]]:
+    """``kept`` of each of the series ``names``: those whose answers nobody kept found
+    together by ``find`` (given their names: `history` over a store of many series reads
+    their figures at once), and kept."""
+    cache = ChangeCache(store=store)
+    keys = {name: _key(store, question, name, None) for name in names}
+    out = {name: found for name in names if (found := _read(cache, keys[name])) is not None}
+    for name, found in find([name for name in names if name not in out]).items():
+        _keep(cache, keys[name], question, name, found)
+        out[name] = found
+    return out
+
+
+def _keep(cache: ChangeCache, key: str, question: list[Any], series: str,
+          found: list[hist.History]) -> None:
+    """Keep ``found``, the answer to ``question`` about ``series``, under ``key``."""
     shared: list[list[Any]] = []
 
     def column(values: list[Any]) -> int:
@@ -51,7 +72,6 @@ def kept(store: Store, question: list[Any], series: str,
     cache.put(key, {"columns": [packed(c, "s" if c and isinstance(c[0], str) else "q")
                                 for c in shared], "histories": histories},
               superseding=question_key(question, series))  # of a run less
-    return found
 
 
 def packed(values: list[Any], code: str) -> dict[str, Any]:

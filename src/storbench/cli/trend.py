@@ -22,6 +22,7 @@ from storbench.cli.common import (
     print_json,
     read_db_option,
 )
+from storbench.cli.histories import answered, every_history, histories
 from storbench.cli.kept import kept, read_kept
 from storbench.errors import ConfigError
 from storbench.result.record import Run
@@ -36,12 +37,10 @@ from storbench.store.changes import (
 )
 from storbench.store.series import (
     series_exists,
-    series_from,
     series_last,
     series_left_out,
     series_list,
     series_of,
-    series_sections,
     series_values,
     series_workloads,
     set_series,
@@ -61,69 +60,6 @@ def resolve_series(store: Store, ref: str) -> str:
         raise ConfigError(f"series {ref!r} holds no completed run ({shown}): a history"
                           " follows completed runs only")
     raise ConfigError(f"no series {ref!r} in {store.path}; `storbench history` lists them")
-
-
-def histories(store: Store, series: str, *, up_to: int | None = None,
-              min_change: float = hist.MIN_CHANGE, runs: str | None = None
-              ) -> list[hist.History]:
-    """Every headline figure of a series (its runs up to run ``up_to``), with its changes
-    and the runs whose workload changed. A whole series' answer is kept (store/changes.py)
-    under a digest of its runs (``runs``, when the caller has it) and ``min_change``:
-    asked again, or after the run that kept it (refresh), it is read, not found again
-    from 100,000 runs' figures."""
-    if up_to is not None:
-        return _histories(store, series, up_to=up_to, min_change=min_change)
-    return kept(store, ["history", min_change], series,
-                lambda: _histories(store, series, min_change=min_change), runs)
-
-
-def _histories(store: Store, series: str, *, up_to: int | None = None,
-               min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
-    """histories, found from the series' figures."""
-    first = store.db.execute(
-        f"SELECT r.suite FROM {series_from(store, series)} WHERE s.name = ?"
-        " AND r.status = 'completed' ORDER BY r.created_at, r.id LIMIT 1", (series,)).fetchone()
-    suite = first[0] if first else None
-    metrics = hist.candidates(suite)
-    rows = series_values(store, series, hist.figure_paths(metrics), workload=True)
-    answers = answered(store, series)
-    if up_to is not None:
-        # the series' runs up to that one, in the series' order (its start, then its id),
-        # without reading the series' runs again (100,000 of them: 0.3 s)
-        at = store.db.execute(
-            "SELECT r.created_at FROM run_series s JOIN runs r ON r.id = s.run_id"
-            " WHERE s.name = ? AND r.id = ? AND r.status = 'completed'",
-            (series, up_to)).fetchone()
-        if at is None:  # not a completed run of the series: nothing up to it
-            rows, answers = [], {}
-        else:
-            last = (at[0], up_to)
-            rows = [r for r in rows if (r[1], r[0]) <= last]
-            answers = {f: [p for p in pts if (p.at, p.run) <= last]
-                       for f, pts in answers.items()}
-    cache = ChangeCache()
-    ran = {r[0]: r[-1] for r in rows if r[-1] is not None}
-    measured = hist.points_of(rows, metrics, hist.figures_of(rows, metrics, suite))
-    return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
-            for f, pts in [*measured.items(), *answers.items()] if pts]
-
-
-def answered(store: Store, series: str) -> dict[hist.Figure, list[hist.Point]]:
-    """The answers of a kind's view in the series' runs (an application's
-    ``postgresql.tps``, a curve's ``curve.max.iops``), each a figure over the runs that
-    gave it, oldest first."""
-    from storbench.analysis.views import VIEWS, answers_of
-
-    data: dict[int, tuple[str, dict[str, Any]]] = {}
-    for run, at, key, value in series_sections(store, series, list(VIEWS)):
-        data.setdefault(run, (at, {}))[1][key] = value
-    found: dict[hist.Figure, list[hist.Point]] = {}
-    for run, (at, sections) in data.items():
-        for (prefix, name), a in answers_of(sections).items():
-            fig = hist.Figure(prefix, hist.Answered(name, a.kind, a.label or name))
-            found.setdefault(fig, []).append(  # measured: answers_of leaves out the rest
-                hist.Point(run, at, float(a.value or 0)))
-    return found
 
 
 def say_left_out(store: Store, name: str) -> None:
@@ -237,9 +173,10 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
     floor = percent(min_change, "--min-change", "5%", below_100=True)
     if series is None:
         rows = []
-        for name, n, first, last in series_list(store):
-            changes = [(c, h) for h in histories(store, name, min_change=floor)
-                       for c in h.changes]
+        listed = series_list(store)
+        each = every_history(store, [(name, n) for name, n, _, _ in listed], floor)
+        for name, n, first, last in listed:
+            changes = [(c, h) for h in each[name] for c in h.changes]
             newest = max(changes, key=lambda ch: ch[0].run, default=None)
             said = (f"run #{newest[0].run}: {newest[1].figure.name}"
                     f" {100 * newest[0].relative:+.1f}%") if newest else ""

@@ -1,0 +1,127 @@
+"""A series' histories (every headline figure and application answer, with its change
+points): found from its runs' figures, or read where an earlier command kept them
+(cli/kept.py); `history` over a store of many series reads their figures at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storbench.analysis import history as hist
+from storbench.analysis.metrics import Metric
+from storbench.cli.kept import kept, kept_each
+from storbench.store import Store
+from storbench.store.changes import ChangeCache
+from storbench.store.series import (
+    every_series_values,
+    series_from,
+    series_sections,
+    series_values,
+)
+
+# a series' first run's suite, its rows and the metrics they hold (every_history)
+Read = tuple[str | None, list[tuple[Any, ...]], list[Metric]]
+
+
+def histories(store: Store, series: str, *, up_to: int | None = None,
+              min_change: float = hist.MIN_CHANGE, runs: str | None = None
+              ) -> list[hist.History]:
+    """Every headline figure of a series (its runs up to run ``up_to``), with its changes
+    and the runs whose workload changed. A whole series' answer is kept (store/changes.py)
+    under a digest of its runs (``runs``, when the caller has it) and ``min_change``:
+    asked again, or after the run that kept it (refresh), it is read, not found again
+    from 100,000 runs' figures."""
+    if up_to is not None:
+        return _histories(store, series, up_to=up_to, min_change=min_change)
+    return kept(store, ["history", min_change], series,
+                lambda: _histories(store, series, min_change=min_change), runs)
+
+
+# every_history reads the store's figures at once when the series it must find hold
+# this share of its runs or more (the store's runs in one query: ~3.7 µs a run; a series'
+# own in one query each: ~5 µs a run and 3 ms for its first run's suite)
+AT_ONCE = 0.5
+
+
+def every_history(store: Store, series: list[tuple[str, int]],
+                  min_change: float = hist.MIN_CHANGE) -> dict[str, list[hist.History]]:
+    """``histories`` of each of ``series`` (name, completed runs: series_list's): those
+    nobody kept found from the store's figures read at once (every_series_values) when
+    they are most of the store's runs (a cold `history` over 100,000 runs in 50 series),
+    else one series at a time."""
+    counts = dict(series)
+
+    def found(names: list[str]) -> dict[str, list[hist.History]]:
+        reads: dict[str, Read] = {}
+        if len(names) > 1 and sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values()):
+            metrics = _every_metric()
+            reads = {name: (suite, rows, metrics) for name, (suite, rows) in
+                     every_series_values(store, set(names), hist.figure_paths(metrics)).items()}
+        return {name: _histories(store, name, min_change=min_change, read=reads.get(name))
+                for name in names}
+
+    return kept_each(store, ["history", min_change], list(counts), found)
+
+
+def _every_metric() -> list[Metric]:
+    """Every metric a series of any suite may name (hist.candidates): what a series of
+    each suite names is among them, and read as they are (``metrics`` of hist.figures_of
+    and hist.points_of is where to read each figure, not which to show)."""
+    from storbench.workload.suites import SUITES
+
+    return list(dict.fromkeys(m for suite in [None, *SUITES] for m in hist.candidates(suite)))
+
+
+def _histories(store: Store, series: str, *, up_to: int | None = None,
+               min_change: float = hist.MIN_CHANGE, read: Read | None = None
+               ) -> list[hist.History]:
+    """histories, found from the series' figures (``read``: its first run's suite, its
+    rows and the metrics they hold, as every_history reads them, when the caller has
+    them)."""
+    if read is not None:
+        suite, rows, metrics = read
+    else:
+        first = store.db.execute(
+            f"SELECT r.suite FROM {series_from(store, series)} WHERE s.name = ?"
+            " AND r.status = 'completed' ORDER BY r.created_at, r.id LIMIT 1",
+            (series,)).fetchone()
+        suite = first[0] if first else None
+        metrics = hist.candidates(suite)
+        rows = series_values(store, series, hist.figure_paths(metrics), workload=True)
+    answers = answered(store, series)
+    if up_to is not None:
+        # the series' runs up to that one, in the series' order (its start, then its id),
+        # without reading the series' runs again (100,000 of them: 0.3 s)
+        at = store.db.execute(
+            "SELECT r.created_at FROM run_series s JOIN runs r ON r.id = s.run_id"
+            " WHERE s.name = ? AND r.id = ? AND r.status = 'completed'",
+            (series, up_to)).fetchone()
+        if at is None:  # not a completed run of the series: nothing up to it
+            rows, answers = [], {}
+        else:
+            last = (at[0], up_to)
+            rows = [r for r in rows if (r[1], r[0]) <= last]
+            answers = {f: [p for p in pts if (p.at, p.run) <= last]
+                       for f, pts in answers.items()}
+    cache = ChangeCache()
+    ran = {r[0]: r[-1] for r in rows if r[-1] is not None}
+    measured = hist.points_of(rows, metrics, hist.figures_of(rows, metrics, suite))
+    return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
+            for f, pts in [*measured.items(), *answers.items()] if pts]
+
+
+def answered(store: Store, series: str) -> dict[hist.Figure, list[hist.Point]]:
+    """The answers of a kind's view in the series' runs (an application's
+    ``postgresql.tps``, a curve's ``curve.max.iops``), each a figure over the runs that
+    gave it, oldest first."""
+    from storbench.analysis.views import VIEWS, answers_of
+
+    data: dict[int, tuple[str, dict[str, Any]]] = {}
+    for run, at, key, value in series_sections(store, series, list(VIEWS)):
+        data.setdefault(run, (at, {}))[1][key] = value
+    found: dict[hist.Figure, list[hist.Point]] = {}
+    for run, (at, sections) in data.items():
+        for (prefix, name), a in answers_of(sections).items():
+            fig = hist.Figure(prefix, hist.Answered(name, a.kind, a.label or name))
+            found.setdefault(fig, []).append(  # measured: answers_of leaves out the rest
+                hist.Point(run, at, float(a.value or 0)))
+    return found
