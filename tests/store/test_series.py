@@ -447,3 +447,42 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
         assert kept is not None and [history_dict(h) for h in kept] == alone[name]
     # asked again, every answer is read: no series' figures read at all
     assert found.every_history(store, listed).keys() == alone.keys() and len(read) == 1
+
+
+def test_a_series_digest_is_the_same_whatever_postgresqls_plan(postgres_db, tmp_path):
+    """The digest an answer is kept under (store/changes.series_runs) does not depend on
+    how PostgreSQL reads the series' runs, which its statistics choose: runs stored out of
+    their start's order, as `db copy` of an older store after a newer one leaves them,
+    give one digest under every plan (each join and scan PostgreSQL may use). Else a
+    plan chosen after the run that kept the series' answers would hide them from every
+    other machine."""
+    import time
+
+    from storbench.store.changes import series_runs as digest
+    from tests.conftest import run_cli
+
+    recorded = (Path(__file__).parent.parent / "data" / "fio" / "randread.json").read_text()
+    older, newer = tmp_path / "older.db", tmp_path / "newer.db"
+    for path in (older, newer):
+        s = Store(path)
+        set_series(s, [add_run(s, recorded, label=f"{path.stem}{i}") for i in range(20)], "s")
+        s.close()
+        time.sleep(1.1)  # the newer store's runs begin a second later
+    for path in (newer, older):  # the newer runs get the lower ids
+        copied = run_cli("db", "copy", str(path), postgres_db, db=tmp_path / "unused.db")
+        assert copied.returncode == 0, copied.stderr
+    store = Store(postgres_db)
+    try:
+        starts = [r[0] for r in store.db.execute("SELECT created_at FROM runs ORDER BY id")]
+        assert starts[0] > starts[-1]  # stored out of their start's order
+        plans = ["", "enable_nestloop", "enable_hashjoin", "enable_mergejoin,enable_nestloop",
+                 "enable_indexscan,enable_indexonlyscan,enable_bitmapscan"]
+        found = {}
+        for off in plans:
+            store.db.execute("RESET ALL")
+            for setting in filter(None, off.split(",")):
+                store.db.execute(f"SET {setting} = off")
+            found[off] = digest(store, "s")
+        assert len(set(found.values())) == 1, found
+    finally:
+        store.close()
