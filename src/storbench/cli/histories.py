@@ -11,6 +11,7 @@ from storbench.analysis.metrics import Metric
 from storbench.cli.kept import kept, kept_each
 from storbench.store import Store
 from storbench.store.changes import ChangeCache
+from storbench.store.schema import FIGURES
 from storbench.store.series import (
     every_series_values,
     series_from,
@@ -52,10 +53,12 @@ def every_history(store: Store, series: list[tuple[str, int]],
 
     def found(names: list[str]) -> dict[str, list[hist.History]]:
         reads: dict[str, Read] = {}
-        if len(names) > 1 and sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values()):
-            metrics = _every_metric()
+        metrics = _every_metric()
+        paths = hist.figure_paths(metrics)
+        if len(names) > 1 and sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values()) \
+                and {tuple(p) for p in paths} <= set(FIGURES.values()):  # columns all
             reads = {name: (suite, rows, metrics) for name, (suite, rows) in
-                     every_series_values(store, set(names), hist.figure_paths(metrics)).items()}
+                     every_series_values(store, set(names), paths).items()}
         return {name: _histories(store, name, min_change=min_change, read=reads.get(name))
                 for name in names}
 
