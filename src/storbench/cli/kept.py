@@ -1,7 +1,8 @@
-"""Answers about a series kept between commands (`history NAME`, its `--metric`):
-read when the same question is asked of the same runs, found and kept otherwise. Each
-is kept under a digest of the question and of the series' runs (store/changes.py), so
-it is never stale; the answer to the same question of a run less is superseded."""
+"""Answers about a series kept between commands (`history NAME`, its `--metric`, each
+series' in `history`): read when the same question is asked of the same runs, found and
+kept otherwise. Each is kept under a digest of the question and of the series' runs
+(store/changes.py), so it is never stale; the answer to the same question of a run less
+is superseded."""
 
 from __future__ import annotations
 

@@ -211,8 +211,8 @@ def every_series_values(store: Store, names: set[str], paths: Sequence[Sequence[
     columns only): for each of ``names`` with a completed run, its first run's suite and
     its rows. One query over the store's completed runs in their order (SQLite: its
     index of them by start), each run's series looked up: 100,000 runs in 50 series in
-    ~0.3 s, where 50 queries of a series each took ~0.5 s, and as much again for their
-    first runs' suites (each series' own rows; on PostgreSQL each a hash join over every
+    ~0.34 s, where 50 queries of a series each took ~0.48 s and their first runs'
+    suites 0.15 s more (each series' own rows; on PostgreSQL each a hash join over every
     figure, ~22 ms)."""
     column = {path: name for name, path in FIGURES.items()}
     if any(tuple(p) not in column for p in paths):
