@@ -11,8 +11,8 @@ from storbench.analysis.metrics import Metric
 from storbench.cli.kept import kept, kept_each
 from storbench.store import Store
 from storbench.store.changes import ChangeCache
-from storbench.store.schema import FIGURES
 from storbench.store.series import (
+    all_columns,
     every_series_values,
     series_from,
     series_sections,
@@ -55,8 +55,8 @@ def every_history(store: Store, series: list[tuple[str, int]],
         reads: dict[str, Read] = {}
         metrics = _every_metric()
         paths = hist.figure_paths(metrics)
-        if len(names) > 1 and sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values()) \
-                and {tuple(p) for p in paths} <= set(FIGURES.values()):  # columns all
+        many = sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values())
+        if len(names) > 1 and many and all_columns(paths):
             reads = {name: (suite, rows, metrics) for name, (suite, rows) in
                      every_series_values(store, set(names), paths).items()}
         return {name: _histories(store, name, min_change=min_change, read=reads.get(name))

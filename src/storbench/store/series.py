@@ -159,6 +159,14 @@ def series_left_out(store: Store, name: str) -> list[tuple[int, str]]:
         " ORDER BY r.created_at, r.id", (name,))]
 
 
+COLUMNS = {path: name for name, path in FIGURES.items()}  # a figure's path -> its column
+
+
+def all_columns(paths: Sequence[Sequence[str]]) -> bool:
+    """Whether every one of ``paths`` is read from a column of result_figures."""
+    return all(tuple(p) in COLUMNS for p in paths)
+
+
 def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
                   test: str | None = None, workload: bool = False) -> list[tuple[Any, ...]]:
     """Figures of a series' results without loading them: per result (one per test and
@@ -176,16 +184,14 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
     # a figure of a suite, or a headline one, from its column (store/schema.py): SQLite
     # extracting three figures from 100,000 results' JSON took 1 s of a 1.3 s answer;
     # another from the result
-    column = {path: name for name, path in FIGURES.items()}
-
     def read(p: Sequence[str]) -> str:
-        if tuple(p) in column:
-            return f"f.{column[tuple(p)]}"
+        if tuple(p) in COLUMNS:
+            return f"f.{COLUMNS[tuple(p)]}"
         if store.postgres:
             return f"res.result #> '{{{','.join(p)}}}'"
         return "json_extract(res.result, '$" + "".join(f'."{k}"' for k in p) + "')"
 
-    whole = any(tuple(p) not in column for p in paths)
+    whole = not all_columns(paths)
     cols = [read(p) for p in paths] + (["f.workload"] if workload else [])
     sql = (f"SELECT r.id, r.created_at, f.test, {', '.join(cols)}"
            f" FROM {series_from(store, name)}"
@@ -199,7 +205,7 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
         params.append(test)
     sql += " ORDER BY r.created_at, r.id, f.ordinal"
     rows = _tuples(store, sql, params)
-    decoded = [3 + i for i, p in enumerate(paths) if store.postgres and tuple(p) not in column]
+    decoded = [3 + i for i, p in enumerate(paths) if store.postgres and tuple(p) not in COLUMNS]
     if decoded:  # PostgreSQL's JSONB values, read as their text
         rows = [tuple(_json(v) if i in decoded else v for i, v in enumerate(r)) for r in rows]
     return rows
@@ -214,10 +220,9 @@ def every_series_values(store: Store, names: set[str], paths: Sequence[Sequence[
     ~0.34 s, where 50 queries of a series each took ~0.48 s and their first runs'
     suites 0.15 s more (each series' own rows; on PostgreSQL each a hash join over every
     figure, ~22 ms)."""
-    column = {path: name for name, path in FIGURES.items()}
-    if any(tuple(p) not in column for p in paths):
+    if not all_columns(paths):
         raise ValueError(f"not all figure columns: {paths!r}")
-    cols = ", ".join(f"f.{column[tuple(p)]}" for p in paths)
+    cols = ", ".join(f"f.{COLUMNS[tuple(p)]}" for p in paths)
     runs = "runs r" if store.postgres else "runs r INDEXED BY runs_when"
     # (a run without figures gives a row of NULLs: a series' first run names its suite)
     rows = _tuples(store, f"SELECT s.name, r.suite, r.id, r.created_at, f.test, {cols},"
