@@ -75,14 +75,18 @@ def critical_t(df: int, p: float) -> float:
         # sides of df + 1 points (std 1) and of 1 point: pooled variance 1, so a mean of
         # m gives t = m / scale
         scale = math.sqrt(1.0 / (df + 1) + 1.0)
-        low, high = 0.0, 1.0
-        while pvalue(high, 1.0, df + 1, 0.0, 1.0, 1) > p:
-            high *= 2
-        for _ in range(100):
-            mid = (low + high) / 2
-            if pvalue(mid, 1.0, df + 1, 0.0, 1.0, 1) > p:
-                low = mid
-            else:
-                high = mid
-        _CRITICAL[(df, p)] = low / scale * (1 - 1e-9)
+        # Newton's method from t = 0 on p(t) - p, p's two-sided tail: convex and falling
+        # for t > 0, so each step stays below the root and comes nearer (~8 steps where
+        # a bisection took 100 p's, 0.7 ms a df: 33 windows' widths in `history` over 50
+        # series), to where the step is lost in t's last bits
+        half = (df + 1) / 2
+        density = 2 * math.exp(math.lgamma(half) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+        t = 0.0
+        for _ in range(200):
+            step = ((pvalue(t * scale, 1.0, df + 1, 0.0, 1.0, 1) - p)
+                    / (density * (1 + t * t / df) ** -half))
+            t += step
+            if step <= t * 1e-13:
+                break
+        _CRITICAL[(df, p)] = t * (1 - 1e-9)
     return _CRITICAL[(df, p)]
