@@ -3,7 +3,10 @@ store/changes.py)."""
 
 from __future__ import annotations
 
+from functools import cache
 
+
+@cache  # listing the import path's folders took 0.1-0.2 ms, once an answer asked for
 def installed_version(dist: str, package: str) -> str | None:
     """The version of the installed distribution ``dist`` from its dist-info's name (beside
     ``package``, else in the import path), without importlib.metadata, whose import takes
@@ -31,6 +34,7 @@ def installed_version(dist: str, package: str) -> str | None:
     return None
 
 
+@cache
 def detector_version() -> str:
     """apache-otava's version (importing importlib.metadata to ask took 0.1 s of a 0.5 s
     answer: the dist-info's name is read instead)."""
