@@ -396,12 +396,18 @@ def _recorded_run(store, name: str, i: int, scale: float, suite: str = "quick",
     return add_run(store, json.dumps(doc), label=f"{name}{i}", suite=suite, status=status)
 
 
+@pytest.mark.parametrize("cpus", [1, 2])
 def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, monkeypatch,
-                                                                  tmp_path):
+                                                                  tmp_path, cpus):
     """`history` over a store of many series, nothing kept, reads every series' figures
     in one query (every_series_values): each series' answer is the one it gets alone
     (its suite its first run's, one without figures included; a failed run left out;
-    runs interleaved), and it is kept where `history NAME` then reads it."""
+    runs interleaved), and it is kept where `history NAME` then reads it. With 2 CPUs
+    (and the least work to share made none) the change points are found in this process
+    and a copy of it (analysis/forked.py), alike."""
+    import shutil
+
+    from storbench.analysis import forked
     from storbench.cli import histories as found
     from storbench.cli.kept import read_kept
     from storbench.render.history import history_dict
@@ -430,6 +436,20 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
     alone = {name: [history_dict(h) for h in found._histories(store, name)]
              for name, _ in listed}
 
+    copies: list[bool] = []  # each copy made: whether it gave its answers
+    if cpus == 2:
+        if forked.cpus() < 2:
+            pytest.skip("a copy is made only with 2 CPUs")
+        shutil.rmtree(tmp_path / "cache")  # the change points found alone: found again
+        monkeypatch.setattr(forked, "MIN_WORK", 0)
+        copy = forked._in_a_copy
+
+        def counted(*args):
+            answers = copy(*args)
+            copies.append(answers is not None)
+            return answers
+
+        monkeypatch.setattr(forked, "_in_a_copy", counted)
     read: list[set[str]] = []
 
     def spy(store_, names, paths):  # every_series_values itself, its calls counted
@@ -440,6 +460,7 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
     at_once = found.every_history(store, listed)
     assert read == [{"drop", "writes", "late"}]  # one query for all three
     assert {n: [history_dict(h) for h in hs] for n, hs in at_once.items()} == alone
+    assert copies == ([True] if cpus == 2 else [])
     assert any(h["change_points"] for h in alone["drop"])  # a history with a change
     assert any(h["change_points"] for h in alone["writes"])
     for name, _ in listed:  # kept under the key each series' own question reads

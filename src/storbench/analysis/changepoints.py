@@ -45,20 +45,49 @@ def find_changes(values: Sequence[float], runs: Sequence[int], higher_is_better:
     """Otava's change points, kept only where each side has ``min_runs`` runs, the
     change is significant at ``max_pvalue`` and at least ``min_change`` (relative).
     With a ``cache``, an answer found before for the same values is not sought again."""
-    if len(values) < 2 * min_runs:
-        return []
-    lo, hi = min(values), max(values)
-    if lo > 0 and hi / lo - 1 <= min_change:
-        return []  # no two stretches' means can differ by more: nothing to look for
-    key = _key(values, higher_is_better, min_change, max_pvalue, min_runs)
-    known = cache.get(key) if cache else None
-    if isinstance(known, list):
-        return [Change(i, runs[i], before, after, p, worse)
-                for i, before, after, p, worse in known]
-    out = _otava(values, runs, higher_is_better, min_change, max_pvalue, min_runs)
-    if cache:
-        cache.put(key, [[c.index, c.before, c.after, c.pvalue, c.worse] for c in out])
-    return out
+    return find_each([(values, runs, higher_is_better)], min_change=min_change,
+                     max_pvalue=max_pvalue, min_runs=min_runs, cache=cache)[0]
+
+
+Question = tuple[Sequence[float], Sequence[int], bool]  # values, their runs, higher is better
+
+
+def find_each(questions: Sequence[Question], *, min_change: float = MIN_CHANGE,
+              max_pvalue: float = MAX_PVALUE, min_runs: int = MIN_RUNS,
+              cache: Cache | None = None) -> list[list[Change]]:
+    """find_changes of each question, those not kept in ``cache`` found on two CPUs
+    when there are many points to search (analysis/forked.py)."""
+    from storbench.analysis import forked
+
+    out: list[list[Change] | None] = []
+    keys: dict[int, str] = {}  # the questions to search, by their place
+    for at, (values, runs, higher_is_better) in enumerate(questions):
+        if len(values) < 2 * min_runs:
+            out.append([])
+            continue
+        lo, hi = min(values), max(values)
+        if lo > 0 and hi / lo - 1 <= min_change:
+            out.append([])  # no two stretches' means can differ by more: nothing to look for
+            continue
+        key = _key(values, higher_is_better, min_change, max_pvalue, min_runs)
+        known = cache.get(key) if cache else None
+        if isinstance(known, list):
+            out.append([Change(i, runs[i], before, after, p, worse)
+                        for i, before, after, p, worse in known])
+            continue
+        out.append(None)
+        keys[at] = key
+    todo = list(keys)
+    if todo:  # imported here, before a copy of this process is made to search
+        from storbench.analysis import edivisive  # noqa: F401
+    found = forked.each(lambda at: _otava(*questions[at], min_change, max_pvalue, min_runs),
+                        todo, [len(questions[at][0]) for at in todo])
+    for at, changes in zip(todo, found, strict=True):
+        if cache:
+            cache.put(keys[at], [[c.index, c.before, c.after, c.pvalue, c.worse]
+                                 for c in changes])
+        out[at] = changes
+    return [changes or [] for changes in out]
 
 
 def _key(values: Sequence[float], *settings: object) -> str:

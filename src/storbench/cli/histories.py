@@ -4,9 +4,11 @@ points): found from its runs' figures, or read where an earlier command kept the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from storbench.analysis import history as hist
+from storbench.analysis.changepoints import find_each
 from storbench.analysis.metrics import Metric
 from storbench.cli.kept import kept, kept_each
 from storbench.store import Store
@@ -60,8 +62,9 @@ def every_history(store: Store, series: list[tuple[str, int]],
         if len(names) > 1 and many and all_columns(paths):
             reads = {name: (suite, rows, metrics) for name, (suite, rows) in
                      every_series_values(store, set(names), paths).items()}
-        return {name: _histories(store, name, min_change=min_change, read=reads.get(name))
-                for name in names}
+        asked = {name: _asked(store, name, read=reads.get(name)) for name in names}
+        found = iter(_each_history([a for name in names for a in asked[name]], min_change))
+        return {name: [next(found) for _ in asked[name]] for name in names}
 
     return kept_each(store, ["history", min_change], list(counts), found)
 
@@ -76,11 +79,20 @@ def _every_metric() -> list[Metric]:
 
 
 def _histories(store: Store, series: str, *, up_to: int | None = None,
-               min_change: float = hist.MIN_CHANGE, read: Read | None = None
-               ) -> list[hist.History]:
-    """histories, found from the series' figures (``read``: its first run's suite, its
-    rows and the metrics they hold, as every_history reads them, when the caller has
-    them)."""
+               min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
+    """histories, found from the series' figures."""
+    return _each_history(_asked(store, series, up_to=up_to), min_change)
+
+
+# a history to find: its series, figure, points and what each run ran (run id -> workload)
+Asked = tuple[str, hist.Figure, Sequence[hist.Point], dict[int, str]]
+
+
+def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | None = None
+           ) -> list[Asked]:
+    """The histories of a series to find: each headline figure and answer of its runs
+    (up to run ``up_to``), from its figures (``read``: its first run's suite, its rows and
+    the metrics they hold, as every_history reads them, when the caller has them)."""
     if read is not None:
         suite, rows, metrics = read
     else:
@@ -106,11 +118,21 @@ def _histories(store: Store, series: str, *, up_to: int | None = None,
             rows = [r for r in rows if (r[1], r[0]) <= last]
             answers = {f: [p for p in pts if (p.at, p.run) <= last]
                        for f, pts in answers.items()}
-    cache = ChangeCache()
     ran = {r[0]: r[-1] for r in rows if r[-1] is not None}
     measured = hist.points_of(rows, metrics, hist.figures_of(rows, metrics, suite))
-    return [hist.history(series, f, pts, min_change=min_change, cache=cache, workloads=ran)
-            for f, pts in [*measured.items(), *answers.items()] if pts]
+    return [(series, f, pts, ran) for f, pts in [*measured.items(), *answers.items()]
+            if pts]
+
+
+def _each_history(asked: list[Asked], min_change: float) -> list[hist.History]:
+    """The history of each of ``asked``, with its change points: those of many figures
+    found on two CPUs (changepoints.find_each)."""
+    points = [hist.Points.of(pts) for _, _, pts, _ in asked]
+    found = find_each([(p.values, p.runs, fig.metric.higher_is_better)
+                       for p, (_, fig, _, _) in zip(points, asked, strict=True)],
+                      min_change=min_change, cache=ChangeCache())
+    return [hist.History(series, fig, p, changes, ran) for p, changes, (series, fig, _, ran)
+            in zip(points, found, asked, strict=True)]
 
 
 def answered(store: Store, series: str) -> dict[hist.Figure, list[hist.Point]]:
