@@ -385,12 +385,14 @@ def test_a_copy_keeps_the_answers_of_the_series_it_copied_into(store_path, tmp_p
 
 
 def _recorded_run(store, name: str, i: int, scale: float, suite: str = "quick",
-                  status: str = "completed") -> int:
+                  status: str = "completed", test: str | None = None) -> int:
     """A run of recorded real fio output (tests/data/fio/NAME.json), its IOPS scaled by
-    ``scale`` (a series' level) and varied a little from run to run."""
+    ``scale`` (a series' level) and varied a little from run to run (its jobs named
+    ``test``, when given: a test of its suite)."""
     doc = json.loads((Path(__file__).parent.parent / "data" / "fio" / f"{name}.json")
                      .read_text())
     for job in doc["jobs"]:
+        job["jobname"] = test or job["jobname"]
         for d in ("read", "write"):
             job[d]["iops"] *= scale * (1 + 0.003 * ((i * 7) % 5 - 2))
     return add_run(store, json.dumps(doc), label=f"{name}{i}", suite=suite, status=status)
@@ -415,7 +417,7 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # this test's answers
     store = any_store
-    runs: dict[str, list[int]] = {"drop": [], "writes": [], "late": []}
+    runs: dict[str, list[int]] = {"drop": [], "writes": [], "late": [], "synced": []}
     # 'late' begins with a run of another suite that has no figures (nothing ran)
     first = store.begin_run(uid="nothing", suite="etcd", target="/mnt/x",
                             environment={"hostname": "h"}, settings={"workload": "etcd"},
@@ -428,11 +430,14 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
                                             1.3 if i >= 8 else 1.0, suite="dbench"))
         if i % 2:
             runs["late"].append(_recorded_run(store, "randread", i, 1.0))
+        if i < 6:  # a quick suite's test whose headline figure only its suite names
+            runs["synced"].append(_recorded_run(store, "randwrite-2jobs", i, 1.0,
+                                                test="synclat"))
     failed = _recorded_run(store, "randread", 24, 0.1, status="failed")
     for name, ids in runs.items():
         set_series(store, [*ids, failed] if name == "drop" else ids, name)
     listed = [(name, n) for name, n, _, _ in series_list(store)]
-    assert listed == [("late", 13), ("drop", 24), ("writes", 24)]
+    assert listed == [("late", 13), ("drop", 24), ("writes", 24), ("synced", 6)]
     alone = {name: [history_dict(h) for h in found._histories(store, name)]
              for name, _ in listed}
 
@@ -458,7 +463,9 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
 
     monkeypatch.setattr(found, "every_series_values", spy)
     at_once = found.every_history(store, listed)
-    assert read == [{"drop", "writes", "late"}]  # one query for all three
+    assert read == [{"drop", "writes", "late", "synced"}]  # one query for all
+    assert "randwrite.write.clat_p50" not in {h["metric"] for h in alone["writes"]}
+    assert "synclat.write.clat_p50" in {h["metric"] for h in alone["synced"]}
     assert {n: [history_dict(h) for h in hs] for n, hs in at_once.items()} == alone
     assert copies == ([True] if cpus == 2 else [])
     assert any(h["change_points"] for h in alone["drop"])  # a history with a change

@@ -15,6 +15,7 @@ from storbench.store import Store
 from storbench.store.changes import ChangeCache
 from storbench.store.series import (
     all_columns,
+    completed_suites,
     every_series_values,
     series_from,
     series_sections,
@@ -56,12 +57,12 @@ def every_history(store: Store, series: list[tuple[str, int]],
 
     def found(names: list[str]) -> dict[str, list[hist.History]]:
         reads: dict[str, Read] = {}
-        metrics = _every_metric()
-        paths = hist.figure_paths(metrics)
-        many = sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values())
-        if len(names) > 1 and many and all_columns(paths):
-            reads = {name: (suite, rows, metrics) for name, (suite, rows) in
-                     every_series_values(store, set(names), paths).items()}
+        if len(names) > 1 and sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values()):
+            metrics = _every_metric(completed_suites(store))
+            paths = hist.figure_paths(metrics)
+            if all_columns(paths):
+                reads = {name: (suite, rows, metrics) for name, (suite, rows) in
+                         every_series_values(store, set(names), paths).items()}
         asked = {name: _asked(store, name, read=reads.get(name)) for name in names}
         found = iter(_each_history([a for name in names for a in asked[name]], min_change))
         return {name: [next(found) for _ in asked[name]] for name in names}
@@ -69,13 +70,13 @@ def every_history(store: Store, series: list[tuple[str, int]],
     return kept_each(store, ["history", min_change], list(counts), found)
 
 
-def _every_metric() -> list[Metric]:
-    """Every metric a series of any suite may name (hist.candidates): what a series of
-    each suite names is among them, and read as they are (``metrics`` of hist.figures_of
-    and hist.points_of is where to read each figure, not which to show)."""
-    from storbench.workload.suites import SUITES
-
-    return list(dict.fromkeys(m for suite in [None, *SUITES] for m in hist.candidates(suite)))
+def _every_metric(suites: list[str]) -> list[Metric]:
+    """Every metric a series of any of ``suites`` may name (hist.candidates): what a
+    series of each names is among them, and read as they are (``metrics`` of
+    hist.figures_of and hist.points_of is where to read each figure, not which to show).
+    Those of the store's suites only: 7 columns of nothing more took 80 ms of 0.37 s to
+    read at 100,000 runs."""
+    return list(dict.fromkeys(m for suite in [None, *suites] for m in hist.candidates(suite)))
 
 
 def _histories(store: Store, series: str, *, up_to: int | None = None,
