@@ -514,3 +514,35 @@ def test_a_series_digest_is_the_same_whatever_postgresqls_plan(postgres_db, tmp_
         assert len(set(found.values())) == 1, found
     finally:
         store.close()
+
+
+def test_finding_a_history_pauses_the_collector_and_puts_it_back(store, monkeypatch,
+                                                                tmp_path):
+    """histories and every_history find with Python's cycle collector paused (its passes
+    scan 100,000 runs' figures again and again) and leave it as they found it: on, or
+    off when their caller had turned it off."""
+    import gc
+
+    from storbench.cli import histories as found
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ids = [_recorded_run(store, "randread", i, 1.0) for i in range(6)]
+    set_series(store, ids, "s")
+    during: list[bool] = []
+    each_history = found._each_history
+
+    def seen(*args):
+        during.append(gc.isenabled())
+        return each_history(*args)
+
+    monkeypatch.setattr(found, "_each_history", seen)
+    assert gc.isenabled()
+    assert found.histories(store, "s", up_to=ids[-1])
+    assert found.every_history(store, [("s", 6)])["s"]
+    assert during == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        found.histories(store, "s", up_to=ids[2])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
