@@ -98,3 +98,19 @@ def test_the_children_of_a_run_load_only_their_own_module(child):
     from storbench.execute import LocalExecutor, SignalGuard  # still there, when asked
 
     assert LocalExecutor.__module__ == "storbench.execute.local" and SignalGuard
+
+
+def test_the_collector_waits_only_while_the_modules_load(store_path):
+    """__main__ pauses Python's cycle collector while the CLI's modules load and leaves
+    what they define out of its passes (gc.freeze); the command itself runs with it on."""
+    code = ("import gc, sys\n"
+            "import storbench.cli\n"
+            "seen = []\n"
+            "storbench.cli.main = lambda: seen.append((gc.isenabled(), gc.get_freeze_count()))\n"
+            "sys.argv = ['storbench', 'list']\n"
+            "from storbench.__main__ import main\nmain()\nprint(seen)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"STORBENCH_DB": str(store_path), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    ((enabled, frozen),) = eval(proc.stdout)
+    assert enabled and frozen > 1000
