@@ -100,7 +100,9 @@ def _in_a_copy(fn: Callable[[T], R], items: Sequence[T], theirs: list[int],
         meanwhile()
         deadline = time.monotonic() + (time.monotonic() - started) + WAIT_S
         chunks = []
-        while (left := deadline - time.monotonic()) > 0 and select.select([read], [], [], left)[0]:
+        waiting = select.poll()  # (not select(): a descriptor above 1023 is refused there)
+        waiting.register(read, select.POLLIN)
+        while (left := deadline - time.monotonic()) > 0 and waiting.poll(left * 1000):
             chunk = os.read(read, 1 << 20)
             if not chunk:
                 break
