@@ -546,3 +546,16 @@ def test_finding_a_history_pauses_the_collector_and_puts_it_back(store, monkeypa
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("column", [[], ["2026-12-05T10:00:00Z"], ["a", "b", ""], [""],
+                                    ["a\nb", "c"], ["a", "b\n"], ["a", 1]])
+def test_a_column_of_times_is_kept_as_it_was(column):
+    """A history's times, kept joined by newlines (cli/kept.packed); one with a newline of
+    its own, or a column not all text, kept as a list: read back, the same column."""
+    from storbench.cli.kept import packed, unpacked
+
+    kept = json.loads(json.dumps(packed(column, "s")))
+    assert unpacked(kept) == column
+    assert ("l" in kept) == (any(not isinstance(v, str) or "\n" in v for v in column)
+                             or column == [""])

@@ -85,9 +85,10 @@ def packed(values: list[Any], code: str) -> dict[str, Any]:
 
     try:
         if code == "s":
-            if any("\n" in v for v in values):
-                raise ValueError("a time with a newline")
-            return {"s": "\n".join(values)}
+            text = "\n".join(values)
+            if values and (text.count("\n") != len(values) - 1 or not text):
+                raise ValueError("a time with a newline, or one time of nothing")
+            return {"s": text}
         return {code: base64.b64encode(array.array(code, values).tobytes()).decode("ascii")}
     except (TypeError, ValueError, OverflowError):
         return {"l": values}

@@ -87,7 +87,7 @@ class ChangeCache:
             if not self._mine():
                 return
             tmp = self.root / f".{key}.{os.getpid()}"
-            tmp.write_text(json.dumps(value))
+            tmp.write_bytes(json.dumps(value).encode())  # (6.5 MB as text: twice as long)
             tmp.replace(self.root / key)
             if superseding:
                 for old in self.root.glob(f"{superseding}*"):
