@@ -161,15 +161,37 @@ def test_an_answer_anyone_could_plant_is_not_read(tmp_path):
 
 
 def test_the_oldest_answers_go(tmp_path):
-    cache = ChangeCache(tmp_path / "changes")
-    cache.put("k0", [])  # the cache makes its directory, as its own
-    os.utime(cache.root / "k0", (0, 0))
-    for i in range(1, KEEP):  # answers kept earlier (written here: put() lists them all)
-        (cache.root / f"k{i}").write_text("[]")
-        os.utime(cache.root / f"k{i}", (i, i))
+    ChangeCache(tmp_path / "changes").put("k0", [])  # the cache makes its directory
+    root = tmp_path / "changes"
+    os.utime(root / "k0", (0, 0))
+    for i in range(1, KEEP):  # answers kept earlier (by other commands)
+        (root / f"k{i}").write_text("[]")
+        os.utime(root / f"k{i}", (i, i))
+    cache = ChangeCache(root)  # a command's: it lists the directory once
     cache.put(f"k{KEEP}", [])  # one more than it keeps
-    left = sorted(p.name for p in cache.root.iterdir())
+    left = sorted(p.name for p in root.iterdir())
     assert len(left) <= KEEP and "k0" not in left and f"k{KEEP}" in left
+    # and it goes on counting what it keeps: past KEEP again, the oldest go again
+    for i in range(KEEP + 1, KEEP + 1 + KEEP - len(left) + 1):
+        cache.put(f"k{i}", [])
+    again = {p.name for p in root.iterdir()}
+    assert len(again) <= KEEP and f"k{KEEP}" in again and not again & {f"k{KEEP // 2}"}
+
+
+def test_an_answer_superseded_goes_from_a_full_directory(tmp_path):
+    """An answer to the same question about a series with a run more takes the place of
+    the one before (kept under keys QUESTION-DIGEST), however many answers are kept."""
+    root = tmp_path / "changes"
+    ChangeCache(root).put("qa-1", [1], superseding="qa")
+    for i in range(2000):
+        (root / f"qother{i}-x").write_text("[]")
+    ChangeCache(root).put("qb-1", [1], superseding="qb")
+    cache = ChangeCache(root)
+    cache.put("qa-2", [2], superseding="qa")
+    cache.put("qa-3", [3], superseding="qa")  # twice in one command
+    names = {p.name for p in root.iterdir()}
+    assert {"qa-3", "qb-1"} <= names and not names & {"qa-1", "qa-2"}
+    assert len(names) == 2002
 
 
 def test_a_run_named_twice_joins_a_series_once(any_store, fio_json_text):

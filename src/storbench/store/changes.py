@@ -44,6 +44,10 @@ class ChangeCache:
     def __init__(self, root: Path | None = None, store: Store | None = None) -> None:
         self.root = root or cache_dir()
         self.store = store
+        # the directory's answers by question (a key's part before its first '-') and
+        # how many files it holds: listed once (_listed), then kept up to date here
+        self._held: dict[str, set[str]] | None = None
+        self._files = 0
 
     def _mine(self) -> bool:
         """The directory is this user's own and nobody else's to write (an answer planted
@@ -73,7 +77,7 @@ class ChangeCache:
     def put(self, key: str, value: Any, *, superseding: str | None = None,
             question: str | None = None) -> None:
         """Keep ``value`` under ``key``; with ``superseding``, the answers kept under keys
-        that begin with it go (an earlier answer to the same question about a series
+        ``superseding-...`` go (an earlier answer to the same question about a series
         that has a run more: 6.5 MB at 100,000 runs, kept once, not once a run). In a
         ``sharing`` block, kept in the store too, in place of the store's answer to the
         same ``question`` (else ``superseding``): the store keeps one a question."""
@@ -89,15 +93,35 @@ class ChangeCache:
             tmp = self.root / f".{key}.{os.getpid()}"
             tmp.write_bytes(json.dumps(value).encode())  # (6.5 MB as text: twice as long)
             tmp.replace(self.root / key)
-            if superseding:
-                for old in self.root.glob(f"{superseding}*"):
-                    if old.name != key:
-                        old.unlink(missing_ok=True)
-            self._prune()
+            held = self._listed()
+            mine = held.setdefault(key.split("-", 1)[0], set())
+            self._files += key not in mine
+            mine.add(key)
+            before = held.get(superseding, set()) if superseding else set()
+            for old in before - {key}:
+                (self.root / old).unlink(missing_ok=True)
+                before.discard(old)
+                self._files -= 1
+            if self._files > KEEP:
+                self._prune()
         except OSError:
             return
 
+    def _listed(self) -> dict[str, set[str]]:
+        """The directory's answers by question, listed once for this cache: keeping 100
+        answers in a directory of 4,000 took 5.5 ms each when each listed it (0.55 s of
+        a cold `history` over 50 series). Answers another process keeps meanwhile are not
+        seen: one it superseded is left for _prune."""
+        if self._held is None:
+            self._held, self._files = {}, 0
+            for name in os.listdir(self.root):
+                self._held.setdefault(name.split("-", 1)[0], set()).add(name)
+                self._files += 1
+        return self._held
+
     def _prune(self) -> None:
+        """The oldest answers go, down to 3/4 of KEEP."""
+        self._held = None  # listed again when next needed
         files = list(self.root.iterdir())
         if len(files) <= KEEP:
             return
