@@ -227,7 +227,7 @@ def test_a_series_is_read_from_the_index_its_size_wants(store_path):
     from pathlib import Path
 
     from storbench.store.changes import series_runs as digest
-    from storbench.store.series import series_last, series_sections
+    from storbench.store.series import series_last
 
     recorded = (Path(__file__).parent.parent / "data" / "fio" / "randread.json").read_text()
     store = Store(store_path)
@@ -241,8 +241,8 @@ def test_a_series_is_read_from_the_index_its_size_wants(store_path):
                                   ("small", small, "COVERING INDEX run_series_name")):
             plans = _plans(store, lambda n=name: (
                 digest(store, n), series_values(store, n, paths), series_runs(store, n),
-                series_last(store, n), series_sections(store, n, ["postgresql"])))
-            assert len(plans) == 5 and all(p.startswith(f"SEARCH {'r' if name == 'big' else 's'}"
+                series_last(store, n)))  # (series_sections: the test below)
+            assert len(plans) == 4 and all(p.startswith(f"SEARCH {'r' if name == 'big' else 's'}"
                                                         f" USING {index}")
                                            for p in plans.values()), plans
             # and a small series' runs' rows are not read: the runs_of_id index holds all
@@ -251,6 +251,48 @@ def test_a_series_is_read_from_the_index_its_size_wants(store_path):
                                         for p in plans.values()), plans
             assert series_runs(store, name) == runs and series_last(store, name) == runs[-1]
             assert [r[0] for r in series_values(store, name, paths)] == runs
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("elsewhere", [1, 12])
+def test_a_series_sections_are_the_same_whichever_way_they_are_read(store_path, elsewhere):
+    """series_sections reads the rows of its keys of run_data from their index, each
+    looked up in the series, when the store holds no more of them than the series has
+    runs (a store of measured runs: each keeps its phases and the host's load there
+    too); else each of the series' runs is looked up in run_data. The same sections in
+    the same order either way, and no other key's."""
+    from storbench.store.series import series_sections
+
+    store = Store(store_path)
+    try:
+        def run(i: int, data: dict) -> int:
+            rid = store.begin_run(uid=f"u{i}", suite="postgresql", target="/mnt/x",
+                                  environment={"hostname": "h"}, settings={},
+                                  storbench_version="0", fio_version="fio-3.33")
+            store.finish_run(rid, "completed", data=data)
+            return rid
+
+        measured = {"phases": [{"name": "run", "start_s": 0.0, "end_s": 1.0}],
+                    "host_load": {"cpus": 2}}
+        mine = [run(i, {**measured, **({"postgresql": {"tps": i}} if i % 2 else {})})
+                for i in range(8)]
+        others = [run(100 + i, {"postgresql": {"tps": 100 + i}}) for i in range(elsewhere)]
+        set_series(store, mine, "mine")
+        set_series(store, others, "others")
+        want = [(rid, store.get_run(rid, with_results=False).created_at, "postgresql",
+                 {"tps": i}) for i, rid in enumerate(mine) if i % 2]
+        plans = _plans(store, lambda: series_sections(store, "mine", ["postgresql", "redis"],
+                                                      len(mine)))
+        # 4 of the series' runs hold one, and 1 or 12 others: 5 <= 8 < 16
+        by_index = elsewhere == 1
+        assert len(plans) == 1 and all(
+            p.startswith("SEARCH d USING INDEX run_data_key") == by_index
+            for p in plans.values()), plans
+        assert series_sections(store, "mine", ["postgresql", "redis"], len(mine)) == want
+        # and the other way (told the series has no runs: every key's row is more)
+        assert series_sections(store, "mine", ["postgresql", "redis"], 0) == want
+        assert series_sections(store, "mine", ["postgresql"]) == want  # its size unknown
     finally:
         store.close()
 

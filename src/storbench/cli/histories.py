@@ -124,7 +124,7 @@ def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | 
         suite = first[0] if first else None
         metrics = hist.candidates(suite)
         rows = series_values(store, series, hist.figure_paths(metrics), workload=True)
-    answers = answered(store, series)
+    answers = answered(store, series, len(rows))
     if up_to is not None:
         # the series' runs up to that one, in the series' order (its start, then its id),
         # without reading the series' runs again (100,000 of them: 0.3 s)
@@ -156,14 +156,15 @@ def _each_history(asked: list[Asked], min_change: float) -> list[hist.History]:
             in zip(points, found, asked, strict=True)]
 
 
-def answered(store: Store, series: str) -> dict[hist.Figure, list[hist.Point]]:
+def answered(store: Store, series: str, size: int | None = None
+             ) -> dict[hist.Figure, list[hist.Point]]:
     """The answers of a kind's view in the series' runs (an application's
     ``postgresql.tps``, a curve's ``curve.max.iops``), each a figure over the runs that
-    gave it, oldest first."""
+    gave it, oldest first (``size``: about how many runs the series has, when known)."""
     from storbench.analysis.views import VIEWS, answers_of
 
     data: dict[int, tuple[str, dict[str, Any]]] = {}
-    for run, at, key, value in series_sections(store, series, list(VIEWS)):
+    for run, at, key, value in series_sections(store, series, list(VIEWS), size):
         data.setdefault(run, (at, {}))[1][key] = value
     found: dict[hist.Figure, list[hist.Point]] = {}
     for run, (at, sections) in data.items():

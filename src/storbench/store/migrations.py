@@ -242,6 +242,10 @@ RUNS_DIGEST = "CREATE INDEX runs_digest ON runs(status, created_at, id, uid);\n"
 RUNS_OF_ID = "CREATE INDEX runs_of_id ON runs(id, status, created_at, uid, suite);\n"
 
 
+# the runs of a few keys of run_data (schema.INDEXES["run_data_key"], as it shipped)
+RUN_DATA_KEY = "CREATE INDEX run_data_key ON run_data(key, run_id);\n"
+
+
 def kept_answers(dialect: Dialect) -> str:
     """The series' answers kept in the store for every machine (schema.TABLES)."""
     return table("kept_answers").sql(dialect) + ";\n"
@@ -264,6 +268,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0013_runs_digest", RUNS_DIGEST),
     ("0014_runs_of_id", RUNS_OF_ID),
     ("0015_kept_answers", kept_answers("sqlite")),
+    ("0016_run_data_key", RUN_DATA_KEY),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run
 MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS schema_migrations"

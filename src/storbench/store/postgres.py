@@ -25,6 +25,7 @@ from storbench.store.migrations import (
     MIGRATIONS,
     MIGRATIONS_TABLE,
     RELABEL_POSTGRES,
+    RUN_DATA_KEY,
     RUN_LOCKS,
     RUNS_DIGEST,
     RUNS_OF_ID,
@@ -292,4 +293,5 @@ SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS,
                            "0012_result_figures": result_figures("postgresql"),
                            "0013_runs_digest": RUNS_DIGEST,
                            "0014_runs_of_id": RUNS_OF_ID,
-                           "0015_kept_answers": kept_answers("postgresql")}
+                           "0015_kept_answers": kept_answers("postgresql"),
+                           "0016_run_data_key": RUN_DATA_KEY}

@@ -172,6 +172,11 @@ INDEXES: dict[str, str] = {
     # narrow: their rows (each with its environment) read from the disk took `history`
     # over 50 series of a 100,000-run store from 3.7 s to 5.5 s
     "runs_of_id": "runs(id, status, created_at, uid, suite)",
+    # the runs that hold an application's answer or a curve (analysis/views: a few keys
+    # of run_data), found without looking up each run of a series: a measured run keeps
+    # its phases and the host's load there too, and 100,000 runs' rows looked up took
+    # 0.15 s of every history answer (store/series.series_sections)
+    "run_data_key": "run_data(key, run_id)",
 }
 
 # table -> why an UPDATE of a stored row is refused

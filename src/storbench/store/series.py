@@ -256,11 +256,16 @@ def _tuples(store: Store, sql: str, params: Sequence[Any]) -> list[tuple[Any, ..
     return cursor.execute(sql, params).fetchall()  # type: ignore[no-any-return]
 
 
-def series_sections(store: Store, name: str, keys: Sequence[str]
+def series_sections(store: Store, name: str, keys: Sequence[str], size: int | None = None
                     ) -> list[tuple[int, str, str, Any]]:
     """The sections (``Run.data``'s keys: an application's answer, a curve) of a series'
     completed runs, oldest run first: (run id, its start, the key, its value). One query;
-    nothing else of a run is read."""
+    nothing else of a run is read. SQLite: when the store holds no more rows of these
+    keys than ``size`` (about the series' runs, when the caller knows it; else the
+    store's, read as its highest run id), they are read from the run_data_key index,
+    each looked up in the series; else each of the series' runs is looked up in run_data
+    (where a measured run keeps its phases and the host's load: 100,000 runs' rows
+    looked up took 0.15 s)."""
     if not keys:
         return []
     marks = ", ".join("?" for _ in keys)
@@ -268,6 +273,21 @@ def series_sections(store: Store, name: str, keys: Sequence[str]
            " JOIN run_data d ON d.run_id = r.id"
            f" WHERE s.name = ? AND r.status = 'completed' AND d.key IN ({marks})"
            " ORDER BY r.created_at, r.id")
+    if not store.postgres:
+        if size is None:
+            (top,) = store.db.execute("SELECT max(id) FROM runs").fetchone()
+            size = top or 0
+        (held,) = store.db.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM run_data INDEXED BY run_data_key"
+            f" WHERE key IN ({marks}) LIMIT ?)", [*keys, size + 1]).fetchone()
+        if held <= size:  # (SQLite's CROSS JOIN keeps the order written)
+            sql = ("SELECT r.id, r.created_at, d.key, d.value FROM run_data d INDEXED BY"
+                   " run_data_key CROSS JOIN run_series s ON s.run_id = d.run_id"
+                   " CROSS JOIN runs r INDEXED BY runs_of_id ON r.id = d.run_id"
+                   f" WHERE d.key IN ({marks}) AND s.name = ? AND r.status = 'completed'"
+                   " ORDER BY r.created_at, r.id")
+            return [(int(r[0]), r[1], r[2], _json(r[3]))
+                    for r in store.db.execute(sql, [*keys, name])]
     return [(int(r[0]), r[1], r[2], _json(r[3]))
             for r in store.db.execute(sql, [name, *keys])]
 
