@@ -12,7 +12,9 @@ times, as a user runs them (the median of R rounds, each command once a round):
 beside the reference `storbench list --limit 1` (storbench's own start and one query)
 measured in the same rounds, and prints each as seconds and as a ratio to it: "cold"
 with an empty cache of change points and none kept in the store, "warm" with the answer
-of the command before it kept, and once more after one run more is stored with
+of the command before it kept, "cold, a used cache" with none kept but 3,900 answers to
+other questions in the cache (as one holds after a while: it keeps 4,000; each answer
+kept is put beside them), and once more after one run more is stored with
 `storbench import` (which keeps its series' answers as it ends, as `run` does, in its
 cache and in the store): on the machine that stored it, and on another (its cache empty,
 the store's answers read).
@@ -20,8 +22,8 @@ Goal: each history command within 1 s at 100,000 runs, cold as well as warm and 
 new run (`check --no-change` within 0.5 s); the change found at run 0.7 N. First, in
 this process, E-Divisive means over the N points as storbench finds them
 (analysis/edivisive.py) against Otava's own, and whether both find the same. Each run
-is stored with an environment and settings of the size measured runs keep (a history
-reads past them). Building 100,000 runs takes ~5 min: --store PATH keeps the store for
+is stored with an environment, settings and data of the size measured runs keep (a
+history reads past them). Building 100,000 runs takes ~5 min: --store PATH keeps the store for
 the next time (the copy timed gets the new run).
 
     .venv/bin/python bench/history.py [--runs 10000] [--rounds 5] [--postgres URL]
@@ -69,6 +71,13 @@ ENVIRONMENT = {
                                 "loop_backing_file": "/var/tmp/bench.img"},
                "free_bytes": 557490176, "total_bytes": 601563136},
     "fio_path": "/usr/bin/fio", "fio_version": "fio-3.33", "storbench_version": "bench"}
+# and in its data: the phases it went through and the host's load (pipeline/phases.py:
+# ~0.4 KB), beside which a series' applications' answers and curves are found
+RUN_DATA = {"phases": [{"name": name, "start_s": start, "end_s": end} for name, start, end in
+                       (("probe", 0.0, 0.41), ("layout", 0.41, 2.87), ("precondition", 2.87,
+                        2.87), ("measure", 2.87, 13.92), ("cleanup", 13.92, 14.05))],
+            "host_load": {"loadavg": [0.52, 0.61, 0.58], "cpus": 2,
+                          "cpu_steal_percent": 0.0, "cpu_busy_percent": 51.3}}
 SETTINGS = {"suite": "imported", "size": None, "runtime_s": None, "threshold_ms": None,
             "job_file": None, "repeat": 1, "until_steady": None, "assertions": [],
             "rate_iops": None, "profile": None, "workload": "imported:randread"}
@@ -98,7 +107,7 @@ def build(db: Path, n: int, series: int = 1) -> None:
                                  fio_version=None, origin="imported",
                                  series="bench" if i % series == 0 else f"other-{i % series}")
         store.add_invocation(run_id, Invocation(0, "", raw, 0, "", 1.0), list(enumerate(results)))
-        store.finish_run(run_id, "completed", verdicts=[])
+        store.finish_run(run_id, "completed", verdicts=[], data=RUN_DATA)
         if (i + 1) % 1000 == 0:
             print(f"  stored {i + 1:,} runs ({time.perf_counter() - started:.0f} s)",
                   file=sys.stderr)
@@ -144,12 +153,20 @@ def measure(db: str, rounds: int, drop_run: int) -> bool:
         "check bench --no-change": ["check", "bench", "--no-change"],
     }
     times: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as used:
+        # a cache as one in use for a while holds it: 3,900 answers to other questions
+        # (it keeps 4,000), which the answers a command keeps are put beside
+        other = Path(used) / "storbench" / "changes"
+        other.mkdir(parents=True, mode=0o700)
+        for i in range(3900):
+            (other / f"q{i:024x}-{i:064x}").write_text("[]")
         for _ in range(rounds):
             for name, argv in commands.items():
-                for state in ("cold", "warm"):
-                    if state == "cold":
+                for state in ("cold", "warm", "cold, a used cache"):
+                    if state.startswith("cold"):
                         shutil.rmtree(Path(cache) / "storbench", ignore_errors=True)
+                    if state == "cold, a used cache":
+                        shutil.copytree(Path(used) / "storbench", Path(cache) / "storbench")
                     key = name if name.endswith("(reference)") else f"{name} ({state})"
                     times.setdefault(key, []).append(timed(argv, db, cache))
         # a new run, as users add one: `storbench import` keeps its series' answers as
