@@ -623,3 +623,22 @@ def test_a_column_of_times_is_kept_as_it_was(column):
     assert unpacked(kept) == column
     assert ("l" in kept) == (any(not isinstance(v, str) or "\n" in v for v in column)
                              or column == [""])
+
+
+def test_many_series_digests_are_each_ones_own(any_store):
+    """each_series_runs (PostgreSQL: one query for all) gives each series the digest its
+    own query gives, which its answers are kept under; a name with no run, the empty
+    digest."""
+    from storbench.store.changes import each_series_runs
+    from storbench.store.changes import series_runs as digest
+
+    store = any_store
+    recorded = (Path(__file__).parent.parent / "data" / "fio" / "randread.json").read_text()
+    ids = [add_run(store, recorded, label=str(i)) for i in range(9)]
+    set_series(store, ids[0::3], "a")
+    set_series(store, [ids[4], ids[1], ids[7]], "b")  # named out of their order
+    set_series(store, [ids[2]], "c")
+    names = ["a", "b", "c", "none"]
+    got = each_series_runs(store, names)
+    assert got == {n: digest(store, n) for n in names}
+    assert len(set(got.values())) == 4

@@ -11,7 +11,7 @@ from typing import Any
 
 from storbench.analysis import history as hist
 from storbench.store import Store
-from storbench.store.changes import ChangeCache, answer_key, question_key
+from storbench.store.changes import ChangeCache, answer_key, each_series_runs, question_key
 
 
 def read_kept(store: Store, question: list[Any], series: str, runs: str | None = None
@@ -47,7 +47,8 @@ def kept_each(store: Store, question: list[Any], names: list[str],
     together by ``find`` (given their names: `history` over a store of many series reads
     their figures at once), and kept."""
     cache = ChangeCache(store=store)
-    keys = {name: _key(store, question, name, None) for name in names}
+    runs = each_series_runs(store, names)
+    keys = {name: _key(store, question, name, runs[name]) for name in names}
     out = {name: found for name in names if (found := _read(cache, keys[name])) is not None}
     for name, found in find([name for name in names if name not in out]).items():
         _keep(cache, keys[name], question, name, found)
