@@ -500,6 +500,12 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
     failed = _recorded_run(store, "randread", 24, 0.1, status="failed")
     for name, ids in runs.items():
         set_series(store, [*ids, failed] if name == "drop" else ids, name)
+    for i, rid in enumerate(runs["writes"]):  # each with an application's answer too
+        app = {"profile": "postgresql", "estimates": [
+            {"metric": "tps", "unit": "transactions/s", "value": 1000 if i < 12 else 700,
+             "decided_by": "the cap", "label": "TPS, 1 client"}]}
+        with store._tx() as db:
+            db.execute("INSERT INTO run_data VALUES (?, ?, ?)", (rid, "app", json.dumps(app)))
     listed = [(name, n) for name, n, _, _ in series_list(store)]
     assert listed == [("late", 13), ("drop", 24), ("writes", 24), ("synced", 6)]
     alone = {name: [history_dict(h) for h in found._histories(store, name)]
@@ -530,6 +536,8 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
     assert read == [{"drop", "writes", "late", "synced"}]  # one query for all
     assert "randwrite.write.clat_p50" not in {h["metric"] for h in alone["writes"]}
     assert "synclat.write.clat_p50" in {h["metric"] for h in alone["synced"]}
+    [tps] = [h for h in alone["writes"] if h["metric"] == "postgresql.tps"]
+    assert len(tps["points"]) == 24 and tps["change_points"]
     assert {n: [history_dict(h) for h in hs] for n, hs in at_once.items()} == alone
     assert copies == ([True] if cpus == 2 else [])
     assert any(h["change_points"] for h in alone["drop"])  # a history with a change

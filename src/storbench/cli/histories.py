@@ -17,14 +17,16 @@ from storbench.store.changes import ChangeCache
 from storbench.store.series import (
     all_columns,
     completed_suites,
+    every_series_sections,
     every_series_values,
     series_from,
     series_sections,
     series_values,
 )
 
-# a series' first run's suite, its rows and the metrics they hold (every_history)
-Read = tuple[str | None, list[tuple[Any, ...]], list[Metric]]
+# a series' first run's suite, its rows, the metrics they hold and its runs' sections
+# (series_sections' rows: every_history)
+Read = tuple[str | None, list[tuple[Any, ...]], list[Metric], list[tuple[int, str, str, Any]]]
 
 
 def histories(store: Store, series: str, *, up_to: int | None = None,
@@ -80,7 +82,11 @@ def every_history(store: Store, series: list[tuple[str, int]],
             metrics = _every_metric(completed_suites(store))
             paths = hist.figure_paths(metrics)
             if all_columns(paths):
-                reads = {name: (suite, rows, metrics) for name, (suite, rows) in
+                from storbench.analysis.views import VIEWS
+
+                sections = every_series_sections(store, set(names), list(VIEWS))
+                reads = {name: (suite, rows, metrics, sections.get(name, []))
+                         for name, (suite, rows) in
                          every_series_values(store, set(names), paths).items()}
         asked = {name: _asked(store, name, read=reads.get(name)) for name in names}
         found = iter(_each_history([a for name in names for a in asked[name]], min_change))
@@ -112,10 +118,12 @@ Asked = tuple[str, hist.Figure, Sequence[hist.Point], dict[int, str]]
 def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | None = None
            ) -> list[Asked]:
     """The histories of a series to find: each headline figure and answer of its runs
-    (up to run ``up_to``), from its figures (``read``: its first run's suite, its rows and
-    the metrics they hold, as every_history reads them, when the caller has them)."""
+    (up to run ``up_to``), from its figures (``read``: its first run's suite, its rows,
+    the metrics they hold and its sections, as every_history reads them, when the caller
+    has them)."""
+    sections = None
     if read is not None:
-        suite, rows, metrics = read
+        suite, rows, metrics, sections = read
     else:
         first = store.db.execute(
             f"SELECT r.suite FROM {series_from(store, series)} WHERE s.name = ?"
@@ -124,7 +132,7 @@ def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | 
         suite = first[0] if first else None
         metrics = hist.candidates(suite)
         rows = series_values(store, series, hist.figure_paths(metrics), workload=True)
-    answers = answered(store, series, len(rows))
+    answers = answered(store, series, len(rows), sections)
     if up_to is not None:
         # the series' runs up to that one, in the series' order (its start, then its id),
         # without reading the series' runs again (100,000 of them: 0.3 s)
@@ -156,19 +164,23 @@ def _each_history(asked: list[Asked], min_change: float) -> list[hist.History]:
             in zip(points, found, asked, strict=True)]
 
 
-def answered(store: Store, series: str, size: int | None = None
+def answered(store: Store, series: str, size: int | None = None,
+             sections: list[tuple[int, str, str, Any]] | None = None
              ) -> dict[hist.Figure, list[hist.Point]]:
     """The answers of a kind's view in the series' runs (an application's
     ``postgresql.tps``, a curve's ``curve.max.iops``), each a figure over the runs that
-    gave it, oldest first (``size``: about how many runs the series has, when known)."""
+    gave it, oldest first (``size``: about how many runs the series has, when known;
+    ``sections``: its runs' as series_sections reads them, when the caller has them)."""
     from storbench.analysis.views import VIEWS, answers_of
 
     data: dict[int, tuple[str, dict[str, Any]]] = {}
-    for run, at, key, value in series_sections(store, series, list(VIEWS), size):
+    if sections is None:
+        sections = series_sections(store, series, list(VIEWS), size)
+    for run, at, key, value in sections:
         data.setdefault(run, (at, {}))[1][key] = value
     found: dict[hist.Figure, list[hist.Point]] = {}
-    for run, (at, sections) in data.items():
-        for (prefix, name), a in answers_of(sections).items():
+    for run, (at, held) in data.items():
+        for (prefix, name), a in answers_of(held).items():
             fig = hist.Figure(prefix, hist.Answered(name, a.kind, a.label or name))
             found.setdefault(fig, []).append(  # measured: answers_of leaves out the rest
                 hist.Point(run, at, float(a.value or 0)))

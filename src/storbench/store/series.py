@@ -292,6 +292,30 @@ def series_sections(store: Store, name: str, keys: Sequence[str], size: int | No
             for r in store.db.execute(sql, [name, *keys])]
 
 
+def every_series_sections(store: Store, names: set[str], keys: Sequence[str]
+                          ) -> dict[str, list[tuple[int, str, str, Any]]]:
+    """series_sections of many series at once: the store's rows of ``keys`` (SQLite: from
+    the run_data_key index), each looked up in its series; for a store whose series are
+    read at once (every_series_values: they hold most of its runs, so no more rows of
+    these keys than runs). One query, where one a series took 40 ms of `history` over
+    50 series on PostgreSQL."""
+    if not keys:
+        return {}
+    marks = ", ".join("?" for _ in keys)
+    data, join, runs = (("run_data d", "JOIN", "runs r") if store.postgres else
+                        ("run_data d INDEXED BY run_data_key", "CROSS JOIN",
+                         "runs r INDEXED BY runs_of_id"))
+    out: dict[str, list[tuple[int, str, str, Any]]] = {}
+    for name, run, at, key, value in store.db.execute(
+            f"SELECT s.name, r.id, r.created_at, d.key, d.value FROM {data}"
+            f" {join} run_series s ON s.run_id = d.run_id {join} {runs}"
+            f" ON r.id = d.run_id WHERE d.key IN ({marks}) AND r.status = 'completed'"
+            " ORDER BY r.created_at, r.id", list(keys)):
+        if name in names:
+            out.setdefault(name, []).append((int(run), at, key, _json(value)))
+    return out
+
+
 def _json(value: Any) -> Any:
     """A JSON column's value: text (SQLite; PostgreSQL's JSONB is read as text too)."""
     return json.loads(value) if isinstance(value, (str, bytes)) else value
