@@ -25,7 +25,7 @@ def main() -> None:
 
     previous = signal.signal(signal.SIGINT, note)
     # the cycle collector waits while the modules load (its passes then scan what
-    # they define, again and again: ~20 ms of a command's start), which it then leaves
+    # they define, again and again: ~10 ms of a command's start), which it then leaves
     # out of its passes for good (gc.freeze): they live as long as the process
     gc.disable()
     try:

@@ -48,7 +48,7 @@ def each(fn: Callable[[T], R], items: Sequence[T], sizes: Sequence[int],
             or threading.active_count() > 1):
         return [fn(x) for x in items]
     theirs = _share(sizes)
-    mine = [i for i in range(len(items)) if i not in theirs]
+    mine = sorted(set(range(len(items))) - set(theirs))
     out: dict[int, R] = {}
     answers = _in_a_copy(fn, items, theirs, lambda: out.update((i, fn(items[i])) for i in mine))
     if answers is None or len(answers) != len(theirs):  # the copy's share: found here
