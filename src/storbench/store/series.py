@@ -280,14 +280,8 @@ def series_sections(store: Store, name: str, keys: Sequence[str], size: int | No
         (held,) = store.db.execute(
             "SELECT count(*) FROM (SELECT 1 FROM run_data INDEXED BY run_data_key"
             f" WHERE key IN ({marks}) LIMIT ?)", [*keys, size + 1]).fetchone()
-        if held <= size:  # (SQLite's CROSS JOIN keeps the order written)
-            sql = ("SELECT r.id, r.created_at, d.key, d.value FROM run_data d INDEXED BY"
-                   " run_data_key CROSS JOIN run_series s ON s.run_id = d.run_id"
-                   " CROSS JOIN runs r INDEXED BY runs_of_id ON r.id = d.run_id"
-                   f" WHERE d.key IN ({marks}) AND s.name = ? AND r.status = 'completed'"
-                   " ORDER BY r.created_at, r.id")
-            return [(int(r[0]), r[1], r[2], _json(r[3]))
-                    for r in store.db.execute(sql, [*keys, name])]
+        if held <= size:
+            return every_series_sections(store, {name}, keys).get(name, [])
     return [(int(r[0]), r[1], r[2], _json(r[3]))
             for r in store.db.execute(sql, [name, *keys])]
 
@@ -295,16 +289,16 @@ def series_sections(store: Store, name: str, keys: Sequence[str], size: int | No
 def every_series_sections(store: Store, names: set[str], keys: Sequence[str]
                           ) -> dict[str, list[tuple[int, str, str, Any]]]:
     """series_sections of many series at once: the store's rows of ``keys`` (SQLite: from
-    the run_data_key index), each looked up in its series; for a store whose series are
-    read at once (every_series_values: they hold most of its runs, so no more rows of
-    these keys than runs). One query, where one a series took 40 ms of `history` over
-    50 series on PostgreSQL."""
+    the run_data_key index), each looked up in its series; for series that hold no fewer
+    runs than the store holds rows of these keys (every_series_values' series, most of
+    the store's runs; series_sections' one that does). One query, where one a series
+    took 40 ms of `history` over 50 series on PostgreSQL."""
     if not keys:
         return {}
     marks = ", ".join("?" for _ in keys)
     data, join, runs = (("run_data d", "JOIN", "runs r") if store.postgres else
-                        ("run_data d INDEXED BY run_data_key", "CROSS JOIN",
-                         "runs r INDEXED BY runs_of_id"))
+                        ("run_data d INDEXED BY run_data_key", "CROSS JOIN",  # (its order
+                         "runs r INDEXED BY runs_of_id"))  # kept as written)
     out: dict[str, list[tuple[int, str, str, Any]]] = {}
     for name, run, at, key, value in store.db.execute(
             f"SELECT s.name, r.id, r.created_at, d.key, d.value FROM {data}"
