@@ -31,23 +31,19 @@ def kept(store: Store, question: list[Any], series: str,
     """The answer to ``question`` about ``series`` as kept under a digest of it and of
     the series' runs (store/changes.answer_key; ``runs``: their digest, when the caller
     has it); else ``find``'s, kept."""
-    cache = ChangeCache(store=store)  # this machine's, else the store's (store/changes.py)
-    key = _key(store, question, series, runs)
-    found = _read(cache, key)
-    if found is None:
-        found = find()
-        _keep(cache, key, question, series, found)
-    return found
+    return kept_each(store, question, [series], lambda names: {n: find() for n in names},
+                     {series: runs} if runs else None)[series]
 
 
 def kept_each(store: Store, question: list[Any], names: list[str],
-              find: Callable[[list[str]], dict[str, list[hist.History]]]
-              ) -> dict[str, list[hist.History]]:
-    """``kept`` of each of the series ``names``: those whose answers nobody kept found
-    together by ``find`` (given their names: `history` over a store of many series reads
-    their figures at once), and kept."""
-    cache = ChangeCache(store=store)
-    runs = each_series_runs(store, names)
+              find: Callable[[list[str]], dict[str, list[hist.History]]],
+              runs: dict[str, str] | None = None) -> dict[str, list[hist.History]]:
+    """``kept`` of each of the series ``names`` (``runs``: the digests of their runs,
+    when the caller has them): those whose answers nobody kept found together by
+    ``find`` (given their names: `history` over a store of many series reads their
+    figures at once), and kept."""
+    cache = ChangeCache(store=store)  # this machine's, else the store's (store/changes.py)
+    runs = runs or each_series_runs(store, names)
     keys = {name: _key(store, question, name, runs[name]) for name in names}
     out = {name: found for name in names if (found := _read(cache, keys[name])) is not None}
     for name, found in find([name for name in names if name not in out]).items():
