@@ -130,6 +130,11 @@ class ChangeCache:
             old.unlink(missing_ok=True)
 
 
+# PostgreSQL's digest of a series' runs (series_runs, each_series_runs: one expression,
+# so that both give a series the same digest)
+_BY_ID = "md5(string_agg(r.id || '@' || r.uid, ',' ORDER BY r.id))"
+
+
 def series_runs(store: Store, name: str, up_to: int | None = None) -> str:
     """A digest of series ``name``'s completed runs (up to run ``up_to``, when given),
     each one's id and uid: a stored run's figures and answers never change, an id used
@@ -142,8 +147,7 @@ def series_runs(store: Store, name: str, up_to: int | None = None) -> str:
     # hide it from every other machine; 15-20 ms more at 100,000 runs). SQLite: in the order
     # series_from's plan reads them (it keeps no statistics: the same plan each time;
     # sorting them in Python would take 26 ms more at 100,000)
-    runs = ("md5(string_agg(r.id || '@' || r.uid, ',' ORDER BY r.id))" if store.postgres
-            else "group_concat(r.id || '@' || r.uid, ',')")
+    runs = _BY_ID if store.postgres else "group_concat(r.id || '@' || r.uid, ',')"
     upto = (" AND (r.created_at, r.id) <= (SELECT created_at, id FROM runs WHERE id = ?)"
             if up_to is not None else "")
     from storbench.store.series import series_from
@@ -163,8 +167,7 @@ def each_series_runs(store: Store, names: list[str]) -> dict[str, str]:
     if not store.postgres or len(names) < 2:
         return {name: series_runs(store, name) for name in names}
     found = {str(name): ids for name, ids in store.db.execute(
-        "SELECT s.name, md5(string_agg(r.id || '@' || r.uid, ',' ORDER BY r.id))"
-        " FROM run_series s JOIN runs r ON r.id = s.run_id"
+        f"SELECT s.name, {_BY_ID} FROM run_series s JOIN runs r ON r.id = s.run_id"
         " WHERE r.status = 'completed' GROUP BY s.name", ())}
     return {name: _digest(found.get(name)) for name in names}
 
