@@ -132,3 +132,28 @@ def test_means_and_deviations_are_numpys_bit_for_bit():
             mean, std = edivisive._mean_std(x)
             assert mean == float(np.mean(x))
             assert std == (float(np.std(x)) if n >= 2 else 0.0)
+
+
+@pytest.mark.parametrize("kind", ["noise", "drop", "steps", "ints", "constant", "wild"])
+def test_a_series_given_in_parts_is_split_as_a_whole(kind):
+    """edivisive.Splitter (a series searched as it is read: analysis/ahead.py) gives
+    split's answer whatever the parts: one value at a time, parts shorter than a window,
+    parts across the screen's batches, the series whole. Bit for bit: the same indices,
+    Q-hats and statistics."""
+    rng = random.Random(f"parts-{kind}")
+    for n in (1, 49, 50, 51, 130, 3000):
+        values = series(kind, n, rng)
+        whole = edivisive.split(edivisive.as_array(values), 0.01)
+        for sizes in ([1], [7, 50, 3], [49], [400], [rng.randint(1, 900) for _ in range(9)]):
+            splitter, at, i = edivisive.Splitter(0.01), 0, 0
+            while at < n:
+                size = sizes[i % len(sizes)]
+                splitter.feed(values[at:at + size])
+                at, i = at + size, i + 1
+            parts = splitter.end()
+            what = (kind, n, sizes)
+            assert [(c.index, c.qhat, c.stats) for c in parts] == [
+                (c.index, c.qhat, c.stats) for c in whole], what
+    # and with an answer at all in the longest (not a test of nothing)
+    if kind in ("drop", "steps"):
+        assert whole

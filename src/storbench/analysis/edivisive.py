@@ -123,13 +123,21 @@ class Tester(SignificanceTester):  # type: ignore[misc]  # Otava is untyped
 
 
 def compute_change_points(series: Sequence[float], max_pvalue: float = 0.001,
-                          min_magnitude: float = 0.0) -> list[Point]:
+                          min_magnitude: float = 0.0, weak: list[Point] | None = None
+                          ) -> list[Point]:
     """otava.analysis.compute_change_points(series, WINDOW, max_pvalue, min_magnitude)'s
-    change points (the first of what it returns)."""
-    first = max_pvalue * 10 if max_pvalue < 0.05 else (
-        max_pvalue * 2 if max_pvalue < 0.5 else max_pvalue)
+    change points (the first of what it returns); ``weak``: the series' split at
+    first_pvalue(max_pvalue), when a Splitter made it as the series was read."""
     values = as_array(series)
-    return merge(split(values, first), values, max_pvalue, min_magnitude)
+    if weak is None:
+        weak = split(values, first_pvalue(max_pvalue))
+    return merge(weak, values, max_pvalue, min_magnitude)
+
+
+def first_pvalue(max_pvalue: float) -> float:
+    """The limit of Otava's first pass (split) for a ``max_pvalue``."""
+    return max_pvalue * 10 if max_pvalue < 0.05 else (
+        max_pvalue * 2 if max_pvalue < 0.5 else max_pvalue)
 
 
 def as_array(series: Sequence[float]) -> Arr:
@@ -140,37 +148,75 @@ def as_array(series: Sequence[float]) -> Arr:
 def split(values: Arr, max_pvalue: float) -> list[Point]:
     """Otava's split step (analysis.split, not incremental): its windows in its order,
     those that cannot hold a change skipped."""
-    n, step = len(values), WINDOW // 2
-    # windows screened ahead, by start: from here on while none holds a change (twice
-    # as many each time, up to CHUNK); a change moves the windows off them
-    skip: dict[int, bool] = {}
-    tester = Tester(max_pvalue)
-    found: list[Point] = []
-    seen: set[int] = set()
-    start, ahead = 0, AHEAD
-    while start < n:
-        end = min(start + WINDOW, n)
-        if end - start < WINDOW:
-            cannot = _cannot_change(values, [start], max_pvalue, end - start)[0]
-        else:
-            if start not in skip:
-                if skip:
-                    ahead = AHEAD
-                starts = list(range(start, min(n - WINDOW, start + (ahead - 1) * step) + 1,
-                                    step))
-                skip = dict(zip(starts, _cannot_change(values, starts, max_pvalue),
-                                strict=True))
-                ahead = min(2 * ahead, CHUNK)
-            cannot = skip[start]
-        new = [] if cannot else detect(values[start:end], tester)
-        for cp in new:
-            cp.index += start
-        last = new[-1].index if new else 0
-        start = max(last, start + step)
-        found += [cp for cp in new if cp.index not in seen]  # Otava's `cp not in`: by index
-        seen.update(cp.index for cp in new)
-    found.sort(key=lambda cp: cp.index)
-    return [restated(tester, values, found, i) for i in range(len(found))]
+    splitter = Splitter(max_pvalue)
+    splitter.feed(values)
+    return splitter.end()
+
+
+class Splitter:
+    """``split`` of a series given in parts, as it is read (analysis/ahead.py): each
+    window searched once its points have all come, the last ones (shorter than a window)
+    at the end. Its answer is split's of the whole series: a window's answer depends on
+    its own points only, and which windows are visited on those answers."""
+
+    def __init__(self, max_pvalue: float) -> None:
+        self.max_pvalue = max_pvalue
+        self.tester = Tester(max_pvalue)
+        self.values = np.empty(1 << 12)
+        self.n = 0  # of values given
+        self.start, self.ahead = 0, AHEAD  # the next window, and how many to screen
+        # windows screened ahead, by start: from here on while none holds a change (twice
+        # as many each time, up to CHUNK); a change moves the windows off them
+        self.skip: dict[int, bool] = {}
+        self.found: list[Point] = []
+        self.seen: set[int] = set()
+
+    def feed(self, values: Arr | Sequence[float]) -> None:
+        """The series' next values: the windows they complete searched."""
+        more = np.asarray(values, dtype=float)
+        if self.n + len(more) > len(self.values):
+            grown = np.empty(max(2 * len(self.values), self.n + len(more)))
+            grown[:self.n] = self.values[:self.n]
+            self.values = grown
+        self.values[self.n:self.n + len(more)] = more
+        self.n += len(more)
+        self._walk(ended=False)
+
+    def end(self) -> list[Point]:
+        """The series is whole: its last windows searched, and split's answer."""
+        self._walk(ended=True)
+        values = self.values[:self.n]
+        self.found.sort(key=lambda cp: cp.index)
+        return [restated(self.tester, values, self.found, i) for i in range(len(self.found))]
+
+    def _walk(self, ended: bool) -> None:
+        n, step, values = self.n, WINDOW // 2, self.values[:self.n]
+        while self.start < n:
+            start = self.start
+            end = min(start + WINDOW, n)
+            if end - start < WINDOW:
+                if not ended:  # its points are yet to come
+                    return
+                cannot = _cannot_change(values, [start], self.max_pvalue, end - start)[0]
+            else:
+                if start not in self.skip:
+                    if self.skip:
+                        self.ahead = AHEAD
+                    starts = list(range(start, min(n - WINDOW, start + (self.ahead - 1) * step)
+                                        + 1, step))
+                    self.skip = dict(zip(starts, _cannot_change(values, starts,
+                                                                self.max_pvalue),
+                                         strict=True))
+                    self.ahead = min(2 * self.ahead, CHUNK)
+                cannot = self.skip[start]
+            new = [] if cannot else detect(values[start:end], self.tester)
+            for cp in new:
+                cp.index += start
+            last = new[-1].index if new else 0
+            self.start = max(last, start + step)
+            # Otava's `cp not in`: by index
+            self.found += [cp for cp in new if cp.index not in self.seen]
+            self.seen.update(cp.index for cp in new)
 
 
 def detect(window: Arr, tester: Tester) -> list[Point]:
