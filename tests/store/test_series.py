@@ -9,6 +9,7 @@ import math
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -650,3 +651,46 @@ def test_many_series_digests_are_each_ones_own(any_store):
     got = each_series_runs(store, names)
     assert got == {n: digest(store, n) for n in names}
     assert len(set(got.values())) == 4
+
+
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_a_long_series_is_searched_as_it_is_read(any_store, monkeypatch, tmp_path, cpus):
+    """A series read in parts (store.series.PARTS rows: here 6, as 10,000 are of a long
+    one): with 2 CPUs one figure's values are searched by a copy of this process as they
+    are read (analysis/ahead.py), and its answer is taken; the histories are the ones
+    found with one CPU, where no copy is made."""
+    import shutil
+
+    from storbench.analysis import ahead, forked
+    from storbench.cli import histories as found
+    from storbench.render.history import history_dict
+    from storbench.store import series
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # this test's answers
+    monkeypatch.setattr(series, "PARTS", 6)
+    monkeypatch.setattr(ahead, "PART", 6)
+    store = any_store
+    ids = [_recorded_run(store, "randread", i, (0.5 if i >= 20 else 1.0)
+                         * (1.08 if i % 3 == 0 else 1.0)) for i in range(30)]
+    set_series(store, ids, "long")
+    cpus_here = forked.cpus()
+    monkeypatch.setattr(forked, "cpus", lambda: 1)
+    alone = [history_dict(h) for h in found._histories(store, "long")]
+    assert [c["run"] for h in alone if h["metric"] == "randread.read.iops"
+            for c in h["change_points"]] == [ids[20]]
+    given: list[bool] = []
+    if cpus == 2:
+        if cpus_here < 2:
+            pytest.skip("a copy is made only with 2 CPUs")
+        monkeypatch.setattr(forked, "cpus", lambda: 2)
+        shutil.rmtree(tmp_path / "cache")  # the change points found alone: found again
+        answer = ahead.Reading.answer
+
+        def counted(reading: ahead.Reading) -> Any:
+            got = answer(reading)
+            given.append(got is not None)
+            return got
+
+        monkeypatch.setattr(ahead.Reading, "answer", counted)
+    assert [history_dict(h) for h in found._histories(store, "long")] == alone
+    assert given == ([True] if cpus == 2 else [])

@@ -49,18 +49,30 @@ def find_changes(values: Sequence[float], runs: Sequence[int], higher_is_better:
                      max_pvalue=max_pvalue, min_runs=min_runs, cache=cache)[0]
 
 
+class Ahead(Protocol):
+    """A question's values sent to be searched as they were read (`analysis.ahead.Reading`)."""
+
+    def end(self) -> str | None: ...  # the key of the values sent (None: none)
+
+    def answer(self) -> list[Any] | None: ...  # their change points, as the cache keeps them
+
+
 Question = tuple[Sequence[float], Sequence[int], bool]  # values, their runs, higher is better
 
 
 def find_each(questions: Sequence[Question], *, min_change: float = MIN_CHANGE,
               max_pvalue: float = MAX_PVALUE, min_runs: int = MIN_RUNS,
-              cache: Cache | None = None) -> list[list[Change]]:
+              cache: Cache | None = None, ahead: Ahead | None = None
+              ) -> list[list[Change]]:
     """find_changes of each question, those not kept in ``cache`` found on two CPUs
-    when there are many points to search (analysis/forked.py)."""
+    when there are many points to search (analysis/forked.py); the one whose values
+    ``ahead`` sent as they were read (its key theirs) searched there (analysis/ahead.py)."""
     from storbench.analysis import forked
 
     out: list[list[Change] | None] = []
     keys: dict[int, str] = {}  # the questions to search, by their place
+    sent = ahead.end() if ahead is not None else None
+    searched: int | None = None  # the question ahead searched
     for at, (values, runs, higher_is_better) in enumerate(questions):
         if len(values) < 2 * min_runs:
             out.append([])
@@ -77,11 +89,19 @@ def find_each(questions: Sequence[Question], *, min_change: float = MIN_CHANGE,
             continue
         out.append(None)
         keys[at] = key
-    todo = list(keys)
+        if key == sent and searched is None:
+            searched = at
+    todo = [at for at in keys if at != searched]
     if todo:  # imported here, before a copy of this process is made to search
         from storbench.analysis import edivisive  # noqa: F401
     found = forked.each(lambda at: _otava(*questions[at], min_change, max_pvalue, min_runs),
                         todo, [len(questions[at][0]) for at in todo])
+    if searched is not None and ahead is not None:
+        todo.append(searched)
+        known = ahead.answer()
+        found.append([Change(i, questions[searched][1][i], before, after, p, worse)
+                      for i, before, after, p, worse in known] if known is not None else
+                     _otava(*questions[searched], min_change, max_pvalue, min_runs))
     for at, changes in zip(todo, found, strict=True):
         if cache:
             cache.put(keys[at], [[c.index, c.before, c.after, c.pvalue, c.worse]
@@ -106,11 +126,20 @@ def _key(values: Sequence[float], *settings: object) -> str:
 
 def _otava(values: Sequence[float], runs: Sequence[int], higher_is_better: bool,
            min_change: float, max_pvalue: float, min_runs: int) -> list[Change]:
+    return [Change(i, runs[i], before, after, p, worse) for i, before, after, p, worse
+            in found_in(values, higher_is_better, min_change, max_pvalue, min_runs)]
+
+
+def found_in(values: Sequence[float], higher_is_better: bool, min_change: float,
+             max_pvalue: float, min_runs: int, weak: list[Any] | None = None
+             ) -> list[list[Any]]:
+    """The change points of ``values`` as the cache keeps them: [index, before, after, p,
+    worse] (``weak``: the values' split, when an edivisive.Splitter made it)."""
     from storbench.analysis import edivisive
 
     series = [float(v) for v in values]
     found = edivisive.compute_change_points(series, max_pvalue=max_pvalue,
-                                            min_magnitude=min_change)
+                                            min_magnitude=min_change, weak=weak)
     # a change whose side holds fewer than min_runs runs is an outlier: dropped, and the
     # others' statistics recomputed over the segments that remain, then merged again
     tester = edivisive.Tester(max_pvalue)
@@ -127,7 +156,6 @@ def _otava(values: Sequence[float], runs: Sequence[int], higher_is_better: bool,
     out = []
     for c in found:
         before, after = float(c.stats.mean_1), float(c.stats.mean_2)
-        out.append(Change(int(c.index), runs[int(c.index)], before, after,
-                          float(c.stats.pvalue),
-                          after < before if higher_is_better else after > before))
+        out.append([int(c.index), before, after, float(c.stats.pvalue),
+                    after < before if higher_is_better else after > before])
     return out

@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, overload
 
@@ -173,9 +173,8 @@ class History:
 
     def workload_shifts(self) -> dict[int, tuple[str, str]]:
         """Runs that ran another workload than the run before them (an edited job file,
-        another --size in a series named with --series): run id -> (before, after). A
-        change of a figure there may be the workload's, not the storage's. Runs with no
-        stored workload (stored before it was kept) are passed over."""
+        another --size in a series named with --series): run id -> (before, after), where
+        a change may be the workload's. Runs with no stored workload are passed over."""
         return self._workload_shifts.copy()
 
     @functools.cached_property
@@ -194,8 +193,7 @@ class History:
         return out
 
     def stored(self) -> dict[str, Any]:
-        """As kept between commands (cli/kept.py): plain values, the workload
-        changes found rather than each run's workload."""
+        """As kept between commands (cli/kept.py): plain values, the workloads' changes."""
         m = self.figure.metric
         return {"series": self.series, "test": self.figure.test,
                 "metric": [m.key, m.kind] + ([m.label] if isinstance(m, Answered) else []),
@@ -314,21 +312,15 @@ FIRST = 3  # a row's first value: the result's error
 
 def figure_paths(metrics: Sequence[Metric]) -> list[tuple[str, ...]]:
     """What to read of each stored result for ``metrics``: its error, then each figure
-    (`store.series.series_values`); ``points`` reads the rows in this order."""
+    (`store.series.series_values`); ``points_of`` reads the rows in this order."""
     return [("error",), *(value_path(m) for m in metrics)]
-
-
-def points(rows: Sequence[Row], metrics: Sequence[Metric], fig: Figure) -> Points:
-    """One point per run that has the figure: the median over its repeats. ``rows`` hold
-    the values of ``metrics`` (read with their ``figure_paths``)."""
-    return points_of(rows, metrics, [fig])[fig]
 
 
 def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Figure]
               ) -> dict[Figure, Points]:
-    """``points`` of each figure, a column at a time (an overview of 100,000 runs: a
-    pass over the rows a figure, in comprehensions; runs of one result each, the most,
-    take no median)."""
+    """Each figure's points, one per run that has it: the median over its repeats, from
+    ``rows`` of ``metrics``' ``figure_paths``. A column at a time (100,000 runs: a pass over
+    the rows a figure, in comprehensions; runs of one result each, the most, no median)."""
     out: dict[Figure, Points] = {}
     mine = {t: [r for r in rows if r[2] == t and not r[FIRST]] for t in {f.test for f in figs}}
     whole: dict[str, tuple[list[int], list[str]]] = {}  # a test's runs and times, shared
@@ -353,6 +345,14 @@ def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Fig
 
 
 _NUMBERS = (int, float)
+
+
+def values_of(metrics: Sequence[Metric], fig: Figure) -> Callable[[Sequence[Row]], list[float]]:
+    """``fig``'s values in rows (points_of's where a run has one result): analysis/ahead.py."""
+    assert isinstance(fig.metric, Metric)
+    at = FIRST + 1 + metrics.index(fig.metric)
+    return lambda rows: [float(v) for r in rows if r[2] == fig.test and not r[FIRST]
+                         and (v := r[at]).__class__ in _NUMBERS and v == v]
 
 
 def candidates(suite: str | None) -> list[Metric]:

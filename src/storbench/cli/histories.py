@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storbench.analysis import history as hist
 from storbench.analysis.changepoints import find_each
@@ -23,6 +23,9 @@ from storbench.store.series import (
     series_sections,
     series_values,
 )
+
+if TYPE_CHECKING:
+    from storbench.analysis.ahead import Chosen, Reading
 
 # a series' first run's suite, its rows, the metrics they hold and its runs' sections
 # (series_sections' rows: every_history)
@@ -107,20 +110,27 @@ def _every_metric(suites: list[str]) -> list[Metric]:
 
 def _histories(store: Store, series: str, *, up_to: int | None = None,
                min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
-    """histories, found from the series' figures."""
-    return _each_history(_asked(store, series, up_to=up_to), min_change)
+    """histories, found from the series' figures: one of them searched as they are read
+    (analysis/ahead.py), where all its runs are asked for."""
+    if up_to is not None:
+        return _each_history(_asked(store, series, up_to=up_to), min_change)
+    from storbench.analysis.ahead import Reading
+
+    with Reading(min_change, hist.MAX_PVALUE, hist.MIN_RUNS) as reading:
+        return _each_history(_asked(store, series, reading=reading), min_change, reading)
 
 
 # a history to find: its series, figure, points and what each run ran (run id -> workload)
 Asked = tuple[str, hist.Figure, Sequence[hist.Point], dict[int, str]]
 
 
-def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | None = None
-           ) -> list[Asked]:
+def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | None = None,
+           reading: Reading | None = None) -> list[Asked]:
     """The histories of a series to find: each headline figure and answer of its runs
     (up to run ``up_to``), from its figures (``read``: its first run's suite, its rows,
     the metrics they hold and its sections, as every_history reads them, when the caller
-    has them)."""
+    has them; else read, each part given to ``reading``, which sends one figure's values
+    on to be searched as they come)."""
     sections = None
     if read is not None:
         suite, rows, metrics, sections = read
@@ -131,7 +141,14 @@ def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | 
             (series,)).fetchone()
         suite = first[0] if first else None
         metrics = hist.candidates(suite)
-        rows = series_values(store, series, hist.figure_paths(metrics), workload=True)
+        part = None
+        if reading is not None:
+            floor = reading.min_change
+            part = reading.parts(lambda first: _searchable(first, metrics, suite, floor))
+        rows = series_values(store, series, hist.figure_paths(metrics), workload=True,
+                             part=part)
+        if reading is not None:
+            reading.end()  # (the copy's last step while the rest is made here)
     answers = answered(store, series, len(rows), sections)
     if up_to is not None:
         # the series' runs up to that one, in the series' order (its start, then its id),
@@ -153,13 +170,29 @@ def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | 
             if pts]
 
 
-def _each_history(asked: list[Asked], min_change: float) -> list[hist.History]:
+def _searchable(rows: Sequence[tuple[Any, ...]], metrics: list[Metric], suite: str | None,
+                min_change: float) -> Chosen | None:
+    """The first figure of a series' first rows (figures_of's) whose values there are
+    searched for change points (they vary by more than ``min_change``: find_each), with
+    what gives its values in rows and whether it is better higher; None: none is."""
+    for fig in hist.figures_of(rows, metrics, suite):
+        assert isinstance(fig.metric, Metric)
+        values_in = hist.values_of(metrics, fig)
+        values = values_in(rows)
+        if values and ((lo := min(values)) <= 0 or max(values) / lo - 1 > min_change):
+            return values_in, fig.metric.higher_is_better
+    return None
+
+
+def _each_history(asked: list[Asked], min_change: float, reading: Reading | None = None
+                  ) -> list[hist.History]:
     """The history of each of ``asked``, with its change points: those of many figures
-    found on two CPUs (changepoints.find_each)."""
+    found on two CPUs (changepoints.find_each), the one ``reading`` sent searched as it
+    was read."""
     points = [hist.Points.of(pts) for _, _, pts, _ in asked]
     found = find_each([(p.values, p.runs, fig.metric.higher_is_better)
                        for p, (_, fig, _, _) in zip(points, asked, strict=True)],
-                      min_change=min_change, cache=ChangeCache())
+                      min_change=min_change, cache=ChangeCache(), ahead=reading)
     return [hist.History(series, fig, p, changes, ran) for p, changes, (series, fig, _, ran)
             in zip(points, found, asked, strict=True)]
 

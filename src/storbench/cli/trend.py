@@ -231,7 +231,7 @@ def _metric_history(store: Store, name: str, metric: str, floor: float) -> hist.
         # read apart: 0.05-0.1 s more at 100,000 runs); a shift is between its points
         rows = series_values(store, name, hist.figure_paths([fig.metric]), fig.test,
                              workload=True)
-        pts = hist.points(rows, [fig.metric], fig)
+        pts = hist.points_of(rows, [fig.metric], [fig])[fig]
         ran = {r[0]: r[-1] for r in rows if r[-1] is not None}
     if not pts:
         known = ", ".join(h.figure.name for h in histories(store, name))

@@ -16,7 +16,7 @@ starting at once migrate once.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from storbench.errors import StoreError
@@ -142,12 +142,22 @@ class Connection:
             return _Cursor(self.conn.execute(sql.encode()))
         return _Cursor(self.conn.execute(_sql(sql), tuple(params)))
 
-    def tuples(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """A query's rows as plain tuples (many rows: no row objects made)."""
+    def tuples(self, sql: str, params: Sequence[Any],
+               part: Callable[[list[tuple[Any, ...]]], None] | None = None,
+               size: int = 10_000) -> list[tuple[Any, ...]]:
+        """A query's rows as plain tuples (many rows: no row objects made); each ``size``
+        of them given to ``part`` as they are made, when given."""
         from psycopg.rows import tuple_row
 
         with self.conn.cursor(row_factory=tuple_row) as cur:
-            return cur.execute(_sql(sql), tuple(params)).fetchall()
+            cur.execute(_sql(sql), tuple(params))
+            if part is None:
+                return cur.fetchall()
+            rows: list[tuple[Any, ...]] = []
+            while more := cur.fetchmany(size):
+                part(more)
+                rows += more
+            return rows
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = [tuple(r) for r in rows]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from storbench.errors import ConfigError
@@ -176,14 +176,17 @@ def all_columns(paths: Sequence[Sequence[str]]) -> bool:
 
 
 def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
-                  test: str | None = None, workload: bool = False) -> list[tuple[Any, ...]]:
+                  test: str | None = None, workload: bool = False,
+                  part: Callable[[list[tuple[Any, ...]]], None] | None = None
+                  ) -> list[tuple[Any, ...]]:
     """Figures of a series' results without loading them: per result (one per test and
     repeat) of its completed runs, oldest run first, a flat tuple (run id, its start, the
     test, then the value at each path of the stored result, None where it has none, then
     with ``workload`` what the run ran, as series_workloads); only ``test``'s when given.
     One query that leaves everything else of a result in the database: a series of
     100,000 runs answers at once. Paths are keys from the result's top, as
-    `analysis.metrics.value_path` gives them."""
+    `analysis.metrics.value_path` gives them. ``part`` is given the rows as they are
+    read, a part at a time (analysis/ahead.py), when they are columns' figures."""
     if not paths:
         return []
     for path in paths:
@@ -212,7 +215,7 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
         sql += " AND f.test = ?"
         params.append(test)
     sql += " ORDER BY r.created_at, r.id, f.ordinal"
-    rows = _tuples(store, sql, params)
+    rows = _tuples(store, sql, params, None if whole else part)
     decoded = [3 + i for i, p in enumerate(paths) if store.postgres and tuple(p) not in COLUMNS]
     if decoded:  # PostgreSQL's JSONB values, read as their text
         rows = [tuple(_json(v) if i in decoded else v for i, v in enumerate(r)) for r in rows]
@@ -247,13 +250,26 @@ def every_series_values(store: Store, names: set[str], paths: Sequence[Sequence[
     return out
 
 
-def _tuples(store: Store, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """The rows of a query as plain tuples (100,000 of them: no row objects made)."""
+def _tuples(store: Store, sql: str, params: Sequence[Any],
+            part: Callable[[list[tuple[Any, ...]]], None] | None = None
+            ) -> list[tuple[Any, ...]]:
+    """The rows of a query as plain tuples (100,000 of them: no row objects made), each
+    part of them (PARTS rows) given to ``part`` as it is read, when given."""
     if store.postgres:
-        return store.db.tuples(sql, params)  # type: ignore[no-any-return]
+        return store.db.tuples(sql, params, part, PARTS)  # type: ignore[no-any-return]
     cursor = store.db.cursor()
     cursor.row_factory = None
-    return cursor.execute(sql, params).fetchall()  # type: ignore[no-any-return]
+    cursor.execute(sql, params)
+    if part is None:
+        return cursor.fetchall()  # type: ignore[no-any-return]
+    rows: list[tuple[Any, ...]] = []
+    while more := cursor.fetchmany(PARTS):
+        part(more)
+        rows += more
+    return rows
+
+
+PARTS = 10_000  # rows read at a time for a caller that takes them in parts
 
 
 def series_sections(store: Store, name: str, keys: Sequence[str], size: int | None = None
