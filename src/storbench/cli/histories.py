@@ -76,10 +76,12 @@ def every_history(store: Store, series: list[tuple[str, int]],
     """``histories`` of each of ``series`` (name, completed runs: series_list's): those
     nobody kept found from the store's figures read at once (every_series_values) when
     they are most of the store's runs (a cold `history` over 100,000 runs in 50 series),
-    else one series at a time."""
+    else one series at a time (one alone searched as it is read: _histories)."""
     counts = dict(series)
 
     def found(names: list[str]) -> dict[str, list[hist.History]]:
+        if len(names) == 1:
+            return {names[0]: _histories(store, names[0], min_change=min_change)}
         reads: dict[str, Read] = {}
         if len(names) > 1 and sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values()):
             metrics = _every_metric(completed_suites(store))
