@@ -39,7 +39,7 @@ def _iops(rows: Sequence[Any]) -> list[float]:
 def _read(reading: ahead.Reading, rows: list[tuple[Any, ...]], part: int) -> None:
     """The rows given as a read in parts gives them, then the read's end."""
     for at in range(0, len(rows), part):
-        reading.part(rows[at:at + part], lambda first: (_iops, True))
+        reading.part({"s": (None, rows[at:at + part])}, lambda suite, first: (_iops, True))
     reading.end()
 
 
@@ -60,9 +60,9 @@ def test_a_figure_read_in_parts_is_searched_in_a_copy(monkeypatch):
         copy = reading.pid
         assert copy and copy != os.getpid()
         _read(reading, rows, 500)
-        assert reading.key == changepoints._key(values, True, MIN_CHANGE, MAX_PVALUE,
-                                                MIN_RUNS)
-        answer = reading.answer()
+        key = changepoints._key(values, True, MIN_CHANGE, MAX_PVALUE, MIN_RUNS)
+        assert set(reading.keys) == {key}
+        answer = reading.answer(key)
     assert answer == changepoints.found_in(values, True, MIN_CHANGE, MAX_PVALUE, MIN_RUNS)
     assert [a[0] for a in answer] == [4200]  # the drop, where it is
     assert _gone(copy)
@@ -138,8 +138,8 @@ def test_the_copys_answer_is_taken_for_the_values_it_was_sent_only(monkeypatch):
     medians = [*values[:100], (values[100] + values[101]) / 2, *values[102:]]
     asked: list[Any] = []
     answer = ahead.Reading.answer
-    monkeypatch.setattr(ahead.Reading, "answer", lambda self: asked.append(self)
-                        or answer(self))
+    monkeypatch.setattr(ahead.Reading, "answer", lambda self, key: asked.append(key)
+                        or answer(self, key))
     runs = list(range(1, len(medians) + 1))
     with ahead.Reading(MIN_CHANGE, MAX_PVALUE, MIN_RUNS) as reading:
         _read(reading, rows, 500)
@@ -165,9 +165,10 @@ def test_nothing_is_sent_where_nothing_would_be_gained(why, monkeypatch):
         with ahead.Reading(MIN_CHANGE, MAX_PVALUE, MIN_RUNS) as reading:
             copy = reading.pid
             for at in range(0, len(rows), 2000 if why == "one part" else 500):
-                reading.part(rows[at:at + 2000 if why == "one part" else at + 500],
-                             lambda first: None if why == "no figure" else (_iops, True))
-            assert reading.end() is None and reading.answer() is None
+                reading.part({"s": (None, rows[at:at + 2000 if why == "one part"
+                                            else at + 500])},
+                             lambda suite, first: None if why == "no figure" else (_iops, True))
+            assert reading.end() == set() and reading.answer("any") is None
             assert not reading.sent
     finally:
         stop.set()

@@ -463,21 +463,24 @@ def _recorded_run(store, name: str, i: int, scale: float, suite: str = "quick",
     return add_run(store, json.dumps(doc), label=f"{name}{i}", suite=suite, status=status)
 
 
-@pytest.mark.parametrize("cpus", [1, 2])
+@pytest.mark.parametrize(("cpus", "ahead_rows"), [(1, 40), (2, 40), (2, 10**9)])
 def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, monkeypatch,
-                                                                  tmp_path, cpus):
+                                                                  tmp_path, cpus, ahead_rows):
     """`history` over a store of many series, nothing kept, reads every series' figures
     in one query (every_series_values): each series' answer is the one it gets alone
     (its suite its first run's, one without figures included; a failed run left out;
     runs interleaved), and it is kept where `history NAME` then reads it. With 2 CPUs
-    (and the least work to share made none) the change points are found in this process
-    and a copy of it (analysis/forked.py), alike."""
+    the change points are found alike: of each series' first figure that varies, by a
+    copy of this process as they are read (analysis/ahead.py), or (with a first part
+    too small for that, and the least work to share made none) in this process and a
+    copy of it after the read (analysis/forked.py)."""
     import shutil
 
-    from storbench.analysis import forked
+    from storbench.analysis import ahead, forked
     from storbench.cli import histories as found
     from storbench.cli.kept import read_kept
     from storbench.render.history import history_dict
+    from storbench.store import series
     from storbench.store.series import series_list
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # this test's answers
@@ -513,6 +516,12 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
              for name, _ in listed}
 
     copies: list[bool] = []  # each copy made: whether it gave its answers
+    given: list[bool] = []  # each answer asked of the copy that searched as it read
+    # read in parts of 50 rows (as a long store's in parts of 10,000): 'drop' and
+    # 'writes' have moved within the first part (of 66 rows in all), and are searched as
+    # they are read (analysis/ahead.py)
+    monkeypatch.setattr(series, "PARTS", 50)
+    monkeypatch.setattr(ahead, "PART", ahead_rows)
     if cpus == 2:
         if forked.cpus() < 2:
             pytest.skip("a copy is made only with 2 CPUs")
@@ -526,11 +535,19 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
             return answers
 
         monkeypatch.setattr(forked, "_in_a_copy", counted)
+        answer = ahead.Reading.answer
+
+        def asked(reading: ahead.Reading, key: str) -> Any:
+            got = answer(reading, key)
+            given.append(got is not None)
+            return got
+
+        monkeypatch.setattr(ahead.Reading, "answer", asked)
     read: list[set[str]] = []
 
-    def spy(store_, names, paths):  # every_series_values itself, its calls counted
+    def spy(store_, names, paths, part=None):  # every_series_values itself, its calls counted
         read.append(set(names))
-        return every_series_values(store_, names, paths)
+        return every_series_values(store_, names, paths, part)
 
     monkeypatch.setattr(found, "every_series_values", spy)
     at_once = found.every_history(store, listed)
@@ -540,7 +557,9 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
     [tps] = [h for h in alone["writes"] if h["metric"] == "postgresql.tps"]
     assert len(tps["points"]) == 24 and tps["change_points"]
     assert {n: [history_dict(h) for h in hs] for n, hs in at_once.items()} == alone
-    assert copies == ([True] if cpus == 2 else [])
+    ahead_used = cpus == 2 and ahead_rows < 50
+    assert copies == ([True] if cpus == 2 and not ahead_used else [])
+    assert given == ([True, True] if ahead_used else [])  # 'drop' and 'writes' IOPS
     assert any(h["change_points"] for h in alone["drop"])  # a history with a change
     assert any(h["change_points"] for h in alone["writes"])
     for name, _ in listed:  # kept under the key each series' own question reads
@@ -686,8 +705,8 @@ def test_a_long_series_is_searched_as_it_is_read(any_store, monkeypatch, tmp_pat
         shutil.rmtree(tmp_path / "cache")  # the change points found alone: found again
         answer = ahead.Reading.answer
 
-        def counted(reading: ahead.Reading) -> Any:
-            got = answer(reading)
+        def counted(reading: ahead.Reading, key: str) -> Any:
+            got = answer(reading, key)
             given.append(got is not None)
             return got
 

@@ -24,39 +24,47 @@ import os
 import pickle
 import select
 import signal
+import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from storbench.analysis import forked
 
-PART = 10_000  # rows: a first part smaller than this is the whole series, too little
+PART = 5_000  # rows of a first part (store.series.PARTS: 10,000) too few to be worth it
 PIPE_BYTES = 1 << 20  # asked of the pipe (Linux lets anyone have 1 MiB: 131,072 values)
 
-# a figure to send: what gives its values in a part of the rows, and whether it is better
-# higher; chosen from a series' first part (None: none is worth it)
+# a figure to send: what gives its values in a part of a series' rows, and whether it is
+# better higher; chosen from the series' first part (None: none is worth it) and what
+# else its group of rows names (its suite)
 Chosen = tuple[Callable[[Sequence[Any]], list[float]], bool]
-Choose = Callable[[Sequence[Any]], Chosen | None]
+Choose = Callable[[Any, Sequence[Any]], Chosen | None]
+# the rows of a part, by series: what else each names (its suite), and its rows
+Groups = Mapping[str, tuple[Any, Sequence[Any]]]
+_HEAD = struct.Struct("qq")  # a message: the figure's number, then its values' count (or
+# -1: one value follows, 1.0 if the figure is better higher)
 
 
 class Reading:
-    """One figure's values, as its series is read (``part``), sent to a copy of this
-    process that searches them as they come; ``end`` when the read is done gives the key
-    of what was sent, ``answer`` the copy's change points in the cache's form. A context
-    manager: the copy is made as it opens (to be ready when the first part comes), and
-    ended and reaped as it closes."""
+    """Figures' values, as their series are read (``part``: one figure of each series),
+    sent to a copy of this process that searches them as they come; ``end`` when the read
+    is done gives the keys of what was sent, ``answer`` the copy's change points of the
+    values of a key, in the cache's form. A context manager: the copy is made as it
+    opens (to be ready when the first part comes), and ended and reaped as it closes."""
 
     def __init__(self, min_change: float, max_pvalue: float, min_runs: int) -> None:
         self.min_change = min_change
         self.settings = (min_change, max_pvalue, min_runs)
-        self.values: Callable[[Sequence[Any]], list[float]] | None = None
-        self.higher_is_better = True
-        self.sent = array.array("d")
-        self.queued = b""  # sent, not yet taken by the pipe
+        self.chosen: dict[str, tuple[int, Callable[[Sequence[Any]], list[float]]]] | None
+        self.chosen = None  # by series: the figure's number and what gives its values
+        self.sent: list[array.array[float]] = []  # by number: the values sent
+        self.better: list[bool] = []  # and whether each is better higher
+        self.queued = bytearray()  # sent, not yet taken by the pipe
         self.pid = 0
         self.down = self.up = -1  # the pipes to the copy and back
-        self.key: str | None = None
+        self.keys: dict[str, int] = {}  # the key of each figure's values sent: its number
+        self.answers: dict[int, Any] | None = None  # the copy's, once it gave them
         self.began = self.took = 0.0  # the copy's start, and from it to the read's end
 
     def __enter__(self) -> Reading:
@@ -74,50 +82,67 @@ class Reading:
             os.waitpid(self.pid, 0)
             self.pid = 0
 
-    def parts(self, choose: Choose) -> Callable[[Sequence[Any]], None]:
-        """``part``, for a read that gives its rows in parts."""
-        return lambda rows: self.part(rows, choose)
-
-    def part(self, rows: Sequence[Any], choose: Choose) -> None:
-        """The next rows read: the figure's values in them sent on (the figure chosen by
-        ``choose`` at the first)."""
+    def part(self, groups: Groups, choose: Choose) -> None:
+        """The next rows read, by series: each series' figure's values in them sent on
+        (the figures chosen by ``choose`` from the first part, whose rows are PART or
+        more: else nothing is sent)."""
         if self.down < 0:
             return
-        if self.values is None:
-            chosen = choose(rows) if len(rows) >= PART else None
-            if chosen is None:
+        if self.chosen is None:
+            self.chosen = {}
+            if sum(len(rows) for _, rows in groups.values()) >= PART:
+                for name, (tag, rows) in groups.items():
+                    if (picked := choose(tag, rows)) is not None:
+                        self.chosen[name] = (len(self.sent), picked[0])
+                        self.queued += _HEAD.pack(len(self.sent), -1)
+                        self.queued += array.array("d", [float(picked[1])]).tobytes()
+                        self.sent.append(array.array("d"))
+                        self.better.append(picked[1])
+            if not self.chosen:
                 self._stop()
                 return
-            self.values, self.higher_is_better = chosen
-            # (the copy is told first whether the figure is better higher)
-            self.queued = array.array("d", [float(self.higher_is_better)]).tobytes()
-        more = array.array("d", self.values(rows))
-        self.sent.extend(more)
-        self.queued += more.tobytes()
+        for name, (_, rows) in groups.items():
+            if (figure := self.chosen.get(name)) is not None:
+                at, values_in = figure
+                more = array.array("d", values_in(rows))
+                if more:
+                    self.sent[at].extend(more)
+                    self.queued += _HEAD.pack(at, len(more))
+                    self.queued += more.tobytes()
         if not self._send(wait=False):
             self._stop()
 
-    def end(self) -> str | None:
-        """The read is done: the rest sent and the pipe closed. The key of the values
-        sent (None: none were)."""
+    def end(self) -> set[str]:
+        """The read is done: the rest sent and the pipe closed. The keys of the figures'
+        values sent (changepoints._key's; none: nothing was sent)."""
         if self.down >= 0:
-            if self.values is not None and self._send(wait=True):
+            if self.chosen and self._send(wait=True):
                 os.close(self.down)
                 self.down = -1
                 self.took = time.monotonic() - self.began
                 from storbench.analysis.changepoints import _key
 
-                self.key = _key(self.sent, self.higher_is_better, *self.settings)
+                self.keys = {_key(values, better, *self.settings): at for at, (values, better)
+                             in enumerate(zip(self.sent, self.better, strict=True))}
             else:
                 self._stop()
-        return self.key
+        return set(self.keys)
 
-    def answer(self) -> list[Any] | None:
-        """The copy's change points of the values sent (changepoints.found_in's), waited
-        for (as long again as the copy has taken, and forked.WAIT_S more); None: it gave
-        none."""
-        if self.key is None or self.pid == 0:
+    def answer(self, key: str) -> list[Any] | None:
+        """The copy's change points of the values sent under ``key`` (changepoints.
+        found_in's; all of them waited for once: as long again as the copy has taken,
+        and forked.WAIT_S more); None: it gave none."""
+        if key not in self.keys:
             return None
+        if self.answers is None:
+            self.answers = self._answers()
+        return self.answers.get(self.keys[key])
+
+    def _answers(self) -> dict[int, Any]:
+        """The copy's answers by figure, each only where the copy's digest of the values
+        it received is the digest of those sent."""
+        if self.pid == 0:
+            return {}
         deadline = time.monotonic() + self.took + forked.WAIT_S
         chunks = []
         waiting = select.poll()  # (not select(): a descriptor above 1023 is refused there)
@@ -128,18 +153,18 @@ class Reading:
                 break
             chunks.append(chunk)
         else:
-            return None  # nothing in time: the copy is ended as this closes
+            return {}  # nothing in time: the copy is ended as this closes
         _, status = os.waitpid(self.pid, 0)
         self.pid = 0
         if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
-            return None
+            return {}
         try:
-            got, answer = pickle.loads(b"".join(chunks))
+            said = pickle.loads(b"".join(chunks))
+            return {at: answer for at, (got, answer) in said.items()
+                    if got == hashlib.sha256(self.sent[at].tobytes()).hexdigest()
+                    and isinstance(answer, list)}
         except Exception:  # not what the copy meant to say: found here instead
-            return None
-        if got != hashlib.sha256(self.sent.tobytes()).hexdigest():
-            return None
-        return answer if isinstance(answer, list) else None
+            return {}
 
     def _start(self) -> None:
         """The copy made: it loads what it searches with, and waits for values."""
@@ -181,7 +206,7 @@ class Reading:
         deadline = time.monotonic() + forked.WAIT_S
         while self.queued:
             try:
-                self.queued = self.queued[os.write(self.down, self.queued):]
+                del self.queued[:os.write(self.down, self.queued)]
             except BlockingIOError:
                 if not wait:
                     return True
@@ -196,43 +221,56 @@ class Reading:
     def _stop(self) -> None:
         """Nothing (more) sent, and nothing taken from the copy: it ends as its pipe
         closes, or as this closes."""
-        self.key = None
+        self.keys = {}
         if self.down >= 0:
             os.close(self.down)
             self.down = -1
 
 
 def _search(down: int, up: int, settings: tuple[float, float, int]) -> None:
-    """The copy: whether the figure is better higher, then its values, searched as they
-    come; the answer and a digest of the values sent back. Then gone without a word (no
-    atexit, no buffers flushed, no database closed)."""
+    """The copy: each figure's messages (whether it is better higher, then its values)
+    searched as they come; at their end the answers, each with a digest of its values,
+    sent back. Then gone without a word (no atexit, no buffers flushed, no database
+    closed)."""
     code = 1
     try:
         from storbench.analysis import edivisive
         from storbench.analysis.changepoints import found_in
 
         min_change, max_pvalue, min_runs = settings
-        splitter = edivisive.Splitter(edivisive.first_pvalue(max_pvalue))
-        digest = hashlib.sha256()
-        data, flag = b"", None
+        splitters: dict[int, edivisive.Splitter] = {}
+        better: dict[int, bool] = {}
+        digests: dict[int, Any] = {}
+        data = bytearray()
         while chunk := os.read(down, 1 << 20):
             data += chunk
-            if flag is None and len(data) >= 8:
-                flag, data = array.array("d", data[:8])[0], data[8:]
-            whole = len(data) - len(data) % 8
-            if flag is not None and whole:
-                digest.update(data[:whole])
+            at = 0  # each whole message taken, the rest kept for the next chunk
+            while len(data) - at >= _HEAD.size:
+                figure, count = _HEAD.unpack_from(data, at)
+                size = _HEAD.size + 8 * max(count, 1)
+                if len(data) - at < size:
+                    break
                 values = array.array("d")
-                values.frombytes(data[:whole])
-                splitter.feed(values)
-                data = data[whole:]
-        if flag is not None and not data:
-            values_sent = cast(list[float], splitter.values[:splitter.n].tolist())
-            answer = found_in(values_sent, bool(flag), min_change, max_pvalue, min_runs,
-                              weak=splitter.end())
-            said = memoryview(pickle.dumps((digest.hexdigest(), answer)))
-            while said:
-                said = said[os.write(up, said):]
+                values.frombytes(data[at + _HEAD.size:at + size])
+                if count < 0:  # a new figure
+                    better[figure] = bool(values[0])
+                    splitters[figure] = edivisive.Splitter(edivisive.first_pvalue(max_pvalue))
+                    digests[figure] = hashlib.sha256()
+                else:
+                    digests[figure].update(values)
+                    splitters[figure].feed(values)
+                at += size
+            del data[:at]
+        if not data:
+            said = {}
+            for figure, splitter in splitters.items():
+                values_sent = cast(list[float], splitter.values[:splitter.n].tolist())
+                said[figure] = (digests[figure].hexdigest(), found_in(
+                    values_sent, better[figure], min_change, max_pvalue, min_runs,
+                    weak=splitter.end()))
+            out = memoryview(pickle.dumps(said))
+            while out:
+                out = out[os.write(up, out):]
             code = 0
     finally:
         os._exit(code)

@@ -50,11 +50,11 @@ def find_changes(values: Sequence[float], runs: Sequence[int], higher_is_better:
 
 
 class Ahead(Protocol):
-    """A question's values sent to be searched as they were read (`analysis.ahead.Reading`)."""
+    """Questions' values sent to be searched as they were read (`analysis.ahead.Reading`)."""
 
-    def end(self) -> str | None: ...  # the key of the values sent (None: none)
+    def end(self) -> set[str]: ...  # the keys of the values sent
 
-    def answer(self) -> list[Any] | None: ...  # their change points, as the cache keeps them
+    def answer(self, key: str) -> list[Any] | None: ...  # their change points, as kept
 
 
 Question = tuple[Sequence[float], Sequence[int], bool]  # values, their runs, higher is better
@@ -65,14 +65,14 @@ def find_each(questions: Sequence[Question], *, min_change: float = MIN_CHANGE,
               cache: Cache | None = None, ahead: Ahead | None = None
               ) -> list[list[Change]]:
     """find_changes of each question, those not kept in ``cache`` found on two CPUs
-    when there are many points to search (analysis/forked.py); the one whose values
-    ``ahead`` sent as they were read (its key theirs) searched there (analysis/ahead.py)."""
+    when there are many points to search (analysis/forked.py); those whose values
+    ``ahead`` sent as they were read (their keys) searched there (analysis/ahead.py)."""
     from storbench.analysis import forked
 
     out: list[list[Change] | None] = []
     keys: dict[int, str] = {}  # the questions to search, by their place
-    sent = ahead.end() if ahead is not None else None
-    searched: int | None = None  # the question ahead searched
+    sent = ahead.end() if ahead is not None else set()
+    searched: dict[str, int] = {}  # the questions searched as they were read, by key
     for at, (values, runs, higher_is_better) in enumerate(questions):
         if len(values) < 2 * min_runs:
             out.append([])
@@ -89,19 +89,20 @@ def find_each(questions: Sequence[Question], *, min_change: float = MIN_CHANGE,
             continue
         out.append(None)
         keys[at] = key
-        if key == sent and searched is None:
-            searched = at
-    todo = [at for at in keys if at != searched]
+        if key in sent and key not in searched:
+            searched[key] = at
+    todo = [at for at in keys if at not in set(searched.values())]
     if todo:  # imported here, before a copy of this process is made to search
         from storbench.analysis import edivisive  # noqa: F401
     found = forked.each(lambda at: _otava(*questions[at], min_change, max_pvalue, min_runs),
                         todo, [len(questions[at][0]) for at in todo])
-    if searched is not None and ahead is not None:
-        todo.append(searched)
-        known = ahead.answer()
-        found.append([Change(i, questions[searched][1][i], before, after, p, worse)
+    for key, at in searched.items():
+        assert ahead is not None
+        todo.append(at)
+        known = ahead.answer(key)
+        found.append([Change(i, questions[at][1][i], before, after, p, worse)
                       for i, before, after, p, worse in known] if known is not None else
-                     _otava(*questions[searched], min_change, max_pvalue, min_runs))
+                     _otava(*questions[at], min_change, max_pvalue, min_runs))
     for at, changes in zip(todo, found, strict=True):
         if cache:
             cache.put(keys[at], [[c.index, c.before, c.after, c.pvalue, c.worse]

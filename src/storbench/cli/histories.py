@@ -4,8 +4,8 @@ points): found from its runs' figures, or read where an earlier command kept the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from storbench.analysis import history as hist
@@ -25,7 +25,7 @@ from storbench.store.series import (
 )
 
 if TYPE_CHECKING:
-    from storbench.analysis.ahead import Chosen, Reading
+    from storbench.analysis.ahead import Chosen, Groups, Reading
 
 # a series' first run's suite, its rows, the metrics they hold and its runs' sections
 # (series_sections' rows: every_history)
@@ -82,20 +82,30 @@ def every_history(store: Store, series: list[tuple[str, int]],
     def found(names: list[str]) -> dict[str, list[hist.History]]:
         if len(names) == 1:
             return {names[0]: _histories(store, names[0], min_change=min_change)}
-        reads: dict[str, Read] = {}
-        if len(names) > 1 and sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values()):
-            metrics = _every_metric(completed_suites(store))
-            paths = hist.figure_paths(metrics)
-            if all_columns(paths):
-                from storbench.analysis.views import VIEWS
+        from storbench.analysis.ahead import Reading
 
-                sections = every_series_sections(store, set(names), list(VIEWS))
-                reads = {name: (suite, rows, metrics, sections.get(name, []))
-                         for name, (suite, rows) in
-                         every_series_values(store, set(names), paths).items()}
-        asked = {name: _asked(store, name, read=reads.get(name)) for name in names}
-        found = iter(_each_history([a for name in names for a in asked[name]], min_change))
-        return {name: [next(found) for _ in asked[name]] for name in names}
+        reads: dict[str, Read] = {}
+        with ExitStack() as closing:
+            reading = None
+            if (len(names) > 1
+                    and sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values())):
+                metrics = _every_metric(completed_suites(store))
+                paths = hist.figure_paths(metrics)
+                if all_columns(paths):
+                    from storbench.analysis.views import VIEWS
+
+                    reading = closing.enter_context(
+                        Reading(min_change, hist.MAX_PVALUE, hist.MIN_RUNS))
+                    sections = every_series_sections(store, set(names), list(VIEWS))
+                    reads = {name: (suite, rows, metrics, sections.get(name, []))
+                             for name, (suite, rows) in every_series_values(
+                                 store, set(names), paths,
+                                 part=_sent(reading, metrics)).items()}
+                    reading.end()  # (the copy's last step while the rest is made here)
+            asked = {name: _asked(store, name, read=reads.get(name)) for name in names}
+            found = iter(_each_history([a for name in names for a in asked[name]],
+                                       min_change, reading))
+            return {name: [next(found) for _ in asked[name]] for name in names}
 
     with collector_paused():
         return kept_each(store, ["history", min_change], list(counts), found)
@@ -145,8 +155,8 @@ def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | 
         metrics = hist.candidates(suite)
         part = None
         if reading is not None:
-            floor = reading.min_change
-            part = reading.parts(lambda first: _searchable(first, metrics, suite, floor))
+            sent = _sent(reading, metrics)
+            part = lambda rows: sent({series: (suite, rows)})  # noqa: E731
         rows = series_values(store, series, hist.figure_paths(metrics), workload=True,
                              part=part)
         if reading is not None:
@@ -170,6 +180,14 @@ def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | 
     measured = hist.points_of(rows, metrics, hist.figures_of(rows, metrics, suite))
     return [(series, f, pts, ran) for f, pts in [*measured.items(), *answers.items()]
             if pts]
+
+
+def _sent(reading: Reading, metrics: list[Metric]) -> Callable[[Groups], None]:
+    """What gives ``reading`` each part of a read, by series (each its suite and rows):
+    of each series the first figure that varies is sent on to be searched."""
+    floor = reading.min_change
+    return lambda groups: reading.part(
+        groups, lambda suite, rows: _searchable(rows, metrics, suite, floor))
 
 
 def _searchable(rows: Sequence[tuple[Any, ...]], metrics: list[Metric], suite: str | None,

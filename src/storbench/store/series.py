@@ -222,31 +222,43 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
     return rows
 
 
-def every_series_values(store: Store, names: set[str], paths: Sequence[Sequence[str]]
-                        ) -> dict[str, tuple[str, list[tuple[Any, ...]]]]:
+def every_series_values(store: Store, names: set[str], paths: Sequence[Sequence[str]],
+                        part: Callable[[dict[str, tuple[str, list[tuple[Any, ...]]]]], None]
+                        | None = None) -> dict[str, tuple[str, list[tuple[Any, ...]]]]:
     """series_values of many series at once (with the workload; ``paths`` of figure
     columns only): for each of ``names`` with a completed run, its first run's suite and
     its rows. One query over the store's completed runs in their order (SQLite: its
     index of them by start), each run's series looked up: 100,000 runs in 50 series in
     ~0.34 s with every suite's columns (0.24 s with those of the store's suites), where
     50 queries of a series each took ~0.48 s and their first runs' suites 0.15 s more
-    (each series' own rows; on PostgreSQL each a hash join over every figure, ~22 ms)."""
+    (each series' own rows; on PostgreSQL each a hash join over every figure, ~22 ms).
+    ``part`` is given each part's new rows as they are read, by series (analysis/ahead.py)."""
     if not all_columns(paths):
         raise ValueError(f"not all figure columns: {paths!r}")
     cols = ", ".join(f"f.{COLUMNS[tuple(p)]}" for p in paths)
     runs = "runs r" if store.postgres else "runs r INDEXED BY runs_when"
     # (a run without figures gives a row of NULLs: a series' first run names its suite)
-    rows = _tuples(store, f"SELECT s.name, r.suite, r.id, r.created_at, f.test, {cols},"
-                          f" f.workload FROM {runs} JOIN run_series s ON s.run_id = r.id"
-                          " LEFT JOIN result_figures f ON f.run_id = r.id AND f.host = ''"
-                          " WHERE r.status = 'completed' ORDER BY r.created_at, r.id,"
-                          " f.ordinal", ())
     out: dict[str, tuple[str, list[tuple[Any, ...]]]] = {}
-    for row in rows:
-        if row[0] in names:
-            mine = out.setdefault(row[0], (row[1], []))[1]
-            if row[4] is not None:
-                mine.append(row[2:])
+
+    def add(rows: list[tuple[Any, ...]]) -> None:
+        had = {name: len(mine) for name, (_, mine) in out.items()} if part else {}
+        for row in rows:
+            if row[0] in names:
+                mine = out.setdefault(row[0], (row[1], []))[1]
+                if row[4] is not None:
+                    mine.append(row[2:])
+        if part:
+            part({name: (suite, mine[had.get(name, 0):]) for name, (suite, mine)
+                  in out.items() if len(mine) > had.get(name, 0)})
+
+    sql = (f"SELECT s.name, r.suite, r.id, r.created_at, f.test, {cols}, f.workload"
+           f" FROM {runs} JOIN run_series s ON s.run_id = r.id LEFT JOIN result_figures f"
+           " ON f.run_id = r.id AND f.host = '' WHERE r.status = 'completed'"
+           " ORDER BY r.created_at, r.id, f.ordinal")
+    if part is None:
+        add(_tuples(store, sql, ()))
+    else:
+        _tuples(store, sql, (), add)
     return out
 
 
