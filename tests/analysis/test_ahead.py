@@ -24,12 +24,12 @@ two_cpus = pytest.mark.skipif(forked.cpus() < 2, reason="a copy is made only wit
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _rows(n: int, seed: int = 1) -> list[tuple[Any, ...]]:
+def _rows(n: int, seed: int = 1, noise: float = 0.01) -> list[tuple[Any, ...]]:
     """Rows as a series' read gives them (run id, start, test, error, IOPS), the IOPS 30%
     lower from 0.7 n on."""
     rng = random.Random(seed)
     return [(i + 1, f"t{i}", "randread", 0, 24_000 * (0.7 if i >= 0.7 * n else 1)
-             * rng.gauss(1, 0.01)) for i in range(n)]
+             * rng.gauss(1, noise)) for i in range(n)]
 
 
 def _iops(rows: Sequence[Any]) -> list[float]:
@@ -178,3 +178,29 @@ def test_nothing_is_sent_where_nothing_would_be_gained(why, monkeypatch):
         assert copy == 0
     else:
         assert copy and _gone(copy)
+
+
+@two_cpus
+def test_a_figure_is_searched_from_where_it_begins_to_vary(monkeypatch):
+    """A figure steady in its first parts (within --min-change: find_each would not
+    search it yet) is held by the copy, and searched from its first value once it
+    varies; one that never varies is not searched, and nobody waits for it."""
+    monkeypatch.setattr(ahead, "PART", 500)
+    rows = _rows(6000, seed=5, noise=0.002)  # steady until the drop at 4200
+    steady = [(*r[:4], 1000.0) for r in rows]
+    values = _iops(rows)
+    questions = [(values, [r[0] for r in rows], True),
+                 (_iops(steady), [r[0] for r in rows], True)]
+    assert max(values[:4200]) / min(values[:4200]) - 1 < MIN_CHANGE
+    with ahead.Reading(MIN_CHANGE, MAX_PVALUE, MIN_RUNS) as reading:
+        for at in range(0, len(rows), 500):
+            reading.part({"moves": (None, rows[at:at + 500]),
+                          "steady": (None, steady[at:at + 500])},
+                         lambda suite, first: (_iops, True))
+        started = time.monotonic()
+        got = changepoints.find_each(questions, ahead=reading)
+        assert time.monotonic() - started < 5
+        key = changepoints._key(values, True, MIN_CHANGE, MAX_PVALUE, MIN_RUNS)
+        assert reading.answers is not None and set(reading.answers) == {reading.keys[key]}
+    assert got == changepoints.find_each(questions)
+    assert [c.run for c in got[0]] == [4201] and got[1] == []

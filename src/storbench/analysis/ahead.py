@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import array
 import hashlib
+import math
 import os
 import pickle
 import select
@@ -241,6 +242,11 @@ def _search(down: int, up: int, settings: tuple[float, float, int]) -> None:
         splitters: dict[int, edivisive.Splitter] = {}
         better: dict[int, bool] = {}
         digests: dict[int, Any] = {}
+        # a figure's values held until they vary by more than min_change (until then
+        # find_each would not search it: a figure that never does is not asked for)
+        held: dict[int, array.array[float]] = {}
+        lows: dict[int, float] = {}
+        highs: dict[int, float] = {}
         data = bytearray()
         while chunk := os.read(down, 1 << 20):
             data += chunk
@@ -256,14 +262,24 @@ def _search(down: int, up: int, settings: tuple[float, float, int]) -> None:
                     better[figure] = bool(values[0])
                     splitters[figure] = edivisive.Splitter(edivisive.first_pvalue(max_pvalue))
                     digests[figure] = hashlib.sha256()
+                    held[figure], lows[figure], highs[figure] = values[:0], math.inf, -math.inf
                 else:
                     digests[figure].update(values)
-                    splitters[figure].feed(values)
+                    if figure not in held:
+                        splitters[figure].feed(values)
+                    else:
+                        held[figure].extend(values)
+                        lows[figure] = lo = min(lows[figure], min(values))
+                        highs[figure] = max(highs[figure], max(values))
+                        if lo <= 0 or highs[figure] / lo - 1 > min_change:
+                            splitters[figure].feed(held.pop(figure))
                 at += size
             del data[:at]
         if not data:
             said = {}
             for figure, splitter in splitters.items():
+                if figure in held:  # never varied: not searched
+                    continue
                 values_sent = cast(list[float], splitter.values[:splitter.n].tolist())
                 said[figure] = (digests[figure].hexdigest(), found_in(
                     values_sent, better[figure], min_change, max_pvalue, min_runs,

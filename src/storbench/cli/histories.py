@@ -187,21 +187,26 @@ def _sent(reading: Reading, metrics: list[Metric]) -> Callable[[Groups], None]:
     of each series the first figure that varies is sent on to be searched."""
     floor = reading.min_change
     return lambda groups: reading.part(
-        groups, lambda suite, rows: _searchable(rows, metrics, suite, floor))
+        groups, lambda suite, rows: _to_search(rows, metrics, suite, floor))
 
 
-def _searchable(rows: Sequence[tuple[Any, ...]], metrics: list[Metric], suite: str | None,
-                min_change: float) -> Chosen | None:
-    """The first figure of a series' first rows (figures_of's) whose values there are
-    searched for change points (they vary by more than ``min_change``: find_each), with
-    what gives its values in rows and whether it is better higher; None: none is."""
-    for fig in hist.figures_of(rows, metrics, suite):
-        assert isinstance(fig.metric, Metric)
-        values_in = hist.values_of(metrics, fig)
-        values = values_in(rows)
+def _to_search(rows: Sequence[tuple[Any, ...]], metrics: list[Metric], suite: str | None,
+               min_change: float) -> Chosen | None:
+    """The figure of a series to search as it is read, from its first rows: the first
+    (figures_of's) whose values there vary by more than ``min_change`` (so that it will
+    be searched: find_each), else its first (searched once it does: analysis/ahead.py);
+    what gives its values in rows, and whether it is better higher. None: no figure."""
+    figures = hist.figures_of(rows, metrics, suite)
+    for fig in figures:
+        values = hist.values_of(metrics, fig)(rows)
         if values and ((lo := min(values)) <= 0 or max(values) / lo - 1 > min_change):
-            return values_in, fig.metric.higher_is_better
-    return None
+            break
+    else:
+        if not figures:
+            return None
+        fig = figures[0]
+    assert isinstance(fig.metric, Metric)
+    return hist.values_of(metrics, fig), fig.metric.higher_is_better
 
 
 def _each_history(asked: list[Asked], min_change: float, reading: Reading | None = None
