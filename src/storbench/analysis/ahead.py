@@ -99,8 +99,8 @@ class Reading:
                         self.queued += array.array("d", [float(picked[1])]).tobytes()
                         self.sent.append(array.array("d"))
                         self.better.append(picked[1])
-            if not self.chosen:
-                self._stop()
+            if not self.chosen:  # the copy ended now (until it does, each page this
+                self.__exit__()  # process writes to is copied for it first)
                 return
         for name, (_, rows) in groups.items():
             if (figure := self.chosen.get(name)) is not None:

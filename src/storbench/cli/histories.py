@@ -20,6 +20,7 @@ from storbench.store.series import (
     every_series_sections,
     every_series_values,
     series_from,
+    series_holds,
     series_sections,
     series_values,
 )
@@ -82,26 +83,28 @@ def every_history(store: Store, series: list[tuple[str, int]],
     def found(names: list[str]) -> dict[str, list[hist.History]]:
         if len(names) == 1:
             return {names[0]: _histories(store, names[0], min_change=min_change)}
-        from storbench.analysis.ahead import Reading
+        from storbench.analysis.ahead import PART, Reading
 
         reads: dict[str, Read] = {}
         with ExitStack() as closing:
-            reading = None
-            if (len(names) > 1
-                    and sum(counts[n] for n in names) >= AT_ONCE * sum(counts.values())):
+            reading, size = None, sum(counts[n] for n in names)
+            if len(names) > 1 and size >= AT_ONCE * sum(counts.values()):
                 metrics = _every_metric(completed_suites(store))
                 paths = hist.figure_paths(metrics)
                 if all_columns(paths):
                     from storbench.analysis.views import VIEWS
 
-                    reading = closing.enter_context(
-                        Reading(min_change, hist.MAX_PVALUE, hist.MIN_RUNS))
+                    if size >= PART:
+                        reading = closing.enter_context(
+                            Reading(min_change, hist.MAX_PVALUE, hist.MIN_RUNS))
                     sections = every_series_sections(store, set(names), list(VIEWS))
                     reads = {name: (suite, rows, metrics, sections.get(name, []))
                              for name, (suite, rows) in every_series_values(
                                  store, set(names), paths,
-                                 part=_sent(reading, metrics)).items()}
-                    reading.end()  # (the copy's last step while the rest is made here)
+                                 part=None if reading is None else _sent(reading, metrics)
+                             ).items()}
+                    if reading is not None:
+                        reading.end()  # (the copy's last step while the rest is made here)
             asked = {name: _asked(store, name, read=reads.get(name)) for name in names}
             found = iter(_each_history([a for name in names for a in asked[name]],
                                        min_change, reading))
@@ -124,10 +127,10 @@ def _histories(store: Store, series: str, *, up_to: int | None = None,
                min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
     """histories, found from the series' figures: one of them searched as they are read
     (analysis/ahead.py), where all its runs are asked for."""
-    if up_to is not None:
-        return _each_history(_asked(store, series, up_to=up_to), min_change)
-    from storbench.analysis.ahead import Reading
+    from storbench.analysis.ahead import PART, Reading
 
+    if up_to is not None or not series_holds(store, series, PART):
+        return _each_history(_asked(store, series, up_to=up_to), min_change)
     with Reading(min_change, hist.MAX_PVALUE, hist.MIN_RUNS) as reading:
         return _each_history(_asked(store, series, reading=reading), min_change, reading)
 
