@@ -60,7 +60,7 @@ def test_a_figure_read_in_parts_is_searched_in_a_copy(monkeypatch):
         copy = reading.pid
         assert copy and copy != os.getpid()
         _read(reading, rows, 500)
-        key = changepoints._key(values, True, MIN_CHANGE, MAX_PVALUE, MIN_RUNS)
+        key = changepoints.key_of(values, True, MIN_CHANGE, MAX_PVALUE, MIN_RUNS)
         assert set(reading.keys) == {key}
         answer = reading.answer(key)
     assert answer == changepoints.found_in(values, True, MIN_CHANGE, MAX_PVALUE, MIN_RUNS)
@@ -200,7 +200,7 @@ def test_a_figure_is_searched_from_where_it_begins_to_vary(monkeypatch):
         started = time.monotonic()
         got = changepoints.find_each(questions, ahead=reading)
         assert time.monotonic() - started < 5
-        key = changepoints._key(values, True, MIN_CHANGE, MAX_PVALUE, MIN_RUNS)
+        key = changepoints.key_of(values, True, MIN_CHANGE, MAX_PVALUE, MIN_RUNS)
         assert reading.answers is not None and set(reading.answers) == {reading.keys[key]}
     assert got == changepoints.find_each(questions)
     assert [c.run for c in got[0]] == [4201] and got[1] == []

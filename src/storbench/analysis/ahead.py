@@ -1,19 +1,20 @@
-"""A figure's change points found while its series is still being read: a copy of this
-process (fork), made as the read begins, searches the windows of one figure as its
-values come down a pipe, part after part (edivisive.Splitter), and hands back its answer
-when they end. Reading 100,000 runs (~0.2 s on SQLite) and searching them (~0.25 s with
+"""Figures' change points found while their series are still being read: a copy of this
+process (fork), made as the read begins, searches a figure of each series as its values
+come down a pipe, part after part (edivisive.Splitter), and hands back its answers when
+they end. Reading 100,000 runs (~0.2 s on SQLite) and searching them (~0.25 s with
 numpy's import) then take about the time of the read and the search's last step, where
-they took both (a cold `check --no-change` or `history SERIES` of a long series).
+they took both (a cold `check --no-change`, `history SERIES`, or `history` over a store
+of many series).
 
-The copy's answer is taken only for the very values it was sent: find_each takes it for
-the question whose key (changepoints._key: a digest of the values and the settings, the
-key the cache keeps answers by) is the key of the values sent, and only when the copy's
+The copy's answers are taken only for the very values it was sent: find_each takes one
+for a question whose key (changepoints.key_of: a digest of the values and the settings,
+the key the cache keeps answers by) is the key of values sent, and only when the copy's
 digest of what it received is the digest of what was sent. A figure whose points are not
 the values sent (a run measured twice: the median of its two) has another key, and is
 found as before. As in analysis/forked.py nothing is copied with one CPU to use, another
-thread, or no fork; a series read in one part (under PART rows) sends nothing and the
-copy is ended; and what goes wrong in the copy (it fails, dies, says nothing in time)
-leaves the figure to this process.
+thread, or no fork; a first part of fewer than PART rows sends nothing and the copy is
+ended; and what goes wrong in the copy (it fails, dies, says nothing in time) leaves its
+figures to this process.
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ class Reading:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        """Nothing (more) sent, nothing taken from the copy: the copy ended and reaped now
+        (until it is, each page this process writes to is copied for it first)."""
+        self.keys = {}
         for fd in (self.down, self.up):
             if fd >= 0:
                 os.close(fd)
@@ -99,8 +106,8 @@ class Reading:
                         self.queued += array.array("d", [float(picked[1])]).tobytes()
                         self.sent.append(array.array("d"))
                         self.better.append(picked[1])
-            if not self.chosen:  # the copy ended now (until it does, each page this
-                self.__exit__()  # process writes to is copied for it first)
+            if not self.chosen:
+                self._stop()
                 return
         for name, (_, rows) in groups.items():
             if (figure := self.chosen.get(name)) is not None:
@@ -115,15 +122,15 @@ class Reading:
 
     def end(self) -> set[str]:
         """The read is done: the rest sent and the pipe closed. The keys of the figures'
-        values sent (changepoints._key's; none: nothing was sent)."""
+        values sent (changepoints.key_of's; none: nothing was sent)."""
         if self.down >= 0:
             if self.chosen and self._send(wait=True):
                 os.close(self.down)
                 self.down = -1
                 self.took = time.monotonic() - self.began
-                from storbench.analysis.changepoints import _key
+                from storbench.analysis.changepoints import key_of
 
-                self.keys = {_key(values, better, *self.settings): at for at, (values, better)
+                self.keys = {key_of(values, better, *self.settings): at for at, (values, better)
                              in enumerate(zip(self.sent, self.better, strict=True))}
             else:
                 self._stop()
@@ -189,10 +196,13 @@ class Reading:
             pid = os.fork()
         except OSError:
             pid = -1
-        if pid == 0:
-            os.close(self.down)
-            os.close(self.up)
-            _search(down_read, up_write, self.settings)  # never returns
+        if pid == 0:  # the copy: never returns
+            try:
+                os.close(self.down)
+                os.close(self.up)
+                _search(down_read, up_write, self.settings)
+            finally:
+                os._exit(1)
         os.close(down_read)
         os.close(up_write)
         if pid < 0:
@@ -218,14 +228,6 @@ class Reading:
             except OSError:  # (BrokenPipeError: the copy is gone)
                 return False
         return True
-
-    def _stop(self) -> None:
-        """Nothing (more) sent, and nothing taken from the copy: it ends as its pipe
-        closes, or as this closes."""
-        self.keys = {}
-        if self.down >= 0:
-            os.close(self.down)
-            self.down = -1
 
 
 def _search(down: int, up: int, settings: tuple[float, float, int]) -> None:

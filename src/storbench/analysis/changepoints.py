@@ -81,7 +81,7 @@ def find_each(questions: Sequence[Question], *, min_change: float = MIN_CHANGE,
         if lo > 0 and hi / lo - 1 <= min_change:
             out.append([])  # no two stretches' means can differ by more: nothing to look for
             continue
-        key = _key(values, higher_is_better, min_change, max_pvalue, min_runs)
+        key = key_of(values, higher_is_better, min_change, max_pvalue, min_runs)
         known = cache.get(key) if cache else None
         if isinstance(known, list):
             out.append([Change(i, runs[i], before, after, p, worse)
@@ -111,7 +111,7 @@ def find_each(questions: Sequence[Question], *, min_change: float = MIN_CHANGE,
     return [changes or [] for changes in out]
 
 
-def _key(values: Sequence[float], *settings: object) -> str:
+def key_of(values: Sequence[float], *settings: object) -> str:
     """A digest of a question to the detector: its data (as doubles: json.dumps of
     100,000 values took 30 ms), settings and version."""
     import array

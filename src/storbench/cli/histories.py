@@ -156,12 +156,9 @@ def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | 
             (series,)).fetchone()
         suite = first[0] if first else None
         metrics = hist.candidates(suite)
-        part = None
-        if reading is not None:
-            sent = _sent(reading, metrics)
-            part = lambda rows: sent({series: (suite, rows)})  # noqa: E731
         rows = series_values(store, series, hist.figure_paths(metrics), workload=True,
-                             part=part)
+                             part=None if reading is None else _sent_alone(
+                                 reading, metrics, series, suite))
         if reading is not None:
             reading.end()  # (the copy's last step while the rest is made here)
     answers = answered(store, series, len(rows), sections)
@@ -191,6 +188,13 @@ def _sent(reading: Reading, metrics: list[Metric]) -> Callable[[Groups], None]:
     floor = reading.min_change
     return lambda groups: reading.part(
         groups, lambda suite, rows: _to_search(rows, metrics, suite, floor))
+
+
+def _sent_alone(reading: Reading, metrics: list[Metric], series: str, suite: str | None
+                ) -> Callable[[list[tuple[Any, ...]]], None]:
+    """_sent's, for a read of one series' rows."""
+    sent = _sent(reading, metrics)
+    return lambda rows: sent({series: (suite, rows)})
 
 
 def _to_search(rows: Sequence[tuple[Any, ...]], metrics: list[Metric], suite: str | None,
