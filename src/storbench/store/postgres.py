@@ -144,16 +144,30 @@ class Connection:
 
     def tuples(self, sql: str, params: Sequence[Any],
                part: Callable[[list[tuple[Any, ...]]], None] | None = None,
-               size: int = 10_000) -> list[tuple[Any, ...]]:
+               size: int = 10_000, streamed: bool = False) -> list[tuple[Any, ...]]:
         """A query's rows as plain tuples (many rows: no row objects made); each ``size``
-        of them given to ``part`` as they are made, when given."""
+        of them given to ``part`` as they are made, when given: ``streamed``, as the
+        server sends them (libpq 17's chunked rows: the first part of a series' 100,000
+        rows ~0.1 s after the query rather than ~0.2 s, each row ~0.2 µs slower), else
+        once the server has sent them all."""
+        from psycopg import pq
         from psycopg.rows import tuple_row
 
         with self.conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute(_sql(sql), tuple(params))
             if part is None:
-                return cur.fetchall()
+                return cur.execute(_sql(sql), tuple(params)).fetchall()
             rows: list[tuple[Any, ...]] = []
+            if streamed and pq.version() >= 170000:
+                at = 0
+                for row in cur.stream(_sql(sql), tuple(params), size=size):
+                    rows.append(row)
+                    if len(rows) - at == size:
+                        part(rows[at:])
+                        at = len(rows)
+                if len(rows) > at:
+                    part(rows[at:])
+                return rows
+            cur.execute(_sql(sql), tuple(params))
             while more := cur.fetchmany(size):
                 part(more)
                 rows += more
