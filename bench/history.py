@@ -27,7 +27,7 @@ history reads past them). Building 100,000 runs takes ~5 min: --store PATH keeps
 the next time (the copy timed gets the new run).
 
     .venv/bin/python bench/history.py [--runs 10000] [--rounds 5] [--postgres URL]
-                                      [--store PATH] [--series K]
+                                      [--store PATH] [--series K] [--tests T]
 
 With --series K the runs are spread over K series ('bench' every K-th run, the others
 in K - 1 more), as a team's store of many series is: `history` then lists K series.
@@ -83,22 +83,29 @@ SETTINGS = {"suite": "imported", "size": None, "runtime_s": None, "threshold_ms"
             "rate_iops": None, "profile": None, "workload": "imported:randread"}
 
 
-def build(db: Path, n: int, series: int = 1) -> None:
+def build(db: Path, n: int, series: int = 1, tests: int = 1) -> None:
     """The store of n runs, IOPS dropping at run 0.7 n: in one series 'bench', or with
     ``series`` > 1 each run i in series 'bench' when i is a multiple of it, else in
-    'other-(i mod series)' (a team's store: nightly runs of many series, interleaved)."""
+    'other-(i mod series)' (a team's store: nightly runs of many series, interleaved).
+    With ``tests`` > 1 each run holds that many tests (the recorded job again, as
+    randread, randread-2, ...: a suite's nightly run), each one's IOPS varied apart."""
     from storbench.result.fio_json import parse_fio_json
     from storbench.result.record import Invocation
     from storbench.store import Store
 
     doc = json.loads(RECORDED.read_text())
-    base = doc["jobs"][0]["read"]["iops"]
+    job = doc["jobs"][0]
+    base = job["read"]["iops"]
+    doc["jobs"] = [{**json.loads(json.dumps(job)),
+                    "jobname": "randread" if t == 0 else f"randread-{t + 1}"}
+                   for t in range(tests)]
     drop = int(0.7 * n)
     rng = random.Random(42)
     store = Store(db)
     started = time.perf_counter()
     for i in range(n):
-        doc["jobs"][0]["read"]["iops"] = base * (0.7 if i >= drop else 1.0) * rng.gauss(1, 0.01)
+        for each in doc["jobs"]:
+            each["read"]["iops"] = base * (0.7 if i >= drop else 1.0) * rng.gauss(1, 0.01)
         raw = json.dumps(doc)
         _, results = parse_fio_json(raw)
         run_id = store.begin_run(uid=f"bench-{i}", suite="imported", target="recorded",
@@ -248,6 +255,9 @@ def main() -> None:
     ap.add_argument("--series", type=int, default=1, metavar="K",
                     help="spread the runs over K series, 'bench' holding every K-th run"
                          " (default: one series of them all)")
+    ap.add_argument("--tests", type=int, default=1, metavar="T",
+                    help="tests in each run (default 1): a suite's run of 5 (quick) or 9"
+                         " (dbench) tests is read as that many rows")
     ap.add_argument("--store", metavar="PATH", type=Path,
                     help="build the store here and keep it (a copy of it is timed); one"
                          " already there of --runs runs is used again")
@@ -260,15 +270,18 @@ def main() -> None:
             import sqlite3
 
             kept = sqlite3.connect(args.store)
-            (runs,), (series,) = (kept.execute(q).fetchone() for q in (
-                "SELECT count(*) FROM runs", "SELECT count(DISTINCT name) FROM run_series"))
+            (runs,), (series,), (tests,) = (kept.execute(q).fetchone() for q in (
+                "SELECT count(*) FROM runs", "SELECT count(DISTINCT name) FROM run_series",
+                "SELECT count(*) FROM result_figures WHERE run_id = 1"))
             kept.close()
-            if (runs, series) != (args.runs, args.series):
-                sys.exit(f"{args.store} holds {runs:,} runs in {series} series, not"
-                         f" {args.runs:,} in {args.series}: another --store PATH")
+            if (runs, series, tests) != (args.runs, args.series, args.tests):
+                sys.exit(f"{args.store} holds {runs:,} runs of {tests} test(s) in {series}"
+                         f" series, not {args.runs:,} of {args.tests} in {args.series}:"
+                         " another --store PATH")
         else:
-            print(f"storing {args.runs:,} runs in {args.series} series", file=sys.stderr)
-            build(args.store or db, args.runs, args.series)
+            print(f"storing {args.runs:,} runs of {args.tests} test(s) in {args.series}"
+                  " series", file=sys.stderr)
+            build(args.store or db, args.runs, args.series, args.tests)
         if args.store is not None:
             import shutil
 

@@ -39,7 +39,7 @@ def _iops(rows: Sequence[Any]) -> list[float]:
 def _read(reading: ahead.Reading, rows: list[tuple[Any, ...]], part: int) -> None:
     """The rows given as a read in parts gives them, then the read's end."""
     for at in range(0, len(rows), part):
-        reading.part({"s": (None, rows[at:at + part])}, lambda suite, first: (_iops, True))
+        reading.part({"s": (None, rows[at:at + part])}, lambda suite, first: [(_iops, True)])
     reading.end()
 
 
@@ -167,7 +167,7 @@ def test_nothing_is_sent_where_nothing_would_be_gained(why, monkeypatch):
             for at in range(0, len(rows), 2000 if why == "one part" else 500):
                 reading.part({"s": (None, rows[at:at + 2000 if why == "one part"
                                             else at + 500])},
-                             lambda suite, first: None if why == "no figure" else (_iops, True))
+                             lambda suite, first: [] if why == "no figure" else [(_iops, True)])
             assert reading.end() == set() and reading.answer("any") is None
             assert not reading.sent
     finally:
@@ -196,7 +196,7 @@ def test_a_figure_is_searched_from_where_it_begins_to_vary(monkeypatch):
         for at in range(0, len(rows), 500):
             reading.part({"moves": (None, rows[at:at + 500]),
                           "steady": (None, steady[at:at + 500])},
-                         lambda suite, first: (_iops, True))
+                         lambda suite, first: [(_iops, True)])
         started = time.monotonic()
         got = changepoints.find_each(questions, ahead=reading)
         assert time.monotonic() - started < 5

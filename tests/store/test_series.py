@@ -675,9 +675,9 @@ def test_many_series_digests_are_each_ones_own(any_store):
 @pytest.mark.parametrize("cpus", [1, 2])
 def test_a_long_series_is_searched_as_it_is_read(any_store, monkeypatch, tmp_path, cpus):
     """A series read in parts (store.series.PARTS rows: here 6, as 10,000 are of a long
-    one): with 2 CPUs one figure's values are searched by a copy of this process as they
-    are read (analysis/ahead.py), and its answer is taken; the histories are the ones
-    found with one CPU, where no copy is made."""
+    one): with 2 CPUs a figure of each of its tests is searched by a copy of this process
+    as they are read (analysis/ahead.py), and their answers are taken; the histories are
+    the ones found with one CPU, where no copy is made."""
     import shutil
 
     from storbench.analysis import ahead, forked
@@ -689,14 +689,24 @@ def test_a_long_series_is_searched_as_it_is_read(any_store, monkeypatch, tmp_pat
     monkeypatch.setattr(series, "PARTS", 6)
     monkeypatch.setattr(ahead, "PART", 6)
     store = any_store
-    ids = [_recorded_run(store, "randread", i, (0.5 if i >= 20 else 1.0)
-                         * (1.08 if i % 3 == 0 else 1.0)) for i in range(30)]
+    # each run two tests: randread, and 'steady' (the same job) whose IOPS rose at run 9
+    recorded = json.loads((Path(__file__).parent.parent / "data" / "fio" / "randread.json")
+                          .read_text())
+    ids = []
+    for i in range(30):
+        doc = json.loads(json.dumps(recorded))
+        doc["jobs"].append(json.loads(json.dumps(doc["jobs"][0])))
+        doc["jobs"][1]["jobname"] = "steady"
+        doc["jobs"][0]["read"]["iops"] *= (0.5 if i >= 20 else 1.0) * (1.08 if i % 3 else 1.0)
+        doc["jobs"][1]["read"]["iops"] *= (1.3 if i >= 9 else 1.0) * (1.001 if i % 2 else 1.0)
+        ids.append(add_run(store, json.dumps(doc), label=f"long{i}"))
     set_series(store, ids, "long")
     cpus_here = forked.cpus()
     monkeypatch.setattr(forked, "cpus", lambda: 1)
     alone = [history_dict(h) for h in found._histories(store, "long")]
-    assert [c["run"] for h in alone if h["metric"] == "randread.read.iops"
-            for c in h["change_points"]] == [ids[20]]
+    assert {h["metric"]: [c["run"] for c in h["change_points"]] for h in alone
+            if h["metric"].endswith("read.iops")} == {"randread.read.iops": [ids[20]],
+                                                       "steady.read.iops": [ids[9]]}
     given: list[bool] = []
     if cpus == 2:
         if cpus_here < 2:
@@ -712,7 +722,7 @@ def test_a_long_series_is_searched_as_it_is_read(any_store, monkeypatch, tmp_pat
 
         monkeypatch.setattr(ahead.Reading, "answer", counted)
     assert [history_dict(h) for h in found._histories(store, "long")] == alone
-    assert given == ([True] if cpus == 2 else [])
+    assert given == ([True, True] if cpus == 2 else [])  # a figure of each test
     # a series of fewer runs than ahead.PART is not searched ahead: no copy made for it
     assert series.series_holds(store, "long", 30) and not series.series_holds(store, "long", 31)
     monkeypatch.setattr(ahead, "PART", 31)

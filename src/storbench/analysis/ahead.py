@@ -38,10 +38,10 @@ PART = 5_000  # rows of a first part (store.series.PARTS: 10,000) too few to be 
 PIPE_BYTES = 1 << 20  # asked of the pipe (Linux lets anyone have 1 MiB: 131,072 values)
 
 # a figure to send: what gives its values in a part of a series' rows, and whether it is
-# better higher; chosen from the series' first part (None: none is worth it) and what
-# else its group of rows names (its suite)
+# better higher; those of a series chosen from its first part and what else its group of
+# rows names (its suite)
 Chosen = tuple[Callable[[Sequence[Any]], list[float]], bool]
-Choose = Callable[[Any, Sequence[Any]], Chosen | None]
+Choose = Callable[[Any, Sequence[Any]], list[Chosen]]
 # the rows of a part, by series: what else each names (its suite), and its rows
 Groups = Mapping[str, tuple[Any, Sequence[Any]]]
 _HEAD = struct.Struct("qq")  # a message: the figure's number, then its values' count (or
@@ -58,8 +58,8 @@ class Reading:
     def __init__(self, min_change: float, max_pvalue: float, min_runs: int) -> None:
         self.min_change = min_change
         self.settings = (min_change, max_pvalue, min_runs)
-        self.chosen: dict[str, tuple[int, Callable[[Sequence[Any]], list[float]]]] | None
-        self.chosen = None  # by series: the figure's number and what gives its values
+        self.chosen: dict[str, list[tuple[int, Callable[[Sequence[Any]], list[float]]]]] | None
+        self.chosen = None  # by series: its figures' numbers and what gives their values
         self.sent: list[array.array[float]] = []  # by number: the values sent
         self.better: list[bool] = []  # and whether each is better higher
         self.queued = bytearray()  # sent, not yet taken by the pipe
@@ -91,7 +91,7 @@ class Reading:
             self.pid = 0
 
     def part(self, groups: Groups, choose: Choose) -> None:
-        """The next rows read, by series: each series' figure's values in them sent on
+        """The next rows read, by series: each series' figures' values in them sent on
         (the figures chosen by ``choose`` from the first part, whose rows are PART or
         more: else nothing is sent)."""
         if self.down < 0:
@@ -100,18 +100,17 @@ class Reading:
             self.chosen = {}
             if sum(len(rows) for _, rows in groups.values()) >= PART:
                 for name, (tag, rows) in groups.items():
-                    if (picked := choose(tag, rows)) is not None:
-                        self.chosen[name] = (len(self.sent), picked[0])
+                    for values_in, better in choose(tag, rows):
+                        self.chosen.setdefault(name, []).append((len(self.sent), values_in))
                         self.queued += _HEAD.pack(len(self.sent), -1)
-                        self.queued += array.array("d", [float(picked[1])]).tobytes()
+                        self.queued += array.array("d", [float(better)]).tobytes()
                         self.sent.append(array.array("d"))
-                        self.better.append(picked[1])
+                        self.better.append(better)
             if not self.chosen:
                 self._stop()
                 return
         for name, (_, rows) in groups.items():
-            if (figure := self.chosen.get(name)) is not None:
-                at, values_in = figure
+            for at, values_in in self.chosen.get(name, ()):
                 more = array.array("d", values_in(rows))
                 if more:
                     self.sent[at].extend(more)

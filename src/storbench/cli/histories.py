@@ -198,22 +198,28 @@ def _sent_alone(reading: Reading, metrics: list[Metric], series: str, suite: str
 
 
 def _to_search(rows: Sequence[tuple[Any, ...]], metrics: list[Metric], suite: str | None,
-               min_change: float) -> Chosen | None:
-    """The figure of a series to search as it is read, from its first rows: the first
-    (figures_of's) whose values there vary by more than ``min_change`` (so that it will
-    be searched: find_each), else its first (searched once it does: analysis/ahead.py);
-    what gives its values in rows, and whether it is better higher. None: no figure."""
-    figures = hist.figures_of(rows, metrics, suite)
-    for fig in figures:
-        values = hist.values_of(metrics, fig)(rows)
-        if values and ((lo := min(values)) <= 0 or max(values) / lo - 1 > min_change):
-            break
-    else:
-        if not figures:
-            return None
-        fig = figures[0]
-    assert isinstance(fig.metric, Metric)
-    return hist.values_of(metrics, fig), fig.metric.higher_is_better
+               min_change: float) -> list[Chosen]:
+    """The figures of a series to search as it is read, from its first rows: of each
+    test, the first (figures_of's) whose values there vary by more than ``min_change``
+    (so that it will be searched: find_each), else its first (searched once it does:
+    analysis/ahead.py); each with what gives its values in rows, and whether it is
+    better higher. One a test: each test's rows lengthen the read by about what the
+    search of one figure takes."""
+    tests: dict[str, list[hist.Figure]] = {}
+    for fig in hist.figures_of(rows, metrics, suite):
+        tests.setdefault(fig.test, []).append(fig)
+    chosen: list[Chosen] = []
+    for figures in tests.values():
+        fig = next((f for f in figures if _varies(hist.values_of(metrics, f)(rows), min_change)),
+                   figures[0])
+        assert isinstance(fig.metric, Metric)
+        chosen.append((hist.values_of(metrics, fig), fig.metric.higher_is_better))
+    return chosen
+
+
+def _varies(values: list[float], min_change: float) -> bool:
+    """Whether find_each searches these values: they vary by more than ``min_change``."""
+    return bool(values) and ((lo := min(values)) <= 0 or max(values) / lo - 1 > min_change)
 
 
 def _each_history(asked: list[Asked], min_change: float, reading: Reading | None = None
