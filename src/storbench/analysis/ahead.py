@@ -1,10 +1,10 @@
 """Figures' change points found while their series are still being read: a copy of this
-process (fork), made as the read begins, searches a figure of each series as its values
-come down a pipe, part after part (edivisive.Splitter), and hands back its answers when
-they end. Reading 100,000 runs (~0.2 s on SQLite) and searching them (~0.25 s with
-numpy's import) then take about the time of the read and the search's last step, where
-they took both (a cold `check --no-change`, `history SERIES`, or `history` over a store
-of many series).
+process (fork), made as the read begins, searches figures (one of each test a series
+ran: histories._to_search) as their values come down a pipe, part after part
+(edivisive.Splitter), and hands back its answers when they end. Reading 100,000 runs
+(~0.2 s on SQLite) and searching them (~0.25 s with numpy's import) then take about the
+time of the read and the search's last step, where they took both (a cold `check
+--no-change`, `history SERIES`, or `history` over a store of many series).
 
 The copy's answers are taken only for the very values it was sent: find_each takes one
 for a question whose key (changepoints.key_of: a digest of the values and the settings,
@@ -49,11 +49,12 @@ _HEAD = struct.Struct("qq")  # a message: the figure's number, then its values' 
 
 
 class Reading:
-    """Figures' values, as their series are read (``part``: one figure of each series),
-    sent to a copy of this process that searches them as they come; ``end`` when the read
-    is done gives the keys of what was sent, ``answer`` the copy's change points of the
-    values of a key, in the cache's form. A context manager: the copy is made as it
-    opens (to be ready when the first part comes), and ended and reaped as it closes."""
+    """Figures' values, as their series are read (``part``: those ``choose`` picks of
+    each series), sent to a copy of this process that searches them as they come; ``end``
+    when the read is done gives the keys of what was sent, ``answer`` the copy's change
+    points of the values of a key, in the cache's form. A context manager: the copy is
+    made as it opens (to be ready when the first part comes), and ended and reaped as it
+    closes."""
 
     def __init__(self, min_change: float, max_pvalue: float, min_runs: int) -> None:
         self.min_change = min_change

@@ -125,8 +125,8 @@ def _every_metric(suites: list[str]) -> list[Metric]:
 
 def _histories(store: Store, series: str, *, up_to: int | None = None,
                min_change: float = hist.MIN_CHANGE) -> list[hist.History]:
-    """histories, found from the series' figures: one of them searched as they are read
-    (analysis/ahead.py), where all its runs are asked for."""
+    """histories, found from the series' figures: a figure of each test searched as they
+    are read (analysis/ahead.py), where all the runs of a long series are asked for."""
     from storbench.analysis.ahead import PART, Reading
 
     if up_to is not None or not series_holds(store, series, PART):
@@ -144,8 +144,8 @@ def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | 
     """The histories of a series to find: each headline figure and answer of its runs
     (up to run ``up_to``), from its figures (``read``: its first run's suite, its rows,
     the metrics they hold and its sections, as every_history reads them, when the caller
-    has them; else read, each part given to ``reading``, which sends one figure's values
-    on to be searched as they come)."""
+    has them; else read, each part given to ``reading``, which sends a figure of each test
+    on to be searched as it comes)."""
     sections = None
     if read is not None:
         suite, rows, metrics, sections = read
@@ -184,7 +184,7 @@ def _asked(store: Store, series: str, *, up_to: int | None = None, read: Read | 
 
 def _sent(reading: Reading, metrics: list[Metric]) -> Callable[[Groups], None]:
     """What gives ``reading`` each part of a read, by series (each its suite and rows):
-    of each series the first figure that varies is sent on to be searched."""
+    a figure of each test of each series is sent on to be searched (_to_search)."""
     floor = reading.min_change
     return lambda groups: reading.part(
         groups, lambda suite, rows: _to_search(rows, metrics, suite, floor))
@@ -225,8 +225,8 @@ def _varies(values: list[float], min_change: float) -> bool:
 def _each_history(asked: list[Asked], min_change: float, reading: Reading | None = None
                   ) -> list[hist.History]:
     """The history of each of ``asked``, with its change points: those of many figures
-    found on two CPUs (changepoints.find_each), the one ``reading`` sent searched as it
-    was read."""
+    found on two CPUs (changepoints.find_each), those ``reading`` sent searched as they
+    were read."""
     points = [hist.Points.of(pts) for _, _, pts, _ in asked]
     found = find_each([(p.values, p.runs, fig.metric.higher_is_better)
                        for p, (_, fig, _, _) in zip(points, asked, strict=True)],
