@@ -535,14 +535,7 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
             return answers
 
         monkeypatch.setattr(forked, "_in_a_copy", counted)
-        answer = ahead.Reading.answer
-
-        def asked(reading: ahead.Reading, key: str) -> Any:
-            got = answer(reading, key)
-            given.append(got is not None)
-            return got
-
-        monkeypatch.setattr(ahead.Reading, "answer", asked)
+        given = _answers_given(monkeypatch)
     read: list[set[str]] = []
 
     def spy(store_, names, paths, part=None):  # every_series_values itself, its calls counted
@@ -567,6 +560,23 @@ def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, mon
         assert kept is not None and [history_dict(h) for h in kept] == alone[name]
     # asked again, every answer is read: no series' figures read at all
     assert found.every_history(store, listed).keys() == alone.keys() and len(read) == 1
+
+
+def _answers_given(monkeypatch) -> list[bool]:
+    """Each answer asked of a copy that searched as a read went (analysis/ahead.py):
+    whether it gave it (appended as they are asked)."""
+    from storbench.analysis import ahead
+
+    given: list[bool] = []
+    answer = ahead.Reading.answer
+
+    def asked(reading: ahead.Reading, key: str) -> Any:
+        got = answer(reading, key)
+        given.append(got is not None)
+        return got
+
+    monkeypatch.setattr(ahead.Reading, "answer", asked)
+    return given
 
 
 def test_a_series_digest_is_the_same_whatever_postgresqls_plan(postgres_db, tmp_path):
@@ -713,14 +723,7 @@ def test_a_long_series_is_searched_as_it_is_read(any_store, monkeypatch, tmp_pat
             pytest.skip("a copy is made only with 2 CPUs")
         monkeypatch.setattr(forked, "cpus", lambda: 2)
         shutil.rmtree(tmp_path / "cache")  # the change points found alone: found again
-        answer = ahead.Reading.answer
-
-        def counted(reading: ahead.Reading, key: str) -> Any:
-            got = answer(reading, key)
-            given.append(got is not None)
-            return got
-
-        monkeypatch.setattr(ahead.Reading, "answer", counted)
+        given = _answers_given(monkeypatch)
     assert [history_dict(h) for h in found._histories(store, "long")] == alone
     assert given == ([True, True] if cpus == 2 else [])  # a figure of each test
     # a series of fewer runs than ahead.PART is not searched ahead: no copy made for it

@@ -91,7 +91,8 @@ def find_each(questions: Sequence[Question], *, min_change: float = MIN_CHANGE,
         keys[at] = key
         if key in sent and key not in searched:
             searched[key] = at
-    todo = [at for at in keys if at not in set(searched.values())]
+    ahead_of = set(searched.values())
+    todo = [at for at in keys if at not in ahead_of]
     if todo:  # imported here, before a copy of this process is made to search
         from storbench.analysis import edivisive  # noqa: F401
     found = forked.each(lambda at: _otava(*questions[at], min_change, max_pvalue, min_runs),
