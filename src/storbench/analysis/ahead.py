@@ -27,7 +27,6 @@ import pickle
 import select
 import signal
 import struct
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -71,7 +70,7 @@ class Reading:
         self.began = self.took = 0.0  # the copy's start, and from it to the read's end
 
     def __enter__(self) -> Reading:
-        if forked.cpus() >= 2 and hasattr(os, "fork") and threading.active_count() == 1:
+        if forked.may_copy():
             self._start()
         return self
 
@@ -151,23 +150,14 @@ class Reading:
         it received is the digest of those sent."""
         if self.pid == 0:
             return {}
-        deadline = time.monotonic() + self.took + forked.WAIT_S
-        chunks = []
-        waiting = select.poll()  # (not select(): a descriptor above 1023 is refused there)
-        waiting.register(self.up, select.POLLIN)
-        while (left := deadline - time.monotonic()) > 0 and waiting.poll(left * 1000):
-            chunk = os.read(self.up, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        else:
-            return {}  # nothing in time: the copy is ended as this closes
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = 0
-        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        data, reaped = forked.received(self.up, self.pid, time.monotonic() + self.took
+                                       + forked.WAIT_S)
+        if reaped:
+            self.pid = 0
+        if data is None:  # (a copy still running is ended as this closes)
             return {}
         try:
-            said = pickle.loads(b"".join(chunks))
+            said = pickle.loads(data)
             return {at: answer for at, (got, answer) in said.items()
                     if got == hashlib.sha256(self.sent[at].tobytes()).hexdigest()
                     and isinstance(answer, list)}

@@ -44,8 +44,7 @@ def each(fn: Callable[[T], R], items: Sequence[T], sizes: Sequence[int],
     in a copy of this process when that is worth it (``min_work``: at least this much
     work in all, MIN_WORK by default)."""
     least = MIN_WORK if min_work is None else min_work
-    if (len(items) < 2 or sum(sizes) < least or cpus() < 2 or not hasattr(os, "fork")
-            or threading.active_count() > 1):
+    if len(items) < 2 or sum(sizes) < least or not may_copy():
         return [fn(x) for x in items]
     theirs = _share(sizes)
     mine = sorted(set(range(len(items))) - set(theirs))
@@ -55,6 +54,33 @@ def each(fn: Callable[[T], R], items: Sequence[T], sizes: Sequence[int],
         answers = [fn(items[i]) for i in theirs]
     out.update(zip(theirs, answers, strict=True))
     return [out[i] for i in range(len(items))]
+
+
+def may_copy() -> bool:
+    """Whether a copy of this process may work beside it: two CPUs to use, fork, and no
+    other thread (a copy of a process with threads may wait forever on a lock one of
+    them held)."""
+    return cpus() >= 2 and hasattr(os, "fork") and threading.active_count() == 1
+
+
+def received(read: int, pid: int, deadline: float) -> tuple[bytes | None, bool]:
+    """What copy ``pid`` wrote down the pipe ``read`` until it closed it, if that came
+    before ``deadline`` (time.monotonic's) and the copy then ended well; and whether it
+    was reaped here (else it is still running: the caller ends it)."""
+    chunks = []
+    waiting = select.poll()  # (not select(): a descriptor above 1023 is refused there)
+    waiting.register(read, select.POLLIN)
+    while (left := deadline - time.monotonic()) > 0 and waiting.poll(left * 1000):
+        chunk = os.read(read, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    else:
+        return None, False  # nothing in time
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        return None, True
+    return b"".join(chunks), True
 
 
 def _share(sizes: Sequence[int]) -> list[int]:
@@ -88,9 +114,9 @@ def _in_a_copy(fn: Callable[[T], R], items: Sequence[T], theirs: list[int],
         code = 1
         try:
             os.close(read)
-            data = memoryview(pickle.dumps([fn(items[i]) for i in theirs]))
-            while data:
-                data = data[os.write(write, data):]
+            said = memoryview(pickle.dumps([fn(items[i]) for i in theirs]))
+            while said:
+                said = said[os.write(write, said):]
             code = 0
         finally:
             os._exit(code)  # no atexit, no buffers flushed, no database closed
@@ -99,22 +125,13 @@ def _in_a_copy(fn: Callable[[T], R], items: Sequence[T], theirs: list[int],
         started = time.monotonic()
         meanwhile()
         deadline = time.monotonic() + (time.monotonic() - started) + WAIT_S
-        chunks = []
-        waiting = select.poll()  # (not select(): a descriptor above 1023 is refused there)
-        waiting.register(read, select.POLLIN)
-        while (left := deadline - time.monotonic()) > 0 and waiting.poll(left * 1000):
-            chunk = os.read(read, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        else:
-            return None  # nothing in time: the copy is ended below
-        _, status = os.waitpid(pid, 0)
-        pid = 0
-        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        data, reaped = received(read, pid, deadline)
+        if reaped:
+            pid = 0
+        if data is None:  # (a copy still running is ended below)
             return None
         try:
-            answers: list[R] = pickle.loads(b"".join(chunks))
+            answers: list[R] = pickle.loads(data)
         except Exception:  # not what the copy meant to say: found here instead
             return None
         return answers
