@@ -53,8 +53,8 @@ def test_the_change_points_are_otavas(kind):
 
 
 def test_a_long_series_is_otavas_too():
-    """Long enough that windows are screened many at once (up to CHUNK a call), with
-    changes that move the windows off the ones screened ahead."""
+    """Long enough that windows are screened many at once (AHEAD a call), with changes
+    that move the windows off the ones screened ahead."""
     rng = random.Random(3)
     values = [1000 * (1.0, 0.9, 1.2, 1.0)[i * 4 // 20_000] * rng.gauss(1, 0.02)
               for i in range(20_000)]

@@ -40,10 +40,10 @@ from storbench.analysis.ttest import critical_t, pvalue
 
 Arr = NDArray[Any]  # of floats, or of bools
 WINDOW = 50  # Otava's default window_len
-CHUNK = 256  # at most this many windows screened at once (~5 MB per array)
 MARGIN = 1.001  # a split is screened against the limit and a little more: this t-test's
 # p and scipy's differ in their last bits (1e-12 relative in the tests)
-AHEAD = 16  # windows screened at once, doubling while none holds a change
+AHEAD = 16  # windows screened at once (in noise ~8 in a row cannot hold a change: more
+# would be screened for nothing; doubling them while none held one gained nothing)
 
 
 @dataclass
@@ -164,9 +164,9 @@ class Splitter:
         self.tester = Tester(max_pvalue)
         self.values = np.empty(1 << 12)
         self.n = 0  # of values given
-        self.start, self.ahead = 0, AHEAD  # the next window, and how many to screen
-        # windows screened ahead, by start: from here on while none holds a change (twice
-        # as many each time, up to CHUNK); a change moves the windows off them
+        self.start = 0  # the next window
+        # windows screened ahead, by start: AHEAD from here on; a change moves the windows
+        # off them
         self.skip: dict[int, bool] = {}
         self.found: list[Point] = []
         self.seen: set[int] = set()
@@ -200,14 +200,11 @@ class Splitter:
                 cannot = _cannot_change(values, [start], self.max_pvalue, end - start)[0]
             else:
                 if start not in self.skip:
-                    if self.skip:
-                        self.ahead = AHEAD
-                    starts = list(range(start, min(n - WINDOW, start + (self.ahead - 1) * step)
+                    starts = list(range(start, min(n - WINDOW, start + (AHEAD - 1) * step)
                                         + 1, step))
                     self.skip = dict(zip(starts, _cannot_change(values, starts,
                                                                 self.max_pvalue),
                                          strict=True))
-                    self.ahead = min(2 * self.ahead, CHUNK)
                 cannot = self.skip[start]
             new = [] if cannot else detect(values[start:end], self.tester)
             for cp in new:
