@@ -23,8 +23,8 @@ new run (`check --no-change` within 0.5 s); the change found at run 0.7 N. First
 this process, E-Divisive means over the N points as storbench finds them
 (analysis/edivisive.py) against Otava's own, and whether both find the same. Each run
 is stored with an environment, settings and data of the size measured runs keep (a
-history reads past them). Building 100,000 runs takes ~5 min: --store PATH keeps the store for
-the next time (the copy timed gets the new run).
+history reads past them). Building 100,000 runs takes ~5 min (~9 with --tests 5):
+--store PATH keeps the store for the next time (the copy timed gets the new run).
 
     .venv/bin/python bench/history.py [--runs 10000] [--rounds 5] [--postgres URL]
                                       [--store PATH] [--series K] [--tests T]
@@ -262,6 +262,9 @@ def main() -> None:
                     help="build the store here and keep it (a copy of it is timed); one"
                          " already there of --runs runs is used again")
     args = ap.parse_args()
+    for name in ("runs", "rounds", "series", "tests"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be 1 or more, not {getattr(args, name)}")
     with tempfile.TemporaryDirectory() as d:
         db = Path(d) / "results.db"
         drop = int(0.7 * args.runs)
