@@ -76,8 +76,8 @@ def push_runs(given: str, runs: Sequence[Run], store: Store | None = None) -> li
     gateway = Gateway.parse(given)
     changes = None
     if store is not None and any(r.series for r in runs):
-        from storbench.analysis.history import marks
         from storbench.cli.trend import series_histories
+        from storbench.render.samples import marks
 
         found = series_histories(store, list(runs), every=True)
         changes = marks(h for series in found.values() for h in series.values())

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from storbench.analysis.history import Mark, marks
-from storbench.render.samples import FAMILIES, PREFIX, by_family, end_seconds
+from storbench.render.samples import FAMILIES, PREFIX, Mark, by_family, end_seconds, marks
 from storbench.result.record import Run
 
 if TYPE_CHECKING:

@@ -9,16 +9,38 @@ sample at all, never a zero. Figures are medians over the run's repeats, as in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from storbench.analysis.history import Mark
 from storbench.analysis.summary import SummaryRow, summarize_tests
 from storbench.result.model import Latency, TestResult
 from storbench.result.record import Run
 
+if TYPE_CHECKING:
+    from storbench.analysis.history import History
+
 PREFIX = "storbench_"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A change point where it begins, for a time series (Grafana annotates it)."""
+
+    series: str
+    figure: str
+    relative: float
+    worse: bool
+
+
+def marks(histories: Iterable[History]) -> dict[int, list[Mark]]:
+    """Per run id, the change points that begin at that run."""
+    out: dict[int, list[Mark]] = {}
+    for h in histories:
+        for c in h.changes:
+            out.setdefault(c.run, []).append(Mark(h.series, h.figure.name, c.relative, c.worse))
+    return out
 
 
 @dataclass(frozen=True)
