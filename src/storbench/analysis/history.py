@@ -31,6 +31,7 @@ from storbench.analysis.metrics import (
     metric,
     value_path,
 )
+from storbench.analysis.stats import floats
 from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
 from storbench.result.model import DIRECTIONS
@@ -323,17 +324,21 @@ def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Fig
     the rows a figure, in comprehensions; runs of one result each, the most, no median)."""
     out: dict[Figure, Points] = {}
     mine = {t: [r for r in rows if r[2] == t and not r[FIRST]] for t in {f.test for f in figs}}
-    whole: dict[str, tuple[list[int], list[str]]] = {}  # a test's runs and times, shared
-    for fig in figs:  # by each figure all its rows have (100,000 runs: not once a figure)
+    whole: dict[str, tuple[list[int], list[str], bool]] = {}  # a test's runs, times, unique
+    for fig in figs:  # (shared by each figure all its rows have: not once a figure)
         assert isinstance(fig.metric, Metric)
         at, every = FIRST + 1 + metrics.index(fig.metric), mine[fig.test]
-        found = [r for r in every if (v := r[at]).__class__ in _NUMBERS and v == v]  # no NaN
+        values = floats([r[at] for r in every])  # every row has it: no test of each
+        found = every if values is not None else [
+            r for r in every if (v := r[at]).__class__ in _NUMBERS and v == v]  # no NaN
         cols = whole.get(fig.test) if len(found) == len(every) else None
         if cols is None:
-            cols = ([r[0] for r in found], [r[1] for r in found])
+            ids = [r[0] for r in found]
+            cols = (ids, [r[1] for r in found], len(set(ids)) == len(ids))
             whole.update({fig.test: cols} if len(found) == len(every) else {})
-        if len(set(cols[0])) == len(cols[0]):
-            out[fig] = Points(*cols, [float(r[at]) for r in found])
+        if cols[2]:
+            out[fig] = Points(cols[0], cols[1],
+                              [float(r[at]) for r in found] if values is None else values)
             continue
         by_run: dict[int, tuple[str, list[float]]] = {}
         for r in found:
@@ -347,12 +352,13 @@ def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Fig
 _NUMBERS = (int, float)
 
 
+
 def values_of(metrics: Sequence[Metric], fig: Figure) -> Callable[[Sequence[Row]], list[float]]:
     """``fig``'s values in rows (points_of's where a run has one result): analysis/ahead.py."""
     assert isinstance(fig.metric, Metric)
     at = FIRST + 1 + metrics.index(fig.metric)
-    return lambda rows: [float(v) for r in rows if r[2] == fig.test and not r[FIRST]
-                         and (v := r[at]).__class__ in _NUMBERS and v == v]
+    return lambda rows: (floats(mine := [r[at] for r in rows if r[2] == fig.test and not r[FIRST]])
+                         or [float(v) for v in mine if v.__class__ in _NUMBERS and v == v])
 
 
 def candidates(suite: str | None) -> list[Metric]:
@@ -399,22 +405,3 @@ def history(series: str, fig: Figure, pts: Sequence[Point], *,
                                 min_change=min_change, max_pvalue=max_pvalue,
                                 min_runs=min_runs, cache=cache),
                    workloads or {})
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A change point where it begins, for a time series (Grafana annotates it)."""
-
-    series: str
-    figure: str
-    relative: float
-    worse: bool
-
-
-def marks(histories: Iterable[History]) -> dict[int, list[Mark]]:
-    """Per run id, the change points that begin at that run."""
-    out: dict[int, list[Mark]] = {}
-    for h in histories:
-        for c in h.changes:
-            out.setdefault(c.run, []).append(Mark(h.series, h.figure.name, c.relative, c.worse))
-    return out

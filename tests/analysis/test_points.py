@@ -1,0 +1,82 @@
+"""A series' rows as each figure's points (analysis/history.points_of) and as the values
+sent to be searched ahead (history.values_of): the quick path taken when every row of a
+test has a number (stats.floats: a set of the values' classes and their sum) gives what
+a test of each value gives, and a row that is not a number (None, NaN, text, a bool, a
+result that failed) sends them down that test."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from typing import Any
+
+import pytest
+
+from storbench.analysis import history as hist
+from storbench.analysis.stats import floats
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ([1.5, 2.0, 3.25], [1.5, 2.0, 3.25]),
+    ([1, 2.5, 3], [1.0, 2.5, 3.0]),  # integers as floats
+    ([], []),
+    ([1.0, math.nan], None),
+    ([1.0, None], None),
+    ([1.0, "2"], None),
+    ([1.0, True], None),  # a bool is not a figure
+    ([math.inf, -math.inf], None),  # their sum is NaN: tested one by one
+    ([1.0, 10**400], None),  # no float holds it
+])
+def test_floats_are_the_values_when_each_is_a_number(values: list[Any], expected: Any):
+    got = floats(values)
+    assert got == expected
+    if got is not None:
+        assert all(v.__class__ is float for v in got)
+
+
+def _plain(rows: list[tuple[Any, ...]], at: int, test: str) -> tuple[list[int], list[float]]:
+    """points_of's rule written plainly: per run (first seen first), the median of the
+    numbers (not NaN, not bool) of the test's rows that did not fail."""
+    by_run: dict[int, list[float]] = {}
+    for r in rows:
+        v = r[at]
+        if r[2] == test and not r[hist.FIRST] and type(v) in (int, float) and v == v:
+            by_run.setdefault(r[0], []).append(float(v))
+    return list(by_run), [statistics.median(vs) for vs in by_run.values()]
+
+
+@pytest.mark.parametrize("odd", [None, math.nan, "12", True, "fail", "repeat", "none"])
+def test_points_are_the_plain_rule_s_whatever_a_row_holds(odd: Any):
+    metrics = hist.candidates(None)
+    figs = [hist.Figure("a", m) for m in metrics if m.key in ("read.iops", "read.bw")]
+    figs.append(hist.Figure("b", next(m for m in metrics if m.key == "read.iops")))
+    width = hist.FIRST + 1 + len(metrics)
+    at = {m.key: hist.FIRST + 1 + i for i, m in enumerate(metrics)}
+    rand = random.Random(7)
+    rows: list[tuple[Any, ...]] = []
+    for run in range(300):
+        for test in ("a", "b"):
+            row: list[Any] = [None] * width
+            row[:hist.FIRST + 1] = [run, f"t{run:05d}", test, 0]
+            row[at["read.iops"]] = rand.uniform(900, 1100)
+            row[at["read.bw"]] = rand.randrange(10**6, 2 * 10**6)  # integers, as SQLite's
+            rows.append(tuple(row))
+    if odd == "fail":  # a result that failed: its figures are not the run's
+        rows[40] = (*rows[40][:hist.FIRST], 1, *rows[40][hist.FIRST + 1:])
+    elif odd == "repeat":  # a run measured twice: the median of its two
+        rows.insert(60, rows[60][:at["read.iops"]] + (5.0,) + rows[60][at["read.iops"] + 1:])
+    elif odd != "none":
+        rows[40] = rows[40][:at["read.iops"]] + (odd,) + rows[40][at["read.iops"] + 1:]
+    found = hist.points_of(rows, metrics, figs)
+    for fig in figs:
+        assert isinstance(fig.metric, hist.Metric)
+        runs, values = _plain(rows, at[fig.metric.key], fig.test)
+        assert (found[fig].runs, found[fig].values) == (runs, values), (odd, fig.name)
+        assert all(v.__class__ is float for v in found[fig].values)
+        if len(set(runs)) == len(runs) and odd != "repeat":
+            sent = hist.values_of(metrics, fig)  # the values searched ahead: the same
+            assert sent(rows[:100]) + sent(rows[100:]) == values
+    whole = {"repeat", "none"}  # (row 40: run 20 of test a)
+    iops = found[figs[0]]
+    assert len(iops.values) == (300 if odd in whole else 299)
