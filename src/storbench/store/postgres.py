@@ -144,22 +144,25 @@ class Connection:
 
     def tuples(self, sql: str, params: Sequence[Any],
                part: Callable[[list[tuple[Any, ...]]], None] | None = None,
-               size: int = 10_000, streamed: bool = False) -> list[tuple[Any, ...]]:
+               size: int = 10_000, streamed: bool = False, binary: bool = False
+               ) -> list[tuple[Any, ...]]:
         """A query's rows as plain tuples (many rows: no row objects made); each ``size``
         of them given to ``part`` as they are made, when given: ``streamed``, as the
         server sends them (libpq 17's chunked rows: the first part of a series' 100,000
         rows ~0.1 s after the query rather than ~0.2 s, each row ~0.2 µs slower), else
-        once the server has sent them all."""
+        once the server has sent them all. ``binary``: the values sent as their bytes,
+        not as text (numbers and text only: the same values; 100,000 rows of a series'
+        figures ~30 ms sooner, no double parsed from its digits)."""
         from psycopg import pq
         from psycopg.rows import tuple_row
 
         with self.conn.cursor(row_factory=tuple_row) as cur:
             if part is None:
-                return cur.execute(_sql(sql), tuple(params)).fetchall()
+                return cur.execute(_sql(sql), tuple(params), binary=binary).fetchall()
             rows: list[tuple[Any, ...]] = []
             if streamed and pq.version() >= 170000:
                 at = 0
-                for row in cur.stream(_sql(sql), tuple(params), size=size):
+                for row in cur.stream(_sql(sql), tuple(params), size=size, binary=binary):
                     rows.append(row)
                     if len(rows) - at == size:
                         part(rows[at:])
@@ -167,7 +170,7 @@ class Connection:
                 if len(rows) > at:
                     part(rows[at:])
                 return rows
-            cur.execute(_sql(sql), tuple(params))
+            cur.execute(_sql(sql), tuple(params), binary=binary)
             while more := cur.fetchmany(size):
                 part(more)
                 rows += more

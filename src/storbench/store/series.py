@@ -224,7 +224,8 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
         params.append(test)
     sql += " ORDER BY r.created_at, r.id, f.ordinal"
     # (streamed: one series' figure searched as it is read is what its reader waits for)
-    rows = _tuples(store, sql, params, None if whole else part, streamed=True)
+    rows = _tuples(store, sql, params, None if whole else part, streamed=True,
+                   binary=not whole)
     decoded = [3 + i for i, p in enumerate(paths) if store.postgres and tuple(p) not in COLUMNS]
     if decoded:  # PostgreSQL's JSONB values, read as their text
         rows = [tuple(_json(v) if i in decoded else v for i, v in enumerate(r)) for r in rows]
@@ -265,22 +266,22 @@ def every_series_values(store: Store, names: set[str], paths: Sequence[Sequence[
            " ON f.run_id = r.id AND f.host = '' WHERE r.status = 'completed'"
            " ORDER BY r.created_at, r.id, f.ordinal")
     if part is None:
-        add(_tuples(store, sql, ()))
+        add(_tuples(store, sql, (), binary=True))
     else:
-        _tuples(store, sql, (), add)
+        _tuples(store, sql, (), add, binary=True)
     return out
 
 
 def _tuples(store: Store, sql: str, params: Sequence[Any],
             part: Callable[[list[tuple[Any, ...]]], None] | None = None,
-            streamed: bool = False) -> list[tuple[Any, ...]]:
+            streamed: bool = False, binary: bool = False) -> list[tuple[Any, ...]]:
     """The rows of a query as plain tuples (100,000 of them: no row objects made), each
     part of them (PARTS rows) given to ``part`` as it is read, when given (PostgreSQL:
     ``streamed``, as its server sends them, for a reader that is waited for; else once
-    it has sent them all)."""
+    it has sent them all; ``binary``, columns of numbers and text as their bytes)."""
     if store.postgres:
         return store.db.tuples(  # type: ignore[no-any-return]
-            sql, params, part, PARTS, streamed)
+            sql, params, part, PARTS, streamed, binary)
     cursor = store.db.cursor()
     cursor.row_factory = None
     cursor.execute(sql, params)
