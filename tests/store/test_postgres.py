@@ -68,7 +68,7 @@ def test_labels_filters_and_resolve(pg, fio_json_text):
 def test_runs_stored_before_series_join_theirs(postgres_db):
     """A team's database at migration 0007 (before series): upgraded, its measured runs
     are in the series a run would join now; the immutability trigger still holds."""
-    from storbench.analysis.history import auto_series
+    from storbench.analysis.naming import auto_series
     from storbench.result.facts import TargetFacts
     from storbench.store import postgres
 

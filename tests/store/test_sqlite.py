@@ -133,7 +133,7 @@ def test_a_wave1_database_migrates_with_its_runs_intact(store_path, fio_json_tex
     s = Store(store_path)
     assert s.schema_version() == len(MIGRATIONS)
     # the runs measured before series existed join the series a run would join now
-    from storbench.analysis.history import auto_series
+    from storbench.analysis.naming import auto_series
     from storbench.result.facts import TargetFacts
 
     for r in map(s.get_run, (1, 2, 3, 4)):

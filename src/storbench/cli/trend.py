@@ -10,6 +10,7 @@ import click
 
 from storbench.analysis import history as hist
 from storbench.analysis.metrics import Metric
+from storbench.analysis.naming import check_series_name
 from storbench.cli.common import (
     MAX_REGRESSION,
     cli,
@@ -266,7 +267,7 @@ def series_(store: Store, name: str, run_refs: tuple[str, ...]) -> None:
     Example:
       storbench series nightly-gp3 12 13 14
     """
-    hist.check_series_name(name)
+    check_series_name(name)
     ids = list(dict.fromkeys(store.resolve(r) for r in run_refs))
     was = {series_of(store, i) for i in ids}
     set_series(store, ids, name)

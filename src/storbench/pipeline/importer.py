@@ -20,7 +20,7 @@ from typing import Any
 
 from storbench import __version__
 from storbench.analysis import warnings
-from storbench.analysis.history import check_series_name
+from storbench.analysis.naming import check_series_name
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, FioError
 from storbench.pipeline.failures import job_errors

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from storbench import __version__
 from storbench.analysis.assertions import Assertion
-from storbench.analysis.history import auto_series
+from storbench.analysis.naming import auto_series
 from storbench.analysis.regression import regressions
 from storbench.analysis.verdicts import evaluate
 from storbench.errors import ConfigError, Interrupted, StorbenchError, TargetHung

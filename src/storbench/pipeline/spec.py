@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from storbench.analysis.assertions import Assertion
-from storbench.analysis.history import check_series_name
+from storbench.analysis.naming import check_series_name
 from storbench.errors import ConfigError
 from storbench.result.record import Run
 from storbench.store.series import check_label

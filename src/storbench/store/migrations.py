@@ -170,7 +170,7 @@ INSERT INTO run_series (run_id, name)
         ELSE target END
     FROM runs WHERE origin = 'measured';
 """
-# the runs measured before series existed join theirs (analysis.history.auto_series)
+# the runs measured before series existed join theirs (analysis.naming.auto_series)
 SERIES_POSTGRES = """
 CREATE TABLE run_series (
     run_id BIGINT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
