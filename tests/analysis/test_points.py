@@ -65,9 +65,9 @@ def test_points_are_the_plain_rule_s_whatever_a_row_holds(odd: Any):
     if odd == "fail":  # a result that failed: its figures are not the run's
         rows[40] = (*rows[40][:hist.FIRST], 1, *rows[40][hist.FIRST + 1:])
     elif odd == "repeat":  # a run measured twice: the median of its two
-        rows.insert(60, rows[60][:at["read.iops"]] + (5.0,) + rows[60][at["read.iops"] + 1:])
+        rows.insert(60, (*rows[60][:at["read.iops"]], 5.0, *rows[60][at["read.iops"] + 1:]))
     elif odd != "none":
-        rows[40] = rows[40][:at["read.iops"]] + (odd,) + rows[40][at["read.iops"] + 1:]
+        rows[40] = (*rows[40][:at["read.iops"]], odd, *rows[40][at["read.iops"] + 1:])
     found = hist.points_of(rows, metrics, figs)
     for fig in figs:
         assert isinstance(fig.metric, hist.Metric)
@@ -80,3 +80,26 @@ def test_points_are_the_plain_rule_s_whatever_a_row_holds(odd: Any):
     whole = {"repeat", "none"}  # (row 40: run 20 of test a)
     iops = found[figs[0]]
     assert len(iops.values) == (300 if odd in whole else 299)
+
+
+@pytest.mark.parametrize("where", [None, 1, 3, 598])
+def test_runs_of_two_tests_give_each_test_s_rows_wherever_they_are(where: int | None):
+    """Runs of tests a and b, a first: each test's rows are every second row, unless a
+    row of a stands where b's should (its run then measured a twice: the median)."""
+    metrics = hist.candidates(None)
+    iops = next(m for m in metrics if m.key == "read.iops")
+    at = hist.FIRST + 1 + metrics.index(iops)
+    rows: list[tuple[Any, ...]] = []
+    for run in range(300):
+        for test in ("a", "b"):
+            row: list[Any] = [None] * (hist.FIRST + 1 + len(metrics))
+            row[:hist.FIRST + 1] = [run, f"t{run:05d}", test, None]
+            row[at] = float(run * 2 + (test == "b"))
+            rows.append(tuple(row))
+    if where is not None:
+        # a row of a in b's place; at 598, a test of neither (a's rows are still regular)
+        rows[where] = (*rows[where][:2], "x" if where == 598 else "a", *rows[where][3:])
+    for test in ("a", "b"):
+        fig = hist.Figure(test, iops)
+        found = hist.points_of(rows, metrics, [fig])[fig]
+        assert (found.runs, found.values) == _plain(rows, at, test), (where, test)
