@@ -75,8 +75,10 @@ def test_points_are_the_plain_rule_s_whatever_a_row_holds(odd: Any):
         assert (found[fig].runs, found[fig].values) == (runs, values), (odd, fig.name)
         assert all(v.__class__ is float for v in found[fig].values)
         if len(set(runs)) == len(runs) and odd != "repeat":
-            sent = hist.values_of(metrics, fig)  # the values searched ahead: the same
-            assert sent(rows[:100]) + sent(rows[100:]) == values
+            # the values searched ahead, a part at a time (one cut inside a run): the same
+            sent = hist.values_of(metrics, fig)
+            assert [v for part in (rows[:100], rows[100:301], rows[301:])
+                    for v in sent(hist.by_test(part, {"a", "b"})[fig.test])] == values
     whole = {"repeat", "none"}  # (row 40: run 20 of test a)
     iops = found[figs[0]]
     assert len(iops.values) == (300 if odd in whole else 299)

@@ -293,12 +293,12 @@ def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Fig
     ``rows`` of ``metrics``' ``figure_paths``. A column at a time (100,000 runs: a pass over
     the rows a figure, in comprehensions; runs of one result each, the most, no median)."""
     out: dict[Figure, Points] = {}
-    mine = _by_test(rows, {f.test for f in figs})
+    mine = by_test(rows, {f.test for f in figs})
     whole: dict[str, tuple[list[int], list[str], bool]] = {}  # a test's runs, times, unique
     for fig in figs:  # (shared by each figure all its rows have: not once a figure)
         assert isinstance(fig.metric, Metric)
         at, every = FIRST + 1 + metrics.index(fig.metric), mine[fig.test]
-        values = floats([r[at] for r in every])  # every row has it: no test of each
+        values = floats(list(map(operator.itemgetter(at), every)))  # no test of each
         found = every if values is not None else [
             r for r in every if (v := r[at]).__class__ in _NUMBERS and v == v]  # no NaN
         cols = whole.get(fig.test) if len(found) == len(every) else None
@@ -322,7 +322,7 @@ def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Fig
 _NUMBERS = (int, float)
 
 
-def _by_test(rows: Sequence[Row], tests: set[str]) -> dict[str, list[Row]]:
+def by_test(rows: Sequence[Row], tests: set[str]) -> dict[str, list[Row]]:
     """Each test's rows that did not fail: where each run holds the same k tests in one
     order, every k-th row (tested in C: a run of 5 tests, 2 passes over the rows, not 5)."""
     k = next((i for i, r in enumerate(rows) if r[0] != rows[0][0]), len(rows))
@@ -340,11 +340,12 @@ _TEST, _ERROR = operator.itemgetter(2), operator.itemgetter(FIRST)
 
 
 def values_of(metrics: Sequence[Metric], fig: Figure) -> Callable[[Sequence[Row]], list[float]]:
-    """``fig``'s values in rows (points_of's where a run has one result): analysis/ahead.py."""
+    """``fig``'s values in its test's rows (by_test's): points_of's where a run has one
+    result (analysis/ahead.py)."""
     assert isinstance(fig.metric, Metric)
-    at = FIRST + 1 + metrics.index(fig.metric)
-    return lambda rows: (floats(mine := [r[at] for r in rows if r[2] == fig.test and not r[FIRST]])
-                         or [float(v) for v in mine if v.__class__ in _NUMBERS and v == v])
+    get = operator.itemgetter(FIRST + 1 + metrics.index(fig.metric))
+    return lambda mine: (floats(got := list(map(get, mine)))
+                         or [float(v) for v in got if v.__class__ in _NUMBERS and v == v])
 
 
 def candidates(suite: str | None) -> list[Metric]:
