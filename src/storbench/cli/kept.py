@@ -58,7 +58,10 @@ def _keep(cache: ChangeCache, key: str, question: list[Any], series: str,
     shared: list[list[Any]] = []
 
     def column(values: list[Any]) -> int:
-        at = next((i for i, c in enumerate(shared) if c == values), None)
+        # (a test's figures share their runs' lists: the same list is not compared)
+        at = next((i for i, c in enumerate(shared) if c is values), None)
+        if at is None:
+            at = next((i for i, c in enumerate(shared) if c == values), None)
         if at is None:
             shared.append(values)
             at = len(shared) - 1
