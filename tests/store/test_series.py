@@ -463,6 +463,45 @@ def _recorded_run(store, name: str, i: int, scale: float, suite: str = "quick",
     return add_run(store, json.dumps(doc), label=f"{name}{i}", suite=suite, status=status)
 
 
+@pytest.mark.parametrize("later", [None, "randwrite-2jobs", "randwrite-2jobs as randread"])
+def test_a_series_is_read_narrowed_to_what_its_first_run_measured(any_store, monkeypatch,
+                                                                  tmp_path, later):
+    """A series whose first run read only is read without the other directions' columns
+    (histories._narrowed: one column says whether a result has any of them), and gives
+    the histories read with every column; when a later run wrote (another test, or the
+    same test's name), the series is read again with every column."""
+    from storbench.cli import histories as found
+    from storbench.render.history import history_dict
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    store = any_store
+    # (a job file of the user's: no suite names its figures, each test's are its own)
+    ids = [_recorded_run(store, "randread", i, 0.5 if i >= 20 else 1.0, suite="mine")
+           for i in range(30)]
+    if later is not None:
+        ids += [_recorded_run(store, later.split()[0], i, 1.0, suite="mine", test=(
+            "randread" if later.endswith("as randread") else None)) for i in range(30, 34)]
+    set_series(store, ids, "s")
+    reads: list[int] = []
+    values = found.series_values
+
+    def spied(*args, **kwargs):
+        reads.append(len(kwargs.get("others", ())))
+        return values(*args, **kwargs)
+
+    monkeypatch.setattr(found, "series_values", spied)
+    narrowed = [history_dict(h) for h in found._histories(store, "s")]
+    assert reads == ([7] if later is None else [7, 0]), reads  # write, trim, sync: 7
+    monkeypatch.setattr(found, "_narrowed", lambda store, first, metrics, suite: (metrics, []))
+    reads.clear()
+    assert [history_dict(h) for h in found._histories(store, "s")] == narrowed
+    assert reads == [0]
+    iops = next(h for h in narrowed if h["metric"] == "randread.read.iops")
+    assert [c["run"] for c in iops["change_points"]] == [ids[20]]
+    if later is not None:  # the writes' figures are there, as read with every column
+        assert any(h["metric"].endswith("write.iops") for h in narrowed), narrowed
+
+
 @pytest.mark.parametrize(("cpus", "ahead_rows"), [(1, 40), (2, 40), (2, 10**9)])
 def test_the_series_list_finds_every_series_at_once_as_each_alone(any_store, monkeypatch,
                                                                   tmp_path, cpus, ahead_rows):

@@ -362,20 +362,23 @@ def figures_of(rows: Sequence[Row], metrics: Sequence[Metric], suite: str | None
                ) -> list[Figure]:
     """Every headline figure the series' runs measured (its suite's, else what each test
     did: each direction it has, and sync latency), in the order first seen. ``rows`` hold
-    the values of ``metrics``, which are ``candidates(suite)``."""
+    the values of ``metrics``: ``candidates(suite)``, or those the rows can have."""
     from storbench.workload.suites import SUITES
 
     spec = SUITES.get(suite) if suite else None
     headline = {t.name: [metric(k) for k in t.metrics] for t in spec.tests} if spec else {}
     has = {m.key: FIRST + 1 + i for i, m in enumerate(metrics)}
-    r, w, t = (has[f"{d}.iops"] for d in DIRECTIONS)
-    sync = has["sync.lat_p99"]
+    keys = [*(f"{d}.iops" for d in DIRECTIONS), "sync.lat_p99"]
+    # (a figure ``metrics`` leave out, none of ``rows`` has: its place is the test's, never
+    # None, and said False below)
+    r, w, t, sync = (has.get(k, 2) for k in keys)
     # each test's shapes (which directions, whether it synced), in the order first seen:
     # 100,000 runs of one test have one
     shapes = dict.fromkeys((row[2], row[r] is not None, row[w] is not None,
                             row[t] is not None, row[sync] is not None) for row in rows)
     out: dict[Figure, None] = {}
-    for test, *has_direction, synced in shapes:
+    for test, *shape in shapes:
+        *has_direction, synced = (yes and k in has for yes, k in zip(shape, keys, strict=True))
         directions = [d for d, yes in zip(DIRECTIONS, has_direction, strict=True) if yes]
         found = headline.get(test) or headline_metrics(directions, synced)
         out.update((Figure(test, m), None) for m in found)

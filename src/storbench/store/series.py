@@ -185,11 +185,12 @@ def all_columns(paths: Sequence[Sequence[str]]) -> bool:
 
 def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
                   test: str | None = None, workload: bool = False,
-                  part: Callable[[list[tuple[Any, ...]]], None] | None = None
-                  ) -> list[tuple[Any, ...]]:
+                  part: Callable[[list[tuple[Any, ...]]], None] | None = None,
+                  others: Sequence[Sequence[str]] = ()) -> list[tuple[Any, ...]]:
     """Figures of a series' results without loading them: per result (one per test and
     repeat) of its completed runs, oldest run first, a flat tuple (run id, its start, the
     test, then the value at each path of the stored result, None where it has none, then
+    with ``others`` (figure columns not read) whether the result has any of them, then
     with ``workload`` what the run ran, as series_workloads); only ``test``'s when given.
     One query that leaves everything else of a result in the database: a series of
     100,000 runs answers at once. Paths are keys from the result's top, as
@@ -211,7 +212,13 @@ def series_values(store: Store, name: str, paths: Sequence[Sequence[str]],
         return "json_extract(res.result, '$" + "".join(f'."{k}"' for k in p) + "')"
 
     whole = not all_columns(paths)
-    cols = [read(p) for p in paths] + (["f.workload"] if workload else [])
+    if not all_columns(others):
+        raise ValueError(f"not all figure columns: {others!r}")
+    # (others: one column, not an item of each row's tuple for each: ~5 ms a 100,000)
+    held = ", ".join(read(p) for p in others)
+    cols = [read(p) for p in paths] + (
+        [f"coalesce({held}) IS NOT NULL" if len(others) > 1 else f"{held} IS NOT NULL"]
+        if others else []) + (["f.workload"] if workload else [])
     sql = (f"SELECT r.id, r.created_at, f.test, {', '.join(cols)}"
            f" FROM {series_from(store, name)}"
            " JOIN result_figures f ON f.run_id = r.id"
