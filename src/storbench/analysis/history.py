@@ -338,7 +338,6 @@ def by_test(rows: Sequence[Row], tests: set[str]) -> dict[str, list[Row]]:
 _TEST, _ERROR = operator.itemgetter(2), operator.itemgetter(FIRST)
 
 
-
 def values_of(metrics: Sequence[Metric], fig: Figure) -> Callable[[Sequence[Row]], list[float]]:
     """``fig``'s values in its test's rows (by_test's): points_of's where a run has one
     result (analysis/ahead.py)."""

@@ -57,7 +57,8 @@ def collector_paused() -> Iterator[None]:
     finding made is then moved to the oldest generation at once (gc.freeze, unfreeze:
     two splices of lists), where only a full pass looks at it: the first young pass
     after it would have scanned every row read (57 ms of a cold `check --no-change`
-    over 100,000 runs of 5 tests). What it leaves in cycles is collected by that pass."""
+    over 100,000 runs of 5 tests). What it leaves in cycles is collected by that pass
+    (which looks again at what __main__ froze as storbench started, too: rarely run)."""
     import gc
 
     was = gc.isenabled()
@@ -209,7 +210,7 @@ def _narrowed(store: Store, first: int, metrics: list[Metric], suite: str | None
     from storbench.workload.suites import SUITES
 
     keys = [*(f"{d}.iops" for d in DIRECTIONS), "sync.lat_p99"]
-    if not all(metric(k).key in {m.key for m in metrics} for k in keys):
+    if not {metric(k) for k in keys} <= set(metrics):
         return metrics, []
     counts = store.db.execute(
         "SELECT " + ", ".join(f"count(f.{COLUMNS[value_path(metric(k))]})" for k in keys)
@@ -250,7 +251,8 @@ def _to_search(rows: Sequence[tuple[Any, ...]], metrics: list[Metric], suite: st
     tests: dict[str, list[hist.Figure]] = {}
     for fig in hist.figures_of(rows, metrics, suite):
         tests.setdefault(fig.test, []).append(fig)
-    split, mine = _split(set(tests)), hist.by_test(rows, set(tests))
+    mine = hist.by_test(rows, set(tests))
+    split = _split(set(tests), rows, mine)  # (this part's split is made: kept for it)
     chosen: list[Chosen] = []
     for test, figures in tests.items():
         fig = next((f for f in figures if _varies(hist.values_of(metrics, f)(mine[test]),
@@ -262,10 +264,12 @@ def _to_search(rows: Sequence[tuple[Any, ...]], metrics: list[Metric], suite: st
     return chosen
 
 
-def _split(tests: set[str]) -> Callable[[Sequence[tuple[Any, ...]]], dict[str, list[Any]]]:
+def _split(tests: set[str], rows: Sequence[tuple[Any, ...]], made: dict[str, list[Any]]
+           ) -> Callable[[Sequence[tuple[Any, ...]]], dict[str, list[Any]]]:
     """hist.by_test of a part of rows, made once for every figure sent of it (each test's
-    figure asks in turn: a run of 5 tests, 2 passes over a part, not 5)."""
-    last: list[Any] = [None, {}]
+    figure asks in turn: a run of 5 tests, 2 passes over a part, not 5); ``rows``' is
+    ``made``."""
+    last: list[Any] = [rows, made]
 
     def split(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
         if last[0] is not rows:
