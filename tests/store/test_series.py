@@ -689,6 +689,33 @@ def test_finding_a_history_pauses_the_collector_and_puts_it_back(store, monkeypa
         gc.enable()
 
 
+def test_an_answer_keeps_each_run_column_once(tmp_path):
+    """A kept answer holds each distinct column of runs and times once: a test's figures
+    (the same lists), another test's of the same runs (equal lists), and one of other
+    runs (its own); read back, every history is the one kept."""
+    from storbench.analysis import history as hist
+    from storbench.analysis.metrics import metric
+    from storbench.cli.kept import _keep, _read
+
+    runs, ats = list(range(1000, 1100)), [f"t{i:04d}" for i in range(100)]
+    fewer = (runs[::2], ats[::2])
+    found = [hist.History("s", hist.Figure(test, metric(m)),
+                          hist.Points(*cols, [float(i * k) for i in range(len(cols[0]))]), [])
+             for test, m, cols, k in [("a", "read.iops", (runs, ats), 1),
+                                      ("a", "read.bw", (runs, ats), 2),
+                                      ("b", "read.iops", (list(runs), list(ats)), 3),
+                                      ("c", "read.iops", fewer, 4),
+                                      ("b", "read.bw", (list(runs), list(ats)), 5)]]
+    cache = ChangeCache(tmp_path / "changes")
+    _keep(cache, "q1-k", ["history"], "s", found)
+    kept = cache.get("q1-k")
+    assert len(kept["columns"]) == 4, kept["columns"]  # a's (b's equal them) and c's
+    assert [(h["runs"], h["ats"]) for h in kept["histories"]] == [(0, 1)] * 3 + [(2, 3),
+                                                                               (0, 1)]
+    assert [(h.figure, list(h.points)) for h in _read(cache, "q1-k") or []] == [
+        (h.figure, list(h.points)) for h in found]
+
+
 @pytest.mark.parametrize("column", [[], ["2026-12-05T10:00:00Z"], ["a", "b", ""], [""],
                                     ["a\nb", "c"], ["a", "b\n"], ["a", 1]])
 def test_a_column_of_times_is_kept_as_it_was(column):
