@@ -303,8 +303,8 @@ def points_of(rows: Sequence[Row], metrics: Sequence[Metric], figs: Sequence[Fig
             r for r in every if (v := r[at]).__class__ in _NUMBERS and v == v]  # no NaN
         cols = whole.get(fig.test) if len(found) == len(every) else None
         if cols is None:
-            ids = [r[0] for r in found]
-            cols = (ids, [r[1] for r in found], len(set(ids)) == len(ids))
+            ids = list(map(_RUN, found))
+            cols = (ids, list(map(_AT, found)), len(set(ids)) == len(ids))
             whole.update({fig.test: cols} if len(found) == len(every) else {})
         if cols[2]:
             out[fig] = Points(cols[0], cols[1],
@@ -335,7 +335,7 @@ def by_test(rows: Sequence[Row], tests: set[str]) -> dict[str, list[Row]]:
     return {t: [r for r in rows if r[2] == t and not r[FIRST]] for t in tests}
 
 
-_TEST, _ERROR = operator.itemgetter(2), operator.itemgetter(FIRST)
+_RUN, _AT, _TEST, _ERROR = (operator.itemgetter(i) for i in (0, 1, 2, FIRST))
 
 
 def values_of(metrics: Sequence[Metric], fig: Figure) -> Callable[[Sequence[Row]], list[float]]:
