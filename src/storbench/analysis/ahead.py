@@ -276,9 +276,7 @@ def _search(down: int, up: int, settings: tuple[float, float, int]) -> None:
                 said[figure] = (digests[figure].hexdigest(), found_in(
                     values_sent, better[figure], min_change, max_pvalue, min_runs,
                     weak=splitter.end()))
-            out = memoryview(pickle.dumps(said))
-            while out:
-                out = out[os.write(up, out):]
+            forked.send(up, said)
             code = 0
     finally:
         os._exit(code)

@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -61,6 +61,13 @@ def may_copy() -> bool:
     other thread (a copy of a process with threads may wait forever on a lock one of
     them held)."""
     return cpus() >= 2 and hasattr(os, "fork") and threading.active_count() == 1
+
+
+def send(write: int, value: Any) -> None:
+    """A copy's answer, pickled, written whole down the pipe ``write`` (received's)."""
+    said = memoryview(pickle.dumps(value))
+    while said:
+        said = said[os.write(write, said):]
 
 
 def received(read: int, pid: int, deadline: float) -> tuple[bytes | None, bool]:
@@ -114,9 +121,7 @@ def _in_a_copy(fn: Callable[[T], R], items: Sequence[T], theirs: list[int],
         code = 1
         try:
             os.close(read)
-            said = memoryview(pickle.dumps([fn(items[i]) for i in theirs]))
-            while said:
-                said = said[os.write(write, said):]
+            send(write, [fn(items[i]) for i in theirs])
             code = 0
         finally:
             os._exit(code)  # no atexit, no buffers flushed, no database closed
