@@ -286,6 +286,22 @@ def test_a_test_fio_did_no_i_o_in_fails_with_no_row_of_zeros(tmpfs, tmp_path, st
 
 
 @needs_fio
+def test_a_job_done_within_its_ramp_fails_with_no_figure(tmpfs, tmp_path, store_path):
+    """4 MiB read on tmpfs in milliseconds, inside a 2 s ramp_time: fio never leaves the
+    ramp, counts its 1,024 reads (at 500,000 IOPS, say) and times none. That was stored
+    as a completed test with those IOPS and no latency; it fails, saying why."""
+    job = tmp_path / "ramped.fio"
+    job.write_text("[r]\nrw=randread\nsize=4m\nramp_time=2\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    said = ("test 'ramped.fio': fio's job 'r' ended inside its ramp_time (2): its 1,024 I/Os"
+            " were the ramp's and fio timed none of them")
+    assert_one_line_error(proc, 1, said)
+    run = show_json(store_path)
+    assert run["status"] == "failed" and run["error"].startswith(said)
+    assert scratch_dirs(tmpfs) == []
+
+
+@needs_fio
 def test_the_progress_line_says_failed_for_a_failed_test(tmpfs, tmp_path, store_path):
     job = tmp_path / "nofile.fio"
     job.write_text("[x]\nrw=read\nfilename=missing\nallow_file_create=0\nsize=1m\n")

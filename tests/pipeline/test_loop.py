@@ -30,6 +30,7 @@ RANDREAD = Recording.load(DATA / "randread.json")
 RANDWRITE = Recording.load(DATA / "randwrite-2jobs.json")
 FAILED = Recording.load(DATA / "failed-job.json", returncode=1)
 JOB_ERROR = Recording.load(DATA / "job-error.json", returncode=1)
+IN_RAMP = Recording.load(DATA / "ended-in-ramp.json")
 
 JOB = ("[global]\nbs=4k\nsize=4m\ntime_based\nruntime=2\n"
        "[randread]\nrw=randread\n")
@@ -175,6 +176,20 @@ def test_a_job_error_is_reported_with_its_errno_and_fio_words(tmp_path, store):
     assert outcome.run.error.startswith("fio job 'full' failed with error 28 (No space left on"
                                         " device): fio: io_u error on file /dev/full")
     assert "error=No space left on device" in outcome.run.error  # the preamble fio wrote
+
+
+def test_a_job_that_never_left_its_ramp_fails_and_shows_no_figure(tmp_path, store):
+    """fio 3.33 ends a rate-limited job whose runtime is its ramp_time inside the ramp
+    (exit status 0): it counted the ramp's I/Os and timed none. Stored, that was a test
+    of 7 IOPS with no latency; it is a failure that says why."""
+    target = StepTarget(tmp_path, ReplayExecutor([IN_RAMP]))
+    outcome = run(target, job_spec(tmp_path), store)
+    assert isinstance(outcome.error, FioError) and outcome.run.status == "failed"
+    assert outcome.run.error.startswith(
+        "test 'randread.fio': fio's job 'inramp' ended inside its ramp_time (1): its 7 I/Os"
+        " were the ramp's and fio timed none of them: no figure to show."), outcome.run.error
+    assert "Make runtime longer than ramp_time" in outcome.run.error
+    assert target.calls[-1] == "cleanup"
 
 
 def test_output_fio_cannot_have_written_fails_the_run(tmp_path, store):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
+from storbench.analysis.caches import flag
 from storbench.execute.base import Execution, fio_message
 from storbench.result.model import TestResult
 from storbench.target.base import Deadline
+from storbench.workload.plan import seconds
 
 IDLE_S = 5.0  # no I/O for longer than this when a test's time is up: the target hangs
 
@@ -47,7 +49,28 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
         return (f"test {name!r}: fio's job {r.name!r} did no I/O{on} in the time it measured"
                 f" (fio ran {r.elapsed_s:.0f} s): no figure to show. Its runtime, ramp_time or"
                 " size leave nothing to measure")
+    untimed = [(w, r) for w, r in checked if ended_in_ramp(r)]
+    if untimed:  # the ramp's I/Os, counted: a figure of what was not measured
+        where, r = untimed[0]
+        on = f" on {where}" if where else ""
+        ios = sum(d.total_ios for _, d in r.directions())
+        return (f"test {name!r}: fio's job {r.name!r} ended inside its ramp_time"
+                f" ({r.options.get('ramp_time')}){on}: its {ios:,} I/Os were the ramp's and"
+                " fio timed none of them: no figure to show. fio 3.33 ends so a"
+                " rate-limited job whose runtime is no longer than its ramp_time (often),"
+                " and a job whose size is done within the ramp. Make runtime longer than"
+                " ramp_time")
     return ""
+
+
+def ended_in_ramp(r: TestResult) -> bool:
+    """fio moved data but timed none of it, the job having a ramp_time: it never left its
+    ramp (what it counted is the ramp's), unless it was told to time nothing."""
+    if not seconds(r.options.get("ramp_time") or "0") or r.options.get("stats") == "0" or (
+            flag(r.options, "disable_lat") and flag(r.options, "disable_clat")):
+        return False
+    moved = [d for _, d in r.directions() if d.total_ios]
+    return bool(moved) and all(d.clat is None and d.lat is None for d in moved)
 
 
 def job_errors(failed: list[TestResult], text: str) -> str:
