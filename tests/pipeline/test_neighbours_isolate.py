@@ -133,8 +133,14 @@ def test_on_ram_the_run_says_there_is_no_device_queue_to_share(tmpfs, store_path
     proc = run_cli("neighbours", str(tmpfs), "--victim", "randread", "--max-aggressors", "1",
                    "--step-time", "1", "--size", "16m", db=store_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    kinds = [w["kind"] for w in show_json(store_path)["warnings"]]
+    run = show_json(store_path)
+    kinds = [w["kind"] for w in run["warnings"]]
     assert "no-device-queue" in kinds
+    # 1 s steps ramp for 0.5 s: with a 1 s ramp fio 3.33 ended most of them inside it at
+    # the victim's 200 IOPS, its reads the ramp's and none timed (the run now fails so)
+    assert all("ramp_time=500ms" in text for text in run["job_files"]), run["job_files"]
+    victims = [v for s in run["data"]["neighbours"]["steps"] for v in s["victims"].values()]
+    assert len(victims) == 2 and all(v["p99_ns"] for v in victims), victims
     assert "RAM has no device queue to share" in run_cli("show", "last", db=store_path).stdout
 
 

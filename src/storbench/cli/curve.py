@@ -44,7 +44,8 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
                    " or adaptive (with --slo: a search for each objective's highest rate,"
                    " within 3%; without: 9 steps, then up to 3 more where latency bends).")
 @click.option("--step-time", "step_s", type=NUMBER, default=5.0, show_default=True,
-              metavar="SECONDS", help="Each step's runtime (after a 1 s ramp).")
+              metavar="SECONDS",
+              help="Each step's runtime, after a 1 s ramp (a step of 1 s or less: half).")
 @click.option("--max-depth", type=int, default=256, show_default=True,
               help="Closed loop: the deepest queue (or most jobs) tried.")
 @naming_options

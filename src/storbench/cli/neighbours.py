@@ -41,7 +41,8 @@ from storbench.store import Store
                    " on the other tenant buys you. Root, cgroup v1's blkio, a directory or"
                    " device on this machine with a block device beneath it.")
 @click.option("--step-time", "step_s", type=NUMBER, default=5.0, show_default=True,
-              metavar="SECONDS", help="Each step's runtime (after a 1 s ramp).")
+              metavar="SECONDS",
+              help="Each step's runtime, after a 1 s ramp (a step of 1 s or less: half).")
 @naming_options
 @measuring_options
 def neighbours(store: Store, where: TargetFlags, victims: tuple[str, ...],

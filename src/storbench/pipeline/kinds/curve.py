@@ -42,7 +42,6 @@ REFINE = 3  # adaptive: at most this many steps placed halfway where the curve b
 FLOOR = 0.1  # the lowest open-loop step, of the closed-loop maximum: the latency floor
 BEYOND = 1.1  # the highest a search goes, of the closed-loop maximum
 TOLERANCE = 0.03  # a search ends when an objective's met and missed rates are this close
-RAMP_S = 1
 OPEN_DEPTH = 32  # open loop: at least this deep a queue (capped by --max-depth)
 
 
@@ -52,7 +51,7 @@ class CurveSpec:
 
     test: str | None = None  # the suite's test (None: a job file's only job)
     objectives: tuple[str, ...] = ()  # p99<=2ms, ...
-    step_s: float = 5.0  # each step's runtime (plus a 1 s ramp)
+    step_s: float = 5.0  # each step's runtime (plus its ramp: rates.ramp_s)
     steps: int | None = None  # open-loop steps; None: adaptive
     max_depth: int = 256
 
@@ -244,6 +243,7 @@ class Curve:
         """The test's job renamed ``name``, time based for the step, at this depth and
         job count, and at ``rate`` IOPS in total (open loop) or as fast as it goes."""
         runtime = fio_seconds(self.spec.step_s)
+        ramp = rates.ramp_s(self.spec.step_s)
         sections = []
         for s in self.test.jobfile.sections:
             s = s.without("rate", "rate_iops", "rate_process")  # the curve sets the rate
@@ -252,8 +252,9 @@ class Curve:
                 s = replace(s, name=name).without("ramp_time", "rate", "rate_iops",
                                                   "rate_process", "runtime", "size_based")
                 options: list[tuple[str, str | None]] = [
-                    ("time_based", None), ("runtime", runtime), ("ramp_time", f"{RAMP_S}"),
-                    ("iodepth", str(depth)), ("numjobs", str(jobs))]
+                    ("time_based", None), ("runtime", runtime),
+                    ("ramp_time", fio_seconds(ramp)), ("iodepth", str(depth)),
+                    ("numjobs", str(jobs))]
                 if rate is not None:
                     written = self.written.get(rate) or self._pace(rate, jobs)[0]
                     options += [("rate_iops", written), ("rate_process", "poisson")]
@@ -263,7 +264,7 @@ class Curve:
         what = (f"{rate:,.0f} IOPS, Poisson arrivals" if rate is not None else
                 f"closed loop, iodepth {depth}, numjobs {jobs}")
         return PlannedTest(name, what, JobFile(tuple(sections)),
-                           self.spec.step_s + RAMP_S, paced=True)
+                           self.spec.step_s + ramp, paced=True)
 
     # --- the record --------------------------------------------------------------------
     def record(self) -> CurveSection:

@@ -41,7 +41,6 @@ from storbench.workload.loads import Load, is_named_load, one_job
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import fio_seconds
 
-RAMP_S = 1
 POISSON_DEPTH = 32  # a victim paced by Poisson arrivals: a queue deep enough for bursts
 
 
@@ -148,7 +147,7 @@ class NeighboursSpec:
     def plan_tests(self, scratch: Path) -> Plan:
         """One test per step: the victims (and the aggressors beside them), time based,
         each victim on a file of its own."""
-        runtime = fio_seconds(self.step_s)
+        runtime, ramp = fio_seconds(self.step_s), rates.ramp_s(self.step_s)
         victims, aggressor = self.victim_loads(), self.aggressor_load()
         paced = {v: self.pace(load)[0] for v, load in victims.items()}
         words = " and ".join(f"{load.words} at {paced[v]:,} IOPS" for v, load in victims.items())
@@ -158,7 +157,7 @@ class NeighboursSpec:
         for n, isolated in self.schedule():
             at = f"{n}{ISOLATED if isolated else ''}"
             text = (f"[global]\nioengine=libaio\ndirect=1\nsize={self.size}\ntime_based\n"
-                    f"runtime={runtime}\nramp_time={RAMP_S}\nrandrepeat=0\n")
+                    f"runtime={runtime}\nramp_time={fio_seconds(ramp)}\nrandrepeat=0\n")
             for v, load in victims.items():
                 text += (f"[{v}-{at}]\n{_paced(load).text()}filename={v}.data\n"
                          f"rate_iops={paced[v]}\n")
@@ -173,7 +172,7 @@ class NeighboursSpec:
                     sec.with_option("cgroup", cgroup).with_option("cgroup_nodelete", "1")
                     if sec.name == f"aggressors-{at}" else sec for sec in jobfile.sections))
                 what += f", held to {limits.words()}"
-            tests.append(PlannedTest(f"step-{at}", what, jobfile, self.step_s + RAMP_S,
+            tests.append(PlannedTest(f"step-{at}", what, jobfile, self.step_s + ramp,
                                      paced=True))
         named = "+".join(f"{v}@{paced[v]}" for v in victims)
         where = isolation.absolute(cgroup) if cgroup is not None else None
