@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import shlex
 import shutil
 import signal
@@ -336,7 +337,12 @@ class SshHosts(_Target):
     run (bind-mounted over this machine's in their namespaces: one built with the http
     engine, say), on ``fio_on``'s hosts only where given. ``wrap``: how each sshd is
     started (Throttled.wrap: in a throttled cgroup, which its sessions inherit).
-    ``hidden``: programs made unrunnable on a host (bind-mounted over by /dev/null)."""
+    ``hidden``: programs made unrunnable on a host (bind-mounted over by /dev/null).
+    A host runs no login script of this machine's: root's ~/.bashrc is bind-mounted over
+    by an empty one in its namespace, as a fleet's host has its own. This machine's ran
+    pyenv's rehash at each SSH session (bash runs ~/.bashrc for sshd's commands): one
+    session at a time under its lock (4 at once: 0.4-0.7 s idle), rewriting the shims the
+    sessions' python3 ran through, a lock a killed session could leave held (60 s)."""
 
     def __init__(self, n: int, devices: list[str] | None = None, fio: Path | None = None,
                  fio_on: set[int] | None = None,
@@ -363,12 +369,17 @@ class SshHosts(_Target):
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
         (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
         known, self.addresses = [], []
+        rc = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".bashrc"
+        plain = ""
+        if rc.is_file():
+            (d / "login_rc").write_text("# a test-bed host: no login script of this machine's\n")
+            plain = f"mount --bind {d}/login_rc {shlex.quote(str(rc))} && "
         if self.devices:
             self.device_path.touch()
             self._stack.callback(self.device_path.unlink, missing_ok=True)
         for i in range(self.n):
-            bind = (f"mount --bind {self.devices[i]} {self.device_path} && "
-                    if self.devices else "")
+            bind = plain + (f"mount --bind {self.devices[i]} {self.device_path} && "
+                            if self.devices else "")
             if self.fio is not None and (self.fio_on is None or i in self.fio_on):
                 bind += f"mount --bind {shlex.quote(str(self.fio))} \"$(command -v fio)\" && "
             if i in self.hidden:

@@ -112,21 +112,24 @@ def test_sigkill_of_storbench_stops_the_remote_servers(ssh_hosts, tmp_path, stor
              "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path, runtime=30)],
             stdout=subprocess.DEVNULL, stderr=err,
             env={**os.environ, "STORBENCH_DB": str(store_path)})
-    # storbench gives each host 30 s to answer: a little more, to hear what it says
-    deadline = time.monotonic() + 40
-    while (len(set(fio_servers_on_loopback()) - before) < 4 and time.monotonic() < deadline
-           and proc.poll() is None):
-        time.sleep(0.2)
-    # a server each (and its jobs); one CI run saw 2 at 30 s, with no word of why
-    assert len(set(fio_servers_on_loopback()) - before) >= 4, (
-        f"storbench (exit status {proc.poll()}) said: {said.read_text()}\n"
-        + ssh_hosts.logs())
-    time.sleep(2)
-    while not all(ssh_hosts.files_on(i) for i in range(4)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert all(ssh_hosts.files_on(i) for i in range(4))  # fio's files, mid-run
-    proc.kill()  # nothing of storbench's runs: the ssh sessions' stdin closes
-    proc.wait()
+    try:
+        # storbench gives each host 30 s to answer: a little more, to hear what it says
+        deadline = time.monotonic() + 40
+        while (len(set(fio_servers_on_loopback()) - before) < 4 and time.monotonic() < deadline
+               and proc.poll() is None):
+            time.sleep(0.2)
+        # a server each (and its jobs); two CI runs saw 2 (at 30 s, at 40 s), storbench
+        # silent: what each host's session was running then is said
+        assert len(set(fio_servers_on_loopback()) - before) >= 4, (
+            f"storbench (exit status {proc.poll()}) said: {said.read_text()}\n"
+            + _doing(ssh_hosts) + ssh_hosts.logs())
+        time.sleep(2)
+        while not all(ssh_hosts.files_on(i) for i in range(4)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert all(ssh_hosts.files_on(i) for i in range(4))  # fio's files, mid-run
+    finally:
+        proc.kill()  # nothing of storbench's runs: the ssh sessions' stdin closes
+        proc.wait()  # (and a failed test's storbench never runs beside the next test)
     deadline = time.monotonic() + 20
     while set(fio_servers_on_loopback()) - before and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -134,6 +137,19 @@ def test_sigkill_of_storbench_stops_the_remote_servers(ssh_hosts, tmp_path, stor
     while any(ssh_hosts.files_on(i) for i in range(4)) and time.monotonic() < deadline:
         time.sleep(0.2)  # each host's session removes its files once its server ended
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
+
+
+def _doing(hosts: SshHosts) -> str:
+    """What each host's sessions run: a command line (cut short) per process."""
+    lines = []
+    for i in range(hosts.n):
+        for pid in hosts.sessions(i):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            lines.append(f"host {i} {pid}: {argv.decode(errors='replace')[:160]}")
+    return "\n".join(lines) + "\n"
 
 
 def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_path):
@@ -160,8 +176,11 @@ def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_
     t = threading.Thread(target=lose)
     t.start()
     start = time.monotonic()
-    _, err = proc.communicate(timeout=90)
-    t.join()
+    try:
+        _, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()  # a failed test's storbench never runs beside the next test
+        t.join()
     assert proc.returncode == 1, err
     a, p = ssh_hosts.addresses[victim]
     assert f"fio server ssh://root@{a}:{p} disconnected" in err, err
@@ -182,8 +201,8 @@ def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_
 def _sockets_of(proc: subprocess.Popen[bytes], servers: set[int]) -> tuple[list[str], list[str]]:
     """The run's forwarded sockets here (its work directory's h*.sock) and the hosts'
     fio servers' sockets, each once it listens (from the command lines of fio's own
-    processes: on its way to becoming the server, a process is a shell, a pyenv shim's
-    bash with short-lived subshells, then the python3 that confines it, all with the
+    processes: on its way to becoming the server, a process is a shell, then the python3
+    that confines it, all with the
     server's arguments, and its command line reads empty while it execs)."""
     from pathlib import Path
 
