@@ -58,16 +58,18 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
                 f" ({r.options.get('ramp_time')}){on}: its {ios:,} I/Os were the ramp's and"
                 " fio timed none of them: no figure to show. fio 3.33 ends so a"
                 " rate-limited job whose runtime is no longer than its ramp_time (often),"
-                " and a job whose size is done within the ramp. Make runtime longer than"
-                " ramp_time")
+                " fdatasync'd writes paced by Poisson arrivals, and a job whose size is"
+                " done within the ramp: give it a runtime longer than its ramp_time, evenly"
+                " spaced arrivals or more to do")
     return ""
 
 
 def ended_in_ramp(r: TestResult) -> bool:
     """fio moved data but timed none of it, the job having a ramp_time: it never left its
-    ramp (what it counted is the ramp's), unless it was told to time nothing."""
+    ramp (what it counted is the ramp's), unless it was told to time less (a file
+    operation's engine times its I/O itself, or not with disable_lat)."""
     if not seconds(r.options.get("ramp_time") or "0") or r.options.get("stats") == "0" or (
-            flag(r.options, "disable_lat") and flag(r.options, "disable_clat")):
+            flag(r.options, "disable_lat") or flag(r.options, "disable_clat")):
         return False
     moved = [d for _, d in r.directions() if d.total_ios]
     return bool(moved) and all(d.clat is None and d.lat is None for d in moved)
