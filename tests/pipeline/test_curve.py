@@ -357,6 +357,12 @@ def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpf
     curve = run["data"]["curve"]
     assert curve["engine"] == "sync" and curve["closed_loop"][0]["test"] == "jobs1"
     assert all(s["iodepth"] == 1 for s in curve["closed_loop"])
+    # its jobs' rates evenly spaced: fio 3.33 pacing these fdatasync'd writes by Poisson
+    # issued one I/O a job, and each step was "saturated" at a few IOPS
+    paced = [text for text in run["job_files"] if "rate_iops=" in text]
+    assert paced and not any("rate_process" in text for text in paced), paced
+    floor = min(curve["steps"], key=lambda s: s["requested_iops"])
+    assert not floor["saturated"] and floor["percentiles_ns"]["99"], floor
     assert run["verdicts"] == []
     # a history of its own: its steps and answers are no runs of the etcd suite
     [series] = json.loads(run_cli("history", "--json", db=store_path).stdout)

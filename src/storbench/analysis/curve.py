@@ -71,7 +71,7 @@ def latency(results: list[TestResult]) -> Latency | None:
 
 
 def step_record(name: str, requested: float | None, results: list[TestResult],
-                depth: int, jobs: int) -> dict[str, Any]:
+                depth: int, jobs: int, poisson: bool = True) -> dict[str, Any]:
     """One step as stored: its rates, percentiles, and whether fio kept the rate
     (neither fell behind it, ``saturated``, nor ran faster, ``exceeded``)."""
     achieved = sum(d.iops for r in results for _, d in r.directions())
@@ -83,9 +83,9 @@ def step_record(name: str, requested: float | None, results: list[TestResult],
         "test": name, "requested_iops": requested, "achieved_iops": achieved,
         "iodepth": depth, "numjobs": jobs,
         "saturated": requested is not None and not rates.kept(
-            requested, achieved, expected, poisson=True),
+            requested, achieved, expected, poisson=poisson),
         "exceeded": requested is not None and rates.exceeded(
-            requested, achieved, expected, poisson=True),
+            requested, achieved, expected, poisson=poisson),
         "percentiles_ns": {f"{p:g}": (lat.percentile(p) if lat else None)
                            for p in PERCENTILES},
         "cpu_percent": round(cpu, 1),

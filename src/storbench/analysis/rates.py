@@ -91,6 +91,19 @@ def poisson_pace(want: float) -> tuple[int, float]:
                key=lambda c: (abs(math.log(c[1] / want)), c[0]))
 
 
+
+def paced(want: float, poisson: bool) -> tuple[int, float]:
+    """The ``rate_iops`` for about ``want`` IOPS (one job, one direction) and the rate fio
+    offers with it: Poisson arrivals (``poisson_pace``), or evenly spaced (as written,
+    a whole number; at least 1). fio 3.33 pacing fdatasync'd psync writes by Poisson
+    issued one I/O a job (5,000 IOPS asked: 1 I/O, with or without a ramp; evenly
+    spaced, 5,001): a synchronous engine's jobs are spaced evenly."""
+    if poisson:
+        return poisson_pace(want)
+    whole = max(1, round(want))
+    return whole, float(whole)
+
+
 @dataclass(frozen=True)
 class Rate:
     direction: str

@@ -1,19 +1,20 @@
 """Measuring an IOPS-latency curve on any target, through the run loop's own steps.
 
 First closed loop: the test's job at iodepth 1, 2, 4, … (numjobs for a synchronous
-engine) until IOPS rise by less than 5%; the highest is the maximum. Then open loop:
-fio issues fixed rates (``rate_iops``, ``rate_process=poisson``), with a queue at least
-32 deep (so that a Poisson burst finds room). With objectives (``--slo``) it searches:
-10% of that maximum (the latency floor), the maximum, then for each objective halfway
-between the highest rate that met it and the lowest that missed it, until the two are
-within 3% (beyond the maximum: 110% of it). Without, from ~10% to ~110% of the maximum
-and then, where latency bends, steps halfway between (adaptive); or ``--steps`` evenly
-spread. fio times Poisson gaps in whole microseconds,
-so a step is the rate nearest the wanted one that fio really offers, named and judged
-by it (analysis/rates.py: at 170,000 IOPS a job fio offers 153,567 or 181,360, never
-170,000). A step that fell behind its rate while a faster one kept its own is measured
-once more (``rate-900-again``): it was paused. Every step is a test of the run
-(``qd4``, ``rate-2700``); analysis/curve.py turns them into the answers.
+engine) until IOPS rise by less than 5%; the highest is the maximum. Then open loop: fio
+issues fixed rates (``rate_iops``, ``rate_process=poisson``), with a queue at least 32
+deep (so that a Poisson burst finds room); a synchronous engine's jobs evenly spaced
+(fio 3.33 pacing fdatasync'd psync writes by Poisson issued one I/O a job). With
+objectives (``--slo``) it searches: 10% of that maximum (the latency floor), the
+maximum, then for each objective halfway between the highest rate that met it and the
+lowest that missed it, until the two are within 3% (beyond the maximum: 110% of it).
+Without, from ~10% to ~110% of the maximum and then, where latency bends, steps halfway
+between (adaptive); or ``--steps`` evenly spread. fio times Poisson gaps in whole
+microseconds, so a step is the rate nearest the wanted one that fio really offers, named
+and judged by it (analysis/rates.py: at 170,000 IOPS a job fio offers 153,567 or
+181,360, never 170,000). A step that fell behind its rate while a faster one kept its
+own is measured once more (``rate-900-again``): it was paused. Every step is a test of
+the run (``qd4``, ``rate-2700``); analysis/curve.py turns them into the answers.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class Curve:
         job = self.test.jobfile.jobs()[0]
         opts = dict(self.test.jobfile.effective())[job.name]
         self.sync_engine = opts.get("ioengine", "psync") in SYNC_ENGINES
+        self.poisson = not self.sync_engine  # evenly spaced: analysis/rates.paced
         self.depth = int(opts.get("iodepth", "1") or 1)
         self.jobs = int(opts.get("numjobs", "1") or 1)
         rw = opts.get("rw", opts.get("readwrite", "read"))
@@ -224,7 +226,7 @@ class Curve:
         here = all(not j.worker for j in step.jobs)  # this machine's CPUs, fio's
         before = CpuWait.now()
         results: list[TestResult] = ctx.run_step(step, test.jobfile.named_files())
-        record = answers.step_record(name, rate, results, depth, jobs)
+        record = answers.step_record(name, rate, results, depth, jobs, self.poisson)
         if here and (waited := CpuWait.now().percent_since(before)) is not None:
             record["cpu_waited_percent"] = waited  # time fio may have been kept from a CPU
         (self.closed if rate is None else self.opened).append(record)
@@ -236,7 +238,7 @@ class Curve:
         the step's rate, as its name and its judgement say."""
         shares = [self.read_share, 1 - self.read_share] if self.mixed else [1.0]
         each = jobs * self.workers  # every host (pod) runs the jobs, each at its rate
-        paced = [rates.poisson_pace(rate / each * share) for share in shares]
+        paced = [rates.paced(rate / each * share, self.poisson) for share in shares]
         return ",".join(str(iops) for iops, _ in paced), sum(got for _, got in paced) * each
 
     def _variant(self, name: str, rate: float | None, depth: int, jobs: int) -> PlannedTest:
@@ -257,11 +259,13 @@ class Curve:
                     ("numjobs", str(jobs))]
                 if rate is not None:
                     written = self.written.get(rate) or self._pace(rate, jobs)[0]
-                    options += [("rate_iops", written), ("rate_process", "poisson")]
+                    options += [("rate_iops", written)]
+                    options += [("rate_process", "poisson")] if self.poisson else []
                 for key, value in options:
                     s = s.with_option(key, value)
             sections.append(s)
-        what = (f"{rate:,.0f} IOPS, Poisson arrivals" if rate is not None else
+        arrivals = "Poisson arrivals" if self.poisson else "evenly spaced"
+        what = (f"{rate:,.0f} IOPS, {arrivals}" if rate is not None else
                 f"closed loop, iodepth {depth}, numjobs {jobs}")
         return PlannedTest(name, what, JobFile(tuple(sections)),
                            self.spec.step_s + ramp, paced=True)

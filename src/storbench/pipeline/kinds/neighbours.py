@@ -140,9 +140,7 @@ class NeighboursSpec:
         fio's whole-microsecond gaps make some rates only; evenly spaced: as written)."""
         want = self.rate_iops if self.rate_iops is not None else victim.rate
         assert want is not None  # check() refused a victim with neither
-        if not victim.synchronous:
-            return rates.poisson_pace(want)
-        return round(want), float(round(want))
+        return rates.paced(want, not victim.synchronous)
 
     def plan_tests(self, scratch: Path) -> Plan:
         """One test per step: the victims (and the aggressors beside them), time based,
