@@ -6,9 +6,10 @@ A curve run holds two kinds of steps. Closed loop (``qd1``, ``qd2``, … or ``jo
 until IOPS stop rising by more than 5%; the highest is the maximum. Open loop
 (``rate-N``): fio issues N IOPS with Poisson arrivals (``rate_iops``,
 ``rate_process=poisson``; N is the rate fio's whole-microsecond gaps really give,
-analysis/rates.poisson_pace). A step that fell behind (achieved < 95% of the requested
-rate, and short by more than Poisson chance: analysis/rates.py) is saturated: its
-latency is that of a queue that grew, and it never counts as meeting an objective.
+analysis/rates.poisson_pace; a synchronous engine's, evenly spaced: rates.paced). A step
+that fell behind (achieved < 95% of the requested rate, and short by more than Poisson
+chance: analysis/rates.py) is saturated: its latency is that of a queue that grew, and
+it never counts as meeting an objective.
 Neither does a step that ran faster than its rate (``exceeded``): it was not at it.
 
 Per objective (``p99<=2ms``): the highest achieved rate of a step that met it, and the

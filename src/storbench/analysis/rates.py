@@ -91,7 +91,6 @@ def poisson_pace(want: float) -> tuple[int, float]:
                key=lambda c: (abs(math.log(c[1] / want)), c[0]))
 
 
-
 def paced(want: float, poisson: bool) -> tuple[int, float]:
     """The ``rate_iops`` for about ``want`` IOPS (one job, one direction) and the rate fio
     offers with it: Poisson arrivals (``poisson_pace``), or evenly spaced (as written,
