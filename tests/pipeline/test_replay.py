@@ -144,6 +144,21 @@ def test_a_timed_replay_waits_after_the_first_i_o_too(tmpfs, tmp_path):
         in short["message"] and "--runtime" not in short["message"], short
 
 
+@needs_strace
+def test_an_application_that_writes_much_to_its_stderr_is_recorded(tmpfs, tmp_path):
+    """The recorded command's stderr is strace's: 1 MiB of it (an application's log)
+    stopped the command for good once the pipe was full, nobody reading it until the
+    command ended. It is read as it comes; the recording ends with the command."""
+    d = tmpfs / "app"
+    d.mkdir()
+    proc = run_cli("record", "noisy", "--dir", str(d), "--tracer", "strace", "--", "sh", "-c",
+                   'cd "$0" && head -c 1048576 /dev/zero | tr "\\0" x >&2'
+                   " && dd if=/dev/zero of=f bs=4k count=2 status=none", str(d),
+                   db=tmp_path / "r.db", timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "xxxx" not in proc.stderr  # the application's words are not storbench's
+
+
 def test_a_replay_that_ran_ahead_of_its_timeline_is_said_so():
     """A timed replay shorter than its recording did not wait as recorded: said, never
     "on the recorded timeline" (fio's clock counts milliseconds: within that it is on it);

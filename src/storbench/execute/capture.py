@@ -8,6 +8,7 @@ fio's iolog. The raw output lives in a 0700 temporary directory and is removed a
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import os
@@ -16,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -101,6 +103,12 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
         started = time.monotonic()
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL if pids else None,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # strace's stderr (and the command's) read as it comes: a full pipe stopped the
+        # command at its next line; the last of it is kept for the messages below
+        said_lines: collections.deque[str] = collections.deque(maxlen=200)
+        listener = threading.Thread(target=said_lines.extend, args=(proc.stderr,),
+                                    daemon=True)
+        listener.start()
         stopped = None
         counted: list[tuple[float, int]] = []  # (when, count) while traced
         try:
@@ -122,7 +130,9 @@ def capture(directory: Path, calls: str, parse: Callable[[Iterable[str], str], T
         except BaseException:
             stop(proc, not pids)
             raise
-        _, stderr = proc.communicate()
+        proc.wait()
+        listener.join(5)
+        stderr = "".join(said_lines)
         wall = time.monotonic() - started
         said = "\n".join(line for line in stderr.splitlines()
                          if line.strip() and "Process" not in line)
