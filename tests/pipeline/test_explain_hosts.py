@@ -128,6 +128,27 @@ def test_a_host_that_cannot_trace_is_named_before_anything_runs(tmp_path: Path) 
     assert run_cli("list", "--json", db=db).stdout.strip() == "[]"
 
 
+def test_a_tracer_that_writes_much_to_its_stderr_is_read_to_its_end(tmp_path: Path) -> None:
+    """A stand-in for a fault not caused at will (bpftrace's warnings, a line each of the
+    events it lost, say): 8 MiB to stderr on one host, then the real bpftrace. Nobody
+    read the ssh session's stderr until bpftrace ended: a full pipe stopped ssh, bpftrace
+    with it, and the test kept no explanation. It is read as it comes."""
+    import shutil
+
+    real = tmp_path / "bpftrace.real"
+    shutil.copy(shutil.which("bpftrace") or "bpftrace", real)
+    loud = tmp_path / "bpftrace"
+    loud.write_text(f"#!/bin/sh\nhead -c 8388608 /dev/zero | tr '\\0' w >&2\n"
+                    f'exec {real} "$@"\n')
+    loud.chmod(0o755)
+    db = tmp_path / "s.db"
+    with SshHosts(2, hidden={1: ("bpftrace", loud)}) as hosts:
+        ran(on_hosts(hosts, hosts.target, job(tmp_path, size="8m", runtime=2), db))
+        assert bpftraces(hosts) == set()
+    entry, data = explained(db)
+    assert len(data["per_host"]) == 2 and entry["layers"]
+
+
 def test_an_agent_cannot_be_traced(tmp_path: Path) -> None:
     """Only a host reached over SSH can be traced (its session runs bpftrace there)."""
     db = tmp_path / "s.db"

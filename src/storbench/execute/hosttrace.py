@@ -19,6 +19,7 @@ bpftrace says its own clock as it begins, and the slices of each host are read o
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import secrets
@@ -183,6 +184,14 @@ class _Session:
     began: threading.Event = field(default_factory=threading.Event)
     offset: int = 0
     reader: threading.Thread | None = None
+    said: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=50))
+    listener: threading.Thread | None = None  # reads its stderr into ``said``
+
+    def stderr(self) -> str:
+        """The last of what it wrote to stderr, once it has ended."""
+        if self.listener is not None:
+            self.listener.join(5)
+        return "".join(self.said)
 
 
 class HostsTrace:
@@ -204,8 +213,7 @@ class HostsTrace:
             deadline = time.monotonic() + layers.READY_S
             for s in self.sessions:
                 if not s.began.wait(max(0.1, deadline - time.monotonic())):
-                    said = s.proc.stderr.read() if s.proc.poll() is not None and \
-                        s.proc.stderr is not None else ""
+                    said = s.stderr() if s.proc.poll() is not None else ""
                     raise TargetError(f"--explain: bpftrace on {s.host.key} "
                                       + (f"could not start: {layers.said(said)}"
                                          if s.proc.poll() is not None else
@@ -243,8 +251,14 @@ class HostsTrace:
                 else:
                     session.lines.append(line)
 
+        def listen() -> None:  # read as it comes: a full pipe would stop ssh, and bpftrace
+            assert proc.stderr is not None  # with it, on its next line (its warnings)
+            session.said.extend(proc.stderr)
+
         session.reader = threading.Thread(target=read, daemon=True)
         session.reader.start()
+        session.listener = threading.Thread(target=listen, daemon=True)
+        session.listener.start()
         return session
 
     def __exit__(self, *exc: Any) -> None:
@@ -282,7 +296,7 @@ class HostsTrace:
             if s.proc.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):  # here, there
                 errors.append(f"{s.host.key}: {layers.not_ended('host')}")
                 continue
-            said = s.proc.stderr.read() if s.proc.stderr is not None else ""
+            said = s.stderr()
             errors.append(f"{s.host.key}: bpftrace ended with {s.proc.returncode}:"
                           f" {layers.said(said)}")
         return errors
