@@ -370,7 +370,7 @@ class SshHosts(_Target):
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
         (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
         known, self.addresses = [], []
-        rc = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".bashrc"
+        rc = Path(pwd.getpwnam("root").pw_dir) / ".bashrc"  # whom the sessions log in as
         plain = ""
         if rc.is_file():
             (d / "login_rc").write_text("# a test-bed host: no login script of this machine's\n")

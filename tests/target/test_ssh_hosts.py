@@ -202,8 +202,8 @@ def _sockets_of(proc: subprocess.Popen[bytes], servers: set[int]) -> tuple[list[
     """The run's forwarded sockets here (its work directory's h*.sock) and the hosts'
     fio servers' sockets, each once it listens (from the command lines of fio's own
     processes: on its way to becoming the server, a process is a shell, then the python3
-    that confines it, all with the
-    server's arguments, and its command line reads empty while it execs)."""
+    that confines it, all with the server's arguments, and its command line reads empty
+    while it execs)."""
     from pathlib import Path
 
     here = [str(s) for d in Path(tempfile.gettempdir()).glob("storbench-fio-*")

@@ -184,7 +184,7 @@ class _Session:
     began: threading.Event = field(default_factory=threading.Event)
     offset: int = 0
     reader: threading.Thread | None = None
-    said: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=50))
+    said: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=200))
     listener: threading.Thread | None = None  # reads its stderr into ``said``
 
     def stderr(self) -> str:
