@@ -293,7 +293,7 @@ def test_a_job_done_within_its_ramp_fails_with_no_figure(tmpfs, tmp_path, store_
     job = tmp_path / "ramped.fio"
     job.write_text("[r]\nrw=randread\nsize=4m\nramp_time=2\n")
     proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
-    said = ("test 'ramped.fio': fio's job 'r' ended inside its ramp_time (2): its 1,024 I/Os"
+    said = ("test 'ramped.fio': fio's job 'r' ended inside its ramp_time (2 s): its 1,024 I/Os"
             " were the ramp's and fio timed none of them")
     assert_one_line_error(proc, 1, said)
     run = show_json(store_path)

@@ -186,7 +186,7 @@ def test_a_job_that_never_left_its_ramp_fails_and_shows_no_figure(tmp_path, stor
     outcome = run(target, job_spec(tmp_path), store)
     assert isinstance(outcome.error, FioError) and outcome.run.status == "failed"
     assert outcome.run.error.startswith(
-        "test 'randread.fio': fio's job 'inramp' ended inside its ramp_time (1): its 7 I/Os"
+        "test 'randread.fio': fio's job 'inramp' ended inside its ramp_time (1 s): its 7 I/Os"
         " were the ramp's and fio timed none of them: no figure to show."), outcome.run.error
     assert outcome.run.error.endswith("give it a runtime longer than its ramp_time, evenly"
                                       " spaced arrivals or more to do")

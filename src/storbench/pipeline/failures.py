@@ -54,8 +54,9 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
         where, r = untimed[0]
         on = f" on {where}" if where else ""
         ios = sum(d.total_ios for _, d in r.directions())
+        ramp = seconds(r.options.get("ramp_time") or "0") or 0.0
         return (f"test {name!r}: fio's job {r.name!r} ended inside its ramp_time"
-                f" ({r.options.get('ramp_time')}){on}: its {ios:,} I/Os were the ramp's and"
+                f" ({ramp:g} s){on}: its {ios:,} I/Os were the ramp's and"
                 " fio timed none of them: no figure to show. fio 3.33 ends so a"
                 " rate-limited job whose runtime is no longer than its ramp_time (often),"
                 " fdatasync'd writes paced by Poisson arrivals, and a job whose size is"
