@@ -286,6 +286,27 @@ def test_a_test_fio_did_no_i_o_in_fails_with_no_row_of_zeros(tmpfs, tmp_path, st
 
 
 @needs_fio
+def test_synced_writes_fio_paced_into_one_fail_with_no_row_of_zeros(tmpfs, tmp_path, store_path):
+    """fio 3.33 paces fdatasync'd sync writes by Poisson arrivals into one write a job, of 0
+    bytes in 0 ms (2,000 asked: 10 runs in 10): that was stored as a completed test at
+    0 IOPS, "the storage could not keep up". It fails, saying so and what to do."""
+    job = tmp_path / "paced.fio"
+    job.write_text("[p]\nrw=write\nioengine=sync\nfdatasync=1\nbs=2300\nsize=8m\n"
+                   "rate_iops=2000\nrate_process=poisson\nruntime=1\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    said = "test 'paced.fio': fio's job 'p' did no I/O in the time it measured"
+    assert_one_line_error(proc, 1, said)
+    assert "paced by Poisson arrivals" in proc.stderr and "rate_process=linear" in proc.stderr
+    assert show_json(store_path)["status"] == "failed"
+    assert scratch_dirs(tmpfs) == []
+    # evenly spaced, the same job keeps its rate
+    job.write_text(job.read_text().replace("poisson", "linear"))
+    proc = run_cli("run", str(tmpfs), "--job", str(job), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert show_json(store_path)["tests"][0]["write"]["total_ios"] >= 1800
+
+
+@needs_fio
 def test_a_job_done_within_its_ramp_fails_with_no_figure(tmpfs, tmp_path, store_path):
     """4 MiB read on tmpfs in milliseconds, inside a 2 s ramp_time: fio never leaves the
     ramp, counts its 1,024 reads (at 500,000 IOPS, say) and times none. That was stored

@@ -44,7 +44,8 @@ def test_etcd_rate_adds_open_loop_copy():
     pairs = get_suite("etcd").jobfiles(rate_iops=150)
     assert [t.name for t, _ in pairs] == ["etcd", "etcd_rated"]
     rated = dict(pairs[1][1].effective())["etcd_rated"]
-    assert rated["rate_iops"] == "150" and rated["rate_process"] == "poisson"
+    # evenly spaced: fio 3.33 pacing these fdatasync'd sync writes by Poisson issued one
+    assert rated["rate_iops"] == "150" and rated["rate_process"] == "linear"
     assert rated["fdatasync"] == "1" and rated["bs"] == "2300"
 
 
@@ -191,3 +192,21 @@ def test_a_fractional_runtime_is_run_whole(tmpfs, store_path):
     assert 2400 <= run["tests"][0]["write"]["runtime_ms"] <= 2700, run["tests"][0]["write"]
     refused = run_cli("run", str(tmpfs), "--suite", "etcd", "--rate", "150.5", db=store_path)
     assert refused.returncode == 2 and "--rate must be a positive whole number" in refused.stderr
+
+
+@needs_fio
+def test_etcd_rated_keeps_a_fast_rate(tmpfs, store_path):
+    """--rate 2000 on tmpfs: 2,000 fdatasync'd writes/s for 2 s. Paced by Poisson, fio 3.33
+    issued 1 write (stored as 0 IOPS, "the storage could not keep up")."""
+    import json
+
+    from tests.conftest import run_cli
+
+    proc = run_cli("run", str(tmpfs), "--suite", "etcd", "--rate", "2000", "--runtime", "2",
+                   "--size", "8m", db=store_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = json.loads(run_cli("show", "last", "--json", "--raw", db=store_path).stdout)
+    rated = next(t for t in run["tests"] if t["name"] == "etcd_rated")
+    assert 3600 <= rated["write"]["total_ios"] <= 4400, rated["write"]
+    assert rated["sync"]["lat"]["samples"] >= 3600
+    assert "rate-not-reached" not in {w["kind"] for w in run["warnings"]}

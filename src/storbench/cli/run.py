@@ -54,8 +54,8 @@ def _check_criterion(ctx: click.Context, param: click.Parameter, value: str | No
 @click.option("--profile", metavar="NAME",
               help="The suite's verdict profile (etcd: upstream = 10 ms, openshift = 20 ms).")
 @click.option("--rate", "rate_iops", type=NUMBER, metavar="WRITES/S",
-              help="etcd suite: also run the job open loop at this write rate (e.g. 150, as"
-                   " `etcdctl check perf`); the verdict then judges that run.")
+              help="etcd suite: also run the job open loop at this write rate, evenly spaced"
+                   " (e.g. 150, as `etcdctl check perf`); the verdict then judges that run.")
 @click.option("--repeat", "-r", type=int, default=1, show_default=True, metavar="N",
               help="Run each test N times, interleaved; report medians and 95% CIs.")
 @click.option("--until-steady", "until_steady", is_flag=False, flag_value="iops_slope:0.5%",

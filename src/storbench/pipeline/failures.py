@@ -42,13 +42,16 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
     if execution.returncode != 0 or missing:
         tail = f"; no result from {', '.join(missing)}" if missing else ""
         return f"fio exited with status {execution.returncode}{tail}: {said}"
-    nothing = [(w, r) for w, r in checked if not any(d.total_ios for _, d in r.directions())]
-    if nothing:  # a row of zeros, or none at all, is no figure
+    # a row of zeros, or none at all, is no figure; nor is an I/O issued in no time that
+    # moved no byte (fio 3.33 pacing fdatasync'd writes by Poisson: 1 I/O, 0 bytes, 0 ms)
+    nothing = [(w, r) for w, r in checked
+               if not any(d.total_ios and d.io_bytes for _, d in r.directions())]
+    if nothing:
         where, r = nothing[0]
         on = f" on {where}" if where else ""
         return (f"test {name!r}: fio's job {r.name!r} did no I/O{on} in the time it measured"
                 f" (fio ran {r.elapsed_s:.0f} s): no figure to show. Its runtime, ramp_time or"
-                " size leave nothing to measure")
+                f" size leave nothing to measure{_poisson_synced(r)}")
     untimed = [(w, r) for w, r in checked if ended_in_ramp(r)]
     if untimed:  # the ramp's I/Os, counted: a figure of what was not measured
         where, r = untimed[0]
@@ -63,6 +66,15 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
                 " done within the ramp: give it a runtime longer than its ramp_time, evenly"
                 " spaced arrivals or more to do")
     return ""
+
+
+def _poisson_synced(r: TestResult) -> str:
+    """Why a job of synced writes paced by Poisson arrivals did nothing, if it is one."""
+    synced = any(r.options.get(o) not in (None, "0") for o in ("fsync", "fdatasync", "sync"))
+    if r.options.get("rate_process") != "poisson" or not synced:
+        return ""
+    return (", or its synced writes are paced by Poisson arrivals: fio 3.33 issues one such"
+            " write a job (rate_process=linear spaces them evenly)")
 
 
 def ended_in_ramp(r: TestResult) -> bool:

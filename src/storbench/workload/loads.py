@@ -15,6 +15,7 @@ from pathlib import Path
 from storbench.errors import ConfigError
 from storbench.workload.files import JOB_FILE_LIMIT, read_text
 from storbench.workload.jobfile import JobFile, parse_jobfile
+from storbench.workload.suite import SYNC_ENGINES
 from storbench.workload.suites import get_suite
 
 # what the run sets: the file, the time, the rate, how many, the reporting group
@@ -23,7 +24,6 @@ PLACED = ("name", "filename", "filename_format", "directory", "opendir", "nrfile
           "rate", "rate_iops", "rate_min", "rate_iops_min", "rate_process", "rate_cycle",
           "rate_ignore_thinktime", "numjobs", "new_group", "group_reporting", "stonewall",
           "wait_for", "offset_increment", "unique_filename")
-SYNC_ENGINES = {"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
 

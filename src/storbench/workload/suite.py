@@ -10,6 +10,10 @@ from storbench.errors import ConfigError
 from storbench.workload.jobfile import JobFile, Option, Section
 from storbench.workload.sizes import fio_seconds, fio_size, parse_size
 
+# one I/O at a time a job: paced evenly, not by Poisson arrivals (fio 3.33 pacing
+# fdatasync'd sync writes by Poisson issued one write a job at 500 writes/s and more)
+SYNC_ENGINES = frozenset({"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"})
+
 
 @dataclass(frozen=True)
 class TestSpec:
@@ -59,16 +63,19 @@ class Suite:
         return [(k, v, self.origin(k)) for k, v in options]
 
     def all_tests(self, rate_iops: float | None = None) -> list[TestSpec]:
-        """The tests, plus an open-loop copy of each ``rated`` test when a rate is given."""
+        """The tests, plus an open-loop copy of each ``rated`` test when a rate is given:
+        Poisson arrivals, or evenly spaced for a synchronous engine (SYNC_ENGINES)."""
         out = []
         for t in self.tests:
             out.append(t)
             if t.rated and rate_iops is not None:
+                engine = dict((*self.defaults, *t.options)).get("ioengine") or "psync"
+                process = "linear" if engine in SYNC_ENGINES else "poisson"
                 out.append(replace(
                     t, name=f"{t.name}_rated",
                     description=f"{t.description}, open loop at {rate_iops:,.0f} writes/s",
                     options=(*t.options, ("rate_iops", str(round(rate_iops))),
-                             ("rate_process", "poisson")),
+                             ("rate_process", process)),
                     rated=False))
         return out
 

@@ -36,8 +36,8 @@ from storbench.result.sections import CURVE, CurveSection
 from storbench.workload.jobfile import JobFile, Section
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import fio_seconds
+from storbench.workload.suite import SYNC_ENGINES
 
-SYNC_ENGINES = {"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"}
 COARSE = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)  # of the closed-loop maximum
 REFINE = 3  # adaptive: at most this many steps placed halfway where the curve bends
 FLOOR = 0.1  # the lowest open-loop step, of the closed-loop maximum: the latency floor
