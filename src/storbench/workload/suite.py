@@ -11,7 +11,7 @@ from storbench.workload.jobfile import JobFile, Option, Section
 from storbench.workload.sizes import fio_seconds, fio_size, parse_size
 
 # one I/O at a time a job: paced evenly, not by Poisson arrivals (fio 3.33 pacing
-# fdatasync'd sync writes by Poisson issued one write a job at 500 writes/s and more)
+# fdatasync'd sync writes by Poisson issued one write a job from 700 writes/s on, 500 with a ramp)
 SYNC_ENGINES = frozenset({"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"})
 
 
