@@ -21,13 +21,13 @@ rises past twice its low-load value.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from storbench.analysis import rates
 from storbench.errors import ConfigError
-from storbench.result.merge import merge_latency
+from storbench.result.merge import merge_latency, percentiles_from_bins
 from storbench.result.model import Latency, TestResult
 
 RISING = 0.05  # closed loop: deeper queues until IOPS rise by less than this
@@ -72,9 +72,11 @@ def latency(results: list[TestResult]) -> Latency | None:
 
 
 def step_record(name: str, requested: float | None, results: list[TestResult],
-                depth: int, jobs: int, poisson: bool = True) -> dict[str, Any]:
-    """One step as stored: its rates, percentiles, and whether fio kept the rate
-    (neither fell behind it, ``saturated``, nor ran faster, ``exceeded``)."""
+                depth: int, jobs: int, poisson: bool = True,
+                objectives: Sequence[Objective] = ()) -> dict[str, Any]:
+    """One step as stored: its rates, its percentiles (PERCENTILES and each objective's:
+    a p95 objective was judged on steps that kept no p95, "never met"), and whether fio
+    kept the rate (neither fell behind it, ``saturated``, nor ran faster, ``exceeded``)."""
     achieved = sum(d.iops for r in results for _, d in r.directions())
     seconds = max((d.runtime_ms for r in results for _, d in r.directions()), default=0) / 1000
     lat = latency(results)
@@ -87,10 +89,17 @@ def step_record(name: str, requested: float | None, results: list[TestResult],
             requested, achieved, expected, poisson=poisson),
         "exceeded": requested is not None and rates.exceeded(
             requested, achieved, expected, poisson=poisson),
-        "percentiles_ns": {f"{p:g}": (lat.percentile(p) if lat else None)
-                           for p in PERCENTILES},
+        "percentiles_ns": _percentiles(lat, {*PERCENTILES, *(o.percentile for o in objectives)}),
         "cpu_percent": round(cpu, 1),
     }
+
+
+def _percentiles(lat: Latency | None, wanted: set[float]) -> dict[str, float | None]:
+    """The step's latency at each wanted percentile: from fio's histogram bins (with fio's
+    rule: any percentile, not only fio's list), else as fio gave it; None when unknown."""
+    found = percentiles_from_bins(lat.bins, wanted) if lat is not None and lat.bins else {}
+    return {f"{p:g}": found.get(p, lat.percentile(p) if lat is not None else None)
+            for p in sorted(wanted)}
 
 
 def cpu_taken(step: dict[str, Any]) -> float:

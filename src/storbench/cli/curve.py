@@ -36,8 +36,8 @@ def _steps(ctx: click.Context, param: click.Parameter, value: str) -> int | None
               metavar="SUITE:TEST|JOBFILE",
               help="What to load the target with: a suite's test, or a job file with one job.")
 @click.option("--slo", "objectives", multiple=True, metavar="pNN<=LIMIT",
-              help="A latency objective, e.g. 'p99<=2ms' (repeatable): the answer is the"
-                   " highest rate that met it.")
+              help="A latency objective, e.g. 'p99<=2ms', 'p95<=1ms' (any percentile;"
+                   " repeatable): the answer is the highest rate that met it.")
 @click.option("--steps", default="adaptive", show_default=True, callback=_steps,
               metavar="N|adaptive",
               help="Open-loop steps: N evenly from 10% to 110% of the closed-loop maximum,"

@@ -226,7 +226,8 @@ class Curve:
         here = all(not j.worker for j in step.jobs)  # this machine's CPUs, fio's
         before = CpuWait.now()
         results: list[TestResult] = ctx.run_step(step, test.jobfile.named_files())
-        record = answers.step_record(name, rate, results, depth, jobs, self.poisson)
+        record = answers.step_record(name, rate, results, depth, jobs, self.poisson,
+                                     self.objectives)
         if here and (waited := CpuWait.now().percent_since(before)) is not None:
             record["cpu_waited_percent"] = waited  # time fio may have been kept from a CPU
         (self.closed if rate is None else self.opened).append(record)
