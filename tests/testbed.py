@@ -337,8 +337,8 @@ class SshHosts(_Target):
     run (bind-mounted over this machine's in their namespaces: one built with the http
     engine, say), on ``fio_on``'s hosts only where given. ``wrap``: how each sshd is
     started (Throttled.wrap: in a throttled cgroup, which its sessions inherit).
-    ``hidden``: programs made unrunnable on a host (bind-mounted over by /dev/null), or
-    (a program, a file) another program in its place.
+    ``hidden``: a program made unrunnable on a host (bind-mounted over by /dev/null);
+    ``replaced``: (a program, a file) another program in its place on a host.
     A host runs no login script of this machine's: root's ~/.bashrc is bind-mounted over
     by an empty one in its namespace, as a fleet's host has its own. This machine's ran
     pyenv's rehash at each SSH session (bash runs ~/.bashrc for sshd's commands): one
@@ -348,12 +348,15 @@ class SshHosts(_Target):
     def __init__(self, n: int, devices: list[str] | None = None, fio: Path | None = None,
                  fio_on: set[int] | None = None,
                  wrap: Callable[[list[str]], list[str]] | None = None,
-                 hidden: dict[int, str | tuple[str, Path]] | None = None) -> None:
+                 hidden: dict[int, str] | None = None,
+                 replaced: dict[int, tuple[str, Path]] | None = None) -> None:
         super().__init__()
         self.n = n
         self.devices = devices
         self.fio, self.fio_on = fio, fio_on
-        self.wrap, self.hidden = wrap or (lambda argv: argv), hidden or {}
+        self.wrap = wrap or (lambda argv: argv)
+        self.covered = {i: (name, Path("/dev/null")) for i, name in (hidden or {}).items()}
+        self.covered.update(replaced or {})
         self.device_path = Path(f"/dev/sbtest-{os.getpid()}-{id(self) % 10**6}")
         self.sshd: list[subprocess.Popen[bytes]] = []
 
@@ -383,8 +386,8 @@ class SshHosts(_Target):
                             if self.devices else "")
             if self.fio is not None and (self.fio_on is None or i in self.fio_on):
                 bind += f"mount --bind {shlex.quote(str(self.fio))} \"$(command -v fio)\" && "
-            if i in self.hidden:
-                name, by = (h, "/dev/null") if isinstance(h := self.hidden[i], str) else h
+            if i in self.covered:
+                name, by = self.covered[i]
                 bind += f"mount --bind {shlex.quote(str(by))} \"$(command -v {name})\" && "
             address, port = f"127.0.0.{20 + i}", free_port()
             hk = d / f"host_key_{i}"

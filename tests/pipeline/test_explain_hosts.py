@@ -142,7 +142,7 @@ def test_a_tracer_that_writes_much_to_its_stderr_is_read_to_its_end(tmp_path: Pa
                     f'exec {real} "$@"\n')
     loud.chmod(0o755)
     db = tmp_path / "s.db"
-    with SshHosts(2, hidden={1: ("bpftrace", loud)}) as hosts:
+    with SshHosts(2, replaced={1: ("bpftrace", loud)}) as hosts:
         ran(on_hosts(hosts, hosts.target, job(tmp_path, size="8m", runtime=2), db))
         assert bpftraces(hosts) == set()
     entry, data = explained(db)
