@@ -8,6 +8,7 @@ nothing outside changes. Relative paths land inside storbench's own directories.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -121,6 +122,24 @@ def test_exec_prerun_runs_only_with_allow_exec(tmpfs, tmp_path, store_path):
     allowed = run_cli("run", str(tmpfs), "--job", str(path), "--allow-exec", db=store_path)
     assert allowed.returncode == 0, allowed.stderr
     assert marker.exists()  # real fio ran the command
+
+
+@needs_fio
+def test_an_exec_engine_job_beside_a_load_is_no_failure(tmpfs, tmp_path, store_path):
+    """fio's exec engine runs a program and moves no byte: 11 "I/Os" of 0 bytes in 1 s.
+    With --allow-exec such a job (a monitor beside the load) is not taken for a job that
+    did no I/O (a job with I/Os counted and no byte moved fails so)."""
+    marker = tmp_path / "ran"
+    path = tmp_path / "monitored.fio"
+    path.write_text("[load]\nrw=randread\nsize=4m\ntime_based\nruntime=1\n\n"
+                    f"[monitor]\nioengine=exec\nprogram=/usr/bin/touch\narguments={marker}\n"
+                    "time_based\nruntime=1\n")
+    proc = run_cli("run", str(tmpfs), "--job", str(path), "--allow-exec", db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists()  # real fio ran the program
+    run = json.loads(run_cli("show", "last", "--json", db=store_path).stdout)
+    assert run["status"] == "completed"
+    assert any(t["read"] and t["read"]["io_bytes"] > 0 for t in run["tests"]), run["tests"]
 
 
 @needs_fio

@@ -8,6 +8,7 @@ from storbench.analysis.caches import flag
 from storbench.execute.base import Execution, fio_message
 from storbench.result.model import TestResult
 from storbench.target.base import Deadline
+from storbench.workload.options import COMMAND_ENGINES
 from storbench.workload.plan import seconds
 
 IDLE_S = 5.0  # no I/O for longer than this when a test's time is up: the target hangs
@@ -43,9 +44,11 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
         tail = f"; no result from {', '.join(missing)}" if missing else ""
         return f"fio exited with status {execution.returncode}{tail}: {said}"
     # a row of zeros, or none at all, is no figure; nor is an I/O issued in no time that
-    # moved no byte (fio 3.33 pacing fdatasync'd writes by Poisson: 1 I/O, 0 bytes, 0 ms)
-    nothing = [(w, r) for w, r in checked
-               if not any(d.total_ios and d.io_bytes for _, d in r.directions())]
+    # moved no byte (fio 3.33 pacing fdatasync'd writes by Poisson: 1 I/O, 0 bytes, 0 ms),
+    # but from the exec engine, which runs a program and moves none (11 "I/Os" in 1 s)
+    nothing = [(w, r) for w, r in checked if not any(
+        d.total_ios and (d.io_bytes or r.options.get("ioengine") in COMMAND_ENGINES)
+        for _, d in r.directions())]
     if nothing:
         where, r = nothing[0]
         on = f" on {where}" if where else ""
