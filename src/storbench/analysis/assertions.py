@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from storbench.analysis import rates
 from storbench.analysis.caps import flat_rate
-from storbench.analysis.metrics import Metric, metric, value
+from storbench.analysis.metrics import Metric, metric, percentiles_given, value
 from storbench.analysis.stats import estimate
 from storbench.errors import ConfigError
 from storbench.result.facts import TargetFacts
@@ -166,7 +166,11 @@ def check(run: Run, assertion: Assertion, source: str = "") -> Verdict:
         return verdict(m, None, limit, False, "the test failed")
     est = estimate(value(r, m) for r in results)
     if est is None:
-        return verdict(m, None, limit, False, "not measured by this test")
+        given = percentiles_given(results[0], m)
+        return verdict(m, None, limit, False, "not measured by this test" if given is None
+                       else f"fio reported no p{m.field.rsplit('_p', 1)[1]} for this test:"
+                       f" its percentiles are {', '.join(f'p{p:g}' for p in given)}"
+                       " (a job file's percentile_list= asks fio for others)")
     passed = OPS[assertion.op](est.center, limit)
     note = "; ".join(caveats(run, results[0], m, passed))
     return verdict(m, est.center, limit, passed, note)

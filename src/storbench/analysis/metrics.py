@@ -102,6 +102,23 @@ def _value(result: TestResult, m: Metric) -> float | None:
     return latency_stat(lat, stat)
 
 
+def percentiles_given(result: TestResult, m: Metric) -> list[float] | None:
+    """Where ``m`` is a percentile fio did not report for this result (p97: fio's list
+    is 1, 5, 10, ..., 99.99), the percentiles it reported of that latency; else None."""
+    which, _, stat = m.field.partition("_")
+    if not stat.startswith("p") or result.error:
+        return None
+    if m.direction == "sync":
+        lat = result.sync.lat if result.sync is not None else None
+    else:
+        d = result.direction(m.direction)
+        lat = getattr(d, which, None) if d is not None else None
+    if not isinstance(lat, Latency) or not lat.percentiles_ns or lat.percentile(
+            float(stat[1:])) is not None:
+        return None
+    return sorted(lat.percentiles_ns)
+
+
 def value_path(m: Metric) -> tuple[str, ...]:
     """Where ``value`` finds the metric in a stored result (``TestResult.to_dict``): the
     keys from the top, for a store to read one figure without loading whole results
