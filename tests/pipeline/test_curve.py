@@ -365,6 +365,14 @@ def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpf
     assert paced and not any("rate_process" in text for text in paced), paced
     floor = min(curve["steps"], key=lambda s: s["requested_iops"])
     assert not floor["saturated"] and floor["percentiles_ns"]["99"], floor
+    # each write waits for its fdatasync (alone it lands in the page cache): the steps
+    # are timed by those calls, as the curve says
+    assert curve["latency"] == "fdatasync" and "each write's fdatasync" in proc.stdout
+    raw = json.loads(run_cli("show", "last", "--json", "--raw", db=store_path).stdout)
+    one = next(t for t in raw["tests"] if t["name"] == "jobs1")  # one job: fio's own p99
+    assert curve["closed_loop"][0]["latency"] == "fdatasync"
+    assert curve["closed_loop"][0]["percentiles_ns"]["99"] == (
+        one["sync"]["lat"]["percentiles_ns"]["99.0"]), (one["sync"], curve["closed_loop"][0])
     assert run["verdicts"] == []
     # a history of its own: its steps and answers are no runs of the etcd suite
     [series] = json.loads(run_cli("history", "--json", db=store_path).stdout)

@@ -65,9 +65,33 @@ class Objective:
                       + self.text.split("=")[-1].split("<")[-1]).strip("_")
 
 
+def synced_by(r: TestResult) -> str | None:
+    """The call a job syncs each of its writes with ("fdatasync", "fsync"; fio's
+    ``fdatasync=1``, ``fsync=1``), where fio timed those calls; else None."""
+    if r.sync is None or not r.sync.calls or not r.sync.lat.samples:
+        return None
+    return next((call for call in ("fdatasync", "fsync")
+                 if str(r.options.get(call, "")).strip() == "1"), None)
+
+
+def waited_for(results: list[TestResult]) -> str:
+    """What a step's latency is of: each write's sync call where its jobs sync every
+    write (a write alone lands in the page cache: etcd's writes wait for fdatasync), else
+    each I/O's completion ("completion")."""
+    return next((call for r in results if (call := synced_by(r))), "completion")
+
+
 def latency(results: list[TestResult]) -> Latency | None:
-    """The step's completion latency, all jobs and directions merged from the bins."""
-    parts = [d.clat for r in results for _, d in r.directions() if d.clat is not None]
+    """The step's latency, all jobs and directions merged from the bins: each I/O's
+    completion, or for a job that syncs every write its sync calls in its writes' place
+    (waited_for; a mixed job's reads still by their completion)."""
+    parts = []
+    for r in results:
+        synced = synced_by(r) is not None
+        parts += [d.clat for name, d in r.directions()
+                  if d.clat is not None and not (synced and name == "write")]
+        if synced and r.sync is not None:
+            parts.append(r.sync.lat)
     return merge_latency(parts) if parts else None
 
 
@@ -89,6 +113,7 @@ def step_record(name: str, requested: float | None, results: list[TestResult],
             requested, achieved, expected, poisson=poisson),
         "exceeded": requested is not None and rates.exceeded(
             requested, achieved, expected, poisson=poisson),
+        "latency": waited_for(results),
         "percentiles_ns": _percentiles(lat, {*PERCENTILES, *(o.percentile for o in objectives)}),
         "cpu_percent": round(cpu, 1),
     }

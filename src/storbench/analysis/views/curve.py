@@ -33,8 +33,10 @@ class CurveView(View):
         return found
 
     def shown(self, run: Run, value: CurveSection, u: Units) -> list[Block]:
+        call = value.get("latency", "completion")
+        of = "" if call == "completion" else f" (latency: each write's {call}, what it waits for)"
         out: list[Block] = [Titled(steps_table(value, u),
-                                   f"IOPS-latency curve of {value['workload']}")]
+                                   f"IOPS-latency curve of {value['workload']}{of}")]
         if value.get("max_iops") is not None:
             out.append(Text(f"closed loop: at most {u.figure('iops', value['max_iops'])}"
                             f" ({value['max_at']})"))

@@ -283,6 +283,9 @@ class Curve:
         return {
             "workload": self.test.name,
             "engine": "sync" if self.sync_engine else "async",
+            # what its latency is of: each I/O's completion, or each write's sync call
+            "latency": next((str(s["latency"]) for s in steps if s.get("latency")),
+                            "completion"),
             "closed_loop": self.closed, "steps": opened,
             "max_iops": top["achieved_iops"] if top else None,
             "max_at": top["test"] if top else None,
