@@ -77,12 +77,12 @@ class NeighboursView(View):
     def shown(self, run: Run, value: NeighboursSection, u: Units) -> list[Block]:
         victims = " and ".join(f"{a['words']} at {a['rate_iops']:,.0f} IOPS"
                                for a in value["victims"].values())
-        synced = [v for v, r in value["steps"][0]["victims"].items()
-                  if r.get("latency") == "fdatasync"]
+        synced = [f"{v}: the latency of its {r['latency']}"
+                  for v, r in value["steps"][0]["victims"].items()
+                  if r.get("latency", "completion") != "completion"]
         iso, places = value.get("isolation"), value.get("places")
         return [Titled(self._table(value, u), f"{victims} beside {value['aggressor']}"
-                       + (f" ({', '.join(synced)}: the latency of its fdatasync)"
-                          if synced else "")
+                       + (f" ({'; '.join(synced)})" if synced else "")
                        + (f"; 'held': in a cgroup of their own ({iso['cgroup']}) on"
                           f" {iso['device']}, held to {iso['words']}" if iso else "")
                        + (f"; the victims on {places['victims']}, the aggressors on"
