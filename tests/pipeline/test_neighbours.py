@@ -126,7 +126,8 @@ def test_an_fdatasync_writer_is_paced_evenly_and_keeps_its_rate(tmpfs, store_pat
         # what the writer waits for: its fdatasync, not the write into the page cache
         assert writer["latency"] == "fdatasync" and writer["p99_ns"] is not None
     assert "rate_process=linear" in show_json(store_path)["job_files"][0]
-    assert "(fdatasync: the latency of its fdatasync)" in " ".join(proc.stdout.split())
+    assert "(fdatasync: each write's fdatasync, what it waits for)" in " ".join(
+        proc.stdout.split())
 
 
 @needs_fio
@@ -134,7 +135,7 @@ def test_a_victim_is_timed_by_the_call_that_syncs_each_of_its_writes(tmpfs, tmp_
                                                                     store_path):
     """A job file's writer that fsyncs each write is timed by its fsync, and named so
     (it was labelled "fdatasync"); one that fsyncs every 4 writes by its writes'
-    completion (3 in 4 wait for none)."""
+    completion and its fsyncs, merged (3 writes in 4 wait for none)."""
     each = _job(tmp_path, "[wal]\nrw=write\nbs=4k\nfsync=1\nioengine=psync\n"
                           "rate_iops=100\n", "wal.fio")
     every4 = _job(tmp_path, "[log]\nrw=write\nbs=4k\nfsync=4\nioengine=psync\n"
@@ -145,9 +146,10 @@ def test_a_victim_is_timed_by_the_call_that_syncs_each_of_its_writes(tmpfs, tmp_
     run = show_json(store_path)
     for step in run["data"]["neighbours"]["steps"]:
         wal, log = step["victims"]["wal"], step["victims"]["log"]
-        assert wal["latency"] == "fsync" and log["latency"] == "completion", step
+        assert wal["latency"] == "fsync" and log["latency"] == "completion and fsync", step
         assert wal["p99_ns"] and log["p99_ns"]
-    assert "(wal: the latency of its fsync)" in " ".join(proc.stdout.split())
+    assert ("(wal: each write's fsync, what it waits for; log: each I/O's completion and"
+            " each fsync (every few writes), merged)") in " ".join(proc.stdout.split())
 
 
 # -- a suite's test or a job file as the victim or the aggressor ---------------------------

@@ -29,6 +29,7 @@ from storbench.analysis import rates
 from storbench.errors import ConfigError
 from storbench.result.merge import merge_latency, percentiles_from_bins
 from storbench.result.model import Latency, TestResult
+from storbench.workload.sizes import parse_count
 
 RISING = 0.05  # closed loop: deeper queues until IOPS rise by less than this
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
@@ -65,33 +66,56 @@ class Objective:
                       + self.text.split("=")[-1].split("<")[-1]).strip("_")
 
 
-def synced_by(r: TestResult) -> str | None:
-    """The call a job syncs each of its writes with ("fdatasync", "fsync"; fio's
-    ``fdatasync=1``, ``fsync=1``), where fio timed those calls; else None."""
+def synced(r: TestResult) -> tuple[str, int] | None:
+    """How a job syncs its writes: the call and every how many writes (fio's
+    ``fdatasync=N``, ``fsync=N``), where fio timed those calls; else None."""
     if r.sync is None or not r.sync.calls or not r.sync.lat.samples:
         return None
-    return next((call for call in ("fdatasync", "fsync")
-                 if str(r.options.get(call, "")).strip() == "1"), None)
+    return next(((call, n) for call in ("fdatasync", "fsync")
+                 if (n := parse_count(r.options.get(call), 0)) > 0), None)
+
+
+def waited_by(r: TestResult) -> str:
+    """What a job's latency is of: each write's sync call ("fdatasync") where it syncs
+    every write (a write alone lands in the page cache: etcd's wait for fdatasync),
+    each write's completion and each sync call ("completion and fsync") where it syncs
+    every few, else each I/O's completion ("completion")."""
+    how = synced(r)
+    return "completion" if how is None else how[0] if how[1] == 1 else f"completion and {how[0]}"
+
+
+def waited_words(waited: str) -> str:
+    """waited_by's answer in words: "" for completion (what a latency is by default)."""
+    if waited == "completion":
+        return ""
+    if waited.startswith("completion and "):
+        call = waited.removeprefix("completion and ")
+        return f"each I/O's completion and each {call} (every few writes), merged"
+    return f"each write's {waited}, what it waits for"
 
 
 def waited_for(results: list[TestResult]) -> str:
-    """What a step's latency is of: each write's sync call where its jobs sync every
-    write (a write alone lands in the page cache: etcd's writes wait for fdatasync), else
-    each I/O's completion ("completion")."""
-    return next((call for r in results if (call := synced_by(r))), "completion")
+    """waited_by of a step's jobs: the first that syncs, else "completion"."""
+    return next((w for r in results if (w := waited_by(r)) != "completion"), "completion")
+
+
+def job_latency(r: TestResult, directions: Sequence[str] | None = None) -> Latency | None:
+    """A job's latency as waited_by says (of ``directions``, all when None), merged from
+    the bins: its I/Os' completion, a synced write's sync call in its place (every write
+    synced) or beside it (every few)."""
+    how = synced(r)
+    parts = [d.clat for name, d in r.directions() if d.clat is not None
+             and (directions is None or name in directions)
+             and not (how is not None and how[1] == 1 and name == "write")]
+    if how is not None and r.sync is not None and (directions is None or "write" in directions):
+        parts.append(r.sync.lat)
+    return merge_latency(parts) if parts else None
 
 
 def latency(results: list[TestResult]) -> Latency | None:
-    """The step's latency, all jobs and directions merged from the bins: each I/O's
-    completion, or for a job that syncs every write its sync calls in its writes' place
-    (waited_for; a mixed job's reads still by their completion)."""
-    parts = []
-    for r in results:
-        synced = synced_by(r) is not None
-        parts += [d.clat for name, d in r.directions()
-                  if d.clat is not None and not (synced and name == "write")]
-        if synced and r.sync is not None:
-            parts.append(r.sync.lat)
+    """The step's latency, all jobs and directions merged from the bins (job_latency's
+    parts: a mixed job's reads by their completion)."""
+    parts = [lat for r in results if (lat := job_latency(r)) is not None]
     return merge_latency(parts) if parts else None
 
 

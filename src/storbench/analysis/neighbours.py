@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from storbench.analysis import rates
-from storbench.analysis.curve import Objective, synced_by
+from storbench.analysis.curve import Objective, job_latency, waited_by
 from storbench.analysis.stats import times
 from storbench.result.model import TestResult
 from storbench.workload.sizes import format_latency
@@ -21,11 +21,10 @@ def victim_record(result: TestResult, alone: dict[str, Any] | None,
     a writer that syncs, its fdatasync: the write alone lands in the page cache), growth
     of p50 and p99 over alone (×), the IOPS it did of those fio offered, and whether it
     kept its rate (Poisson-aware)."""
-    (_, d), *_ = result.directions()
-    call = synced_by(result)  # each write synced: fdatasync or fsync (curve.synced_by)
-    lat = result.sync.lat if result.sync is not None and call else d.clat
+    (name, d), *_ = result.directions()
+    lat = job_latency(result, [name])  # a synced writer's sync calls: curve.waited_by
     percentiles = {f"{p:g}": lat.percentile(p) if lat else None for p in PERCENTILES}
-    out: dict[str, Any] = {"latency": call or "completion",
+    out: dict[str, Any] = {"latency": waited_by(result),
                            "p50_ns": percentiles["50"], "p99_ns": percentiles["99"],
                            "percentiles_ns": percentiles, "achieved_iops": d.iops,
                            "requested_iops": offered,

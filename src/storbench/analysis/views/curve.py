@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
 from storbench.analysis.chart import Chart, Line, slug
-from storbench.analysis.curve import describe, knee_why, off_rate
+from storbench.analysis.curve import describe, knee_why, off_rate, waited_words
 from storbench.analysis.views.base import Answer, View
 from storbench.result.record import Run
 from storbench.result.sections import CURVE, CurveSection
@@ -33,8 +33,8 @@ class CurveView(View):
         return found
 
     def shown(self, run: Run, value: CurveSection, u: Units) -> list[Block]:
-        call = value.get("latency", "completion")
-        of = "" if call == "completion" else f" (latency: each write's {call}, what it waits for)"
+        words = waited_words(value.get("latency", "completion"))
+        of = f" (latency: {words})" if words else ""
         out: list[Block] = [Titled(steps_table(value, u),
                                    f"IOPS-latency curve of {value['workload']}{of}")]
         if value.get("max_iops") is not None:

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
 from storbench.analysis.chart import Chart, Line, slug
+from storbench.analysis.curve import waited_words
 from storbench.analysis.neighbours import split
 from storbench.analysis.stats import times
 from storbench.analysis.views.base import Answer, View
@@ -77,9 +78,8 @@ class NeighboursView(View):
     def shown(self, run: Run, value: NeighboursSection, u: Units) -> list[Block]:
         victims = " and ".join(f"{a['words']} at {a['rate_iops']:,.0f} IOPS"
                                for a in value["victims"].values())
-        synced = [f"{v}: the latency of its {r['latency']}"
-                  for v, r in value["steps"][0]["victims"].items()
-                  if r.get("latency", "completion") != "completion"]
+        synced = [f"{v}: {words}" for v, r in value["steps"][0]["victims"].items()
+                  if (words := waited_words(r.get("latency", "completion")))]
         iso, places = value.get("isolation"), value.get("places")
         return [Titled(self._table(value, u), f"{victims} beside {value['aggressor']}"
                        + (f" ({'; '.join(synced)})" if synced else "")
