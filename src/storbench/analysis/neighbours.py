@@ -17,10 +17,11 @@ ISOLATED = "-isolated"  # a step's and its jobs' names' end, when the aggressors
 
 def victim_record(result: TestResult, alone: dict[str, Any] | None,
                   offered: float) -> dict[str, Any]:
-    """A victim at one step: p50…p99.9 (ns) of what it waits for (its I/O's completion;
-    a writer that syncs, its fdatasync: the write alone lands in the page cache), growth
-    of p50 and p99 over alone (×), the IOPS it did of those fio offered, and whether it
-    kept its rate (Poisson-aware)."""
+    """A victim at one step: p50…p99.9 (ns) of what it waits for (curve.waited_by: its
+    I/O's completion; a writer that syncs each write, that call: the write alone lands in
+    the page cache; one that syncs every few, both), growth of p50 and p99 over alone
+    (×), the IOPS it did of those fio offered, and whether it kept its rate
+    (Poisson-aware)."""
     (name, d), *_ = result.directions()
     lat = job_latency(result, [name])  # a synced writer's sync calls: curve.waited_by
     percentiles = {f"{p:g}": lat.percentile(p) if lat else None for p in PERCENTILES}

@@ -47,8 +47,9 @@ class Section(Generic[T]):
 class CurveSection(TypedDict):
     workload: str
     engine: str  # "sync" or "async"
-    # what its latency is of: "completion" (each I/O's), or the call that syncs each write
-    # ("fdatasync", "fsync": what a synced write waits for); absent in runs stored before
+    # what its latency is of (analysis/curve.waited_by): "completion" (each I/O's), the
+    # call that syncs each write ("fdatasync", "fsync": what a synced write waits for), or
+    # "completion and fsync" (a sync every few writes); absent in runs stored before
     latency: NotRequired[str]
     closed_loop: list[dict[str, Any]]  # steps (analysis/curve.step_record)
     steps: list[dict[str, Any]]  # open-loop steps, by requested rate

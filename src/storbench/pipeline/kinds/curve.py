@@ -283,7 +283,8 @@ class Curve:
         return {
             "workload": self.test.name,
             "engine": "sync" if self.sync_engine else "async",
-            # what its latency is of: each I/O's completion, or each write's sync call
+            # what its latency is of (analysis/curve.waited_by): each I/O's completion,
+            # each write's sync call, or both
             "latency": next((str(s["latency"]) for s in steps if s.get("latency")),
                             "completion"),
             "closed_loop": self.closed, "steps": opened,
