@@ -373,6 +373,10 @@ def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpf
     assert curve["closed_loop"][0]["latency"] == "fdatasync"
     assert curve["closed_loop"][0]["percentiles_ns"]["99"] == (
         one["sync"]["lat"]["percentiles_ns"]["99.0"]), (one["sync"], curve["closed_loop"][0])
+    html = store_path.parent / "etcd.html"  # the report's chart says so too
+    assert run_cli("report", "last", "-o", str(html), db=store_path).returncode == 0
+    assert "etcd: latency (each write&#x27;s fdatasync, what it waits for) against" in (
+        html.read_text().replace("&#39;", "&#x27;"))
     assert run["verdicts"] == []
     # a history of its own: its steps and answers are no runs of the etcd suite
     [series] = json.loads(run_cli("history", "--json", db=store_path).stdout)

@@ -82,11 +82,13 @@ class CurveView(View):
         and run, steps not at their rate hollow, the objectives as horizontal lines."""
         by_workload: dict[str, list[Line]] = {}
         rules: dict[str, dict[float, str]] = {}
+        waited: dict[str, set[str]] = {}  # what each workload's latency is of, by run
         for run in runs:
             c = CURVE.of(run)
             if not c:
                 continue
             steps = c.get("steps", [])
+            waited.setdefault(c["workload"], set()).add(c.get("latency", "completion"))
             for p in ("50", "99", "99.9"):
                 by_workload.setdefault(c["workload"], []).append(Line(
                     f"{run.name} p{p}", [float(s["achieved_iops"]) for s in steps],
@@ -94,7 +96,13 @@ class CurveView(View):
                     [off_rate(s) for s in steps]))
             for a in c.get("answers", []):
                 rules.setdefault(c["workload"], {})[float(a["limit_ns"])] = a["objective"]
-        return [Chart(slug("curve", w), f"{w}: latency against the achieved rate", "line",
+
+        def of(w: str) -> str:  # "" when its runs' latency is each I/O's, or not one kind
+            (kind, *others) = sorted(waited[w])
+            words = "" if others else waited_words(kind)
+            return f" ({words})" if words else ""
+
+        return [Chart(slug("curve", w), f"{w}: latency{of(w)} against the achieved rate", "line",
                       "latency", x_label="achieved IOPS", lines=lines, log_y=True,
                       rules=sorted(rules.get(w, {}).items()), section="curve")
                 for w, lines in by_workload.items()]
