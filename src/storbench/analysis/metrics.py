@@ -86,35 +86,29 @@ def value(result: TestResult, m: Metric) -> float | None:
 def _value(result: TestResult, m: Metric) -> float | None:
     if result.error:
         return None
+    if m.kind in ("iops", "bw"):
+        d = result.direction(m.direction)
+        return None if d is None else d.iops if m.kind == "iops" else d.bw_bytes_per_s
+    return latency_stat(_latency(result, m), m.field.split("_", 1)[1])
+
+
+def _latency(result: TestResult, m: Metric) -> Latency | None:
+    """The latency a latency metric is a statistic of (sync: the sync calls')."""
     if m.direction == "sync":
-        if result.sync is None:
-            return None
-        return latency_stat(result.sync.lat, m.field.split("_", 1)[1])
+        return result.sync.lat if result.sync is not None else None
     d = result.direction(m.direction)
-    if d is None:
-        return None
-    if m.kind == "iops":
-        return d.iops
-    if m.kind == "bw":
-        return d.bw_bytes_per_s
-    which, stat = m.field.split("_", 1)
-    lat: Latency | None = getattr(d, which)
-    return latency_stat(lat, stat)
+    lat: Latency | None = getattr(d, m.field.split("_", 1)[0]) if d is not None else None
+    return lat
 
 
 def percentiles_given(result: TestResult, m: Metric) -> list[float] | None:
     """Where ``m`` is a percentile fio did not report for this result (p97: fio's list
     is 1, 5, 10, ..., 99.99), the percentiles it reported of that latency; else None."""
-    which, _, stat = m.field.partition("_")
+    stat = m.field.partition("_")[2]
     if not stat.startswith("p") or result.error:
         return None
-    if m.direction == "sync":
-        lat = result.sync.lat if result.sync is not None else None
-    else:
-        d = result.direction(m.direction)
-        lat = getattr(d, which, None) if d is not None else None
-    if not isinstance(lat, Latency) or not lat.percentiles_ns or lat.percentile(
-            float(stat[1:])) is not None:
+    lat = _latency(result, m)
+    if lat is None or not lat.percentiles_ns or lat.percentile(float(stat[1:])) is not None:
         return None
     return sorted(lat.percentiles_ns)
 
