@@ -15,7 +15,7 @@ from pathlib import Path
 from storbench.errors import ConfigError
 from storbench.workload.files import JOB_FILE_LIMIT, read_text
 from storbench.workload.jobfile import JobFile, parse_jobfile
-from storbench.workload.suite import SYNC_ENGINES
+from storbench.workload.suite import synchronous
 from storbench.workload.suites import get_suite
 
 # what the run sets: the file, the time, the rate, how many, the reporting group
@@ -79,4 +79,4 @@ def _load(jobfile: JobFile, name: str, words: str, role: str, word: str) -> Load
     rate = options.get("rate_iops", "")
     return Load(name, words, tuple((k, v) for k, v in options.items() if k not in PLACED),
                 float(rate) if rate.isdigit() else None,
-                options.get("ioengine", "psync") in SYNC_ENGINES)
+                synchronous(options))

@@ -4,6 +4,7 @@ from, and the profiles that judge it. The suites themselves are data: workload/s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from storbench.errors import ConfigError
@@ -13,6 +14,11 @@ from storbench.workload.sizes import fio_seconds, fio_size, parse_size
 # one I/O at a time a job: paced evenly, not by Poisson arrivals (fio 3.33 pacing
 # fdatasync'd sync writes by Poisson issued one write a job from 700 writes/s on, 500 with a ramp)
 SYNC_ENGINES = frozenset({"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap"})
+
+
+def synchronous(options: Mapping[str, str | None]) -> bool:
+    """Whether a job's options name a synchronous engine (fio's default is psync)."""
+    return (options.get("ioengine") or "psync") in SYNC_ENGINES
 
 
 @dataclass(frozen=True)
@@ -69,8 +75,8 @@ class Suite:
         for t in self.tests:
             out.append(t)
             if t.rated and rate_iops is not None:
-                engine = dict((*self.defaults, *t.options)).get("ioengine") or "psync"
-                process = "linear" if engine in SYNC_ENGINES else "poisson"
+                paced = dict((*self.defaults, *t.options))
+                process = "linear" if synchronous(paced) else "poisson"
                 out.append(replace(
                     t, name=f"{t.name}_rated",
                     description=f"{t.description}, open loop at {rate_iops:,.0f} writes/s",

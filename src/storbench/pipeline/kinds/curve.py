@@ -36,7 +36,7 @@ from storbench.result.sections import CURVE, CurveSection
 from storbench.workload.jobfile import JobFile, Section
 from storbench.workload.plan import Plan, PlannedTest
 from storbench.workload.sizes import fio_seconds
-from storbench.workload.suite import SYNC_ENGINES
+from storbench.workload.suite import synchronous
 
 COARSE = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)  # of the closed-loop maximum
 REFINE = 3  # adaptive: at most this many steps placed halfway where the curve bends
@@ -87,7 +87,7 @@ class Curve:
         self.objectives = [Objective.parse(t) for t in self.spec.objectives]
         job = self.test.jobfile.jobs()[0]
         opts = dict(self.test.jobfile.effective())[job.name]
-        self.sync_engine = opts.get("ioengine", "psync") in SYNC_ENGINES
+        self.sync_engine = synchronous(opts)
         self.poisson = not self.sync_engine  # evenly spaced: analysis/rates.paced
         self.depth = int(opts.get("iodepth", "1") or 1)
         self.jobs = int(opts.get("numjobs", "1") or 1)
@@ -285,8 +285,7 @@ class Curve:
             "engine": "sync" if self.sync_engine else "async",
             # what its latency is of (analysis/curve.waited_by): each I/O's completion,
             # each write's sync call, or both
-            "latency": next((str(s["latency"]) for s in steps if s.get("latency")),
-                            "completion"),
+            "latency": steps[0]["latency"] if steps else "completion",
             "closed_loop": self.closed, "steps": opened,
             "max_iops": top["achieved_iops"] if top else None,
             "max_at": top["test"] if top else None,
