@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +28,8 @@ from storbench.analysis.curve import (
 from storbench.errors import ConfigError
 from storbench.pipeline.phases import CpuWait
 from tests.conftest import STORBENCH, needs_alone, needs_fio, run_cli, run_cli_wrapped
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 pytestmark = needs_alone  # rates and latencies that are known truths, CPU-bound steps
 
@@ -381,6 +385,25 @@ def test_a_synchronous_engine_is_loaded_with_more_jobs_and_no_suite_verdict(tmpf
     # a history of its own: its steps and answers are no runs of the etcd suite
     [series] = json.loads(run_cli("history", "--json", db=store_path).stdout)
     assert series["series"].startswith("curve:etcd:etcd@"), series
+    # beside a curve stored before a curve's latency was (tests/data/old-runs: randread,
+    # each read's completion), each row says what its latency is of: a write's
+    # completion floor was put beside an fdatasync floor unsaid
+    old = store_path.parent / "old.db"
+    old.write_bytes(gzip.decompress((DATA / "old-runs" / "runs.db.gz").read_bytes()))
+    proc = run_cli("db", "copy", str(old), str(store_path), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(run_cli("list", "--json", db=store_path).stdout)
+    (before,) = [r["id"] for r in listed if r["label"] == "curve"]
+    proc = run_cli("compare", "1", str(before), db=store_path, env={"COLUMNS": "300"})
+    assert proc.returncode == 0, proc.stderr
+    rows = {w: line for line in proc.stdout.splitlines() for w in ("etcd", "randread")
+            if f"│ {w} " in line}
+    assert "each write's fdatasync, what it waits for" in rows["etcd"], proc.stdout
+    assert "each I/O's completion" in rows["randread"], proc.stdout
+    assert "latency of" in proc.stdout
+    # curves of one kind: no such column
+    proc = run_cli("compare", str(before), str(before), db=store_path, env={"COLUMNS": "300"})
+    assert proc.returncode == 0 and "latency of" not in proc.stdout, proc.stdout
 
 
 @needs_fio

@@ -150,6 +150,14 @@ def test_a_victim_is_timed_by_the_call_that_syncs_each_of_its_writes(tmpfs, tmp_
         assert wal["p99_ns"] and log["p99_ns"]
     assert ("(wal: each write's fsync, what it waits for; log: each I/O's completion and"
             " each fsync (every few writes), merged)") in " ".join(proc.stdout.split())
+    # side by side, each victim's row says what its p99s are of (they differ)
+    proc = run_cli("compare", "1", db=store_path, env={"COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    rows = {w: line for line in proc.stdout.splitlines() for w in ("wal", "log")
+            if f"job {w} of" in line}
+    assert "latency of" in proc.stdout, proc.stdout
+    assert "each write's fsync, what it waits for" in rows["wal"], proc.stdout
+    assert "each fsync (every few writes), merged" in rows["log"], proc.stdout
 
 
 # -- a suite's test or a job file as the victim or the aggressor ---------------------------

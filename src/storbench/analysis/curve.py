@@ -94,6 +94,16 @@ def waited_words(waited: str) -> str:
     return f"each write's {waited}, what it waits for"
 
 
+def waited_column(kinds: Sequence[str]) -> list[str] | None:
+    """Each row's latency in words (``kinds``: waited_by's answers, a row's each), for
+    curves or victims side by side: None when all are of one kind, so that a write's
+    completion is never put beside an fdatasync's unsaid (a curve stored before its
+    latency was recorded is of completion, which is what it measured)."""
+    if len(set(kinds)) < 2:
+        return None
+    return [waited_words(k) or "each I/O's completion" for k in kinds]
+
+
 def waited_for(results: list[TestResult]) -> str:
     """waited_by of a step's jobs: the first that syncs, else "completion"."""
     return next((w for r in results if (w := waited_by(r)) != "completion"), "completion")

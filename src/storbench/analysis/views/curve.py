@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
 from storbench.analysis.chart import Chart, Line, slug
-from storbench.analysis.curve import describe, knee_why, off_rate, waited_words
+from storbench.analysis.curve import describe, knee_why, off_rate, waited_column, waited_words
 from storbench.analysis.views.base import Answer, View
 from storbench.result.record import Run
 from storbench.result.sections import CURVE, CurveSection
@@ -62,20 +62,22 @@ class CurveView(View):
         objectives = list(dict.fromkeys(a["objective"] for _, c in found for a in c["answers"]))
         unit = u.choose("latency", [f.get("99") for _, c in found if (f := c.get("floor_ns"))])
         heads = ident_heads([r for r, _ in found])
-        headers = [*heads, "workload", "max IOPS", "knee IOPS", f"p99 floor [{unit.name}]",
-                   *(f"IOPS at {o}" for o in objectives)]
+        of = waited_column([c.get("latency", "completion") for _, c in found])
+        headers = [*heads, "workload", *(["latency of"] if of else []), "max IOPS",
+                   "knee IOPS", f"p99 floor [{unit.name}]", *(f"IOPS at {o}" for o in objectives)]
         rows = []
-        for run, c in found:
+        for i, (run, c) in enumerate(found):
             answered = {a["objective"]: a for a in c["answers"]}
             cells = []
             for o in objectives:
                 a = answered.get(o)
                 cells.append("" if a is None else "never met" if a["never_met"]
                              else u.IOPS.fmt(a["iops"]))
-            rows.append([*ident_cells(run, heads), c["workload"], u.IOPS.fmt(c["max_iops"]),
-                         u.IOPS.fmt(c.get("knee_iops")),
+            rows.append([*ident_cells(run, heads), c["workload"], *([of[i]] if of else []),
+                         u.IOPS.fmt(c["max_iops"]), u.IOPS.fmt(c.get("knee_iops")),
                          unit.fmt((c.get("floor_ns") or {}).get("99")), *cells])
-        return Table(headers, rows, [False] * (len(heads) + 1) + [True] * (3 + len(objectives)))
+        return Table(headers, rows, [False] * (len(heads) + 1 + bool(of))
+                     + [True] * (3 + len(objectives)))
 
     def charts(self, runs: list[Run]) -> list[Chart]:
         """Per workload, latency (log) against the achieved rate, a line per percentile

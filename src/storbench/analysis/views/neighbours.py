@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
 from storbench.analysis.chart import Chart, Line, slug
-from storbench.analysis.curve import waited_words
+from storbench.analysis.curve import waited_column, waited_words
 from storbench.analysis.neighbours import split
 from storbench.analysis.stats import times
 from storbench.analysis.views.base import Answer, View
@@ -93,22 +93,25 @@ class NeighboursView(View):
         heads = ident_heads([r for r, _ in found])
         lat = u.choose("latency", [r["p99_ns"] for _, v in found for s in v["steps"]
                                    for r in s["victims"].values()])
-        rows = []
+        rows: list[list[str]] = []
         any_held = any(split(v["steps"])[1] for _, v in found)
+        of = waited_column([v["steps"][0]["victims"][name].get("latency", "completion")
+                            for _, v in found for name in v["victims"]])
         for run, v in found:
             plain, held = split(v["steps"])
             first, last = plain[0], plain[-1]
             for name, about in v["victims"].items():
-                rows.append([*ident_cells(run, heads), about["words"], v["aggressor"],
+                rows.append([*ident_cells(run, heads), about["words"],
+                             *([of[len(rows)]] if of else []), v["aggressor"],
                              lat.fmt(first["victims"][name]["p99_ns"]),
                              str(last["aggressors"]), lat.fmt(last["victims"][name]["p99_ns"]),
                              _times(last["victims"][name]["growth_p99"])]
                             + ([lat.fmt(held[-1]["victims"][name]["p99_ns"]) if held else ""]
                                if any_held else []))
-        return Table([*heads, "victim", "aggressor", f"p99 alone [{lat.name}]", "aggressors",
-                      f"p99 beside [{lat.name}]", "grew"]
+        return Table([*heads, "victim", *(["latency of"] if of else []), "aggressor",
+                      f"p99 alone [{lat.name}]", "aggressors", f"p99 beside [{lat.name}]", "grew"]
                      + ([f"p99 held [{lat.name}]"] if any_held else []), rows,
-                     [False] * (len(heads) + 2) + [True] * (5 if any_held else 4))
+                     [False] * (len(heads) + 2 + bool(of)) + [True] * (5 if any_held else 4))
 
     def said(self, run: Run, value: NeighboursSection) -> list[str]:
         return [value["said"]]
