@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from storbench.analysis.curve import Objective, answers, step_record, waited_for
+from storbench.analysis.neighbours import meets, victim_record
 from storbench.result.fio_json import parse_fio_json
 from storbench.result.merge import merge_latency, percentiles_from_bins
 
@@ -59,3 +60,19 @@ def test_a_job_that_syncs_every_write_is_timed_by_its_syncs():
     assert step["latency"] == "fsync"
     assert step["percentiles_ns"]["99"] == syncs.percentile(99.0)
     assert step["percentiles_ns"]["99"] != merge_latency(clats).percentile(99.0)
+
+
+def test_a_victim_s_limit_at_any_percentile_is_judged_on_that_percentile():
+    """`neighbours --limit` took p50, p90, p99 or p99.9 only (its victims kept those
+    four); a victim now keeps its limit's percentile too, from the bins, as a curve's
+    step does."""
+    _, results = parse_fio_json(RECORDED.read_text())
+    (result,) = [r for r in results if any(d.total_ios for _, d in r.directions())]
+    (clat,) = [d.clat for _, d in result.directions() if d.clat and d.total_ios]
+    wanted = percentiles_from_bins(clat.bins, [97.5])[97.5]
+    victim = victim_record(result, None, 100.0, Objective.parse("p97.5<=1s"))
+    assert victim["percentiles_ns"]["97.5"] == wanted
+    victim["rate_kept"] = True  # (its rate is not what is tested here)
+    assert meets(victim, Objective.parse("p97.5<=1s"))
+    assert not meets(victim, Objective.parse(f"p97.5<={wanted * 0.9 / 1000:.3f}us"))
+    assert "97.5" not in victim_record(result, None, 100.0)["percentiles_ns"]

@@ -148,14 +148,15 @@ def step_record(name: str, requested: float | None, results: list[TestResult],
         "exceeded": requested is not None and rates.exceeded(
             requested, achieved, expected, poisson=poisson),
         "latency": waited_for(results),
-        "percentiles_ns": _percentiles(lat, {*PERCENTILES, *(o.percentile for o in objectives)}),
+        "percentiles_ns": percentiles_at(lat, {*PERCENTILES, *(o.percentile for o in objectives)}),
         "cpu_percent": round(cpu, 1),
     }
 
 
-def _percentiles(lat: Latency | None, wanted: set[float]) -> dict[str, float | None]:
-    """The step's latency at each wanted percentile: from fio's histogram bins (with fio's
-    rule: any percentile, not only fio's list), else as fio gave it; None when unknown."""
+def percentiles_at(lat: Latency | None, wanted: set[float]) -> dict[str, float | None]:
+    """A step's (or a victim's) latency at each wanted percentile: from fio's histogram
+    bins (with fio's rule: any percentile, not only fio's list), else as fio gave it;
+    None when unknown."""
     found = percentiles_from_bins(lat.bins, wanted) if lat is not None and lat.bins else {}
     return {f"{p:g}": found.get(p, lat.percentile(p) if lat is not None else None)
             for p in sorted(wanted)}

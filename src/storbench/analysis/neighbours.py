@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from storbench.analysis import rates
-from storbench.analysis.curve import Objective, job_latency, waited_by
+from storbench.analysis.curve import Objective, job_latency, percentiles_at, waited_by
 from storbench.analysis.stats import times
 from storbench.result.model import TestResult
 from storbench.workload.sizes import format_latency
@@ -16,15 +16,15 @@ ISOLATED = "-isolated"  # a step's and its jobs' names' end, when the aggressors
 
 
 def victim_record(result: TestResult, alone: dict[str, Any] | None,
-                  offered: float) -> dict[str, Any]:
+                  offered: float, limit: Objective | None = None) -> dict[str, Any]:
     """A victim at one step: p50…p99.9 (ns) of what it waits for (curve.waited_by: its
     I/O's completion; a writer that syncs each write, that call: the write alone lands in
-    the page cache; one that syncs every few, both), growth of p50 and p99 over alone
-    (×), the IOPS it did of those fio offered, and whether it kept its rate
-    (Poisson-aware)."""
+    the page cache; one that syncs every few, both), and the ``limit``'s percentile (from
+    the bins: any, p95 or p97.5 too), growth of p50 and p99 over alone (×), the IOPS it
+    did of those fio offered, and whether it kept its rate (Poisson-aware)."""
     (name, d), *_ = result.directions()
     lat = job_latency(result, [name])  # a synced writer's sync calls: curve.waited_by
-    percentiles = {f"{p:g}": lat.percentile(p) if lat else None for p in PERCENTILES}
+    percentiles = percentiles_at(lat, {*PERCENTILES, *([limit.percentile] if limit else [])})
     out: dict[str, Any] = {"latency": waited_by(result),
                            "p50_ns": percentiles["50"], "p99_ns": percentiles["99"],
                            "percentiles_ns": percentiles, "achieved_iops": d.iops,
@@ -37,16 +37,19 @@ def victim_record(result: TestResult, alone: dict[str, Any] | None,
 
 
 def step_record(n: int, results: list[TestResult], victims: dict[str, float],
-                alone: dict[str, Any] | None, isolated: bool = False) -> dict[str, Any]:
-    """One step: each victim's figures (``victims``: name -> the rate fio offers it),
-    and the aggressors' IOPS and bandwidth (all directions); ``isolated``: theirs held
-    in their cgroup (--isolate)."""
+                alone: dict[str, Any] | None, isolated: bool = False,
+                limit: Objective | None = None) -> dict[str, Any]:
+    """One step: each victim's figures (``victims``: name -> the rate fio offers it;
+    ``limit``: their objective, whose percentile they keep too), and the aggressors'
+    IOPS and bandwidth (all directions); ``isolated``: theirs held in their cgroup
+    (--isolate)."""
     at = f"{n}{ISOLATED if isolated else ''}"
     theirs = [r for r in results if r.name == f"aggressors-{at}"]
     return {
         "aggressors": n, "test": f"step-{at}", "isolated": isolated,
         "victims": {v: victim_record(next(r for r in results if r.name == f"{v}-{at}"),
-                                     alone["victims"][v] if alone else None, offered)
+                                     alone["victims"][v] if alone else None, offered,
+                                     limit)
                     for v, offered in victims.items()},
         "aggressor_iops": sum(x.iops for r in theirs for _, x in r.directions()),
         "aggressor_bw_bytes_per_s": sum(x.bw_bytes_per_s for r in theirs

@@ -31,8 +31,9 @@ from storbench.store import Store
               help="The most neighbours beside the victim: it is measured alone, then"
                    " beside 1, 2, 4, ... up to this many.")
 @click.option("--limit", metavar="pNN<=LIMIT",
-              help="The victim's objective, e.g. 'p99<=10ms' (p50, p90, p99 or p99.9): the"
-                   " run stops at the first step that misses it (or falls behind its rate).")
+              help="The victim's objective, e.g. 'p99<=10ms' (any percentile: p95,"
+                   " p99.9, ...): the run stops at the first step that misses it (or falls"
+                   " behind its rate).")
 @click.option("--isolate", metavar="LIMITS",
               help="Measure each step beside aggressors again with the aggressors in a"
                    " cgroup of their own held to LIMITS, as io.max and io.weight name them:"

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from storbench.analysis import rates
 from storbench.analysis.curve import Objective
-from storbench.analysis.neighbours import ISOLATED, PERCENTILES, meets, said, step_record
+from storbench.analysis.neighbours import ISOLATED, meets, said, step_record
 from storbench.errors import ConfigError
 from storbench.execute import isolation
 from storbench.pipeline.measure import Plain, RecordSection, RunContext
@@ -126,9 +126,8 @@ class NeighboursSpec:
             raise ConfigError(f"--rate must be 1 to 1,000,000 IOPS, not {self.rate_iops:g}")
         if self.step_s < 1:
             raise ConfigError(f"--step-time must be at least 1 s, not {self.step_s:g}")
-        if self.limit is not None and Objective.parse(self.limit).percentile not in (
-                PERCENTILES):
-            raise ConfigError(f"--limit {self.limit!r}: of p50, p90, p99 or p99.9")
+        if self.limit is not None:
+            Objective.parse(self.limit)  # judged: its words, any percentile
         self.limits()  # --isolate's, judged
 
     def limits(self) -> Limits | None:
@@ -318,7 +317,7 @@ class NeighboursKind(Plain):
             if stop_after is not None and n > stop_after:
                 break
             results = ctx.run_step(step, {f"{v}.data" for v in self.spec.victims})
-            record = step_record(n, results, offered, alone, isolated)
+            record = step_record(n, results, offered, alone, isolated, limit)
             self.steps.append(record)
             alone = alone or record
             missed = [v for v, r in record["victims"].items()
