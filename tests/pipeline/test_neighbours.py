@@ -82,7 +82,9 @@ def test_the_steps_double_up_to_the_most_which_is_always_measured():
     (NeighboursSpec(aggressor="x"), "--aggressor"),
     (NeighboursSpec(max_aggressors=0), "--max-aggressors"),
     (NeighboursSpec(rate_iops=0), "--rate"),
-    (NeighboursSpec(limit="fast"), "percentile and a limit"),
+    # named as the user gave it (it said --slo, curve's)
+    (NeighboursSpec(limit="fast"), "--limit 'fast': write a percentile and a limit"),
+    (NeighboursSpec(limit="p100<=1ms"), "--limit 'p100<=1ms': write a percentile"),
 ])
 def test_what_cannot_be_measured_is_refused(spec, says):
     with pytest.raises(ConfigError, match=says):

@@ -52,10 +52,11 @@ class Objective:
     limit_ns: float
 
     @classmethod
-    def parse(cls, text: str) -> Objective:
+    def parse(cls, text: str, option: str = "--slo") -> Objective:
+        """``text`` as an objective; ConfigError naming the ``option`` it was given to."""
         m = _OBJECTIVE.match(text)
         if m is None or not 0 < float(m["p"]) < 100 or float(m["n"]) <= 0:
-            raise ConfigError(f"--slo {text!r}: write a percentile and a limit, e.g."
+            raise ConfigError(f"{option} {text!r}: write a percentile and a limit, e.g."
                               " 'p99<=2ms', 'p99.9<=500us', 'p50<=1ms'")
         return cls(text.replace(" ", ""), float(m["p"]), float(m["n"]) * _UNITS[m["unit"]])
 

@@ -3,6 +3,7 @@ each number of aggressors, how much it grew, whether its rate held, and theirs."
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
@@ -95,14 +96,16 @@ class NeighboursView(View):
                                    for r in s["victims"].values()])
         rows: list[list[str]] = []
         any_held = any(split(v["steps"])[1] for _, v in found)
+        # what each row's latency is of (its victim's), where the rows' are not one kind
         of = waited_column([v["steps"][0]["victims"][name].get("latency", "completion")
                             for _, v in found for name in v["victims"]])
+        words = iter(of or [])  # a row's each, in the rows' order
         for run, v in found:
             plain, held = split(v["steps"])
             first, last = plain[0], plain[-1]
             for name, about in v["victims"].items():
                 rows.append([*ident_cells(run, heads), about["words"],
-                             *([of[len(rows)]] if of else []), v["aggressor"],
+                             *itertools.islice(words, 1), v["aggressor"],
                              lat.fmt(first["victims"][name]["p99_ns"]),
                              str(last["aggressors"]), lat.fmt(last["victims"][name]["p99_ns"]),
                              _times(last["victims"][name]["growth_p99"])]

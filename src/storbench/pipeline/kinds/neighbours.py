@@ -127,7 +127,7 @@ class NeighboursSpec:
         if self.step_s < 1:
             raise ConfigError(f"--step-time must be at least 1 s, not {self.step_s:g}")
         if self.limit is not None:
-            Objective.parse(self.limit)  # judged: its words, any percentile
+            Objective.parse(self.limit, "--limit")  # judged: its words, any percentile
         self.limits()  # --isolate's, judged
 
     def limits(self) -> Limits | None:
@@ -308,7 +308,7 @@ class NeighboursKind(Plain):
         loads = self.loads
         self.workers = _worker_labels(ctx.target)  # named again: a pod's name is the run's
         offered = {v: self.spec.pace(load)[1] for v, load in loads.items()}
-        limit = Objective.parse(self.spec.limit) if self.spec.limit else None
+        limit = Objective.parse(self.spec.limit, "--limit") if self.spec.limit else None
         alone: dict[str, Any] | None = None
         stop_after: int | None = None
         for step in ctx.planned.steps:
