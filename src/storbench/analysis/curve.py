@@ -95,6 +95,12 @@ def waited_words(waited: str) -> str:
     return f"each write's {waited}, what it waits for"
 
 
+def waited_of(record: Mapping[str, Any]) -> str:
+    """What a stored curve's, step's or victim's latency is of (waited_by's answer); one
+    stored before that was kept: its I/Os' completion, which is what it measured."""
+    return str(record.get("latency", "completion"))
+
+
 def waited_column(kinds: Sequence[str]) -> list[str] | None:
     """Each row's latency in words (``kinds``: waited_by's answers, a row's each), for
     curves or victims side by side: None when all are of one kind, so that a write's

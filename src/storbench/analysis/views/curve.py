@@ -8,7 +8,14 @@ from typing import ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
 from storbench.analysis.chart import Chart, Line, slug
-from storbench.analysis.curve import describe, knee_why, off_rate, waited_column, waited_words
+from storbench.analysis.curve import (
+    describe,
+    knee_why,
+    off_rate,
+    waited_column,
+    waited_of,
+    waited_words,
+)
 from storbench.analysis.views.base import Answer, View
 from storbench.result.record import Run
 from storbench.result.sections import CURVE, CurveSection
@@ -33,7 +40,7 @@ class CurveView(View):
         return found
 
     def shown(self, run: Run, value: CurveSection, u: Units) -> list[Block]:
-        words = waited_words(value.get("latency", "completion"))
+        words = waited_words(waited_of(value))
         of = f" (latency: {words})" if words else ""
         out: list[Block] = [Titled(steps_table(value, u),
                                    f"IOPS-latency curve of {value['workload']}{of}")]
@@ -62,7 +69,7 @@ class CurveView(View):
         objectives = list(dict.fromkeys(a["objective"] for _, c in found for a in c["answers"]))
         unit = u.choose("latency", [f.get("99") for _, c in found if (f := c.get("floor_ns"))])
         heads = ident_heads([r for r, _ in found])
-        of = waited_column([c.get("latency", "completion") for _, c in found])
+        of = waited_column([waited_of(c) for _, c in found])
         headers = [*heads, "workload", *(["latency of"] if of else []), "max IOPS",
                    "knee IOPS", f"p99 floor [{unit.name}]", *(f"IOPS at {o}" for o in objectives)]
         rows = []
@@ -90,7 +97,7 @@ class CurveView(View):
             if not c:
                 continue
             steps = c.get("steps", [])
-            waited.setdefault(c["workload"], set()).add(c.get("latency", "completion"))
+            waited.setdefault(c["workload"], set()).add(waited_of(c))
             for p in ("50", "99", "99.9"):
                 by_workload.setdefault(c["workload"], []).append(Line(
                     f"{run.name} p{p}", [float(s["achieved_iops"]) for s in steps],

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
 from storbench.analysis.chart import Chart, Line, slug
-from storbench.analysis.curve import waited_column, waited_words
+from storbench.analysis.curve import waited_column, waited_of, waited_words
 from storbench.analysis.neighbours import split
 from storbench.analysis.stats import times
 from storbench.analysis.views.base import Answer, View
@@ -80,7 +80,7 @@ class NeighboursView(View):
         victims = " and ".join(f"{a['words']} at {a['rate_iops']:,.0f} IOPS"
                                for a in value["victims"].values())
         synced = [f"{v}: {words}" for v, r in value["steps"][0]["victims"].items()
-                  if (words := waited_words(r.get("latency", "completion")))]
+                  if (words := waited_words(waited_of(r)))]
         iso, places = value.get("isolation"), value.get("places")
         return [Titled(self._table(value, u), f"{victims} beside {value['aggressor']}"
                        + (f" ({'; '.join(synced)})" if synced else "")
@@ -97,7 +97,7 @@ class NeighboursView(View):
         rows: list[list[str]] = []
         any_held = any(split(v["steps"])[1] for _, v in found)
         # what each row's latency is of (its victim's), where the rows' are not one kind
-        of = waited_column([v["steps"][0]["victims"][name].get("latency", "completion")
+        of = waited_column([waited_of(v["steps"][0]["victims"][name])
                             for _, v in found for name in v["victims"]])
         words = iter(of or [])  # a row's each, in the rows' order
         for run, v in found:
