@@ -130,9 +130,9 @@ def median_of(results: dict[str, list[TestResult]], test: str, key: str) -> floa
 
 
 def _commit_s(results: dict[str, list[TestResult]], test: str, rate: float) -> float:
-    """A commit's latency in seconds as ``test`` makes them (alone, or at one client's
-    pace): its write + fdatasync p50 (1 over the commit rate where that test is
-    missing)."""
+    """A commit's latency in seconds as ``test`` makes them (alone, at one client's pace,
+    or back to back): its write + fdatasync p50 (1 over the commit rate where that test
+    is missing)."""
     write, sync = (median_of(results, test, k) for k in ("write.clat_p50", "sync.lat_p50"))
     if write is None or sync is None:
         return 1.0 / rate
