@@ -3,7 +3,6 @@ each number of aggressors, how much it grew, whether its rate held, and theirs."
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
@@ -99,13 +98,13 @@ class NeighboursView(View):
         # what each row's latency is of (its victim's), where the rows' are not one kind
         of = waited_column([waited_of(v["steps"][0]["victims"][name])
                             for _, v in found for name in v["victims"]])
-        words = iter(of or [])  # a row's each, in the rows' order
+        words = iter(of or [])  # a row's each, in the rows' order (the loops below)
         for run, v in found:
             plain, held = split(v["steps"])
             first, last = plain[0], plain[-1]
             for name, about in v["victims"].items():
                 rows.append([*ident_cells(run, heads), about["words"],
-                             *itertools.islice(words, 1), v["aggressor"],
+                             *([next(words)] if of else []), v["aggressor"],
                              lat.fmt(first["victims"][name]["p99_ns"]),
                              str(last["aggressors"]), lat.fmt(last["victims"][name]["p99_ns"]),
                              _times(last["victims"][name]["growth_p99"])]
