@@ -82,3 +82,44 @@ def test_a_fuse_file_system_is_its_daemon_s_round_trips_when_they_hold_the_call(
     assert limit == "fs" and "of which its daemon's answers 918 µs" in said, said
     del entry["layers"]["remote"]  # no request seen (NFS here): the type names it
     assert judge(entry)[0] == "network" and "a call takes" in judge(entry)[1]
+
+
+def test_a_paced_job_s_rate_is_its_own_and_its_spinning_cpu_binds_nothing() -> None:
+    """Real runs asked for a rate (paced.json, README): 20,000 reads a second on tmpfs,
+    where fio waits for each next read by spinning (100% of a core), is no block layer
+    with its rate the job's own, not fio's CPU; 1,000 and 6,000 a second on a volume capped
+    at 3,000: the first kept (its pace said), the second fell behind (the cap said, and
+    that the storage set its rate). An older storbench stored no pace: judged as before."""
+    runs = json.loads((DATA.parent / "paced.json").read_text())
+    for label, entry in runs.items():
+        assert judge(entry) == (entry["limit"], entry["said"]), label
+    tmpfs, kept, behind = runs["tmpfs-20000"], runs["capped-1000"], runs["capped-6000"]
+    assert tmpfs["fio"]["cpu_percent"] >= 90 and tmpfs["limit"] == "no_block"
+    assert tmpfs["said"].endswith("its rate was the job's own pace, not the storage's:"
+                                  " 20,000 read IOPS asked (rate_iops), 19,995 done")
+    assert "waiting for its next I/O at the job's pace" in tmpfs["said"]
+    assert kept["said"].endswith("1,000 read IOPS asked (rate_iops), 1,000 done")
+    assert behind["limit"] == "throttle" and behind["said"].endswith(
+        "it fell behind the job's pace (6,000 read IOPS asked by rate_iops, 2,998 done):"
+        " the storage set its rate")
+    del tmpfs["fio"]["pace"]
+    assert judge(tmpfs) == ("cpu", "fio's CPU: 100% of a core per job, on tmpfs (no block"
+                            " layer: the time is the file system's and fio's own)")
+
+
+def test_a_wake_up_that_waits_is_a_busy_machine_s_only_when_tasks_waited_for_a_cpu() -> None:
+    """The same paced reads on the cap (paced.json): on an idle machine (tasks here waited
+    for a CPU 2.2% of the time) most of p99 was fio's wake-up after each read, its CPU
+    asleep between them; beside two spinning neighbours (11%: the CPUs never sleep) the
+    wake-up is quick and the device binds. The same layers with a busy machine's wait are
+    said as one; without the wait measured (an older run's, another host's) both causes."""
+    runs = json.loads((DATA.parent / "paced.json").read_text())
+    idle, busy = runs["capped-1000"], runs["capped-1000-busy"]
+    assert idle["limit"] == "completion" and "not a busy machine (tasks here waited for a" \
+        " CPU 2.2% of the time): its CPU slept between I/Os" in idle["said"], idle["said"]
+    assert busy["limit"] == "device"
+    assert idle["fio"]["p99_ns"] > 2 * busy["fio"]["p99_ns"]  # the idle CPU's wake-up
+    idle["fio"]["cpu_waited_percent"] = 40.0
+    assert "this machine was busy: tasks here waited for a CPU 40% of the time" in judge(idle)[1]
+    del idle["fio"]["cpu_waited_percent"]
+    assert "a busy machine, or a CPU that slept and took this long to wake" in judge(idle)[1]

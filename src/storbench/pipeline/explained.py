@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from storbench.analysis.explain import explain
 from storbench.execute import beneath, layers
+from storbench.pipeline.phases import CpuWait
 from storbench.result.model import TestResult
 from storbench.result.sections import EXPLAIN, ExplainEntry
 
@@ -46,8 +47,12 @@ class Explained:
         self.tracer = tracer
         self.place = tracer.place
         self.entries: dict[str, ExplainEntry] = {}
+        self.began: CpuWait | None = None  # this machine's CPU wait as the step began
 
     def trace(self, expected_s: float | None) -> Any:
+        # whether tasks here waited for a CPU while fio ran here: a wake-up that waits
+        # (the completion layer) is a busy machine's, or an idle CPU's (not over SSH)
+        self.began = CpuWait.now() if isinstance(self.tracer, Here) else None
         return self.tracer.trace(expected_s)
 
     def add(self, trace: Any, timed: dict[str, Any], t0: float,
@@ -64,9 +69,10 @@ class Explained:
         found = {name: seen.layer(name) for name in layers.LAYERS}
         moved = (seen.device_bytes(0), seen.device_bytes(1)) \
             if self.place.device is not None else None
+        waited = CpuWait.now().percent_since(self.began) if self.began else None
         for result in results:
             entry = explain(found, moved, trace.slices.span_s(start, end), result,
-                            self.place.record())
+                            self.place.record(), waited)
             if len(results) > 1:
                 entry["together"] = [r.name for r in results if r is not result]
             self.entries[result.name] = entry
