@@ -114,6 +114,23 @@ def test_a_paced_job_on_a_cap_keeps_its_pace_below_it_and_falls_behind_above(
     assert above["said"].endswith("done): the storage set its rate")
 
 
+def test_etcd_s_fdatasync_waits_for_ext4_s_journal(throttled: Any, tmp_path: Path) -> None:
+    """The etcd suite (2,300-byte writes, fdatasync after each) on the capped ext4 volume:
+    its syncs' latency is explained, and the journal commit that about half of them waited
+    for (each write that enters a new 4 KiB block) is most of the wait after fio's own."""
+    db = tmp_path / "s.db"
+    ran(run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--suite", "etcd",
+                        "--explain", db=db))
+    shown = run_cli("show", "last", "--json", db=db)
+    entry = json.loads(shown.stdout)["data"]["explain"]["etcd"]
+    assert entry["fio"]["direction"] == "sync" and entry["place"]["journal"] == "jbd2"
+    assert entry["limit"] == "journal", entry["said"]
+    waited = entry["layers"]["journal"]["n"] / entry["layers"]["call_bio"]["n"]
+    assert 0.4 <= waited <= 0.7, entry
+    assert entry["said"].startswith("the file system's journal (ext4): ")
+    assert "journal commit (jbd2)" in run_cli("show", "last", db=db).stdout
+
+
 def test_a_buffered_reread_is_the_page_cache(throttled: Any, tmp_path: Path) -> None:
     """A 16 MiB file fio just wrote, read again through the page cache (unthrottled)."""
     db = tmp_path / "s.db"

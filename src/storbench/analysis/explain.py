@@ -13,8 +13,14 @@ An explanation is a dict (result/sections.ExplainEntry) stored per test in the r
 - ``place``: the file system, the device (a loop device's backing file and its file
   system), the cgroup's I/O limits on the device;
 - ``limit``: the binding limit's key (``throttle``, ``device``, ``queueing``, ``network``,
-  ``page_cache``, ``cpu``, ``no_block``, ``fs``, ``completion``, ``unknown``) and
-  ``said``: the sentence.
+  ``page_cache``, ``cpu``, ``no_block``, ``fs``, ``journal``, ``completion``, ``unknown``)
+  and ``said``: the sentence.
+
+A test that syncs (fsync=, fdatasync=) and waits longer in its syncs than in its writes
+at p99 (etcd's fdatasync after each buffered write) is explained by its syncs' latency:
+``fio``'s direction is then ``sync``. A sync's wait after fio's own writes completed is
+the file system's: on ext4 the journal commit it waited for (execute/layers.py's
+``journal``), named when it is half of that wait or more.
 
 A paced job's rate is its own, not a limit of the storage's: where fio kept the pace the
 sentence says so after the layer that holds its time, and where it fell behind, that the
@@ -37,6 +43,7 @@ RAM_FS = ("tmpfs", "ramfs")
 BINDING_SHARE = 50.0  # a layer holding at least this % of p99 binds; else the largest
 CACHE_BOUND = 90.0  # % of the bytes read never reaching the device: the page cache answers
 CPU_BOUND = 90.0  # % of a core per job
+JOURNAL_SHARE = 0.01  # of the syncs that reached the device, waiting for a journal commit
 BUSY_WAITED = 10.0  # % of the time tasks here waited for a CPU (/proc/pressure/cpu): busy
 
 
@@ -91,12 +98,16 @@ def fio_figures(result: TestResult) -> dict[str, Any]:
         for rate in rates.requested(result):
             if rate.direction == name:  # (rate_iops= first, as fio applies it first)
                 out["pace"] = {"option": "rate_iops" if rate.unit == "IOPS" else "rate",
-                               "unit": rate.unit, "asked": rate.requested,
+                               "direction": name, "unit": rate.unit, "asked": rate.requested,
                                "done": rate.achieved, "kept": rate.kept}
                 break
-    elif result.sync is not None:
-        out.update(direction="sync", iops=None, p50_ns=result.sync.lat.percentile(50.0),
+    if result.sync is not None and (side is None or (result.sync.lat.percentile(99.0) or 0)
+                                    > (out.get("p99_ns") or 0)):
+        # a test that syncs and waits longest in its syncs (etcd's fdatasync after each
+        # buffered write): their latency is the one explained, as its verdicts judge it
+        out.update(direction="sync", p50_ns=result.sync.lat.percentile(50.0),
                    p99_ns=result.sync.lat.percentile(99.0))
+        out.setdefault("iops", None)
     return out
 
 
@@ -131,7 +142,8 @@ def judge(entry: dict[str, Any]) -> tuple[str, str]:
     def amount(value: float) -> str:
         if pace["unit"] == "B/s":
             return f"{format_bytes_iec(value)}/s"
-        return " ".join(x for x in (rates.amount(value), fio.get("direction"), "IOPS") if x)
+        side = pace.get("direction", fio.get("direction"))  # (stored without: the side's)
+        return " ".join(x for x in (rates.amount(value), side, "IOPS") if x)
 
     asked = amount(pace["asked"])
     done = amount(pace["done"]) if pace["unit"] == "B/s" else rates.amount(pace["done"])
@@ -198,6 +210,11 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                 + (", most of it waiting for its next I/O at the job's pace"
                                    if spun else "") + "): a call takes"
                                 f" {lat(at('call_nobio', 'p50_ns'))} at p50, {lat(call)} at p99")
+        if device is not None:  # there is one: fio's own calls put nothing on it
+            return "fs", (f"the file system ({fs or 'unknown'}): {lat(call)} per call at p99;"
+                          f" none of fio's calls put I/O on the device beneath ({device}):"
+                          " the page cache took it, and what was written the kernel's own"
+                          " threads write back")
         return "fs", (f"the file system ({fs or 'unknown'}): {lat(call)} per call at p99 with"
                       " no I/O reaching a block device")
     shares = {name: share(at(name), p99) for name in
@@ -214,6 +231,15 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
         limits = ", ".join(f"{v:,} {k.replace('_', ' ').replace('bps', 'bytes/s')}"
                            for k, v in throttle.items()) or "a limit"
         held = shares.get("throttle") or top_share
+        few = (layers.get("throttle") or {}).get("n", 0)
+        calls = (layers.get("queue") or {}).get("n", 0)
+        if held > 100 and 0 < few < calls / 100:  # a few held long (blk-throttle's
+            # slices of time), fewer than 1%: beyond fio's p99, in its last percent
+            rate = f"; fio's rate {fio['iops']:,.0f} IOPS" if fio.get("iops") else ""
+            return "throttle", (f"waiting in a cgroup's I/O cap ({limits}): it held {few:,}"
+                                f" of {calls:,} I/Os ({100 * few / calls:.1f}%),"
+                                f" {lat(at('throttle'))} at p99 of those, beyond fio's p99"
+                                f" {lat(p99)}: in its last percent{rate}")
         return "throttle", (f"waiting in a cgroup's I/O cap ({limits}): {held:.0f}% of p99"
                             f" ({lat(at('throttle'))} of fio's {lat(p99)})")
     if top == "device":
@@ -231,6 +257,26 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                 f" {lat(at('device', 'p50_ns'))})")
         return "device", (f"{what}: its own time is {top_share:.0f}% of p99"
                           f" ({lat(at('device'))} of fio's {lat(p99)}) at queue depth {depth}")
+    journal = at("journal")
+    if top == "completion" and fio.get("direction") == "sync":
+        took = at("completion")
+        waited = (layers.get("journal") or {}).get("n", 0) / max(
+            1, (layers.get("call_bio") or {}).get("n", 0))
+        # (a p99 can be the journal's only where 1% of the syncs or more waited for it)
+        if (place.get("journal") and journal is not None and took
+                and journal >= took * BINDING_SHARE / 100 and waited >= JOURNAL_SHARE):
+            return "journal", (f"the file system's journal ({fs}): {min(waited, 1):.0%} of"
+                               " fio's syncs waited for a commit of it (jbd2's writes,"
+                               f" after fio's own): {lat(at('journal', 'p50_ns'))} at p50,"
+                               f" {lat(journal)} at p99, {share(journal, p99):.0f}% of fio's"
+                               f" sync p99 {lat(p99)} (the device's own time"
+                               f" {lat(at('device'))} at p99)")
+        if not place.get("journal"):  # (timed, and not the wait: a CPU's, as below)
+            return "completion", (f"fio's syncs waiting after their own writes completed:"
+                                  f" {top_share:.0f}% of p99 ({lat(took)} of fio's sync p99"
+                                  f" {lat(p99)}): for the file system ({fs or 'unknown'}: its"
+                                  " journal or log, written by another thread, not timed"
+                                  " here) or for a CPU")
     if top == "completion":
         waited = fio.get("cpu_waited_percent")
         why = ("a busy machine, or a CPU that slept and took this long to wake" if waited is None

@@ -26,6 +26,9 @@ class Beneath:
     backing_fs: str | None = None  # and the file system that holds it
 
 
+JOURNALED = ("ext4", "ext3")  # file systems whose journal is jbd2's (its tracepoints)
+
+
 @dataclass(frozen=True)
 class Place:
     """What the explanation needs of where fio's I/O went."""
@@ -34,13 +37,19 @@ class Place:
     device: Beneath | None  # None: no block device (tmpfs, a FUSE or network file system)
     throttle: dict[str, int] = field(default_factory=dict)  # blkio limits on the device
 
+    @property
+    def journal(self) -> str | None:
+        """The journal whose commits a sync's wait is timed by (execute/layers.py): jbd2's,
+        of ext4 or ext3 on a block device; None where it is not timed."""
+        return "jbd2" if self.device is not None and self.fs_type in JOURNALED else None
+
     def record(self) -> dict[str, Any]:
         """As an explanation stores it (analysis/explain.py)."""
         d = self.device
         return {"fs_type": self.fs_type, "device": d.name if d is not None else None,
                 "backing": d.backing if d is not None else None,
                 "backing_fs": d.backing_fs if d is not None else None,
-                "throttle": dict(self.throttle)}
+                "throttle": dict(self.throttle), "journal": self.journal}
 
 
 def place_of(said: Any) -> Place:

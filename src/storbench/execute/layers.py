@@ -19,7 +19,12 @@ kernel passes it through, from tracepoints only (this kernel offers no kprobes):
   on the device and of those that queued none (a page-cache hit, tmpfs, a FUSE request);
 - ``remote``: on a FUSE file system (sshfs, s3fs, …), per call, the time its requests
   waited for the file system's daemon to answer (fuse:fuse_request_send in fio's thread
-  to fuse:fuse_request_end): the daemon and what is behind it, a network's round trips.
+  to fuse:fuse_request_end): the daemon and what is behind it, a network's round trips;
+- ``journal``: on ext4 (and ext3), per fsync, fdatasync or sync_file_range that reached
+  the device, the journal commit it waited for: the last commit of the file system's
+  journal (jbd2:jbd2_start_commit to jbd2:jbd2_end_commit, in jbd2's own thread) that
+  ended during the call, from its start or the call's, whichever came later. Its writes
+  are jbd2's, not fio's: the ``completion`` after fio's own last I/O holds it.
 
 Each is a histogram in the kernel (8 buckets per power of two: a percentile within 6%),
 per slice of time, so that the time fio spent laying out its files before its measured
@@ -47,7 +52,7 @@ from storbench.execute.bpfcapture import NUMBERS, bpftrace_path, launch
 from storbench.execute.followed import threads
 
 LAYERS = ("fs", "throttle", "queue", "device", "completion", "call_bio", "call_nobio",
-          "remote")
+          "remote", "journal")  # (a layer's number is its place here: new ones go last)
 READY_S = 60.0  # how long bpftrace may take to attach its probes
 STOP_S = 60.0  # and to print its maps and end, once asked (SIGINT)
 KEYS_MAX = 65536  # bpftrace's map size: buckets × slices × layers must fit
@@ -56,6 +61,7 @@ MIN_SLICE_NS = 100_000_000
 # the calls fio makes for its I/O; those that wait for it (completion is timed for them)
 CALLS = ("read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
          "preadv2", "pwritev2", "fsync", "fdatasync", "sync_file_range")
+SYNCS = ("fsync", "fdatasync", "sync_file_range")  # those that may wait for a journal
 ASYNC_CALLS = {"x86_64": {"io_submit": 209, "io_uring_enter": 426},
                "aarch64": {"io_submit": 2, "io_uring_enter": 426}}
 _ENTRY = re.compile(r"^@h\[(\d+), (\d+), (\d+)\]: (\d+)$")
@@ -97,13 +103,17 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
     any_async = " || ".join(f"$id == {n}" for n in async_ids)
     seeded = " ".join(f"@t[{t}] = 1;" for t in seeds)
     d = place.device
+    # ext4's journal, where a sync may wait for jbd2's commit: which calls are syncs
+    journal = place.journal is not None
+    any_flush = " || ".join(f"$id == {numbers[c]}" for c in SYNCS if c in numbers)
     lines = [
         f'BEGIN {{ {seeded} printf("{token} B %lld\\n", nsecs); }}',  # its clock: hosttrace
         "tracepoint:sched:sched_process_fork /@t[args->parent_pid]/"
         " { @t[args->child_pid] = 1; }",
         "tracepoint:sched:sched_process_exit /@t[tid]/ { delete(@t[tid]); }",
         'tracepoint:raw_syscalls:sys_enter /@t[tid]/ { $id = args->id;'
-        f' if (comm == "fio") {{ if ({any_sync}) {{ @in[tid] = nsecs; }}'
+        f' if (comm == "fio") {{ if ({any_sync}) {{ @in[tid] = nsecs;'
+        + (f" if ({any_flush}) {{ @sy[tid] = 1; }}" if journal else "") + " }"
         + (f" else {{ if ({any_async}) {{ @ai[tid] = nsecs; }} }}" if d is not None else "")
         + " } }",
     ]
@@ -142,17 +152,27 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             " sum(args->nr_sector * 512); }"
             f" else {{ @b[1, {slice_of}] = sum(args->nr_sector * 512); }}"
             " delete(@it[$s]); delete(@own[$s]); }",
+            # the journal's commits (jbd2's thread): the last one's start and end
+            f"tracepoint:jbd2:jbd2_start_commit /args->dev == {d.part_dev}/ {{ @jc = nsecs; }}"
+            if journal else "",
+            f"tracepoint:jbd2:jbd2_end_commit /args->dev == {d.part_dev}/ {{ @js = @jc;"
+            " @je = nsecs; }" if journal else "",
             "tracepoint:raw_syscalls:sys_exit /@ai[tid]/ { delete(@ai[tid]); }",
             "tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $e = nsecs; $i = @in[tid];"
             " $v = $e - $i;"
             f" if (@q1[tid] > $i) {{ {_timed('call_bio', '$v', slice_ns, 'a')}"
             "  if (@done[tid] > $i) { $w = $e - @done[tid];"
-            f"  {_timed('completion', '$w', slice_ns, 'b')} }} }}"
+            f"  {_timed('completion', '$w', slice_ns, 'b')} }}"
+            # a sync that reached the device waited for the commit that ended in it
+            + ("  if (@sy[tid] && @je > $i) { $j = @je - @js; if (@js < $i) { $j = @je - $i; }"
+               f"  {_timed('journal', '$j', slice_ns, 'd')} }}" if journal else "")
+            + " }"
             f" else {{ {_timed('call_nobio', '$v', slice_ns, 'c')} }}"
-            " delete(@in[tid]); }",
+            + (" delete(@sy[tid]);" if journal else "") + " delete(@in[tid]); }",
         ]
         left = ("clear(@t); clear(@in); clear(@ai); clear(@q1); clear(@done); clear(@own);"
-                " clear(@qt); clear(@it);" + (" clear(@pend); clear(@pendtid);" if held else ""))
+                " clear(@qt); clear(@it);" + (" clear(@pend); clear(@pendtid);" if held else "")
+                + (" clear(@sy); clear(@jc); clear(@js); clear(@je);" if journal else ""))
         printed = "print(@h); print(@b); clear(@h); clear(@b);"
     elif (place.fs_type or "").startswith("fuse"):  # no block device: FUSE's requests
         # sent in fio's call, answered by the daemon (in its own thread: by request id)

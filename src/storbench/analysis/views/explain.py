@@ -19,6 +19,7 @@ NAMES = {
     "throttle": "cgroup throttle",
     "queue": "block queue",
     "device": "device",
+    "journal": "journal commit (jbd2)",
     "completion": "completion (wake-up)",
     "remote": "FUSE daemon's answers",
     "call_bio": "whole call, reached the device",
@@ -39,6 +40,12 @@ def layer_rows(entry: ExplainEntry, u: Units) -> list[list[str]]:
         rows.append([label, f"{layer['n']:,}", u.latency(layer.get("p50_ns")),
                      u.latency(layer.get("p99_ns")), said])
     return rows
+
+
+def _of(entry: ExplainEntry) -> str:
+    """What of fio's the layers are set against: its syncs' latency (a test that waits
+    longest in them), else its completion latency."""
+    return "sync" if entry["fio"].get("direction") == "sync" else "clat"
 
 
 def bound(run: Run, test: str, entry: ExplainEntry) -> str:
@@ -79,7 +86,7 @@ class ExplainView(View):
             fio = entry["fio"]
             out.append(Titled(Table(["layer", "I/Os", "p50", "p99", "of fio's p99"],
                                     layer_rows(entry, u), [False, True, True, True, True]),
-                              f"{test}: latency by layer (fio's clat p50"
+                              f"{test}: latency by layer (fio's {_of(entry)} p50"
                               f" {u.latency(fio.get('p50_ns'))}, p99"
                               f" {u.latency(fio.get('p99_ns'))})"))
             if entry.get("cache_percent") is not None:
@@ -111,7 +118,8 @@ class ExplainView(View):
                 if not shown:
                     shown = [(NAMES[k], entry["layers"][k]) for k in NAMES
                              if k in entry["layers"]]
-                names = [*(n for n, _ in shown), "fio's completion latency"]
+                names = [*(n for n, _ in shown), "fio's completion latency"
+                         if _of(entry) == "clat" else "fio's sync latency"]
                 out.append(Chart(
                     slug("explain", run.name, test), f"{run.name} {test}: p99 by layer",
                     "bar", "latency", names=names,
