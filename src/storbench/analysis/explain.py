@@ -44,6 +44,7 @@ BINDING_SHARE = 50.0  # a layer holding at least this % of p99 binds; else the l
 CACHE_BOUND = 90.0  # % of the bytes read never reaching the device: the page cache answers
 CPU_BOUND = 90.0  # % of a core per job
 JOURNAL_SHARE = 0.01  # of the syncs that reached the device, waiting for a journal commit
+WAKE_MAX_NS = 1e6  # a CPU's wake-up after a completion takes less (tens of µs idle)
 BUSY_WAITED = 10.0  # % of the time tasks here waited for a CPU (/proc/pressure/cpu): busy
 
 
@@ -271,12 +272,19 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                f" {lat(journal)} at p99, {share(journal, p99):.0f}% of fio's"
                                f" sync p99 {lat(p99)} (the device's own time"
                                f" {lat(at('device'))} at p99)")
-        if not place.get("journal"):  # (timed, and not the wait: a CPU's, as below)
+        if not place.get("journal") or (took or 0) > WAKE_MAX_NS:
+            # not the journal, or not timed; and longer than a CPU takes to wake
+            others = [f"for its journal ({min(waited, 1):.0%} of them waited for a commit"
+                      + (f", {lat(journal)} at p99)" if journal is not None else ")")
+                      if place.get("journal") else "for its journal or log (not timed here)",
+                      "for writes of theirs that the cgroup's cap held and its worker issued"
+                      if throttle else "for writes of theirs that another thread issued"]
+            if (took or 0) <= WAKE_MAX_NS:
+                others.append("for a CPU")
             return "completion", (f"fio's syncs waiting after their own writes completed:"
                                   f" {top_share:.0f}% of p99 ({lat(took)} of fio's sync p99"
-                                  f" {lat(p99)}): for the file system ({fs or 'unknown'}: its"
-                                  " journal or log, written by another thread, not timed"
-                                  " here) or for a CPU")
+                                  f" {lat(p99)}), in the file system ({fs or 'unknown'}): "
+                                  + ", ".join(others[:-1]) + " or " + others[-1])
     if top == "completion":
         waited = fio.get("cpu_waited_percent")
         why = ("a busy machine, or a CPU that slept and took this long to wake" if waited is None
