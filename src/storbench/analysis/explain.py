@@ -261,20 +261,20 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
     journal = at("journal")
     if top == "completion" and fio.get("direction") == "sync":
         took = at("completion")
-        waited = (layers.get("journal") or {}).get("n", 0) / max(
+        commits = (layers.get("journal") or {}).get("n", 0) / max(
             1, (layers.get("call_bio") or {}).get("n", 0))
         # (a p99 can be the journal's only where 1% of the syncs or more waited for it)
         if (place.get("journal") and journal is not None and took
-                and journal >= took * BINDING_SHARE / 100 and waited >= JOURNAL_SHARE):
-            return "journal", (f"the file system's journal ({fs}): {min(waited, 1):.0%} of"
+                and journal >= took * BINDING_SHARE / 100 and commits >= JOURNAL_SHARE):
+            return "journal", (f"the file system's journal ({fs}): {min(commits, 1):.0%} of"
                                " fio's syncs waited for a commit of it (jbd2's writes,"
                                f" after fio's own): {lat(at('journal', 'p50_ns'))} at p50,"
                                f" {lat(journal)} at p99, {share(journal, p99):.0f}% of fio's"
                                f" sync p99 {lat(p99)} (the device's own time"
                                f" {lat(at('device'))} at p99)")
         if not place.get("journal") or (took or 0) > WAKE_MAX_NS:
-            # not the journal, or not timed; and longer than a CPU takes to wake
-            others = [f"for its journal ({min(waited, 1):.0%} of them waited for a commit"
+            # the journal not timed here, or a wait longer than a wake-up: what it may be
+            others = [f"for its journal ({min(commits, 1):.0%} of them waited for a commit"
                       + (f", {lat(journal)} at p99)" if journal is not None else ")")
                       if place.get("journal") else "for its journal or log (not timed here)",
                       "for writes of theirs that the cgroup's cap held and its worker issued"
