@@ -259,6 +259,16 @@ def test_answers_skip_saturated_steps_and_name_the_next_that_failed():
         Objective.parse("p100<=1ms")
 
 
+def test_a_paced_step_that_kept_its_rate_is_not_bound_by_the_cpu_it_spun():
+    """fio spins while it waits for its next I/O at short gaps (tmpfs at 20,000 reads a
+    second: a whole core): a step that kept its rate was not limited by that core; one
+    that fell behind, or a closed-loop one, may have been."""
+    kept = {"requested_iops": 20000, "saturated": False, "cpu_percent": 100.0}
+    assert not cpu_bound(kept)
+    assert cpu_bound({**kept, "saturated": True})
+    assert cpu_bound({**kept, "requested_iops": None})
+
+
 def test_a_core_fio_could_not_have_is_counted_as_cpu_it_needed():
     """fio at 88% of a core while tasks waited for a CPU 9% of the step: bound by the
     CPU; a busy machine beside fio that waits on its storage is not."""

@@ -177,7 +177,11 @@ def cpu_taken(step: dict[str, Any]) -> float:
 
 def cpu_bound(step: dict[str, Any]) -> bool:
     """fio ran out of CPU in this step: its own CPU at a whole core, or most of one with
-    the rest of the step spent waiting for a CPU another task held."""
+    the rest of the step spent waiting for a CPU another task held. Not a paced step that
+    kept its rate: at short gaps fio spins while it waits for its next I/O (a whole core at
+    20,000 IOPS, analysis/explain.py), and its CPU limited nothing."""
+    if step.get("requested_iops") is not None and not off_rate(step):
+        return False
     return step["cpu_percent"] >= CPU_OWN and cpu_taken(step) >= CPU_BOUND
 
 

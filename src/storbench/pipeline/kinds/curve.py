@@ -276,8 +276,10 @@ class Curve:
         steps = [*self.closed, *self.opened]
         top = max(self.closed, key=lambda s: s["achieved_iops"]) if self.closed else None
         found = answers.answers(steps, self.objectives)
-        cpu = max((s["cpu_percent"] for s in steps), default=0.0)
-        busiest = max(steps, key=answers.cpu_taken, default=None)
+        # the steps whose CPU limited them (not a paced one that kept its rate: it spins)
+        bound = [s for s in steps if answers.cpu_bound(s)]
+        cpu = max((s["cpu_percent"] for s in bound or steps), default=0.0)
+        busiest = max(bound or steps, key=answers.cpu_taken, default=None)
         opened = sorted(self.opened, key=lambda s: s["requested_iops"])
         knee, bent = answers.bend(steps)
         return {
@@ -292,7 +294,7 @@ class Curve:
             "knee_iops": knee, "knee_bent": bent,
             "floor_ns": opened[0]["percentiles_ns"] if opened else None,
             "answers": found,
-            "cpu_bound": busiest is not None and answers.cpu_bound(busiest),
+            "cpu_bound": bool(bound),
             "max_cpu_percent": cpu,
             "cpu_waited_percent": busiest.get("cpu_waited_percent") if busiest else None,
         }
