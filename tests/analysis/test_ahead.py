@@ -204,3 +204,31 @@ def test_a_figure_is_searched_from_where_it_begins_to_vary(monkeypatch):
         assert reading.answers is not None and set(reading.answers) == {reading.keys[key]}
     assert got == changepoints.find_each(questions)
     assert [c.run for c in got[0]] == [4201] and got[1] == []
+
+
+@two_cpus
+def test_a_copy_made_early_searches_with_the_settings_of_the_reading_that_takes_it(
+        monkeypatch):
+    """made_early's copy (`check --no-change` makes it before the digest of the series'
+    runs) is the Reading's, which sends it its settings: asked for 2,000 runs on each side
+    of a change, it finds none 1,800 runs before the end, where the default finds it. One
+    that no Reading took (an answer was kept) is ended and reaped as the block ends."""
+    monkeypatch.setattr(ahead, "PART", 500)
+    rows = _rows(6000, seed=6)
+    values = _iops(rows)
+    with ahead.made_early() as early:
+        assert early and early != os.getpid()
+        with ahead.Reading(MIN_CHANGE, MAX_PVALUE, 2000) as reading:
+            assert reading.pid == early
+            _read(reading, rows, 500)
+            answer = reading.answer(changepoints.key_of(values, True, MIN_CHANGE,
+                                                        MAX_PVALUE, 2000))
+        assert _gone(early)
+    assert answer == changepoints.found_in(values, True, MIN_CHANGE, MAX_PVALUE, 2000) == []
+    assert [a[0] for a in changepoints.found_in(values, True, MIN_CHANGE, MAX_PVALUE,
+                                                MIN_RUNS)] == [4200]
+    with ahead.made_early() as unused:
+        assert unused
+    assert _gone(unused)
+    with ahead.Reading(MIN_CHANGE, MAX_PVALUE, MIN_RUNS) as reading:  # one of its own
+        assert reading.pid not in (0, early, unused)

@@ -28,7 +28,8 @@ import select
 import signal
 import struct
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, cast
 
 from storbench.analysis import forked
@@ -45,6 +46,28 @@ Choose = Callable[[Any, Sequence[Any]], list[Chosen]]
 Groups = Mapping[str, tuple[Any, Sequence[Any]]]
 _HEAD = struct.Struct("qq")  # a message: the figure's number, then its values' count (or
 # -1: one value follows, 1.0 if the figure is better higher)
+_SETTINGS = struct.Struct("ddq")  # the first message: min_change, max_pvalue, min_runs
+# a copy made before its Reading (made_early), not yet taken: its pid, the pipes down to it
+# and back, and when it was made
+_early: tuple[int, int, int, float] | None = None
+
+
+@contextmanager
+def made_early() -> Iterator[int]:
+    """The copy of a Reading opened inside the block made as the block opens: its imports
+    (numpy's, ~0.1 s) beside what the command does before its read (a cold `check
+    --no-change`: the digest of 100,000 runs' ids and a kept answer looked for, ~60 ms).
+    The Reading sends it its settings; a copy no Reading took (an answer was kept) is
+    ended as the block ends. Gives the copy's pid (0: none made)."""
+    global _early
+    made = _fork() if forked.may_copy() else None
+    _early = None if made is None else (*made, time.monotonic())
+    try:
+        yield made[0] if made else 0
+    finally:
+        left, _early = _early, None
+        if left is not None:
+            _end(*left[:3])
 
 
 class Reading:
@@ -52,8 +75,8 @@ class Reading:
     each series), sent to a copy of this process that searches them as they come; ``end``
     when the read is done gives the keys of what was sent, ``answer`` the copy's change
     points of the values of a key, in the cache's form. A context manager: the copy is
-    made as it opens (to be ready when the first part comes), and ended and reaped as it
-    closes."""
+    made as it opens (to be ready when the first part comes; made_early's, if one was
+    made), and ended and reaped as it closes."""
 
     def __init__(self, min_change: float, max_pvalue: float, min_runs: int) -> None:
         self.min_change = min_change
@@ -70,8 +93,13 @@ class Reading:
         self.began = self.took = 0.0  # the copy's start, and from it to the read's end
 
     def __enter__(self) -> Reading:
-        if forked.may_copy():
-            self._start()
+        global _early
+        if _early is not None:
+            (self.pid, self.down, self.up, self.began), _early = _early, None
+        elif forked.may_copy() and (made := _fork()) is not None:
+            (self.pid, self.down, self.up), self.began = made, time.monotonic()
+        if self.down >= 0:
+            self.queued += _SETTINGS.pack(*self.settings)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -81,14 +109,8 @@ class Reading:
         """Nothing (more) sent, nothing taken from the copy: the copy ended and reaped now
         (until it is, each page this process writes to is copied for it first)."""
         self.keys = {}
-        for fd in (self.down, self.up):
-            if fd >= 0:
-                os.close(fd)
-        self.down = self.up = -1
-        if self.pid:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-            self.pid = 0
+        _end(self.pid, self.down, self.up)
+        self.pid, self.down, self.up = 0, -1, -1
 
     def part(self, groups: Groups, choose: Choose) -> None:
         """The next rows read, by series: each series' figures' values in them sent on
@@ -164,43 +186,6 @@ class Reading:
         except Exception:  # not what the copy meant to say: found here instead
             return {}
 
-    def _start(self) -> None:
-        """The copy made: it loads what it searches with, and waits for values."""
-        try:
-            down_read, self.down = os.pipe()
-        except OSError:
-            return
-        try:
-            self.up, up_write = os.pipe()
-        except OSError:
-            self._stop()
-            os.close(down_read)
-            return
-        try:
-            import fcntl
-
-            fcntl.fcntl(self.down, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        except (ImportError, AttributeError, OSError):
-            pass  # a smaller pipe: parts wait here, queued, until the copy takes them
-        try:
-            pid = os.fork()
-        except OSError:
-            pid = -1
-        if pid == 0:  # the copy: never returns
-            try:
-                os.close(self.down)
-                os.close(self.up)
-                _search(down_read, up_write, self.settings)
-            finally:
-                os._exit(1)
-        os.close(down_read)
-        os.close(up_write)
-        if pid < 0:
-            self._stop()
-            return
-        os.set_blocking(self.down, False)
-        self.pid, self.began = pid, time.monotonic()
-
     def _send(self, wait: bool) -> bool:
         """What is queued written to the pipe, as much as it takes (``wait``: all of it,
         for at most forked.WAIT_S). False: the copy is gone, or took nothing in time."""
@@ -220,17 +205,65 @@ class Reading:
         return True
 
 
-def _search(down: int, up: int, settings: tuple[float, float, int]) -> None:
-    """The copy: each figure's messages (whether it is better higher, then its values)
-    searched as they come; at their end the answers, each with a digest of its values,
-    sent back. Then gone without a word (no atexit, no buffers flushed, no database
-    closed)."""
+def _fork() -> tuple[int, int, int] | None:
+    """A copy made (it loads what it searches with, and waits for its settings and
+    values): its pid, the pipe down to it (not blocking) and the one back; None: a pipe or
+    the fork refused."""
+    try:
+        down_read, down = os.pipe()
+    except OSError:
+        return None
+    try:
+        up, up_write = os.pipe()
+    except OSError:
+        _end(0, down_read, down)
+        return None
+    try:
+        import fcntl
+
+        fcntl.fcntl(down, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass  # a smaller pipe: parts wait here, queued, until the copy takes them
+    try:
+        pid = os.fork()
+    except OSError:
+        _end(0, down_read, down, up, up_write)
+        return None
+    if pid == 0:  # the copy: never returns
+        try:
+            os.close(down)
+            os.close(up)
+            _search(down_read, up_write)
+        finally:
+            os._exit(1)
+    os.close(down_read)
+    os.close(up_write)
+    os.set_blocking(down, False)
+    return pid, down, up
+
+
+def _end(pid: int, *fds: int) -> None:
+    """The pipes ``fds`` closed and copy ``pid`` (0: none) ended and reaped (until it is,
+    each page this process writes to is copied for it first)."""
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
+    if pid:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _search(down: int, up: int) -> None:
+    """The copy: its settings, then each figure's messages (whether it is better higher,
+    then its values) searched as they come; at their end the answers, each with a digest
+    of its values, sent back. Then gone without a word (no atexit, no buffers flushed, no
+    database closed)."""
     code = 1
     try:
         from storbench.analysis import edivisive
         from storbench.analysis.changepoints import found_in
 
-        min_change, max_pvalue, min_runs = settings
+        settings: tuple[float, float, int] | None = None
         splitters: dict[int, edivisive.Splitter] = {}
         better: dict[int, bool] = {}
         digests: dict[int, Any] = {}
@@ -243,6 +276,11 @@ def _search(down: int, up: int, settings: tuple[float, float, int]) -> None:
         while chunk := os.read(down, 1 << 20):
             data += chunk
             at = 0  # each whole message taken, the rest kept for the next chunk
+            if settings is None:
+                if len(data) < _SETTINGS.size:
+                    continue
+                settings = min_change, max_pvalue, min_runs = _SETTINGS.unpack_from(data)
+                at = _SETTINGS.size
             while len(data) - at >= _HEAD.size:
                 figure, count = _HEAD.unpack_from(data, at)
                 size = _HEAD.size + 8 * max(count, 1)
@@ -267,7 +305,7 @@ def _search(down: int, up: int, settings: tuple[float, float, int]) -> None:
                             splitters[figure].feed(held.pop(figure))
                 at += size
             del data[:at]
-        if not data:
+        if not data and settings is not None:
             said = {}
             for figure, splitter in splitters.items():
                 if figure in held:  # never varied: not searched

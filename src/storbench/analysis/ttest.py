@@ -15,17 +15,12 @@ def pvalue(mean_1: float, std_1: float, n_1: int, mean_2: float, std_2: float,
     with x = df / (df + t^2), the regularized incomplete beta function from its continued
     fraction (Numerical Recipes 6.4), in Python's floats (numpy's calls on one value
     cost more than the sums)."""
-    v1 = 0.0 if n_1 == 1 else std_1 * std_1
-    v2 = 0.0 if n_2 == 1 else std_2 * std_2
     df = n_1 + n_2 - 2.0
     if df <= 0:
         return math.nan
-    svar = ((n_1 - 1) * v1 + (n_2 - 1) * v2) / df
-    scale = math.sqrt(svar * (1.0 / n_1 + 1.0 / n_2))
-    d = mean_1 - mean_2
-    if scale == 0:
-        return math.nan if d == 0 else 0.0
-    t = d / scale
+    t = t_of(mean_1, std_1, n_1, mean_2, std_2, n_2)
+    if t is None:
+        return math.nan if mean_1 == mean_2 else 0.0
     tt = t * t
     if math.isinf(tt):
         return 0.0
@@ -39,6 +34,17 @@ def pvalue(mean_1: float, std_1: float, n_1: int, mean_2: float, std_2: float,
     if x < (a + 1) / (a + b + 2):
         return front * _fraction_of(a, b, x) / a
     return 1.0 - front * _fraction_of(b, a, y) / b
+
+
+def t_of(mean_1: float, std_1: float, n_1: int, mean_2: float, std_2: float,
+         n_2: int) -> float | None:
+    """pvalue's t (n_1 + n_2 > 2); None where the pooled variance is nought."""
+    v1 = 0.0 if n_1 == 1 else std_1 * std_1
+    v2 = 0.0 if n_2 == 1 else std_2 * std_2
+    df = n_1 + n_2 - 2.0
+    svar = ((n_1 - 1) * v1 + (n_2 - 1) * v2) / df
+    scale = math.sqrt(svar * (1.0 / n_1 + 1.0 / n_2))
+    return None if scale == 0 else (mean_1 - mean_2) / scale
 
 
 def _fraction_of(a: float, b: float, x: float) -> float:

@@ -3,14 +3,12 @@ apart from `run` so that a gate in CI loads nothing of the measuring."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import click
 from rich.markup import escape
 
-from storbench.analysis.assertions import Assertion
-from storbench.analysis.assertions import check as check_assertion
-from storbench.analysis.regression import regressions
 from storbench.cli.common import (
     MAX_REGRESSION,
     assert_options,
@@ -25,12 +23,10 @@ from storbench.cli.common import (
     read_db_option,
 )
 from storbench.errors import ConfigError, StorbenchError, StoreError, ThresholdExceeded
-from storbench.render import terminal
-from storbench.render.json import outcome_dict
 from storbench.render.text import harmless
 from storbench.result.record import Run
 from storbench.store import Store
-from storbench.store.series import series_last, series_of
+from storbench.store.series import series_holds, series_last, series_of
 
 
 def how_it_ended(r: Run) -> str:
@@ -84,15 +80,25 @@ def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str
     if r.status != "completed":
         raise StorbenchError(f"run {r.id} {how_it_ended(r)}: no verdict; a run that did not"
                              " complete passes no check")
-    verdicts = [*r.judged, *(check_assertion(r, Assertion.parse(t)) for t in assertions)]
+    verdicts = list(r.judged)
+    if assertions:
+        from storbench.analysis.assertions import Assertion
+        from storbench.analysis.assertions import check as check_assertion
+
+        verdicts += [check_assertion(r, Assertion.parse(t)) for t in assertions]
     changes = []
     if baseline is not None:
+        from storbench.analysis.regression import regressions
+
         base = load_run(store, store.resolve_baseline(baseline, exclude=r.id))
         changes = regressions(r, base, limit)
         if not changes:
             raise ConfigError(f"run #{r.id} and baseline #{base.id} share no figure to compare"
                               " (different suites or tests)")
     shifts = _shifts(store, r, series, limit) if no_change else []
+    from storbench.render import terminal
+    from storbench.render.json import outcome_dict
+
     if as_json:
         print_json([outcome_dict(v) for v in verdicts]
                    + [{"check": "no-change", "passed": not bad, "figure": name, **change}
@@ -130,14 +136,19 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
     if name is None:
         raise ConfigError(f"run #{r.id} is in no series: --no-change needs its history"
                           " (`storbench series NAME RUN...` puts it in one)")
-    runs = latest_runs(store, name, r.id)
-    key = no_change_key(store, name, r.id, limit, runs)
-    known = kept_shifts(ChangeCache(store=store).get(key))
-    if known is not None:
-        return known
-    from storbench.cli.trend import no_change
+    from storbench.analysis.ahead import PART, made_early
 
-    return no_change(store, r, name, limit, key, runs)
+    # a long series' search begun in a copy of this process beside the digest of its runs
+    # (the copy is ended if an answer was kept)
+    with made_early() if series_holds(store, name, PART) else nullcontext():
+        runs = latest_runs(store, name, r.id)
+        key = no_change_key(store, name, r.id, limit, runs)
+        known = kept_shifts(ChangeCache(store=store).get(key))
+        if known is not None:
+            return known
+        from storbench.cli.trend import no_change
+
+        return no_change(store, r, name, limit, key, runs)
 
 
 def kept_shifts(kept: Any) -> list[tuple[str, dict[str, Any], bool]] | None:
