@@ -227,8 +227,10 @@ def test_a_copy_made_early_searches_with_the_settings_of_the_reading_that_takes_
     assert answer == changepoints.found_in(values, True, MIN_CHANGE, MAX_PVALUE, 2000) == []
     assert [a[0] for a in changepoints.found_in(values, True, MIN_CHANGE, MAX_PVALUE,
                                                 MIN_RUNS)] == [4200]
-    with ahead.made_early() as unused:
-        assert unused
+    with ahead.made_early() as unused, ahead.made_early() as inner:
+        assert unused and inner == unused  # (`check` makes it, then `history`'s code asks)
     assert _gone(unused)
+    with ahead.made_early(wanted=False) as none:  # (a series too short)
+        assert none == 0
     with ahead.Reading(MIN_CHANGE, MAX_PVALUE, MIN_RUNS) as reading:  # one of its own
         assert reading.pid not in (0, early, unused)
