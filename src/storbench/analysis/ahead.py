@@ -1,5 +1,6 @@
 """Figures' change points found while their series are still being read: a copy of this
-process (fork), made as the read begins, searches figures (one of each test a series
+process (fork), made as the read begins (or before what comes before it: made_early),
+searches figures (one of each test a series
 ran: histories._to_search) as their values come down a pipe, part after part
 (edivisive.Splitter), and hands back its answers when they end. Reading 100,000 runs
 (~0.2 s on SQLite) and searching them (~0.25 s with numpy's import) then take about the
