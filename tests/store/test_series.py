@@ -795,6 +795,9 @@ def test_a_long_series_is_searched_as_it_is_read(any_store, monkeypatch, tmp_pat
     # a series of fewer runs than ahead.PART is not searched ahead: no copy made for it
     assert series.series_holds(store, "long", 30) and not series.series_holds(store, "long", 31)
     monkeypatch.setattr(ahead, "PART", 31)
-    monkeypatch.setattr(ahead.Reading, "_start", lambda self: pytest.fail("a copy made"))
+    monkeypatch.setattr(ahead, "_fork", lambda: pytest.fail("a copy made"))
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
     assert [history_dict(h) for h in found._histories(store, "long")] == alone
+    # nor early, before its digest (`history SERIES`, `check --no-change`)
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+    assert [history_dict(h) for h in found.histories(store, "long")] == alone
