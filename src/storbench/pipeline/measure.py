@@ -232,6 +232,9 @@ class RunContext:
                     execution = self.executor.run(
                         step.jobs, functools.partial(self.rep.progress, step.index),
                         deadline.seconds if deadline is not None else None)
+                    # fio's end, before a trace is stopped (bpftrace's maps printed: a
+                    # second or more, which the test's I/O must not be thought to take)
+                    timed["fio_end_s"] = round(self.clock.now(), 3)
             finally:
                 if self.probe is not None:
                     self.probe.stop()
