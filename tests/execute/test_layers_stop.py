@@ -23,6 +23,7 @@ def stuck_trace(tmp_path: Path, printed: str, token: str) -> LayerTrace:
     """A LayerTrace whose process prints ``printed`` and then never ends on SIGINT."""
     trace = object.__new__(LayerTrace)  # (its __enter__ starts the real bpftrace)
     trace.slice_ns, trace.error, trace.slices = layers.MIN_SLICE_NS, None, None
+    trace._sampler, trace.counted = None, None  # (no cap: nothing counted)
     trace._token, trace._out, trace._err = token, tmp_path / "out", tmp_path / "err"
     trace._err.write_text("")
     (tmp_path / "printed").write_text(printed)

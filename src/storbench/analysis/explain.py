@@ -12,6 +12,10 @@ An explanation is a dict (result/sections.ExplainEntry) stored per test in the r
 - ``cache_percent``: of the bytes fio read, those that never reached the device;
 - ``place``: the file system, the device (a loop device's backing file and its file
   system), the cgroup's I/O limits on the device;
+- ``cap_ios_per_s``: the reads and writes a second that cgroup let through to the device
+  in the test's measured I/O, by its own count (execute/capcount.py; where a cap is set
+  and fio ran here). At 95% of an IOPS limit or more the cap set the rate: it is named
+  first, then what holds p99 (blk-throttle holds the excess in bursts, beyond p99);
 - ``limit``: the binding limit's key (``throttle``, ``device``, ``queueing``, ``network``,
   ``page_cache``, ``cpu``, ``no_block``, ``fs``, ``journal``, ``completion``, ``unknown``)
   and ``said``: the sentence.
@@ -43,6 +47,7 @@ RAM_FS = ("tmpfs", "ramfs")
 BINDING_SHARE = 50.0  # a layer holding at least this % of p99 binds; else the largest
 CACHE_BOUND = 90.0  # % of the bytes read never reaching the device: the page cache answers
 CPU_BOUND = 90.0  # % of a core per job
+AT_CAP = 0.95  # of a cap's IOPS let through, in a test's measured I/O: the cap sets its rate
 JOURNAL_SHARE = 0.01  # of the syncs that reached the device, waiting for a journal commit
 WAKE_MAX_NS = 1e6  # a CPU's wake-up after a completion takes less (tens of µs idle)
 BUSY_WAITED = 10.0  # % of the time tasks here waited for a CPU (/proc/pressure/cpu): busy
@@ -90,7 +95,8 @@ def fio_figures(result: TestResult) -> dict[str, Any]:
     cpu = (result.usr_cpu_percent + result.sys_cpu_percent) / max(1, result.jobs)
     out: dict[str, Any] = {"iodepth": int(depth) if depth.isdigit() else 1,
                            "jobs": result.jobs, "cpu_percent": round(cpu, 1),
-                           "engine": result.options.get("ioengine") or "psync"}
+                           "engine": result.options.get("ioengine") or "psync",
+                   "synced": result.sync is not None}
     if side is not None:
         name, d = side
         out.update(direction=name, iops=d.iops, bw_bytes_per_s=d.bw_bytes_per_s,
@@ -134,7 +140,7 @@ def share(part: float | None, whole: float | None) -> float | None:
 def judge(entry: dict[str, Any]) -> tuple[str, str]:
     """The binding limit's key and the sentence that names it: the layer that holds the
     time, and for a paced job whose rate was its own pace or the storage's."""
-    limit, said = _held(entry)
+    limit, said = _capped(entry, *_held(entry))
     fio: dict[str, Any] = entry["fio"]
     pace = fio.get("pace")
     if not pace:
@@ -153,6 +159,34 @@ def judge(entry: dict[str, Any]) -> tuple[str, str]:
                        f" {asked} asked ({pace['option']}), {done} done")
     return limit, (f"{said}; it fell behind the job's pace ({asked} asked by {pace['option']},"
                    f" {done} done): the storage set its rate")
+
+
+def _capped(entry: dict[str, Any], limit: str, said: str) -> tuple[str, str]:
+    """A cgroup's cap that let through its limit of IOPS (the cgroup's own count,
+    ``cap_ios_per_s``: execute/capcount.py) sets the test's rate, whatever holds its p99
+    (``limit``, ``said``: _held's, then said after it). Not for a job that kept its own
+    pace."""
+    through: dict[str, float] = entry.get("cap_ios_per_s") or {}
+    caps: dict[str, int] = entry["place"].get("throttle") or {}
+    fio: dict[str, Any] = entry["fio"]
+    at = [(rate / caps[f"{d}_iops"], d, rate) for d, rate in through.items()
+          if caps.get(f"{d}_iops") and rate >= AT_CAP * caps[f"{d}_iops"]]
+    if not at or (fio.get("pace") or {}).get("kept"):
+        return limit, said
+    _, side, rate = max(at)
+    own = fio.get("iops")
+    mine = "" if not own else (
+        f", where fio made {own:,.0f} writes a second, each synced (a sync's flush is a"
+        " write to the cap too)" if fio.get("synced") and side == "write" and rate >= 1.5 * own
+        else f", where fio's rate was {own:,.0f} IOPS")
+    if limit == "throttle" and "): " in said:  # (the cap's own sentence: its wait)
+        held = said.split("): ", 1)[1]
+        held = f"its wait in the cap, {held}" if held[:1].isdigit() else held
+    else:
+        held = said
+    return "throttle", (f"a cgroup's I/O cap ({caps[f'{side}_iops']:,} {side} IOPS), which"
+                        f" set the rate: it let {rate:,.0f} {side} I/Os a second through{mine}."
+                        f" At p99: {held}")
 
 
 def _held(entry: dict[str, Any]) -> tuple[str, str]:
@@ -236,7 +270,8 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
         calls = (layers.get("queue") or {}).get("n", 0)
         if held > 100 and 0 < few < calls / 100:  # a few held long (blk-throttle's
             # slices of time), fewer than 1%: beyond fio's p99, in its last percent
-            rate = f"; fio's rate {fio['iops']:,.0f} IOPS" if fio.get("iops") else ""
+            rate = (f"; fio's rate {fio['iops']:,.0f} IOPS" if fio.get("iops")
+                    and "cap_ios_per_s" not in entry else "")
             return "throttle", (f"waiting in a cgroup's I/O cap ({limits}): it held {few:,}"
                                 f" of {calls:,} I/Os ({100 * few / calls:.1f}%),"
                                 f" {lat(at('throttle'))} at p99 of those, beyond fio's p99"
@@ -327,12 +362,15 @@ def place_words(place: dict[str, Any]) -> str:
 
 def explain(layers_seen: dict[str, dict[int, int]],
             device_bytes: tuple[int, int] | None, window_s: float, result: TestResult,
-            place: dict[str, Any], cpu_waited: float | None = None) -> ExplainEntry:
+            place: dict[str, Any], cpu_waited: float | None = None,
+            through: tuple[float, float] | None = None) -> ExplainEntry:
     """A test's explanation (module docstring) from the kernel's histograms of its measured
     I/O (layer -> bucket -> count: execute/layers.Slices.layer), the bytes
     read and written at the device in those ``window_s`` seconds (None: no device), fio's
     result and where it ran, and the share of the time tasks here waited for a CPU while
-    it ran (``cpu_waited``, phases.CpuWait; None: not known, fio ran on another host)."""
+    it ran (``cpu_waited``, phases.CpuWait; None: not known, fio ran on another host), and
+    the reads and writes a second a cgroup's cap let through to the device (``through``,
+    execute/capcount.py; None: no cap, or not counted here)."""
     layers = {name: layer_figures(seen) for name, seen in layers_seen.items()}
     fio = fio_figures(result)
     if cpu_waited is not None:
@@ -345,6 +383,8 @@ def explain(layers_seen: dict[str, dict[int, int]],
         "device_bytes": {"read": reached,
                          "written": device_bytes[1] if device_bytes is not None else 0},
         "place": place, "window_s": round(window_s, 3)}
+    if through is not None:
+        entry["cap_ios_per_s"] = {"read": round(through[0], 1), "write": round(through[1], 1)}
     limit, said = judge(entry)
     issued = (entry["layers"].get("queue") or {}).get("n", 0)
     done = (entry["layers"].get("device") or {}).get("n", 0)
@@ -352,6 +392,9 @@ def explain(layers_seen: dict[str, dict[int, int]],
              " the kernel skips a tracing program that would run inside another on the same"
              " CPU (a completion interrupting a traced call); the device's figures are of"
              " those seen"] if issued and done < 0.95 * issued else []
-    return ExplainEntry(notes=notes, layers=entry["layers"], fio=fio, cache_percent=cache,
-                        device_bytes=entry["device_bytes"], place=place,
-                        window_s=entry["window_s"], limit=limit, said=said)
+    out = ExplainEntry(notes=notes, layers=entry["layers"], fio=fio, cache_percent=cache,
+                       device_bytes=entry["device_bytes"], place=place,
+                       window_s=entry["window_s"], limit=limit, said=said)
+    if "cap_ios_per_s" in entry:
+        out["cap_ios_per_s"] = entry["cap_ios_per_s"]
+    return out

@@ -36,6 +36,9 @@ class Place:
     fs_type: str | None
     device: Beneath | None  # None: no block device (tmpfs, a FUSE or network file system)
     throttle: dict[str, int] = field(default_factory=dict)  # blkio limits on the device
+    # the cgroup's own count of the I/Os it let through to the device: its file and the
+    # device's MAJ:MIN there (execute/capcount.py); None where no limit is set, or unread
+    counter: tuple[str, str] | None = None
 
     @property
     def journal(self) -> str | None:
@@ -102,8 +105,10 @@ def locate(path: Path) -> Place:
     if backing:
         with contextlib.suppress(OSError):
             backing_fs = _fs_type(Path(backing).parent)
+    limits = throttle_limits(wmaj, wmin)
     return Place(fs_type, Beneath(whole.name, kdev(wmaj, wmin), kdev(major, minor), start,
-                                  backing, backing_fs), throttle_limits(wmaj, wmin))
+                                  backing, backing_fs), limits,
+                 throttle_counter(wmaj, wmin) if limits else None)
 
 
 def _fs_type(path: Path) -> str | None:
@@ -120,38 +125,59 @@ def _fs_type(path: Path) -> str | None:
     return found
 
 
+def _cgroup_dirs() -> list[tuple[str, Path]]:
+    """This process's cgroup directories: ("blkio", its v1 blkio cgroup) and ("", its v2
+    one), as /proc/self/cgroup names them."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, where = line.split(":", 2)
+            if "blkio" in controllers.split(","):
+                found.append(("blkio", Path("/sys/fs/cgroup/blkio") / where.lstrip("/")))
+            elif controllers == "":
+                found.append(("", Path("/sys/fs/cgroup") / where.lstrip("/")))
+    return found
+
+
+def throttle_counter(major: int, minor: int) -> tuple[str, str] | None:
+    """The file in which this process's cgroup counts the I/Os it let through to device
+    MAJOR:MINOR (blkio.throttle.io_serviced, cgroup v1; io.stat, v2), and the device as it
+    names it; None where it keeps none."""
+    for kind, base in _cgroup_dirs():
+        path = base / ("blkio.throttle.io_serviced" if kind else "io.stat")
+        if os.access(path, os.R_OK):
+            return str(path), f"{major}:{minor}"
+    return None
+
+
 def throttle_limits(major: int, minor: int) -> dict[str, int]:
     """This process's cgroup's I/O limits on device MAJOR:MINOR: blkio.throttle.* (cgroup
     v1) or io.max (v2), as {"read_iops": 3000, "write_bps": ...}."""
     found: dict[str, int] = {}
     device = f"{major}:{minor}"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, where = line.split(":", 2)
-            if "blkio" in controllers.split(","):
-                base = Path("/sys/fs/cgroup/blkio") / where.lstrip("/")
-                for name, key in (("read_iops", "read_iops_device"),
-                                  ("write_iops", "write_iops_device"),
-                                  ("read_bps", "read_bps_device"),
-                                  ("write_bps", "write_bps_device")):
-                    with contextlib.suppress(OSError):
-                        for entry in (base / f"blkio.throttle.{key}").read_text().split("\n"):
-                            dev, _, value = entry.partition(" ")
-                            if dev == device and value.strip().isdigit():
-                                found[name] = int(value)
-            elif controllers == "":
+    for kind, base in _cgroup_dirs():
+        if kind:
+            for name, key in (("read_iops", "read_iops_device"),
+                              ("write_iops", "write_iops_device"),
+                              ("read_bps", "read_bps_device"),
+                              ("write_bps", "write_bps_device")):
                 with contextlib.suppress(OSError):
-                    text = (Path("/sys/fs/cgroup") / where.lstrip("/") / "io.max").read_text()
-                    for entry in text.splitlines():
-                        dev, *pairs = entry.split()
-                        if dev != device:
-                            continue
-                        for pair in pairs:
-                            key, _, value = pair.partition("=")
-                            if value.isdigit():
-                                found[{"riops": "read_iops", "wiops": "write_iops",
-                                       "rbps": "read_bps", "wbps": "write_bps"}.get(key, key)
-                                      ] = int(value)
+                    for entry in (base / f"blkio.throttle.{key}").read_text().split("\n"):
+                        dev, _, value = entry.partition(" ")
+                        if dev == device and value.strip().isdigit():
+                            found[name] = int(value)
+        else:
+            with contextlib.suppress(OSError):
+                for entry in (base / "io.max").read_text().splitlines():
+                    dev, *pairs = entry.split()
+                    if dev != device:
+                        continue
+                    for pair in pairs:
+                        key, _, value = pair.partition("=")
+                        if value.isdigit():
+                            found[{"riops": "read_iops", "wiops": "write_iops",
+                                   "rbps": "read_bps", "wbps": "write_bps"}.get(key, key)
+                                  ] = int(value)
     return found
 
 

@@ -49,6 +49,7 @@ from typing import Any
 from storbench.errors import ConfigError, StorbenchError
 from storbench.execute.beneath import Place
 from storbench.execute.bpfcapture import NUMBERS, bpftrace_path, launch
+from storbench.execute.capcount import Counted, Sampler
 from storbench.execute.followed import threads
 
 LAYERS = ("fs", "throttle", "queue", "device", "completion", "call_bio", "call_nobio",
@@ -282,6 +283,9 @@ class LayerTrace:
         self.slices: Slices | None = None
         self.error: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        # a cgroup's cap on the device: what it let through, read every slice
+        self._sampler = Sampler(place.counter, self.slice_ns / 1e9) if place.counter else None
+        self.counted: Counted | None = None
 
     def __enter__(self) -> LayerTrace:
         self._token = token = secrets.token_hex(8)
@@ -294,6 +298,8 @@ class LayerTrace:
             self._proc = launch(str(bpftrace_path()), prog, out, err,
                                 {"BPFTRACE_MAP_KEYS_MAX": str(KEYS_MAX)})
         self._wait_ready(token)
+        if self._sampler is not None:
+            self._sampler.__enter__()
         return self
 
     def _wait_ready(self, token: str) -> None:
@@ -312,6 +318,9 @@ class LayerTrace:
         raise StorbenchError(f"--explain: bpftrace did not attach within {READY_S:g} s")
 
     def __exit__(self, *exc: Any) -> None:
+        if self._sampler is not None:
+            self._sampler.__exit__()
+            self.counted = self._sampler.counted
         code = self._stop()
         text = self._out.read_text(errors="replace")
         if code not in (0, None) and not ended_whole(text, self._token):

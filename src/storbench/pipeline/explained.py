@@ -64,15 +64,17 @@ class Explained:
                  + (trace.error or "fio measured no I/O to explain"))
             return
         start = int((t0 + float(timed["io_start_s"])) * 1e9)
-        end = int((t0 + float(timed["end_s"])) * 1e9)
+        end = int((t0 + float(timed.get("fio_end_s", timed["end_s"]))) * 1e9)
         seen = trace.slices.between(start, end)
         found = {name: seen.layer(name) for name in layers.LAYERS}
         moved = (seen.device_bytes(0), seen.device_bytes(1)) \
             if self.place.device is not None else None
         waited = CpuWait.now().percent_since(self.began) if self.began else None
+        counted = getattr(trace, "counted", None)  # (this machine's cap: over SSH, none)
+        through = counted.rate(start, end) if counted is not None else None
         for result in results:
             entry = explain(found, moved, trace.slices.span_s(start, end), result,
-                            self.place.record(), waited)
+                            self.place.record(), waited, through)
             if len(results) > 1:
                 entry["together"] = [r.name for r in results if r is not result]
             self.entries[result.name] = entry

@@ -131,6 +131,9 @@ class ExplainEntry(TypedDict):
     device_bytes: dict[str, int]  # read, written at the device by fio's I/O
     window_s: float  # the measured I/O the layers cover (s)
     place: dict[str, Any]  # fs_type, device, backing, backing_fs, throttle
+    # read, write: the I/Os a second a cgroup's cap let through (its own count), where one
+    # is set and counted
+    cap_ios_per_s: NotRequired[dict[str, float]]
     limit: str  # the binding limit's key
     said: str  # the sentence that names it (analysis/views/explain.bound adds to it)
     together: NotRequired[list[str]]  # the other tests of its fio invocation

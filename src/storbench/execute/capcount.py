@@ -1,0 +1,99 @@
+"""What a cgroup's I/O cap let through while fio ran (``run --explain``), as the cgroup's
+own counters say: the I/Os of this process's cgroup on the device beneath the target
+(blkio.throttle.io_serviced, cgroup v1; io.stat's rios and wios, v2: execute/beneath.py
+finds the file), read every slice of a test's trace on the monotonic clock the trace's
+slices keep, so that the rate of its measured I/O alone (its layout left out) can be set
+beside the cap's limits (analysis/explain.py). An fdatasync's flush is a write there (an
+empty bio with a preflush): a commit's write and its sync are two of the cap's I/Os,
+where fio counts one.
+
+A cap of blk-throttle's holds the I/Os beyond its limit in bursts (slices of time: a few
+wait tens of milliseconds, the rest none), so it sets a test's rate where its p99 may not
+show it; the count says it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MIN_SPAN_S = 0.5  # a rate over less than this, between two readings, is not told
+
+
+def served(path: str, device: str) -> tuple[int, int] | None:
+    """The reads and writes the cgroup's counter file ``path`` holds for ``device``
+    (MAJ:MIN): v1's lines "7:0 Read 12", "7:0 Write 34"; v2's "7:0 rbytes=… wbytes=…
+    rios=12 wios=34 …". None: unreadable, or the device not in it."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    reads = writes = None
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0] != device:
+            continue
+        if len(words) == 3 and words[2].isdigit():
+            if words[1] == "Read":
+                reads = int(words[2])
+            elif words[1] == "Write":
+                writes = int(words[2])
+            continue
+        pairs = dict(w.partition("=")[::2] for w in words[1:])
+        if pairs.get("rios", "").isdigit() and pairs.get("wios", "").isdigit():
+            reads, writes = int(pairs["rios"]), int(pairs["wios"])
+    if reads is None and writes is None:
+        return None
+    return reads or 0, writes or 0
+
+
+@dataclass
+class Counted:
+    """The counter's readings: (monotonic ns, reads, writes)."""
+
+    readings: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def rate(self, start_ns: int, end_ns: int) -> tuple[float, float] | None:
+        """Reads and writes a second between the first and last readings within [start_ns,
+        end_ns]; None: fewer than two there, or less than MIN_SPAN_S apart."""
+        inside = [r for r in self.readings if start_ns <= r[0] <= end_ns]
+        if len(inside) < 2:
+            return None
+        (t0, r0, w0), (t1, r1, w1) = inside[0], inside[-1]
+        span = (t1 - t0) / 1e9
+        if span < MIN_SPAN_S:
+            return None
+        return (r1 - r0) / span, (w1 - w0) / span
+
+
+class Sampler:
+    """The counter read every ``every_s`` on a thread of its own while a test runs: ``with
+    Sampler(counter, every_s) as s: ...``, then ``s.counted``."""
+
+    def __init__(self, counter: tuple[str, str], every_s: float) -> None:
+        self.counter = counter
+        self.every_s = every_s
+        self.counted = Counted()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="storbench-capcount",
+                                        daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._read()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._read()
+
+    def _read(self) -> None:
+        got = served(*self.counter)
+        if got is not None:
+            self.counted.readings.append((time.monotonic_ns(), *got))
