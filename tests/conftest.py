@@ -203,6 +203,17 @@ def store_path(tmp_path: Path) -> Path:
     return tmp_path / "results.db"
 
 
+@pytest.fixture
+def blk_tracer() -> Iterator[None]:
+    """The kernel's blk tracer, one machine-wide (tracefs's current_tracer): held by one
+    test at a time, across lanes and workers (a file lock in /tmp, not in a lane's
+    TMPDIR). A recording in the SSH lane's test and one in the rest lane's once met there,
+    and the second was refused, rightly: "the kernel's tracer is in use"."""
+    with open("/tmp/storbench-tests-blk-tracer.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
 def mount_tmpfs(path: Path, size: str, *options: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
     opts = ",".join((f"size={size}", *options))

@@ -20,7 +20,8 @@ from storbench.workload.trace import DISCARD, FUA, from_blk
 from tests.conftest import STORBENCH, needs_fio, needs_root, run_cli
 from tests.target.test_blockdev import Loop
 
-pytestmark = [needs_root, needs_fio]  # loop devices and tracefs
+# loop devices and tracefs; the kernel's blk tracer, one test at a time
+pytestmark = [needs_root, needs_fio, pytest.mark.usefixtures("blk_tracer")]
 
 APP = """[w]
 filename={dev}

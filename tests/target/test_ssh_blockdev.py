@@ -180,6 +180,7 @@ def test_the_device_flags_on_hosts_need_a_device(flag, store_path):
     assert_one_line_error(proc, 2, "apply to block devices", "here or on --hosts")
 
 
+@pytest.mark.usefixtures("blk_tracer")  # (the kernel's, one test at a time)
 def test_a_block_recording_replays_on_each_hosts_device(disks, store_path, tmp_path):
     """fio's direct random writes and reads on a loop device of the test's, recorded at
     block level, replayed on both hosts' devices: refused without --destructive (both
