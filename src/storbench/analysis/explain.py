@@ -96,7 +96,7 @@ def fio_figures(result: TestResult) -> dict[str, Any]:
     out: dict[str, Any] = {"iodepth": int(depth) if depth.isdigit() else 1,
                            "jobs": result.jobs, "cpu_percent": round(cpu, 1),
                            "engine": result.options.get("ioengine") or "psync",
-                   "synced": result.sync is not None}
+                           "synced": result.sync is not None}
     if side is not None:
         name, d = side
         out.update(direction=name, iops=d.iops, bw_bytes_per_s=d.bw_bytes_per_s,
@@ -179,14 +179,31 @@ def _capped(entry: dict[str, Any], limit: str, said: str) -> tuple[str, str]:
         f", where fio made {own:,.0f} writes a second, each synced (a sync's flush is a"
         " write to the cap too)" if fio.get("synced") and side == "write" and rate >= 1.5 * own
         else f", where fio's rate was {own:,.0f} IOPS")
-    if limit == "throttle" and "): " in said:  # (the cap's own sentence: its wait)
-        held = said.split("): ", 1)[1]
-        held = f"its wait in the cap, {held}" if held[:1].isdigit() else held
+    if limit == "throttle":  # the cap holds p99 too: its wait
+        wait, few = _cap_wait(entry)
+        held = wait if few else f"its wait in the cap, {wait}"
     else:
         held = said
     return "throttle", (f"a cgroup's I/O cap ({caps[f'{side}_iops']:,} {side} IOPS), which"
                         f" set the rate: it let {rate:,.0f} {side} I/Os a second through{mine}."
                         f" At p99: {held}")
+
+
+def _cap_wait(entry: dict[str, Any]) -> tuple[str, bool]:
+    """What a cgroup's cap held of fio's I/Os (its layer, ``throttle``): its share of p99;
+    or, where it held fewer than 1% of them long (blk-throttle's slices of time), those
+    few, beyond fio's p99, in its last percent (then True)."""
+    lat = format_latency
+    layers: dict[str, dict[str, Any]] = entry["layers"]
+    p99 = entry["fio"].get("p99_ns")
+    held = layers.get("throttle") or {}
+    wait = held.get("p99_ns") if held.get("n") else None
+    part = share(wait, p99) or 0.0
+    few, calls = held.get("n", 0), (layers.get("queue") or {}).get("n", 0)
+    if part > 100 and 0 < few < calls / 100:
+        return (f"it held {few:,} of {calls:,} I/Os ({100 * few / calls:.1f}%), {lat(wait)}"
+                f" at p99 of those, beyond fio's p99 {lat(p99)}: in its last percent"), True
+    return f"{part:.0f}% of p99 ({lat(wait)} of fio's {lat(p99)})", False
 
 
 def _held(entry: dict[str, Any]) -> tuple[str, str]:
@@ -265,19 +282,10 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                              (shares.get("throttle") or 0) >= BINDING_SHARE / 2):
         limits = ", ".join(f"{v:,} {k.replace('_', ' ').replace('bps', 'bytes/s')}"
                            for k, v in throttle.items()) or "a limit"
-        held = shares.get("throttle") or top_share
-        few = (layers.get("throttle") or {}).get("n", 0)
-        calls = (layers.get("queue") or {}).get("n", 0)
-        if held > 100 and 0 < few < calls / 100:  # a few held long (blk-throttle's
-            # slices of time), fewer than 1%: beyond fio's p99, in its last percent
-            rate = (f"; fio's rate {fio['iops']:,.0f} IOPS" if fio.get("iops")
-                    and "cap_ios_per_s" not in entry else "")
-            return "throttle", (f"waiting in a cgroup's I/O cap ({limits}): it held {few:,}"
-                                f" of {calls:,} I/Os ({100 * few / calls:.1f}%),"
-                                f" {lat(at('throttle'))} at p99 of those, beyond fio's p99"
-                                f" {lat(p99)}: in its last percent{rate}")
-        return "throttle", (f"waiting in a cgroup's I/O cap ({limits}): {held:.0f}% of p99"
-                            f" ({lat(at('throttle'))} of fio's {lat(p99)})")
+        wait, few = _cap_wait(entry)
+        rate = (f"; fio's rate {fio['iops']:,.0f} IOPS" if few and fio.get("iops")
+                and "cap_ios_per_s" not in entry else "")  # (else the cap's rate is said)
+        return "throttle", f"waiting in a cgroup's I/O cap ({limits}): {wait}{rate}"
     if top == "device":
         inflight = _in_flight(layers, fio)
         what = f"the device ({device_words(place)})"
