@@ -141,11 +141,11 @@ def _cgroup_dirs() -> list[tuple[str, Path]]:
 
 def throttle_counter(major: int, minor: int) -> tuple[str, str] | None:
     """The file in which this process's cgroup counts the I/Os it let through to device
-    MAJOR:MINOR (blkio.throttle.io_serviced, cgroup v1; io.stat, v2), and the device as it
-    names it; None where it keeps none."""
+    MAJOR:MINOR, in the hierarchy whose limits are set on it (blkio.throttle.io_serviced,
+    cgroup v1; io.stat, v2), and the device as it names it; None where it keeps none."""
     for kind, base in _cgroup_dirs():
         path = base / ("blkio.throttle.io_serviced" if kind else "io.stat")
-        if os.access(path, os.R_OK):
+        if _limits_in(kind, base, f"{major}:{minor}") and os.access(path, os.R_OK):
             return str(path), f"{major}:{minor}"
     return None
 
@@ -154,30 +154,34 @@ def throttle_limits(major: int, minor: int) -> dict[str, int]:
     """This process's cgroup's I/O limits on device MAJOR:MINOR: blkio.throttle.* (cgroup
     v1) or io.max (v2), as {"read_iops": 3000, "write_bps": ...}."""
     found: dict[str, int] = {}
-    device = f"{major}:{minor}"
     for kind, base in _cgroup_dirs():
-        if kind:
-            for name, key in (("read_iops", "read_iops_device"),
-                              ("write_iops", "write_iops_device"),
-                              ("read_bps", "read_bps_device"),
-                              ("write_bps", "write_bps_device")):
-                with contextlib.suppress(OSError):
-                    for entry in (base / f"blkio.throttle.{key}").read_text().split("\n"):
-                        dev, _, value = entry.partition(" ")
-                        if dev == device and value.strip().isdigit():
-                            found[name] = int(value)
-        else:
+        found.update(_limits_in(kind, base, f"{major}:{minor}"))
+    return found
+
+
+def _limits_in(kind: str, base: Path, device: str) -> dict[str, int]:
+    """The limits on ``device`` (MAJ:MIN) of the cgroup at ``base``: v1's blkio ("blkio")
+    or v2's ("")."""
+    found: dict[str, int] = {}
+    if kind:
+        for name, key in (("read_iops", "read_iops_device"), ("write_iops", "write_iops_device"),
+                          ("read_bps", "read_bps_device"), ("write_bps", "write_bps_device")):
             with contextlib.suppress(OSError):
-                for entry in (base / "io.max").read_text().splitlines():
-                    dev, *pairs = entry.split()
-                    if dev != device:
-                        continue
-                    for pair in pairs:
-                        key, _, value = pair.partition("=")
-                        if value.isdigit():
-                            found[{"riops": "read_iops", "wiops": "write_iops",
-                                   "rbps": "read_bps", "wbps": "write_bps"}.get(key, key)
-                                  ] = int(value)
+                for entry in (base / f"blkio.throttle.{key}").read_text().split("\n"):
+                    dev, _, value = entry.partition(" ")
+                    if dev == device and value.strip().isdigit():
+                        found[name] = int(value)
+        return found
+    with contextlib.suppress(OSError):
+        for entry in (base / "io.max").read_text().splitlines():
+            dev, *pairs = entry.split()
+            if dev != device:
+                continue
+            for pair in pairs:
+                key, _, value = pair.partition("=")
+                if value.isdigit():
+                    found[{"riops": "read_iops", "wiops": "write_iops", "rbps": "read_bps",
+                           "wbps": "write_bps"}.get(key, key)] = int(value)
     return found
 
 

@@ -68,8 +68,9 @@ class Counted:
 
 
 class Sampler:
-    """The counter read every ``every_s`` on a thread of its own while a test runs: ``with
-    Sampler(counter, every_s) as s: ...``, then ``s.counted``."""
+    """The counter read every ``every_s`` on a thread of its own while a test runs:
+    ``start``, ``stop`` (or ``with Sampler(counter, every_s) as s: ...``), then
+    ``s.counted``."""
 
     def __init__(self, counter: tuple[str, str], every_s: float) -> None:
         self.counter = counter
@@ -80,11 +81,17 @@ class Sampler:
                                         daemon=True)
 
     def __enter__(self) -> Sampler:
-        self._read()
-        self._thread.start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._read()
+        self._thread.start()
+
+    def stop(self) -> None:
         self._stop.set()
         self._thread.join()
         self._read()

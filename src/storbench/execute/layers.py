@@ -299,7 +299,7 @@ class LayerTrace:
                                 {"BPFTRACE_MAP_KEYS_MAX": str(KEYS_MAX)})
         self._wait_ready(token)
         if self._sampler is not None:
-            self._sampler.__enter__()
+            self._sampler.start()
         return self
 
     def _wait_ready(self, token: str) -> None:
@@ -319,7 +319,7 @@ class LayerTrace:
 
     def __exit__(self, *exc: Any) -> None:
         if self._sampler is not None:
-            self._sampler.__exit__()
+            self._sampler.stop()
             self.counted = self._sampler.counted
         code = self._stop()
         text = self._out.read_text(errors="replace")
