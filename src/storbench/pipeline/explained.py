@@ -64,7 +64,7 @@ class Explained:
                  + (trace.error or "fio measured no I/O to explain"))
             return
         start = int((t0 + float(timed["io_start_s"])) * 1e9)
-        end = int((t0 + float(timed.get("fio_end_s", timed["end_s"]))) * 1e9)
+        end = int((t0 + float(timed["end_s"])) * 1e9)
         seen = trace.slices.between(start, end)
         found = {name: seen.layer(name) for name in layers.LAYERS}
         moved = (seen.device_bytes(0), seen.device_bytes(1)) \

@@ -225,19 +225,18 @@ class RunContext:
         if self.probe is not None:
             self.probe.start("load")
         trace, traced = tracing(self.explained, step.test.expected_s)
-        with self.clock.phase(step.test.name, test=step.test.name,
-                              repeat=step.repeat) as timed:
-            try:
-                with traced:
-                    execution = self.executor.run(
-                        step.jobs, functools.partial(self.rep.progress, step.index),
-                        deadline.seconds if deadline is not None else None)
-                    # fio's end, before a trace is stopped (bpftrace's maps printed: a
-                    # second or more, which the test's I/O must not be thought to take)
-                    timed["fio_end_s"] = round(self.clock.now(), 3)
-            finally:
-                if self.probe is not None:
-                    self.probe.stop()
+        try:
+            # the test's phase inside its trace: fio's own time, not bpftrace's attaching
+            # and its maps printed as it stops (a second or more each, which the phase
+            # once held: its measured I/O was then taken to end that much late)
+            with traced, self.clock.phase(step.test.name, test=step.test.name,
+                                          repeat=step.repeat) as timed:
+                execution = self.executor.run(
+                    step.jobs, functools.partial(self.rep.progress, step.index),
+                    deadline.seconds if deadline is not None else None)
+        finally:
+            if self.probe is not None:
+                self.probe.stop()
         if execution.stuck and self.guard.signum is not None:
             self.rep.note(f"fio (PID {', '.join(map(str, execution.stuck))}) did not end"
                           " when killed: it is stuck in the kernel (a file system that does"

@@ -63,18 +63,16 @@ class Phases:
 
 def io_phase(timed: dict[str, Any], results: list[TestResult]) -> None:
     """A test's phase, split: fio's measured I/O (its runtime, ramp excluded) ends with
-    the invocation (``fio_end_s``, where a trace followed it and was stopped after: else
-    the phase's end); what came before it, past the ramp, was layout and start-up."""
+    the invocation; what came before it, past the ramp, was layout and start-up."""
     io = max((s for r in results if (s := io_seconds(r)) is not None), default=None)
     if io is None or "end_s" not in timed:
         return
     ramp = max((seconds(r.options.get("ramp_time") or "0") or 0.0 for r in results),
                default=0.0)
-    end = float(timed.get("fio_end_s", timed["end_s"]))
-    wall = end - float(timed["start_s"])
+    wall = float(timed["end_s"]) - float(timed["start_s"])
     timed["results"] = [r.name for r in results]  # the tests this invocation measured
     timed["io_s"] = round(io, 3)
-    timed["io_start_s"] = round(end - io, 3)
+    timed["io_start_s"] = round(float(timed["end_s"]) - io, 3)
     timed["ramp_s"] = ramp
     timed["setup_s"] = round(max(0.0, wall - io - ramp), 3)
 
