@@ -2,9 +2,13 @@
 beside two lanes of tests, bpftrace once had not exited 30 s after SIGINT, and the run
 kept no explanation. Its maps printed whole (the program's end mark after them) are
 what it measured, however it ended after; without the mark, nothing is kept and the
-run says why. The process here is a named stand-in for a bpftrace that does not end (a
-fault this machine cannot cause on purpose): a shell that prints what bpftrace's END
-prints, then ignores SIGINT."""
+run says why. The first tests' process is a named stand-in for a bpftrace that does not
+end at all: a shell that prints what bpftrace's END prints, then ignores SIGINT.
+
+Why it did not end was found after (a full run of 2026-12-06, a host's bpftrace over SSH):
+bpftrace 0.17 forgets a SIGINT that comes as its wait for events has timed out, before it
+runs again (layers.STOPPED). The last test causes that for real: the real bpftrace, its
+CPU held by a SCHED_FIFO neighbour while it is asked to stop."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import pytest
 
 from storbench.execute import layers
 from storbench.execute.layers import LayerTrace, program
+from tests.conftest import needs
 
 
 def stuck_trace(tmp_path: Path, printed: str, token: str) -> LayerTrace:
@@ -61,3 +66,46 @@ def test_the_program_marks_its_end_after_every_map():
                    layers.MIN_SLICE_NS)
     end = next(line for line in text.splitlines() if line.startswith("END "))
     assert end.rindex('printf("feedbeef00000000 E\\n")') > end.rindex("print(@h)")
+
+
+@needs("tracer", "root", "alone")  # a CPU held 1.2 s by a real-time spinner: alone
+def test_a_sigint_that_comes_while_bpftrace_cannot_run_still_ends_it(tmp_path, monkeypatch):
+    """bpftrace pinned to one CPU, and a real-time neighbour spinning there: bpftrace's
+    100 ms wait times out, it cannot run, and SIGINT comes then. bpftrace 0.17's handler
+    only sets a flag that nothing reads after: without layers.STOPPED it ran on until
+    killed (every time here, by hand and in this test), and the test kept no explanation.
+    The neighbour spins 1.2 s in all, so the signal is sent while it holds the CPU even
+    when this process waits for its own CPU."""
+    import os
+    import sys
+
+    from storbench.execute.beneath import Place
+
+    if why := layers.usable():
+        pytest.skip(why)
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs: one for bpftrace and its neighbour, one for this test")
+    cpu = max(os.sched_getaffinity(0))
+    monkeypatch.setattr(layers, "STOP_S", 10.0)  # (it would end in a second; killed after)
+    spin = (f"import os, sys, time\nos.sched_setaffinity(0, {{{cpu}}})\n"
+            "os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))\n"
+            "t = time.monotonic()\nwhile time.monotonic() < t + 0.2: pass\n"
+            "print('held', flush=True)\nwhile time.monotonic() < t + 1.2: pass\n"
+            "print(time.monotonic(), flush=True)\n")
+    with LayerTrace(Place("tmpfs", None), 1.0, tmp_path) as trace:
+        proc = trace._proc
+        assert proc is not None
+        os.sched_setaffinity(proc.pid, {cpu})
+        time.sleep(0.3)  # waiting for events, as while a test runs
+        neighbour = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE,
+                                     text=True)
+        assert neighbour.stdout is not None
+        assert neighbour.stdout.readline() == "held\n"
+        asked = time.monotonic()
+    ended = time.monotonic()
+    neighbour.wait(10)
+    held_until = float(neighbour.stdout.read())
+    assert asked < held_until - 0.2, "asked after the neighbour let bpftrace run again"
+    assert proc.returncode == 0 and trace.error is None, (proc.returncode, trace.error)
+    assert trace.slices is not None
+    assert ended - held_until < 5, f"{ended - held_until:.1f} s after it could run again"

@@ -65,6 +65,13 @@ CALLS = ("read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "p
 SYNCS = ("fsync", "fdatasync", "sync_file_range")  # those that may wait for a journal
 ASYNC_CALLS = {"x86_64": {"io_submit": 209, "io_uring_enter": 426},
                "aarch64": {"io_submit": 2, "io_uring_enter": 426}}
+# bpftrace 0.17 (Debian 12's) forgets a SIGINT that comes while it is not waiting for
+# events: its handler sets a flag that only an event or a wait cut short reads, and one
+# that came as its 100 ms wait had timed out (it had not yet run again) is never read, so
+# it runs on until killed. The kernel's own tracepoint of the signal, raised in the
+# sender's call, has it call exit(): an event, read however the signal fell.
+STOPPED = ("tracepoint:signal:signal_generate /args->sig == 2 && args->pid == @self/"
+           " { exit(); }")
 _ENTRY = re.compile(r"^@h\[(\d+), (\d+), (\d+)\]: (\d+)$")
 _BYTES = re.compile(r"^@b\[(\d+), (\d+)\]: (\d+)$")
 
@@ -108,7 +115,10 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
     journal = place.journal is not None
     any_flush = " || ".join(f"$id == {numbers[c]}" for c in SYNCS if c in numbers)
     lines = [
-        f'BEGIN {{ {seeded} printf("{token} B %lld\\n", nsecs); }}',  # its clock: hosttrace
+        # its clock (hosttrace), and its own PID: the SIGINT that asks it to stop ends it
+        # through exit() (STOPPED)
+        f'BEGIN {{ {seeded} @self = pid; printf("{token} B %lld\\n", nsecs); }}',
+        STOPPED,
         "tracepoint:sched:sched_process_fork /@t[args->parent_pid]/"
         " { @t[args->child_pid] = 1; }",
         "tracepoint:sched:sched_process_exit /@t[tid]/ { delete(@t[tid]); }",
@@ -198,7 +208,7 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
         printed = "print(@h); clear(@h);"
     # bpftrace prints every map left when it ends: only the histograms and bytes; then
     # the token's end mark: all of them were printed (ended_whole)
-    lines.append(f'END {{ {left} {printed} printf("{token} E\\n"); }}')
+    lines.append(f'END {{ clear(@self); {left} {printed} printf("{token} E\\n"); }}')
     return "\n".join(line for line in lines if line) + "\n"
 
 
@@ -351,7 +361,7 @@ class LayerTrace:
 def ended_whole(text: str, token: str) -> bool:
     """Whether bpftrace printed every map at its end (the program's end mark follows
     them): then what it printed is whole, even where it was killed after (beside two
-    lanes of tests here, bpftrace once had not exited 30 s after SIGINT)."""
+    lanes of tests here, bpftrace once had not exited 30 s after SIGINT: see STOPPED)."""
     return f"{token} E" in text
 
 
