@@ -21,7 +21,7 @@ import pytest
 
 from storbench.execute import layers
 from storbench.execute.layers import LayerTrace, program
-from tests.conftest import needs
+from tests.conftest import needs, needs_alone
 
 
 def stuck_trace(tmp_path: Path, printed: str, token: str) -> LayerTrace:
@@ -68,7 +68,8 @@ def test_the_program_marks_its_end_after_every_map():
     assert end.rindex('printf("feedbeef00000000 E\\n")') > end.rindex("print(@h)")
 
 
-@needs("tracer", "root", "alone")  # a CPU held 1.2 s by a real-time spinner: alone
+@needs("tracer", "root")
+@needs_alone  # a CPU held 1.2 s by a real-time spinner: not beside other lanes
 def test_a_sigint_that_comes_while_bpftrace_cannot_run_still_ends_it(tmp_path, monkeypatch):
     """bpftrace pinned to one CPU, and a real-time neighbour spinning there: bpftrace's
     100 ms wait times out, it cannot run, and SIGINT comes then. bpftrace 0.17's handler

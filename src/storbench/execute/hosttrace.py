@@ -35,6 +35,7 @@ from storbench.errors import ConfigError, TargetError
 from storbench.execute import layers
 from storbench.execute.beneath import Place, place_of
 from storbench.execute.bpfcapture import NUMBERS
+from storbench.execute.capcount import Counted
 from storbench.execute.layers import Slices
 from storbench.execute.ssh import SshHost, Tunnel, ssh_argv
 
@@ -204,6 +205,9 @@ class HostsTrace:
         self.slices: Merged | None = None
         self.error: str | None = None
         self.sessions: list[_Session] = []
+        # what a cgroup's cap let through: not counted on the hosts (a sampler on each
+        # would be needed; this machine's is execute/capcount.py)
+        self.counted: Counted | None = None
 
     def __enter__(self) -> HostsTrace:
         token = secrets.token_hex(8)

@@ -70,7 +70,7 @@ class Explained:
         moved = (seen.device_bytes(0), seen.device_bytes(1)) \
             if self.place.device is not None else None
         waited = CpuWait.now().percent_since(self.began) if self.began else None
-        counted = getattr(trace, "counted", None)  # (this machine's cap: over SSH, none)
+        counted = trace.counted  # (this machine's cap: over SSH, none)
         through = counted.rate(start, end) if counted is not None else None
         for result in results:
             entry = explain(found, moved, trace.slices.span_s(start, end), result,
