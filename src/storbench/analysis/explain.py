@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from storbench.analysis import rates
+from storbench.analysis.buckets import beyond, layer_figures, part_of, share
 from storbench.result.model import TestResult
 from storbench.result.sections import ExplainEntry
 from storbench.workload.sizes import format_bytes_iec, format_latency
@@ -50,36 +51,8 @@ CPU_BOUND = 90.0  # % of a core per job
 AT_CAP = 0.95  # of a cap's IOPS let through, in a test's measured I/O: the cap sets its rate
 JOURNAL_SHARE = 0.01  # of the syncs that reached the device, waiting for a journal commit
 WAKE_MAX_NS = 1e6  # a CPU's wake-up after a completion takes less (tens of µs idle)
+SYNC_P99 = "fio's sync p99"
 BUSY_WAITED = 10.0  # % of the time tasks here waited for a CPU (/proc/pressure/cpu): busy
-
-
-def bucket_value(b: int) -> float:
-    """The middle of histogram bucket ``b`` (execute/layers._bucket), in ns."""
-    if b < 16:
-        return float(b)
-    m, sub = b // 8 + 2, b % 8
-    low = (8 + sub) << (m - 3)
-    return low + (1 << (m - 3)) / 2
-
-
-def percentile(hist: dict[int, int], q: float) -> float | None:
-    total = sum(hist.values())
-    if not total:
-        return None
-    seen = 0
-    for b in sorted(hist):
-        seen += hist[b]
-        if seen >= q * total:
-            return bucket_value(b)
-    return bucket_value(max(hist))
-
-
-def layer_figures(hist: dict[int, int]) -> dict[str, Any]:
-    """A layer's count, p50, p99 and mean (from its buckets' middles: within 6%)."""
-    n = sum(hist.values())
-    total = sum(bucket_value(b) * c for b, c in hist.items())
-    return {"n": n, "p50_ns": percentile(hist, 0.5), "p99_ns": percentile(hist, 0.99),
-            "mean_ns": round(total / n, 1) if n else None}
 
 
 def busier(result: TestResult) -> tuple[str, Any] | None:
@@ -129,12 +102,6 @@ def cache_percent(result: TestResult, layers: dict[str, dict[str, Any]]) -> floa
     hits = (layers.get("call_nobio") or {}).get("n", 0)
     reached = (layers.get("call_bio") or {}).get("n", 0)
     return round(100.0 * hits / (hits + reached), 1) if hits + reached else None
-
-
-def share(part: float | None, whole: float | None) -> float | None:
-    if part is None or not whole:
-        return None
-    return round(100.0 * part / whole, 1)
 
 
 def judge(entry: dict[str, Any]) -> tuple[str, str]:
@@ -203,7 +170,7 @@ def _cap_wait(entry: dict[str, Any]) -> tuple[str, bool]:
     if part > 100 and 0 < few < calls / 100:
         return (f"it held {few:,} of {calls:,} I/Os ({100 * few / calls:.1f}%), {lat(wait)}"
                 f" at p99 of those, beyond fio's p99 {lat(p99)}: in its last percent"), True
-    return f"{part:.0f}% of p99 ({lat(wait)} of fio's {lat(p99)})", False
+    return part_of(wait, p99, few), False
 
 
 def _held(entry: dict[str, Any]) -> tuple[str, str]:
@@ -224,6 +191,9 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
     def at(name: str, q: str = "p99_ns") -> float | None:
         layer = layers.get(name) or {}
         return layer.get(q) if layer.get("n") else None
+
+    def n(name: str) -> int:
+        return int((layers.get(name) or {}).get("n", 0))
 
     cache = entry.get("cache_percent")
     reached = (layers.get("device") or {}).get("n", 0)
@@ -292,15 +262,14 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
         if place.get("backing_fs") and (place["backing_fs"].split(".")[0] in NETWORK_FS
                                         or place["backing_fs"].startswith("fuse")):
             return "network", (f"the network beneath the device: {device_words(place)};"
-                               f" its time is {top_share:.0f}% of p99 ({lat(at('device'))}"
-                               f" of fio's {lat(p99)})")
+                               f" its time is {part_of(at('device'), p99, reached)}")
         if inflight is not None and inflight >= 2 and depth > 1:
             return "queueing", (f"queueing at the device: {inflight:.1f} I/Os in flight on"
                                 f" average at queue depth {depth}; its time is"
                                 f" {top_share:.0f}% of p99 ({lat(at('device'))}; at p50"
                                 f" {lat(at('device', 'p50_ns'))})")
-        return "device", (f"{what}: its own time is {top_share:.0f}% of p99"
-                          f" ({lat(at('device'))} of fio's {lat(p99)}) at queue depth {depth}")
+        return "device", (f"{what}: its own time is {part_of(at('device'), p99, reached)}"
+                          f" at queue depth {depth}")
     journal = at("journal")
     if top == "completion" and fio.get("direction") == "sync":
         took = at("completion")
@@ -311,10 +280,12 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                 and journal >= took * BINDING_SHARE / 100 and commits >= JOURNAL_SHARE):
             return "journal", (f"the file system's journal ({fs}): {min(commits, 1):.0%} of"
                                " fio's syncs waited for a commit of it (jbd2's writes,"
-                               f" after fio's own): {lat(at('journal', 'p50_ns'))} at p50,"
-                               f" {lat(journal)} at p99, {share(journal, p99):.0f}% of fio's"
-                               f" sync p99 {lat(p99)} (the device's own time"
-                               f" {lat(at('device'))} at p99)")
+                               f" after fio's own): {lat(at('journal', 'p50_ns'))} at p50, "
+                               + (f"{over}; the device's own time {lat(at('device'))} at p99"
+                                  if (over := beyond(journal, p99, n("journal"), SYNC_P99))
+                                  else f"{lat(journal)} at p99, {share(journal, p99):.0f}% of"
+                                  f" fio's sync p99 {lat(p99)} (the device's own time"
+                                  f" {lat(at('device'))} at p99)"))
         if not place.get("journal") or (took or 0) > WAKE_MAX_NS:
             # the journal not timed here, or a wait longer than a wake-up: what it may be
             others = [f"for its journal ({min(commits, 1):.0%} of them waited for a commit"
@@ -325,8 +296,8 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
             if (took or 0) <= WAKE_MAX_NS:
                 others.append("for a CPU")
             return "completion", (f"fio's syncs waiting after their own writes completed:"
-                                  f" {top_share:.0f}% of p99 ({lat(took)} of fio's sync p99"
-                                  f" {lat(p99)}), in the file system ({fs or 'unknown'}): "
+                                  f" {part_of(took, p99, n('completion'), SYNC_P99)},"
+                                  f" in the file system ({fs or 'unknown'}): "
                                   + ", ".join(others[:-1]) + " or " + others[-1])
     if top == "completion":
         waited = fio.get("cpu_waited_percent")
@@ -336,14 +307,19 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                f"not a busy machine (tasks here waited for a CPU {waited:.1f}% of the time):"
                " its CPU slept between I/Os and took this long to wake (an idle virtual CPU"
                " takes tens of microseconds)")
-        return "completion", (f"fio waiting for a CPU after its I/O completed: {top_share:.0f}%"
-                              f" of p99 ({lat(at('completion'))}; fio's CPU {cpu:.0f}% of a"
-                              f" core per job): {why}")
+        over = beyond(at("completion"), p99, n("completion"))
+        woke = (f"{over}, fio's CPU {cpu:.0f}% of a core per job" if over else
+                f"{top_share:.0f}% of p99 ({lat(at('completion'))}; fio's CPU {cpu:.0f}% of a"
+                " core per job)")
+        return "completion", f"fio waiting for a CPU after its I/O completed: {woke}: {why}"
     if top == "queue":
-        return "queueing", (f"waiting in the block layer's queue (the scheduler, the device's"
-                            f" tags): {top_share:.0f}% of p99 at queue depth {depth}")
+        return "queueing", ("waiting in the block layer's queue (the scheduler, the device's"
+                            " tags): " + (beyond(at("queue"), p99, n("queue"))
+                                          or f"{top_share:.0f}% of p99")
+                            + f" at queue depth {depth}")
     return "fs", (f"the file system and submission ({fs}: page cache, journal, locks,"
-                  f" allocation): {top_share:.0f}% of p99 ({lat(at('fs'))})")
+                  " allocation): " + (beyond(at("fs"), p99, n("fs"))
+                                      or f"{top_share:.0f}% of p99 ({lat(at('fs'))})"))
 
 
 def _in_flight(layers: dict[str, dict[str, Any]], fio: dict[str, Any]) -> float | None:

@@ -78,7 +78,7 @@ _BYTES = re.compile(r"^@b\[(\d+), (\d+)\]: (\d+)$")
 
 def _bucket(var: str, into: str, tag: str) -> str:
     """bpftrace statements: ``into`` = the histogram bucket of ``var`` (ns): values below
-    16 as they are, then 8 buckets per power of two (analysis/explain.bucket_value)."""
+    16 as they are, then 8 buckets per power of two (analysis/buckets.bucket_value)."""
     x, m = f"$x{tag}", f"$m{tag}"
     return (f"{x} = {var}; {m} = 0;"
             f" if ({x} >= 0x100000000) {{ {x} = {x} >> 32; {m} = {m} + 32; }}"

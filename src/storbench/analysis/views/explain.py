@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from storbench.analysis.blocks import Block, Table, Text, Titled, Units, ident_cells, ident_heads
+from storbench.analysis.buckets import share
 from storbench.analysis.chart import Chart, slug
-from storbench.analysis.explain import share
 from storbench.analysis.views.base import Answer, View
 from storbench.analysis.warnings import Kind
 from storbench.result.record import Run
