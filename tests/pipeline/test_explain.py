@@ -76,6 +76,14 @@ def test_a_cgroup_throttle_is_named_and_holds_the_block_layer_wait(throttled: An
     throttle = entry["layers"]["throttle"]
     assert throttle["p99_ns"] >= 0.8 * clat(data, "99.0")  # the block layer's wait: ≥ 80%
     assert entry["place"]["throttle"]["read_iops"] == 3000
+    # where the time went: bpftrace's attaching and stopping apart from fio's own time
+    phases = data["data"]["phases"]
+    i = [p["name"] for p in phases].index("probe.fio")
+    attach, test, stop = phases[i - 1], phases[i], phases[i + 1]
+    assert attach["name"] == "--explain: attach" and stop["name"] == "--explain: stop", phases
+    assert attach["end_s"] <= test["start_s"] and test["end_s"] <= stop["start_s"], phases
+    assert stop["end_s"] - stop["start_s"] >= 0.05, phases  # it printed its maps
+    assert test["end_s"] - test["io_start_s"] == pytest.approx(4, abs=0.01)  # fio's runtime
 
 
 @needs_alone  # fio on tmpfs traced: the heaviest tracing (beside two lanes of tests one

@@ -225,6 +225,9 @@ class RunContext:
         if self.probe is not None:
             self.probe.start("load")
         trace, traced = tracing(self.explained, step.test.expected_s)
+        if trace is not None:  # bpftrace's attaching and stopping: phases of their own
+            traced = self.clock.around(traced, "--explain", test=step.test.name,
+                                       repeat=step.repeat)
         try:
             # the test's phase inside its trace: fio's own time, not bpftrace's attaching
             # and its maps printed as it stops (a second or more each, which the phase

@@ -11,6 +11,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,23 @@ class Phases:
         finally:
             item["end_s"] = round(self.now(), 3)
             self.items.append(item)
+
+    @contextlib.contextmanager
+    def around(self, outer: AbstractContextManager[Any], name: str, **extra: Any
+               ) -> Iterator[None]:
+        """Inside ``outer`` (a test's trace, ``run --explain``): its entering and its leaving
+        timed as two phases, "NAME: attach" and "NAME: stop" (bpftrace attaching its probes
+        and printing its maps: a second or more each), apart from what runs inside."""
+        start = self.now()
+        with outer:
+            self.items.append({"name": f"{name}: attach", "start_s": round(start, 3),
+                               "end_s": round(self.now(), 3), **extra})
+            try:
+                yield
+            finally:
+                stop = self.now()
+        self.items.append({"name": f"{name}: stop", "start_s": round(stop, 3),
+                           "end_s": round(self.now(), 3), **extra})
 
     def since(self, name: str, start_s: float = 0.0) -> None:
         """A phase from ``start_s`` (the run's start) until now."""
