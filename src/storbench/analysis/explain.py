@@ -196,8 +196,7 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
         return int((layers.get(name) or {}).get("n", 0))
 
     cache = entry.get("cache_percent")
-    reached = (layers.get("device") or {}).get("n", 0)
-    nobio = (layers.get("call_nobio") or {}).get("n", 0)
+    reached, nobio = n("device"), n("call_nobio")
     if cache is not None and cache >= CACHE_BOUND and fio.get("direction") == "read":
         read = float(fio.get("bw_bytes_per_s") or 0) * float(entry.get("window_s") or 0)
         came = (entry.get("device_bytes") or {}).get("read", 0)
@@ -265,9 +264,11 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                f" its time is {part_of(at('device'), p99, reached)}")
         if inflight is not None and inflight >= 2 and depth > 1:
             return "queueing", (f"queueing at the device: {inflight:.1f} I/Os in flight on"
-                                f" average at queue depth {depth}; its time is"
-                                f" {top_share:.0f}% of p99 ({lat(at('device'))}; at p50"
-                                f" {lat(at('device', 'p50_ns'))})")
+                                f" average at queue depth {depth}; its time is "
+                                + (f"{over}, at p50 {lat(at('device', 'p50_ns'))}"
+                                   if (over := beyond(at("device"), p99, reached)) else
+                                   f"{top_share:.0f}% of p99 ({lat(at('device'))}; at p50"
+                                   f" {lat(at('device', 'p50_ns'))})"))
         return "device", (f"{what}: its own time is {part_of(at('device'), p99, reached)}"
                           f" at queue depth {depth}")
     journal = at("journal")
