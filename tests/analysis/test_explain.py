@@ -259,14 +259,14 @@ def test_a_layer_longer_than_fio_s_p99_is_never_said_as_a_share_over_100() -> No
     many["layers"]["journal"]["n"] = 5000  # a p99 of many calls: no rank to tell
     assert "as long as fio's sync p99 or longer (1.90 ms at p99, fio's sync p99 1.20 ms);" \
         in judge(many)[1]
-    # made by hand: 8 I/Os at the device on average, its p99 a bucket above fio's
+    # made by hand: 6 I/Os at the device on average, its p99 a bucket above fio's
     queued = {"layers": {name: {"n": 5000, "p50_ns": p50, "p99_ns": p99, "mean_ns": p50}
                          for name, p50, p99 in (("device", 3e5, 2.0e6), ("queue", 1e3, 2e3),
                                                 ("call_bio", 1e6, 2.1e6))},
               "fio": {"iodepth": 8, "jobs": 1, "cpu_percent": 3, "engine": "libaio",
                       "direction": "read", "iops": 20000, "p50_ns": 1e6, "p99_ns": 1.9e6},
               "place": {"fs_type": "ext4", "device": "sda"}, "window_s": 4}
-    assert judge(queued) == ("queueing", "queueing at the device: 8.0 I/Os in flight on"
+    assert judge(queued) == ("queueing", "queueing at the device: 6.0 I/Os in flight on"
                              " average at queue depth 8; its time is all of p99 (2.00 ms at"
                              " p99, fio's p99 1.90 ms: the same within the trace's buckets),"
                              " at p50 300 µs")
