@@ -5,10 +5,10 @@ Per call, a layer's time is within the call's, and the call's within fio's own t
 it (fio reads its clock around the call). So a layer's p99 longer than fio's p99 is no
 share of it: either the two are the same within a bucket of the trace's (12.5% wide:
 each is said by its middle), or, at a few hundred calls, the p99 is one of their longest
-few, and the trace's and fio's rank a call apart (the trace leaves out a slice of time's
-first calls: 198 syncs' p99 was their 2nd longest, 1.90 ms, fio's of 200 its 3rd, 1.20
-ms: Redis' aof_idle on the test-bed's cap, 2026-12-06). Either is said so, never as
-"158% of p99"."""
+few, and the trace's and fio's rank a call apart (the trace's window is of whole slices
+of time, a partial first one left out: 198 syncs' p99 was their 2nd longest, 1.90 ms,
+fio's of 200 its 3rd, 1.20 ms: Redis' aof_idle on the test-bed's cap, 2026-12-06).
+Either is said so, never as "158% of p99"."""
 
 from __future__ import annotations
 

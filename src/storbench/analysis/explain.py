@@ -51,8 +51,8 @@ CPU_BOUND = 90.0  # % of a core per job
 AT_CAP = 0.95  # of a cap's IOPS let through, in a test's measured I/O: the cap sets its rate
 JOURNAL_SHARE = 0.01  # of the syncs that reached the device, waiting for a journal commit
 WAKE_MAX_NS = 1e6  # a CPU's wake-up after a completion takes less (tens of µs idle)
-SYNC_P99 = "fio's sync p99"
 BUSY_WAITED = 10.0  # % of the time tasks here waited for a CPU (/proc/pressure/cpu): busy
+SYNC_P99 = "fio's sync p99"  # how a sync's p99 is named (a test explained by its syncs)
 
 
 def busier(result: TestResult) -> tuple[str, Any] | None:
