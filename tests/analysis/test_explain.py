@@ -233,6 +233,44 @@ def test_a_cap_that_let_its_limit_through_set_the_rate() -> None:
     assert "its rate was the job's own pace" in judge(paced)[1]
 
 
+def test_a_cap_of_bytes_a_second_that_let_its_limit_through_set_the_rate() -> None:
+    """Sequential I/O on the test-bed's cap (bytes.json, real runs): its 125 MiB/s binds
+    before its 3,000 IOPS, and the cgroup's own count of bytes says it let that through:
+    the cap is named as what set the rate, by its bytes a second, then what holds p99.
+    128 KiB reads at ~1,000 IOPS: the cap held one a slice of 100 ms (60 of 5,901, 1.02%),
+    beyond fio's p99, and they are said as its last percent. Without the count of bytes
+    (a run stored before it; a v1 cgroup whose io_service_bytes was not read) the cap is
+    named by its wait, as before; under 95% of the limit it did not set the rate."""
+    runs = json.loads((DATA.parent / "bytes.json").read_text())
+    assert set(runs) == {"seqread-128k", "seqread-1m", "seqwrite-1m-qd4"}
+    for label, entry in runs.items():
+        assert judge(entry) == (entry["limit"], entry["said"]), label
+        side = "write" if "write" in label else "read"
+        moved = entry["cap_bytes_per_s"][side]
+        assert 0.95 * 125 * 2**20 <= moved <= 125 * 2**20 * 1.01, label
+        assert entry["said"].startswith(
+            f"a cgroup's I/O cap (125.0 MiB/s {side}), which set the rate: it let"
+            f" {moved / 2**20:.1f} MiB/s of {side}s through, where fio's rate was"), entry["said"]
+        alone = {k: v for k, v in entry.items() if k != "cap_bytes_per_s"}
+        assert judge(alone)[0] == "throttle", label
+        assert judge(alone)[1].startswith("waiting in a cgroup's I/O cap (3,000 read IOPS,"
+                                          " 3,000 write IOPS, 125.0 MiB/s read, 125.0 MiB/s"
+                                          " write): "), judge(alone)[1]
+        under = copy.deepcopy(entry)
+        under["cap_bytes_per_s"][side] = 0.9 * 125 * 2**20
+        assert judge(under) == judge(alone), label
+    assert runs["seqread-128k"]["said"].endswith(
+        ". At p99: it held 60 of 5,901 I/Os (1.0%), 96.5 ms at p99 of those, beyond fio's"
+        " p99 4.29 ms: in its last percent")
+    assert runs["seqread-1m"]["said"].endswith(
+        ". At p99: its wait in the cap, all of p99 (105 ms at p99, fio's p99 101 ms: the"
+        " same within the trace's buckets)")
+    # 2% held, most of them no longer than fio's p99: not said as its last percent
+    spread = copy.deepcopy(runs["seqread-128k"])
+    spread["layers"]["throttle"].update(n=118, p50_ns=spread["fio"]["p99_ns"])
+    assert "last percent" not in judge(spread)[1]
+
+
 def test_a_layer_longer_than_fio_s_p99_is_never_said_as_a_share_over_100() -> None:
     """Redis' aof_idle on the 3,000-IOPS cap (syncs.json): 200 syncs, of which the trace
     kept 198. Their journal wait's p99 (their 2nd longest, 1.90 ms) was longer than fio's

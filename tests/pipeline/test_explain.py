@@ -86,6 +86,25 @@ def test_a_cgroup_throttle_is_named_and_holds_the_block_layer_wait(throttled: An
     assert test["end_s"] - test["io_start_s"] == pytest.approx(4, abs=0.01)  # fio's runtime
 
 
+def test_a_cap_of_bytes_a_second_is_counted_and_named_as_what_set_the_rate(
+        throttled: Any, tmp_path: Path) -> None:
+    """128 KiB sequential reads at depth 1 on the test-bed's cap: ~1,000 IOPS, a third of
+    its 3,000, where its 125 MiB/s binds; the cgroup's own count of the bytes it let
+    through says so, and the cap is named as what set the rate."""
+    db = tmp_path / "s.db"
+    ran(run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job",
+                        str(job(tmp_path, rw="read", bs="128k", ioengine="libaio")),
+                        "--explain", db=db))
+    entry, data = explained(db)
+    assert entry["limit"] == "throttle", entry["said"]
+    cap = 125 * 2**20
+    assert 0.95 * cap <= entry["cap_bytes_per_s"]["read"] <= 1.05 * cap, entry
+    assert entry["cap_ios_per_s"]["read"] <= 0.5 * 3000, entry  # not its IOPS
+    assert entry["said"].startswith("a cgroup's I/O cap (125.0 MiB/s read), which set the"
+                                    " rate: it let "), entry["said"]
+    assert data["tests"][0]["read"]["bw_bytes_per_s"] >= 0.95 * cap  # fio's own, the same
+
+
 @needs_alone  # fio on tmpfs traced: the heaviest tracing (beside two lanes of tests one
 # run at full speed took 36 s, 30 of them likely waiting for bpftrace to end, and kept no
 # explanation; two hosts' traces at full speed did the same now and then: paced since)

@@ -107,7 +107,7 @@ def test_a_cgroup_throttle_on_the_hosts_is_named(tmp_path: Path) -> None:
         ran(on_hosts(hosts, vol.mnt, job(tmp_path, ioengine="libaio", iodepth=16), db))
     entry, data = explained(db)
     assert entry["limit"] == "throttle", entry["said"]
-    assert "3,000 read iops" in entry["said"]
+    assert "3,000 read IOPS" in entry["said"]
     assert entry["place"]["throttle"]["read_iops"] == 3000
     result = data["tests"][0]
     p99 = float(result["read"]["clat"]["percentiles_ns"]["99.0"])

@@ -12,10 +12,11 @@ An explanation is a dict (result/sections.ExplainEntry) stored per test in the r
 - ``cache_percent``: of the bytes fio read, those that never reached the device;
 - ``place``: the file system, the device (a loop device's backing file and its file
   system), the cgroup's I/O limits on the device;
-- ``cap_ios_per_s``: the reads and writes a second that cgroup let through to the device
-  in the test's measured I/O, by its own count (execute/capcount.py; where a cap is set
-  and fio ran here). At 95% of an IOPS limit or more the cap set the rate: it is named
-  first, then what holds p99 (blk-throttle holds the excess in bursts, beyond p99);
+- ``cap_ios_per_s``, ``cap_bytes_per_s``: the reads and writes a second that cgroup let
+  through to the device in the test's measured I/O, and their bytes a second, by its own
+  count (execute/capcount.py; where a cap is set and fio ran here). At 95% of a limit of
+  IOPS or of bytes a second or more the cap set the rate: it is named first, then what
+  holds p99 (blk-throttle holds the excess in bursts, beyond p99);
 - ``limit``: the binding limit's key (``throttle``, ``device``, ``queueing``, ``network``,
   ``page_cache``, ``cpu``, ``no_block``, ``fs``, ``journal``, ``completion``, ``unknown``)
   and ``said``: the sentence.
@@ -38,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from storbench.analysis import rates
-from storbench.analysis.buckets import beyond, layer_figures, part_of, share
+from storbench.analysis.buckets import BUCKET, beyond, layer_figures, part_of, share
 from storbench.result.model import TestResult
 from storbench.result.sections import ExplainEntry
 from storbench.workload.sizes import format_bytes_iec, format_latency
@@ -129,45 +130,61 @@ def judge(entry: dict[str, Any]) -> tuple[str, str]:
 
 
 def _capped(entry: dict[str, Any], limit: str, said: str) -> tuple[str, str]:
-    """A cgroup's cap that let through its limit of IOPS (the cgroup's own count,
-    ``cap_ios_per_s``: execute/capcount.py) sets the test's rate, whatever holds its p99
-    (``limit``, ``said``: _held's, then said after it). Not for a job that kept its own
-    pace."""
-    through: dict[str, float] = entry.get("cap_ios_per_s") or {}
+    """A cgroup's cap that let through its limit of IOPS or of bytes a second (the
+    cgroup's own count, ``cap_ios_per_s``, ``cap_bytes_per_s``: execute/capcount.py) sets
+    the test's rate, whatever holds its p99 (``limit``, ``said``: _held's, then said after
+    it); the limit nearest to its own is named. Not for a job that kept its own pace."""
     caps: dict[str, int] = entry["place"].get("throttle") or {}
     fio: dict[str, Any] = entry["fio"]
-    at = [(rate / caps[f"{d}_iops"], d, rate) for d, rate in through.items()
-          if caps.get(f"{d}_iops") and rate >= AT_CAP * caps[f"{d}_iops"]]
+    at = [(rate / caps[f"{d}_{unit}"], d, rate, unit)
+          for unit, key in (("iops", "cap_ios_per_s"), ("bps", "cap_bytes_per_s"))
+          for d, rate in (entry.get(key) or {}).items()
+          if caps.get(f"{d}_{unit}") and rate >= AT_CAP * caps[f"{d}_{unit}"]]
     if not at or (fio.get("pace") or {}).get("kept"):
         return limit, said
-    _, side, rate = max(at)
-    own = fio.get("iops")
-    mine = "" if not own else (
-        f", where fio made {own:,.0f} writes a second, each synced (a sync's flush is a"
-        " write to the cap too)" if fio.get("synced") and side == "write" and rate >= 1.5 * own
-        else f", where fio's rate was {own:,.0f} IOPS")
+    _, side, rate, unit = max(at)
     if limit == "throttle":  # the cap holds p99 too: its wait
         wait, few = _cap_wait(entry)
         held = wait if few else f"its wait in the cap, {wait}"
     else:
         held = said
+    if unit == "bps":
+        moved = fio.get("bw_bytes_per_s")
+        return "throttle", (f"a cgroup's I/O cap ({_per_s(caps[f'{side}_bps'])} {side}), which"
+                            f" set the rate: it let {_per_s(rate)} of {side}s through"
+                            + (f", where fio's rate was {_per_s(moved)}" if moved else "")
+                            + f". At p99: {held}")
+    own = fio.get("iops")
+    mine = "" if not own else (
+        f", where fio made {own:,.0f} writes a second, each synced (a sync's flush is a"
+        " write to the cap too)" if fio.get("synced") and side == "write" and rate >= 1.5 * own
+        else f", where fio's rate was {own:,.0f} IOPS")
     return "throttle", (f"a cgroup's I/O cap ({caps[f'{side}_iops']:,} {side} IOPS), which"
                         f" set the rate: it let {rate:,.0f} {side} I/Os a second through{mine}."
                         f" At p99: {held}")
 
 
+def _per_s(value: float) -> str:
+    """Bytes a second, as a cap's limit and its rate are said: '125.0 MiB/s'."""
+    return f"{format_bytes_iec(value)}/s"
+
+
 def _cap_wait(entry: dict[str, Any]) -> tuple[str, bool]:
     """What a cgroup's cap held of fio's I/Os (its layer, ``throttle``): its share of p99;
-    or, where it held fewer than 1% of them long (blk-throttle's slices of time), those
-    few, beyond fio's p99, in its last percent (then True)."""
+    or, where it held 1% of them or fewer long (blk-throttle's slices of time), those
+    few, beyond fio's p99, in its last percent (then True). A cap of bytes a second holds
+    about one I/O a slice of 100 ms, 1% of 1,000 IOPS: the trace's window and fio's may
+    then count them a hair over (60 of 5,901), and most of them waiting longer than fio's
+    p99 (beyond a bucket) says that they are its last percent too."""
     lat = format_latency
     layers: dict[str, dict[str, Any]] = entry["layers"]
     p99 = entry["fio"].get("p99_ns")
     held = layers.get("throttle") or {}
-    wait = held.get("p99_ns") if held.get("n") else None
+    wait, most = (held.get("p99_ns"), held.get("p50_ns")) if held.get("n") else (None, None)
     part = share(wait, p99) or 0.0
     few, calls = held.get("n", 0), (layers.get("queue") or {}).get("n", 0)
-    if part > 100 and 0 < few < calls / 100:
+    last = few <= calls / 100 or (few <= calls / 50 and bool(p99) and (most or 0) > p99 * BUCKET)
+    if part > 100 and 0 < few and last:
         return (f"it held {few:,} of {calls:,} I/Os ({100 * few / calls:.1f}%), {lat(wait)}"
                 f" at p99 of those, beyond fio's p99 {lat(p99)}: in its last percent"), True
     return part_of(wait, p99, few), False
@@ -249,8 +266,7 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
     top_share, top = ranked[0]
     if top == "throttle" or (throttle and top in ("fs", "queue") and
                              (shares.get("throttle") or 0) >= BINDING_SHARE / 2):
-        limits = ", ".join(f"{v:,} {k.replace('_', ' ').replace('bps', 'bytes/s')}"
-                           for k, v in throttle.items()) or "a limit"
+        limits = ", ".join(cap_words(throttle)) or "a limit"
         wait, few = _cap_wait(entry)
         rate = (f"; fio's rate {fio['iops']:,.0f} IOPS" if few and fio.get("iops")
                 and "cap_ios_per_s" not in entry else "")  # (else the cap's rate is said)
@@ -323,6 +339,13 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                       or f"{top_share:.0f}% of p99 ({lat(at('fs'))})"))
 
 
+def cap_words(throttle: dict[str, int]) -> list[str]:
+    """A cgroup's limits as said: '3,000 read IOPS', '125.0 MiB/s write'."""
+    return [f"{_per_s(v)} {k.removesuffix('_bps')}" if k.endswith("_bps")
+            else f"{v:,} {k.removesuffix('_iops')} IOPS" if k.endswith("_iops")
+            else f"{v:,} {k}" for k, v in throttle.items()]
+
+
 def _in_flight(layers: dict[str, dict[str, Any]], fio: dict[str, Any]) -> float | None:
     """I/Os at the device on average (Little's law: rate × mean time there)."""
     mean = (layers.get("device") or {}).get("mean_ns")
@@ -348,14 +371,16 @@ def place_words(place: dict[str, Any]) -> str:
 def explain(layers_seen: dict[str, dict[int, int]],
             device_bytes: tuple[int, int] | None, window_s: float, result: TestResult,
             place: dict[str, Any], cpu_waited: float | None = None,
-            through: tuple[float, float] | None = None) -> ExplainEntry:
+            through: tuple[float, float, float | None, float | None] | None = None
+            ) -> ExplainEntry:
     """A test's explanation (module docstring) from the kernel's histograms of its measured
     I/O (layer -> bucket -> count: execute/layers.Slices.layer), the bytes
     read and written at the device in those ``window_s`` seconds (None: no device), fio's
     result and where it ran, and the share of the time tasks here waited for a CPU while
     it ran (``cpu_waited``, phases.CpuWait; None: not known, fio ran on another host), and
-    the reads and writes a second a cgroup's cap let through to the device (``through``,
-    execute/capcount.py; None: no cap, or not counted here)."""
+    the reads and writes a second a cgroup's cap let through to the device, and their
+    bytes a second (``through``, execute/capcount.Served; bytes None: not counted; None: no
+    cap, or not counted here)."""
     layers = {name: layer_figures(seen) for name, seen in layers_seen.items()}
     fio = fio_figures(result)
     if cpu_waited is not None:
@@ -370,6 +395,8 @@ def explain(layers_seen: dict[str, dict[int, int]],
         "place": place, "window_s": round(window_s, 3)}
     if through is not None:
         entry["cap_ios_per_s"] = {"read": round(through[0], 1), "write": round(through[1], 1)}
+        if through[2] is not None and through[3] is not None:
+            entry["cap_bytes_per_s"] = {"read": round(through[2]), "write": round(through[3])}
     limit, said = judge(entry)
     issued = (entry["layers"].get("queue") or {}).get("n", 0)
     done = (entry["layers"].get("device") or {}).get("n", 0)
@@ -382,4 +409,6 @@ def explain(layers_seen: dict[str, dict[int, int]],
                        window_s=entry["window_s"], limit=limit, said=said)
     if "cap_ios_per_s" in entry:
         out["cap_ios_per_s"] = entry["cap_ios_per_s"]
+    if "cap_bytes_per_s" in entry:
+        out["cap_bytes_per_s"] = entry["cap_bytes_per_s"]
     return out

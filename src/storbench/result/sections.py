@@ -134,6 +134,7 @@ class ExplainEntry(TypedDict):
     # read, write: the I/Os a second a cgroup's cap let through (its own count), where one
     # is set and counted
     cap_ios_per_s: NotRequired[dict[str, float]]
+    cap_bytes_per_s: NotRequired[dict[str, float]]  # and their bytes a second
     limit: str  # the binding limit's key
     said: str  # the sentence that names it (analysis/views/explain.bound adds to it)
     together: NotRequired[list[str]]  # the other tests of its fio invocation
