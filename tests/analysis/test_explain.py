@@ -15,7 +15,7 @@ import pytest
 from storbench.analysis.buckets import bucket_value, percentile
 from storbench.analysis.explain import judge
 from storbench.execute.beneath import Beneath, Place, kdev
-from storbench.execute.layers import Slices, parse, program
+from storbench.execute.layers import SYNC, Slices, parse, program
 from storbench.result.sections import EXPLAIN
 from storbench.store import Store
 
@@ -129,16 +129,31 @@ def test_a_wake_up_that_waits_is_a_busy_machine_s_only_when_tasks_waited_for_a_c
 
 def test_a_sync_s_journal_commit_is_timed_on_ext4_only() -> None:
     """jbd2's commits on the file system's own device, for syncs only (@sy), where the
-    file system is ext4 on a block device; the layer's number is read back as its name."""
+    file system is ext4 on a block device; the layer's number is read back as its name.
+    Every place marks a sync (fsync, fdatasync, sync_file_range) as one, and counts its
+    time and its I/O under a layer's number plus SYNC."""
     loop = Beneath("loop0", kdev(7, 0), kdev(7, 0), 0)
     text = program("abc", [1], Place("ext4", loop), "x86_64", 10**8)
     assert f"tracepoint:jbd2:jbd2_end_commit /args->dev == {kdev(7, 0)}/" in text
-    assert "if ($id == 74 || $id == 75 || $id == 277) { @sy[tid] = 1; }" in text  # fsync...
     for elsewhere in (Place("xfs", loop), Place("tmpfs", None), Place("fuse.sshfs", None)):
-        assert "jbd2" not in program("abc", [1], elsewhere, "x86_64", 10**8)
+        marked = program("abc", [1], elsewhere, "x86_64", 10**8)
+        assert "jbd2" not in marked
+        assert f"if ($id == 74 || $id == 75 || $id == 277) {{ @sy[tid] = {SYNC}; }}" in marked
+        assert "$k = @sy[tid];" in marked and "@h[6 + $k, " in marked  # call_nobio's, by kind
         assert elsewhere.journal is None and elsewhere.record()["journal"] is None
     assert Place("ext4", loop).record()["journal"] == "jbd2"
     assert parse("@h[8, 3, 100]: 5", 10**8).layer("journal") == {100: 5}
+
+
+def test_a_sync_s_layers_are_read_apart_from_the_other_calls() -> None:
+    """A layer's number plus SYNC is a sync's: read with its kind, or with every call's."""
+    text = "\n".join(["@h[3, 10, 100]: 90", f"@h[{3 + SYNC}, 10, 120]: 10",
+                      f"@h[{6 + SYNC}, 10, 200]: 7", "@h[6, 10, 90]: 3"])
+    slices = parse(text, 10**8)
+    assert slices.layer("device") == {100: 90, 120: 10}  # every call's
+    assert slices.layer("device", 0) == {100: 90}
+    assert slices.layer("device", SYNC) == {120: 10}
+    assert slices.layer("call_nobio", SYNC) == {200: 7} and slices.layer("journal", SYNC) == {}
 
 
 def test_a_sync_is_explained_by_the_journal_commit_it_waited_for() -> None:
@@ -231,6 +246,39 @@ def test_a_cap_that_let_its_limit_through_set_the_rate() -> None:
                             "asked": 3000, "done": 2999.7, "kept": True}
     assert judge(paced)[0] == "throttle" and "which set the rate" not in judge(paced)[1]
     assert "its rate was the job's own pace" in judge(paced)[1]
+
+
+def test_syncs_after_direct_writes_are_their_own_and_wait_for_the_journal() -> None:
+    """The sync-iops suite on the 3,000-IOPS cap (syncs.json, a real run): 4k direct
+    writes, fsync after each. Its writes reach the device; its syncs put nothing of their
+    own on it and wait for ext4's journal commit. The layers are its syncs' alone (the
+    whole call's p50 and p99 are fio's sync p50 and p99, within a bucket), and the
+    journal is named; with every call's layers (before), the writes' device and wake-up
+    were set beside the syncs' p99."""
+    entry = json.loads((DATA.parent / "syncs.json").read_text())["sync_randwrite-ext4-capped"]
+    assert judge(entry) == (entry["limit"], entry["said"])
+    assert entry["calls"] == "syncs" and entry["fio"]["direction"] == "sync"
+    assert set(entry["layers"]) == {"call_nobio", "journal"}, entry["layers"]
+    call = entry["layers"]["call_nobio"]
+    assert call["p50_ns"] == pytest.approx(entry["fio"]["p50_ns"], rel=0.07)
+    assert call["p99_ns"] == pytest.approx(entry["fio"]["p99_ns"], rel=0.07)
+    assert entry["said"].startswith("a cgroup's I/O cap (3,000 write IOPS), which set the"
+                                    " rate: ")
+    assert ("At p99: the file system's journal (ext4): 100% of fio's syncs waited for a"
+            " commit of it (jbd2's writes): ") in entry["said"]
+    assert entry["said"].endswith("; fio's syncs put no I/O of their own on the device"
+                                  " beneath (loop0): what they made durable was written"
+                                  " before them (by fio's direct writes or the kernel's"
+                                  " threads)")
+    assert "its 23,709 other calls' (writes, reads) are left out" in entry["notes"][0]
+    alone = {k: v for k, v in entry.items() if k != "cap_ios_per_s"}
+    assert judge(alone)[0] == "journal"
+    # fewer than 1% of the syncs waited for a commit: the file system, not its journal
+    quiet = copy.deepcopy(alone)
+    quiet["layers"]["journal"]["n"] = 100
+    limit, said = judge(quiet)
+    assert limit == "fs" and said.startswith("the file system (ext4): ") \
+        and "per sync at p99 (fio's sync p99 " in said, said
 
 
 def test_a_cap_of_bytes_a_second_that_let_its_limit_through_set_the_rate() -> None:

@@ -178,6 +178,31 @@ def test_etcd_s_fdatasync_waits_for_ext4_s_journal(throttled: Any, tmp_path: Pat
     assert free["layers"]["call_bio"]["n"] >= 0.5 * syncs, (free, syncs)
 
 
+def test_syncs_after_direct_writes_are_explained_by_their_own_layers(
+        throttled: Any, tmp_path: Path) -> None:
+    """The sync-iops suite (4k direct random writes, fsync after each) on the capped ext4
+    volume: its writes reach the device, its syncs put nothing of their own on it and
+    wait for the journal's commit. Its sync p99 is explained by its syncs' layers alone:
+    the whole call's p50 and p99 are fio's sync p50 and p99 (within a bucket), and none of
+    the writes' device time is set beside them."""
+    db = tmp_path / "s.db"
+    ran(run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--suite", "sync-iops",
+                        "--runtime", "4", "--explain", db=db))
+    data = json.loads(run_cli("show", "last", "--json", db=db).stdout)
+    entry = data["data"]["explain"]["sync_randwrite"]
+    sync = data["tests"][0]["sync"]
+    assert entry["calls"] == "syncs" and entry["fio"]["direction"] == "sync", entry
+    assert "device" not in entry["layers"] and "call_bio" not in entry["layers"], entry
+    call = entry["layers"]["call_nobio"]
+    assert call["n"] >= 0.9 * sync["calls"] * (entry["window_s"] / 4), (call, sync)
+    for q in ("50.0", "99.0"):
+        fio = float(sync["lat"]["percentiles_ns"][q])
+        assert fio / 1.15 <= call[f"p{q[:2]}_ns"] <= fio * 1.15, (q, call, fio)
+    assert "fio's syncs put no I/O of their own on the device beneath" in entry["said"]
+    assert "the file system's journal (ext4): " in entry["said"], entry["said"]
+    assert "other calls' (writes, reads) are left out" in entry["notes"][-1]
+
+
 def test_a_buffered_reread_is_the_page_cache(throttled: Any, tmp_path: Path) -> None:
     """A 16 MiB file fio just wrote, read again through the page cache (unthrottled)."""
     db = tmp_path / "s.db"

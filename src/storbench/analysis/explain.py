@@ -39,7 +39,8 @@ from __future__ import annotations
 from typing import Any
 
 from storbench.analysis import rates
-from storbench.analysis.buckets import BUCKET, beyond, layer_figures, part_of, share
+from storbench.analysis.buckets import beyond, layer_figures, part_of, share
+from storbench.analysis.capped import cap_wait, cap_words, capped
 from storbench.result.model import TestResult
 from storbench.result.sections import ExplainEntry
 from storbench.workload.sizes import format_bytes_iec, format_latency
@@ -49,8 +50,7 @@ RAM_FS = ("tmpfs", "ramfs")
 BINDING_SHARE = 50.0  # a layer holding at least this % of p99 binds; else the largest
 CACHE_BOUND = 90.0  # % of the bytes read never reaching the device: the page cache answers
 CPU_BOUND = 90.0  # % of a core per job
-AT_CAP = 0.95  # of a cap's IOPS let through, in a test's measured I/O: the cap sets its rate
-JOURNAL_SHARE = 0.01  # of the syncs that reached the device, waiting for a journal commit
+JOURNAL_SHARE = 0.01  # of the syncs, waiting for a journal commit
 WAKE_MAX_NS = 1e6  # a CPU's wake-up after a completion takes less (tens of µs idle)
 BUSY_WAITED = 10.0  # % of the time tasks here waited for a CPU (/proc/pressure/cpu): busy
 SYNC_P99 = "fio's sync p99"  # how a sync's p99 is named (a test explained by its syncs)
@@ -92,6 +92,12 @@ def fio_figures(result: TestResult) -> dict[str, Any]:
     return out
 
 
+def explains_syncs(result: TestResult) -> bool:
+    """Whether a test's explanation is of its syncs (fio_figures' direction): its layers
+    are then its syncs' alone (execute/layers.SYNC), else those of its other calls."""
+    return fio_figures(result).get("direction") == "sync"
+
+
 def cache_percent(result: TestResult, layers: dict[str, dict[str, Any]]) -> float | None:
     """Of the read calls fio made, those that queued no I/O at the device (the page cache
     answered, read ahead or kept); None for direct I/O (every read goes to the device) or
@@ -108,7 +114,7 @@ def cache_percent(result: TestResult, layers: dict[str, dict[str, Any]]) -> floa
 def judge(entry: dict[str, Any]) -> tuple[str, str]:
     """The binding limit's key and the sentence that names it: the layer that holds the
     time, and for a paced job whose rate was its own pace or the storage's."""
-    limit, said = _capped(entry, *_held(entry))
+    limit, said = capped(entry, *_held(entry))
     fio: dict[str, Any] = entry["fio"]
     pace = fio.get("pace")
     if not pace:
@@ -127,67 +133,6 @@ def judge(entry: dict[str, Any]) -> tuple[str, str]:
                        f" {asked} asked ({pace['option']}), {done} done")
     return limit, (f"{said}; it fell behind the job's pace ({asked} asked by {pace['option']},"
                    f" {done} done): the storage set its rate")
-
-
-def _capped(entry: dict[str, Any], limit: str, said: str) -> tuple[str, str]:
-    """A cgroup's cap that let through its limit of IOPS or of bytes a second (the
-    cgroup's own count, ``cap_ios_per_s``, ``cap_bytes_per_s``: execute/capcount.py) sets
-    the test's rate, whatever holds its p99 (``limit``, ``said``: _held's, then said after
-    it); the limit nearest to its own is named. Not for a job that kept its own pace."""
-    caps: dict[str, int] = entry["place"].get("throttle") or {}
-    fio: dict[str, Any] = entry["fio"]
-    at = [(rate / caps[f"{d}_{unit}"], d, rate, unit)
-          for unit, key in (("iops", "cap_ios_per_s"), ("bps", "cap_bytes_per_s"))
-          for d, rate in (entry.get(key) or {}).items()
-          if caps.get(f"{d}_{unit}") and rate >= AT_CAP * caps[f"{d}_{unit}"]]
-    if not at or (fio.get("pace") or {}).get("kept"):
-        return limit, said
-    _, side, rate, unit = max(at)
-    if limit == "throttle":  # the cap holds p99 too: its wait
-        wait, few = _cap_wait(entry)
-        held = wait if few else f"its wait in the cap, {wait}"
-    else:
-        held = said
-    if unit == "bps":
-        moved = fio.get("bw_bytes_per_s")
-        return "throttle", (f"a cgroup's I/O cap ({_per_s(caps[f'{side}_bps'])} {side}), which"
-                            f" set the rate: it let {_per_s(rate)} of {side}s through"
-                            + (f", where fio's rate was {_per_s(moved)}" if moved else "")
-                            + f". At p99: {held}")
-    own = fio.get("iops")
-    mine = "" if not own else (
-        f", where fio made {own:,.0f} writes a second, each synced (a sync's flush is a"
-        " write to the cap too)" if fio.get("synced") and side == "write" and rate >= 1.5 * own
-        else f", where fio's rate was {own:,.0f} IOPS")
-    return "throttle", (f"a cgroup's I/O cap ({caps[f'{side}_iops']:,} {side} IOPS), which"
-                        f" set the rate: it let {rate:,.0f} {side} I/Os a second through{mine}."
-                        f" At p99: {held}")
-
-
-def _per_s(value: float) -> str:
-    """Bytes a second, as a cap's limit and its rate are said: '125.0 MiB/s'."""
-    return f"{format_bytes_iec(value)}/s"
-
-
-def _cap_wait(entry: dict[str, Any]) -> tuple[str, bool]:
-    """What a cgroup's cap held of fio's I/Os (its layer, ``throttle``): its share of p99;
-    or, where it held 1% of them or fewer long (blk-throttle's slices of time), those
-    few, beyond fio's p99, in its last percent (then True). A cap of bytes a second holds
-    about one I/O a slice of 100 ms, 1% of 1,000 IOPS: the trace's window and fio's may
-    then count them a hair over (60 of 5,901), and most of them waiting longer than fio's
-    p99 (beyond a bucket) says that they are its last percent too."""
-    lat = format_latency
-    layers: dict[str, dict[str, Any]] = entry["layers"]
-    p99 = entry["fio"].get("p99_ns")
-    held = layers.get("throttle") or {}
-    wait, most = (held.get("p99_ns"), held.get("p50_ns")) if held.get("n") else (None, None)
-    part = share(wait, p99) or 0.0
-    few, calls = held.get("n", 0), (layers.get("queue") or {}).get("n", 0)
-    last = few <= calls / 100 or (few <= calls / 50 and bool(p99) and (most or 0) > p99 * BUCKET)
-    if part > 100 and 0 < few and last:
-        return (f"it held {few:,} of {calls:,} I/Os ({100 * few / calls:.1f}%), {lat(wait)}"
-                f" at p99 of those, beyond fio's p99 {lat(p99)}: in its last percent"), True
-    return part_of(wait, p99, few), False
 
 
 def _held(entry: dict[str, Any]) -> tuple[str, str]:
@@ -238,6 +183,8 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
             return "network", (f"the network file system's round trips ({fs}): a call takes"
                                f" {lat(at('call_nobio', 'p50_ns'))} at p50, {lat(call)} at p99"
                                f" of fio's {lat(p99)}; no block device beneath it")
+        if device is not None and fio.get("direction") == "sync":
+            return _unqueued_syncs(entry)
         if cpu >= CPU_BOUND and not spun:
             return "cpu", (f"fio's CPU: {cpu:.0f}% of a core per job, on"
                            f" {fs or 'a file system with no block device'} (no block layer:"
@@ -267,7 +214,7 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
     if top == "throttle" or (throttle and top in ("fs", "queue") and
                              (shares.get("throttle") or 0) >= BINDING_SHARE / 2):
         limits = ", ".join(cap_words(throttle)) or "a limit"
-        wait, few = _cap_wait(entry)
+        wait, few = cap_wait(entry)
         rate = (f"; fio's rate {fio['iops']:,.0f} IOPS" if few and fio.get("iops")
                 and "cap_ios_per_s" not in entry else "")  # (else the cap's rate is said)
         return "throttle", f"waiting in a cgroup's I/O cap ({limits}): {wait}{rate}"
@@ -290,8 +237,10 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
     journal = at("journal")
     if top == "completion" and fio.get("direction") == "sync":
         took = at("completion")
-        commits = (layers.get("journal") or {}).get("n", 0) / max(
-            1, (layers.get("call_bio") or {}).get("n", 0))
+        # (of the syncs: those that reached the device, and, where the layers are of the
+        # syncs alone, those that did not: both may wait for a commit)
+        syncs = n("call_bio") + (nobio if entry.get("calls") == "syncs" else 0)
+        commits = n("journal") / max(1, syncs)
         # (a p99 can be the journal's only where 1% of the syncs or more waited for it)
         if (place.get("journal") and journal is not None and took
                 and journal >= took * BINDING_SHARE / 100 and commits >= JOURNAL_SHARE):
@@ -339,11 +288,32 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                       or f"{top_share:.0f}% of p99 ({lat(at('fs'))})"))
 
 
-def cap_words(throttle: dict[str, int]) -> list[str]:
-    """A cgroup's limits as said: '3,000 read IOPS', '125.0 MiB/s write'."""
-    return [f"{_per_s(v)} {k.removesuffix('_bps')}" if k.endswith("_bps")
-            else f"{v:,} {k.removesuffix('_iops')} IOPS" if k.endswith("_iops")
-            else f"{v:,} {k}" for k, v in throttle.items()]
+def _unqueued_syncs(entry: dict[str, Any]) -> tuple[str, str]:
+    """A test explained by its syncs, none of which put I/O of its own on the device
+    (what they made durable was written before them: fio's direct writes, or the
+    kernel's threads): their wait is the file system's, its journal's commit where 1% of
+    them or more waited for one (ext4's, timed)."""
+    lat = format_latency
+    layers: dict[str, dict[str, Any]] = entry["layers"]
+    place: dict[str, Any] = entry["place"]
+    fs, device = place.get("fs_type") or "unknown", place.get("device")
+    p99 = entry["fio"].get("p99_ns")
+    syncs = (layers.get("call_nobio") or {}).get("n", 0)
+    journal = layers.get("journal") or {}
+    waited = journal.get("n", 0) / max(1, syncs)
+    none = (f"fio's syncs put no I/O of their own on the device beneath ({device}): what they"
+            " made durable was written before them (by fio's direct writes or the kernel's"
+            " threads)")
+    if place.get("journal") and journal.get("n") and waited >= JOURNAL_SHARE:
+        return "journal", (f"the file system's journal ({fs}): {min(waited, 1):.0%} of fio's"
+                           f" syncs waited for a commit of it (jbd2's writes): "
+                           f"{lat(journal.get('p50_ns'))} at p50, "
+                           f"{part_of(journal.get('p99_ns'), p99, journal['n'], SYNC_P99)};"
+                           f" {none}")
+    call = (layers.get("call_nobio") or {}).get("p99_ns")
+    return "fs", (f"the file system ({fs}): {lat(call)} per sync at p99 ({SYNC_P99}"
+                  f" {lat(p99)}); {none}, and what a sync waits for is the file system's"
+                  " (its journal, a flush)")
 
 
 def _in_flight(layers: dict[str, dict[str, Any]], fio: dict[str, Any]) -> float | None:
@@ -371,8 +341,8 @@ def place_words(place: dict[str, Any]) -> str:
 def explain(layers_seen: dict[str, dict[int, int]],
             device_bytes: tuple[int, int] | None, window_s: float, result: TestResult,
             place: dict[str, Any], cpu_waited: float | None = None,
-            through: tuple[float, float, float | None, float | None] | None = None
-            ) -> ExplainEntry:
+            through: tuple[float, float, float | None, float | None] | None = None,
+            calls: tuple[str, int] | None = None) -> ExplainEntry:
     """A test's explanation (module docstring) from the kernel's histograms of its measured
     I/O (layer -> bucket -> count: execute/layers.Slices.layer), the bytes
     read and written at the device in those ``window_s`` seconds (None: no device), fio's
@@ -380,7 +350,8 @@ def explain(layers_seen: dict[str, dict[int, int]],
     it ran (``cpu_waited``, phases.CpuWait; None: not known, fio ran on another host), and
     the reads and writes a second a cgroup's cap let through to the device, and their
     bytes a second (``through``, execute/capcount.Served; bytes None: not counted; None: no
-    cap, or not counted here)."""
+    cap, or not counted here); for a test that synced, whose calls the layers are of
+    (``calls``: "syncs" or "others", and how many of the other kind were left out)."""
     layers = {name: layer_figures(seen) for name, seen in layers_seen.items()}
     fio = fio_figures(result)
     if cpu_waited is not None:
@@ -404,6 +375,13 @@ def explain(layers_seen: dict[str, dict[int, int]],
              " the kernel skips a tracing program that would run inside another on the same"
              " CPU (a completion interrupting a traced call); the device's figures are of"
              " those seen"] if issued and done < 0.95 * issued else []
+    if calls is not None and calls[1]:
+        notes.append(f"the layers are of fio's syncs alone, as its sync p99 is: its"
+                     f" {calls[1]:,} other calls' (writes, reads) are left out"
+                     if calls[0] == "syncs" else
+                     f"the layers are of fio's writes and reads alone, as its"
+                     f" {fio.get('direction') or 'busier'} p99 is: its {calls[1]:,} syncs'"
+                     " are left out")
     out = ExplainEntry(notes=notes, layers=entry["layers"], fio=fio, cache_percent=cache,
                        device_bytes=entry["device_bytes"], place=place,
                        window_s=entry["window_s"], limit=limit, said=said)
@@ -411,4 +389,6 @@ def explain(layers_seen: dict[str, dict[int, int]],
         out["cap_ios_per_s"] = entry["cap_ios_per_s"]
     if "cap_bytes_per_s" in entry:
         out["cap_bytes_per_s"] = entry["cap_bytes_per_s"]
+    if calls is not None:
+        out["calls"] = calls[0]
     return out

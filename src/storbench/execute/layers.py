@@ -20,14 +20,18 @@ kernel passes it through, from tracepoints only (this kernel offers no kprobes):
 - ``remote``: on a FUSE file system (sshfs, s3fs, …), per call, the time its requests
   waited for the file system's daemon to answer (fuse:fuse_request_send in fio's thread
   to fuse:fuse_request_end): the daemon and what is behind it, a network's round trips;
-- ``journal``: on ext4 (and ext3), per fsync, fdatasync or sync_file_range that reached
-  the device, the journal commit it waited for: the last commit of the file system's
-  journal (jbd2:jbd2_start_commit to jbd2:jbd2_end_commit, in jbd2's own thread) that
-  ended during the call, from its start or the call's, whichever came later. Its writes
-  are jbd2's, not fio's: the ``completion`` after fio's own last I/O holds it.
+- ``journal``: on ext4 (and ext3), per fsync, fdatasync or sync_file_range, the journal
+  commit it waited for: the last commit of the file system's journal
+  (jbd2:jbd2_start_commit to jbd2:jbd2_end_commit, in jbd2's own thread) that ended
+  during the call, from its start or the call's, whichever came later. Its writes are
+  jbd2's, not fio's: the ``completion`` after fio's own last I/O holds it, or, for a sync
+  that put no I/O of its own on the device (fio's direct writes had, before it), the
+  whole call.
 
 Each is a histogram in the kernel (8 buckets per power of two: a percentile within 6%),
-per slice of time, so that the time fio spent laying out its files before its measured
+per kind of call (a sync's time and its I/O apart from the other calls': a test that
+writes and syncs has its syncs' layers set beside its sync p99, not its writes'), per
+slice of time, so that the time fio spent laying out its files before its measured
 I/O is left out (analysis/explain.py reads the slices of the measured I/O). The block
 layer's events count for the device beneath the target's path only (the whole disk of a
 partition). Root only; bpftrace needs tracefs (mounted, where it is not, in a mount
@@ -63,6 +67,10 @@ MIN_SLICE_NS = 100_000_000
 CALLS = ("read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
          "preadv2", "pwritev2", "fsync", "fdatasync", "sync_file_range")
 SYNCS = ("fsync", "fdatasync", "sync_file_range")  # those that may wait for a journal
+# a sync's time and its I/O are counted apart from the other calls', under a layer's
+# number plus SYNC (a test that writes and syncs: its sync p99 is set beside its syncs'
+# layers, not its writes')
+SYNC = 16
 ASYNC_CALLS = {"x86_64": {"io_submit": 209, "io_uring_enter": 426},
                "aarch64": {"io_submit": 2, "io_uring_enter": 426}}
 # bpftrace 0.17 (Debian 12's) forgets a SIGINT that comes while it is not waiting for
@@ -91,9 +99,12 @@ def _bucket(var: str, into: str, tag: str) -> str:
             f" + (({var} >> ({m} - 3)) & 7); }}")
 
 
-def _timed(layer: str, var: str, slice_ns: int, tag: str) -> str:
+def _timed(layer: str, var: str, slice_ns: int, tag: str, kind: str = "") -> str:
+    """Count ``var`` (ns) in ``layer``'s histogram of this slice; with ``kind`` (a
+    variable: SYNC for a sync's I/O, else 0), under the layer's number of that kind."""
     n = LAYERS.index(layer)
-    return _bucket(var, f"$b{tag}", tag) + f" @h[{n}, nsecs / {slice_ns}, $b{tag}] = count();"
+    key = f"{n} + {kind}" if kind else str(n)
+    return _bucket(var, f"$b{tag}", tag) + f" @h[{key}, nsecs / {slice_ns}, $b{tag}] = count();"
 
 
 def program(token: str, seeds: list[int], place: Place, machine: str,
@@ -114,6 +125,8 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
     # ext4's journal, where a sync may wait for jbd2's commit: which calls are syncs
     journal = place.journal is not None
     any_flush = " || ".join(f"$id == {numbers[c]}" for c in SYNCS if c in numbers)
+    # (a call's kind, @sy: SYNC for a sync, none for the others)
+    end_call = " if ($k) { delete(@sy[tid]); } delete(@in[tid]);"
     lines = [
         # its clock (hosttrace), and its own PID: the SIGINT that asks it to stop ends it
         # through exit() (STOPPED)
@@ -124,7 +137,7 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
         "tracepoint:sched:sched_process_exit /@t[tid]/ { delete(@t[tid]); }",
         'tracepoint:raw_syscalls:sys_enter /@t[tid]/ { $id = args->id;'
         f' if (comm == "fio") {{ if ({any_sync}) {{ @in[tid] = nsecs;'
-        + (f" if ({any_flush}) {{ @sy[tid] = 1; }}" if journal else "") + " }"
+        f" if ({any_flush}) {{ @sy[tid] = {SYNC}; }}" + " }"
         + (f" else {{ if ({any_async}) {{ @ai[tid] = nsecs; }} }}" if d is not None else "")
         + " } }",
     ]
@@ -140,25 +153,26 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             " @pendtid[$s] = tid; }" if held else "",
             f"tracepoint:block:block_bio_queue /args->dev == {d.dev}/ {{ $s = args->sector;"
             f" {start} = @in[tid]; if ({start} == 0) {{ {start} = @ai[tid]; }}"
-            f" if ({start}) {{"
+            f" if ({start}) {{ $k = @sy[tid]; if ($k) {{ @kd[$s] = $k; }}"
             f"  if (@q1[tid] < {start}) {{ @q1[tid] = nsecs; $v = nsecs - {start};"
-            f"  {_timed('fs', '$v', slice_ns, 'a')} }}"
+            f"  {_timed('fs', '$v', slice_ns, 'a', '$k')} }}"
             "  @own[$s] = tid; @qt[$s] = nsecs;"
             + (" if (@pend[$s]) { delete(@pend[$s]); delete(@pendtid[$s]); } }"
                " else { if (@pend[$s]) { $o = @pendtid[$s]; $w = nsecs - @pend[$s];"
-               f"  {_timed('throttle', '$w', slice_ns, 'b')}"
+               " $h = @sy[$o]; if ($h) { @kd[$s] = $h; }"
+               f"  {_timed('throttle', '$w', slice_ns, 'b', '$h')}"
                "  $so = @in[$o]; if ($so == 0) { $so = @ai[$o]; }"
                "  if ($so && @q1[$o] < $so) { @q1[$o] = nsecs; $f = @pend[$s] - $so;"
-               f"  {_timed('fs', '$f', slice_ns, 'c')} }}"
+               f"  {_timed('fs', '$f', slice_ns, 'c', '$h')} }}"
                "  @own[$s] = $o; @qt[$s] = nsecs; delete(@pend[$s]); delete(@pendtid[$s]);"
                " } } }" if held else " } }"),
             f"tracepoint:block:block_rq_issue /args->dev == {d.dev} && @qt[args->sector]/ {{"
-            " $s = args->sector; $v = nsecs - @qt[$s];"
-            f" {_timed('queue', '$v', slice_ns, 'a')} @it[$s] = nsecs; delete(@qt[$s]); }}",
+            " $s = args->sector; $v = nsecs - @qt[$s]; $k = @kd[$s];"
+            f" {_timed('queue', '$v', slice_ns, 'a', '$k')} @it[$s] = nsecs; delete(@qt[$s]); }}",
             f"tracepoint:block:block_rq_complete /args->dev == {d.dev} && @it[args->sector]/ {{"
-            " $s = args->sector; $v = nsecs - @it[$s];"
-            f" {_timed('device', '$v', slice_ns, 'a')}"
-            " @done[@own[$s]] = nsecs;"
+            " $s = args->sector; $v = nsecs - @it[$s]; $k = @kd[$s];"
+            f" {_timed('device', '$v', slice_ns, 'a', '$k')}"
+            " @done[@own[$s]] = nsecs; if ($k) { delete(@kd[$s]); }"
             f' if (strncmp(args->rwbs, "R", 1) == 0) {{ @b[0, {slice_of}] ='
             " sum(args->nr_sector * 512); }"
             f" else {{ @b[1, {slice_of}] = sum(args->nr_sector * 512); }}"
@@ -170,20 +184,21 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             " @je = nsecs; }" if journal else "",
             "tracepoint:raw_syscalls:sys_exit /@ai[tid]/ { delete(@ai[tid]); }",
             "tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $e = nsecs; $i = @in[tid];"
-            " $v = $e - $i;"
-            f" if (@q1[tid] > $i) {{ {_timed('call_bio', '$v', slice_ns, 'a')}"
+            " $v = $e - $i; $k = @sy[tid];"
+            f" if (@q1[tid] > $i) {{ {_timed('call_bio', '$v', slice_ns, 'a', '$k')}"
             "  if (@done[tid] > $i) { $w = $e - @done[tid];"
-            f"  {_timed('completion', '$w', slice_ns, 'b')} }}"
-            # a sync that reached the device waited for the commit that ended in it
-            + ("  if (@sy[tid] && @je > $i) { $j = @je - @js; if (@js < $i) { $j = @je - $i; }"
-               f"  {_timed('journal', '$j', slice_ns, 'd')} }}" if journal else "")
-            + " }"
-            f" else {{ {_timed('call_nobio', '$v', slice_ns, 'c')} }}"
-            + (" delete(@sy[tid]);" if journal else "") + " delete(@in[tid]); }",
+            f"  {_timed('completion', '$w', slice_ns, 'b', '$k')} }} }}"
+            f" else {{ {_timed('call_nobio', '$v', slice_ns, 'c', '$k')} }}"
+            # a sync waited for the commit that ended in it (its own I/O, if any, first:
+            # where it had none, fio's writes had reached the device before it)
+            + ("  if ($k && @je > $i) { $j = @je - @js; if (@js < $i) { $j = @je - $i; }"
+               f"  {_timed('journal', '$j', slice_ns, 'd', '$k')} }}" if journal else "")
+            + end_call + " }",
         ]
-        left = ("clear(@t); clear(@in); clear(@ai); clear(@q1); clear(@done); clear(@own);"
-                " clear(@qt); clear(@it);" + (" clear(@pend); clear(@pendtid);" if held else "")
-                + (" clear(@sy); clear(@jc); clear(@js); clear(@je);" if journal else ""))
+        left = ("clear(@t); clear(@in); clear(@sy); clear(@ai); clear(@q1); clear(@done);"
+                " clear(@own); clear(@qt); clear(@it); clear(@kd);"
+                + (" clear(@pend); clear(@pendtid);" if held else "")
+                + (" clear(@jc); clear(@js); clear(@je);" if journal else ""))
         printed = "print(@h); print(@b); clear(@h); clear(@b);"
     elif (place.fs_type or "").startswith("fuse"):  # no block device: FUSE's requests
         # sent in fio's call, answered by the daemon (in its own thread: by request id)
@@ -193,18 +208,19 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             "tracepoint:fuse:fuse_request_end /@fs[args->unique]/ { $u = args->unique;"
             " $o = @fo[$u]; @fw[$o] = @fw[$o] + nsecs - @fs[$u]; delete(@fs[$u]);"
             " delete(@fo[$u]); }",
-            "tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $v = nsecs - @in[tid];"
-            f" {_timed('call_nobio', '$v', slice_ns, 'c')}"
+            "tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $v = nsecs - @in[tid]; $k = @sy[tid];"
+            f" {_timed('call_nobio', '$v', slice_ns, 'c', '$k')}"
             " if (@fw[tid]) { $w = @fw[tid];"
-            f" {_timed('remote', '$w', slice_ns, 'd')} delete(@fw[tid]); }}"
-            " delete(@in[tid]); }",
+            f" {_timed('remote', '$w', slice_ns, 'd', '$k')} delete(@fw[tid]); }}"
+            + end_call + " }",
         ]
-        left = "clear(@t); clear(@in); clear(@fs); clear(@fo); clear(@fw);"
+        left = "clear(@t); clear(@in); clear(@sy); clear(@fs); clear(@fo); clear(@fw);"
         printed = "print(@h); clear(@h);"
     else:  # nothing reaches a block device: every call is whole, with none
         lines.append("tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $v = nsecs - @in[tid];"
-                     f" {_timed('call_nobio', '$v', slice_ns, 'c')} delete(@in[tid]); }}")
-        left = "clear(@t); clear(@in);"
+                     f" $k = @sy[tid]; {_timed('call_nobio', '$v', slice_ns, 'c', '$k')}"
+                     + end_call + " }")
+        left = "clear(@t); clear(@in); clear(@sy);"
         printed = "print(@h); clear(@h);"
     # bpftrace prints every map left when it ends: only the histograms and bytes; then
     # the token's end mark: all of them were printed (ended_whole)
@@ -236,12 +252,14 @@ class Slices:
         first = -(-start_ns // self.slice_ns) * self.slice_ns
         return max(0.0, (end_ns - first) / 1e9)
 
-    def layer(self, name: str) -> dict[int, int]:
-        """A layer's histogram (bucket -> count), over the slices."""
+    def layer(self, name: str, kind: int | None = None) -> dict[int, int]:
+        """A layer's histogram (bucket -> count), over the slices: of every call, or of
+        one ``kind`` of them (SYNC: the syncs'; 0: the others')."""
         n = LAYERS.index(name)
+        wanted = {n, n + SYNC} if kind is None else {n + kind}
         merged: dict[int, int] = {}
         for (layer, _), buckets in self.hist.items():
-            if layer == n:
+            if layer in wanted:
                 for b, c in buckets.items():
                     merged[b] = merged.get(b, 0) + c
         return merged

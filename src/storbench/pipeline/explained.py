@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from storbench.analysis.explain import explain
+from storbench.analysis.explain import explain, explains_syncs
 from storbench.execute import beneath, layers
 from storbench.pipeline.phases import CpuWait
 from storbench.result.model import TestResult
@@ -66,15 +66,21 @@ class Explained:
         start = int((t0 + float(timed["io_start_s"])) * 1e9)
         end = int((t0 + float(timed["end_s"])) * 1e9)
         seen = trace.slices.between(start, end)
-        found = {name: seen.layer(name) for name in layers.LAYERS}
         moved = (seen.device_bytes(0), seen.device_bytes(1)) \
             if self.place.device is not None else None
         waited = CpuWait.now().percent_since(self.began) if self.began else None
         counted = trace.counted  # (this machine's cap: over SSH, none)
         through = counted.rate(start, end) if counted is not None else None
         for result in results:
+            # a test that synced: its syncs' layers, or its other calls' (execute/layers.SYNC)
+            kind = layers.SYNC if explains_syncs(result) else 0
+            found = {name: seen.layer(name, kind) for name in layers.LAYERS}
+            calls = None if result.sync is None else (
+                "syncs" if kind else "others",
+                sum(sum(seen.layer(name, layers.SYNC - kind).values())
+                    for name in ("call_bio", "call_nobio")))
             entry = explain(found, moved, trace.slices.span_s(start, end), result,
-                            self.place.record(), waited, through)
+                            self.place.record(), waited, through, calls)
             if len(results) > 1:
                 entry["together"] = [r.name for r in results if r is not result]
             self.entries[result.name] = entry

@@ -135,6 +135,9 @@ class ExplainEntry(TypedDict):
     # is set and counted
     cap_ios_per_s: NotRequired[dict[str, float]]
     cap_bytes_per_s: NotRequired[dict[str, float]]  # and their bytes a second
+    # a test that synced: its layers are of its "syncs" alone, or of its "others" (absent:
+    # of every call, a test that did not sync or a run stored before 2026-12-06)
+    calls: NotRequired[str]
     limit: str  # the binding limit's key
     said: str  # the sentence that names it (analysis/views/explain.bound adds to it)
     together: NotRequired[list[str]]  # the other tests of its fio invocation
