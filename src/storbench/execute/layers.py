@@ -60,7 +60,7 @@ LAYERS = ("fs", "throttle", "queue", "device", "completion", "call_bio", "call_n
           "remote", "journal")  # (a layer's number is its place here: new ones go last)
 READY_S = 60.0  # how long bpftrace may take to attach its probes
 STOP_S = 60.0  # and to print its maps and end, once asked (SIGINT)
-KEYS_MAX = 65536  # bpftrace's map size: buckets × slices × layers must fit
+KEYS_MAX = 65536  # bpftrace's map size: buckets × slices × layers (× 2 kinds) must fit
 SLICES = 150  # a test's I/O is cut into about this many slices of time (≥ 100 ms each)
 MIN_SLICE_NS = 100_000_000
 # the calls fio makes for its I/O; those that wait for it (completion is timed for them)
