@@ -313,6 +313,11 @@ def test_a_cap_of_bytes_a_second_that_let_its_limit_through_set_the_rate() -> No
     assert runs["seqread-1m"]["said"].endswith(
         ". At p99: its wait in the cap, all of p99 (105 ms at p99, fio's p99 101 ms: the"
         " same within the trace's buckets)")
+    # fio's bytes a second are its busier direction's: not said beside another's cap
+    other = copy.deepcopy(runs["seqread-128k"])
+    other["fio"]["direction"] = "write"
+    assert "which set the rate" in judge(other)[1]
+    assert "where fio's rate was" not in judge(other)[1]
     # 2% held, most of them no longer than fio's p99: not said as its last percent
     spread = copy.deepcopy(runs["seqread-128k"])
     spread["layers"]["throttle"].update(n=118, p50_ns=spread["fio"]["p99_ns"])

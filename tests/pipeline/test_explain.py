@@ -201,6 +201,8 @@ def test_syncs_after_direct_writes_are_explained_by_their_own_layers(
     assert "fio's syncs put no I/O of their own on the device beneath" in entry["said"]
     assert "the file system's journal (ext4): " in entry["said"], entry["said"]
     assert "other calls' (writes, reads) are left out" in entry["notes"][-1]
+    shown = run_cli("show", "last", db=db).stdout
+    assert "sync_randwrite: latency by layer of its syncs (fio's sync p50 " in shown, shown
 
 
 def test_a_buffered_reread_is_the_page_cache(throttled: Any, tmp_path: Path) -> None:

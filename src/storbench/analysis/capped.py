@@ -33,7 +33,8 @@ def capped(entry: dict[str, Any], limit: str, said: str) -> tuple[str, str]:
     else:
         held = said
     if unit == "bps":
-        moved = fio.get("bw_bytes_per_s")
+        # (fio's bytes a second are its busier direction's: said where that is the cap's)
+        moved = fio.get("bw_bytes_per_s") if fio.get("direction") == side else None
         return "throttle", (f"a cgroup's I/O cap ({_per_s(caps[f'{side}_bps'])} {side}), which"
                             f" set the rate: it let {_per_s(rate)} of {side}s through"
                             + (f", where fio's rate was {_per_s(moved)}" if moved else "")

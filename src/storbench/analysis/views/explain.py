@@ -48,6 +48,13 @@ def _of(entry: ExplainEntry) -> str:
     return "sync" if entry["fio"].get("direction") == "sync" else "clat"
 
 
+def _whose(entry: ExplainEntry) -> str:
+    """Whose layers a test that synced has: its syncs', or its other calls' (execute/
+    layers.SYNC; an explanation stored before holds every call's)."""
+    return {"syncs": " of its syncs", "others": " of its writes and reads"}.get(
+        entry.get("calls") or "", "")
+
+
 def bound(run: Run, test: str, entry: ExplainEntry) -> str:
     """The sentence, and what the run's figures add to it: a device's time that grew as
     its rate held flat at a cap (analysis/caps.py) is a cap beneath this machine, which the
@@ -86,7 +93,7 @@ class ExplainView(View):
             fio = entry["fio"]
             out.append(Titled(Table(["layer", "I/Os", "p50", "p99", "of fio's p99"],
                                     layer_rows(entry, u), [False, True, True, True, True]),
-                              f"{test}: latency by layer (fio's {_of(entry)} p50"
+                              f"{test}: latency by layer{_whose(entry)} (fio's {_of(entry)} p50"
                               f" {u.latency(fio.get('p50_ns'))}, p99"
                               f" {u.latency(fio.get('p99_ns'))})"))
             if entry.get("cache_percent") is not None:
