@@ -111,7 +111,9 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             slice_ns: int) -> str:
     """The bpftrace program for fio's I/O under ``place`` (docstring above). Few map
     operations per I/O (each costs ~0.1 µs, and a call on tmpfs takes ~1.3 µs): a call's
-    entry in @in (sync) or @ai (async), deleted at its return; the time of a thread's
+    entry in @in (sync) or @ai (async), deleted at its return, and a sync's kind in @sy; a
+    bio's times in @qt and @it (twice the time, plus 1 for a sync's bio: its kind travels
+    with them, no map of its own); the time of a thread's
     first bio and last completion kept per thread (@q1, @done: compared with @in, never
     reset); the file system's mapping (@pend) followed only where a cgroup throttles the
     device."""
@@ -153,26 +155,28 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             " @pendtid[$s] = tid; }" if held else "",
             f"tracepoint:block:block_bio_queue /args->dev == {d.dev}/ {{ $s = args->sector;"
             f" {start} = @in[tid]; if ({start} == 0) {{ {start} = @ai[tid]; }}"
-            f" if ({start}) {{ $k = @sy[tid]; if ($k) {{ @kd[$s] = $k; }}"
+            f" if ({start}) {{ $k = @sy[tid];"
             f"  if (@q1[tid] < {start}) {{ @q1[tid] = nsecs; $v = nsecs - {start};"
             f"  {_timed('fs', '$v', slice_ns, 'a', '$k')} }}"
-            "  @own[$s] = tid; @qt[$s] = nsecs;"
+            f"  @own[$s] = tid; @qt[$s] = nsecs * 2 + $k / {SYNC};"
             + (" if (@pend[$s]) { delete(@pend[$s]); delete(@pendtid[$s]); } }"
                " else { if (@pend[$s]) { $o = @pendtid[$s]; $w = nsecs - @pend[$s];"
-               " $h = @sy[$o]; if ($h) { @kd[$s] = $h; }"
+               " $h = @sy[$o];"
                f"  {_timed('throttle', '$w', slice_ns, 'b', '$h')}"
                "  $so = @in[$o]; if ($so == 0) { $so = @ai[$o]; }"
                "  if ($so && @q1[$o] < $so) { @q1[$o] = nsecs; $f = @pend[$s] - $so;"
                f"  {_timed('fs', '$f', slice_ns, 'c', '$h')} }}"
-               "  @own[$s] = $o; @qt[$s] = nsecs; delete(@pend[$s]); delete(@pendtid[$s]);"
+               f"  @own[$s] = $o; @qt[$s] = nsecs * 2 + $h / {SYNC}; delete(@pend[$s]);"
+               " delete(@pendtid[$s]);"
                " } } }" if held else " } }"),
             f"tracepoint:block:block_rq_issue /args->dev == {d.dev} && @qt[args->sector]/ {{"
-            " $s = args->sector; $v = nsecs - @qt[$s]; $k = @kd[$s];"
-            f" {_timed('queue', '$v', slice_ns, 'a', '$k')} @it[$s] = nsecs; delete(@qt[$s]); }}",
+            f" $s = args->sector; $q = @qt[$s]; $k = ($q & 1) * {SYNC}; $v = nsecs - $q / 2;"
+            f" {_timed('queue', '$v', slice_ns, 'a', '$k')} @it[$s] = nsecs * 2 + ($q & 1);"
+            " delete(@qt[$s]); }",
             f"tracepoint:block:block_rq_complete /args->dev == {d.dev} && @it[args->sector]/ {{"
-            " $s = args->sector; $v = nsecs - @it[$s]; $k = @kd[$s];"
+            f" $s = args->sector; $q = @it[$s]; $k = ($q & 1) * {SYNC}; $v = nsecs - $q / 2;"
             f" {_timed('device', '$v', slice_ns, 'a', '$k')}"
-            " @done[@own[$s]] = nsecs; if ($k) { delete(@kd[$s]); }"
+            " @done[@own[$s]] = nsecs;"
             f' if (strncmp(args->rwbs, "R", 1) == 0) {{ @b[0, {slice_of}] ='
             " sum(args->nr_sector * 512); }"
             f" else {{ @b[1, {slice_of}] = sum(args->nr_sector * 512); }}"
@@ -196,7 +200,7 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             + end_call + " }",
         ]
         left = ("clear(@t); clear(@in); clear(@sy); clear(@ai); clear(@q1); clear(@done);"
-                " clear(@own); clear(@qt); clear(@it); clear(@kd);"
+                " clear(@own); clear(@qt); clear(@it);"
                 + (" clear(@pend); clear(@pendtid);" if held else "")
                 + (" clear(@jc); clear(@js); clear(@je);" if journal else ""))
         printed = "print(@h); print(@b); clear(@h); clear(@b);"
