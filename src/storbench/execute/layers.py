@@ -154,8 +154,10 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             f" $s = (args->addr >> 9) + {d.start_sector}; @pend[$s] = nsecs;"
             " @pendtid[$s] = tid; }" if held else "",
             f"tracepoint:block:block_bio_queue /args->dev == {d.dev}/ {{ $s = args->sector;"
-            f" {start} = @in[tid]; if ({start} == 0) {{ {start} = @ai[tid]; }}"
-            f" if ({start}) {{ $k = @sy[tid];"
+            # (a sync's kind read only for a sync engine's call: io_submit's is never one)
+            f" {start} = @in[tid]; $k = 0; if ({start} == 0) {{ {start} = @ai[tid]; }}"
+            " else { $k = @sy[tid]; }"
+            f" if ({start}) {{"
             f"  if (@q1[tid] < {start}) {{ @q1[tid] = nsecs; $v = nsecs - {start};"
             f"  {_timed('fs', '$v', slice_ns, 'a', '$k')} }}"
             f"  @own[$s] = tid; @qt[$s] = nsecs * 2 + $k / {SYNC};"
