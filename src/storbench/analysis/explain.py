@@ -244,9 +244,9 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
         # (a p99 can be the journal's only where 1% of the syncs or more waited for it)
         if (place.get("journal") and journal is not None and took
                 and journal >= took * BINDING_SHARE / 100 and commits >= JOURNAL_SHARE):
-            return "journal", (f"the file system's journal ({fs}): {min(commits, 1):.0%} of"
-                               " fio's syncs waited for a commit of it (jbd2's writes,"
-                               f" after fio's own): {lat(at('journal', 'p50_ns'))} at p50, "
+            began = _waited_for_journal(fs, commits, ", after fio's own")
+            return "journal", (f"{began}:"
+                               f" {lat(at('journal', 'p50_ns'))} at p50, "
                                + (f"{over}; the device's own time {lat(at('device'))} at p99"
                                   if (over := beyond(journal, p99, n("journal"), SYNC_P99))
                                   else f"{lat(journal)} at p99, {share(journal, p99):.0f}% of"
@@ -288,6 +288,13 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                       or f"{top_share:.0f}% of p99 ({lat(at('fs'))})"))
 
 
+def _waited_for_journal(fs: str, part: float, after: str = "") -> str:
+    """How a sync's wait for the journal begins: its file system, and the ``part`` of the
+    syncs that waited for a commit (``after``: when, beside its writes)."""
+    return (f"the file system's journal ({fs}): {min(part, 1):.0%} of fio's syncs waited for"
+            f" a commit of it (jbd2's writes{after})")
+
+
 def _unqueued_syncs(entry: dict[str, Any]) -> tuple[str, str]:
     """A test explained by its syncs, none of which put I/O of its own on the device
     (what they made durable was written before them: fio's direct writes, or the
@@ -305,9 +312,8 @@ def _unqueued_syncs(entry: dict[str, Any]) -> tuple[str, str]:
             " made durable was written before them (by fio's direct writes or the kernel's"
             " threads)")
     if place.get("journal") and journal.get("n") and waited >= JOURNAL_SHARE:
-        return "journal", (f"the file system's journal ({fs}): {min(waited, 1):.0%} of fio's"
-                           f" syncs waited for a commit of it (jbd2's writes): "
-                           f"{lat(journal.get('p50_ns'))} at p50, "
+        return "journal", (f"{_waited_for_journal(fs, waited)}:"
+                           f" {lat(journal.get('p50_ns'))} at p50, "
                            f"{part_of(journal.get('p99_ns'), p99, journal['n'], SYNC_P99)};"
                            f" {none}")
     call = (layers.get("call_nobio") or {}).get("p99_ns")
