@@ -4,9 +4,9 @@ their bytes (blkio.throttle.io_serviced and io_service_bytes beside it, cgroup v
 io.stat's rios, wios, rbytes and wbytes, v2: execute/beneath.py finds the file), read
 every slice of a test's trace on the monotonic clock the trace's slices keep, so that the
 rate of its measured I/O alone (its layout left out) can be set beside the cap's limits,
-of IOPS and of bytes a second (analysis/explain.py). An fdatasync's flush is a write there (an
-empty bio with a preflush): a commit's write and its sync are two of the cap's I/Os,
-where fio counts one.
+of IOPS and of bytes a second (analysis/explain.py). An fdatasync's flush is a write
+there (an empty bio with a preflush): a commit's write and its sync are two of the cap's
+I/Os, where fio counts one.
 
 A cap of blk-throttle's holds the I/Os beyond its limit in bursts (slices of time: a few
 wait tens of milliseconds, the rest none), so it sets a test's rate where its p99 may not
@@ -43,9 +43,9 @@ def served(path: str, device: str) -> Served | None:
     ios = _counts(path, device, "rios", "wios")
     if ios is None:
         return None
-    where = Path(path)
-    done = (_counts(str(where.with_name(V1_BYTES)), device, "", "")
-            if where.name == V1_IOS else _counts(path, device, "rbytes", "wbytes"))
+    where = Path(path)  # (v1 keeps the bytes in a file beside the I/Os, as "Read" lines)
+    done = _counts(str(where.with_name(V1_BYTES) if where.name == V1_IOS else where),
+                   device, "rbytes", "wbytes")
     return Served(*ios, *(done or (None, None)))
 
 
