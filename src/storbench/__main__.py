@@ -7,14 +7,21 @@ the middle of an import can land in one of Python's own callbacks (a module lock
 weakref), which prints "Exception ignored ... Traceback" whatever we catch. Once they
 are loaded, a pending interrupt ends the process; otherwise Python's own handler is
 back for the CLI to use.
+
+It ends as sys.exit ends it, without the interpreter's teardown (_exit): what a command
+made is left to the kernel, not freed object by object.
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
+import os
 import signal
 import sys
+import threading
 from types import FrameType
+from typing import NoReturn
 
 
 def main() -> None:
@@ -45,7 +52,35 @@ def main() -> None:
         cli_main()
     except KeyboardInterrupt:
         sys.stderr.write("storbench: interrupted\n")
-        sys.exit(130)
+        _exit(130)
+    except SystemExit as done:
+        _exit(done.code)
+    _exit(0)
+
+
+def _exit(code: str | int | None) -> NoReturn:
+    """sys.exit(code), without the interpreter's teardown: every object a command made
+    freed one at a time (100,000 runs' rows: ~20 ms of a cold `check --no-change`, a
+    twentieth of it). What the teardown does that matters is done first: the atexit
+    handlers (weakref finalizers, logging's), the standard streams flushed (a failed
+    flush said, as Python would end with 120). With another thread still running, it is
+    joined as Python joins it: sys.exit."""
+    if threading.active_count() > 1:
+        sys.exit(code)
+    status = code if isinstance(code, int) else 0 if code is None else 1
+    if not isinstance(code, int) and code is not None:
+        sys.stderr.write(f"{code}\n")
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:  # the reader went away: it had what it wanted
+            status = status or 1
+        except (OSError, ValueError) as exc:  # (ValueError: a stream closed)
+            if stream is sys.stdout:
+                sys.stderr.write(f"storbench: error: {getattr(exc, 'strerror', None) or exc}\n")
+            status = status or 120
+    os._exit(status)
 
 
 if __name__ == "__main__":

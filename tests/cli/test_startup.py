@@ -3,6 +3,7 @@ fast that is, bench/startup.py measures)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -108,9 +109,42 @@ def test_the_collector_waits_only_while_the_modules_load(store_path):
             "seen = []\n"
             "storbench.cli.main = lambda: seen.append((gc.isenabled(), gc.get_freeze_count()))\n"
             "sys.argv = ['storbench', 'list']\n"
-            "from storbench.__main__ import main\nmain()\nprint(seen)\n")
+            "import atexit\natexit.register(lambda: print(seen))\n"
+            "from storbench.__main__ import main\nmain()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"STORBENCH_DB": str(store_path), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     ((enabled, frozen),) = eval(proc.stdout)
     assert enabled and frozen > 1000
+
+
+def test_storbench_ends_as_sys_exit_would_without_the_teardown(store_path):
+    """__main__ ends the process without the interpreter's teardown (os._exit: 100,000
+    runs' rows are not freed one by one), having done what the teardown does that
+    matters: atexit's handlers run, standard output whole (more than a pipe holds), the
+    command's exit status; a thread still running is joined, as Python joins it."""
+    code = ("import atexit, sys, threading, time\n"
+            "atexit.register(lambda: print('atexit ran', file=sys.stderr))\n"
+            "if sys.argv[1] == 'thread':\n"
+            "    def late():\n"
+            "        time.sleep(0.3)\n"
+            "        print('thread ended', file=sys.stderr)\n"
+            "    threading.Thread(target=late).start()\n"
+            "sys.argv = ['storbench', *sys.argv[2:]]\n"
+            "from storbench.__main__ import main\nmain()\n"
+            "print('main returned', file=sys.stderr)\n")
+
+    def ended(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                              text=True, env={"STORBENCH_DB": str(store_path),
+                                              "PATH": "/usr/bin:/bin"})
+
+    listed = ended("alone", "reference", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout) > 4096 and json.loads(listed.stdout)  # (a pipe's page: 4 KiB)
+    assert listed.stderr == "atexit ran\n"  # and main never returned
+    wrong = ended("alone", "nosuch")
+    assert wrong.returncode == 2 and wrong.stderr.endswith("atexit ran\n"), wrong.stderr
+    joined = ended("thread", "--version")
+    assert joined.returncode == 0 and "storbench" in joined.stdout
+    assert joined.stderr == "thread ended\natexit ran\n", joined.stderr
