@@ -147,7 +147,7 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
             return known
         from storbench.cli.trend import no_change
 
-        return no_change(store, r, name, limit, key, runs)
+        return no_change(store, r, name, limit, key, runs, keep_history=False)
 
 
 def kept_shifts(kept: Any) -> list[tuple[str, dict[str, Any], bool]] | None:

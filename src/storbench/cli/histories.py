@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from storbench.analysis import history as hist
 from storbench.analysis.changepoints import find_each
 from storbench.analysis.metrics import Metric, value_path
-from storbench.cli.kept import kept, kept_each
+from storbench.cli.kept import kept, kept_each, read_kept
 from storbench.store import Store
 from storbench.store.changes import ChangeCache
 from storbench.store.series import (
@@ -35,13 +35,15 @@ Read = tuple[str | None, list[tuple[Any, ...]], list[Metric], list[tuple[int, st
 
 
 def histories(store: Store, series: str, *, up_to: int | None = None,
-              min_change: float = hist.MIN_CHANGE, runs: str | None = None
-              ) -> list[hist.History]:
+              min_change: float = hist.MIN_CHANGE, runs: str | None = None,
+              keep: bool = True) -> list[hist.History]:
     """Every headline figure of a series (its runs up to run ``up_to``), with its changes
     and the runs whose workload changed. A whole series' answer is kept (store/changes.py)
     under a digest of its runs (``runs``, when the caller has it) and ``min_change``:
     asked again, or after the run that kept it (refresh), it is read, not found again
-    from 100,000 runs' figures."""
+    from 100,000 runs' figures. Not ``keep``: read where it was kept, else found and not
+    kept (its figures' change points are: `check --no-change` keeps its own answer, not
+    the 6.5 MB of 100,000 runs' history, ~40 ms, that `history` then finds in a moment)."""
     with collector_paused():
         if up_to is not None:
             return _histories(store, series, up_to=up_to, min_change=min_change)
@@ -49,6 +51,10 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
 
         # a long series' search made ready beside the digest of its runs (~40 ms at 100,000)
         with made_early(series_holds(store, series, PART)):
+            if not keep:
+                read = read_kept(store, ["history", min_change], series, runs)
+                return (read if read is not None else
+                        _histories(store, series, min_change=min_change))
             return kept(store, ["history", min_change], series,
                         lambda: _histories(store, series, min_change=min_change), runs)
 

@@ -286,17 +286,19 @@ Shift = tuple[str, dict[str, Any], bool]  # (figure, the change, failed)
 
 
 def no_change(store: Store, r: Run, name: str, limit: float, key: str | None = None,
-              runs: str | None = None) -> list[Shift]:
+              runs: str | None = None, keep_history: bool = True) -> list[Shift]:
     """--no-change: per headline figure of series ``name`` (its runs up to run ``r``),
     the change that began the stretch the run is in: (figure, the change, failed); kept
     (store/changes.py) under a digest of what it depends on (no_change_key), so that it
     is read (cli/checking.py), not found again, when asked again or right after the run
     that kept it (keep_answer); ``key`` and ``runs`` (latest_runs): its key and the
-    digest of the series' runs, when the caller has them already."""
+    digest of the series' runs, when the caller has them already. ``keep_history``: the
+    series' whole history is kept too (as a run ends: refresh), not only read where it
+    was (`check`: histories' ``keep``)."""
     if key is None:
         runs = latest_runs(store, name, r.id)
         key = no_change_key(store, name, r.id, limit, runs)
-    out = _found(store, r, name, limit, runs)
+    out = _found(store, r, name, limit, runs, keep_history)
     # (the store keeps one a series and limit: the latest run's, as refresh keeps it)
     ChangeCache(store=store).put(key, [[n, c, b] for n, c, b in out],
                                  question=question_key(["check --no-change", limit], name))
@@ -314,14 +316,14 @@ def keep_answer(store: Store, name: str, run_id: int) -> None:
         histories(store, name)
 
 
-def _found(store: Store, r: Run, name: str, limit: float, runs: str | None
-           ) -> list[Shift]:
+def _found(store: Store, r: Run, name: str, limit: float, runs: str | None,
+           keep_history: bool) -> list[Shift]:
     """no_change's answer, found; ``runs``: latest_runs's (None: ``r`` is not the
     series' latest run)."""
     from storbench.render.history import change_text, shift_words, step_text
 
     # the newest run's: the whole series' answer, kept for `history` too (refresh)
-    found = (histories(store, name, runs=runs) if runs is not None else
+    found = (histories(store, name, runs=runs, keep=keep_history) if runs is not None else
              histories(store, name, up_to=r.id))
     out: list[Shift] = []
     for h in found:
