@@ -365,3 +365,46 @@ def test_a_layer_longer_than_fio_s_p99_is_never_said_as_a_share_over_100() -> No
     assert beyond(100_000, 100_000, 500) is None
     assert "their longest," in (beyond(200_000, 100_000, 50) or "")
     assert "their 4th longest," in (beyond(200_000, 100_000, 300) or "")
+
+
+def p50s(layers: dict[str, Any], names: list[str]) -> float:
+    """The sum of layers' p50s along one WAL commit: its two I/Os' queue and device."""
+    return sum(layers[n]["p50_ns"] * (2 if n in ("queue", "device") else 1) for n in names)
+
+
+def test_a_syncs_time_between_its_own_i_os_is_a_layer_of_its_own() -> None:
+    """PostgreSQL's WAL commits on the 3,000-IOPS cap (between.json, real runs): each
+    fdatasync writes its page, then, once that completed, the device's cache flush. The
+    time between the two (fio's thread woken after the first, the file system making the
+    second) is timed (``between``): one a sync, and with it the layers' p50s add up to
+    nine tenths of the whole call's (without it, under six at 50 commits a second, where
+    the CPU sleeps deepest). There it holds p99's most and is named, the wake-up after
+    the last I/O beside it; stored without it, the same sync is said by the device."""
+    runs = json.loads((DATA.parent / "between.json").read_text())
+    for label, entry in runs.items():
+        assert judge(entry) == (entry["limit"], entry["said"]), label
+        layers = entry["layers"]
+        syncs = layers["call_bio"]["n"]
+        assert 0.95 * syncs <= layers["between"]["n"] <= syncs, label
+        assert layers["device"]["n"] == pytest.approx(2 * syncs, rel=0.02), label
+
+        whole = ["fs", "queue", "device", "completion"]
+        assert p50s(layers, [*whole, "between"]) >= 0.85 * layers["call_bio"]["p50_ns"], label
+        assert p50s(layers, whole) <= 0.75 * layers["call_bio"]["p50_ns"], label
+    idle = runs["wal_idle-ext4-capped"]
+    assert idle["limit"] == "completion" and idle["said"].startswith(
+        "fio's syncs waiting between their own I/Os, from one's completion to their next"
+        " (waking up, and the file system making it: a cache flush, a log write): 50% of"
+        " p99 (139 µs; fio's CPU 1% of a core per job), and for a CPU after their last I/O"
+        " completed: 31% of p99 (86.0 µs): not a busy machine"), idle["said"]
+    before = copy.deepcopy(idle)
+    del before["layers"]["between"]
+    assert judge(before)[1].startswith("the device (loop0, a loop device over a file on"
+                                       " tmpfs): its own time is 31% of p99")
+    # the wake-up after the last I/O holding more: it is named, the time between beside it
+    swapped = copy.deepcopy(idle)
+    swapped["layers"]["completion"], swapped["layers"]["between"] = (
+        idle["layers"]["between"], idle["layers"]["completion"])
+    assert judge(swapped)[1].startswith(
+        "fio waiting for a CPU after its I/O completed: 50% of p99 (139 µs; fio's CPU 1% of"
+        " a core per job), and between their own I/Os, from one's completion to their next")

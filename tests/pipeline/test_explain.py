@@ -205,6 +205,35 @@ def test_syncs_after_direct_writes_are_explained_by_their_own_layers(
     assert "sync_randwrite: latency by layer of its syncs (fio's sync p50 " in shown, shown
 
 
+def test_a_syncs_time_between_its_page_and_its_flush_is_timed(throttled: Any,
+                                                                 tmp_path: Path) -> None:
+    """PostgreSQL's WAL commit on the capped ext4 volume (an 8 KiB page rewritten, then
+    fdatasync, paced as wal_idle is): each sync writes its page and then, once that
+    completed, the device's cache flush. The time between them (fio woken, ext4 issuing
+    the flush) is a layer of its own, one a sync, and with it the layers' p50s make up
+    most of the whole call's."""
+    db = tmp_path / "s.db"
+    ran(run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job", str(job(
+        tmp_path, rw="write", bs="8k", size="16m", ioengine="sync", direct=0,
+        fdatasync=1, rate_iops=200, runtime=4, overwrite=1)), "--explain", db=db))
+    entry, _ = explained(db)
+    layers = entry["layers"]
+    assert entry["calls"] == "syncs" and entry["fio"]["direction"] == "sync", entry
+    syncs = layers["call_bio"]["n"]
+    assert syncs >= 0.9 * 200 * entry["window_s"], (syncs, entry["window_s"])
+    assert layers["device"]["n"] >= 1.9 * syncs, layers  # the page and the flush
+    assert 0.9 * syncs <= layers["between"]["n"] <= syncs, layers
+
+    def p50s(names: list[str]) -> float:
+        return sum(layers[n]["p50_ns"] * (2 if n in ("queue", "device") else 1)
+                   for n in names if n in layers)
+
+    assert p50s(["fs", "throttle", "queue", "device", "between", "completion"]) >= \
+        0.8 * layers["call_bio"]["p50_ns"], layers
+    shown = run_cli("show", "last", db=db).stdout
+    assert "between its own I/Os" in shown, shown
+
+
 def test_a_buffered_reread_is_the_page_cache(throttled: Any, tmp_path: Path) -> None:
     """A 16 MiB file fio just wrote, read again through the page cache (unthrottled)."""
     db = tmp_path / "s.db"

@@ -41,6 +41,7 @@ from typing import Any
 from storbench.analysis import rates
 from storbench.analysis.buckets import beyond, layer_figures, part_of, share
 from storbench.analysis.capped import cap_wait, cap_words, capped
+from storbench.analysis.waking import waking
 from storbench.result.model import TestResult
 from storbench.result.sections import ExplainEntry
 from storbench.workload.sizes import format_bytes_iec, format_latency
@@ -52,7 +53,6 @@ CACHE_BOUND = 90.0  # % of the bytes read never reaching the device: the page ca
 CPU_BOUND = 90.0  # % of a core per job
 JOURNAL_SHARE = 0.01  # of the syncs, waiting for a journal commit
 WAKE_MAX_NS = 1e6  # a CPU's wake-up after a completion takes less (tens of µs idle)
-BUSY_WAITED = 10.0  # % of the time tasks here waited for a CPU (/proc/pressure/cpu): busy
 SYNC_P99 = "fio's sync p99"  # how a sync's p99 is named (a test explained by its syncs)
 
 
@@ -203,7 +203,7 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
         return "fs", (f"the file system ({fs or 'unknown'}): {lat(call)} per call at p99 with"
                       " no I/O reaching a block device")
     shares = {name: share(at(name), p99) for name in
-              ("fs", "throttle", "queue", "device", "completion")}
+              ("fs", "throttle", "queue", "device", "completion", "between")}
     # blk-throttle holds a bio before it is queued: its wait is the throttle layer's; a
     # cgroup's limits on the device name it
     throttle = place.get("throttle") or {}
@@ -265,19 +265,8 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                   f" {part_of(took, p99, n('completion'), SYNC_P99)},"
                                   f" in the file system ({fs or 'unknown'}): "
                                   + ", ".join(others[:-1]) + " or " + others[-1])
-    if top == "completion":
-        waited = fio.get("cpu_waited_percent")
-        why = ("a busy machine, or a CPU that slept and took this long to wake" if waited is None
-               else f"this machine was busy: tasks here waited for a CPU {waited:.0f}% of the"
-               " time" if waited >= BUSY_WAITED else
-               f"not a busy machine (tasks here waited for a CPU {waited:.1f}% of the time):"
-               " its CPU slept between I/Os and took this long to wake (an idle virtual CPU"
-               " takes tens of microseconds)")
-        over = beyond(at("completion"), p99, n("completion"))
-        woke = (f"{over}, fio's CPU {cpu:.0f}% of a core per job" if over else
-                f"{top_share:.0f}% of p99 ({lat(at('completion'))}; fio's CPU {cpu:.0f}% of a"
-                " core per job)")
-        return "completion", f"fio waiting for a CPU after its I/O completed: {woke}: {why}"
+    if top in ("completion", "between"):
+        return "completion", waking(entry, top, shares)
     if top == "queue":
         return "queueing", ("waiting in the block layer's queue (the scheduler, the device's"
                             " tags): " + (beyond(at("queue"), p99, n("queue"))

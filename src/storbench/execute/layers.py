@@ -13,6 +13,9 @@ kernel passes it through, from tracepoints only (this kernel offers no kprobes):
 - ``queue``: the bio queued to its request issued (block:block_rq_issue): the scheduler,
   the device's tags;
 - ``device``: issued to completed (block:block_rq_complete);
+- ``between``: for the calls that wait for their I/O, from a completion of the call's own
+  I/O to its next bio queued (mapped, for one blk-throttle holds): waking fio up after one
+  and the file system making the next (an fdatasync's cache flush after its page);
 - ``completion``: the last completion to the system call's return, for the calls that
   wait for their I/O (not io_submit or io_uring_enter): waking fio up, its CPU;
 - ``call_bio`` and ``call_nobio``: the whole system call, of the calls that queued a bio
@@ -57,7 +60,7 @@ from storbench.execute.capcount import Counted, Sampler
 from storbench.execute.followed import threads
 
 LAYERS = ("fs", "throttle", "queue", "device", "completion", "call_bio", "call_nobio",
-          "remote", "journal")  # (a layer's number is its place here: new ones go last)
+          "remote", "journal", "between")  # (a layer's number is its place: new ones last)
 READY_S = 60.0  # how long bpftrace may take to attach its probes
 STOP_S = 60.0  # and to print its maps and end, once asked (SIGINT)
 KEYS_MAX = 65536  # bpftrace's map size: buckets × slices × layers (× 2 kinds) must fit
@@ -155,11 +158,15 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             " @pendtid[$s] = tid; }" if held else "",
             f"tracepoint:block:block_bio_queue /args->dev == {d.dev}/ {{ $s = args->sector;"
             # (a sync's kind read only for a sync engine's call: io_submit's is never one)
-            f" {start} = @in[tid]; $k = 0; if ({start} == 0) {{ {start} = @ai[tid]; }}"
-            " else { $k = @sy[tid]; }"
+            f" {start} = @in[tid]; $k = 0; $c = 0; if ({start} == 0) {{ {start} = @ai[tid]; }}"
+            " else { $k = @sy[tid]; $c = 1; }"
             f" if ({start}) {{"
             f"  if (@q1[tid] < {start}) {{ @q1[tid] = nsecs; $v = nsecs - {start};"
             f"  {_timed('fs', '$v', slice_ns, 'a', '$k')} }}"
+            # (a later bio of a call that waits for its I/O, after one of its own completed)
+            # (nested: an async call's bio reads no map for it)
+            f"  else {{ if ($c) {{ if (@done[tid] > @q1[tid]) {{ $g = nsecs - @done[tid];"
+            f"  {_timed('between', '$g', slice_ns, 'e', '$k')} }} }} }}"
             f"  @own[$s] = tid; @qt[$s] = nsecs * 2 + $k / {SYNC};"
             + (" if (@pend[$s]) { delete(@pend[$s]); delete(@pendtid[$s]); } }"
                " else { if (@pend[$s]) { $o = @pendtid[$s]; $w = nsecs - @pend[$s];"
@@ -168,6 +175,9 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
                "  $so = @in[$o]; if ($so == 0) { $so = @ai[$o]; }"
                "  if ($so && @q1[$o] < $so) { @q1[$o] = nsecs; $f = @pend[$s] - $so;"
                f"  {_timed('fs', '$f', slice_ns, 'c', '$h')} }}"
+               "  else { if (@in[$o]) { $d = @done[$o];"
+               "  if ($d > @q1[$o] && @pend[$s] > $d) { $g = @pend[$s] - $d;"
+               f"  {_timed('between', '$g', slice_ns, 'f', '$h')} }} }} }}"
                f"  @own[$s] = $o; @qt[$s] = nsecs * 2 + $h / {SYNC}; delete(@pend[$s]);"
                " delete(@pendtid[$s]);"
                " } } }" if held else " } }"),

@@ -20,6 +20,7 @@ NAMES = {
     "queue": "block queue",
     "device": "device",
     "journal": "journal commit (jbd2)",
+    "between": "between its own I/Os",
     "completion": "completion (wake-up)",
     "remote": "FUSE daemon's answers",
     "call_bio": "whole call, reached the device",
