@@ -64,7 +64,8 @@ def _exit(code: str | int | None) -> NoReturn:
     twentieth of it). What the teardown does that matters is done first: the atexit
     handlers (weakref finalizers, logging's), the standard streams flushed (a failed
     flush said, as Python would end with 120). With another thread still running, it is
-    joined as Python joins it: sys.exit."""
+    joined as Python joins it: sys.exit. A file object still open would lose what it
+    buffered (the teardown would have closed it): storbench opens files in with blocks."""
     if threading.active_count() > 1:
         sys.exit(code)
     status = code if isinstance(code, int) else 0 if code is None else 1
