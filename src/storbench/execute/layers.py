@@ -163,8 +163,8 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             f" if ({start}) {{"
             f"  if (@q1[tid] < {start}) {{ @q1[tid] = nsecs; $v = nsecs - {start};"
             f"  {_timed('fs', '$v', slice_ns, 'a', '$k')} }}"
-            # (a later bio of a call that waits for its I/O, after one of its own completed)
-            # (nested: an async call's bio reads no map for it)
+            # (a later bio of a call that waits for its I/O, after one of its own completed;
+            # nested, so that an async call's bio reads no map for it)
             f"  else {{ if ($c) {{ if (@done[tid] > @q1[tid]) {{ $g = nsecs - @done[tid];"
             f"  {_timed('between', '$g', slice_ns, 'e', '$k')} }} }} }}"
             f"  @own[$s] = tid; @qt[$s] = nsecs * 2 + $k / {SYNC};"
