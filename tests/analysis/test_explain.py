@@ -408,3 +408,9 @@ def test_a_syncs_time_between_its_own_i_os_is_a_layer_of_its_own() -> None:
     assert judge(swapped)[1].startswith(
         "fio waiting for a CPU after its I/O completed: 50% of p99 (139 µs; fio's CPU 1% of"
         " a core per job), and between their own I/Os, from one's completion to their next")
+    # a read's next I/O (the rest of a read ahead) is no flush: said without one
+    read = copy.deepcopy(idle)
+    read["fio"]["direction"] = "read"
+    assert judge(read)[1].startswith(
+        "fio's calls waiting between their own I/Os, from one's completion to their next"
+        " (waking up, and the file system making it): 50% of p99"), judge(read)[1]

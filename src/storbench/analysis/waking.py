@@ -30,14 +30,15 @@ def waking(entry: dict[str, Any], top: str, shares: dict[str, float | None]) -> 
     over = beyond(took, p99, int(layers[top]["n"]))
     woke = (f"{over}, fio's CPU {cpu:.0f}% of a core per job" if over else
             f"{shares[top]:.0f}% of p99 ({lat(took)}; fio's CPU {cpu:.0f}% of a core per job)")
-    calls = "syncs" if fio.get("direction") == "sync" else "calls"
+    syncs = fio.get("direction") == "sync"  # (a sync's next I/O: its flush, a log write)
     words = {"completion": "for a CPU after their last I/O completed",
              "between": "between their own I/Os, from one's completion to their next (waking"
-                        " up, and the file system making it: a cache flush, a log write)"}
+                        " up, and the file system making it"
+                        + (": a cache flush, a log write)" if syncs else ")")}
     other = "between" if top == "completion" else "completion"
     also = shares.get(other)
     beside = (f", and {words[other]}: {also:.0f}% of p99 ({lat(layers[other]['p99_ns'])})"
               if also is not None and also >= (shares[top] or 0) / 2 else "")
     if top == "completion":
         return f"fio waiting for a CPU after its I/O completed: {woke}{beside}: {why}"
-    return f"fio's {calls} waiting {words[top]}: {woke}{beside}: {why}"
+    return f"fio's {'syncs' if syncs else 'calls'} waiting {words[top]}: {woke}{beside}: {why}"
