@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from storbench.analysis import history as hist
 from storbench.analysis.changepoints import find_each
 from storbench.analysis.metrics import Metric, value_path
-from storbench.cli.kept import kept, kept_each, read_kept
+from storbench.cli.kept import kept, kept_each
 from storbench.store import Store
 from storbench.store.changes import ChangeCache
 from storbench.store.series import (
@@ -51,12 +51,8 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
 
         # a long series' search made ready beside the digest of its runs (~40 ms at 100,000)
         with made_early(series_holds(store, series, PART)):
-            if not keep:
-                read = read_kept(store, ["history", min_change], series, runs)
-                return (read if read is not None else
-                        _histories(store, series, min_change=min_change))
             return kept(store, ["history", min_change], series,
-                        lambda: _histories(store, series, min_change=min_change), runs)
+                        lambda: _histories(store, series, min_change=min_change), runs, keep)
 
 
 @contextmanager

@@ -26,28 +26,30 @@ def _key(store: Store, question: list[Any], series: str, runs: str | None) -> st
 
 
 def kept(store: Store, question: list[Any], series: str,
-         find: Callable[[], list[hist.History]], runs: str | None = None
-         ) -> list[hist.History]:
+         find: Callable[[], list[hist.History]], runs: str | None = None,
+         keep: bool = True) -> list[hist.History]:
     """The answer to ``question`` about ``series`` as kept under a digest of it and of
     the series' runs (store/changes.answer_key; ``runs``: their digest, when the caller
-    has it); else ``find``'s, kept."""
+    has it); else ``find``'s, kept (not, where not ``keep``)."""
     return kept_each(store, question, [series], lambda names: {n: find() for n in names},
-                     {series: runs} if runs else None)[series]
+                     {series: runs} if runs else None, keep)[series]
 
 
 def kept_each(store: Store, question: list[Any], names: list[str],
               find: Callable[[list[str]], dict[str, list[hist.History]]],
-              runs: dict[str, str] | None = None) -> dict[str, list[hist.History]]:
+              runs: dict[str, str] | None = None, keep: bool = True
+              ) -> dict[str, list[hist.History]]:
     """``kept`` of each of the series ``names`` (``runs``: the digests of their runs,
     when the caller has them): those whose answers nobody kept found together by
     ``find`` (given their names: `history` over a store of many series reads their
-    figures at once), and kept."""
+    figures at once), and kept where ``keep``."""
     cache = ChangeCache(store=store)  # this machine's, else the store's (store/changes.py)
     runs = runs or each_series_runs(store, names)
     keys = {name: _key(store, question, name, runs[name]) for name in names}
     out = {name: found for name in names if (found := _read(cache, keys[name])) is not None}
     for name, found in find([name for name in names if name not in out]).items():
-        _keep(cache, keys[name], question, name, found)
+        if keep:
+            _keep(cache, keys[name], question, name, found)
         out[name] = found
     return out
 
