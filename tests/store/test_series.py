@@ -219,15 +219,14 @@ def _plans(store, query_of):
 
 
 def test_a_series_is_read_from_the_index_its_size_wants(store_path):
-    """A series that is most of the store is read from the runs_digest index (its
-    digest reads no runs row: 100,000 runs' rows, each with its environment, took 0.1 s
-    of every `history` answer); one that is a small part of it from its own rows of
+    """A series that is most of the store is read from the runs_digest index (no runs
+    row read: 100,000 runs' rows, each with its environment, took 0.1 s of every
+    `history` answer); one that is a small part of it from its own rows of
     run_series (a series of 2,000 runs among 100,000 read the store's index whole: 44 ms
     of each, 2 s of `history` over 50 series). Both give the same runs in the same order
     as the series were filled."""
     from pathlib import Path
 
-    from storbench.store.changes import series_runs as digest
     from storbench.store.series import series_last
 
     recorded = (Path(__file__).parent.parent / "data" / "fio" / "randread.json").read_text()
@@ -241,9 +240,9 @@ def test_a_series_is_read_from_the_index_its_size_wants(store_path):
         for name, runs, index in (("big", big, "COVERING INDEX runs_digest"),
                                   ("small", small, "COVERING INDEX run_series_name")):
             plans = _plans(store, lambda n=name: (
-                digest(store, n), series_values(store, n, paths), series_runs(store, n),
+                series_values(store, n, paths), series_runs(store, n),
                 series_last(store, n)))  # (series_sections: the test below)
-            assert len(plans) == 4 and all(p.startswith(f"SEARCH {'r' if name == 'big' else 's'}"
+            assert len(plans) == 3 and all(p.startswith(f"SEARCH {'r' if name == 'big' else 's'}"
                                                         f" USING {index}")
                                            for p in plans.values()), plans
             # and a small series' runs' rows are not read: the runs_of_id index holds all
@@ -663,41 +662,110 @@ def _answers_given(monkeypatch) -> list[bool]:
     return given
 
 
-def test_a_series_digest_is_the_same_whatever_postgresqls_plan(postgres_db, tmp_path):
-    """The digest an answer is kept under (store/changes.series_runs) does not depend on
-    how PostgreSQL reads the series' runs, which its statistics choose: runs stored out of
-    their start's order, as `db copy` of an older store after a newer one leaves them,
-    give one digest under every plan (each join and scan PostgreSQL may use). Else a
-    plan chosen after the run that kept the series' answers would hide them from every
-    other machine."""
-    import time
-
+def test_a_series_version_follows_its_completed_runs(any_store):
+    """The digest a series' answers are kept under (store/changes.series_runs: its
+    version, which the database's own triggers make anew) changes whenever its completed
+    runs do, however they change, and never to one it had: a run that completes in it, a
+    completed run put in it or moved out of it and back, a run deleted, rows written by
+    hand. A run that starts in it, or fails, a label, another series' run, change
+    nothing."""
     from storbench.store.changes import series_runs as digest
-    from tests.conftest import run_cli
+    from storbench.store.series import set_label
 
+    store = any_store
     recorded = (Path(__file__).parent.parent / "data" / "fio" / "randread.json").read_text()
-    older, newer = tmp_path / "older.db", tmp_path / "newer.db"
-    for path in (older, newer):
-        s = Store(path)
-        set_series(s, [add_run(s, recorded, label=f"{path.stem}{i}") for i in range(20)], "s")
-        s.close()
-        time.sleep(1.1)  # the newer store's runs begin a second later
-    for path in (newer, older):  # the newer runs get the lower ids
-        copied = run_cli("db", "copy", str(path), postgres_db, db=tmp_path / "unused.db")
-        assert copied.returncode == 0, copied.stderr
-    store = Store(postgres_db)
+    seen = [digest(store, "s")]  # no run yet: the empty digest
+
+    def changed() -> bool:
+        now = digest(store, "s")
+        new = now not in seen
+        assert new or now == seen[-1]  # never back to one it had
+        seen.append(now)
+        return new
+
+    def begun(label: str) -> int:
+        return store.begin_run(uid=f"u{label}", suite="quick", target="/x",
+                               environment={}, settings={}, storbench_version="0",
+                               fio_version=None, label=label, series="s")
+
+    a = add_run(store, recorded, label="a")
+    assert not changed()  # in no series yet
+    set_series(store, [a], "s")
+    assert changed()
+    b = begun("b")  # a run that starts in it
+    assert not changed()
+    store.finish_run(b, "completed")
+    assert changed()
+    store.finish_run(begun("c"), "failed")
+    assert not changed()
+    set_label(store, a, "renamed")
+    other = add_run(store, recorded, label="other")
+    set_series(store, [other], "t")
+    assert not changed()
+    t = digest(store, "t")
+    set_series(store, [a], "t")  # moved out of it: both series change
+    assert changed() and digest(store, "t") != t
+    set_series(store, [a], "s")  # and back: the same runs, a version never given
+    assert changed()
+    store.delete_run(b)
+    assert changed()
+    with store._tx() as db:  # as another program would write them
+        db.execute("DELETE FROM run_series WHERE run_id = ?", (a,))
+    assert changed()
+    with store._tx() as db:
+        db.execute("INSERT INTO run_series VALUES (?, ?)", (a, "s"))
+    assert changed()
+    with store._tx() as db:
+        db.execute("UPDATE run_series SET name = ? WHERE run_id = ?", ("t", a))
+    assert changed()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_a_store_made_before_versions_gives_each_series_its_first(request, store_path,
+                                                                  dialect):
+    """A store made before series had versions (migration 0017) gives each series with a
+    completed run one, each its own; a series of running runs only, none (the empty
+    digest, as before: no completed run)."""
+    from storbench.store import MIGRATIONS
+    from storbench.store.changes import series_runs as digest
+
+    before = MIGRATIONS[:-1]
+    assert MIGRATIONS[-1][0] == "0017_series_versions"
+    if dialect == "sqlite":
+        import sqlite3
+
+        from storbench.store.migrations import MIGRATIONS_TABLE
+
+        where: str = str(store_path)
+        db = sqlite3.connect(where)
+        db.execute(MIGRATIONS_TABLE)
+        for name, sql in before:
+            db.executescript(f"BEGIN;\n{sql}\nINSERT INTO schema_migrations VALUES"
+                             f" ('{name}', 'x');\nCOMMIT;")
+        run = db.execute
+    else:
+        from storbench.store import postgres
+
+        where = request.getfixturevalue("postgres_db")
+        conn = postgres.Connection(where)
+        postgres.migrate(conn, before, "t", "old")
+        run = conn.execute
+    for i, (status, series) in enumerate([("completed", "a"), ("completed", "a"),
+                                          ("completed", "b"), ("running", "c")]):
+        run("INSERT INTO runs (id, uid, created_at, status, suite, target, environment,"
+            " settings, storbench_version) VALUES (?, ?, 't', ?, 'quick', '/x', '{}', '{}',"
+            " '0')", (i + 1, f"u{i}", status))
+        run("INSERT INTO run_series VALUES (?, ?)", (i + 1, series))
+    if dialect == "sqlite":
+        db.commit()
+        db.close()
+    else:
+        conn.close()
+    store = Store(where)
     try:
-        starts = [r[0] for r in store.db.execute("SELECT created_at FROM runs ORDER BY id")]
-        assert starts[0] > starts[-1]  # stored out of their start's order
-        plans = ["", "enable_nestloop", "enable_hashjoin", "enable_mergejoin,enable_nestloop",
-                 "enable_indexscan,enable_indexonlyscan,enable_bitmapscan"]
-        found = {}
-        for off in plans:
-            store.db.execute("RESET ALL")
-            for setting in filter(None, off.split(",")):
-                store.db.execute(f"SET {setting} = off")
-            found[off] = digest(store, "s")
-        assert len(set(found.values())) == 1, found
+        assert store.schema_version() == len(MIGRATIONS)
+        got = {name: digest(store, name) for name in "abcd"}
+        assert got["c"] == got["d"] and len(set(got.values())) == 3
     finally:
         store.close()
 

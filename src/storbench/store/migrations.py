@@ -6,7 +6,15 @@ Never edit one that has shipped: add another. Each is applied in one transaction
 with the row that records it (store/sqliteopen.py).
 """
 
-from storbench.store.schema import Dialect, figures_insert, immutable_sql, index_sql, table
+from storbench.store.schema import (
+    NEW_VERSION,
+    Dialect,
+    figures_insert,
+    immutable_sql,
+    index_sql,
+    series_versions_sql,
+    table,
+)
 
 _INITIAL = """
         CREATE TABLE runs (
@@ -251,6 +259,15 @@ def kept_answers(dialect: Dialect) -> str:
     return table("kept_answers").sql(dialect) + ";\n"
 
 
+def series_versions(dialect: Dialect) -> str:
+    """Each series' version (schema.TABLES), kept by triggers from now on; the series
+    that hold a completed run get their first."""
+    return (table("series_versions").sql(dialect) + series_versions_sql(dialect)
+            + f"INSERT INTO series_versions SELECT name, {NEW_VERSION[dialect]} FROM"
+            " (SELECT DISTINCT s.name FROM run_series s JOIN runs r ON r.id = s.run_id"
+            " WHERE r.status = 'completed') AS named;\n")
+
+
 # Ordered, named migrations (SQL scripts); never edit one that has shipped, add another.
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", _INITIAL),
@@ -269,6 +286,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0014_runs_of_id", RUNS_OF_ID),
     ("0015_kept_answers", kept_answers("sqlite")),
     ("0016_run_data_key", RUN_DATA_KEY),
+    ("0017_series_versions", series_versions("sqlite")),
 ]
 REBUILDS = {"0006_crashed_runs"}  # rebuild a table: foreign keys off while they run
 MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS schema_migrations"

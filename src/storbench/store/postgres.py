@@ -36,6 +36,7 @@ from storbench.store.migrations import (
     pending,
     result_figures,
     say_migrating,
+    series_versions,
 )
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -321,4 +322,5 @@ SCRIPTS: dict[str, str] = {"0001_initial": _SCHEMA, "0007_run_locks": RUN_LOCKS,
                            "0013_runs_digest": RUNS_DIGEST,
                            "0014_runs_of_id": RUNS_OF_ID,
                            "0015_kept_answers": kept_answers("postgresql"),
-                           "0016_run_data_key": RUN_DATA_KEY}
+                           "0016_run_data_key": RUN_DATA_KEY,
+                           "0017_series_versions": series_versions("postgresql")}
