@@ -209,10 +209,11 @@ def test_a_figure_is_searched_from_where_it_begins_to_vary(monkeypatch):
 @two_cpus
 def test_a_copy_made_early_searches_with_the_settings_of_the_reading_that_takes_it(
         monkeypatch):
-    """made_early's copy (`check --no-change` makes it before the digest of the series'
-    runs) is the Reading's, which sends it its settings: asked for 2,000 runs on each side
-    of a change, it finds none 1,800 runs before the end, where the default finds it. One
-    that no Reading took (an answer was kept) is ended and reaped as the block ends."""
+    """made_early's copy (`check --no-change` makes it as it begins) is the Reading's,
+    which sends it its settings: asked for 2,000 runs on each side of a change, it finds
+    none 1,800 runs before the end, where the default finds it. One that no Reading took
+    (an answer was kept) is ended and reaped as the block ends; one made by an outer
+    block, at once where the inner one does not want it."""
     monkeypatch.setattr(ahead, "PART", 500)
     rows = _rows(6000, seed=6)
     values = _iops(rows)
@@ -230,6 +231,11 @@ def test_a_copy_made_early_searches_with_the_settings_of_the_reading_that_takes_
     with ahead.made_early() as unused, ahead.made_early() as inner:
         assert unused and inner == unused  # (`check` makes it, then `history`'s code asks)
     assert _gone(unused)
+    with ahead.made_early() as outer:  # (made as a command began: cli/common.searched_early)
+        with ahead.made_early(wanted=False) as short:  # a series too short: ended at once
+            assert short == 0 and _gone(outer)
+        with ahead.Reading(MIN_CHANGE, MAX_PVALUE, MIN_RUNS) as reading:
+            assert reading.pid not in (0, outer)  # one of its own
     with ahead.made_early(wanted=False) as none:  # (a series too short)
         assert none == 0
     with ahead.Reading(MIN_CHANGE, MAX_PVALUE, MIN_RUNS) as reading:  # one of its own

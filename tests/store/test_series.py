@@ -507,6 +507,67 @@ def test_a_cold_gate_keeps_its_answer_and_the_change_points_not_the_history(stor
     assert len({p.name for p in kept.iterdir()} - before) == 1  # its own answer
 
 
+@pytest.mark.skipif(__import__("storbench.analysis.forked").analysis.forked.cpus() < 2,
+                    reason="a copy is made only with 2 CPUs")
+@pytest.mark.parametrize(("command", "part"), [("check", 10), ("check", 5000),
+                                               ("history", 10), ("history", 5000)])
+def test_a_cold_answer_makes_its_copy_before_it_opens_the_store(store_path, tmp_path,
+                                                                monkeypatch, command, part):
+    """`check --no-change` and `history SERIES` make the copy that searches a long series
+    as it is read (analysis/ahead.py) as they begin, before their store is opened (and
+    PostgreSQL's client imported: its imports take the other CPU meanwhile): a series of
+    ahead.PART runs or more has it taken by the Reading; a shorter one ends it before the
+    read. None is left behind."""
+    import click
+
+    from storbench.analysis import ahead
+    from storbench.cli.common import cli, load_command
+    from storbench.store import sqlite
+
+    store = Store(store_path)
+    try:
+        set_series(store, [_recorded_run(store, "randread", i, 1.0) for i in range(40)], "s")
+    finally:
+        store.close()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(ahead, "PART", part)
+    seen: dict[str, int] = {}
+    opened, entered = sqlite.Store.__init__, ahead.Reading.__enter__
+
+    def opening(self, *args, **kwargs):
+        seen.setdefault("at open", ahead._early[0] if ahead._early else 0)
+        opened(self, *args, **kwargs)
+
+    def reading(self):
+        seen.setdefault("before the read", ahead._early[0] if ahead._early else 0)
+        got = entered(self)
+        seen.setdefault("read by", got.pid)
+        return got
+
+    monkeypatch.setattr(sqlite.Store, "__init__", opening)
+    monkeypatch.setattr(ahead.Reading, "__enter__", reading)
+    load_command(command)
+    args = ["check", "s", "--no-change"] if command == "check" else ["history", "s"]
+    try:
+        cli.main([*args, "--json", "--db", str(store_path)], standalone_mode=False)
+    except click.exceptions.Exit as done:
+        assert done.exit_code == 0
+    early = seen["at open"]
+    assert early and _gone(early) and ahead._early is None
+    if part == 10:
+        assert seen["read by"] == early
+    else:  # ended before the read (histories reads this series without a Reading)
+        assert seen.get("before the read", 0) == 0
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # ended and reaped: no zombie left behind
+        return True
+    return False
+
+
 @pytest.mark.parametrize("later", [None, "randwrite-2jobs", "randwrite-2jobs as randread"])
 def test_a_series_is_read_narrowed_to_what_its_first_run_measured(any_store, monkeypatch,
                                                                   tmp_path, later):

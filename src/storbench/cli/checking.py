@@ -20,6 +20,7 @@ from storbench.cli.common import (
     percent,
     print_json,
     read_db_option,
+    searched_early,
 )
 from storbench.errors import ConfigError, StorbenchError, StoreError, ThresholdExceeded
 from storbench.render.text import harmless
@@ -46,6 +47,7 @@ def how_it_ended(r: Run) -> str:
                    " --max-regression, significantly, and stayed (RUN may be a series: its"
                    " newest run).")
 @json_option
+@searched_early(lambda no_change, **_: no_change)  # (a long series' gate, cold)
 @read_db_option
 def check(store: Store, run_ref: str, assertions: tuple[str, ...], baseline: str | None,
           max_regression: str, no_change: bool, as_json: bool) -> None:
@@ -137,8 +139,8 @@ def _shifts(store: Store, r: Run, series: str | None, limit: float
                           " (`storbench series NAME RUN...` puts it in one)")
     from storbench.analysis.ahead import PART, made_early
 
-    # a long series' search made ready beside the digest of its runs (~40 ms at 100,000):
-    # ended if an answer was kept
+    # a long series' search made ready as the command began (searched_early): ended here
+    # for a short one, and as the block ends if an answer was kept
     with made_early(series_holds(store, name, PART)):
         runs = latest_runs(store, name, r.id)
         key = no_change_key(store, name, r.id, limit, runs)

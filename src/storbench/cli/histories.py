@@ -49,7 +49,7 @@ def histories(store: Store, series: str, *, up_to: int | None = None,
             return _histories(store, series, up_to=up_to, min_change=min_change)
         from storbench.analysis.ahead import PART, made_early
 
-        # a long series' search made ready beside the digest of its runs (~40 ms at 100,000)
+        # a long series' search made ready as `history` began (searched_early), or now
         with made_early(series_holds(store, series, PART)):
             return kept(store, ["history", min_change], series,
                         lambda: _histories(store, series, min_change=min_change), runs, keep)
