@@ -172,8 +172,8 @@ INDEXES: dict[str, str] = {
     "run_series_name": "run_series(name)",
     # a series' completed runs in order without reading their rows (environments: ~1 KB)
     "runs_when": "runs(status, created_at, id, suite)",
-    # and their digest (store/changes.series_runs: each one's id and uid) from the index
-    # alone: 100,000 runs' rows read for their uid took 0.1 s of every history answer
+    # and with their uid (the digest of a series' runs, as it was kept until migration
+    # 0017's series_versions; SQLite's planner reads a long series from it)
     "runs_digest": "runs(status, created_at, id, uid)",
     # and a small series' runs looked up by id (store/series.series_from) in an index as
     # narrow: their rows (each with its environment) read from the disk took `history`

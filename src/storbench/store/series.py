@@ -104,8 +104,7 @@ def series_from(store: Store, name: str) -> str:
     JOIN keeps the order of the tables as written), its runs from the runs_of_id index
     (their rows, each with its environment, are most of the store's pages: read from
     the disk, they took longer than the whole index); PostgreSQL's planner picks for
-    itself. Either way the same rows: only their order before a sort, and so
-    series_runs' digest, depends on it (an answer found again once, not a wrong one).
+    itself. Either way the same rows: only their order before a sort depends on it.
     Chosen once per series and open store (a command asks ~5 questions of a series:
     counted each time, 64 ms of `history` over 50 series, 18 ms over one of 100,000)."""
     chosen = _FROM.setdefault(store, {})
