@@ -523,6 +523,7 @@ def test_a_cold_answer_makes_its_copy_before_it_opens_the_store(store_path, tmp_
     from storbench.analysis import ahead
     from storbench.cli.common import cli, load_command
     from storbench.store import sqlite
+    from tests.analysis.test_ahead import _gone
 
     store = Store(store_path)
     try:
@@ -558,14 +559,6 @@ def test_a_cold_answer_makes_its_copy_before_it_opens_the_store(store_path, tmp_
         assert seen["read by"] == early
     else:  # ended before the read (histories reads this series without a Reading)
         assert seen.get("before the read", 0) == 0
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:  # ended and reaped: no zombie left behind
-        return True
-    return False
 
 
 @pytest.mark.parametrize("later", [None, "randwrite-2jobs", "randwrite-2jobs as randread"])
