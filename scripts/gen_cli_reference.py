@@ -18,7 +18,9 @@ OUT = Path(__file__).resolve().parent.parent / "docs" / "cli-reference.md"
 
 
 def help_text(args: list[str]) -> str:
-    ctx = click.Context(cli, info_name="storbench", terminal_width=100, max_content_width=100)
+    # (the group's own settings, -h among its help options, as `storbench --help` is
+    # made: a process that ran a command before has them cached on each command)
+    ctx = click.Context(cli, info_name="storbench", terminal_width=100, **cli.context_settings)
     if not args:
         return cli.get_help(ctx)
     cmd = cli.commands[args[0]]
