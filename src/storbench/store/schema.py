@@ -250,8 +250,9 @@ def runs_final(dialect: Dialect) -> str:
             f" storbench_refuse('{FINISHED}');\n")
 
 
-# a new version of a series (series_versions): random, so that a store brought back from
-# a backup never gives a state it did not hold a version another state had
+# a new version of a series (series_versions): random, not counted, so that a store
+# brought back from a backup and changed again never gives its new runs a version that
+# other runs had (a machine's cache may keep answers under it)
 NEW_VERSION = {"sqlite": "lower(hex(randomblob(16)))",
                "postgresql": "md5(random()::text || clock_timestamp()::text)"}
 
@@ -307,7 +308,7 @@ def series_versions_sql(dialect: Dialect) -> str:
 
 def script(dialect: Dialect) -> str:
     """Everything a new database holds: tables, indexes, the triggers that refuse
-    changes to what was stored."""
+    changes to what was stored, and those that keep each series' version."""
     parts = [t.sql(dialect) for t in TABLES] + [index_sql(n) for n in INDEXES]
     if dialect == "postgresql":
         parts.append("CREATE FUNCTION storbench_refuse() RETURNS trigger LANGUAGE plpgsql AS\n"
