@@ -20,6 +20,7 @@ from storbench.store import Store
 from storbench.store.changes import KEEP, ChangeCache
 from storbench.store.schema import FIGURES
 from storbench.store.series import every_series_values, series_runs, series_values, set_series
+from tests.analysis.test_ahead import _gone, two_cpus
 from tests.store.test_sqlite import add_run
 
 # every kind of figure and place a path reaches: counts, bandwidth, each latency's
@@ -507,8 +508,7 @@ def test_a_cold_gate_keeps_its_answer_and_the_change_points_not_the_history(stor
     assert len({p.name for p in kept.iterdir()} - before) == 1  # its own answer
 
 
-@pytest.mark.skipif(__import__("storbench.analysis.forked").analysis.forked.cpus() < 2,
-                    reason="a copy is made only with 2 CPUs")
+@two_cpus
 @pytest.mark.parametrize(("command", "part"), [("check", 10), ("check", 5000),
                                                ("history", 10), ("history", 5000)])
 def test_a_cold_answer_makes_its_copy_before_it_opens_the_store(store_path, tmp_path,
@@ -523,7 +523,6 @@ def test_a_cold_answer_makes_its_copy_before_it_opens_the_store(store_path, tmp_
     from storbench.analysis import ahead
     from storbench.cli.common import cli, load_command
     from storbench.store import sqlite
-    from tests.analysis.test_ahead import _gone
 
     store = Store(store_path)
     try:
