@@ -30,15 +30,21 @@ def sqlite_shape(path) -> dict[str, str]:
         db.close()
 
 
+def as_shipped(path, migrations) -> sqlite3.Connection:
+    """A SQLite database made as storbench made them before: ``migrations``, one after
+    the other, each recorded as applied (left open)."""
+    db = sqlite3.connect(path)
+    db.execute(MIGRATIONS_TABLE)
+    for name, sql in migrations:
+        db.executescript(f"BEGIN;\n{sql}\nINSERT INTO schema_migrations VALUES ('{name}',"
+                         " 'x');\nCOMMIT;")
+    return db
+
+
 def test_a_new_sqlite_database_is_the_declaration(tmp_path):
     Store(tmp_path / "new.db").close()
     old = tmp_path / "old.db"
-    db = sqlite3.connect(old)  # as storbench made them before: migration after migration
-    db.execute(MIGRATIONS_TABLE)
-    for name, sql in MIGRATIONS:
-        db.executescript(f"BEGIN;\n{sql}\nINSERT INTO schema_migrations VALUES ('{name}',"
-                         " 'x');\nCOMMIT;")
-    db.close()
+    as_shipped(old, MIGRATIONS).close()
     Store(old).close()  # nothing left to apply
     made, migrated = sqlite_shape(tmp_path / "new.db"), sqlite_shape(old)
     assert made == migrated

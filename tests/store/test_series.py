@@ -785,16 +785,10 @@ def test_a_store_made_before_versions_gives_each_series_its_first(request, store
     before = MIGRATIONS[:-1]
     assert MIGRATIONS[-1][0] == "0017_series_versions"
     if dialect == "sqlite":
-        import sqlite3
-
-        from storbench.store.migrations import MIGRATIONS_TABLE
+        from tests.store.test_schema import as_shipped
 
         where: str = str(store_path)
-        db = sqlite3.connect(where)
-        db.execute(MIGRATIONS_TABLE)
-        for name, sql in before:
-            db.executescript(f"BEGIN;\n{sql}\nINSERT INTO schema_migrations VALUES"
-                             f" ('{name}', 'x');\nCOMMIT;")
+        db = as_shipped(where, before)
         run = db.execute
     else:
         from storbench.store import postgres

@@ -154,16 +154,17 @@ def _db_option(f: F, create: bool) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def searched_early(when: Callable[..., bool]) -> Callable[[F], F]:
+def searched_early(when: Callable[..., bool] | None = None) -> Callable[[F], F]:
     """For a command that may search a long series' figures as they are read
-    (analysis/ahead.py; ``when`` its options ask for it): the copy that searches made as
-    the command begins, before its store is opened (above read_db_option), so that its
-    imports take the other CPU while this process starts (PostgreSQL's client: ~90 ms),
-    not while it reads; the command ends it where no Reading takes it (made_early)."""
+    (analysis/ahead.py; ``when`` its options ask for it, or always): the copy that
+    searches made as the command begins, before its store is opened (above
+    read_db_option), so that its imports take the other CPU while this process starts
+    (PostgreSQL's client: ~90 ms), not while it reads; the command ends it where no
+    Reading takes it (made_early)."""
     def decorate(f: F) -> F:
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not when(**kwargs):
+            if when is not None and not when(**kwargs):
                 return f(*args, **kwargs)
             from storbench.analysis.ahead import made_early
 

@@ -142,7 +142,7 @@ def refresh_series(store: Store, names: set[str],
               help="A smaller change of a figure's level is not called a change (e.g."
                    " 5% or 5; a bare 0.05 is refused: write 0.05% or 5%).")
 @json_option
-@searched_early(lambda **_: True)  # (a cold answer reads a long series' figures)
+@searched_early()  # (a cold answer reads a long series' figures)
 @read_db_option
 def history_(store: Store, series: str | None, metric: str | None, every: bool,
              min_change: str, as_json: bool) -> None:
