@@ -239,8 +239,10 @@ def detect(window: Arr, tester: Tester) -> list[Point]:
     with its calculator's operations, bit for bit, once: Otava computes every interval's
     again at each step) and the same t-tests; the change points, by index."""
     n = len(window)
-    distances = np.power(np.abs(window[:, None] - window[None, :]), 1.0)
-    triu = np.triu(distances, k=1)[:-1, 1:]
+    # (PairDistanceCalculator's np.power(..., 1.0) gives each value as it is: left out;
+    # np.triu's mask made once a length)
+    distances = np.abs(np.subtract.outer(window, window))
+    triu = np.where(_upper(n), distances, 0.0)[:-1, 1:]
     v, h = triu.sum(axis=0), triu.cumsum(axis=1)
     best: dict[tuple[int, int], tuple[int, float]] = {}
     cuts: list[int] = []
@@ -264,6 +266,16 @@ def detect(window: Arr, tester: Tester) -> list[Point]:
         found.append(cast(Point, ChangePoint(index=index, qhat=qhat, stats=stats)))
         cuts = sorted([*cuts, index])
     return sorted(found, key=lambda cp: cp.index)
+
+
+_UPPER: dict[int, Arr] = {}
+
+
+def _upper(n: int) -> Arr:
+    """Where np.triu(..., k=1) of an n x n array keeps its values."""
+    if n not in _UPPER:
+        _UPPER[n] = ~np.tri(n, n, k=0, dtype=bool)
+    return _UPPER[n]
 
 
 _COEFS: dict[int, tuple[Arr, Arr, Arr, Arr]] = {}
@@ -296,16 +308,20 @@ def _candidate(distances: Arr, v_all: Arr, h_all: Arr, start: int, end: int
     and Q-hat of the split that maximises Q-hat over series[start:end], the values bit for
     bit as its _get_Q_vals gives them (A - B - C; adding or taking 0 changes no value)."""
     a_coef, b_coef, c_coef, below = _coefficients(end - start)
-    v = v_all[start:end - 1] - distances[0:start, start + 1:end].sum(axis=0)
+    v = (v_all[start:end - 1] - distances[0:start, start + 1:end].sum(axis=0) if start
+         else v_all[:end - 1])  # (less nought: the same values)
     h = h_all[start:end - 1, start:end - 1]
-    cv = np.cumsum(v)
-    a = np.cumsum(h, axis=0)
-    a[1:, :] -= cv[:-1, None]
-    q = a_coef * np.where(below, np.zeros(1), a)
+    cv = v.cumsum()  # (the methods: np.cumsum's wrapper cost more than a short sum)
+    q = h.cumsum(axis=0)
+    q[1:, :] -= cv[:-1, None]
+    q[below] = 0.0  # (np.where(below, 0, A) times a_coef; in place: fewer arrays made)
+    q *= a_coef
     q[1:, 1:] -= b_coef * cv[:-1, None]
-    q[:-1, 1:] -= c_coef * np.flipud(np.cumsum(np.flipud(h[1:, 1:]), axis=0))
-    i, j = np.unravel_index(np.argmax(q), q.shape)
-    return int(i) + 1 + start, q[i][j]
+    c = h[:0:-1, 1:].cumsum(axis=0)  # (from the last row up: its flipud's sums)
+    c *= c_coef[::-1]
+    q[:-1, 1:] -= c[::-1]
+    i, j = divmod(int(q.argmax()), q.shape[1])
+    return i + 1 + start, q[i, j]
 
 
 def merge(points: list[Point], values: Arr, max_pvalue: float,
@@ -365,7 +381,7 @@ def _split_t(x: Arr) -> Arr:
     width = x.shape[1]
     n1 = np.arange(1, width, dtype=float)[None, :]
     n2 = width - n1
-    s1, q1 = np.cumsum(x, axis=1)[:, :-1], np.cumsum(x * x, axis=1)[:, :-1]
+    s1, q1 = x.cumsum(axis=1)[:, :-1], (x * x).cumsum(axis=1)[:, :-1]
     total, squares = x.sum(axis=1, keepdims=True), (x * x).sum(axis=1, keepdims=True)
     m1, m2 = s1 / n1, (total - s1) / n2
     # pooled as scipy pools what Otava gives it: ((n1 - 1) v1 + (n2 - 1) v2) / df, with
