@@ -961,3 +961,54 @@ def test_a_long_series_is_searched_as_it_is_read(any_store, monkeypatch, tmp_pat
     # nor early, before its digest (`history SERIES`, `check --no-change`)
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
     assert [history_dict(h) for h in found.histories(store, "long")] == alone
+
+
+def test_two_moves_between_two_series_in_opposite_directions_both_end(postgres_db):
+    """On a real PostgreSQL, one move (`storbench series`) from A to B and one from B to A
+    at the same moment: each series' version row is taken as a move reaches it, so the
+    two would each hold the row the other waits for, and the server would end one
+    (a deadlock). Moves wait for each other instead, and both end. A trigger the test
+    adds makes each move pause between leaving its series and joining the other, the
+    second begun while the first pauses."""
+    import threading
+    import time
+
+    import psycopg
+
+    recorded = (Path(__file__).parent.parent / "data" / "fio" / "randread.json").read_text()
+    store = Store(postgres_db)
+    one, two = (add_run(store, recorded, label=label) for label in ("one", "two"))
+    set_series(store, [one], "a")
+    set_series(store, [two], "b")
+    with psycopg.connect(postgres_db, autocommit=True) as conn:
+        conn.execute("CREATE FUNCTION paused() RETURNS trigger LANGUAGE plpgsql AS"
+                     " $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$")
+        conn.execute("CREATE TRIGGER paused BEFORE INSERT ON run_series FOR EACH ROW"
+                     " EXECUTE FUNCTION paused()")
+        failed: list[BaseException] = []
+
+        def move(run: int, name: str) -> None:
+            mover = Store(postgres_db)
+            try:
+                set_series(mover, [run], name)
+            except BaseException as e:  # (said below)
+                failed.append(e)
+            finally:
+                mover.close()
+
+        first = threading.Thread(target=move, args=(two, "a"))
+        first.start()
+        deadline = time.monotonic() + 30
+        while not conn.execute("SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep'"
+                               ).fetchone():  # the first left b: it holds b's row
+            assert time.monotonic() < deadline and first.is_alive()
+            time.sleep(0.01)
+        second = threading.Thread(target=move, args=(one, "b"))
+        second.start()
+        first.join(60)
+        second.join(60)
+        conn.execute("DROP TRIGGER paused ON run_series")
+    assert not failed, failed
+    assert [(r.id, r.series) for r in (store.get_run(i, with_results=False)
+                                       for i in (one, two))] == [(one, "b"), (two, "a")]
+    store.close()

@@ -16,13 +16,22 @@ from storbench.store.sqlite import RUN_ID
 if TYPE_CHECKING:
     from storbench.store.sqlite import Store
 
+# pg_advisory_xact_lock key of a move of runs between series (postgres.py's _LOCK is
+# migrations')
+MOVING = 7_202_612
+
+
 def set_series(store: Store, run_ids: Sequence[int], name: str) -> None:
     """Put runs in the series ``name`` (out of the one they were in); a run given twice
-    is put there once."""
+    is put there once. On PostgreSQL one move at a time: a move takes each series'
+    version row (series_versions' triggers) as it reaches it, so two moves between the
+    same series in opposite directions would each hold the row the other waits for."""
     run_ids = list(dict.fromkeys(run_ids))
     for run_id in run_ids:
         store.get_run(run_id, with_results=False)
     with store._tx() as db:
+        if store.postgres:
+            db.execute("SELECT pg_advisory_xact_lock(?)", (MOVING,))
         db.executemany("DELETE FROM run_series WHERE run_id = ?", [(i,) for i in run_ids])
         db.executemany("INSERT INTO run_series VALUES (?, ?)", [(i, name) for i in run_ids])
 
