@@ -560,6 +560,53 @@ def test_a_cold_answer_makes_its_copy_before_it_opens_the_store(store_path, tmp_
         assert seen.get("before the read", 0) == 0
 
 
+@two_cpus
+def test_one_figures_history_is_searched_as_it_is_read(store_path, tmp_path, monkeypatch,
+                                                       capsys):
+    """`history SERIES --metric FIGURE`, cold, over a long series: the figure's values are
+    searched by the copy as they are read (analysis/ahead.py), and its answer is the
+    one found without a copy: the same change point, points and workloads."""
+    import click
+
+    from storbench.analysis import ahead, forked
+    from storbench.cli.common import cli, load_command
+
+    store = Store(store_path)
+    try:
+        set_series(store, [_recorded_run(store, "randread", i, 1.0 if i < 30 else 0.5)
+                           for i in range(60)], "s")
+    finally:
+        store.close()
+    monkeypatch.setattr(ahead, "PART", 10)
+    taken: list[object] = []
+    answer = ahead.Reading.answer
+
+    def answered(self, key):
+        taken.append(got := answer(self, key))
+        return got
+
+    monkeypatch.setattr(ahead.Reading, "answer", answered)
+    load_command("history")
+
+    def asked(cache: str) -> dict:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / cache))
+        capsys.readouterr()
+        try:
+            cli.main(["history", "s", "--metric", "randread.read.iops", "--json", "--db",
+                      str(store_path)], standalone_mode=False)
+        except click.exceptions.Exit as done:
+            assert done.exit_code == 0
+        return json.loads(capsys.readouterr().out)
+
+    ahead_of = asked("first")
+    assert len(taken) == 1 and taken[0], taken  # the copy's answer, taken
+    monkeypatch.setattr(forked, "may_copy", lambda: False)
+    alone = asked("second")
+    assert len(taken) == 1  # no copy, none asked of it
+    assert ahead_of == alone
+    assert [c["run"] for c in alone["change_points"]] == [alone["points"][30]["run"]]
+
+
 @pytest.mark.parametrize("later", [None, "randwrite-2jobs", "randwrite-2jobs as randread"])
 def test_a_series_is_read_narrowed_to_what_its_first_run_measured(any_store, monkeypatch,
                                                                   tmp_path, later):

@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from storbench.analysis import history as hist
-from storbench.analysis.metrics import Metric
 from storbench.analysis.naming import check_series_name
 from storbench.cli.common import (
     MAX_REGRESSION,
@@ -24,7 +23,7 @@ from storbench.cli.common import (
     read_db_option,
     searched_early,
 )
-from storbench.cli.histories import answered, every_history, histories
+from storbench.cli.histories import answered, every_history, figure_history, histories
 from storbench.cli.kept import kept, read_kept
 from storbench.errors import ConfigError
 from storbench.result.record import Run
@@ -43,7 +42,6 @@ from storbench.store.series import (
     series_left_out,
     series_list,
     series_of,
-    series_values,
     series_workloads,
     set_series,
 )
@@ -219,8 +217,8 @@ def history_(store: Store, series: str | None, metric: str | None, every: bool,
 def _metric_history(store: Store, name: str, metric: str, floor: float) -> hist.History:
     """`history NAME --metric METRIC`'s answer, found from the series' figures."""
     answers = {f.name: (f, pts) for f, pts in answered(store, name).items()}
+    found: hist.History | None = None
     pts: Sequence[hist.Point]
-    ran: dict[int, str] | None = None  # what each run ran, read with the figure's values
     if metric in answers:  # an application's answer (postgresql.tps), a curve's
         fig, pts = answers[metric]
     else:
@@ -229,19 +227,14 @@ def _metric_history(store: Store, name: str, metric: str, floor: float) -> hist.
         except ConfigError as e:
             said = f"; the series' answers are {', '.join(answers)}" if answers else ""
             raise ConfigError(f"{e}{said}") from None
-        assert isinstance(fig.metric, Metric)
-        # the workloads of the figure's own runs, in the same query (the series' all
-        # read apart: 0.05-0.1 s more at 100,000 runs); a shift is between its points
-        rows = series_values(store, name, hist.figure_paths([fig.metric]), fig.test,
-                             workload=True)
-        pts = hist.points_of(rows, [fig.metric], [fig])[fig]
-        ran = {r[0]: r[-1] for r in rows if r[-1] is not None}
+        found = figure_history(store, name, fig, floor)
+        pts = found.points
     if not pts:
         known = ", ".join(h.figure.name for h in histories(store, name))
         raise ConfigError(f"series {name!r} has no figure {fig.name!r}"
                           + (f"; it has {known}" if known else ""))
-    return hist.history(name, fig, pts, min_change=floor, cache=ChangeCache(),
-                        workloads=series_workloads(store, name) if ran is None else ran)
+    return found or hist.history(name, fig, pts, min_change=floor, cache=ChangeCache(),
+                                 workloads=series_workloads(store, name))
 
 
 def _with_direction(store: Store, name: str, metric: str) -> str:
