@@ -1046,8 +1046,9 @@ def test_two_moves_between_two_series_in_opposite_directions_both_end(postgres_d
         first = threading.Thread(target=move, args=(two, "a"))
         first.start()
         deadline = time.monotonic() + 30
-        while not conn.execute("SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep'"
-                               ).fetchone():  # the first left b: it holds b's row
+        while not conn.execute(  # the first left b: it holds b's row
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep'"
+                " AND datname = current_database()").fetchone():
             assert time.monotonic() < deadline and first.is_alive()
             time.sleep(0.01)
         second = threading.Thread(target=move, args=(one, "b"))

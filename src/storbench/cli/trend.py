@@ -233,8 +233,9 @@ def _metric_history(store: Store, name: str, metric: str, floor: float) -> hist.
         known = ", ".join(h.figure.name for h in histories(store, name))
         raise ConfigError(f"series {name!r} has no figure {fig.name!r}"
                           + (f"; it has {known}" if known else ""))
-    return found or hist.history(name, fig, pts, min_change=floor, cache=ChangeCache(),
-                                 workloads=series_workloads(store, name))
+    return found if found is not None else hist.history(
+        name, fig, pts, min_change=floor, cache=ChangeCache(),
+        workloads=series_workloads(store, name))
 
 
 def _with_direction(store: Store, name: str, metric: str) -> str:
