@@ -54,7 +54,7 @@ def _fraction_of(a: float, b: float, x: float) -> float:
     c, d = 1.0, 1.0 - qab * x / qap
     d = 1.0 / (tiny if abs(d) < tiny else d)
     h = d
-    for m in range(1, 300):  # (its two steps a term written out: ~20% sooner)
+    for m in range(1, 300):  # (each term's two steps written out: a p ~15% sooner)
         m2 = 2 * m
         aa = m * (b - m) * x / ((qam + m2) * (a + m2))
         d = 1.0 + aa * d
