@@ -578,14 +578,7 @@ def test_one_figures_history_is_searched_as_it_is_read(store_path, tmp_path, mon
     finally:
         store.close()
     monkeypatch.setattr(ahead, "PART", 10)
-    taken: list[object] = []
-    answer = ahead.Reading.answer
-
-    def answered(self, key):
-        taken.append(got := answer(self, key))
-        return got
-
-    monkeypatch.setattr(ahead.Reading, "answer", answered)
+    given = _answers_given(monkeypatch)
     load_command("history")
 
     def asked(cache: str) -> dict:
@@ -599,10 +592,10 @@ def test_one_figures_history_is_searched_as_it_is_read(store_path, tmp_path, mon
         return json.loads(capsys.readouterr().out)
 
     ahead_of = asked("first")
-    assert len(taken) == 1 and taken[0], taken  # the copy's answer, taken
+    assert given == [True]  # the copy's answer, taken
     monkeypatch.setattr(forked, "may_copy", lambda: False)
     alone = asked("second")
-    assert len(taken) == 1  # no copy, none asked of it
+    assert given == [True]  # no copy, none asked of it
     assert ahead_of == alone
     assert [c["run"] for c in alone["change_points"]] == [alone["points"][30]["run"]]
 

@@ -162,21 +162,20 @@ def figure_history(store: Store, series: str, fig: hist.Figure, min_change: floa
     with ExitStack() as closing:
         reading = (closing.enter_context(Reading(min_change, hist.MAX_PVALUE, hist.MIN_RUNS))
                    if series_holds(store, series, PART) else None)
-        values, better = hist.values_of(metrics, fig), fig.metric.higher_is_better
-        chosen = [(lambda rows: values(hist.by_test(rows, {fig.test})[fig.test]), better)]
+        values = hist.values_of(metrics, fig)
+        chosen = [(lambda rows: values(hist.by_test(rows, {fig.test})[fig.test]),
+                   fig.metric.higher_is_better)]
         rows = series_values(store, series, hist.figure_paths(metrics), fig.test,
                              workload=True, part=None if reading is None else (
                                  lambda rows: reading.part({series: (None, rows)},
                                                            lambda *_: chosen)))
         if reading is not None:
             reading.end()  # (the copy's last step while the rest is made here)
-        points = hist.Points.of(hist.points_of(rows, metrics, [fig])[fig])
-        changes = find_each([(points.values, points.runs, better)], min_change=min_change,
-                            cache=ChangeCache(), ahead=reading)[0]
-    # (the workloads of the figure's own runs, in the same query: the series' all read
-    # apart, 0.05-0.1 s more at 100,000 runs; a shift is between its points)
-    return hist.History(series, fig, points, changes,
-                        {r[0]: r[-1] for r in rows if r[-1] is not None})
+        # (the workloads of the figure's own runs, in the same query: the series' all
+        # read apart, 0.05-0.1 s more at 100,000 runs; a shift is between its points)
+        ran = {r[0]: r[-1] for r in rows if r[-1] is not None}
+        return _each_history([(series, fig, hist.points_of(rows, metrics, [fig])[fig], ran)],
+                             min_change, reading)[0]
 
 
 # a history to find: its series, figure, points and what each run ran (run id -> workload)
