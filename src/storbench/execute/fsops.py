@@ -6,7 +6,8 @@ call on it in the kernel, past SIGKILL: a thread of storbench's own stuck there
 would keep storbench from ever exiting. So removing files, measuring what is left
 and the metadata probe run in a child (``python -m storbench.execute.scratchops``,
 which loads nothing of storbench's); storbench waits for it with a time limit,
-reports a stuck one by its PID and goes on.
+reports a stuck one by its PID and goes on. The limit begins once the child says it
+is up (its Python's start is given START_S of its own).
 
 One child serves a process's operations one after the other (started at the first,
 ending when storbench does); one that does not answer in time is killed and left, and
@@ -33,6 +34,7 @@ from storbench.execute.workdir import release
 __all__ = ["OPERATIONS", "Stuck", "call", "remove_marked", "start", "stat_mode"]
 
 CHECK_EVERY_S = 0.1  # call(check=...): how often a wait looks for a signal
+START_S = 60.0  # for a child's Python to start, before its operation's own limit begins
 
 
 class Stuck(Exception):
@@ -47,8 +49,8 @@ CHILD = (sys.executable, "-m", "storbench.execute.scratchops")  # + serve, or OP
 
 
 def start(*args: str) -> subprocess.Popen[str]:
-    """A child running one operation; its output comes back through a pipe of its own
-    (never storbench's stdout, which a stuck child would hold open)."""
+    """A child running the metadata probe; its output comes back through a pipe of its
+    own (never storbench's stdout, which a stuck child would hold open)."""
     return subprocess.Popen([*CHILD, *args],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -63,45 +65,36 @@ class _Server:
     @classmethod
     def ask(cls, args: tuple[str, ...], timeout_s: float,
             check: Callable[[], None] | None) -> str:
-        ends = time.monotonic() + timeout_s
-        proc = cls._sent(json.dumps(args).encode() + b"\n")
+        proc, fresh = cls._sent(json.dumps(args).encode() + b"\n")
         try:
-            assert proc.stdout is not None
-            fd, got = proc.stdout.fileno(), b""
-            while not got.endswith(b"\n"):
-                if check is not None:
-                    check()
-                left = ends - time.monotonic()
-                if left <= 0:
-                    raise Stuck(proc.pid, timeout_s)
-                ready, _, _ = select.select([fd], [], [], min(left, CHECK_EVERY_S)
-                                            if check else left)
-                if ready:
-                    if not (chunk := os.read(fd, 65536)):  # it died: as a one-off child
-                        cls.proc = None  # that printed nothing
-                        return ""
-                    got += chunk
-            return str(json.loads(got)["out"])
+            out = _answer(proc, timeout_s, check, fresh)
         except BaseException:
             proc.kill()  # takes effect if and when the kernel lets go; not waited for
             cls.proc = None
             raise
+        if out is None:  # it died: as a one-off child that printed nothing
+            cls.proc = None
+            return ""
+        return out
 
     @classmethod
-    def _sent(cls, request: bytes) -> subprocess.Popen[bytes]:
-        """The serving child (started if there is none), ``request`` written to it; a
-        child that ended since it was last asked is replaced, once."""
+    def _sent(cls, request: bytes) -> tuple[subprocess.Popen[bytes], bool]:
+        """The serving child (started if there is none), ``request`` written to it, and
+        whether it was started for it; a child that ended since it was last asked is
+        replaced, once."""
         for again in (True, False):
-            if cls.proc is None or cls.proc.poll() is not None:
-                cls.proc = subprocess.Popen(
+            proc, fresh = cls.proc, False
+            if proc is None or proc.poll() is not None:
+                proc = cls.proc = subprocess.Popen(
                     [*CHILD, "serve"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     start_new_session=True)
-            assert cls.proc.stdin is not None
+                fresh = True
+            assert proc.stdin is not None
             try:
-                cls.proc.stdin.write(request)
-                cls.proc.stdin.flush()
-                return cls.proc
+                proc.stdin.write(request)
+                proc.stdin.flush()
+                return proc, fresh
             except BrokenPipeError:
                 cls.proc = None
                 if not again:
@@ -133,23 +126,45 @@ def call(*args: str, timeout_s: float, check: Callable[[], None] | None = None) 
             return _Server.ask(args, timeout_s, check)
         finally:
             _Server.lock.release()
-    proc = start(*args)
-    ends = time.monotonic() + timeout_s
+    proc = subprocess.Popen([*CHILD, *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     try:
-        while True:
-            if check is not None:
-                check()
-            left = ends - time.monotonic()
-            try:
-                out, _ = proc.communicate(
-                    timeout=max(0.0, min(left, CHECK_EVERY_S) if check else left))
-                return out
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= ends:
-                    raise Stuck(proc.pid, timeout_s) from None
+        out = _answer(proc, timeout_s, check, True)
     except BaseException:
         proc.kill()  # takes effect if and when the kernel lets go; not waited for
         raise
+    assert proc.stdout is not None
+    proc.stdout.close()  # it ends by itself once it has answered
+    return out or ""
+
+
+def _answer(proc: subprocess.Popen[bytes], timeout_s: float,
+            check: Callable[[], None] | None, starting: bool) -> str | None:
+    """A child's answer to the operation it was given (None: it ended without one);
+    Stuck when it takes longer than ``timeout_s``. A child ``starting`` says "+" once
+    its Python is up, before it looks at the file system: its start is given START_S
+    and the operation's limit begins then (under emulation a start alone took over 5 s,
+    and a look on a local file system was called one that does not respond)."""
+    assert proc.stdout is not None
+    fd, got = proc.stdout.fileno(), b""
+    limit = START_S if starting else timeout_s
+    ends = time.monotonic() + limit
+    while not got.endswith(b"\n"):
+        if check is not None:
+            check()
+        left = ends - time.monotonic()
+        if left <= 0:
+            raise Stuck(proc.pid, limit)
+        ready, _, _ = select.select([fd], [], [], min(left, CHECK_EVERY_S) if check else left)
+        if ready:
+            if not (chunk := os.read(fd, 65536)):
+                return None
+            got += chunk
+            if starting and got.startswith(b"+"):
+                got, starting, limit = got[1:], False, timeout_s
+                ends = time.monotonic() + timeout_s
+    return str(json.loads(got)["out"])
 
 
 def remove_marked(path: Path, timeout_s: float | None = None) -> bool:

@@ -1,8 +1,10 @@
 """The operations storbench does on a target's file system in a child process, started
 by execute/fsops.py: ``python -m storbench.execute.scratchops serve`` answers them one
 after the other (a JSON list [OP, PATH, ...] a line on stdin, {"out": TEXT} a line on
-stdout, until stdin ends); ``... scratchops OP PATH ...`` does one (the metadata probe,
-and an operation asked while the serving child is busy).
+stdout, until stdin ends); ``... scratchops OP PATH ...`` does one (an operation asked
+while the serving child is busy), and ``... scratchops probe DIR INTERVAL`` the metadata
+probe. An operation's child says "+" first, once its Python is up: the operation's time
+limit is the file system's, not the start's.
 
 A run asks for several (a look at the target, a clean before each test, the removal at
 the end): one child serves them all, where a child each cost a Python start (~45 ms).
@@ -129,7 +131,8 @@ def _name(what: str) -> None:
 
 def serve() -> None:
     """Answer operations until stdin ends; one that fails answers "" (as a child of its
-    own that died would have printed nothing)."""
+    own that died would have printed nothing). It says "+" first, once it is up."""
+    _started()
     while line := sys.stdin.readline():
         op, path, *rest = json.loads(line)
         _name(f"sb-{op}")
@@ -154,7 +157,15 @@ def main(argv: list[str]) -> None:  # pragma: no cover - runs as its own process
         except (BrokenPipeError, KeyboardInterrupt):
             pass
     else:
-        print(answer(argv[0], Path(argv[1]), argv[2:]))
+        _started()
+        print(json.dumps({"out": answer(argv[0], Path(argv[1]), argv[2:])}))
+
+
+def _started() -> None:
+    """Say that this child is up (its Python started) and about to look at the file
+    system: the operation's time limit begins there (fsops._answer)."""
+    sys.stdout.write("+")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
