@@ -210,7 +210,7 @@ def test_a_syncs_time_between_its_page_and_its_flush_is_timed(throttled: Any,
     """PostgreSQL's WAL commit on the capped ext4 volume (an 8 KiB page rewritten, then
     fdatasync, paced as wal_idle is): each sync writes its page and then, once that
     completed, the device's cache flush. The time between them (fio woken, ext4 issuing
-    the flush) is a layer of its own, one a sync, and with it the layers' p50s make up
+    the flush) is a layer of its own, one a sync, and with it the layers' time makes up
     most of the whole call's."""
     db = tmp_path / "s.db"
     ran(run_cli_wrapped(throttled.wrap, "run", str(throttled.mnt), "--job", str(job(
@@ -224,12 +224,15 @@ def test_a_syncs_time_between_its_page_and_its_flush_is_timed(throttled: Any,
     assert layers["device"]["n"] >= 1.9 * syncs, layers  # the page and the flush
     assert 0.9 * syncs <= layers["between"]["n"] <= syncs, layers
 
-    def p50s(names: list[str]) -> float:
-        return sum(layers[n]["p50_ns"] * (2 if n in ("queue", "device") else 1)
-                   for n in names if n in layers)
+    def spent(names: list[str]) -> float:
+        """The layers' whole time, a sync's share of it: means add up where p50s need
+        not (in CI the completion's p50 was 11 us beside a mean of 25 us, and the p50s
+        made 0.77 of the call's)."""
+        return sum(layers[n]["mean_ns"] * layers[n]["n"] for n in names if n in layers) / syncs
 
-    assert p50s(["fs", "throttle", "queue", "device", "between", "completion"]) >= \
-        0.8 * layers["call_bio"]["p50_ns"], layers
+    call = layers["call_bio"]["mean_ns"]
+    assert spent(["fs", "throttle", "queue", "device", "between", "completion"]) >= 0.8 * call
+    assert spent(["between"]) >= 0.1 * call, layers  # a part of it the others leave out
     shown = run_cli("show", "last", db=db).stdout
     assert "between its own I/Os" in shown, shown
 
