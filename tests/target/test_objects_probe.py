@@ -71,16 +71,34 @@ def test_no_probe_metadata_turns_the_requests_off(s3, tmp_path):
     assert "Request latency" not in proc.stdout
 
 
+def _count(events: list[tuple[str, float, object]], op: str, since: float = 0.0) -> int:
+    """How many of a probe's samples (or failures) are of ``op``, begun at ``since`` or
+    later."""
+    return sum(1 for o, t, _ in list(events) if o == op and t >= since)
+
+
+def _until(done, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s"
+        time.sleep(0.05)
+
+
 def test_a_request_that_fails_is_counted_with_its_reason_not_timed(s3):
     bucket = _bucket(s3, f"sbt-probefail-{s3.name}")
     endpoint = resolve(s3.url, None, s3.env())
     probe = ObjectProbe(endpoint, bucket, "storbench-u/", interval_s=0.2)
     probe.start("idle")
-    time.sleep(1.0)
+    idle_at = time.monotonic()  # (the first requests may begin before the phase does)
+    _until(lambda: all(_count(probe.samples, op, idle_at) >= 3
+                       for op in ("head", "list", "first_byte")))
     assert f"storbench-u/{PROBE_OBJECT}" in s3.keys(bucket)
     probe.start("gone")
     s3.client().delete_object(Bucket=bucket, Key=f"storbench-u/{PROBE_OBJECT}")
-    time.sleep(1.0)
+    gone_at = time.monotonic()
+    # (a second at 0.2 s a round was not always enough beside the other lanes: 2 failed)
+    _until(lambda: all(_count(probe.failed, op, gone_at) >= 3 for op in ("head", "first_byte"))
+           and _count(probe.samples, "list", gone_at) >= 3)
     probe.close()
     summary = probe.summary()
     for op in ("head", "list", "first_byte"):
