@@ -231,7 +231,8 @@ def test_a_syncs_time_between_its_page_and_its_flush_is_timed(throttled: Any,
         return sum(layers[n]["mean_ns"] * layers[n]["n"] for n in names if n in layers) / syncs
 
     call = layers["call_bio"]["mean_ns"]
-    assert spent(["fs", "throttle", "queue", "device", "between", "completion"]) >= 0.8 * call
+    assert spent(["fs", "throttle", "queue", "device", "between", "completion"]) >= 0.8 * call, \
+        layers
     assert spent(["between"]) >= 0.1 * call, layers  # a part of it the others leave out
     shown = run_cli("show", "last", db=db).stdout
     assert "between its own I/Os" in shown, shown
