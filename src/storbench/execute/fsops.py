@@ -56,6 +56,13 @@ def start(*args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
 
+def _spawn(*args: str, stdin: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    """A child serving operations (``serve``, its stdin a pipe) or doing one; its
+    answers are read as bytes (_answer)."""
+    return subprocess.Popen([*CHILD, *args], stdin=stdin, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
 class _Server:
     """The child that serves this process's operations (scratchops ``serve``)."""
 
@@ -85,10 +92,7 @@ class _Server:
         for again in (True, False):
             proc, fresh = cls.proc, False
             if proc is None or proc.poll() is not None:
-                proc = cls.proc = subprocess.Popen(
-                    [*CHILD, "serve"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                    start_new_session=True)
+                proc = cls.proc = _spawn("serve", stdin=subprocess.PIPE)
                 fresh = True
             assert proc.stdin is not None
             try:
@@ -126,9 +130,7 @@ def call(*args: str, timeout_s: float, check: Callable[[], None] | None = None) 
             return _Server.ask(args, timeout_s, check)
         finally:
             _Server.lock.release()
-    proc = subprocess.Popen([*CHILD, *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = _spawn(*args)
     try:
         out = _answer(proc, timeout_s, check, True)
     except BaseException:
