@@ -81,9 +81,9 @@ def test_an_unknown_command_says_so(store_path):
 @pytest.mark.parametrize("child", ["storbench.execute.scratchops",
                                    "storbench.execute.proctree"])
 def test_the_children_of_a_run_load_only_their_own_module(child):
-    """A run starts `python -m storbench.execute.scratchops` twice a test or more and
-    `…proctree` once per fio run: importing the package loaded every executor (~45 ms a
-    child on a busy machine); its names now load on first use. The scratch operations
+    """A run starts execute/scratchops.py twice a test or more and proctree.py once per
+    fio run (each as a file: `python -I`); imported, the package loaded every executor
+    (~45 ms a child on a busy machine); its names now load on first use. The scratch operations
     load nothing of storbench's but their own module, nor typing or dataclasses (~100
     ms a child when they came with execute/workdir.py, ~40 without)."""
     code = (f"import sys, {child}; print(sorted(m for m in sys.modules if 'storbench' in m"

@@ -154,6 +154,47 @@ def test_one_child_serves_the_operations_and_a_stuck_one_is_left(sshfs_server, t
     assert served.wait(timeout=10) == -signal.SIGKILL
 
 
+# a process whose working directory is on the silent file system: it imports what it
+# needs before the freeze (-P: nothing looked for there), then looks at a local directory
+# in storbench's child, both limits 5 s, and says what it got
+FROM_SILENT_CWD = """
+import json, sys
+from storbench.execute import fsops
+fsops.START_S = 5.0
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    print(json.loads(fsops.call("look", sys.argv[1], timeout_s=5))["is_dir"], flush=True)
+except fsops.Stuck as exc:
+    print(f"stuck: {exc}", flush=True)
+"""
+
+
+def test_a_child_does_not_look_for_its_code_in_a_silent_working_directory(
+        sshfs_server, tmp_path):
+    """storbench started from a directory of a network file system gone silent: the child
+    that looks at a target elsewhere still starts and answers. Started as `python -m`, it
+    looked for its modules in its working directory first, and hung there until its
+    start's limit said the target did not respond."""
+    import sys
+
+    here = sshfs_server.mount(proxied=False) / f"cwd-{os.getpid()}-{time.monotonic_ns()}"
+    here.mkdir()
+    proc = subprocess.Popen([sys.executable, "-P", "-c", FROM_SILENT_CWD, str(tmp_path)],
+                            cwd=here, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        with sshfs_server.frozen():
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            said = proc.stdout.readline()
+            proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert said == "True\n", said
+
+
 @needs_timing  # beside other lanes, twice in CI the clear it waits in had ended already
 def test_a_signal_ends_storbench_within_5_s_while_it_waits_on_a_silent_server(
         sshfs_server, tmp_path, store_path):

@@ -4,10 +4,11 @@ process that can be left behind.
 A file system that stops answering (a network server gone silent) blocks a system
 call on it in the kernel, past SIGKILL: a thread of storbench's own stuck there
 would keep storbench from ever exiting. So removing files, measuring what is left
-and the metadata probe run in a child (``python -m storbench.execute.scratchops``,
-which loads nothing of storbench's); storbench waits for it with a time limit,
-reports a stuck one by its PID and goes on. The limit begins once the child says it
-is up (its Python's start is given START_S of its own).
+and the metadata probe run in a child (execute/scratchops.py, run as a file with
+``python -I``: it loads nothing of storbench's); storbench waits for it with a time
+limit, reports a stuck one by its PID and goes on. The limit begins once the child says
+it is up (its Python's start is given START_S of its own: a child that does not start
+is the machine's fault, not the file system's).
 
 One child serves a process's operations one after the other (started at the first,
 ending when storbench does); one that does not answer in time is killed and left, and
@@ -28,6 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from storbench.execute import scratchops
 from storbench.execute.scratchops import OPERATIONS, remove
 from storbench.execute.workdir import release
 
@@ -38,14 +40,22 @@ START_S = 60.0  # for a child's Python to start, before its operation's own limi
 
 
 class Stuck(Exception):
-    """The child did not finish in time (the file system does not respond)."""
+    """The child did not finish in time (the file system does not respond); or, not
+    ``started``, its Python did not even start (the machine is too busy: its file
+    system is not at fault)."""
 
-    def __init__(self, pid: int, waited_s: float) -> None:
-        super().__init__(f"no answer within {waited_s:.0f} s (PID {pid} left running)")
-        self.pid = pid
+    def __init__(self, pid: int, waited_s: float, started: bool = True) -> None:
+        super().__init__(f"no answer within {waited_s:.0f} s (PID {pid} left running)"
+                         if started else f"storbench's child process did not start within"
+                         f" {waited_s:.0f} s (PID {pid} left running); is the machine"
+                         " overloaded?")
+        self.pid, self.started = pid, started
 
 
-CHILD = (sys.executable, "-m", "storbench.execute.scratchops")  # + serve, or OP PATH ...
+# + serve, or OP PATH ...: its file run isolated (-I), as nothing of storbench's is
+# needed: nothing looked for in the working directory (`-m` looked there first, and on a
+# file system gone silent the child hung before it could say it was up)
+CHILD = (sys.executable, "-I", scratchops.__file__)
 
 
 def start(*args: str) -> subprocess.Popen[str]:
@@ -157,7 +167,7 @@ def _answer(proc: subprocess.Popen[bytes], timeout_s: float,
             check()
         left = ends - time.monotonic()
         if left <= 0:
-            raise Stuck(proc.pid, limit)
+            raise Stuck(proc.pid, limit, started=not starting)
         ready, _, _ = select.select([fd], [], [], min(left, CHECK_EVERY_S) if check else left)
         if ready:
             if not (chunk := os.read(fd, 65536)):

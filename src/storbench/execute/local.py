@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storbench.errors import ConfigError, FioError
-from storbench.execute import confine
+from storbench.execute import confine, proctree
 from storbench.execute.base import Execution, FioJob, Progress, fio_message, parse_status_line
 from storbench.execute.fio import FioBinary
 from storbench.execute.proctree import descendants, kill_tree
@@ -35,7 +35,7 @@ _DISCONNECTED = re.compile(r"host=(\S+) disconnected")
 def _start_watchdog(pgid: int) -> subprocess.Popen[str]:
     """A process that kills fio's tree if storbench dies without saying "done"."""
     return subprocess.Popen(
-        [sys.executable, "-m", "storbench.execute.proctree", str(pgid)],
+        [sys.executable, "-I", proctree.__file__, str(pgid)],  # (as fsops.CHILD)
         stdin=subprocess.PIPE, text=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )

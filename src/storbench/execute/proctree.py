@@ -66,7 +66,7 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
 
 
 def watchdog_main() -> None:  # pragma: no cover - runs as its own process
-    """``python -m storbench.execute.proctree PID``: kill PID's tree unless told "done".
+    """``python -I .../proctree.py PID``: kill PID's tree unless told "done".
 
     storbench starts one beside every fio; if storbench dies (even by SIGKILL) the
     pipe closes without "done" and fio goes with it.
