@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -258,6 +259,20 @@ def disk_dir() -> Iterator[Path]:
     d.mkdir(parents=True)
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+def until(done: Callable[[], object], within_s: float = 10.0, every_s: float = 0.1) -> bool:
+    """Whether ``done()`` came true within ``within_s`` (asked every ``every_s``): for
+    what ends a moment after storbench has (a fio server as its SSH session closes, a
+    host's files as their session removes them). A fixed sleep was too short on a busy
+    machine (CI runs lanes side by side) and always that long on an idle one. The
+    caller asserts what it waited for afterwards, so that a failure shows it."""
+    deadline = time.monotonic() + within_s
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+    return True
 
 
 def run_cli(*args: str, db: Path, env: dict[str, str] | None = None,

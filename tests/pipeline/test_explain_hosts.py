@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from storbench.execute import layers
-from tests.conftest import needs, needs_alone, run_cli
+from tests.conftest import needs, needs_alone, run_cli, until
 from tests.pipeline.test_explain import explained, job, ran
 from tests.testbed import SshHosts, processes
 
@@ -131,6 +131,7 @@ def test_a_host_that_cannot_trace_is_named_before_anything_runs(tmp_path: Path) 
         assert "Nothing was started" in said
         assert "[1]" not in proc.stderr  # no test began
         assert hosts.files_on(0) == [] and hosts.files_on(1) == []
+    until(lambda: not set(fio_servers_on_loopback()) - before)
     assert set(fio_servers_on_loopback()) - before == set()
     assert run_cli("list", "--json", db=db).stdout.strip() == "[]"
 

@@ -11,7 +11,7 @@ from storbench.execute.probe import PROBE_OBJECT, ObjectProbe
 from storbench.execute.s3 import resolve
 from storbench.render.terminal import probe_table
 from tests.cli.test_cli import show_json
-from tests.conftest import run_cli
+from tests.conftest import run_cli, until
 from tests.target.test_objects import _bucket, _cli
 
 LOAD = """\
@@ -77,28 +77,22 @@ def _count(events: list[tuple[str, float, object]], op: str, since: float = 0.0)
     return sum(1 for o, t, _ in list(events) if o == op and t >= since)
 
 
-def _until(done, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s"
-        time.sleep(0.05)
-
-
 def test_a_request_that_fails_is_counted_with_its_reason_not_timed(s3):
     bucket = _bucket(s3, f"sbt-probefail-{s3.name}")
     endpoint = resolve(s3.url, None, s3.env())
     probe = ObjectProbe(endpoint, bucket, "storbench-u/", interval_s=0.2)
     probe.start("idle")
     idle_at = time.monotonic()  # (the first requests may begin before the phase does)
-    _until(lambda: all(_count(probe.samples, op, idle_at) >= 3
-                       for op in ("head", "list", "first_byte")))
+    assert until(lambda: all(_count(probe.samples, op, idle_at) >= 3
+                             for op in ("head", "list", "first_byte")), 30), probe.samples
     assert f"storbench-u/{PROBE_OBJECT}" in s3.keys(bucket)
     probe.start("gone")
     s3.client().delete_object(Bucket=bucket, Key=f"storbench-u/{PROBE_OBJECT}")
     gone_at = time.monotonic()
     # (a second at 0.2 s a round was not always enough beside the other lanes: 2 failed)
-    _until(lambda: all(_count(probe.failed, op, gone_at) >= 3 for op in ("head", "first_byte"))
-           and _count(probe.samples, "list", gone_at) >= 3)
+    assert until(lambda: all(_count(probe.failed, op, gone_at) >= 3
+                             for op in ("head", "first_byte"))
+                 and _count(probe.samples, "list", gone_at) >= 3, 30), probe.failed
     probe.close()
     summary = probe.summary()
     for op in ("head", "list", "first_byte"):

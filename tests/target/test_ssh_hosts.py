@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
+from tests.conftest import FIO, STORBENCH, needs_fio, run_cli, until
 from tests.pipeline.test_replay import _record_fio, needs_strace
 from tests.target.test_hosts import assert_finish_line, job, merged_percentile
 from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs, tcp_listeners
@@ -61,7 +61,7 @@ def test_four_ssh_hosts_run_at_once_and_leave_no_server(ssh_hosts, tmp_path, sto
             assert agg[direction]["clat"]["percentiles_ns"][str(p)] == merged_percentile(
                 rows, direction, p)
     assert "randread: per host" in proc.stdout and "ssh://root@127.0.0.20" in proc.stdout
-    time.sleep(1)
+    until(lambda: not set(fio_servers_on_loopback()) - set(before))
     assert set(fio_servers_on_loopback()) - set(before) == set()  # none left on any host
     assert list(ssh_hosts.target.iterdir()) == []  # this machine's directory was not used
 
@@ -96,9 +96,7 @@ def test_a_check_failing_after_the_sessions_opened_ends_them(ssh_hosts, tmp_path
                    "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path),
                    "--fio", str(fake), db=store_path)
     assert proc.returncode == 1 and "fio versions differ" in proc.stderr, proc.stderr
-    deadline = time.monotonic() + 10
-    while set(fio_servers_on_loopback()) - before and time.monotonic() < deadline:
-        time.sleep(0.2)
+    until(lambda: not set(fio_servers_on_loopback()) - before, 10)
     assert set(fio_servers_on_loopback()) - before == set()
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
 
@@ -212,8 +210,8 @@ def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_
     assert time.monotonic() - start < 20  # well before the 20 s (+ ramp) of each test
     assert last(store_path)["status"] == "failed"
     # the lost host's session could not remove its files; its next session does, and says so
-    time.sleep(1.5)  # the others' sessions end on their own
-    left = ssh_hosts.files_on(victim)
+    until(lambda: not any(ssh_hosts.files_on(i) for i in range(4) if i != victim))  # the
+    left = ssh_hosts.files_on(victim)  # others' sessions end on their own
     assert left and all(f.startswith("storbench-") for f in left)
     again = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
                     "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path, runtime=1),
@@ -397,7 +395,7 @@ def test_a_path_missing_on_one_host_is_said_before_anything_runs(ssh_hosts, tmp_
         assert_one_line_error(proc, 1, f"ssh://root@{a}:{p}: {sub} does not exist on this host",
                               "Nothing was started")
         assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
-        time.sleep(1)
+        until(lambda: not set(fio_servers_on_loopback()) - before)
         assert set(fio_servers_on_loopback()) - before == set()
     finally:
         for i in (0, 1, 3):
@@ -459,7 +457,7 @@ def test_a_recorded_workload_replays_on_every_host(ssh_hosts, tmp_path, store_pa
         jobs = "\n".join(run["job_files"])
         assert all(f"read_iolog={ssh_hosts.target}/storbench-{run['uid']}-h{i}-replay.iolog"
                    in jobs for i in range(4)), jobs
-        time.sleep(0.5)
+        until(lambda: all(ssh_hosts.files_on(i) == [] for i in range(4)))
         assert all(ssh_hosts.files_on(i) == [] for i in range(4))  # its session removed all
     assert set(fio_servers_on_loopback()) - set(before) == set()
     assert list(ssh_hosts.target.iterdir()) == []  # nothing of it on this machine
@@ -514,7 +512,7 @@ def test_a_target_word_names_the_hosts_and_the_path(ssh_hosts, tmp_path, store_p
     run = last(store_path)
     assert [h["host"] for h in run["environment"]["hosts"]] == [f"ssh://{h}" for h in two]
     assert run["target"] == f"{ssh_hosts.target} on 2 hosts"
-    time.sleep(1)
+    until(lambda: not set(fio_servers_on_loopback()) - set(before))
     assert set(fio_servers_on_loopback()) - set(before) == set()
 
 
@@ -554,7 +552,7 @@ def test_each_host_s_file_system_is_read_and_its_room_checked(ssh_hosts, tmp_pat
                               f" ssh://root@{a}:{p} has 32.0 MiB free; pass a smaller --size")
         assert proc.stderr.count("ssh://") == 1, proc.stderr  # the others had room
         assert len(json.loads(run_cli("list", "--json", db=store_path).stdout)) == 1
-        time.sleep(1)
+        until(lambda: not set(fio_servers_on_loopback()) - before)
         assert set(fio_servers_on_loopback()) - before == set()
         assert sh(*there, "ls", "-A", str(ssh_hosts.target)) == full.name  # nothing laid out
     finally:
@@ -604,7 +602,7 @@ def test_hosts_that_share_the_path_need_room_for_all_their_files(ssh_hosts, stor
                           f" 'etcd': {', '.join(names)} share it (each sees the others'"
                           " files), so their 4 files need 96.0 MiB at once; 64.0 MiB are free")
     assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
-    time.sleep(1)
+    until(lambda: not list(ssh_hosts.shared.iterdir()))
     assert list(ssh_hosts.shared.iterdir()) == []  # the hosts' marks removed with them
 
     proc = run(*names[:2])  # 48 MiB: room
