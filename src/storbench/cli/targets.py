@@ -23,7 +23,7 @@ import click
 
 from storbench.cli.common import NUMBER
 from storbench.cli.kubeflags import apply, kube_options, pods_target
-from storbench.errors import ConfigError, StorbenchError, TargetHung
+from storbench.errors import ConfigError
 from storbench.execute import fsops
 from storbench.target.base import Target
 from storbench.target.device import DeviceStorage
@@ -400,8 +400,6 @@ def is_block_device(path: Path) -> bool:
     try:
         mode = fsops.stat_mode(path, DEVICE_STAT_S)
     except fsops.Stuck as exc:
-        if not exc.started:  # (the machine's fault, not the target's)
-            raise StorbenchError(str(exc)) from None
-        raise TargetHung(f"target {str(path)!r} does not respond: looking at it got {exc};"
+        raise exc.blamed(f"target {str(path)!r} does not respond: looking at it got {exc};"
                          " is its file system's server reachable?") from None
     return mode is not None and stat.S_ISBLK(mode)

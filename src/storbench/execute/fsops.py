@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from storbench.errors import StorbenchError, TargetHung
 from storbench.execute import scratchops
 from storbench.execute.scratchops import OPERATIONS, remove
 from storbench.execute.workdir import release
@@ -50,6 +51,11 @@ class Stuck(Exception):
                          f" {waited_s:.0f} s (PID {pid} left running); is the machine"
                          " overloaded?")
         self.pid, self.started = pid, started
+
+    def blamed(self, said: str) -> StorbenchError:
+        """The error to raise: TargetHung with ``said`` (its file system does not respond),
+        or, where the child never started, this one's own words (not the target's fault)."""
+        return TargetHung(said) if self.started else StorbenchError(str(self))
 
 
 # + serve, or OP PATH ...: its file run isolated (-I), as nothing of storbench's is

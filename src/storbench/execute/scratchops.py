@@ -1,7 +1,7 @@
 """The operations storbench does on a target's file system in a child process, started
 by execute/fsops.py as a file (``python -I .../scratchops.py``): ``... serve`` answers
-them one after the other (a JSON list [OP, PATH, ...] a line on stdin, {"out": TEXT} a line on
-stdout, until stdin ends); ``... scratchops OP PATH ...`` does one (an operation asked
+them one after the other (a JSON list [OP, PATH, ...] a line on stdin, {"out": TEXT} a
+line on stdout, until stdin ends); ``... scratchops OP PATH ...`` does one (an operation asked
 while the serving child is busy), and ``... scratchops probe DIR INTERVAL`` the metadata
 probe. An operation's child says "+" first, once its Python is up: the operation's time
 limit is the file system's, not the start's.

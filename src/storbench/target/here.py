@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storbench.errors import StorbenchError, TargetError, TargetHung
+from storbench.errors import TargetError
 from storbench.execute import Executor, FioBinary, FioJob, LocalExecutor, SignalGuard, fsops
 from storbench.execute.fsops import remove_marked
 from storbench.execute.local import Confinement
@@ -190,9 +190,7 @@ class HereTarget(OnStorage):
                                          timeout_s=BETWEEN_TESTS_S,
                                          check=self.guard.check if self.guard else None))
         except fsops.Stuck as exc:
-            if not exc.started:  # (the machine's fault, not the target's)
-                raise StorbenchError(str(exc)) from None
-            raise TargetHung(f"the target stopped responding before test {before!r}:"
+            raise exc.blamed(f"the target stopped responding before test {before!r}:"
                              f" removing the previous test's files in {str(self.scratch)!r}"
                              f" got {exc}") from None
         except ValueError:
@@ -239,9 +237,7 @@ class HereTarget(OnStorage):
         try:
             seen = json.loads(fsops.call("look", str(p), timeout_s=RESPONDS_S))
         except fsops.Stuck as exc:
-            if not exc.started:  # (the machine's fault, not the target's)
-                raise StorbenchError(str(exc)) from None
-            raise TargetHung(f"target {str(p)!r} does not respond: looking at it got {exc};"
+            raise exc.blamed(f"target {str(p)!r} does not respond: looking at it got {exc};"
                              " is its file system's server reachable?") from None
         if seen.get("error") == "ENOENT":
             raise TargetError(f"target {str(p)!r} does not exist; create it or pass an existing"
