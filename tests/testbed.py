@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Self
 
@@ -469,6 +469,18 @@ def fio_servers_on_loopback() -> list[int]:
     return processes(lambda argv: any(
         a.startswith(b"--server=ip:127.0.0.1,") or (a.startswith(
             b"--server=sock:/tmp/storbench-") and a.endswith(b"/fio.sock")) for a in argv))
+
+
+def servers_left(before: Iterable[int], within_s: float = 10.0) -> set[int]:
+    """The fio servers of fio_servers_on_loopback that were not there ``before``, once
+    none is left or ``within_s`` has passed: a server ends as its SSH session closes, a
+    moment after storbench has (a fixed sleep was too short beside CI's other lanes);
+    0.5 s where storbench waits for its sessions (a process killed with SIGKILL is gone
+    a few milliseconds later)."""
+    from tests.conftest import until
+
+    until(lambda: not set(fio_servers_on_loopback()) - set(before), within_s)
+    return set(fio_servers_on_loopback()) - set(before)
 
 
 def tcp_listeners(pids: set[int]) -> list[str]:

@@ -83,9 +83,9 @@ def test_an_unknown_command_says_so(store_path):
 def test_the_children_of_a_run_load_only_their_own_module(child):
     """A run starts execute/scratchops.py twice a test or more and proctree.py once per
     fio run (each as a file: `python -I`); imported, the package loaded every executor
-    (~45 ms a child on a busy machine); its names now load on first use. The scratch operations
-    load nothing of storbench's but their own module, nor typing or dataclasses (~100
-    ms a child when they came with execute/workdir.py, ~40 without)."""
+    (~45 ms a child on a busy machine); its names now load on first use. The scratch
+    operations load nothing of storbench's but their own module, nor typing or
+    dataclasses (~100 ms a child when they came with execute/workdir.py, ~40 without)."""
     code = (f"import sys, {child}; print(sorted(m for m in sys.modules if 'storbench' in m"
             " or m in ('typing', 'dataclasses')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from storbench.execute import layers
-from tests.conftest import needs, needs_alone, run_cli, until
+from tests.conftest import needs, needs_alone, run_cli
 from tests.pipeline.test_explain import explained, job, ran
 from tests.testbed import SshHosts, processes
 
@@ -118,7 +118,7 @@ def test_a_cgroup_throttle_on_the_hosts_is_named(tmp_path: Path) -> None:
 def test_a_host_that_cannot_trace_is_named_before_anything_runs(tmp_path: Path) -> None:
     """bpftrace missing on the second host: the run is refused, naming it, before any
     test; no fio server is left on either host and no run is stored."""
-    from tests.testbed import fio_servers_on_loopback
+    from tests.testbed import fio_servers_on_loopback, servers_left
 
     db = tmp_path / "s.db"
     before = set(fio_servers_on_loopback())
@@ -131,8 +131,7 @@ def test_a_host_that_cannot_trace_is_named_before_anything_runs(tmp_path: Path) 
         assert "Nothing was started" in said
         assert "[1]" not in proc.stderr  # no test began
         assert hosts.files_on(0) == [] and hosts.files_on(1) == []
-    until(lambda: not set(fio_servers_on_loopback()) - before)
-    assert set(fio_servers_on_loopback()) - before == set()
+    assert servers_left(before) == set()
     assert run_cli("list", "--json", db=db).stdout.strip() == "[]"
 
 

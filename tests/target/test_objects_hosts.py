@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import show_json
-from tests.conftest import STORBENCH, needs, run_cli, until
+from tests.conftest import STORBENCH, needs, run_cli
 from tests.objects import FIO_HTTP, S3Server
 from tests.objects import PUT_GET_DELETE as JOB
 from tests.objects import PUT_GET_DELETE_OBJECTS as OBJECTS
-from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs
+from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs, servers_left
 
 pytestmark = needs("root", "ssh")
 
@@ -78,8 +78,7 @@ def test_every_host_puts_gets_and_deletes_its_own_objects_and_the_key_stays_secr
         out, err = proc.communicate()
         assert proc.returncode == 0, err[-3000:] + hosts.logs()
         assert seen == []
-        until(lambda: not set(fio_servers_on_loopback()) - set(before))
-        assert set(fio_servers_on_loopback()) - set(before) == set()
+        assert servers_left(before) == set()
     shown = show_json(store_path)
     tests = {t["name"]: t for t in shown["tests"]}
     assert tests["put"]["write"]["total_ios"] == 2 * OBJECTS
@@ -121,8 +120,7 @@ def test_a_host_whose_fio_has_no_http_engine_is_named_and_nothing_runs(s3, tmp_p
         assert re.search(rf"\({re.escape(second)}: [^)]*engine http not", said), said
         assert "scripts/build-fio-http" in said, said
         assert "Nothing was started" in proc.stderr
-        until(lambda: not set(fio_servers_on_loopback()) - set(before))
-        assert set(fio_servers_on_loopback()) - set(before) == set()
+        assert servers_left(before) == set()
     assert s3.keys(bucket) == []
     assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import assert_one_line_error
-from tests.conftest import needs, needs_fio, run_cli, until
+from tests.conftest import needs, needs_fio, run_cli
 from tests.target.test_blockdev import READS, Loop, mkfs
-from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs
+from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs, servers_left
 
 pytestmark = [needs_fio, needs("ssh", "root")]  # sshd servers here, counted by the tests
 
@@ -78,8 +78,7 @@ def test_each_host_writes_its_own_device_whole_when_named_again(disks, store_pat
     assert [w["test"] for w in unwritten] == ["randread", "seqread"], run["warnings"]
     assert unwritten[0]["details"]["devices"] == [path]
     assert not disks.blank(0) and not disks.blank(1)  # both hosts' disks were written
-    until(lambda: not set(fio_servers_on_loopback()) - set(before))
-    assert set(fio_servers_on_loopback()) - set(before) == set()
+    assert servers_left(before) == set()
 
 
 def test_a_host_whose_device_holds_a_file_system_refuses_the_run(disks, store_path,
@@ -230,8 +229,7 @@ def test_a_block_recording_replays_on_each_hosts_device(disks, store_path, tmp_p
     assert not disks.blank(0) and not disks.blank(1)  # each host wrote its own device
     assert all("replay_redirect=" + path in j for j in run["job_files"]), run["job_files"]
     assert all("read_iolog=/tmp/storbench-" in j for j in run["job_files"])
-    until(lambda: not set(fio_servers_on_loopback()) - set(before))
-    assert set(fio_servers_on_loopback()) - set(before) == set()
+    assert servers_left(before) == set()
     # the sessions' directories (and the iologs in them) are gone
     for j in run["job_files"]:
         iolog = next(line.split("=", 1)[1] for line in j.splitlines()

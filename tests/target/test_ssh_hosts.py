@@ -20,7 +20,13 @@ from tests.cli.test_cli import assert_one_line_error
 from tests.conftest import FIO, STORBENCH, needs_fio, run_cli, until
 from tests.pipeline.test_replay import _record_fio, needs_strace
 from tests.target.test_hosts import assert_finish_line, job, merged_percentile
-from tests.testbed import SshHosts, fio_servers_on_loopback, missing_for_sshfs, tcp_listeners
+from tests.testbed import (
+    SshHosts,
+    fio_servers_on_loopback,
+    missing_for_sshfs,
+    servers_left,
+    tcp_listeners,
+)
 
 pytestmark = needs_fio
 
@@ -61,8 +67,7 @@ def test_four_ssh_hosts_run_at_once_and_leave_no_server(ssh_hosts, tmp_path, sto
             assert agg[direction]["clat"]["percentiles_ns"][str(p)] == merged_percentile(
                 rows, direction, p)
     assert "randread: per host" in proc.stdout and "ssh://root@127.0.0.20" in proc.stdout
-    until(lambda: not set(fio_servers_on_loopback()) - set(before))
-    assert set(fio_servers_on_loopback()) - set(before) == set()  # none left on any host
+    assert servers_left(before) == set()  # none left on any host
     assert list(ssh_hosts.target.iterdir()) == []  # this machine's directory was not used
 
 
@@ -77,7 +82,7 @@ def test_a_host_key_that_does_not_match_starts_nothing(ssh_hosts, tmp_path, stor
                    "--ssh-config", str(config), "--job", job(tmp_path), db=store_path)
     assert_one_line_error(proc, 1, "Host key verification failed", "Nothing was started")
     assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
-    assert set(fio_servers_on_loopback()) - set(before) == set()
+    assert servers_left(before) == set()
 
 
 def test_a_check_failing_after_the_sessions_opened_ends_them(ssh_hosts, tmp_path,
@@ -96,8 +101,7 @@ def test_a_check_failing_after_the_sessions_opened_ends_them(ssh_hosts, tmp_path
                    "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path),
                    "--fio", str(fake), db=store_path)
     assert proc.returncode == 1 and "fio versions differ" in proc.stderr, proc.stderr
-    until(lambda: not set(fio_servers_on_loopback()) - before, 10)
-    assert set(fio_servers_on_loopback()) - before == set()
+    assert servers_left(before) == set()
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
 
 
@@ -143,7 +147,7 @@ def test_sigkill_of_storbench_stops_the_remote_servers(ssh_hosts, tmp_path, stor
     deadline = time.monotonic() + 20
     while set(fio_servers_on_loopback()) - before and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert set(fio_servers_on_loopback()) - before == set()
+    assert servers_left(before) == set()
     while any(ssh_hosts.files_on(i) for i in range(4)) and time.monotonic() < deadline:
         time.sleep(0.2)  # each host's session removes its files once its server ended
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
@@ -210,8 +214,9 @@ def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_
     assert time.monotonic() - start < 20  # well before the 20 s (+ ramp) of each test
     assert last(store_path)["status"] == "failed"
     # the lost host's session could not remove its files; its next session does, and says so
-    until(lambda: not any(ssh_hosts.files_on(i) for i in range(4) if i != victim))  # the
-    left = ssh_hosts.files_on(victim)  # others' sessions end on their own
+    # the others' sessions end on their own
+    until(lambda: not any(ssh_hosts.files_on(i) for i in range(4) if i != victim))
+    left = ssh_hosts.files_on(victim)
     assert left and all(f.startswith("storbench-") for f in left)
     again = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
                     "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path, runtime=1),
@@ -309,7 +314,7 @@ def test_no_tcp_port_and_no_other_local_user_reaches_a_server(ssh_hosts, tmp_pat
     assert proc.returncode == 130
     # storbench ended once every session had: its server and every process it forked
     # gone (a job process whose connection closed first is left to init on the host)
-    assert servers_left(before) == set()
+    assert servers_left(before, 0.5) == set()  # (storbench waited for them)
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4  # each host removed its files
 
 
@@ -324,15 +329,6 @@ def ssh_clients(hosts: SshHosts) -> list[int]:
         if argv and argv[0] == b"ssh" and str(hosts.config).encode() in argv:
             found.append(int(entry.name))
     return found
-
-
-def servers_left(before: set[int]) -> set[int]:
-    """The fio servers (and their job processes) of this test still there after a
-    moment (a process killed with SIGKILL is gone a few milliseconds later)."""
-    deadline = time.monotonic() + 0.5
-    while set(fio_servers_on_loopback()) - before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return set(fio_servers_on_loopback()) - before
 
 
 @pytest.mark.parametrize("after_s", [0.0, 0.3, 1.0])
@@ -372,7 +368,7 @@ def test_ctrl_c_while_the_servers_start_or_are_asked_ends_them_all(ssh_hosts, tm
     _, err = proc.communicate(timeout=30)
     assert (proc.returncode, ssh_clients(ssh_hosts)) == (130, []), err  # it waited for them
     assert "interrupted by SIGINT" in err
-    assert servers_left(before) == set()
+    assert servers_left(before, 0.5) == set()  # (storbench waited for them)
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
     deadline = time.monotonic() + 2  # sshd's own session process ends just after
     while any(ssh_hosts.sessions(i) for i in range(4)) and time.monotonic() < deadline:
@@ -395,8 +391,7 @@ def test_a_path_missing_on_one_host_is_said_before_anything_runs(ssh_hosts, tmp_
         assert_one_line_error(proc, 1, f"ssh://root@{a}:{p}: {sub} does not exist on this host",
                               "Nothing was started")
         assert run_cli("list", "--json", db=store_path).stdout.strip() == "[]"
-        until(lambda: not set(fio_servers_on_loopback()) - before)
-        assert set(fio_servers_on_loopback()) - before == set()
+        assert servers_left(before) == set()
     finally:
         for i in (0, 1, 3):
             sh("nsenter", "-t", str(ssh_hosts.sshd[i].pid), "-m", "--", "rmdir", str(sub))
@@ -427,7 +422,7 @@ def test_a_host_whose_session_fails_unexpectedly_ends_the_others(ssh_hosts, tmp_
     assert f"{hosts[2].key}: RuntimeError: can't start new thread" in str(refused.value)
     assert "1 of 4 host(s)" in str(refused.value)
     assert ssh_clients(ssh_hosts) == []  # the three real sessions were ended, and waited for
-    assert servers_left(before) == set()
+    assert servers_left(before, 0.5) == set()  # (storbench waited for them)
 
 
 @needs_strace
@@ -459,7 +454,7 @@ def test_a_recorded_workload_replays_on_every_host(ssh_hosts, tmp_path, store_pa
                    in jobs for i in range(4)), jobs
         until(lambda: all(ssh_hosts.files_on(i) == [] for i in range(4)))
         assert all(ssh_hosts.files_on(i) == [] for i in range(4))  # its session removed all
-    assert set(fio_servers_on_loopback()) - set(before) == set()
+    assert servers_left(before) == set()
     assert list(ssh_hosts.target.iterdir()) == []  # nothing of it on this machine
     # every host must be reached over SSH to take the iolog; and each its own files
     proc = run_cli("run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
@@ -512,8 +507,7 @@ def test_a_target_word_names_the_hosts_and_the_path(ssh_hosts, tmp_path, store_p
     run = last(store_path)
     assert [h["host"] for h in run["environment"]["hosts"]] == [f"ssh://{h}" for h in two]
     assert run["target"] == f"{ssh_hosts.target} on 2 hosts"
-    until(lambda: not set(fio_servers_on_loopback()) - set(before))
-    assert set(fio_servers_on_loopback()) - set(before) == set()
+    assert servers_left(before) == set()
 
 
 def test_each_host_s_file_system_is_read_and_its_room_checked(ssh_hosts, tmp_path,
@@ -552,8 +546,7 @@ def test_each_host_s_file_system_is_read_and_its_room_checked(ssh_hosts, tmp_pat
                               f" ssh://root@{a}:{p} has 32.0 MiB free; pass a smaller --size")
         assert proc.stderr.count("ssh://") == 1, proc.stderr  # the others had room
         assert len(json.loads(run_cli("list", "--json", db=store_path).stdout)) == 1
-        until(lambda: not set(fio_servers_on_loopback()) - before)
-        assert set(fio_servers_on_loopback()) - before == set()
+        assert servers_left(before) == set()
         assert sh(*there, "ls", "-A", str(ssh_hosts.target)) == full.name  # nothing laid out
     finally:
         sh(*there, "rm", "-f", str(full))
