@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,27 +116,11 @@ def test_sigkill_of_storbench_stops_the_remote_servers(ssh_hosts, tmp_path, stor
             stdout=subprocess.DEVNULL, stderr=err,
             env={**os.environ, "STORBENCH_DB": str(store_path)})
     try:
-        # Two waits, each timed and said. First storbench's own start until it reaches
-        # the hosts (its store made, fio asked its version, the job parsed): ~1 s here,
-        # but CI, three lanes on 2 cores, once saw no server at 40 s and all four an
-        # instant later, the hosts' shells waiting for their sockets; and twice 2 of 4.
-        start = time.monotonic()
-        while (not all(ssh_hosts.sessions(i) for i in range(4)) and proc.poll() is None
-               and time.monotonic() < start + 120):
-            time.sleep(0.2)
-        reached = time.monotonic()
-        # then the servers: storbench gives each host 30 s to answer, a little more to hear
-        # what it says. Counted among each host's session's processes by their names
-        # (/proc's stat and comm): a scan of every process's command line can stall
-        # behind another process's memory map
-        while (len(_fio_in(ssh_hosts) - before) < 4 and time.monotonic() < reached + 40
-               and proc.poll() is None):
-            time.sleep(0.2)
+        waited = _until_servers(ssh_hosts, proc, before, 4)
         # a server each (and its jobs): what each host's session was running is said
         assert len(_fio_in(ssh_hosts) - before) >= 4, (
-            f"storbench (exit status {proc.poll()}) reached the hosts after"
-            f" {reached - start:.1f} s; {time.monotonic() - reached:.1f} s later it said:"
-            f" {said.read_text()}\n" + _doing(ssh_hosts) + ssh_hosts.logs())
+            f"storbench (exit status {proc.poll()}) {waited}; it said: {said.read_text()}\n"
+            + _doing(ssh_hosts, proc.pid) + ssh_hosts.logs())
         time.sleep(2)
         deadline = time.monotonic() + 20
         while not all(ssh_hosts.files_on(i) for i in range(4)) and time.monotonic() < deadline:
@@ -153,6 +138,33 @@ def test_sigkill_of_storbench_stops_the_remote_servers(ssh_hosts, tmp_path, stor
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
 
 
+def _until_servers(hosts: SshHosts, proc: subprocess.Popen[Any], before: set[int],
+                   count: int) -> str:
+    """Waits until ``count`` fio servers of this run (not in ``before``) run in the
+    hosts' sessions, each seen at two looks in a row; how long each of its two waits took.
+
+    First storbench's own start until it reaches every host (its store made, fio asked
+    its version, the job parsed): ~1 s here, but CI, three lanes on 2 cores, once saw no
+    server at 40 s and all four an instant later, and once a Ctrl-C case's storbench
+    still opening its sessions at 90 s. Then the servers: storbench gives each host 30 s
+    to answer. Counted among the sessions' processes by their names (/proc's stat and
+    comm): a scan of every process's command line can stall behind another process's
+    memory map."""
+    start = time.monotonic()
+    until(lambda: all(hosts.sessions(i) for i in range(hosts.n)) or proc.poll() is not None,
+          120, 0.05)
+    reached, seen = time.monotonic(), set[int]()
+    while time.monotonic() < reached + 40 and proc.poll() is None:
+        now = _fio_in(hosts) - before
+        if len(now & seen) >= count:
+            break
+        seen = now
+        time.sleep(0.02)
+    return (f"reached the hosts after {reached - start:.1f} s, and"
+            f" {time.monotonic() - reached:.1f} s later ran {len(_fio_in(hosts) - before)}"
+            " fio server(s) there")
+
+
 def _fio_in(hosts: SshHosts) -> set[int]:
     """The fio processes of every host's SSH sessions (servers and the jobs they fork)."""
     found = set()
@@ -166,17 +178,24 @@ def _fio_in(hosts: SshHosts) -> set[int]:
     return found
 
 
-def _doing(hosts: SshHosts) -> str:
-    """What each host's sessions run: a command line (cut short) per process."""
-    lines = []
-    for i in range(hosts.n):
-        for pid in hosts.sessions(i):
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
-                continue
-            lines.append(f"host {i} {pid}: {argv.decode(errors='replace')[:160]}")
-    return "\n".join(lines) + "\n"
+def _doing(hosts: SshHosts, storbench: int) -> str:
+    """What storbench and its children (each thread's kernel wait: a blocked sync shows
+    there) and each host's sessions run: a command line (cut short) per process."""
+    from storbench.execute.proctree import descendants
+
+    def line(pid: int) -> str:
+        try:
+            argv = " ".join(Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+                            .replace("\0", " ").split())  # a script's lines on one line
+            waits = sorted({(t / "wchan").read_text() for t in Path(f"/proc/{pid}/task")
+                            .iterdir()} - {"0"})
+        except OSError:
+            return f"{pid}: gone"
+        return f"{pid} (waits in {','.join(waits) or '-'}): {argv[:160]}"
+
+    return "\n".join([*(f"storbench {line(p)}" for p in [storbench, *descendants(storbench)]),
+                      *(f"host {i} {line(p)}" for i in range(hosts.n)
+                        for p in hosts.sessions(i))]) + "\n"
 
 
 def test_a_host_lost_mid_run_fails_the_run_naming_it(ssh_hosts, tmp_path, store_path):
@@ -336,33 +355,20 @@ def test_ctrl_c_while_the_servers_start_or_are_asked_ends_them_all(ssh_hosts, tm
                                                                     store_path, after_s):
     """A Ctrl-C that comes before the run has begun (the sessions open, the probe asks
     the servers) ends the sessions too, and storbench waits for them."""
-    before = set(fio_servers_on_loopback())
+    before = set(fio_servers_on_loopback()) | _fio_in(ssh_hosts)
     proc = subprocess.Popen(
         [*STORBENCH, "run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
          "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path, runtime=30)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "STORBENCH_DB": str(store_path), "PYTHONFAULTHANDLER": "1"})
-    deadline = time.monotonic() + 90  # storbench's own limit for a login is 30 s
-    seen: set[int] = set()
-    # a server of this run, still there at the next look: a CI run once saw one appear
-    # and go within 20 ms in this run's first second (one the previous case's sessions
-    # started as they ended?), and the look after found none
-    while proc.poll() is None and time.monotonic() < deadline:
-        now = set(fio_servers_on_loopback()) - before
-        if now & seen:
-            break
-        seen = now
-        time.sleep(0.02)
-    if not set(fio_servers_on_loopback()) - before:
-        # where it waits (a CI run saw 90 s of nothing once): SIGABRT makes Python's
-        # fault handler print every thread's stack; and what runs beside it
-        ps = subprocess.run(["ps", "-eo", "pid,ppid,etimes,args", "--forest"],
-                            capture_output=True, text=True).stdout
+    waited = _until_servers(ssh_hosts, proc, before, 1)
+    if not _fio_in(ssh_hosts) - before:
+        # where storbench waits: first what it and the hosts run (each thread's kernel
+        # wait), then SIGABRT makes Python's fault handler print every thread's stack
+        doing = _doing(ssh_hosts, proc.pid)
         proc.send_signal(signal.SIGABRT)
         _, err = proc.communicate(timeout=30)
-        pytest.fail(f"no fio server started (storbench exit {proc.returncode}): {err}\n"
-                    + "\n".join(line for line in ps.splitlines()
-                                 if "ssh" in line or "fio" in line or "storbench" in line))
+        pytest.fail(f"storbench (exit status {proc.returncode}) {waited}\n{doing}{err}")
     time.sleep(after_s)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
