@@ -286,6 +286,7 @@ def test_no_tcp_port_and_no_other_local_user_reaches_a_server(ssh_hosts, tmp_pat
     from storbench.execute.proctree import descendants
 
     before = set(fio_servers_on_loopback())
+    sessions_before = _fio_in(ssh_hosts)
     proc = subprocess.Popen(
         [*STORBENCH, "run", str(ssh_hosts.target), "--hosts", ssh_hosts.hosts,
          "--ssh-config", str(ssh_hosts.config), "--job", job(tmp_path, runtime=30)],
@@ -294,13 +295,14 @@ def test_no_tcp_port_and_no_other_local_user_reaches_a_server(ssh_hosts, tmp_pat
     marker = f"/tmp/sb-pwned-{os.getpid()}"
     attack = tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False)
     try:
-        deadline = time.monotonic() + 30
+        waited = _until_servers(ssh_hosts, proc, before | sessions_before, 4)
+        deadline = time.monotonic() + 10
         while True:  # the four hosts' servers up (a server's job processes count once)
             servers = set(fio_servers_on_loopback()) - before
             if len(_sockets_of(proc, servers)[1]) >= 4 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        assert len(_sockets_of(proc, servers)[1]) == 4
+        assert len(_sockets_of(proc, servers)[1]) == 4, f"{waited}\n{_doing(ssh_hosts, proc.pid)}"
         ours = {proc.pid, *descendants(proc.pid)}  # storbench, its ssh clients, fio client
         theirs = {p for i in range(4) for p in ssh_hosts.sessions(i)}  # sessions, servers
         # every server is a session's; a job process whose connection closed first (the
