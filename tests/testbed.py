@@ -103,18 +103,19 @@ class _Target:
 
 
 class Throttled(_Target):
-    """ext4 on a loop device, throttled by a cgroup v1 blkio cgroup: IOPS and bandwidth
-    capped both ways, as a gp3 volume is (3000 IOPS, 125 MiB/s)."""
+    """ext4 (or ``fs``: xfs) on a loop device, throttled by a cgroup v1 blkio cgroup: IOPS
+    and bandwidth capped both ways, as a gp3 volume is (3000 IOPS, 125 MiB/s)."""
 
     def __init__(self, read_iops: int = 3000, write_iops: int = 3000,
                  read_bps: int = 125 * 2**20, size: str = "2G",
                  write_bps: int = 125 * 2**20, backing_dir: str = "/var/tmp",
-                 raw: bool = False) -> None:
+                 raw: bool = False, fs: str = "ext4") -> None:
         """``backing_dir``: where the image lives (the disk; /dev/shm for a volume whose
         only limit is the cap, with no host disk latency beneath it)."""
         super().__init__()
         self.backing_dir = backing_dir
         self.raw = raw  # a bare block device (self.dev): no file system, not mounted
+        self.fs = fs
         self.limits = (read_iops, write_iops, read_bps)
         self.write_bps = write_bps
         self.size = size
@@ -128,7 +129,8 @@ class Throttled(_Target):
         self.dev = sh("losetup", "--find", "--show", "--direct-io=on", str(img))
         self._stack.callback(subprocess.run, ["losetup", "-d", self.dev], check=False)
         if not self.raw:
-            sh("mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0",
+            sh(*(["mkfs.xfs", "-q", "-K"] if self.fs == "xfs" else [
+                "mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0"]),
                self.dev)
             sh("mount", self.dev, str(self.mnt))
             self._stack.callback(subprocess.run, ["umount", "-l", str(self.mnt)], check=False)

@@ -178,6 +178,39 @@ def test_etcd_s_fdatasync_waits_for_ext4_s_journal(throttled: Any, tmp_path: Pat
     assert free["layers"]["call_bio"]["n"] >= 0.5 * syncs, (free, syncs)
 
 
+def test_etcd_s_fdatasync_waits_for_xfs_s_log(tmp_path: Path) -> None:
+    """The etcd suite on xfs on a loop device, no cap that binds: about half of its
+    syncs force xfs's log (where its file grew: its size is logged) and wait for the
+    log's write, which holds most of the wait after fio's own data write; the log is
+    named, and `show` names its layer. (Before, on xfs: "for its journal or log (not
+    timed here)".)"""
+    import shutil
+
+    from tests.testbed import Throttled, missing_for_throttled
+
+    if why := missing_for_throttled() or (shutil.which("mkfs.xfs") is None and
+                                          "mkfs.xfs is not installed (scripts/install-testbed)"):
+        pytest.skip(why)
+    db = tmp_path / "s.db"
+    with Throttled(backing_dir="/dev/shm", size="1G", fs="xfs") as vol:
+        vol.set_limits(1_000_000, 1_000_000)
+        ran(run_cli_wrapped(vol.wrap, "run", str(vol.mnt), "--suite", "etcd", "--explain",
+                            db=db))
+    data = json.loads(run_cli("show", "last", "--json", db=db).stdout)
+    entry = data["data"]["explain"]["etcd"]
+    assert entry["place"]["fs_type"] == "xfs" and entry["place"]["journal"] == "xfs", entry
+    assert entry["fio"]["direction"] == "sync" and entry["calls"] == "syncs", entry
+    assert entry["limit"] == "journal", entry["said"]
+    assert entry["said"].startswith("the file system's log (xfs): "), entry["said"]
+    layers = entry["layers"]
+    forced = layers["journal"]["n"] / layers["call_bio"]["n"]
+    assert 0.4 <= forced <= 0.7, layers
+    # the log's write is a device's I/O at least, and a part of the call
+    assert layers["device"]["p50_ns"] <= layers["journal"]["p50_ns"] \
+        <= layers["call_bio"]["p50_ns"], layers
+    assert "log forced, its write (xfs)" in run_cli("show", "last", db=db).stdout
+
+
 def test_syncs_after_direct_writes_are_explained_by_their_own_layers(
         throttled: Any, tmp_path: Path) -> None:
     """The sync-iops suite (4k direct random writes, fsync after each) on the capped ext4

@@ -235,8 +235,10 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
         return "device", (f"{what}: its own time is {part_of(at('device'), p99, reached)}"
                           f" at queue depth {depth}")
     journal = at("journal")
-    if top == "completion" and fio.get("direction") == "sync":
-        took = at("completion")
+    if top in ("fs", "completion", "between") and fio.get("direction") == "sync":
+        # (a sync's wait after its own writes, before them or between them: xfs's log,
+        # which a sync forces, is written from its own call, the log's work before)
+        took = at(top)
         # (of the syncs: those that reached the device, and, where the layers are of the
         # syncs alone, those that did not: both may wait for a commit)
         syncs = n("call_bio") + (nobio if entry.get("calls") == "syncs" else 0)
@@ -244,7 +246,8 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
         # (a p99 can be the journal's only where 1% of the syncs or more waited for it)
         if (place.get("journal") and journal is not None and took
                 and journal >= took * BINDING_SHARE / 100 and commits >= JOURNAL_SHARE):
-            began = _waited_for_journal(fs, commits, ", after fio's own")
+            began = _waited_for_journal(place, commits, ", after fio's own"
+                                        if place.get("journal") == "jbd2" else "")
             return "journal", (f"{began}:"
                                f" {lat(at('journal', 'p50_ns'))} at p50, "
                                + (f"{over}; the device's own time {lat(at('device'))} at p99"
@@ -252,9 +255,10 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                   else f"{lat(journal)} at p99, {share(journal, p99):.0f}% of"
                                   f" fio's sync p99 {lat(p99)} (the device's own time"
                                   f" {lat(at('device'))} at p99)"))
-        if not place.get("journal") or (took or 0) > WAKE_MAX_NS:
+        if top == "completion" and (not place.get("journal") or (took or 0) > WAKE_MAX_NS):
             # the journal not timed here, or a wait longer than a wake-up: what it may be
-            others = [f"for its journal ({min(commits, 1):.0%} of them waited for a commit"
+            log = JOURNAL_WORDS.get(place.get("journal") or "", JOURNAL_WORDS["jbd2"])
+            others = [f"for its {log[0]} ({min(commits, 1):.0%} of them {log[1]}"
                       + (f", {lat(journal)} at p99)" if journal is not None else ")")
                       if place.get("journal") else "for its journal or log (not timed here)",
                       "for writes of theirs that the cgroup's cap held and its worker issued"
@@ -277,11 +281,19 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                       or f"{top_share:.0f}% of p99 ({lat(at('fs'))})"))
 
 
-def _waited_for_journal(fs: str, part: float, after: str = "") -> str:
+# how the journal a sync waited for is named (execute/beneath.Place.journal): its name,
+# what a sync did (and of what, in a sentence of its own), and whose writes those are
+JOURNAL_WORDS = {"jbd2": ("journal", "waited for a commit", " of it", "jbd2's writes"),
+                 "xfs": ("log", "forced it and waited for its write", "",
+                         "xfs's writes to its log")}
+
+
+def _waited_for_journal(place: dict[str, Any], part: float, after: str = "") -> str:
     """How a sync's wait for the journal begins: its file system, and the ``part`` of the
     syncs that waited for a commit (``after``: when, beside its writes)."""
-    return (f"the file system's journal ({fs}): {min(part, 1):.0%} of fio's syncs waited for"
-            f" a commit of it (jbd2's writes{after})")
+    name, did, of, whose = JOURNAL_WORDS.get(place.get("journal") or "", JOURNAL_WORDS["jbd2"])
+    return (f"the file system's {name} ({place.get('fs_type') or 'unknown'}):"
+            f" {min(part, 1):.0%} of fio's syncs {did}{of} ({whose}{after})")
 
 
 def _unqueued_syncs(entry: dict[str, Any]) -> tuple[str, str]:
@@ -301,7 +313,7 @@ def _unqueued_syncs(entry: dict[str, Any]) -> tuple[str, str]:
             " made durable was written before them (by fio's direct writes or the kernel's"
             " threads)")
     if place.get("journal") and journal.get("n") and waited >= JOURNAL_SHARE:
-        return "journal", (f"{_waited_for_journal(fs, waited)}:"
+        return "journal", (f"{_waited_for_journal(place, waited)}:"
                            f" {lat(journal.get('p50_ns'))} at p50, "
                            f"{part_of(journal.get('p99_ns'), p99, journal['n'], SYNC_P99)};"
                            f" {none}")

@@ -26,7 +26,9 @@ class Beneath:
     backing_fs: str | None = None  # and the file system that holds it
 
 
-JOURNALED = ("ext4", "ext3")  # file systems whose journal is jbd2's (its tracepoints)
+# file systems whose journal or log a sync's wait is timed by, and whose it is: jbd2's
+# commits (ext4, ext3), xfs's log forced (its own tracepoints)
+JOURNALED = {"ext4": "jbd2", "ext3": "jbd2", "xfs": "xfs"}
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,8 @@ class Place:
     @property
     def journal(self) -> str | None:
         """The journal whose commits a sync's wait is timed by (execute/layers.py): jbd2's,
-        of ext4 or ext3 on a block device; None where it is not timed."""
-        return "jbd2" if self.device is not None and self.fs_type in JOURNALED else None
+        of ext4 or ext3 on a block device, or xfs's log; None where it is not timed."""
+        return JOURNALED.get(self.fs_type or "") if self.device is not None else None
 
     def record(self) -> dict[str, Any]:
         """As an explanation stores it (analysis/explain.py)."""

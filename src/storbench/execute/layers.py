@@ -127,8 +127,9 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
     any_async = " || ".join(f"$id == {n}" for n in async_ids)
     seeded = " ".join(f"@t[{t}] = 1;" for t in seeds)
     d = place.device
-    # ext4's journal, where a sync may wait for jbd2's commit: which calls are syncs
-    journal = place.journal is not None
+    # ext4's journal, where a sync may wait for jbd2's commit, or xfs's log, which a sync
+    # forces: which calls are syncs
+    journal, xfs = place.journal == "jbd2", place.journal == "xfs"
     any_flush = " || ".join(f"$id == {numbers[c]}" for c in SYNCS if c in numbers)
     # (a call's kind, @sy: SYNC for a sync, none for the others)
     end_call = " if ($k) { delete(@sy[tid]); } delete(@in[tid]);"
@@ -198,6 +199,12 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             if journal else "",
             f"tracepoint:jbd2:jbd2_end_commit /args->dev == {d.part_dev}/ {{ @js = @jc;"
             " @je = nsecs; }" if journal else "",
+            # xfs's log: a sync of fio's forcing it (the first force in the call), and the
+            # last of its writes done (in a worker, after the I/O)
+            f"tracepoint:xfs:xfs_log_force /@in[tid] && args->dev == {d.part_dev}/ {{"
+            " if (@xf[tid] < @in[tid]) { @xf[tid] = nsecs; } }" if xfs else "",
+            f"tracepoint:xfs:xlog_iclog_sync_done /args->dev == {d.part_dev}/ {{"
+            " @je = nsecs; }" if xfs else "",
             "tracepoint:raw_syscalls:sys_exit /@ai[tid]/ { delete(@ai[tid]); }",
             "tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $e = nsecs; $i = @in[tid];"
             " $v = $e - $i; $k = @sy[tid];"
@@ -209,12 +216,16 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             # where it had none, fio's writes had reached the device before it)
             + ("  if ($k && @je > $i) { $j = @je - @js; if (@js < $i) { $j = @je - $i; }"
                f"  {_timed('journal', '$j', slice_ns, 'd', '$k')} }}" if journal else "")
+            # a sync waited for the log's write that ended after it forced the log
+            + ("  if ($k && @xf[tid] > $i && @je > @xf[tid]) { $j = @je - @xf[tid];"
+               f"  {_timed('journal', '$j', slice_ns, 'd', '$k')} }}" if xfs else "")
             + end_call + " }",
         ]
         left = ("clear(@t); clear(@in); clear(@sy); clear(@ai); clear(@q1); clear(@done);"
                 " clear(@own); clear(@qt); clear(@it);"
                 + (" clear(@pend); clear(@pendtid);" if held else "")
-                + (" clear(@jc); clear(@js); clear(@je);" if journal else ""))
+                + (" clear(@jc); clear(@js); clear(@je);" if journal else "")
+                + (" clear(@xf); clear(@je);" if xfs else ""))
         printed = "print(@h); print(@b); clear(@h); clear(@b);"
     elif (place.fs_type or "").startswith("fuse"):  # no block device: FUSE's requests
         # sent in fio's call, answered by the daemon (in its own thread: by request id)

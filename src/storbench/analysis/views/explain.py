@@ -19,7 +19,7 @@ NAMES = {
     "throttle": "cgroup throttle",
     "queue": "block queue",
     "device": "device",
-    "journal": "journal commit (jbd2)",
+    "journal": "journal commit (jbd2)",  # (xfs's: JOURNALS)
     "between": "between its own I/Os",
     "completion": "completion (wake-up)",
     "remote": "FUSE daemon's answers",
@@ -28,10 +28,21 @@ NAMES = {
 }
 
 
+# the journal layer of a file system whose journal is not jbd2's (execute/beneath.JOURNALED)
+JOURNALS = {"xfs": "log forced, its write (xfs)"}
+
+
+def named(entry: ExplainEntry, name: str) -> str:
+    """How `show` names layer ``name`` of this test's (its file system's journal)."""
+    journal = JOURNALS.get(entry["place"].get("journal") or "") if name == "journal" else None
+    return journal or NAMES[name]
+
+
 def layer_rows(entry: ExplainEntry, u: Units) -> list[list[str]]:
     p99 = entry["fio"].get("p99_ns")
     rows = []
-    for name, label in NAMES.items():
+    for name in NAMES:
+        label = named(entry, name)
         layer = entry["layers"].get(name)
         if not layer:
             continue
@@ -84,7 +95,7 @@ class ExplainView(View):
     def answers(self, value: dict[str, ExplainEntry]) -> dict[str, Answer]:
         """Each test's layers' p99: ``explain.TEST.LAYER_p99``."""
         return {f"{test}.{name}_p99": Answer(layer.get("p99_ns"), "latency",
-                                             label=f"{NAMES[name]} p99 of {test}")
+                                             label=f"{named(entry, name)} p99 of {test}")
                 for test, entry in value.items()
                 for name, layer in entry["layers"].items() if name in NAMES}
 
@@ -121,10 +132,10 @@ class ExplainView(View):
         for run in runs:
             value = EXPLAIN.of(run)
             for test, entry in (value or {}).items():
-                shown = [(NAMES[k], entry["layers"][k]) for k in NAMES
+                shown = [(named(entry, k), entry["layers"][k]) for k in NAMES
                          if k in entry["layers"] and not k.startswith("call_")]
                 if not shown:
-                    shown = [(NAMES[k], entry["layers"][k]) for k in NAMES
+                    shown = [(named(entry, k), entry["layers"][k]) for k in NAMES
                              if k in entry["layers"]]
                 names = [*(n for n, _ in shown), "fio's completion latency"
                          if _of(entry) == "clat" else "fio's sync latency"]
