@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from storbench.analysis.buckets import bucket_value, percentile
 from storbench.analysis.explain import judge
-from storbench.execute.beneath import Beneath, Place, kdev
+from storbench.execute.beneath import Beneath, Place, kdev, kernel_at_least, place_of
 from storbench.execute.layers import SYNC, Slices, parse, program
 from storbench.result.sections import EXPLAIN
 from storbench.store import Store
@@ -137,21 +138,27 @@ def test_a_sync_s_journal_commit_is_timed_on_ext4_and_xfs_only() -> None:
     text = program("abc", [1], Place("ext4", loop), "x86_64", 10**8)
     assert f"tracepoint:jbd2:jbd2_end_commit /args->dev == {kdev(7, 0)}/" in text
     assert "xfs:" not in text
-    xfs = program("abc", [1], Place("xfs", loop), "x86_64", 10**8)
+    xfs = program("abc", [1], Place("xfs", loop, xfs_log=True), "x86_64", 10**8)
     assert "jbd2" not in xfs
     assert f"tracepoint:xfs:xfs_log_force /@in[tid] && args->dev == {kdev(7, 0)}/" in xfs
     assert f"tracepoint:xfs:xlog_iclog_sync_done /args->dev == {kdev(7, 0)}/" in xfs
     assert "if ($k && @xf[tid] > $i && @je > @xf[tid]) { $j = @je - @xf[tid];" in xfs
-    for elsewhere in (Place("xfs", loop), Place("btrfs", loop), Place("tmpfs", None),
-                      Place("fuse.sshfs", None), Place("xfs", None)):
+    # (a kernel before 5.14 has no xlog_iclog_* tracepoints: bpftrace would not start)
+    for elsewhere in (Place("xfs", loop, xfs_log=True), Place("xfs", loop),
+                      Place("btrfs", loop), Place("tmpfs", None), Place("fuse.sshfs", None),
+                      Place("xfs", None, xfs_log=True)):
         marked = program("abc", [1], elsewhere, "x86_64", 10**8)
         assert "jbd2" not in marked
         assert f"if ($id == 74 || $id == 75 || $id == 277) {{ @sy[tid] = {SYNC}; }}" in marked
         assert "$k = @sy[tid];" in marked and "@h[6 + $k, " in marked  # call_nobio's, by kind
-        journal = "xfs" if elsewhere == Place("xfs", loop) else None
+        journal = "xfs" if elsewhere == Place("xfs", loop, xfs_log=True) else None
         assert elsewhere.journal == journal and elsewhere.record()["journal"] == journal
         assert ("xfs_log_force" in marked) == (journal == "xfs")
+        assert place_of(json.loads(json.dumps(asdict(elsewhere)))) == elsewhere
     assert Place("ext4", loop).record()["journal"] == "jbd2"
+    assert [kernel_at_least(r, (5, 14)) for r in ("6.1.0-18-amd64", "5.14.0-362.el9.x86_64",
+                                                  "5.10.0-28-amd64", "4.18.0", "x")] == [
+        True, True, False, False, False]
     assert parse("@h[8, 3, 100]: 5", 10**8).layer("journal") == {100: 5}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,12 +42,16 @@ class Place:
     # the cgroup's own count of the I/Os it let through to the device: its file and the
     # device's MAJ:MIN there (execute/capcount.py); None where no limit is set, or unread
     counter: tuple[str, str] | None = None
+    # whether the kernel has the tracepoints xfs's log is timed by (5.14 and later)
+    xfs_log: bool = False
 
     @property
     def journal(self) -> str | None:
         """The journal whose commits a sync's wait is timed by (execute/layers.py): jbd2's,
-        of ext4 or ext3 on a block device, or xfs's log; None where it is not timed."""
-        return JOURNALED.get(self.fs_type or "") if self.device is not None else None
+        of ext4 or ext3 on a block device, or xfs's log (where the kernel traces it); None
+        where it is not timed."""
+        found = JOURNALED.get(self.fs_type or "") if self.device is not None else None
+        return None if found == "xfs" and not self.xfs_log else found
 
     def record(self) -> dict[str, Any]:
         """As an explanation stores it (analysis/explain.py)."""
@@ -77,7 +82,8 @@ def place_of(said: Any) -> Place:
         str(text(d["name"])), number(d["dev"]), number(d["part_dev"]),
         number(d["start_sector"]), text(d.get("backing")), text(d.get("backing_fs")))
     return Place(text(said.get("fs_type")), device,
-                 {str(k): number(v) for k, v in said.get("throttle", {}).items()})
+                 {str(k): number(v) for k, v in said.get("throttle", {}).items()},
+                 xfs_log=said.get("xfs_log") is True)
 
 
 def kdev(major: int, minor: int) -> int:
@@ -110,7 +116,15 @@ def locate(path: Path) -> Place:
     limits = throttle_limits(wmaj, wmin)
     return Place(fs_type, Beneath(whole.name, kdev(wmaj, wmin), kdev(major, minor), start,
                                   backing, backing_fs), limits,
-                 throttle_counter(wmaj, wmin) if limits else None)
+                 throttle_counter(wmaj, wmin) if limits else None,
+                 xfs_log=fs_type == "xfs" and kernel_at_least(os.uname().release, (5, 14)))
+
+
+def kernel_at_least(release: str, version: tuple[int, int]) -> bool:
+    """Whether a kernel release ("6.1.0-18-amd64") is ``version`` or later (xfs's log
+    tracepoints, xlog_iclog_*, came with 5.14)."""
+    found = re.match(r"([0-9]+)\.([0-9]+)", release)
+    return found is not None and (int(found[1]), int(found[2])) >= version
 
 
 def _fs_type(path: Path) -> str | None:
