@@ -23,13 +23,8 @@ kernel passes it through, from tracepoints only (this kernel offers no kprobes):
 - ``remote``: on a FUSE file system (sshfs, s3fs, …), per call, the time its requests
   waited for the file system's daemon to answer (fuse:fuse_request_send in fio's thread
   to fuse:fuse_request_end): the daemon and what is behind it, a network's round trips;
-- ``journal``: on ext4 (and ext3), per fsync, fdatasync or sync_file_range, the journal
-  commit it waited for: the last commit of the file system's journal
-  (jbd2:jbd2_start_commit to jbd2:jbd2_end_commit, in jbd2's own thread) that ended
-  during the call, from its start or the call's, whichever came later. Its writes are
-  jbd2's, not fio's: the ``completion`` after fio's own last I/O holds it, or, for a sync
-  that put no I/O of its own on the device (fio's direct writes had, before it), the
-  whole call.
+- ``journal``: per fsync, fdatasync or sync_file_range, the file system's journal commit
+  (ext4's, jbd2's) or log write (xfs's) it waited for (execute/journals.py).
 
 Each is a histogram in the kernel (8 buckets per power of two: a percentile within 6%),
 per kind of call (a sync's time and its I/O apart from the other calls': a test that
@@ -54,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from storbench.errors import ConfigError, StorbenchError
+from storbench.execute import journals
 from storbench.execute.beneath import Place
 from storbench.execute.bpfcapture import NUMBERS, bpftrace_path, launch
 from storbench.execute.capcount import Counted, Sampler
@@ -127,9 +123,7 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
     any_async = " || ".join(f"$id == {n}" for n in async_ids)
     seeded = " ".join(f"@t[{t}] = 1;" for t in seeds)
     d = place.device
-    # ext4's journal, where a sync may wait for jbd2's commit, or xfs's log, which a sync
-    # forces: which calls are syncs
-    journal, xfs = place.journal == "jbd2", place.journal == "xfs"
+    journal = place.journal  # where a sync may wait for a journal (execute/journals.py)
     any_flush = " || ".join(f"$id == {numbers[c]}" for c in SYNCS if c in numbers)
     # (a call's kind, @sy: SYNC for a sync, none for the others)
     end_call = " if ($k) { delete(@sy[tid]); } delete(@in[tid]);"
@@ -194,17 +188,7 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             " sum(args->nr_sector * 512); }"
             f" else {{ @b[1, {slice_of}] = sum(args->nr_sector * 512); }}"
             " delete(@it[$s]); delete(@own[$s]); }",
-            # the journal's commits (jbd2's thread): the last one's start and end
-            f"tracepoint:jbd2:jbd2_start_commit /args->dev == {d.part_dev}/ {{ @jc = nsecs; }}"
-            if journal else "",
-            f"tracepoint:jbd2:jbd2_end_commit /args->dev == {d.part_dev}/ {{ @js = @jc;"
-            " @je = nsecs; }" if journal else "",
-            # xfs's log: a sync of fio's forcing it (the first force in the call), and the
-            # last of its writes done (in a worker, after the I/O)
-            f"tracepoint:xfs:xfs_log_force /@in[tid] && args->dev == {d.part_dev}/ {{"
-            " if (@xf[tid] < @in[tid]) { @xf[tid] = nsecs; } }" if xfs else "",
-            f"tracepoint:xfs:xlog_iclog_sync_done /args->dev == {d.part_dev}/ {{"
-            " @je = nsecs; }" if xfs else "",
+            *journals.probes(journal, d.part_dev),
             "tracepoint:raw_syscalls:sys_exit /@ai[tid]/ { delete(@ai[tid]); }",
             "tracepoint:raw_syscalls:sys_exit /@in[tid]/ { $e = nsecs; $i = @in[tid];"
             " $v = $e - $i; $k = @sy[tid];"
@@ -212,20 +196,13 @@ def program(token: str, seeds: list[int], place: Place, machine: str,
             "  if (@done[tid] > $i) { $w = $e - @done[tid];"
             f"  {_timed('completion', '$w', slice_ns, 'b', '$k')} }} }}"
             f" else {{ {_timed('call_nobio', '$v', slice_ns, 'c', '$k')} }}"
-            # a sync waited for the commit that ended in it (its own I/O, if any, first:
-            # where it had none, fio's writes had reached the device before it)
-            + ("  if ($k && @je > $i) { $j = @je - @js; if (@js < $i) { $j = @je - $i; }"
-               f"  {_timed('journal', '$j', slice_ns, 'd', '$k')} }}" if journal else "")
-            # a sync waited for the log's write that ended after it forced the log
-            + ("  if ($k && @xf[tid] > $i && @je > @xf[tid]) { $j = @je - @xf[tid];"
-               f"  {_timed('journal', '$j', slice_ns, 'd', '$k')} }}" if xfs else "")
+            + journals.waited(journal, _timed("journal", "$j", slice_ns, "d", "$k"))
             + end_call + " }",
         ]
         left = ("clear(@t); clear(@in); clear(@sy); clear(@ai); clear(@q1); clear(@done);"
                 " clear(@own); clear(@qt); clear(@it);"
                 + (" clear(@pend); clear(@pendtid);" if held else "")
-                + (" clear(@jc); clear(@js); clear(@je);" if journal else "")
-                + (" clear(@xf); clear(@je);" if xfs else ""))
+                + journals.cleared(journal))
         printed = "print(@h); print(@b); clear(@h); clear(@b);"
     elif (place.fs_type or "").startswith("fuse"):  # no block device: FUSE's requests
         # sent in fio's call, answered by the daemon (in its own thread: by request id)
