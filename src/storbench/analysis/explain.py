@@ -24,8 +24,10 @@ An explanation is a dict (result/sections.ExplainEntry) stored per test in the r
 A test that syncs (fsync=, fdatasync=) and waits longer in its syncs than in its writes
 at p99 (etcd's fdatasync after each buffered write) is explained by its syncs' latency:
 ``fio``'s direction is then ``sync``. A sync's wait after fio's own writes completed is
-the file system's: on ext4 the journal commit it waited for (execute/layers.py's
-``journal``), named when it is half of that wait or more.
+the file system's: on ext4 the journal commit it waited for (execute/journals.py), named
+when it is half of that wait or more; on xfs its log's write, which the sync forced and
+may write from its own call, half of whichever of its own layers is longest (the file
+system's, between its own I/Os or after them) or more.
 
 A paced job's rate is its own, not a limit of the storage's: where fio kept the pace the
 sentence says so after the layer that holds its time, and where it fell behind, that the
@@ -257,7 +259,7 @@ def _held(entry: dict[str, Any]) -> tuple[str, str]:
                                   f" {lat(at('device'))} at p99)"))
         if top == "completion" and (not place.get("journal") or (took or 0) > WAKE_MAX_NS):
             # the journal not timed here, or a wait longer than a wake-up: what it may be
-            log = JOURNAL_WORDS.get(place.get("journal") or "", JOURNAL_WORDS["jbd2"])
+            log = _journal_words(place)
             others = [f"for its {log[0]} ({min(commits, 1):.0%} of them {log[1]}"
                       + (f", {lat(journal)} at p99)" if journal is not None else ")")
                       if place.get("journal") else "for its journal or log (not timed here)",
@@ -288,10 +290,15 @@ JOURNAL_WORDS = {"jbd2": ("journal", "waited for a commit", " of it", "jbd2's wr
                          "xfs's writes to its log")}
 
 
+def _journal_words(place: dict[str, Any]) -> tuple[str, str, str, str]:
+    """JOURNAL_WORDS of the place's journal (jbd2's for one stored before it was named)."""
+    return JOURNAL_WORDS.get(place.get("journal") or "", JOURNAL_WORDS["jbd2"])
+
+
 def _waited_for_journal(place: dict[str, Any], part: float, after: str = "") -> str:
     """How a sync's wait for the journal begins: its file system, and the ``part`` of the
     syncs that waited for a commit (``after``: when, beside its writes)."""
-    name, did, of, whose = JOURNAL_WORDS.get(place.get("journal") or "", JOURNAL_WORDS["jbd2"])
+    name, did, of, whose = _journal_words(place)
     return (f"the file system's {name} ({place.get('fs_type') or 'unknown'}):"
             f" {min(part, 1):.0%} of fio's syncs {did}{of} ({whose}{after})")
 
