@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from storbench.execute.base import Execution, FioJob, Progress, status_feeder
 from storbench.execute.kubernetes import ExecResult, Kube
@@ -37,6 +38,16 @@ def read_file(kube: Kube, namespace: str, pod: str, path: str) -> str:
 
 
 _FILE_MARK = "@@storbench-file "
+WATCH_S = 2.0  # how often the pods of a running test are asked whether they are going
+
+
+def _going(found: Any) -> str:
+    """Why a pod as read (None: not found) is going away; '' where it is not."""
+    if found is None:
+        return "the pod is gone"
+    if found.metadata.deletion_timestamp is not None:
+        return "the pod is being deleted (by someone else, or its node is going away)"
+    return ""
 
 
 def fetch_logs(kube: Kube, namespace: str, pod: str, workdir: str, prefix: str,
@@ -110,8 +121,20 @@ class PodExecutor:
 
     def _start_all(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None,
                    deadline_s: float | None) -> list[ExecResult]:
-        """fio in every pod at once; the first pod's output drives the progress display."""
+        """fio in every pod at once; the first pod's output drives the progress display.
+        A pod deleted under its test (the API says so) ends every pod's wait at once:
+        its exec stays open until the kubelet has killed fio in it, which on a busy node
+        took the test's whole length (a CI run's 60 s)."""
         failed = threading.Event()
+        gone: dict[str, str] = {}
+        watched = threading.Event()
+
+        def watch() -> None:
+            while not watched.wait(WATCH_S):
+                for job in jobs:
+                    if (problem := self._deleted(job.worker)) and job.worker not in gone:
+                        gone[job.worker] = problem
+                        failed.set()
 
         def one(i: int, job: FioJob) -> ExecResult:
             # a job made after the ConfigMap (a curve's next step) is written in the pod
@@ -134,10 +157,29 @@ class PodExecutor:
                 failed.set()
             return res
 
-        if len(jobs) == 1:
-            return [one(0, jobs[0])]
-        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-            return list(pool.map(one, range(len(jobs)), jobs))
+        watcher = threading.Thread(target=watch, name="storbench-pods", daemon=True)
+        watcher.start()
+        try:
+            if len(jobs) == 1:
+                runs = [one(0, jobs[0])]
+            else:
+                with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+                    runs = list(pool.map(one, range(len(jobs)), jobs))
+        finally:
+            watched.set()
+            watcher.join()
+        if gone:
+            pod, problem = next(iter(gone.items()))
+            raise KubeError(f"pod {self.namespace}/{pod} stopped during the test: {problem}"
+                            + events(self.kube, self.namespace, "Pod", pod))
+        return runs
+
+    def _deleted(self, pod: str) -> str:
+        """Why the pod is going away ('' while it is not, or the API cannot say)."""
+        try:
+            return _going(self.kube.read("Pod", pod, self.namespace))
+        except KubeError:
+            return ""
 
     def _raise_if_pod_failed(self, pod: str, res: ExecResult) -> None:
         """When fio died with its pod (evicted, OOM-killed, deadline), say so."""
@@ -147,12 +189,7 @@ class PodExecutor:
             found = self.kube.read("Pod", pod, self.namespace)
         except KubeError:
             found = None
-        if found is None:
-            problem = "the pod is gone"
-        elif found.metadata.deletion_timestamp is not None:
-            problem = "the pod is being deleted (by someone else, or its node is going away)"
-        else:
-            problem = pod_problem(found)
+        problem = _going(found) or pod_problem(found)
         if not problem and res.returncode == LOST:
             problem = "the connection to fio ended without an exit status"
         if problem:

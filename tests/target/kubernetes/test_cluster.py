@@ -300,14 +300,16 @@ def _wait_for_fio(kube: Kube, namespace: str) -> None:
 def _fio_runs(kube: Kube, namespace: str) -> bool:
     """fio runs in storbench's pod (seen through exec, like a user would)."""
     pods = [p for p in managed_pods(kube, namespace) if p.status.phase == "Running"]
-    if pods:
-        try:
-            res = kube.exec(namespace, pods[0].metadata.name, ["sh", "-c", "pidof fio"],
-                            deadline_s=10)
-            return res.returncode == 0 and bool(res.stdout.strip())
-        except KubeError:
-            pass
-    return False
+    return bool(pods) and _fio_in(kube, namespace, pods[0].metadata.name)
+
+
+def _fio_in(kube: Kube, namespace: str, pod: str) -> bool:
+    """fio runs in this pod (seen through exec)."""
+    try:
+        res = kube.exec(namespace, pod, ["sh", "-c", "pidof fio"], deadline_s=10)
+        return res.returncode == 0 and bool(res.stdout.strip())
+    except KubeError:
+        return False
 
 
 def test_sigkill_then_k8s_cleanup(kube, namespace, k8s_env, store_path):
@@ -538,6 +540,64 @@ def test_a_pod_deleted_mid_run_fails_the_run_naming_it(kube, namespace, k8s_env,
     assert time.monotonic() - start < 60  # not the test's 60 s: the others were stopped
     errors = [ln for ln in stderr.splitlines() if ln.startswith("storbench: error:")]
     assert len(errors) == 1 and victim in errors[0], stderr
+    assert leftovers(kube, namespace) == []
+
+
+def _kubelet() -> int:
+    """The PID of the test-bed's kubelet (a process of this machine's)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if len(argv) > 1 and argv[0].endswith(b"kubehyper") and argv[1] == b"kubelet":
+            return int(entry.name)
+    pytest.skip("no kubelet of the test-bed's on this machine")
+
+
+def test_a_pod_deleted_while_its_node_is_slow_to_kill_it_stops_the_others_at_once(
+        kube, namespace, k8s_env, store_path):
+    """A pod deleted while its node's kubelet does not act (stopped here with SIGSTOP for
+    up to 15 s; a CI run's busy node took ~60 s): fio goes on in it and its exec stays open,
+    but the API says the pod is gone. storbench stops the other pod's fio and begins its
+    cleanup while the kubelet is still stopped (the other pod marked for deletion), then
+    fails naming the deleted pod. Before, it waited for the exec: the test's whole length."""
+    proc = subprocess.Popen(
+        [*STORBENCH, "run", "--storage-class", "local-hostpath", "--clients", "2",
+         "--access-mode", "RWX", "--runtime", "60", "--size", "64m", "-n", namespace],
+        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kubelet = _kubelet()
+    try:
+        _wait_for_fio(kube, namespace)
+        victim, other = sorted(p.metadata.name for p in managed_pods(kube, namespace))[1::-1]
+        # fio running in both (an exec that has yet to connect waits for the kubelet)
+        deadline = time.monotonic() + 60
+        while not all(_fio_in(kube, namespace, pod) for pod in (victim, other)):
+            assert time.monotonic() < deadline and proc.poll() is None, "fio never ran in both"
+            time.sleep(0.5)
+        os.kill(kubelet, signal.SIGSTOP)
+        try:
+            kube.core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
+            start = time.monotonic()
+            marked = False
+            while not marked and time.monotonic() < start + 15:
+                pod = kube.read("Pod", other, namespace)
+                marked = pod is None or pod.metadata.deletion_timestamp is not None
+                time.sleep(0.2)
+            waited = time.monotonic() - start
+        finally:
+            os.kill(kubelet, signal.SIGCONT)
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        os.kill(kubelet, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+    assert marked, f"storbench began no cleanup in {waited:.0f} s with the kubelet stopped"
+    assert proc.returncode == 1, stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("storbench: error:")]
+    assert len(errors) == 1 and f"{victim} stopped during the test: the pod is" in errors[0], \
+        stderr
     assert leftovers(kube, namespace) == []
 
 
