@@ -317,7 +317,12 @@ def test_on_hosts_the_victims_run_on_the_first_and_the_aggressors_on_the_others(
     victim = steps[3]["victims"]["randread"]
     # three aggressors' 96 reads queued in the cap the hosts share (1,000 reads/s): a
     # victim's read waits behind them, at least one aggressor's 32 (32 ms); alone, tens
-    # of microseconds at p50 (here and in CI) and its p99 a few ms at most beside load
-    assert victim["p50_ns"] > 32e6 and victim["growth_p99"] > 2, steps
+    # of microseconds at p50 (here and in CI). Its p99 alone is a few ms at most beside
+    # load, but a run beside the other lanes once had 177 ms (a stall of the machine in
+    # its 3 s; 600 reads: six is a p99), so growth is judged at p50, which a stall of a
+    # few reads does not move, and p99 is said to have grown
+    alone = steps[0]["victims"]["randread"]
+    assert victim["p50_ns"] > 32e6 and alone["p50_ns"] < victim["p50_ns"] / 10, steps
+    assert victim["growth_p99"] is not None and victim["growth_p99"] > 1, steps
     shown = " ".join(run_cli("show", "last", db=store_path).stdout.split())  # as wrapped
     assert f"the victims on {names[0]}, the aggressors on {names[1]}, {names[2]}" in shown
