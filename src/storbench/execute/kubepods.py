@@ -124,7 +124,7 @@ class PodExecutor:
         """fio in every pod at once; the first pod's output drives the progress display.
         A pod deleted under its test (the API says so) ends every pod's wait at once:
         its exec stays open until the kubelet has killed fio in it, which on a busy node
-        took the test's whole length (a CI run's 60 s)."""
+        took the test's whole length (60 s, in a full test run beside the other lanes)."""
         failed = threading.Event()
         gone: dict[str, str] = {}
         watched = threading.Event()
