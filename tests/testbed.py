@@ -43,13 +43,14 @@ def sh(*argv: str) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def missing_for_throttled() -> str | None:
+def missing_for_throttled(fs: str = "ext4") -> str | None:
+    """Why a Throttled volume of file system ``fs`` cannot be made here (None: it can)."""
     if os.geteuid() != 0:
         return "needs root (loop devices, mounts, cgroups)"
     if not (BLKIO / "cgroup.procs").exists():
         return "cgroup v1 blkio is not mounted at /sys/fs/cgroup/blkio"
-    if shutil.which("losetup") is None or shutil.which("mkfs.ext4") is None:
-        return "losetup / mkfs.ext4 missing"
+    if shutil.which("losetup") is None or shutil.which(f"mkfs.{fs}") is None:
+        return f"losetup / mkfs.{fs} missing (scripts/install-testbed installs them)"
     return None
 
 

@@ -184,12 +184,9 @@ def test_etcd_s_fdatasync_waits_for_xfs_s_log(tmp_path: Path) -> None:
     log's write, which holds most of the wait after fio's own data write; the log is
     named, and `show` names its layer. (Before, on xfs: "for its journal or log (not
     timed here)".)"""
-    import shutil
-
     from tests.testbed import Throttled, missing_for_throttled
 
-    if why := missing_for_throttled() or (shutil.which("mkfs.xfs") is None and
-                                          "mkfs.xfs is not installed (scripts/install-testbed)"):
+    if why := missing_for_throttled("xfs"):
         pytest.skip(why)
     db = tmp_path / "s.db"
     with Throttled(backing_dir="/dev/shm", size="1G", fs="xfs") as vol:

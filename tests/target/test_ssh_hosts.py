@@ -129,12 +129,9 @@ def test_sigkill_of_storbench_stops_the_remote_servers(ssh_hosts, tmp_path, stor
     finally:
         proc.kill()  # nothing of storbench's runs: the ssh sessions' stdin closes
         proc.wait()  # (and a failed test's storbench never runs beside the next test)
-    deadline = time.monotonic() + 20
-    while set(fio_servers_on_loopback()) - before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert servers_left(before) == set()
-    while any(ssh_hosts.files_on(i) for i in range(4)) and time.monotonic() < deadline:
-        time.sleep(0.2)  # each host's session removes its files once its server ended
+    assert servers_left(before, 20) == set()
+    # each host's session removes its files once its server ended
+    until(lambda: not any(ssh_hosts.files_on(i) for i in range(4)), 20, 0.2)
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
 
 
@@ -378,9 +375,8 @@ def test_ctrl_c_while_the_servers_start_or_are_asked_ends_them_all(ssh_hosts, tm
     assert "interrupted by SIGINT" in err
     assert servers_left(before, 0.5) == set()  # (storbench waited for them)
     assert [ssh_hosts.files_on(i) for i in range(4)] == [[]] * 4
-    deadline = time.monotonic() + 2  # sshd's own session process ends just after
-    while any(ssh_hosts.sessions(i) for i in range(4)) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # sshd's own session process ends just after
+    until(lambda: not any(ssh_hosts.sessions(i) for i in range(4)), 2, 0.05)
     assert [ssh_hosts.sessions(i) for i in range(4)] == [[]] * 4
 
 
