@@ -55,6 +55,11 @@ class Progress:
     running_jobs: int | None = None  # "Jobs: N": jobs doing I/O (or ramping) now
 
     @property
+    def did_io(self) -> bool:
+        """Whether fio did I/O in the second this line is of: it gives a rate only then."""
+        return bool(self.iops or self.bandwidth)
+
+    @property
     def io_running(self) -> bool | None:
         """Whether a job does I/O: by fio's job states where it gives them (from its third
         second on), else by its count of running jobs; None when it said neither. fio
@@ -80,6 +85,9 @@ class Execution:
     log_dir: Path | None = None  # fio's per-second logs, when the executor brings them back
     idle_s: float | None = None  # seconds since fio last reported I/O (None: it never did)
     stuck: tuple[int, ...] = ()  # fio's PIDs that did not end when killed (left running)
+    # workers whose fio had said nothing for these seconds when the test was stopped,
+    # after it spoke (a pod's: its connection through its node, not the storage)
+    quiet: tuple[tuple[str, float], ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)  # fio's name of a worker -> ours
 
 
@@ -114,20 +122,6 @@ def parse_status_line(line: str) -> Progress | None:
         states=states.group(1) if states else "",
         running_jobs=int(jobs.group(1)) if jobs else None,
     )
-
-
-def status_feeder(on_progress: Callable[[Progress], None]) -> Callable[[str], None]:
-    """A function to give fio's stdout as it arrives, in any pieces: each status line
-    becomes a Progress for ``on_progress``."""
-    pending = [""]
-
-    def feed(data: str) -> None:
-        *lines, pending[0] = re.split(r"[\r\n]", pending[0] + data)
-        for line in lines:
-            p = parse_status_line(line)
-            if p is not None:
-                on_progress(p)
-    return feed
 
 
 def fio_message(text: str) -> str:

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from storbench.execute.base import Execution, FioJob, Progress, status_feeder
+from storbench.execute.base import Execution, FioJob, Progress, parse_status_line
+from storbench.execute.kubelabels import SELECTOR
 from storbench.execute.kubernetes import ExecResult, Kube
 from storbench.execute.kubestatus import LOST, KubeError
 from storbench.execute.kubewait import events, pod_problem
-from storbench.execute.signals import SignalGuard
 from storbench.result.fio_json import combine_outputs
 
 
@@ -39,6 +40,37 @@ def read_file(kube: Kube, namespace: str, pod: str, path: str) -> str:
 
 _FILE_MARK = "@@storbench-file "
 WATCH_S = 2.0  # how often the pods of a running test are asked whether they are going
+QUIET_S = 10.0  # fio silent this long, once it spoke: its connection, not its storage
+
+
+class Heard:
+    """What fio in one pod said as it ran (its stdout, in any pieces): when it last said
+    anything, and when a status line last showed I/O. Once its jobs run, fio prints a
+    status line every second (--eta=always --eta-newline=1), with a rate only when it
+    did I/O that second; nothing while it lays out its files. Each status line is given
+    to ``on_progress`` as a Progress, when given."""
+
+    def __init__(self, on_progress: Callable[[Progress], None] | None = None) -> None:
+        self.on_progress = on_progress
+        self.pending = ""
+        self.word: float | None = None  # time.monotonic() of its last output
+        self.io: float | None = None  # and of its last status line with a rate
+
+    def feed(self, data: str) -> None:
+        self.word = now = time.monotonic()
+        *lines, self.pending = re.split(r"[\r\n]", self.pending + data)
+        for line in lines:
+            p = parse_status_line(line)
+            if p is not None and p.did_io:
+                self.io = now
+            if p is not None and self.on_progress is not None:
+                self.on_progress(p)
+
+    def quiet_s(self, now: float) -> float | None:
+        """How long it has said nothing, where that is QUIET_S or more after it spoke
+        (None: it spoke lately, or never did)."""
+        return now - self.word if self.word is not None and now - self.word >= QUIET_S \
+            else None
 
 
 def _going(found: Any) -> str:
@@ -80,16 +112,16 @@ class PodExecutor:
     there already, under its key), ``work_dir`` a writable directory in each pod
     (fio's working directory: its output and logs). When one pod's fio fails, the
     others are not waited for; a pod that dies with its fio is reported with what
-    Kubernetes says about it.
+    Kubernetes says about it. A signal ends every exec through ``kube.interrupted``
+    (the run's SignalGuard, set as its pods were prepared).
     """
 
-    def __init__(self, kube: Kube, namespace: str, guard: SignalGuard, jobs_dir: str,
+    def __init__(self, kube: Kube, namespace: str, jobs_dir: str,
                  work_dir: str, memory_limit: str | None, logs: Path,
                  shipped: set[str] | None = None) -> None:
         self.shipped = shipped  # the ConfigMap's keys (None: every job is there)
         self.kube = kube
         self.namespace = namespace
-        self.guard = guard
         self.jobs_dir = jobs_dir
         self.work_dir = work_dir
         self.memory_limit = memory_limit
@@ -98,12 +130,17 @@ class PodExecutor:
 
     def run(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None = None,
             deadline_s: float | None = None) -> Execution:
-        runs = self._start_all(jobs, on_progress, deadline_s)
+        heard = {j.worker: Heard(on_progress if i == 0 else None) for i, j in enumerate(jobs)}
+        runs = self._start_all(jobs, heard, deadline_s)
         pods = [j.worker for j in jobs]
         wall = max(r.wall_s for r in runs)
         late = [p for p, r in zip(pods, runs, strict=True) if r.timed_out]
         if late and all(r.timed_out or r.returncode == 0 for r in runs):
-            return Execution("", "", -1, wall, timed_out=True)
+            now = time.monotonic()
+            ios = [h.io for h in heard.values() if h.io is not None]
+            quiet = tuple((p, s) for p in late if (s := heard[p].quiet_s(now)) is not None)
+            return Execution("", "", -1, wall, timed_out=True, quiet=quiet,
+                             idle_s=now - max(ios) if ios else None)
         for pod, res in zip(pods, runs, strict=True):
             self._raise_if_pod_failed(pod, res)
         raws = [read_file(self.kube, self.namespace, j.worker,
@@ -119,9 +156,9 @@ class PodExecutor:
             log_dir = self.logs
         return Execution(raw, stderr, returncode, wall, log_dir=log_dir)
 
-    def _start_all(self, jobs: list[FioJob], on_progress: Callable[[Progress], None] | None,
+    def _start_all(self, jobs: list[FioJob], heard: dict[str, Heard],
                    deadline_s: float | None) -> list[ExecResult]:
-        """fio in every pod at once; the first pod's output drives the progress display.
+        """fio in every pod at once, what each says given to ``heard``.
         A pod deleted under its test (the API says so) ends every pod's wait at once:
         its exec stays open until the kubelet has killed fio in it, which on a busy node
         took the test's whole length (60 s, in a full test run beside the other lanes)."""
@@ -131,12 +168,12 @@ class PodExecutor:
 
         def watch() -> None:
             while not watched.wait(WATCH_S):
-                for job in jobs:
-                    if (problem := self._deleted(job.worker)) and job.worker not in gone:
-                        gone[job.worker] = problem
+                for pod, problem in self._going([j.worker for j in jobs]).items():
+                    if pod not in gone:
+                        gone[pod] = problem
                         failed.set()
 
-        def one(i: int, job: FioJob) -> ExecResult:
+        def one(job: FioJob) -> ExecResult:
             # a job made after the ConfigMap (a curve's next step) is written in the pod
             # first, from an argument (no shell quoting of its text)
             inline = self.shipped is not None and job.key not in self.shipped
@@ -145,14 +182,12 @@ class PodExecutor:
                     f"--output={self.work_dir}/{Path(job.key).stem}.json",
                     "--eta=always", "--eta-newline=1", path]
             write = f'printf "%s" "$1" > {path} && ' if inline else ""
-            progress = (status_feeder(on_progress) if i == 0 and on_progress is not None
-                        else None)
             res = self.kube.exec(
                 self.namespace, job.worker,
                 ["sh", "-c", f"{write}cd {self.work_dir} && exec " + " ".join(argv), "sh",
                  job.text],
-                on_stdout=progress, deadline_s=deadline_s,
-                should_stop=lambda: self.guard.signum is not None or failed.is_set())
+                on_stdout=heard[job.worker].feed, deadline_s=deadline_s,
+                should_stop=failed.is_set)  # (a signal: Kube.interrupted ends it)
             if res.returncode != 0 and not res.timed_out:
                 failed.set()
             return res
@@ -161,10 +196,10 @@ class PodExecutor:
         watcher.start()
         try:
             if len(jobs) == 1:
-                runs = [one(0, jobs[0])]
+                runs = [one(jobs[0])]
             else:
                 with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-                    runs = list(pool.map(one, range(len(jobs)), jobs))
+                    runs = list(pool.map(one, jobs))
         finally:
             watched.set()
             watcher.join()
@@ -174,8 +209,24 @@ class PodExecutor:
                             + events(self.kube, self.namespace, "Pod", pod))
         return runs
 
-    def _deleted(self, pod: str) -> str:
-        """Why the pod is going away ('' while it is not, or the API cannot say)."""
+    def _going(self, pods: list[str]) -> dict[str, str]:
+        """Why each of ``pods`` that is going away is ({} while none is, or the API cannot
+        say): one LIST of storbench's pods in the namespace, where a GET of each pod every
+        WATCH_S was 25 requests a second with --clients 50 (a pod the LIST lacks is read
+        to be sure: its labels are what the LIST selects by)."""
+        try:
+            with self.kube.call(f"listing the pods in namespace {self.namespace}"):
+                items: list[Any] = self.kube.core.list_namespaced_pod(
+                    self.namespace, label_selector=SELECTOR).items
+        except KubeError:
+            return {}
+        found = {p.metadata.name: p for p in items}
+        return {pod: why for pod in pods if (why := _going(found[pod]) if pod in found
+                                             else self._going_alone(pod))}
+
+    def _going_alone(self, pod: str) -> str:
+        """Why the pod is going away, read alone ('' while it is not, or the API cannot
+        say)."""
         try:
             return _going(self.kube.read("Pod", pod, self.namespace))
         except KubeError:

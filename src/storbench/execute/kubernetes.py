@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.stream import stream
 
-from storbench.errors import ConfigError
+from storbench.errors import ConfigError, Interrupted
 from storbench.execute import kubecleanup
 from storbench.execute.kubelabels import RUN_LABEL, SELECTOR, is_default
 from storbench.execute.kubesnapshots import (
@@ -70,6 +70,8 @@ class Kube:
     def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
         path = kubeconfig_path(kubeconfig)
         self.namespace = "default"
+        # the signal a run got (its SignalGuard's, once it has one): every exec ends on it
+        self.interrupted: Callable[[], int | None] = lambda: None
         self.context = context or ""
         try:
             if not any(Path(p).expanduser().is_file() for p in path.split(":")) and (
@@ -366,7 +368,9 @@ class Kube:
 
         ``on_stdout`` gets stdout as it arrives; at ``deadline_s`` (or when
         ``should_stop`` says so) the stream is closed and ``timed_out`` set: the
-        process may go on in the pod until the pod is deleted.
+        process may go on in the pod until the pod is deleted. Interrupted once
+        ``interrupted`` gives a signal (a node that does not answer keeps an exec's
+        stream open and silent: a run waited for it, deaf to Ctrl-C).
         """
         start = time.monotonic()
         # stream() swaps its ApiClient's request method while it connects: an ApiClient
@@ -391,6 +395,8 @@ class Kube:
                         into.append(data)
                         if channel == 1 and on_stdout is not None:
                             on_stdout(data)
+                if (signum := self.interrupted()) is not None:
+                    raise Interrupted(signum)  # (the stream closed as this ends)
                 if should_stop() or (deadline_s is not None
                                      and time.monotonic() - start > deadline_s):
                     timed_out = True

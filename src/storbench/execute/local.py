@@ -196,7 +196,7 @@ class FioProcess:
                     for line in lines:
                         note_lost(line.decode(errors="replace"))
                         progress = parse_status_line(line.decode(errors="replace"))
-                        if progress is not None and (progress.iops or progress.bandwidth):
+                        if progress is not None and progress.did_io:
                             last_io, seen_io = time.monotonic(), True
                         if progress is not None and on_progress is not None:
                             on_progress(progress)

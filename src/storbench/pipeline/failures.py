@@ -26,6 +26,13 @@ def failure(name: str, execution: Execution, checked: list[tuple[str, TestResult
     if execution.timed_out:
         limit = deadline.seconds if deadline is not None else 0.0
         why = deadline.why if deadline is not None else "its time limit"
+        if execution.quiet:  # it had said how it went every second, then nothing
+            said = ", ".join(f"{noun} {w} for {s:.0f} s" for w, s in execution.quiet)
+            return (f"fio went quiet during test {name!r}: no word from it in {said}, where"
+                    " it says how it goes every second; the run was stopped at its time"
+                    f" limit of {limit:.0f} s ({why}){stuck}. That is the connection to"
+                    " fio, not the storage: a pod's passes through its node's kubelet (does"
+                    " the node answer?)")
         idle = execution.idle_s if execution.idle_s is not None else execution.wall_s
         if idle > IDLE_S:
             return (f"the target stopped responding during test {name!r} (no I/O for"

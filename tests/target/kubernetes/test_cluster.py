@@ -554,6 +554,31 @@ def _kubelet() -> int:
     return found[0]
 
 
+def _storbench(namespace: str, k8s_env, store_path, *args: str) -> subprocess.Popen[str]:
+    """`storbench run --storage-class local-hostpath ARGS -n NAMESPACE`, its output piped."""
+    return subprocess.Popen(
+        [*STORBENCH, "run", "--storage-class", "local-hostpath", *args, "-n", namespace],
+        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _kubelet_stopped(kubelet: int, began, within_s: float, then=lambda: None) -> bool:
+    """The test-bed's kubelet stopped (SIGSTOP), ``then()``, and whether ``began()`` came
+    true within ``within_s``; the kubelet goes on (SIGCONT) in any case."""
+    os.kill(kubelet, signal.SIGSTOP)
+    try:
+        then()
+        return until(began, within_s, 0.2)
+    finally:
+        os.kill(kubelet, signal.SIGCONT)
+
+
+def _cleanup_began(kube, namespace: str) -> bool:
+    """storbench's cleanup began: a pod of its marked for deletion, or none left."""
+    pods = managed_pods(kube, namespace)
+    return not pods or any(p.metadata.deletion_timestamp is not None for p in pods)
+
+
 def test_a_pod_deleted_while_its_node_is_slow_to_kill_it_stops_the_others_at_once(
         kube, namespace, k8s_env, store_path):
     """A pod deleted while its node's kubelet does not act (stopped here with SIGSTOP for
@@ -563,11 +588,8 @@ def test_a_pod_deleted_while_its_node_is_slow_to_kill_it_stops_the_others_at_onc
     (the other pod marked for deletion), then fails naming the deleted pod. Before, it
     waited for the exec: the test's whole length."""
     kubelet = _kubelet()
-    proc = subprocess.Popen(
-        [*STORBENCH, "run", "--storage-class", "local-hostpath", "--clients", "2",
-         "--access-mode", "RWX", "--runtime", "60", "--size", "64m", "-n", namespace],
-        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _storbench(namespace, k8s_env, store_path, "--clients", "2", "--access-mode", "RWX",
+                      "--runtime", "60", "--size", "64m")
     try:
         _wait_for_fio(kube, namespace)
         victim, other = sorted(p.metadata.name for p in managed_pods(kube, namespace))[1::-1]
@@ -575,13 +597,10 @@ def test_a_pod_deleted_while_its_node_is_slow_to_kill_it_stops_the_others_at_onc
         assert until(lambda: proc.poll() is not None or all(
             _fio_in(kube, namespace, pod) for pod in (victim, other)), 60, 0.5)
         assert proc.poll() is None, "storbench ended before fio ran in both pods"
-        os.kill(kubelet, signal.SIGSTOP)
-        try:
-            kube.core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
-            marked = until(lambda: (pod := kube.read("Pod", other, namespace)) is None
-                           or pod.metadata.deletion_timestamp is not None, 15, 0.2)
-        finally:
-            os.kill(kubelet, signal.SIGCONT)
+        marked = _kubelet_stopped(
+            kubelet, lambda: (pod := kube.read("Pod", other, namespace)) is None
+            or pod.metadata.deletion_timestamp is not None, 15,
+            lambda: kube.core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0))
         _, stderr = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
@@ -591,6 +610,95 @@ def test_a_pod_deleted_while_its_node_is_slow_to_kill_it_stops_the_others_at_onc
     errors = [ln for ln in stderr.splitlines() if ln.startswith("storbench: error:")]
     assert len(errors) == 1 and f"{victim} stopped during the test: the pod is" in errors[0], \
         stderr
+    assert leftovers(kube, namespace) == []
+
+
+def _fio_of_pods(kube, namespace: str) -> list[int]:
+    """PIDs of the fio processes in storbench's pods of the namespace (the test-bed's node
+    is this machine: each pod's processes are in its cgroup, named by its uid; other
+    lanes' fio is not)."""
+    from tests.testbed import processes
+
+    uids = [p.metadata.uid for p in managed_pods(kube, namespace)]
+
+    def in_pod(pid: int) -> bool:
+        try:
+            groups = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            return False
+        return any(f"pod{uid}" in groups or f"pod{uid.replace('-', '_')}" in groups
+                   for uid in uids)
+
+    return [pid for pid in processes(lambda argv: argv[0].endswith(b"fio")) if in_pod(pid)]
+
+
+def test_ctrl_c_while_a_pod_s_node_does_not_answer_cleans_up_at_once(
+        kube, namespace, k8s_env, store_path):
+    """As the first fio in the pods ends (the pods' facts read with `fio --version`, a
+    layout, or the first test), their node stops answering (its kubelet stopped), and
+    storbench waits in its next exec (a stream open and silent). Ctrl-C ends the wait:
+    the cleanup begins (the pods marked for deletion) while the kubelet is still
+    stopped, and once it goes on the run ends as interrupted, leaving nothing. Before,
+    only fio's own execs heeded Ctrl-C: where the stop caught the facts being read (60 s)
+    or fio's output (120 s), storbench waited that long, deaf to it (beside two busy
+    processes: 2 of 6 tries)."""
+    kubelet = _kubelet()
+    proc = _storbench(namespace, k8s_env, store_path, "--clients", "2", "--access-mode", "RWX",
+                      "--suite", "quick", "--runtime", "3", "--ramp", "0", "--size", "64m")
+    marked = False
+    try:
+        assert until(lambda: proc.poll() is not None or _fio_of_pods(kube, namespace), 120,
+                     0.2), "fio never ran in the pods"
+        assert until(lambda: proc.poll() is not None or not _fio_of_pods(kube, namespace),
+                     60, 0.05), "the first test's fio did not end"
+        assert proc.poll() is None, "storbench ended after its first test"
+        def interrupt() -> None:
+            time.sleep(3)  # storbench waits for the node: its output read, or fio started
+            proc.send_signal(signal.SIGINT)
+
+        marked = _kubelet_stopped(kubelet, lambda: _cleanup_began(kube, namespace), 15,
+                                  interrupt)
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert marked, "no cleanup began within 15 s of Ctrl-C, the kubelet stopped"
+    assert proc.returncode == 130, stderr
+    assert leftovers(kube, namespace) == []
+
+
+def test_a_pod_whose_fio_goes_quiet_is_said_so_not_the_storage(kube, namespace, k8s_env,
+                                                               store_path):
+    """fio says how it goes every second; with its node's kubelet stopped mid-test, the
+    pod's exec stream says nothing more. At the run's time limit the failure says fio went
+    quiet in that pod (its connection through the node), not that the target stopped
+    responding: before, it said "no I/O for N s" of storage that nobody had seen."""
+    kubelet = _kubelet()
+    started = time.monotonic()
+    proc = _storbench(namespace, k8s_env, store_path, "--runtime", "60", "--ramp", "0",
+                      "--size", "64m", "--timeout", "40")
+    marked = False
+    try:
+        assert until(lambda: proc.poll() is not None or _fio_of_pods(kube, namespace), 120,
+                     0.2), "fio never ran in the pod"
+        # its status lines heard; the kubelet stopped for the run's last 20 s of 40 at
+        # most (a node is marked not ready after 40 s or more without a word)
+        time.sleep(max(2.0, started + 20 - time.monotonic()))
+        assert proc.poll() is None, "storbench ended as fio began"
+        (pod,) = [p.metadata.name for p in managed_pods(kube, namespace)]
+        marked = _kubelet_stopped(kubelet, lambda: _cleanup_began(kube, namespace), 45)
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert marked, "no cleanup began at the run's time limit"
+    assert proc.returncode == 1, stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("storbench: error:")]
+    assert len(errors) == 1, stderr
+    assert re.search(rf"fio went quiet during test '[a-z_]+': no word from it in pod {pod}"
+                     r" for \d+ s, where it says how it goes every second;", errors[0]), \
+        errors[0]
+    assert "stopped responding" not in stderr, stderr
     assert leftovers(kube, namespace) == []
 
 

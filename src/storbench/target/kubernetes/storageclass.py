@@ -202,6 +202,7 @@ class KubeTarget(ReachesOutside, OnStorage, Quiet):
         assert self.plan is not None
         self.note = note
         self.guard = guard  # before_test's layouts stop with the run
+        kube.interrupted = lambda: guard.signum  # and every exec in the pods
         self.layout = kp = self.plan_layout(uid, self.plan, invocations, self.namespace)
         environment = self.describe(None)
         pods = f"{self.o.clients} pods, " if self.o.clients > 1 else ""
@@ -331,7 +332,7 @@ class KubeTarget(ReachesOutside, OnStorage, Quiet):
 
     def executor(self, fio: FioBinary | None, workdir: Path, guard: SignalGuard) -> Executor:
         shipped = set(self.layout.jobs) if self.layout is not None else None
-        return PodExecutor(self._kube(), self.namespace, guard, JOBS_DIR, WORK_DIR,
+        return PodExecutor(self._kube(), self.namespace, JOBS_DIR, WORK_DIR,
                            dict(self.o.limits).get("memory"), workdir / "pod-logs", shipped)
 
     def before_test(self, test: PlannedTest, keep: set[str]) -> None:
