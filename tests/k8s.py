@@ -9,6 +9,7 @@ import os
 import secrets
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -185,6 +186,55 @@ def interrupted(args: list[str], env: dict[str, str], ready: Callable[[], bool],
         if proc.poll() is None:
             proc.kill()
     return proc.returncode, out, err
+
+
+def kubelet_pid() -> int:
+    """The PID of the test-bed's kubelet (a process of this machine's)."""
+    from tests.testbed import processes
+
+    found = processes(lambda argv: len(argv) > 1 and argv[0].endswith(b"kubehyper")
+                      and argv[1] == b"kubelet")
+    if not found:
+        pytest.skip("no kubelet of the test-bed's on this machine")
+    return found[0]
+
+
+def heard(proc: subprocess.Popen[str]) -> tuple[list[str], threading.Thread]:
+    """``proc``'s stderr lines as they come (read by the thread given, to its end)."""
+    said: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return said, reader
+
+
+def ctrl_c_twice(proc: subprocess.Popen[str], said: list[str], kubelet: int) -> str:
+    """With the kubelet stopped (SIGSTOP), Ctrl-C, then, once storbench says what its
+    cleanup waits for (within 15 s), Ctrl-C again, and storbench's end waited for 10 s
+    more; what went wrong ("" if nothing did). The kubelet goes on (SIGCONT) after 30 s at
+    most, storbench ended or not: after 40 s its node is not ready, and the next tests'
+    pods wait."""
+    os.kill(kubelet, signal.SIGSTOP)
+    try:
+        time.sleep(3)  # storbench waits for the node: an exec, or a pod's deletion
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 15
+        while not (waiting := any("(Ctrl-C again: stop waiting)" in ln for ln in said)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return "storbench did not end within 10 s of the second Ctrl-C"
+    finally:
+        os.kill(kubelet, signal.SIGCONT)
+    return "" if waiting else "no word of what the cleanup waits for within 15 s of Ctrl-C"
 
 
 def managed_pods(kube: Kube, namespace: str) -> list[client.V1Pod]:

@@ -20,6 +20,7 @@ from storbench.errors import FioError, Interrupted, StorbenchError, TargetError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
 from storbench.execute.replay import Recording, ReplayExecutor
 from storbench.pipeline.loop import RunOutcome, run_all, run_on
+from storbench.pipeline.reporter import NullReporter
 from storbench.pipeline.spec import RunSpec
 from storbench.target.base import Deadline, Leftover
 from storbench.workload.jobfile import JobFile
@@ -215,6 +216,32 @@ def test_a_signal_between_tests_interrupts_the_run(sig, code, tmp_path, store):
     assert len(replay.ran) == 1  # no test started after the signal
     assert outcome.run.tests == []  # an interrupted test's partial numbers are not stored
     assert target.calls[-1] == "cleanup"
+
+
+@pytest.mark.parametrize("said", ["cleaning up: Pod team-a/storbench-ab12-1: still there",
+                                  "scratch directory /mnt/x/storbench-ab12 left"])
+def test_a_cleanup_that_fails_after_a_signal_is_said_with_cleaning_up_once(said, tmp_path,
+                                                                          store):
+    """A cluster's cleanup says "cleaning up:" in its error (the run's own where nothing
+    else failed); after a signal it is a note, which said it twice."""
+    class Leaving(StepTarget):
+        def cleanup(self, hurry: bool = False) -> None:
+            super().cleanup(hurry)
+            raise TargetError(said)
+
+    class Notes(NullReporter):
+        def __init__(self) -> None:
+            self.notes: list[str] = []
+
+        def note(self, text: str) -> None:
+            self.notes.append(text)
+
+    replay = ReplayExecutor([RANDREAD, RANDREAD], after_run=lambda n: os.kill(
+        os.getpid(), signal.SIGINT))  # a real signal, caught by the run's SignalGuard
+    notes = Notes()
+    outcome = run_on(Leaving(tmp_path, replay), job_spec(tmp_path, repeat=2), store, notes)
+    assert isinstance(outcome.error, Interrupted) and outcome.run.status == "interrupted"
+    assert notes.notes[-1] == "storbench: cleaning up: " + said.removeprefix("cleaning up: ")
 
 
 def test_a_worker_that_dies_fails_the_run_with_its_words(tmp_path, store):

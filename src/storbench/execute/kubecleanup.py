@@ -11,9 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from storbench.errors import Interrupted
 from storbench.execute.kubestatus import KubeError
+from storbench.execute.signals import SignalGuard
 
 READ_EVERY_S = 0.5  # how often what is being deleted is read again
+# after a signal, what is still waited for is said once it takes this long: a pod on a node
+# that does not answer stays until the node does (DELETE_WAIT_S, 2 min, or a second signal)
+SAY_AFTER_S = 5.0
 
 
 class Kube(Protocol):
@@ -151,11 +156,14 @@ def _held(kube: Kube, kind: str, name: str, namespace: str) -> str:
 
 
 def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int = 1,
-                    evict: bool = False) -> tuple[list[str], list[str]]:
+                    evict: bool = False, hurried: Callable[[list[str]], bool] | None = None
+                    ) -> tuple[list[str], list[str]]:
     """Delete ``objects`` in this order, then wait until they and what others delete after
     them are gone; an object whose deletion was refused is not waited for. Returns (what is
     still there or could not be deleted, as "Kind ns/name: why"; what stays by its own
-    policy, as "PersistentVolume name stays, by its reclaim policy Retain").
+    policy, as "PersistentVolume name stays, by its reclaim policy Retain"). ``hurried``
+    is given what is still waited for ("Kind name") at each look, and ends the wait
+    when it says so.
 
     A content the snapshot controller marked for deletion can wait for the sidecar's next
     resync (15 min): when the snapshot was deleted while the content was still being
@@ -185,6 +193,7 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
     deps = [(obj, dep) for obj, dep in after.items() if obj not in refused]
     stays: list[str] = []
     waiting: dict[str, float] = {}  # content -> since when it awaits the sidecar, or nudged
+    gave_up = False
     while time.monotonic() < deadline:
         left = [(k, ns, n) for k, ns, n in left if kube.read_or(k, n, ns, True) is not None]
         _nudge_snapshots(kube, [o for o in left if o[0] == "VolumeSnapshot"], waiting)
@@ -216,19 +225,40 @@ def delete_and_wait(kube: Kube, objects: list[Obj], wait_s: float, grace_s: int 
             unbound = {}
         if not left and not deps:
             break
+        if hurried is not None and hurried(
+                [f"{k} {n}" for k, _, n in left] + [f"{k} {n}" for _, (k, _, n) in deps]):
+            gave_up = True
+            break
         time.sleep(READ_EVERY_S)
-    problems += [f"{k} {ns}/{n}: still there after {wait_s:.0f} s{_held(kube, k, n, ns)}"
-                 for k, ns, n in left]
-    problems += [f"{k} {n}: still there after {wait_s:.0f} s{_held(kube, k, n, '')}"
-                 for _, (k, _, n) in deps if kube.read_or(k, n, "", True) is not None]
+    # what is still there, as "Kind ns/name" (a PV or a content: "Kind name") and what
+    # holds it
+    still = [(f"{k} {ns}/{n}", _held(kube, k, n, ns)) for k, ns, n in left] + [
+        (f"{k} {n}", _held(kube, k, n, "")) for _, (k, _, n) in deps
+        if kube.read_or(k, n, "", True) is not None]
+    if gave_up and still:
+        problems.append(", ".join(f"{what}{held}" for what, held in still)
+                        + ": still there, not waited for after a second signal")
+    else:
+        problems += [f"{what}: still there after {wait_s:.0f} s{held}" for what, held in still]
     return problems, stays
 
 
+def heeding(interrupted: Callable[[], int | None]) -> Callable[[list[str]], bool]:
+    """For `delete_and_wait` within a measurement: a signal (``interrupted``'s) ends the
+    wait, raising Interrupted (the cleanup then deletes what is left)."""
+    def heed(left: list[str]) -> bool:
+        if (signum := interrupted()) is not None:
+            raise Interrupted(signum)
+        return False
+    return heed
+
+
 def delete_saying(kube: Kube, objects: list[Obj], wait_s: float,
-                  note: Callable[[str], None]) -> list[str]:
+                  note: Callable[[str], None],
+                  hurried: Callable[[list[str]], bool] | None = None) -> list[str]:
     """`delete_and_wait`, what stays by its own policy said (a claim's PV of a Retain
     class: it was not deleted, its data are kept); returns what is still there."""
-    problems, stays = delete_and_wait(kube, objects, wait_s)
+    problems, stays = delete_and_wait(kube, objects, wait_s, hurried=hurried)
     for what in stays:
         note(what)
     return problems
@@ -255,9 +285,43 @@ class Created:
         with self.lock:
             self.objects = [o for o in self.objects if o != (kind, namespace, name)]
 
-    def delete(self, kube: Kube, wait_s: float, note: Callable[[str], None]) -> list[str]:
+    def delete(self, kube: Kube, wait_s: float, note: Callable[[str], None],
+               guard: SignalGuard | None = None) -> list[str]:
         """Delete everything, newest first, waiting until it is gone (delete_saying); what
-        is still there. Nothing created: nothing asked of the cluster."""
+        is still there. After a signal (``guard``'s), what is waited for is said once that
+        takes SAY_AFTER_S, and a second signal ends the wait. Nothing created: nothing
+        asked of the cluster."""
         with self.lock:
             left, self.objects = self.objects[::-1], []
-        return delete_saying(kube, left, wait_s, note) if left else []
+        if not left:
+            return []
+        hurried = (_hurried(guard, wait_s, note) if guard is not None
+                   and guard.signum is not None else None)
+        return delete_saying(kube, left, wait_s, note, hurried)
+
+
+def _hurried(guard: SignalGuard, wait_s: float,
+             note: Callable[[str], None]) -> Callable[[list[str]], bool]:
+    """For `delete_and_wait` after a signal: what is still there said once, after
+    SAY_AFTER_S; True (stop waiting) once a second signal came."""
+    start = time.monotonic()
+    said: list[str] = []
+
+    def hurried(left: list[str]) -> bool:
+        if guard.count > 1:
+            return True
+        if not said and (took := time.monotonic() - start) >= SAY_AFTER_S:
+            said.append(", ".join(left))
+            note(f"waiting up to {wait_s - took:.0f} s more for the cluster to delete"
+                 f" {said[0]} (Ctrl-C again: stop waiting)")
+        return False
+    return hurried
+
+
+def left_error(problems: list[str], namespace: str) -> KubeError | None:
+    """What a run's cleanup left (``problems`` of `Created.delete`), as the error to
+    raise; None when nothing was."""
+    if not problems:
+        return None
+    return KubeError("cleaning up: " + "; ".join(problems)
+                     + f". Run `storbench k8s cleanup --namespace {namespace}`")

@@ -295,8 +295,9 @@ class Kube:
     def delete_and_wait(self, objects: list[tuple[str, str, str]], wait_s: float,
                         grace_s: int = 1, evict: bool = False) -> tuple[list[str], list[str]]:
         """Delete (kind, namespace, name) objects in this order and wait until they, their
-        PVs and snapshot contents are gone (`kubecleanup.delete_and_wait`)."""
-        return kubecleanup.delete_and_wait(self, objects, wait_s, grace_s, evict)
+        PVs and snapshot contents are gone (`kubecleanup.delete_and_wait`); a signal ends it."""
+        return kubecleanup.delete_and_wait(self, objects, wait_s, grace_s, evict,
+                                           kubecleanup.heeding(self.interrupted))
 
     def annotate_snapshot(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         with self.call(f"annotating VolumeSnapshot {namespace}/{name}"):

@@ -24,6 +24,7 @@ class SignalGuard:
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.count = 0  # how many came (a second one ends a cleanup's wait)
         self.received_at: float | None = None
         self._child_pgid: int | None = None
         self._previous: dict[int, Any] = {}
@@ -44,6 +45,7 @@ class SignalGuard:
             signal.signal(sig, handler)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
         if self.signum is None:
             self.signum = signum
             self.received_at = time.monotonic()

@@ -170,7 +170,7 @@ def run_on(subject: Subject, spec: RunSpec, store: Store,
                 try:
                     subject.cleanup(hurry=guard.signum is not None)
                 except StorbenchError as exc:
-                    rep.note(f"storbench: cleaning up: {exc}")
+                    rep.note(_cleaning_up(exc))
                 raise
             ctx = RunContext(subject, target, planned, store, run_id, rep, guard,
                              environment, clock)
@@ -276,8 +276,14 @@ def _clean_up(subject: Subject, kind: Measurement, failure: BaseException | None
             if failure is None:
                 failure = exc
             else:
-                rep.note(f"storbench: cleaning up: {exc}")
+                rep.note(_cleaning_up(exc))
     return failure
+
+
+def _cleaning_up(exc: StorbenchError) -> str:
+    """A cleanup's failure, said after the run's own ("cleaning up:" once: a cluster's
+    cleanup says it in its error, which is also a run's own where nothing else failed)."""
+    return f"storbench: cleaning up: {str(exc).removeprefix('cleaning up: ')}"
 
 
 def _say_confinement(environment: Environment, allow_exec: bool, rep: Reporter) -> None:

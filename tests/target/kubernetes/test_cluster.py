@@ -20,7 +20,15 @@ from kubernetes import client
 from storbench.execute.kubernetes import Kube, KubeError
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, needs_timing, run_cli, until
-from tests.k8s import interrupted, leftovers, managed_pods, restricted_kubeconfig
+from tests.k8s import (
+    ctrl_c_twice,
+    heard,
+    interrupted,
+    kubelet_pid,
+    leftovers,
+    managed_pods,
+    restricted_kubeconfig,
+)
 from tests.target.test_hosts import assert_finish_line, merged_percentile
 
 SHORT = ("--runtime", "2", "--ramp", "0", "--size", "64m")
@@ -543,17 +551,6 @@ def test_a_pod_deleted_mid_run_fails_the_run_naming_it(kube, namespace, k8s_env,
     assert leftovers(kube, namespace) == []
 
 
-def _kubelet() -> int:
-    """The PID of the test-bed's kubelet (a process of this machine's)."""
-    from tests.testbed import processes
-
-    found = processes(lambda argv: len(argv) > 1 and argv[0].endswith(b"kubehyper")
-                      and argv[1] == b"kubelet")
-    if not found:
-        pytest.skip("no kubelet of the test-bed's on this machine")
-    return found[0]
-
-
 def _storbench(namespace: str, k8s_env, store_path, *args: str) -> subprocess.Popen[str]:
     """`storbench run --storage-class local-hostpath ARGS -n NAMESPACE`, its output piped."""
     return subprocess.Popen(
@@ -587,7 +584,7 @@ def test_a_pod_deleted_while_its_node_is_slow_to_kill_it_stops_the_others_at_onc
     stops the other pod's fio and begins its cleanup while the kubelet is still stopped
     (the other pod marked for deletion), then fails naming the deleted pod. Before, it
     waited for the exec: the test's whole length."""
-    kubelet = _kubelet()
+    kubelet = kubelet_pid()
     proc = _storbench(namespace, k8s_env, store_path, "--clients", "2", "--access-mode", "RWX",
                       "--runtime", "60", "--size", "64m")
     try:
@@ -632,39 +629,43 @@ def _fio_of_pods(kube, namespace: str) -> list[int]:
     return [pid for pid in processes(lambda argv: argv[0].endswith(b"fio")) if in_pod(pid)]
 
 
-def test_ctrl_c_while_a_pod_s_node_does_not_answer_cleans_up_at_once(
+def test_ctrl_c_while_a_pod_s_node_does_not_answer_cleans_up_and_a_second_ends_the_wait(
         kube, namespace, k8s_env, store_path):
     """As the first fio in the pods ends (the pods' facts read with `fio --version`, a
     layout, or the first test), their node stops answering (its kubelet stopped), and
-    storbench waits in its next exec (a stream open and silent). Ctrl-C ends the wait:
-    the cleanup begins (the pods marked for deletion) while the kubelet is still
-    stopped, and once it goes on the run ends as interrupted, leaving nothing. Before,
-    only fio's own execs heeded Ctrl-C: where the stop caught the facts being read (60 s)
-    or fio's output (120 s), storbench waited that long, deaf to it (beside two busy
-    processes: 2 of 6 tries)."""
-    kubelet = _kubelet()
+    storbench waits in its next exec (a stream open and silent). Ctrl-C ends that wait:
+    the cleanup begins (the pods marked for deletion) while the kubelet is still stopped.
+    The deleted pods cannot go while their node does not answer: the cleanup says what it
+    waits for, and a second Ctrl-C ends its wait; the run ends as interrupted, naming what
+    is left and `storbench k8s cleanup`, and the cluster deletes it all once the node
+    answers again. Before, only fio's own execs heeded Ctrl-C: where the stop caught the
+    facts being read (60 s) or fio's output (120 s), storbench waited that long, deaf to
+    it (beside two busy processes: 2 of 6 tries); and the cleanup waited 2 minutes for the
+    pods, silent, deaf to any more signals."""
+    kubelet = kubelet_pid()
     proc = _storbench(namespace, k8s_env, store_path, "--clients", "2", "--access-mode", "RWX",
                       "--suite", "quick", "--runtime", "3", "--ramp", "0", "--size", "64m")
-    marked = False
+    said, reader = heard(proc)
+    wrong = "not stopped"
     try:
         assert until(lambda: proc.poll() is not None or _fio_of_pods(kube, namespace), 120,
                      0.2), "fio never ran in the pods"
         assert until(lambda: proc.poll() is not None or not _fio_of_pods(kube, namespace),
                      60, 0.05), "the first test's fio did not end"
         assert proc.poll() is None, "storbench ended after its first test"
-        def interrupt() -> None:
-            time.sleep(3)  # storbench waits for the node: its output read, or fio started
-            proc.send_signal(signal.SIGINT)
-
-        marked = _kubelet_stopped(kubelet, lambda: _cleanup_began(kube, namespace), 15,
-                                  interrupt)
-        _, stderr = proc.communicate(timeout=240)
+        wrong = ctrl_c_twice(proc, said, kubelet)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert marked, "no cleanup began within 15 s of Ctrl-C, the kubelet stopped"
+    reader.join(10)
+    stderr = "".join(said)
+    assert not wrong, f"{wrong}: {stderr}"
     assert proc.returncode == 130, stderr
-    assert leftovers(kube, namespace) == []
+    assert re.search(rf"\n *storbench: cleaning up: Pod {namespace}/[^ ]+[ ,][^\n]*: still there,"
+                     rf" not waited for after a second signal\. Run `storbench k8s cleanup"
+                     rf" --namespace {namespace}`\n", stderr), stderr
+    assert show_json(store_path)["status"] == "interrupted"
+    assert until(lambda: leftovers(kube, namespace) == [], 120, 1), leftovers(kube, namespace)
 
 
 def test_a_pod_whose_fio_goes_quiet_is_said_so_not_the_storage(kube, namespace, k8s_env,
@@ -673,7 +674,7 @@ def test_a_pod_whose_fio_goes_quiet_is_said_so_not_the_storage(kube, namespace, 
     pod's exec stream says nothing more. At the run's time limit the failure says fio went
     quiet in that pod (its connection through the node), not that the target stopped
     responding: before, it said "no I/O for N s" of storage that nobody had seen."""
-    kubelet = _kubelet()
+    kubelet = kubelet_pid()
     started = time.monotonic()
     proc = _storbench(namespace, k8s_env, store_path, "--runtime", "60", "--ramp", "0",
                       "--size", "64m", "--timeout", "40")

@@ -5,6 +5,7 @@ PVs deleted; nothing left, also after Ctrl-C."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import shutil
@@ -17,8 +18,16 @@ from kubernetes import client
 
 from storbench.analysis.lifecycle import percentile, summary
 from tests.cli.test_cli import assert_one_line_error, show_json
-from tests.conftest import needs, run_cli
-from tests.k8s import interrupted, kubelet_orphans, leftovers, managed_pods
+from tests.conftest import STORBENCH, needs, run_cli, until
+from tests.k8s import (
+    ctrl_c_twice,
+    heard,
+    interrupted,
+    kubelet_orphans,
+    kubelet_pid,
+    leftovers,
+    managed_pods,
+)
 
 
 def test_two_classes_timed_stored_and_gated(kube, namespace, k8s_env, store_path):
@@ -132,6 +141,46 @@ def test_ctrl_c_leaves_nothing(kube, namespace, k8s_env, store_path, command, si
     assert returncode == code, stderr
     assert leftovers(kube, namespace) == []
     assert show_json(store_path)["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("command", [
+    ["lifecycle", "--volumes", "1"],
+    ["failover", "--rate", "50", "--before", "30"],
+], ids=["lifecycle", "failover"])
+def test_ctrl_c_while_the_node_does_not_answer_ends_at_once(kube, namespace, k8s_env,
+                                                            store_path, command):
+    """As a pod of `k8s lifecycle` or `k8s failover` runs, its node stops answering (its
+    kubelet stopped): what the command waits for then (a command in the pod, its fio
+    writing, or the pod's deletion) ends at Ctrl-C, the cleanup says what it waits for,
+    and a second Ctrl-C ends that wait; what is left is named with `storbench k8s
+    cleanup`, and the cluster deletes it once the node answers. Before, their commands in
+    the pods and their own waits for a deleted pod did not heed Ctrl-C (up to 2 minutes,
+    the failover's read-back 10), nor did the cleanup's wait (2 minutes)."""
+    kubelet = kubelet_pid()
+    proc = subprocess.Popen(
+        [*STORBENCH, "k8s", *command, "--storage-class", "local-hostpath", "-n", namespace],
+        env={**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said, reader = heard(proc)
+    wrong = "not stopped"
+    try:
+        assert until(lambda: proc.poll() is not None or any(
+            p.status.phase == "Running" for p in managed_pods(kube, namespace)), 120, 0.2), \
+            "no pod of storbench's ran"
+        assert proc.poll() is None, "storbench ended as its pod ran"
+        wrong = ctrl_c_twice(proc, said, kubelet)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(10)
+    stderr = "".join(said)
+    assert not wrong, f"{wrong}: {stderr}"
+    assert proc.returncode == 130, stderr
+    assert re.search(rf"\n *storbench: cleaning up: Pod {namespace}/[^ ]+[ ,][^\n]*: still there,"
+                     rf" not waited for after a second signal\. Run `storbench k8s cleanup"
+                     rf" --namespace {namespace}`\n", stderr), stderr
+    assert show_json(store_path)["status"] == "interrupted"
+    assert until(lambda: leftovers(kube, namespace) == [], 120, 1), leftovers(kube, namespace)
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from storbench.execute.kubecleanup import Created
+from storbench.errors import Interrupted
+from storbench.execute.kubecleanup import Created, left_error
 from storbench.execute.kubernetes import DELETE_WAIT_S
 from storbench.execute.kubestatus import KubeError
 from storbench.execute.kubewait import wait_running
@@ -134,8 +135,11 @@ class Failover(OnClass):
             "verify_message": (check.stderr.strip() or check.stdout[-500:]) if lost else "",
         }
 
-    def cleanup(self) -> list[str]:
-        return self.created.delete(self.kube, DELETE_WAIT_S, self.note)
+    def cleanup(self) -> None:
+        """Delete what is left; raise naming what stays."""
+        left = self.created.delete(self.kube, DELETE_WAIT_S, self.note, self.guard)
+        if (error := left_error(left, self.namespace)) is not None:
+            raise error
 
     def _create(self, manifest: dict[str, Any]) -> None:
         self.created.create(self.kube, self.namespace, manifest)
@@ -145,7 +149,7 @@ class Failover(OnClass):
                      time.monotonic() + self.timeout_s)
 
     def _write(self, pod: str, rate: int, size: int, acks: _Acks) -> None:
-        try:  # ends when the pod is deleted under it
+        try:  # ends when the pod is deleted under it, or at a signal
             self.kube.exec(self.namespace, pod, writer(rate, size), on_stdout=acks.feed)
-        except KubeError:
+        except (KubeError, Interrupted):
             pass

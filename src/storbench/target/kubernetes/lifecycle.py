@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from storbench.execute.kubecleanup import Created, delete_saying
+from storbench.execute.kubecleanup import Created, delete_saying, heeding, left_error
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
 from storbench.execute.kubewait import Warned, container_state, events, pod_problem
@@ -101,6 +101,11 @@ class OnClass:
     guard: SignalGuard
     note: Callable[[str], None]
 
+    def __post_init__(self) -> None:
+        # every exec in its pods ends on the run's signal (a node that does not answer
+        # keeps an exec open and silent: the verify waited up to 10 min, deaf to Ctrl-C)
+        self.kube.interrupted = lambda: self.guard.signum
+
 
 @dataclass
 class Lifecycle(OnClass):
@@ -114,6 +119,7 @@ class Lifecycle(OnClass):
     warned: Warned = field(init=False)  # what claims and pods warned of while waited for
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.warned = Warned(self.kube, self.namespace, self.note)
 
     def measure(self, volumes: int, parallel: int) -> list[dict[str, Any]]:
@@ -121,9 +127,12 @@ class Lifecycle(OnClass):
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             return list(pool.map(self._volume, range(volumes)))
 
-    def cleanup(self) -> list[str]:
-        """Delete what is left (a volume that failed half-way, Ctrl-C): what stays."""
-        return self.created.delete(self.kube, DELETE_WAIT_S, self.note)
+    def cleanup(self) -> None:
+        """Delete what is left (a volume that failed half-way, Ctrl-C); raise naming what
+        stays."""
+        left = self.created.delete(self.kube, DELETE_WAIT_S, self.note, self.guard)
+        if (error := left_error(left, self.namespace)) is not None:
+            raise error
 
     # -- one volume ---------------------------------------------------------------------
 
@@ -362,7 +371,7 @@ class Lifecycle(OnClass):
 
     def _delete_all(self, objects: list[tuple[str, str]]) -> None:
         problems = delete_saying(self.kube, [(kind, self.namespace, n) for kind, n in objects],
-                                 DELETE_WAIT_S, self.note)
+                                 DELETE_WAIT_S, self.note, heeding(self.kube.interrupted))
         if problems:
             raise KubeError("; ".join(problems))
         for kind, n in objects:

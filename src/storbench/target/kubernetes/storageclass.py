@@ -34,7 +34,7 @@ from typing import Any
 
 from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
-from storbench.execute.kubecleanup import Created
+from storbench.execute.kubecleanup import Created, left_error
 from storbench.execute.kubepods import PodExecutor
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
@@ -359,14 +359,15 @@ class KubeTarget(ReachesOutside, OnStorage, Quiet):
 
     def cleanup(self, hurry: bool = False) -> None:
         """Delete everything created, waiting until the pods, the PVCs and (reclaim
-        policy Delete) their PVs are gone. Raises KubeError naming what is left."""
+        policy Delete) their PVs are gone (after a signal: until a second one). Raises
+        KubeError naming what is left."""
         try:
             if not self.created.objects:
                 return
-            problems = self.created.delete(self._kube(), DELETE_WAIT_S, self.note)
-            if problems:
-                raise KubeError("cleaning up: " + "; ".join(problems)
-                                + f". Run `storbench k8s cleanup --namespace {self.namespace}`")
+            problems = self.created.delete(self._kube(), DELETE_WAIT_S, self.note,
+                                           self.guard)
+            if (error := left_error(problems, self.namespace)) is not None:
+                raise error
         finally:
             if self.outside is not None:  # the pods are stopped: nothing puts any more
                 self.outside.end(hurry)
