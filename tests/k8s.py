@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -235,6 +236,26 @@ def ctrl_c_twice(proc: subprocess.Popen[str], said: list[str], kubelet: int) -> 
     finally:
         os.kill(kubelet, signal.SIGCONT)
     return "" if waiting else "no word of what the cleanup waits for within 15 s of Ctrl-C"
+
+
+def assert_ended_by_ctrl_c_twice(kube: Kube, namespace: str, store_path: Path,
+                                 proc: subprocess.Popen[str], said: list[str],
+                                 reader: threading.Thread, wrong: str) -> None:
+    """After `ctrl_c_twice` (``wrong`` what it said went wrong): storbench ended as
+    interrupted, its cleanup's words name its pod still there, not waited for, and `k8s
+    cleanup`; the cluster deletes it all once the node answers again."""
+    from tests.cli.test_cli import show_json
+    from tests.conftest import until
+
+    reader.join(10)
+    stderr = "".join(said)
+    assert not wrong, f"{wrong}: {stderr}"
+    assert proc.returncode == 130, stderr
+    assert re.search(rf"\n *storbench: cleaning up: Pod {namespace}/[^ ]+[ ,][^\n]*: still there,"
+                     rf" not waited for after a second signal\. Run `storbench k8s cleanup"
+                     rf" --namespace {namespace}`\n", stderr), stderr
+    assert show_json(store_path)["status"] == "interrupted"
+    assert until(lambda: leftovers(kube, namespace) == [], 120, 1), leftovers(kube, namespace)
 
 
 def managed_pods(kube: Kube, namespace: str) -> list[client.V1Pod]:

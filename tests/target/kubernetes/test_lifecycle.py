@@ -20,6 +20,7 @@ from storbench.analysis.lifecycle import percentile, summary
 from tests.cli.test_cli import assert_one_line_error, show_json
 from tests.conftest import STORBENCH, needs, run_cli, until
 from tests.k8s import (
+    assert_ended_by_ctrl_c_twice,
     ctrl_c_twice,
     heard,
     interrupted,
@@ -172,15 +173,7 @@ def test_ctrl_c_while_the_node_does_not_answer_ends_at_once(kube, namespace, k8s
     finally:
         if proc.poll() is None:
             proc.kill()
-    reader.join(10)
-    stderr = "".join(said)
-    assert not wrong, f"{wrong}: {stderr}"
-    assert proc.returncode == 130, stderr
-    assert re.search(rf"\n *storbench: cleaning up: Pod {namespace}/[^ ]+[ ,][^\n]*: still there,"
-                     rf" not waited for after a second signal\. Run `storbench k8s cleanup"
-                     rf" --namespace {namespace}`\n", stderr), stderr
-    assert show_json(store_path)["status"] == "interrupted"
-    assert until(lambda: leftovers(kube, namespace) == [], 120, 1), leftovers(kube, namespace)
+    assert_ended_by_ctrl_c_twice(kube, namespace, store_path, proc, said, reader, wrong)
 
 
 @pytest.fixture
