@@ -4,6 +4,7 @@ manifests of `run --dry-run`."""
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -15,7 +16,7 @@ from rich.text import Text
 from storbench.cli.common import cli, err, json_option, out, print_json
 from storbench.cli.kubeflags import connection_options
 from storbench.cli.lifecycle import failover, lifecycle
-from storbench.errors import ConfigError
+from storbench.errors import ConfigError, Interrupted
 
 F = TypeVar("F", bound=Callable[..., Any])
 ENGINE_CHOICES = ("auto", "docker", "podman", "buildah")  # execute/imagebuild.ENGINES, unimported
@@ -127,6 +128,7 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
       storbench k8s cleanup
       storbench k8s cleanup --all-namespaces --older-than 1h
     """
+    from storbench.execute.kubecleanup import delete_and_wait, saying_after
     from storbench.execute.kubernetes import DELETE_WAIT_S, KINDS, Kube
     from storbench.execute.kubestatus import KubeError
 
@@ -139,8 +141,20 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
     found = [m for m in kube.managed(ns)
              if (age is None or now - m.created > age) and (run_uid is None or m.run == run_uid)]
     found.sort(key=lambda m: KINDS.index(m.kind))
-    problems, retained = kube.delete_and_wait(
-        [(m.kind, m.namespace, m.name) for m in found], DELETE_WAIT_S)
+    asked = [(m.kind, m.namespace, m.name) for m in found]
+    try:  # a pod whose node does not answer stays until it does: what is waited for said
+        problems, retained = delete_and_wait(kube, asked, DELETE_WAIT_S, hurried=saying_after(
+            DELETE_WAIT_S, lambda text: err.print(text, markup=False), "Ctrl-C: stop waiting"))
+    except KeyboardInterrupt:
+        try:
+            left = [f"{m.kind} {m.namespace}/{m.name}" for m in kube.managed(ns)
+                    if (m.kind, m.namespace, m.name) in asked]
+            said = (f"still there: {', '.join(left)} (`storbench k8s cleanup` again once"
+                    " their node answers)" if left else "nothing is left")
+        except KubeError as exc:
+            said = f"what is left could not be listed: {exc}"
+        err.print(f"storbench: cleaning up: {said}", markup=False)
+        raise Interrupted(signal.SIGINT) from None
     if as_json:
         print_json({"deleted": [{"kind": m.kind, "namespace": m.namespace, "name": m.name,
                                  "run": m.run, "created": m.created.isoformat()}

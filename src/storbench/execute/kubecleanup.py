@@ -304,18 +304,27 @@ def _hurried(guard: SignalGuard, wait_s: float,
              note: Callable[[str], None]) -> Callable[[list[str]], bool]:
     """For `delete_and_wait` after a signal: what is still there said once, after
     SAY_AFTER_S; True (stop waiting) once a second signal came."""
+    say = saying_after(wait_s, note, "Ctrl-C again: stop waiting")
+
+    def hurried(left: list[str]) -> bool:
+        return guard.count > 1 or say(left)
+    return hurried
+
+
+def saying_after(wait_s: float, note: Callable[[str], None],
+                 how_to_stop: str) -> Callable[[list[str]], bool]:
+    """For `delete_and_wait`: what is still there said once, after SAY_AFTER_S, with
+    ``how_to_stop`` the wait; the wait goes on (False)."""
     start = time.monotonic()
     said: list[str] = []
 
-    def hurried(left: list[str]) -> bool:
-        if guard.count > 1:
-            return True
+    def say(left: list[str]) -> bool:
         if not said and (took := time.monotonic() - start) >= SAY_AFTER_S:
             said.append(", ".join(left))
             note(f"waiting up to {wait_s - took:.0f} s more for the cluster to delete"
-                 f" {said[0]} (Ctrl-C again: stop waiting)")
+                 f" {said[0]} ({how_to_stop})")
         return False
-    return hurried
+    return say
 
 
 def left_error(problems: list[str], namespace: str) -> KubeError | None:

@@ -571,6 +571,46 @@ def _kubelet_stopped(kubelet: int, began, within_s: float, then=lambda: None) ->
         os.kill(kubelet, signal.SIGCONT)
 
 
+def test_k8s_cleanup_says_what_it_waits_for_and_ctrl_c_what_is_left(kube, namespace, k8s_env,
+                                                                    store_path):
+    """`k8s cleanup` after a killed run, with its pod's node not answering (its kubelet
+    stopped): after 5 s it says what it waits for, and Ctrl-C ends the wait naming what is
+    still there (exit 130); the cluster deletes it once the node answers. Before, it waited
+    2 minutes, silent, and Ctrl-C said only "interrupted"."""
+    kubelet = kubelet_pid()
+    env = {**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)}
+    proc = subprocess.Popen(
+        [*STORBENCH, "run", "--storage-class", "local-hostpath", "--runtime", "60", "--size",
+         "64m", "-n", namespace], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_fio(kube, namespace)
+    finally:
+        proc.kill()
+        proc.wait()
+    os.kill(kubelet, signal.SIGSTOP)  # 25 s at most (its node not ready after 40 s)
+    try:
+        cleanup = subprocess.Popen([*STORBENCH, "k8s", "cleanup", "-n", namespace], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        said, reader = heard(cleanup)
+        waiting = until(lambda: any("(Ctrl-C: stop waiting)" in ln for ln in said), 15, 0.2)
+        cleanup.send_signal(signal.SIGINT)
+        try:
+            cleanup.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            cleanup.kill()
+            cleanup.wait()
+    finally:
+        os.kill(kubelet, signal.SIGCONT)
+    reader.join(10)
+    stderr = "".join(said)
+    assert waiting, stderr
+    assert cleanup.returncode == 130, (cleanup.returncode, stderr)
+    assert re.search(rf"\nstorbench: cleaning up: still there: [^\n]*Pod {namespace}/storbench-"
+                     r"[^\n]*\(`storbench k8s cleanup` again once their node answers\)\n"
+                     r"storbench: error: interrupted by SIGINT\n", stderr), stderr
+    assert until(lambda: leftovers(kube, namespace) == [], 120, 1), leftovers(kube, namespace)
+
+
 def _cleanup_began(kube, namespace: str) -> bool:
     """storbench's cleanup began: a pod of its marked for deletion, or none left."""
     pods = managed_pods(kube, namespace)
