@@ -215,8 +215,10 @@ def _zram_ext4(size: str) -> Iterator[Path]:
 
 
 def free_port() -> int:
+    """A TCP port no socket is bound to on any address (one free on 127.0.0.1 alone was
+    taken on 127.0.0.5 by another lane's server: an agent told to bind 0.0.0.0 could not)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("0.0.0.0", 0))
         return int(s.getsockname()[1])
 
 
