@@ -103,7 +103,8 @@ class OnClass:
 
     def __post_init__(self) -> None:
         # every exec in its pods ends on the run's signal (a node that does not answer
-        # keeps an exec open and silent: the verify waited up to 10 min, deaf to Ctrl-C)
+        # keeps an exec open and silent: the failover's read-back waited up to 10 min, a
+        # lifecycle's commands 2, deaf to Ctrl-C)
         self.kube.interrupted = lambda: self.guard.signum
 
 
