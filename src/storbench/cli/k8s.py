@@ -7,7 +7,7 @@ import re
 import signal
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.table import Table
@@ -17,6 +17,9 @@ from storbench.cli.common import cli, err, json_option, out, print_json
 from storbench.cli.kubeflags import connection_options
 from storbench.cli.lifecycle import failover, lifecycle
 from storbench.errors import ConfigError, Interrupted
+
+if TYPE_CHECKING:
+    from storbench.execute.kubernetes import Managed
 
 F = TypeVar("F", bound=Callable[..., Any])
 ENGINE_CHOICES = ("auto", "docker", "podman", "buildah")  # execute/imagebuild.ENGINES, unimported
@@ -147,30 +150,40 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
             DELETE_WAIT_S, lambda text: err.print(text, markup=False), "Ctrl-C: stop waiting"))
     except KeyboardInterrupt:
         try:
-            left = [f"{m.kind} {m.namespace}/{m.name}" for m in kube.managed(ns)
-                    if (m.kind, m.namespace, m.name) in asked]
+            there = {(m.kind, m.namespace, m.name) for m in kube.managed(ns)}
+            left = [f"{m.kind} {m.namespace}/{m.name}" for m in found
+                    if (m.kind, m.namespace, m.name) in there]
             said = (f"still there: {', '.join(left)} (`storbench k8s cleanup` again once"
                     " their node answers)" if left else "nothing is left")
+            _say_deleted([m for m in found if (m.kind, m.namespace, m.name) not in there],
+                         [said], [], ns, as_json)
         except KubeError as exc:
             said = f"what is left could not be listed: {exc}"
         err.print(f"storbench: cleaning up: {said}", markup=False)
         raise Interrupted(signal.SIGINT) from None
+    _say_deleted(found, problems, retained, ns, as_json)
+    if problems:
+        raise KubeError("cleaning up: " + "; ".join(problems))
+
+
+def _say_deleted(gone: list[Managed], problems: list[str], retained: list[str],
+                 ns: str | None, as_json: bool) -> None:
+    """What `k8s cleanup` deleted (all it was asked to, or those gone when Ctrl-C ended
+    its wait), with what it could not delete and the volumes kept."""
     if as_json:
         print_json({"deleted": [{"kind": m.kind, "namespace": m.namespace, "name": m.name,
                                  "run": m.run, "created": m.created.isoformat()}
-                                for m in found],
+                                for m in gone],
                     "problems": problems, "retained_volumes": retained})
-    else:
-        for m in found:
-            out.print(f"deleted {m.kind} {m.namespace}/{m.name} (run {m.run}, created"
-                      f" {m.created:%Y-%m-%d %H:%M:%S})", markup=False)
-        for what in retained:
-            out.print(what, markup=False)
-        if not found:
-            where = "any namespace" if ns is None else f"namespace {ns}"
-            err.print(f"nothing to clean up in {where}", markup=False)
-    if problems:
-        raise KubeError("cleaning up: " + "; ".join(problems))
+        return
+    for m in gone:
+        out.print(f"deleted {m.kind} {m.namespace}/{m.name} (run {m.run}, created"
+                  f" {m.created:%Y-%m-%d %H:%M:%S})", markup=False)
+    for what in retained:
+        out.print(what, markup=False)
+    if not gone and not problems:
+        where = "any namespace" if ns is None else f"namespace {ns}"
+        err.print(f"nothing to clean up in {where}", markup=False)
 
 
 @k8s.group()

@@ -571,12 +571,14 @@ def _kubelet_stopped(kubelet: int, began, within_s: float, then=lambda: None) ->
         os.kill(kubelet, signal.SIGCONT)
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_k8s_cleanup_says_what_it_waits_for_and_ctrl_c_what_is_left(kube, namespace, k8s_env,
-                                                                    store_path):
+                                                                    store_path, as_json):
     """`k8s cleanup` after a killed run, with its pod's node not answering (its kubelet
     stopped): after 5 s it says what it waits for, and Ctrl-C ends the wait naming what is
-    still there (exit 130); the cluster deletes it once the node answers. Before, it waited
-    2 minutes, silent, and Ctrl-C said only "interrupted"."""
+    still there (exit 130), after what it deleted; the cluster deletes the rest once the
+    node answers. Before, it waited 2 minutes, silent, and Ctrl-C said only "interrupted"
+    (then nothing of what it had deleted)."""
     kubelet = kubelet_pid()
     env = {**os.environ, **k8s_env, "STORBENCH_DB": str(store_path)}
     proc = subprocess.Popen(
@@ -589,7 +591,8 @@ def test_k8s_cleanup_says_what_it_waits_for_and_ctrl_c_what_is_left(kube, namesp
         proc.wait()
     os.kill(kubelet, signal.SIGSTOP)  # 25 s at most (its node not ready after 40 s)
     try:
-        cleanup = subprocess.Popen([*STORBENCH, "k8s", "cleanup", "-n", namespace], env=env,
+        cleanup = subprocess.Popen([*STORBENCH, "k8s", "cleanup", "-n", namespace,
+                                    *(["--json"] if as_json else [])], env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         said, reader = heard(cleanup)
         waiting = until(lambda: any("(Ctrl-C: stop waiting)" in ln for ln in said), 15, 0.2)
@@ -603,8 +606,19 @@ def test_k8s_cleanup_says_what_it_waits_for_and_ctrl_c_what_is_left(kube, namesp
         os.kill(kubelet, signal.SIGCONT)
     reader.join(10)
     stderr = "".join(said)
+    assert cleanup.stdout is not None
+    stdout = cleanup.stdout.read()
     assert waiting, stderr
     assert cleanup.returncode == 130, (cleanup.returncode, stderr)
+    # what went (the run's ConfigMap: the API's alone) is said as without Ctrl-C
+    if as_json:
+        answer = json.loads(stdout)
+        assert [d["kind"] for d in answer["deleted"]] == ["ConfigMap"], answer
+        assert answer["problems"][0].startswith(f"still there: Pod {namespace}/"), answer
+    else:
+        assert re.search(rf"^deleted ConfigMap {namespace}/storbench-\S+ \(run ", stdout,
+                         re.M), stdout
+        assert f"Pod {namespace}/" not in stdout, stdout
     assert re.search(rf"\nstorbench: cleaning up: still there: [^\n]*Pod {namespace}/storbench-"
                      r"[^\n]*\(`storbench k8s cleanup` again once their node answers\)\n"
                      r"storbench: error: interrupted by SIGINT\n", stderr), stderr
