@@ -285,19 +285,22 @@ class Created:
         with self.lock:
             self.objects = [o for o in self.objects if o != (kind, namespace, name)]
 
-    def delete(self, kube: Kube, wait_s: float, note: Callable[[str], None],
-               guard: SignalGuard | None = None) -> list[str]:
-        """Delete everything, newest first, waiting until it is gone (delete_saying); what
-        is still there. After a signal (``guard``'s), what is waited for is said once that
-        takes SAY_AFTER_S, and a second signal ends the wait. Nothing created: nothing
-        asked of the cluster."""
+    def delete(self, kube: Kube, namespace: str, wait_s: float, note: Callable[[str], None],
+               guard: SignalGuard | None = None) -> None:
+        """Delete everything, newest first, waiting until it is gone (delete_saying);
+        raise naming what is still there and `storbench k8s cleanup --namespace
+        NAMESPACE` (left_error). After a signal (``guard``'s), what is waited for is said
+        once that takes SAY_AFTER_S, and a second signal ends the wait. Nothing created:
+        nothing asked of the cluster."""
         with self.lock:
             left, self.objects = self.objects[::-1], []
         if not left:
-            return []
+            return
         hurried = (_hurried(guard, wait_s, note) if guard is not None
                    and guard.signum is not None else None)
-        return delete_saying(kube, left, wait_s, note, hurried)
+        if (error := left_error(delete_saying(kube, left, wait_s, note, hurried),
+                                namespace)) is not None:
+            raise error
 
 
 def _hurried(guard: SignalGuard, wait_s: float,

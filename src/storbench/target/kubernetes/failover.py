@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storbench.errors import Interrupted
-from storbench.execute.kubecleanup import Created, left_error
+from storbench.execute.kubecleanup import Created
 from storbench.execute.kubernetes import DELETE_WAIT_S
 from storbench.execute.kubestatus import KubeError
 from storbench.execute.kubewait import wait_running
@@ -137,9 +137,7 @@ class Failover(OnClass):
 
     def cleanup(self) -> None:
         """Delete what is left; raise naming what stays."""
-        left = self.created.delete(self.kube, DELETE_WAIT_S, self.note, self.guard)
-        if (error := left_error(left, self.namespace)) is not None:
-            raise error
+        self.created.delete(self.kube, self.namespace, DELETE_WAIT_S, self.note, self.guard)
 
     def _create(self, manifest: dict[str, Any]) -> None:
         self.created.create(self.kube, self.namespace, manifest)

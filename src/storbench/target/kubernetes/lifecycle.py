@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from storbench.execute.kubecleanup import Created, delete_saying, heeding, left_error
+from storbench.execute.kubecleanup import Created, delete_saying, heeding
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
 from storbench.execute.kubewait import Warned, container_state, events, pod_problem
@@ -131,9 +131,7 @@ class Lifecycle(OnClass):
     def cleanup(self) -> None:
         """Delete what is left (a volume that failed half-way, Ctrl-C); raise naming what
         stays."""
-        left = self.created.delete(self.kube, DELETE_WAIT_S, self.note, self.guard)
-        if (error := left_error(left, self.namespace)) is not None:
-            raise error
+        self.created.delete(self.kube, self.namespace, DELETE_WAIT_S, self.note, self.guard)
 
     # -- one volume ---------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from storbench.errors import ConfigError
 from storbench.execute import Executor, FioBinary, FioJob, SignalGuard
-from storbench.execute.kubecleanup import Created, left_error
+from storbench.execute.kubecleanup import Created
 from storbench.execute.kubepods import PodExecutor
 from storbench.execute.kubernetes import DELETE_WAIT_S, Kube
 from storbench.execute.kubestatus import KubeError
@@ -364,10 +364,8 @@ class KubeTarget(ReachesOutside, OnStorage, Quiet):
         try:
             if not self.created.objects:
                 return
-            problems = self.created.delete(self._kube(), DELETE_WAIT_S, self.note,
-                                           self.guard)
-            if (error := left_error(problems, self.namespace)) is not None:
-                raise error
+            self.created.delete(self._kube(), self.namespace, DELETE_WAIT_S, self.note,
+                                self.guard)
         finally:
             if self.outside is not None:  # the pods are stopped: nothing puts any more
                 self.outside.end(hurry)
