@@ -26,7 +26,7 @@ from storbench.result.hidden import hide
 from storbench.target.objectnames import Bucket
 from storbench.target.storage import Worker
 from tests.cli.test_cli import show_json
-from tests.conftest import FIO, STORBENCH, needs_fio, run_cli
+from tests.conftest import FIO, STORBENCH, needs_fio, run_cli, until
 from tests.objects import FIO_HTTP, S3Server
 
 SMALL_JOB = """\
@@ -149,9 +149,7 @@ def _putting(s3: S3Server, bucket: str, tmp_path: Path) -> subprocess.Popen[str]
                              "--fio", str(FIO_HTTP), "--job", str(job)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(s3.keys(bucket)) < 3:
-        time.sleep(0.2)
+    until(lambda: len(s3.keys(bucket)) >= 3, 60, 0.2)
     assert len(s3.keys(bucket)) >= 3
     return proc
 

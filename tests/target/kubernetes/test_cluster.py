@@ -298,12 +298,7 @@ def test_signal_mid_run_cleans_up(kube, namespace, k8s_env, store_path, sig, cod
 
 def _wait_for_fio(kube: Kube, namespace: str) -> None:
     """Until fio runs in storbench's pod."""
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if _fio_runs(kube, namespace):
-            return
-        time.sleep(0.5)
-    raise AssertionError("fio never started in the pod")
+    assert until(lambda: _fio_runs(kube, namespace), 90, 0.5), "fio never started in the pod"
 
 
 def _fio_runs(kube: Kube, namespace: str) -> bool:
