@@ -156,7 +156,7 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
             said = (f"still there: {', '.join(left)} (`storbench k8s cleanup` again once"
                     " their node answers)" if left else "nothing is left")
             _say_deleted([m for m in found if (m.kind, m.namespace, m.name) not in there],
-                         [said], [], ns, as_json)
+                         [said] if left else [], [], ns, as_json)
         except KubeError as exc:
             said = f"what is left could not be listed: {exc}"
         err.print(f"storbench: cleaning up: {said}", markup=False)
