@@ -151,11 +151,11 @@ def cleanup(namespace: str | None, all_namespaces: bool, older_than: str | None,
     except KeyboardInterrupt:
         try:
             there = {(m.kind, m.namespace, m.name) for m in kube.managed(ns)}
-            left = [f"{m.kind} {m.namespace}/{m.name}" for m in found
-                    if (m.kind, m.namespace, m.name) in there]
+            left = [f"{kind} {where}/{name}" for kind, where, name in asked
+                    if (kind, where, name) in there]
             said = (f"still there: {', '.join(left)} (`storbench k8s cleanup` again once"
                     " their node answers)" if left else "nothing is left")
-            _say_deleted([m for m in found if (m.kind, m.namespace, m.name) not in there],
+            _say_deleted([m for m, key in zip(found, asked, strict=True) if key not in there],
                          [said] if left else [], [], ns, as_json)
         except KubeError as exc:
             said = f"what is left could not be listed: {exc}"
