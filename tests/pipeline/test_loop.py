@@ -32,6 +32,7 @@ RANDWRITE = Recording.load(DATA / "randwrite-2jobs.json")
 FAILED = Recording.load(DATA / "failed-job.json", returncode=1)
 JOB_ERROR = Recording.load(DATA / "job-error.json", returncode=1)
 IN_RAMP = Recording.load(DATA / "ended-in-ramp.json")
+GROUPED = Recording.load(DATA / "steady-grouped.json")
 
 JOB = ("[global]\nbs=4k\nsize=4m\ntime_based\nruntime=2\n"
        "[randread]\nrw=randread\n")
@@ -192,6 +193,18 @@ def test_a_job_that_never_left_its_ramp_fails_and_shows_no_figure(tmp_path, stor
     assert outcome.run.error.endswith("give it a runtime longer than its ramp_time, evenly"
                                       " spaced arrivals or more to do")
     assert target.calls[-1] == "cleanup"
+
+
+def test_a_group_of_jobs_is_stored_as_stopping_after_its_own_time(tmp_path, store):
+    """4 jobs judged as one group reached steady state after 1.85 s each (their read's
+    runtime); fio's job_runtime, 7.4 s, is their four times summed. The stored run said
+    the test stopped after 7.4 s."""
+    outcome = run(StepTarget(tmp_path, ReplayExecutor([GROUPED])), job_spec(tmp_path), store)
+    assert outcome.error is None and outcome.run.status == "completed"
+    [stored] = store.get_run(outcome.run.id).tests
+    test = stored.result
+    assert test.jobs == 4 and test.steady_state is not None and test.steady_state.attained
+    assert test.steady_state.stopped_after_s == test.read.runtime_ms / 1000 == 1.851
 
 
 def test_output_fio_cannot_have_written_fails_the_run(tmp_path, store):

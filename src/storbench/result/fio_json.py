@@ -223,6 +223,23 @@ def _direction(parts: Sequence[dict[str, Any]], runtime_ms: float | None = None
     )
 
 
+def _criterion(ss: str) -> str:
+    """fio's steady-state criterion as the user wrote it: 'bw_slope:2.000000%' is
+    'bw_slope:2%' (it was 'bw_slope:2.%'), 'iops_slope:0.500000%' 'iops_slope:0.5%'."""
+    m = re.fullmatch(r"(\w+):(\d+(?:\.\d*)?)(%?)", ss)
+    return f"{m[1]}:{float(m[2]):g}{m[3]}" if m else ss
+
+
+def _ran_ms(job: dict[str, Any], members: int) -> float:
+    """How long a job entry ran, in ms: its directions' longest runtime (fio gives a
+    group_reporting entry's direction the runtime of its longest job), else its
+    job_runtime, which fio sums over the ``members`` jobs of a group (4 jobs of 3.4 s:
+    13.6 s)."""
+    ran = max((int(job[k].get("runtime", 0)) for k in DIRECTIONS
+               if isinstance(job.get(k), dict)), default=0)
+    return ran or float(job.get("job_runtime", 0)) / members
+
+
 def _io_bytes(d: dict[str, Any]) -> int:
     if "io_kbytes" in d or "bw_bytes" in d:  # fio 3: io_bytes is bytes
         return int(d.get("io_bytes", int(d.get("io_kbytes", 0)) * 1024))
@@ -249,19 +266,20 @@ def aggregate(
     for j in jobs:
         for k, v in (j.get("iodepth_level") or {}).items():
             levels[k] = levels.get(k, 0.0) + float(v) / len(jobs)
+    numjobs = options.get("numjobs", "1")
+    # group_reporting: one entry for all numjobs (fio's "job options" do not list it)
+    grouped = len(jobs) == 1 and numjobs.isascii() and numjobs.isdigit()
+    members = max(1, int(numjobs)) if grouped else 1
     steady = [j["steadystate"] for j in jobs if j.get("steadystate")]
     steady_state = None
     if steady:
         steady_state = SteadyState(
-            criterion=str(steady[0].get("ss", "")).replace("000000%", "%"),
+            criterion=_criterion(str(steady[0].get("ss", ""))),
             attained=all(bool(s.get("attained")) for s in steady),
             window_s=float(steady[0].get("duration", 0)),
-            stopped_after_s=max(float(j.get("job_runtime", 0)) for j in jobs) / 1000,
+            stopped_after_s=max(_ran_ms(j, members) for j in jobs) / 1000,
             value=str(steady[0].get("criterion", "")),
         )
-    numjobs = options.get("numjobs", "1")
-    # group_reporting: one entry for all numjobs (fio's "job options" do not list it)
-    grouped = len(jobs) == 1 and numjobs.isascii() and numjobs.isdigit()
     return TestResult(
         name=name,
         jobs=int(numjobs) if grouped else len(jobs),
