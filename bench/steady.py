@@ -79,13 +79,18 @@ def dbench_script(target: Path) -> tuple[float, dict[str, TestResult]]:
     return wall, figures
 
 
+def _pct(deviation: float | None) -> str:
+    return "-" if deviation is None else f"{deviation:+.1f}%"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--window", type=float, default=3.0, help="--steady-window seconds")
     ap.add_argument("--criterion", default="iops_slope:0.5%")
     ap.add_argument("--reference-runtime", type=float, default=60.0)
     ap.add_argument("--time-only", action="store_true",
-                    help="only the DBench script and --until-steady: the wall-time ratio")
+                    help="only the DBench script and --until-steady: the wall-time ratio and"
+                         " the figures against the script's")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d, Throttled(size="3G") as vol:
         (vol.cgroup / "cgroup.procs").write_text(str(os.getpid()))
@@ -97,50 +102,54 @@ def main() -> None:
                                      "--steady-window", f"{args.window:g}", "--runtime", "60")
         print(f"until-steady: {steady_wall:.0f} s ({steady_wall / script_wall:.2f} of the"
               " DBench script's)", flush=True)
-        if args.time_only:
-            return
-        fixed_id, fixed_wall = run(vol.mnt, db, "fixed")
-        print(f"storbench's dbench suite as published (2 s + 15 s per test): {fixed_wall:.0f} s",
-              flush=True)
-        ref_id, ref_wall = run(vol.mnt, db, "reference", "--runtime",
-                               f"{args.reference_runtime:g}")
-        print(f"reference ({args.reference_runtime:g} s per test): {ref_wall:.0f} s", flush=True)
+        ids, walls = {"steady": steady_id}, {"steady": steady_wall}
+        if not args.time_only:
+            ids["fixed"], walls["fixed"] = run(vol.mnt, db, "fixed")
+            print(f"storbench's dbench suite as published (2 s + 15 s per test):"
+                  f" {walls['fixed']:.0f} s", flush=True)
+            ids["ref"], walls["ref"] = run(vol.mnt, db, "reference", "--runtime",
+                                           f"{args.reference_runtime:g}")
+            print(f"reference ({args.reference_runtime:g} s per test): {walls['ref']:.0f} s",
+                  flush=True)
         env = {**os.environ, "STORBENCH_DB": str(db)}
+        order = [k for k in ("ref", "fixed", "steady") if k in ids]
         comp = json.loads(subprocess.run(
-            [sys.executable, "-m", "storbench", "compare", str(ref_id), str(fixed_id),
-             str(steady_id), "--json"], check=True, capture_output=True, text=True,
-            env=env).stdout)
+            [sys.executable, "-m", "storbench", "compare", *(str(ids[k]) for k in order),
+             "--json"], check=True, capture_output=True, text=True, env=env).stdout)
         run_ = json.loads(subprocess.run([sys.executable, "-m", "storbench", "show",
                                           str(steady_id), "--json"], check=True,
                                          capture_output=True, text=True, env=env).stdout)
     cols = comp["comparison"]["columns"]
-    ref, fixed, steady = (r["values"] for r in comp["comparison"]["rows"])
+    rows = dict(zip(order, (r["values"] for r in comp["comparison"]["rows"]), strict=True))
+    ref, fixed, steady = (rows.get(k, [None] * len(cols)) for k in ("ref", "fixed", "steady"))
     print(f"\nwall time until-steady / the DBench script: {steady_wall / script_wall:.2f}"
-          f" (goal <= 0.25); / storbench's fixed suite: {steady_wall / fixed_wall:.2f};"
-          f" / the reference: {steady_wall / ref_wall:.2f}")
+          " (goal <= 0.25)" + "".join(
+              f"; / {what}: {steady_wall / walls[k]:.2f}" for k, what in
+              (("fixed", "storbench's fixed suite"), ("ref", "the reference")) if k in walls))
     print(f"{'test':<14} {'figure':<16} {'fixed vs ref':>13} {'steady vs ref':>14}"
           f" {'steady vs script':>17}  stopped")
     stops = {t["name"]: t.get("steady_state") for t in run_["tests"]}
     worst = worst_script = 0.0
     for c, r, f, s in zip(cols, ref, fixed, steady, strict=True):
-        if r is None or f is None or s is None:
+        if s is None:
             continue
         ss = stops.get(c["test"]) or {}
         theirs = value(script[c["test"]], metric(c["metric"])) if c["test"] in script else None
-        dev_s = 100 * (s / r - 1)
+        dev_s = None if r is None else 100 * (s / r - 1)
+        dev_f = None if r is None or f is None else 100 * (f / r - 1)
         dev_script = None if not theirs else 100 * (s / theirs - 1)
         if c["kind"] != "latency" or "mean" in c["metric"]:
             if dev_script is None:  # every such figure is one the script's fio gives
                 sys.exit(f"the DBench script's {c['test']} gave no {c['metric']}")
-            worst = max(worst, abs(dev_s))
+            worst = max(worst, abs(dev_s or 0.0))
             worst_script = max(worst_script, abs(dev_script))
         # (its throughput tests run with gtod_reduce=1: no latency percentiles)
-        shown = "-" if dev_script is None else f"{dev_script:+.1f}%"
-        print(f"{c['test']:<14} {c['metric']:<16} {100 * (f / r - 1):>+12.1f}% {dev_s:>+13.1f}%"
-              f" {shown:>17}  {'attained' if ss.get('attained') else 'NOT attained'} after"
-              f" {ss.get('stopped_after_s', 0):.1f} s")
+        print(f"{c['test']:<14} {c['metric']:<16} {_pct(dev_f):>13} {_pct(dev_s):>14}"
+              f" {_pct(dev_script):>17}  {'attained' if ss.get('attained') else 'NOT attained'}"
+              f" after {ss.get('stopped_after_s', 0):.1f} s")
     print(f"\nlargest deviation of a throughput or mean-latency figure: {worst_script:.1f}% from"
-          f" the DBench script's (goal <= 3%), {worst:.1f}% from the reference")
+          " the DBench script's (goal <= 3%)"
+          + ("" if args.time_only else f", {worst:.1f}% from the reference"))
 
 
 if __name__ == "__main__":
