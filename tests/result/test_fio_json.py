@@ -65,6 +65,24 @@ def over_the_longest(jobs, direction, key, runtime_ms=None):
                for j in jobs)
 
 
+def test_a_groups_cpu_is_its_jobs_cpu_as_when_reported_one_by_one(tmp_path):
+    """The same 4 jobs, reported as a group and one by one: fio's usr_cpu and sys_cpu of a
+    group are one job's share (their CPU time over their 4 times summed), of the jobs one
+    by one each its own. Both are the 4 jobs' CPU, in percent of one core ('fio's CPU was
+    the limit' was a quarter of it for a group)."""
+    cpu = {}
+    for grouped in (0, 1):
+        cmd = [FIO, f"--directory={tmp_path}", "--output-format=json", "--name=cpu",
+               "--rw=randread", "--bs=4k", "--size=8m", "--numjobs=4", "--time_based",
+               "--runtime=1", f"--group_reporting={grouped}"]
+        text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        assert len(load_fio_json(text)["jobs"]) == (1 if grouped else 4)
+        (r,) = parse_fio_json(text)[1]
+        assert r.jobs == 4
+        cpu[grouped] = r.usr_cpu_percent + r.sys_cpu_percent
+    assert 0.5 < cpu[1] / cpu[0] < 2, cpu  # (the same work; a busy machine's CPU varies)
+
+
 def test_clones_that_end_early_count_over_the_longest_one_s_time(tmp_path):
     """Two clones read at 16 MiB/s each, one 4 MiB, the other 32 MiB: the first ends after
     a quarter second, the second after two. Together they read 36 MiB in 2 s: 18 MiB/s,

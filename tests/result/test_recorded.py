@@ -26,6 +26,10 @@ def test_a_groups_steady_state_stopped_after_its_jobs_time_not_their_sum():
     assert result.jobs == 4 and result.steady_state is not None
     assert result.steady_state.attained and result.steady_state.criterion == "bw_slope:2%"
     assert result.steady_state.stopped_after_s == ran_ms / 1000
+    # its CPU: fio's usr_cpu of a group is one job's share (CPU time over the jobs' times
+    # summed); the 4 jobs' CPU is 4 times that, as 4 entries of their own add up to
+    assert result.usr_cpu_percent == pytest.approx(4 * job["usr_cpu"])
+    assert result.sys_cpu_percent == pytest.approx(4 * job["sys_cpu"])
 
 
 def test_a_jobs_time_without_a_direction_that_ran_is_its_own_job_runtime():

@@ -288,8 +288,10 @@ def aggregate(
         write=directions["write"],
         trim=directions["trim"],
         sync=sync,
-        usr_cpu_percent=sum(float(j.get("usr_cpu", 0.0)) for j in jobs),
-        sys_cpu_percent=sum(float(j.get("sys_cpu", 0.0)) for j in jobs),
+        # (a group's entry gives its jobs' CPU time over their times summed: one job's
+        # share; times its jobs, the group's, as separate entries' add up to it)
+        usr_cpu_percent=sum(float(j.get("usr_cpu", 0.0)) for j in jobs) * members,
+        sys_cpu_percent=sum(float(j.get("sys_cpu", 0.0)) for j in jobs) * members,
         context_switches=sum(int(j.get("ctx", 0)) for j in jobs),
         iodepth_percent=levels,
         elapsed_s=max(float(j.get("elapsed", 0)) for j in jobs),
