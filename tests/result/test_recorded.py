@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from storbench.analysis.explain import fio_figures
 from storbench.result.fio_json import _criterion, _ran_ms, load_fio_json, parse_fio_json
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fio"
@@ -30,6 +31,8 @@ def test_a_groups_steady_state_stopped_after_its_jobs_time_not_their_sum():
     # summed); the 4 jobs' CPU is 4 times that, as 4 entries of their own add up to
     assert result.usr_cpu_percent == pytest.approx(4 * job["usr_cpu"])
     assert result.sys_cpu_percent == pytest.approx(4 * job["sys_cpu"])
+    # and "why" judges fio's CPU per job (a core's share each): one job's, fio's own
+    assert fio_figures(result)["cpu_percent"] == round(job["usr_cpu"] + job["sys_cpu"], 1)
 
 
 def test_a_jobs_time_without_a_direction_that_ran_is_its_own_job_runtime():
