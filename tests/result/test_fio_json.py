@@ -83,6 +83,30 @@ def test_a_groups_cpu_is_its_jobs_cpu_as_when_reported_one_by_one(tmp_path):
     assert 0.5 < cpu[1] / cpu[0] < 2, cpu  # (the same work; a busy machine's CPU varies)
 
 
+def test_each_hosts_group_is_its_jobs(tmp_path, fio_servers):
+    """Two fio servers (fio's client/server), 4 jobs each: reported one by one, 8 entries;
+    as a group on each host (group_reporting, as --until-steady on --hosts makes them), an
+    entry a host. Both are 8 jobs, and their CPU the same work's: the groups were said to
+    be 2 jobs (the hosts), with a quarter of their CPU."""
+    servers = fio_servers(2)
+    cpu = {}
+    for grouped in (0, 1):
+        job = tmp_path / f"cpu{grouped}.fio"
+        job.write_text(f"[cpu]\ndirectory={tmp_path}\nrw=randread\nbs=4k\nsize=8m\n"
+                       f"numjobs=4\ntime_based\nruntime=1\ngroup_reporting={grouped}\n")
+        clients = [a for h in servers.hosts.split(",")
+                   for a in (f"--client={h.replace(':', ',')}", str(job))]
+        text = subprocess.run([FIO, "--output-format=json", *clients], capture_output=True,
+                              text=True, check=True).stdout
+        entries = [j for j in load_fio_json(text)["client_stats"]
+                   if j["jobname"] != "All clients"]
+        assert len(entries) == (2 if grouped else 8)
+        (r,) = parse_fio_json(text)[1]
+        assert r.jobs == 8
+        cpu[grouped] = r.usr_cpu_percent + r.sys_cpu_percent
+    assert 0.5 < cpu[1] / cpu[0] < 2, cpu  # (the same work; a busy machine's CPU varies)
+
+
 def test_clones_that_end_early_count_over_the_longest_one_s_time(tmp_path):
     """Two clones read at 16 MiB/s each, one 4 MiB, the other 32 MiB: the first ends after
     a quarter second, the second after two. Together they read 36 MiB in 2 s: 18 MiB/s,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -230,6 +231,15 @@ def _criterion(ss: str) -> str:
     return f"{m[1]}:{float(m[2]):g}{m[3]}" if m else ss
 
 
+def _members(jobs: Sequence[dict[str, Any]], numjobs: str) -> list[int]:
+    """How many of fio's jobs each entry is: a host's only entry of a job name is its
+    ``numjobs`` reported as one group (group_reporting, which fio's JSON does not name;
+    a host each with --hosts), else 1 (each job an entry of its own)."""
+    n = max(1, int(numjobs)) if numjobs.isascii() and numjobs.isdigit() else 1
+    hosts = Counter((j.get("hostname"), j.get("port")) for j in jobs)
+    return [n if hosts[j.get("hostname"), j.get("port")] == 1 else 1 for j in jobs]
+
+
 def _ran_ms(job: dict[str, Any], members: int) -> float:
     """How long a job entry ran, in ms: its directions' longest runtime (fio gives a
     group_reporting entry's direction the runtime of its longest job), else its
@@ -266,10 +276,12 @@ def aggregate(
     for j in jobs:
         for k, v in (j.get("iodepth_level") or {}).items():
             levels[k] = levels.get(k, 0.0) + float(v) / len(jobs)
-    numjobs = options.get("numjobs", "1")
-    # group_reporting: one entry for all numjobs (fio's "job options" do not list it)
-    grouped = len(jobs) == 1 and numjobs.isascii() and numjobs.isdigit()
-    members = max(1, int(numjobs)) if grouped else 1
+    members = _members(jobs, options.get("numjobs", "1"))
+
+    def cpu(key: str) -> float:  # a group's entry gives its jobs' CPU time over their
+        # times summed, one job's share: times its jobs, as entries of their own add up
+        return sum(float(j.get(key, 0.0)) * n for j, n in zip(jobs, members, strict=True))
+
     steady = [j["steadystate"] for j in jobs if j.get("steadystate")]
     steady_state = None
     if steady:
@@ -277,21 +289,19 @@ def aggregate(
             criterion=_criterion(str(steady[0].get("ss", ""))),
             attained=all(bool(s.get("attained")) for s in steady),
             window_s=float(steady[0].get("duration", 0)),
-            stopped_after_s=max(_ran_ms(j, members) for j in jobs) / 1000,
+            stopped_after_s=max(map(_ran_ms, jobs, members)) / 1000,
             value=str(steady[0].get("criterion", "")),
         )
     return TestResult(
         name=name,
-        jobs=int(numjobs) if grouped else len(jobs),
+        jobs=sum(members),
         error=error,
         read=directions["read"],
         write=directions["write"],
         trim=directions["trim"],
         sync=sync,
-        # (a group's entry gives its jobs' CPU time over their times summed: one job's
-        # share; times its jobs, the group's, as separate entries' add up to it)
-        usr_cpu_percent=sum(float(j.get("usr_cpu", 0.0)) for j in jobs) * members,
-        sys_cpu_percent=sum(float(j.get("sys_cpu", 0.0)) for j in jobs) * members,
+        usr_cpu_percent=cpu("usr_cpu"),
+        sys_cpu_percent=cpu("sys_cpu"),
         context_switches=sum(int(j.get("ctx", 0)) for j in jobs),
         iodepth_percent=levels,
         elapsed_s=max(float(j.get("elapsed", 0)) for j in jobs),
