@@ -234,7 +234,7 @@ def _criterion(ss: str) -> str:
 def _members(jobs: Sequence[dict[str, Any]], numjobs: str) -> list[int]:
     """How many of fio's jobs each entry is: a host's only entry of a job name is its
     ``numjobs`` reported as one group (group_reporting, which fio's JSON does not name;
-    a host each with --hosts), else 1 (each job an entry of its own)."""
+    with --hosts, one such entry per host), else 1 (each job an entry of its own)."""
     n = max(1, int(numjobs)) if numjobs.isascii() and numjobs.isdigit() else 1
     hosts = Counter((j.get("hostname"), j.get("port")) for j in jobs)
     return [n if hosts[j.get("hostname"), j.get("port")] == 1 else 1 for j in jobs]
@@ -278,8 +278,9 @@ def aggregate(
             levels[k] = levels.get(k, 0.0) + float(v) / len(jobs)
     members = _members(jobs, options.get("numjobs", "1"))
 
-    def cpu(key: str) -> float:  # a group's entry gives its jobs' CPU time over their
-        # times summed, one job's share: times its jobs, as entries of their own add up
+    def cpu(key: str) -> float:
+        """Percent of one core, the jobs' summed: fio gives a group's entry one job's
+        share (their CPU time over their times summed), so it counts its jobs times."""
         return sum(float(j.get(key, 0.0)) * n for j, n in zip(jobs, members, strict=True))
 
     steady = [j["steadystate"] for j in jobs if j.get("steadystate")]
