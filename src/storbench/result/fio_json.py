@@ -86,9 +86,16 @@ def combine_outputs(names: list[str], raws: list[str]) -> str:
 
 
 def job_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    if "jobs" in doc:
-        return list(doc["jobs"])
-    return [j for j in doc.get("client_stats", []) if j.get("jobname") != "All clients"]
+    """fio's entries of its jobs (or groups of them), but for those it left empty: it
+    counts a job with stats=0 as an entry of its own unless it is group_reporting, fills
+    none for it, and writes each it counted, the unfilled ones last, without a job name
+    and in group -1 (a job file with such a job failed as "fio's job '' did no I/O")."""
+    entries = doc["jobs"] if "jobs" in doc else [
+        j for j in doc.get("client_stats", []) if j.get("jobname") != "All clients"]
+    return [j for j in entries if j.get("jobname") or j.get("groupid") not in _UNFILLED]
+
+
+_UNFILLED = (-1, 2**32 - 1)  # the group of an entry fio counted and left empty
 
 
 def parse_fio_json(text: str) -> tuple[str, list[TestResult]]:
