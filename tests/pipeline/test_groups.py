@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from storbench.result.fio_json import job_entries, load_fio_json
 from tests.conftest import needs_fio, run_cli
 
@@ -28,9 +30,44 @@ def _run(tmp_path, text):
     return shown["tests"], job_entries(load_fio_json(raw))
 
 
+def test_two_sections_fio_reports_as_one_group_are_their_four_jobs(tmp_path):
+    """group_reporting over two sections of 2 jobs each: fio's one entry, "a", holds all
+    4 (it was counted as a's 2, with half of their CPU: fio gives a group's CPU as one
+    job's share)."""
+    tests, entries = _run(tmp_path, "group_reporting\n[a]\nrw=randread\nnumjobs=2\n"
+                                    "[b]\nrw=randwrite\nnumjobs=2\n")
+    (entry,) = entries
+    (test,) = tests
+    assert test["name"] == "a" and test["jobs"] == 4
+    assert test["read"] and test["write"]  # b's writes are in a's entry, as fio gives them
+    assert test["usr_cpu_percent"] == pytest.approx(4 * entry["usr_cpu"], rel=1e-3)
+    assert test["sys_cpu_percent"] == pytest.approx(4 * entry["sys_cpu"], rel=1e-3)
+
+
 def test_a_job_fio_keeps_no_figures_of_is_no_test(tmp_path):
     """A job with stats=0 (a load beside the one measured): fio writes an empty entry for
     it (no job name, group -1), which failed the run as "fio's job '' did no I/O"."""
     tests, _ = _run(tmp_path, "[a]\nrw=randread\n[load]\nrw=randwrite\nstats=0\n")
     assert [t["name"] for t in tests] == ["a"]
     assert tests[0]["jobs"] == 1 and tests[0]["read"]["iops"] > 0
+
+
+def test_until_steady_reports_each_job_as_its_own_test(tmp_path):
+    """--until-steady groups a job's clones (group_reporting) so that fio judges them
+    together; fio then joined them to the job before it: `[a] randread [b] randwrite
+    numjobs=2` was one test "a" of 3 jobs, with b's writes as its own, and no b."""
+    (tmp_path / "target").mkdir()
+    job = tmp_path / "mine.fio"
+    job.write_text("[global]\nioengine=psync\nsize=8m\nbs=4k\nrate_iops=400\n"
+                   "[a]\nrw=randread\n[b]\nrw=randwrite\nnumjobs=2\n")
+    db = tmp_path / "sb.db"
+    done = run_cli("run", str(tmp_path / "target"), "--job", str(job), "--until-steady",
+                   "--steady-window", "2", db=db)
+    assert done.returncode == 0, done.stderr
+    tests = {t["name"]: t for t in json.loads(run_cli("show", "last", "--json",
+                                                      db=db).stdout)["tests"]}
+    assert sorted(tests) == ["a", "b"]
+    assert tests["a"]["jobs"] == 1 and tests["a"]["write"] is None
+    assert tests["b"]["jobs"] == 2 and tests["b"]["read"] is None
+    # (each paced at 400 IOPS a job: b's two 800)
+    assert tests["b"]["write"]["iops"] == pytest.approx(800, rel=0.2)

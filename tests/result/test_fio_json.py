@@ -2,14 +2,17 @@
 
 import json
 import math
+import re
 import subprocess
 
 import pytest
 
 from storbench.errors import FioError
-from storbench.result.fio_json import load_fio_json, parse_fio_json
+from storbench.result.fio_json import job_entries, load_fio_json, parse_fio_json
 from storbench.result.merge import FIO_PERCENTILES, percentiles_from_bins
+from storbench.workload.jobfile import parse_jobfile
 from tests.conftest import FIO, needs_fio
+from tests.workload.test_jobfile import REPORTED
 
 pytestmark = needs_fio
 
@@ -107,6 +110,31 @@ def test_each_hosts_group_is_its_jobs(tmp_path, fio_servers):
         assert r.jobs == 8
         weight = 4 if grouped else 1  # (each run against its own fio figures, as above)
         assert r.usr_cpu_percent == pytest.approx(weight * sum(j["usr_cpu"] for j in entries))
+
+
+@pytest.mark.parametrize("text, entries", REPORTED)
+def test_a_job_files_entries_hold_the_jobs_fio_says_they_hold(text, entries, tmp_path):
+    """Each job file of tests/workload/test_jobfile.py run by real fio: the jobs it says
+    each entry of its report holds ("jobs=N", in its normal output beside the JSON) are
+    JobFile.reported's, and a result's jobs and CPU are counted from them: `[a]
+    numjobs=2 [b] numjobs=2` under group_reporting was 2 jobs with half their CPU."""
+    job = tmp_path / "groups.fio"
+    job.write_text(f"[global]\ndirectory={tmp_path}\nsize=1m\nrw=read\nbs=64k\n{text}")
+    out = subprocess.run([FIO, "--output-format=json,normal", str(job)], capture_output=True,
+                         text=True, check=True).stdout
+    said = [int(n) for n in re.findall(r"\(groupid=\d+, jobs=(\d+)\)", out)]
+    doc = out[:out.index("\n}") + 2]  # (the JSON first, then the normal output)
+    layout = parse_jobfile(job.read_text()).reported()
+    assert said == entries == [n for _, n in layout]
+    # (fio's JSON holds an entry more, empty, for a stats=0 job that is not grouped)
+    fios = job_entries(load_fio_json(doc))
+    assert [j["jobname"] for j in fios] == [name for name, _ in layout]
+    found = parse_fio_json(doc, {"": layout})[1]
+    assert sum(r.jobs for r in found) == sum(entries)
+    fio_cpu = {}  # each entry's own (one job's share) times its jobs, by name
+    for j, n in zip(fios, entries, strict=True):
+        fio_cpu[j["jobname"]] = fio_cpu.get(j["jobname"], 0.0) + n * j["usr_cpu"]
+    assert {r.name: r.usr_cpu_percent for r in found} == pytest.approx(fio_cpu)
 
 
 def test_clones_that_end_early_count_over_the_longest_one_s_time(tmp_path):

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from storbench.errors import ConfigError
+from storbench.result.fio_json import job_entries, load_fio_json
 from storbench.target.hostlist import Host, parse_hosts
 from tests.conftest import FIO, STORBENCH, FioServers, needs_fio, run_cli
 
@@ -78,6 +79,28 @@ def test_hosts_aggregate_is_the_sum_and_the_merged_histogram(n, fio_servers, tmp
     # per-host file names by default: hosts never collide
     texts = run["job_files"][0]
     assert "storbench-" in texts and "-h0." in texts and f"-h{n - 1}." in texts
+
+
+def test_each_hosts_group_of_two_sections_is_their_jobs(fio_servers, tmpfs, tmp_path,
+                                                         store_path):
+    """group_reporting over two sections of 2 jobs each, on 2 hosts: each host's one
+    entry, "a", is its 4 jobs (its job file says so: fio's JSON does not), with 4 times
+    the CPU fio gives it (one job's share); the test 8 jobs (it was 2 a host, 4 in all)."""
+    path = tmp_path / "groups.fio"
+    path.write_text("[global]\nbs=4k\nsize=8m\ntime_based\nruntime=1\ngroup_reporting\n"
+                    "[a]\nrw=randread\nnumjobs=2\n[b]\nrw=randwrite\nnumjobs=2\n")
+    proc = run_cli("run", str(tmpfs), "--hosts", fio_servers(2).hosts, "--job", str(path),
+                   db=store_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = last(store_path)
+    (test,) = run["tests"]
+    hosts = [h for h in run["per_host"] if h["name"] == "a"]
+    assert test["jobs"] == 8 and [h["jobs"] for h in hosts] == [4, 4]
+    (output,) = run["fio_output"]  # (last(): --raw)
+    entries = job_entries(load_fio_json(output))
+    assert len(entries) == 2  # one a host
+    assert sorted(h["usr_cpu_percent"] for h in hosts) == pytest.approx(
+        sorted(4 * e["usr_cpu"] for e in entries), rel=1e-3)
 
 
 def test_shared_file(fio_servers, tmpfs, tmp_path, store_path):

@@ -171,3 +171,56 @@ def test_a_size_bound_deadline_counts_what_fio_moves(text, moved):
         on_disk = job.estimated_bytes() or 0
         assert deadline.seconds == pytest.approx(
             moved / SLOW_BYTES_PER_S + on_disk / LAYOUT_BYTES_PER_S + MARGIN_S)
+
+
+# (job file, how many jobs each entry of fio's report holds: tests/result/test_fio_json.py
+# runs each with real fio and reads its own count, "jobs=N", beside its JSON)
+REPORTED = [
+    ("[a]\nnumjobs=2\n[b]\nnumjobs=2\n", [1, 1, 1, 1]),
+    # group_reporting joins the file's one group: one entry, "a", of 4 jobs
+    ("[global]\ngroup_reporting\n[a]\nnumjobs=2\n[b]\nnumjobs=2\n", [4]),
+    ("[global]\ngroup_reporting\n[a]\nnumjobs=2\n[b]\nnumjobs=2\nnew_group\n", [2, 2]),
+    ("[global]\ngroup_reporting\n[a]\nnumjobs=2\n[b]\nnumjobs=0x3\nwait_for_previous\n",
+     [2, 3]),
+    # a group_reporting job joins the entry of the job before it in its group, grouped or
+    # not; one with stats=0 is in no entry; a stonewall in [global]: a group a section
+    ("[a]\nnumjobs=2\n[b]\ngroup_reporting=1\n[c]\nstats=0\n[d]\ngroup_reporting\n",
+     [1, 3]),
+    ("[global]\nstonewall\ngroup_reporting\n[a]\nnumjobs=3\n[b]\nnumjobs=2\n", [3, 2]),
+    ("[global]\ngroup_reporting=0\n[a]\nnumjobs=2\n", [1, 1]),
+    ("[a]\n[b]\nname=other\nnumjobs=2\n", [1, 1, 1]),  # (fio names b "other")
+    # --until-steady's grouping of a job of numjobs > 1 (JobFile.with_steady_state)
+    ("[a]\n[b]\nnumjobs=2\ngroup_reporting\n", [3]),
+    ("[a]\n[b]\nnumjobs=2\ngroup_reporting\nnew_group\n[c]\n", [1, 2, 1]),
+]
+
+
+def counts(job):
+    """How many jobs each entry of ``job``'s report holds (JobFile.reported)."""
+    reported = job.reported()
+    return None if reported is None else [n for _, n in reported]
+
+
+@pytest.mark.parametrize("text, entries", REPORTED)
+def test_reported_says_how_many_jobs_each_entry_of_fios_report_holds(text, entries):
+    assert counts(parse_jobfile(text)) == entries
+
+
+def test_reported_names_each_entry_for_its_first_job_as_fio_does():
+    assert parse_jobfile("[global]\ngroup_reporting\n[a]\nnumjobs=2\n[b]\nnew_group\n"
+                         "[c]\nname=other\n[d]\nname=mine\nnew_group\n").reported() == [
+                             ("a", 2), ("b", 2), ("mine", 1)]
+
+
+def test_until_steady_groups_a_jobs_clones_apart_from_the_jobs_beside_it():
+    """--until-steady reports a job's clones as one group (so that fio judges them
+    together), each job its own: `[a] [b] numjobs=2` was one entry, "a", of 3 jobs (b's
+    writes as a's; b had none). A group the job file made is left as it is."""
+    mine = parse_jobfile("[a]\n[b]\nnumjobs=2\n[c]\nnumjobs=3\n")
+    assert counts(mine.with_steady_state("iops_slope:0.5%", 3, 60)) == [1, 2, 3]
+    theirs = parse_jobfile("[global]\ngroup_reporting\n[a]\nnumjobs=2\n[b]\nnumjobs=2\n")
+    assert counts(theirs.with_steady_state("iops_slope:0.5%", 3, 60)) == [4]
+
+
+def test_reported_is_none_for_a_flag_it_cannot_read():
+    assert parse_jobfile("[a]\ngroup_reporting=yes\n").reported() is None

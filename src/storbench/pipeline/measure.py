@@ -30,7 +30,7 @@ from storbench.pipeline.explained import Explained, Tracer, tracing
 from storbench.pipeline.failures import failure
 from storbench.pipeline.phases import Phases, io_phase
 from storbench.pipeline.reporter import Reporter
-from storbench.pipeline.steps import PlannedRun, Step, make_step
+from storbench.pipeline.steps import PlannedRun, Step, make_step, reported
 from storbench.result.environment import Environment
 from storbench.result.facts import TargetFacts
 from storbench.result.fio_json import parse_fio_json, parse_per_host
@@ -320,9 +320,10 @@ class RunContext:
         """Parse, warn and store one invocation; raise when fio or a worker failed."""
         several = len(step.jobs) > 1
         try:
-            _, parsed = parse_fio_json(execution.raw_json)
+            held = reported(step, execution.aliases)  # (group_reporting's entries' jobs)
+            _, parsed = parse_fio_json(execution.raw_json, held)
             per_worker = {execution.aliases.get(k, k): v for k, v in
-                          parse_per_host(execution.raw_json).items()} if several else {}
+                          parse_per_host(execution.raw_json, held).items()} if several else {}
         except FioError:
             if execution.returncode == 0 and not execution.timed_out and not execution.lost:
                 raise

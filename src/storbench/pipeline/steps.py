@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from storbench.errors import ConfigError
 from storbench.execute import FioJob
 from storbench.target.base import Target
-from storbench.workload.jobfile import JobFile
+from storbench.workload.jobfile import JobFile, parse_jobfile
 from storbench.workload.plan import Plan, PlannedTest
 
 
@@ -45,3 +47,22 @@ def make_step(target: Target, uid: str, index: int, repeat: int, test: PlannedTe
     else:
         jobs = target.job_files(logged(test.jobfile), index, uid)
     return Step(index, repeat, test, jobs, prefixes)
+
+
+def reported(step: Step, aliases: Mapping[str, str]
+             ) -> dict[str, list[tuple[str, int]]]:
+    """Each entry of fio's report (its first job's name, how many jobs it holds), by fio's
+    name of each host ("" for a local fio; ``aliases``: fio's name of a worker -> ours),
+    from the job file each ran (result/fio_json.Reported)."""
+    texts = {job.worker: job.text for job in step.jobs}
+    named = {"": texts.get("", step.jobs[0].text if len(step.jobs) == 1 else None),
+             **{fio: texts.get(worker) for fio, worker in aliases.items()}}
+    out: dict[str, list[tuple[str, int]]] = {}
+    for fio, text in named.items():
+        try:
+            layout = parse_jobfile(text).reported() if text is not None else None
+        except ConfigError:
+            layout = None
+        if layout is not None:
+            out[fio] = layout
+    return out

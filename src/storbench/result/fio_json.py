@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -98,22 +98,61 @@ def job_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
 _UNFILLED = (-1, 2**32 - 1)  # the group of an entry fio counted and left empty
 
 
-def parse_fio_json(text: str) -> tuple[str, list[TestResult]]:
+# by fio's name of a host ("" for a local fio): each entry of its report, in its order, as
+# its job file makes them: its first job's name and how many jobs it holds
+# (workload/jobfile.JobFile.reported)
+Reported = Mapping[str, Sequence[tuple[str, int]]]
+
+
+def parse_fio_json(text: str, reported: Reported | None = None
+                   ) -> tuple[str, list[TestResult]]:
     """fio's version string and one TestResult per job name, in first-seen order."""
-    return results_of(load_fio_json(text))
+    return results_of(load_fio_json(text), reported)
 
 
-def results_of(doc: dict[str, Any]) -> tuple[str, list[TestResult]]:
-    """A fio JSON document (or one shaped like it) -> version and results."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for job in job_entries(doc):
-        groups.setdefault(str(job.get("jobname", "")), []).append(job)
+def results_of(doc: dict[str, Any], reported: Reported | None = None
+               ) -> tuple[str, list[TestResult]]:
+    """A fio JSON document (or one shaped like it) -> version and results; ``reported``:
+    the jobs of each entry, where the job files run are known (else as _members finds
+    them)."""
+    groups: dict[str, list[tuple[dict[str, Any], int | None]]] = {}
+    for job, held in _held(doc, reported):
+        groups.setdefault(str(job.get("jobname", "")), []).append((job, held))
     defaults = {str(k): str(v) for k, v in (doc.get("global options") or {}).items()}
     devices = _devices(doc.get("disk_util"))
     return str(doc.get("fio version", "")), [
-        replace(aggregate(name, jobs, defaults), devices=devices)
+        replace(aggregate(name, [j for j, _ in jobs], defaults, [h for _, h in jobs]),
+                devices=devices)
         for name, jobs in groups.items()
     ]
+
+
+def _host(job: dict[str, Any], doc: dict[str, Any]) -> str:
+    """fio's name of the host an entry is from: "addr:port" ("" for a local fio; a unix
+    socket's path and a Kubernetes run's pod without a port: fio prints its default one
+    beside a path)."""
+    if "hostname" not in job or "jobs" in doc:
+        return ""
+    if "port" in job and not str(job["hostname"]).startswith("/"):
+        return f"{job['hostname']}:{job['port']}"
+    return str(job["hostname"])
+
+
+def _held(doc: dict[str, Any], reported: Reported | None
+          ) -> list[tuple[dict[str, Any], int | None]]:
+    """Each entry of ``doc`` with how many jobs it holds by ``reported`` (None: not known,
+    or its host's entries are not those its job file makes: as many, named so)."""
+    entries = job_entries(doc)
+    hosts: dict[str, list[dict[str, Any]]] = {}
+    for job in entries:
+        hosts.setdefault(_host(job, doc), []).append(job)
+    held: dict[int, int] = {}  # by id of an entry
+    for host, mine in hosts.items():
+        layout = (reported or {}).get(host)
+        if layout is not None and [str(j.get("jobname", "")) for j in mine] == [
+                name for name, _ in layout]:
+            held.update((id(j), n) for j, (_, n) in zip(mine, layout, strict=True))
+    return [(job, held.get(id(job))) for job in entries]
 
 
 def _devices(entries: Any) -> list[DeviceIO]:
@@ -129,7 +168,8 @@ def _devices(entries: Any) -> list[DeviceIO]:
     return out
 
 
-def parse_per_host(text: str) -> dict[str, list[TestResult]]:
+def parse_per_host(text: str, reported: Reported | None = None
+                   ) -> dict[str, list[TestResult]]:
     """Client/server output: one TestResult per job name for each host ("addr:port";
     a Kubernetes run's combined output names pods, without a port).
 
@@ -137,17 +177,14 @@ def parse_per_host(text: str) -> dict[str, list[TestResult]]:
     """
     doc = load_fio_json(text)
     defaults = {str(k): str(v) for k, v in (doc.get("global options") or {}).items()}
-    hosts: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for job in job_entries(doc):
-        if "hostname" not in job or "jobs" in doc:
-            continue
-        # a unix socket's path has no port (fio prints its default one beside it)
-        host = (f"{job['hostname']}:{job['port']}"
-                if "port" in job and not str(job["hostname"]).startswith("/")
-                else str(job["hostname"]))
-        hosts.setdefault(host, {}).setdefault(str(job.get("jobname", "")), []).append(job)
+    hosts: dict[str, dict[str, list[tuple[dict[str, Any], int | None]]]] = {}
+    for job, held in _held(doc, reported):
+        if host := _host(job, doc):
+            hosts.setdefault(host, {}).setdefault(str(job.get("jobname", "")), []).append(
+                (job, held))
     return {
-        host: [aggregate(name, jobs, defaults) for name, jobs in groups.items()]
+        host: [aggregate(name, [j for j, _ in jobs], defaults, [h for _, h in jobs])
+               for name, jobs in groups.items()]
         for host, groups in hosts.items()
     }
 
@@ -238,13 +275,16 @@ def _criterion(ss: str) -> str:
     return f"{m[1]}:{float(m[2]):g}{m[3]}" if m else ss
 
 
-def _members(jobs: Sequence[dict[str, Any]], numjobs: str) -> list[int]:
-    """How many of fio's jobs each entry is: a host's only entry of a job name is its
-    ``numjobs`` reported as one group (group_reporting, which fio's JSON does not name;
-    with --hosts, one such entry per host), else 1 (each job an entry of its own)."""
+def _members(jobs: Sequence[dict[str, Any]], numjobs: str,
+             held: Sequence[int | None] | None = None) -> list[int]:
+    """How many of fio's jobs each entry is: ``held``'s, where its job file said (fio's
+    JSON names neither group_reporting nor an entry's jobs); else a host's only entry of a
+    job name is its ``numjobs`` reported as one group (with --hosts, one such entry per
+    host), else 1 (each job an entry of its own)."""
     n = max(1, int(numjobs)) if numjobs.isascii() and numjobs.isdigit() else 1
     hosts = Counter((j.get("hostname"), j.get("port")) for j in jobs)
-    return [n if hosts[j.get("hostname"), j.get("port")] == 1 else 1 for j in jobs]
+    return [h if h is not None else n if hosts[j.get("hostname"), j.get("port")] == 1 else 1
+            for j, h in zip(jobs, held or [None] * len(jobs), strict=True)]
 
 
 def _ran_ms(job: dict[str, Any], members: int) -> float:
@@ -264,12 +304,14 @@ def _io_bytes(d: dict[str, Any]) -> int:
 
 
 def aggregate(
-    name: str, jobs: Sequence[dict[str, Any]], defaults: dict[str, str] | None = None
+    name: str, jobs: Sequence[dict[str, Any]], defaults: dict[str, str] | None = None,
+    held: Sequence[int | None] | None = None,
 ) -> TestResult:
     """One TestResult from the fio job entries that share a job name.
 
     ``defaults`` are fio's "global options"; the result's options are those plus
-    the job's own, as fio applied them.
+    the job's own, as fio applied them. ``held``: how many jobs each entry holds, where
+    its job file said (_members).
     """
     options = dict(defaults or {})
     options.update({str(k): str(v) for k, v in (jobs[0].get("job options") or {}).items()})
@@ -283,7 +325,7 @@ def aggregate(
     for j in jobs:
         for k, v in (j.get("iodepth_level") or {}).items():
             levels[k] = levels.get(k, 0.0) + float(v) / len(jobs)
-    members = _members(jobs, options.get("numjobs", "1"))
+    members = _members(jobs, options.get("numjobs", "1"), held)
 
     def cpu(key: str) -> float:
         """Percent of one core, the jobs' summed: fio gives a group's entry one job's

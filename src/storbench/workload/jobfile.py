@@ -153,7 +153,9 @@ class JobFile:
 
         A job with numjobs > 1 also gets group_reporting, so that fio judges the
         jobs' aggregate and stops them together: judged one by one, the first to
-        stop would leave its share of the storage to the others, inflating theirs.
+        stop would leave its share of the storage to the others, inflating theirs;
+        and new_group, so that its group is its own (where the job file did not
+        group its jobs itself).
         A sequential job is judged on its bandwidth (its IOPS are few and coarse: 125
         a second at 125 MiB/s in 1 MiB blocks); and there is no ramp: the criterion
         is what says when the start-up is over, and fio's figures are those of the
@@ -170,8 +172,10 @@ class JobFile:
                 settings: list[tuple[str, str | None]] = [
                     ("steadystate", own), ("ss_dur", fio_seconds(window_s)),
                     ("time_based", None), ("runtime", fio_seconds(max_s))]
-                if parse_count(options.get("numjobs")) > 1:
-                    settings.append(("group_reporting", None))
+                if parse_count(options.get("numjobs")) > 1 and "group_reporting" not in options:
+                    # its own group too: fio joins a group_reporting job to the entry of
+                    # the job before it in its group ([a] [b] numjobs=2: "a", 3 jobs)
+                    settings += [("group_reporting", None), ("new_group", None)]
                 for key, value in settings:
                     section = section.with_option(key, value)
             sections.append(section)
@@ -245,6 +249,47 @@ class JobFile:
             else:
                 unnamed += size * numjobs
         return unnamed + sum(per_file.values())
+
+    def reported(self) -> list[tuple[str, int]] | None:
+        """Each entry of fio's report, in its order, as fio makes them: the name of its
+        first job (fio's name of it) and how many jobs it holds. A section is numjobs
+        jobs; a job with stonewall or new_group begins a group once the one before it
+        has jobs (init.c; not its clones); group_reporting jobs one after another in a
+        group are one entry, each other job one of its own (stat.c); a job with stats=0
+        none. fio's JSON names neither group_reporting nor how many jobs an entry holds
+        (`[a] numjobs=2 [b] numjobs=2` under group_reporting is one entry, "a", of 4
+        jobs). None where an option is not a number fio reads."""
+        def flag(opts: dict[str, str], *keys: str, default: int = 0) -> int:
+            value = next((opts[k].strip() for k in keys if k in opts), None)
+            if value is None:
+                return default
+            if not value:
+                return 1  # a bare flag
+            return int(value, 16) if value.lower().startswith("0x") else int(value)
+
+        entries: list[tuple[str, int]] = []
+        group = in_group = 0
+        last: int | None = None  # the group of the job before (one with stats)
+        try:
+            for name, opts in self.effective():
+                grouped = bool(flag(opts, "group_reporting"))
+                for clone in range(max(parse_count(opts.get("numjobs")), 1)):
+                    if clone == 0 and in_group and (flag(opts, "stonewall", "wait_for_previous")
+                                                    or flag(opts, "new_group")):
+                        group, in_group = group + 1, 0
+                    in_group += 1
+                    if not flag(opts, "stats", default=1):
+                        continue
+                    if grouped and last == group:
+                        entries[-1] = (entries[-1][0], entries[-1][1] + 1)
+                    else:
+                        # (fio names a section's first job by its name=, its clones
+                        # by the section)
+                        entries.append((opts.get("name") or name if clone == 0 else name, 1))
+                    last = group
+        except ValueError:
+            return None
+        return entries
 
     def named_files(self) -> set[str]:
         """File names set explicitly with ``filename=`` (shared between invocations)."""
