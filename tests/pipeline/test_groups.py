@@ -1,6 +1,6 @@
 """A user's job file whose jobs fio reports together or leaves out of its report, run by
-storbench on real fio: each test counts the jobs fio ran for it, and a job fio keeps no
-figures of (stats=0) is no test."""
+storbench on real fio: each test counts the jobs fio ran for it, a job fio keeps no
+figures of (stats=0) is no test, and reads and writes are reported apart."""
 
 from __future__ import annotations
 
@@ -71,3 +71,11 @@ def test_until_steady_reports_each_job_as_its_own_test(tmp_path):
     assert tests["b"]["jobs"] == 2 and tests["b"]["read"] is None
     # (each paced at 400 IOPS a job: b's two 800)
     assert tests["b"]["write"]["iops"] == pytest.approx(800, rel=0.2)
+
+
+def test_a_job_file_asking_for_one_mixed_report_is_reported_read_and_write(tmp_path):
+    """unified_rw_reporting=1 makes fio report reads and writes as one "mixed" direction,
+    which storbench does not read: the run failed as "fio's job 'a' did no I/O". It is
+    left out of the job file (as gtod_reduce is), and both directions are shown."""
+    tests, _ = _run(tmp_path, "[a]\nrw=randrw\nunified_rw_reporting=1\n")
+    assert tests[0]["read"]["iops"] > 0 and tests[0]["write"]["iops"] > 0

@@ -132,6 +132,25 @@ def test_bad_input_is_one_clear_error_and_stores_nothing(text, needle, code, tmp
     assert json.loads(run_cli("list", "--json", db=store_path).stdout) == []
 
 
+def test_fios_mixed_report_is_refused_in_its_words_and_both_is_read(tmp_path, store_path):
+    """fio's output with unified_rw_reporting=1 holds one "mixed" direction, not reads and
+    writes: refused, saying so (it said "this is not fio's output as fio writes it");
+    with =both fio writes reads and writes too, and they are imported."""
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(fio_json(tmp_path, "--rw=randrw", "--unified_rw_reporting=1"))
+    proc = run_cli("import", str(mixed), db=store_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "reported its reads and writes as one (unified_rw_reporting=1)" in proc.stderr
+    assert "not fio's output" not in proc.stderr
+    assert json.loads(run_cli("list", "--json", db=store_path).stdout) == []
+    both = tmp_path / "both.json"
+    both.write_text(fio_json(tmp_path, "--rw=randrw", "--unified_rw_reporting=both"))
+    proc = run_cli("import", str(both), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    (test,) = last(store_path)["tests"]
+    assert test["read"]["iops"] > 0 and test["write"]["iops"] > 0
+
+
 @pytest.mark.parametrize("fmt", ["json", "normal"])
 def test_a_failed_fio_run_is_imported_failed_in_fio_s_words(fmt, small_tmpfs, tmp_path,
                                                            store_path):

@@ -325,6 +325,7 @@ def test_plain_names_and_allowed_values_pass():
     ("[a]\nexec_prerun=true\nrw=read\n", "does not run commands"),
     ("[a]\nioengine=net\n", "I/O on files in the target"),
     ("[a]\ngtod_reduce=1\n", "drops latency"),
+    ("[a]\nunified_rw_reporting=mixed\n", "reads and writes apart"),
 ])
 def test_the_last_look_refuses_what_storbench_itself_might_build(text, needle):
     from storbench.workload.guard import check_final

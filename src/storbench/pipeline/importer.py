@@ -80,6 +80,12 @@ def parse_source(source: str, text: str, path: Path | None = None) -> Parsed:
     parsed = _parse_any(source, text)
     for r in [*parsed.results, *(r for rs in parsed.per_host.values() for r in rs)]:
         problem = implausible(r)
+        if problem and not r.directions() and _unified(r.options):
+            raise ConfigError(
+                f"{source}: job {r.name!r}: fio reported its reads and writes as one"
+                f" (unified_rw_reporting={r.options['unified_rw_reporting']}), which storbench"
+                " does not read: it keeps reads and writes apart; run fio without it (or"
+                " with unified_rw_reporting=both); nothing was imported")
         if problem:
             raise ConfigError(f"{source}: job {r.name!r}: {problem}: this is not fio's output"
                               " as fio writes it; nothing was imported")
@@ -118,6 +124,11 @@ def with_logs(p: Parsed) -> Parsed:
         else:
             results.append(replace(r, series=fio_logs.read_series(directory, prefix, interval)))
     return replace(p, results=results)
+
+
+def _unified(options: dict[str, str]) -> bool:
+    """Whether fio reported the job's reads and writes only as one ("mixed")."""
+    return options.get("unified_rw_reporting", "").strip().lower() in ("1", "mixed")
 
 
 # Beyond any storage a fio job measures: refused rather than stored.

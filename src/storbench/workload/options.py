@@ -20,7 +20,8 @@ Kinds:
   with ``--allow-exec``.
 - ENGINE: ``ioengine=``: checked against ENGINES below.
 - OWNED: storbench sets it itself (``directory=`` is replaced, ``filename_format=`` is
-  storbench's; ``gtod_reduce`` is dropped: it drops latency).
+  storbench's; ``gtod_reduce`` is dropped: it drops latency; ``unified_rw_reporting``
+  is dropped: storbench reads fio's reads and writes apart).
 - REFUSED: changes the machine for everyone, or leaves the target (the device's I/O
   scheduler, cgroups, a built-in profile with devices of its own, writing to a mounted
   device).
@@ -72,7 +73,7 @@ significant_figures size slat_percentiles softrandommap spr_cs spr_num_regions s
 sprandom startdelay stats steadystate steadystate_check_interval steadystate_duration
 steadystate_ramp_time stonewall sync sync_file_range thinkcycles thinktime
 thinktime_blocks thinktime_blocks_type thinktime_iotime thinktime_spin thread time_based
-trim_backlog trim_backlog_batch trim_percentage trim_verify_zero uid unified_rw_reporting
+trim_backlog trim_backlog_batch trim_percentage trim_verify_zero uid
 unique_filename unit_base unlink unlink_each_loop verify verify_async verify_async_cpus
 verify_backlog verify_backlog_batch verify_dump verify_fatal verify_header_seed
 verify_interval verify_offset verify_only verify_pattern_interval verify_policy
@@ -123,6 +124,8 @@ OWNED: dict[str, str] = {
     "filename_format": "storbench names fio's files itself ($jobname.$jobnum.$filenum in"
                        " its scratch directory)",
     "gtod_reduce": "it drops latency: storbench never runs it",
+    "unified_rw_reporting": "storbench reports reads and writes apart, and their sum:"
+                            " fio's mixed report is never asked for",
 }
 # fio's http engine's options: storbench writes them for an s3:// TARGET (the endpoint,
 # the region, the key id, the secret key from fio's environment); a job file sets none
