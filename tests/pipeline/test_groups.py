@@ -1,6 +1,7 @@
 """A user's job file whose jobs fio reports together or leaves out of its report, run by
 storbench on real fio: each test counts the jobs fio ran for it, a job fio keeps no
-figures of (stats=0) is no test, and reads and writes are reported apart."""
+figures of (stats=0) is no test, reads and writes are reported apart, and tail latency
+is measured whatever the job file says."""
 
 from __future__ import annotations
 
@@ -79,3 +80,12 @@ def test_a_job_file_asking_for_one_mixed_report_is_reported_read_and_write(tmp_p
     left out of the job file (as gtod_reduce is), and both directions are shown."""
     tests, _ = _run(tmp_path, "[a]\nrw=randrw\nunified_rw_reporting=1\n")
     assert tests[0]["read"]["iops"] > 0 and tests[0]["write"]["iops"] > 0
+
+
+@pytest.mark.parametrize("dropping", ["clat_percentiles=0", "disable_clat=1"])
+def test_a_job_file_that_would_drop_tail_latency_is_measured_with_it(dropping, tmp_path):
+    """Options that drop latency are left out, as gtod_reduce is: the test had IOPS and
+    empty latency columns (no p99: tail latency always)."""
+    tests, _ = _run(tmp_path, f"[a]\nrw=randread\n{dropping}\n")
+    clat = tests[0]["read"]["clat"]
+    assert clat["mean_ns"] > 0 and clat["percentiles_ns"]["99.0"] > 0

@@ -249,10 +249,8 @@ def _final_option(section: str, key: str, value: str | None, roots: list[PurePos
         parts = path_parts(name, value or "")
         return None if parts and all(_inside(p, roots) for p in parts) else (
             f"{where}: not inside {', '.join(map(str, roots))}")
-    if name == "gtod_reduce":
-        return f"{where}: it drops latency"
-    if name == "unified_rw_reporting":
-        return f"{where}: storbench reads fio's reads and writes apart"
+    if name in options.DROPPED:
+        return f"{where}: {options.DROPPED[name]}"
     if options.kind(key) is Kind.PATH and value and "$" not in value:
         for part in path_parts(name, value):
             if os.path.isabs(part) and not _inside(part, roots):

@@ -13,16 +13,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storbench.errors import ConfigError
-from storbench.workload import guard
+from storbench.workload import guard, options
 from storbench.workload.files import JOB_FILE_LIMIT, read_text
 from storbench.workload.sizes import fio_seconds, parse_count, parse_size
 
 Option = tuple[str, str | None]
-
-# never run: gtod_reduce drops latency; unified_rw_reporting makes fio report reads and
-# writes as one "mixed" direction, which storbench does not read (a job file with it
-# failed as "fio's job 'a' did no I/O")
-_DROPPED = ("gtod_reduce", "unified_rw_reporting")
 
 
 @dataclass(frozen=True)
@@ -117,7 +112,7 @@ class JobFile:
                     " any file): put what it should hold into the job file itself to see why")
             if reason is not None:
                 raise ConfigError(reason)
-            new = section.without("directory", *_DROPPED)
+            new = section.without("directory", *options.DROPPED)
             for key in guard.INTO_SCRATCH:
                 value = new.get(key)
                 if value is not None:

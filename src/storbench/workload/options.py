@@ -20,8 +20,8 @@ Kinds:
   with ``--allow-exec``.
 - ENGINE: ``ioengine=``: checked against ENGINES below.
 - OWNED: storbench sets it itself (``directory=`` is replaced, ``filename_format=`` is
-  storbench's; ``gtod_reduce`` is dropped: it drops latency; ``unified_rw_reporting``
-  is dropped: storbench reads fio's reads and writes apart).
+  storbench's; DROPPED's are left out: ``gtod_reduce`` drops latency,
+  ``unified_rw_reporting`` joins reads and writes).
 - REFUSED: changes the machine for everyone, or leaves the target (the device's I/O
   scheduler, cgroups, a built-in profile with devices of its own, writing to a mounted
   device).
@@ -46,10 +46,10 @@ class Kind(enum.Enum):
 _VALUE = """
 allow_file_create allrandrepeat atomic ba block_error_percentiles bs bs_is_seq_rand
 bs_unaligned bsrange bssplit buffer_compress_chunk buffer_compress_percentage buffered
-bwavgtime clat_percentiles clocksource comm continue_on_error cpumask cpus_allowed
+bwavgtime clocksource comm continue_on_error cpumask cpus_allowed
 cpus_allowed_policy create_fsync create_on_open create_only create_serialize dataplacement
 dedupe_global dedupe_mode dedupe_percentage dedupe_working_set_percentage description
-direct disable_bw_measurement disable_clat disable_lat disable_slat disk_util do_verify
+direct disable_bw_measurement disable_slat disk_util do_verify
 end_fsync end_syncfs error_dump exit_what exitall exitall_on_error experimental_verify
 fadvise_hint fallocate fdatasync fdp file_append file_service_type filesize filetype
 fill_device flow flow_id flow_sleep flow_watermark fsync fsync_on_close gid gpu_dev_id
@@ -119,13 +119,22 @@ NAMES: dict[str, str] = {
     "name": "the job's name (fio names its files after it)",
     "wait_for": "the job this one waits for",
 }
+# left out of every job file before fio runs it (JobFile.prepared), and why: latency,
+# tail latency always, and reads and writes apart
+DROPPED: dict[str, str] = {
+    "gtod_reduce": "it drops latency",
+    "disable_clat": "it drops latency",
+    "disable_lat": "it drops latency",
+    "clat_percentiles": "it can drop tail latency (clat_percentiles=0)",
+    # fio would report reads and writes only as one "mixed" direction (a job file with it
+    # failed as "fio's job 'a' did no I/O")
+    "unified_rw_reporting": "storbench reads fio's reads and writes apart",
+}
 OWNED: dict[str, str] = {
     "directory": "storbench points fio at its own scratch directory",
     "filename_format": "storbench names fio's files itself ($jobname.$jobnum.$filenum in"
                        " its scratch directory)",
-    "gtod_reduce": "it drops latency: storbench never runs it",
-    "unified_rw_reporting": "storbench reports reads and writes apart, and their sum:"
-                            " fio's mixed report is never asked for",
+    **{name: f"{why}: storbench leaves it out" for name, why in DROPPED.items()},
 }
 # fio's http engine's options: storbench writes them for an s3:// TARGET (the endpoint,
 # the region, the key id, the secret key from fio's environment); a job file sets none
