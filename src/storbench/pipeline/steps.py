@@ -56,6 +56,7 @@ def reported(step: Step, aliases: Mapping[str, str]
     from the job file each ran (result/fio_json.Reported)."""
     texts = {job.worker: job.text for job in step.jobs}
     named = {"": texts.get("", step.jobs[0].text if len(step.jobs) == 1 else None),
+             **texts,  # (a worker fio names as we do: a Kubernetes run's pods)
              **{fio: texts.get(worker) for fio, worker in aliases.items()}}
     out: dict[str, list[tuple[str, int]]] = {}
     for fio, text in named.items():
