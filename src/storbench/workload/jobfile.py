@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storbench.errors import ConfigError
-from storbench.workload import guard, options
+from storbench.workload import guard
 from storbench.workload.files import JOB_FILE_LIMIT, read_text
+from storbench.workload.options import DROPPED
 from storbench.workload.sizes import fio_seconds, parse_count, parse_size
 
 Option = tuple[str, str | None]
@@ -112,7 +113,7 @@ class JobFile:
                     " any file): put what it should hold into the job file itself to see why")
             if reason is not None:
                 raise ConfigError(reason)
-            new = section.without("directory", *options.DROPPED)
+            new = section.without("directory", *DROPPED)
             for key in guard.INTO_SCRATCH:
                 value = new.get(key)
                 if value is not None:
