@@ -151,6 +151,35 @@ def test_fios_mixed_report_is_refused_in_its_words_and_both_is_read(tmp_path, st
     assert test["read"]["iops"] > 0 and test["write"]["iops"] > 0
 
 
+def test_fios_normal_report_with_mixed_reads_each_directions_own_figures(tmp_path,
+                                                                        store_path):
+    """fio's normal output with unified_rw_reporting=both: reads, writes, then both as
+    one ("mixed"): each direction's figures are its own (the writes' p99 was mixed's),
+    as fio's JSON of the same run gives them; with =1, only "mixed": refused, saying so."""
+    out = fio_json(tmp_path, "--rw=randrw", "--unified_rw_reporting=both", "--size=8m",
+                   fmt="json,normal")
+    # (fio's start lines, its JSON, then the normal output's report)
+    start, cut = out.index("{\n"), out.index("\n}\n") + 2
+    doc, text = json.loads(out[start:cut])["jobs"][0], out[:start] + out[cut:]
+    (tmp_path / "both.txt").write_text(text)
+    proc = run_cli("import", str(tmp_path / "both.txt"), db=store_path)
+    assert proc.returncode == 0, proc.stderr
+    (test,) = last(store_path)["tests"]
+    # the normal output gives each percentile in its block's unit, rounded up
+    units = [{"nsec": 1, "usec": 1000, "msec": 10**6}[u]
+             for u in re.findall(r"clat percentiles \((\w+)\)", text)]
+    for d, unit in zip(("read", "write"), units, strict=False):
+        fios = {float(p): v for p, v in doc[d]["clat_ns"]["percentile"].items()}
+        mine = {float(p): v for p, v in test[d]["clat"]["percentiles_ns"].items()}
+        assert mine.keys() == fios.keys()
+        assert all(0 <= mine[p] - fios[p] < unit for p in fios), (d, unit, mine, fios)
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text(fio_json(tmp_path, "--rw=randrw", "--unified_rw_reporting=1",
+                              fmt="normal"))
+    proc = run_cli("import", str(mixed), db=store_path)
+    assert proc.returncode == 2 and "reads and writes as one (mixed" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("fmt", ["json", "normal"])
 def test_a_failed_fio_run_is_imported_failed_in_fio_s_words(fmt, small_tmpfs, tmp_path,
                                                            store_path):

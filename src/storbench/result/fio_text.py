@@ -200,9 +200,14 @@ def _job(flat: _Flat, m: re.Match[str], end: int, options: dict[str, str]) -> di
     tail = _first(body, (r"\blat \((?:nsec|usec|msec)\)\s*: \d", r"\bcpu\s*:",
                          r"\bfsync/fdatasync/sync_file_range:", r"\bIO depths\s*:"))
     issued = _issued(body)
+    # unified_rw_reporting=both: reads and writes, then both as one ("mixed"), which is
+    # not read; a direction's block ends where it begins (the write's took mixed's p99)
+    mixed = re.search(r"\bmixed\s*:\s*IOPS=", body)
     for k, d in enumerate(marks):
         seg_end = marks[k + 1].start() if k + 1 < len(marks) else (tail if tail > d.end()
                                                                      else len(body))
+        if mixed is not None and d.end() < mixed.start() < seg_end:
+            seg_end = mixed.start()
         seg = body[d.start():seg_end]
         direction = _direction(seg, flat.line(base + d.start()), issued.get(d.group(1)))
         direction["total_ios"] = issued.get(d.group(1), {}).get("total", 0) or round(
@@ -212,6 +217,12 @@ def _job(flat: _Flat, m: re.Match[str], end: int, options: dict[str, str]) -> di
                 direction[f"{kind}_ns"].setdefault("N", direction["total_ios"])
         job[d.group(1)] = direction
     if not marks and not job["error"]:
+        if mixed is not None:
+            raise TextFormatError(
+                f"job {name!r}: fio reported its reads and writes as one (mixed:"
+                " unified_rw_reporting), which storbench does not read: it keeps reads and"
+                " writes apart; run fio without it (or with unified_rw_reporting=both)",
+                flat.line(m.start()))
         raise TextFormatError(f"job {name!r} has no read, write or trim figures: the output"
                               " is cut short or damaged", flat.line(m.start()))
     sync_at = body.find("fsync/fdatasync/sync_file_range:")
