@@ -81,11 +81,9 @@ def parse_source(source: str, text: str, path: Path | None = None) -> Parsed:
     for r in [*parsed.results, *(r for rs in parsed.per_host.values() for r in rs)]:
         problem = implausible(r)
         if problem and not r.directions() and _unified(r.options):
-            raise ConfigError(
-                f"{source}: job {r.name!r}: fio reported its reads and writes as one"
-                f" (unified_rw_reporting={r.options['unified_rw_reporting']}), which storbench"
-                " does not read: it keeps reads and writes apart; run fio without it (or"
-                " with unified_rw_reporting=both); nothing was imported")
+            how = f"unified_rw_reporting={r.options['unified_rw_reporting']}"
+            raise ConfigError(f"{source}: job {r.name!r}: {fio_text.mixed_said(how)}; nothing was"
+                              " imported")
         if problem:
             raise ConfigError(f"{source}: job {r.name!r}: {problem}: this is not fio's output"
                               " as fio writes it; nothing was imported")

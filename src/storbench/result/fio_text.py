@@ -186,6 +186,14 @@ def _header_options(flat: str) -> dict[str, dict[str, str]]:
     return found
 
 
+def mixed_said(how: str) -> str:
+    """Why fio's output of a job whose reads and writes it reported only as one ("mixed",
+    unified_rw_reporting; ``how`` it said so) is not read, and what to do."""
+    return (f"fio reported its reads and writes as one ({how}), which storbench does not"
+            " read: it keeps reads and writes apart; run fio without it (or with"
+            " unified_rw_reporting=both)")
+
+
 def _job(flat: _Flat, m: re.Match[str], end: int, options: dict[str, str]) -> dict[str, Any]:
     text = flat.text
     name = m["name"].strip()
@@ -218,11 +226,8 @@ def _job(flat: _Flat, m: re.Match[str], end: int, options: dict[str, str]) -> di
         job[d.group(1)] = direction
     if not marks and not job["error"]:
         if mixed is not None:
-            raise TextFormatError(
-                f"job {name!r}: fio reported its reads and writes as one (mixed:"
-                " unified_rw_reporting), which storbench does not read: it keeps reads and"
-                " writes apart; run fio without it (or with unified_rw_reporting=both)",
-                flat.line(m.start()))
+            raise TextFormatError(f"job {name!r}: {mixed_said('mixed: unified_rw_reporting')}",
+                                  flat.line(m.start()))
         raise TextFormatError(f"job {name!r} has no read, write or trim figures: the output"
                               " is cut short or damaged", flat.line(m.start()))
     sync_at = body.find("fsync/fdatasync/sync_file_range:")
