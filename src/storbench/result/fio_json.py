@@ -143,16 +143,17 @@ def _held(doc: dict[str, Any], reported: Reported | None
     """Each entry of ``doc`` with how many jobs it holds by ``reported`` (None: not known,
     or its host's entries are not those its job file makes: as many, named so)."""
     entries = job_entries(doc)
-    hosts: dict[str, list[dict[str, Any]]] = {}
-    for job in entries:
-        hosts.setdefault(_host(job, doc), []).append(job)
-    held: dict[int, int] = {}  # by id of an entry
+    hosts: dict[str, list[int]] = {}  # each host's entries, by their place in ``entries``
+    for at, job in enumerate(entries):
+        hosts.setdefault(_host(job, doc), []).append(at)
+    held: list[int | None] = [None] * len(entries)
     for host, mine in hosts.items():
         layout = (reported or {}).get(host)
-        if layout is not None and [str(j.get("jobname", "")) for j in mine] == [
+        if layout is not None and [str(entries[at].get("jobname", "")) for at in mine] == [
                 name for name, _ in layout]:
-            held.update((id(j), n) for j, (_, n) in zip(mine, layout, strict=True))
-    return [(job, held.get(id(job))) for job in entries]
+            for at, (_, n) in zip(mine, layout, strict=True):
+                held[at] = n
+    return list(zip(entries, held, strict=True))
 
 
 def _devices(entries: Any) -> list[DeviceIO]:
