@@ -203,22 +203,48 @@ def postgres_bin() -> Path | None:
 @contextlib.contextmanager
 def postgresql() -> Iterator[str]:
     """A PostgreSQL server of the tests' own: initdb in a temporary directory, run as
-    an unprivileged user on a loopback port; yields a URL (database ``storbench``)."""
+    an unprivileged user on a loopback port; yields a URL (database ``storbench``).
+
+    Its port is open before it takes connections ("the database system is starting up"),
+    and a port another server took in the meantime is open too: it is ready when
+    pg_isready says so through its own socket (in its own directory) while it still runs;
+    a port taken is tried again with another."""
     bindir = postgres_bin()
     assert bindir is not None
     user = unprivileged_user()
     entry = pwd.getpwnam(user)
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="sb-pg-", dir="/var/tmp") as d:
-        os.chown(d, entry.pw_uid, entry.pw_gid)
-        data = Path(d) / "data"
-        subprocess.run([str(bindir / "initdb"), "-D", str(data), "-U", "storbench",
-                        "--auth=trust", "-E", "UTF8", "--no-sync"], check=True,
-                       capture_output=True, user=user, cwd=d)
-        argv = [str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port),
-                "-k", d, "-c", "fsync=off", "-c", "max_connections=60"]
-        with _server(argv, port, Path(d) / "log", user=user):
-            subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port),
-                            "-U", "storbench", "storbench"], check=True, capture_output=True,
-                           user=user, cwd=d)
-            yield f"postgresql://storbench@127.0.0.1:{port}/storbench"
+    for attempt in range(3):
+        port = free_port()
+        with tempfile.TemporaryDirectory(prefix="sb-pg-", dir="/var/tmp") as d:
+            os.chown(d, entry.pw_uid, entry.pw_gid)
+            data, log = Path(d) / "data", Path(d) / "log"
+            subprocess.run([str(bindir / "initdb"), "-D", str(data), "-U", "storbench",
+                            "--auth=trust", "-E", "UTF8", "--no-sync"], check=True,
+                           capture_output=True, user=user, cwd=d)
+            argv = [str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1",
+                    "-p", str(port), "-k", d, "-c", "fsync=off", "-c", "max_connections=60"]
+            with _server(argv, port, log, user=user) as proc:
+                if not _pg_ready(bindir, d, port, proc):
+                    said = log.read_text()
+                    if "already in use" in said and attempt < 2:
+                        continue
+                    raise RuntimeError(f"PostgreSQL did not start: {said[-2000:]}")
+                subprocess.run([str(bindir / "createdb"), "-h", d, "-p", str(port),
+                                "-U", "storbench", "storbench"], check=True,
+                               capture_output=True, user=user, cwd=d)
+                yield f"postgresql://storbench@127.0.0.1:{port}/storbench"
+                return
+
+
+def _pg_ready(bindir: Path, socket_dir: str, port: int, proc: subprocess.Popen[bytes],
+              timeout: float = 60) -> bool:
+    """Whether our own server (through its socket) takes connections; False once it has
+    ended or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        said = subprocess.run([str(bindir / "pg_isready"), "-q", "-h", socket_dir,
+                               "-p", str(port), "-U", "storbench"], check=False)
+        if said.returncode == 0:
+            return proc.poll() is None
+        time.sleep(0.1)
+    return False
