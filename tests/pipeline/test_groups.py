@@ -89,3 +89,30 @@ def test_a_job_file_that_would_drop_tail_latency_is_measured_with_it(dropping, t
     tests, _ = _run(tmp_path, f"[a]\nrw=randread\n{dropping}\n")
     clat = tests[0]["read"]["clat"]
     assert clat["mean_ns"] > 0 and clat["percentiles_ns"]["99.0"] > 0
+
+
+def test_what_is_left_out_of_a_job_file_is_said_as_the_run_starts(tmp_path):
+    """The options left out (latency, its tail, one mixed report) were left out silently:
+    the run says which, in which section and why, naming options and sections only (an
+    included file's text is never quoted); a job file with none of them is not told so."""
+    (tmp_path / "target").mkdir()
+    (tmp_path / "inc.fio").write_text("[c]\nrw=read\nclat_percentiles=0\n")
+    job = tmp_path / "mine\x1b[2J.fio"
+    job.write_text(GLOBAL + "gtod_reduce=1\n[a]\nrw=randread\ndisable_lat=1\n"
+                   "[b]\nrw=randrw\nunified_rw_reporting=both\ninclude inc.fio\n")
+    db = tmp_path / "sb.db"
+    done = run_cli("run", str(tmp_path / "target"), "--job", str(job), db=db)
+    assert done.returncode == 0, done.stderr
+    said = [ln for ln in (done.stdout + done.stderr).splitlines() if "left out" in ln]
+    assert len(said) == 1, done.stdout + done.stderr
+    assert said[0].startswith("mine\\x1b[2J.fio: left out of the job file as fio runs it:")
+    for part in ("gtod_reduce in [global] (it drops latency)",
+                 "disable_lat in [a] (it drops latency)",
+                 "unified_rw_reporting in [b] (storbench reads fio's reads and writes apart)",
+                 "clat_percentiles in a section of"):
+        assert part in said[0], said
+    assert "=both" not in said[0] and "=1" not in said[0]
+    plain = tmp_path / "plain.fio"
+    plain.write_text(GLOBAL + "[a]\nrw=randread\n")
+    done = run_cli("run", str(tmp_path / "target"), "--job", str(plain), db=db)
+    assert done.returncode == 0 and "left out" not in done.stdout + done.stderr

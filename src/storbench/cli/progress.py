@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from storbench.analysis.summary import OBJECT_OPERATIONS
 from storbench.execute.base import Progress as FioProgress
 from storbench.render import units
+from storbench.render.text import harmless
 from storbench.result.model import TestResult
 from storbench.target.base import Leftover
 from storbench.workload.plan import Plan, PlannedTest
@@ -53,7 +54,7 @@ class ConsoleReporter:
                            f" crashed run {leftover.run_uid} (started {leftover.created})")
 
     def note(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        self.console.print(harmless(text), markup=False, highlight=False)
 
     def run_started(self, run_id: int, plan: Plan, scratch: Path) -> None:
         # fio's scratch is a device (a block device TARGET, on hosts, a pod's Block volume),

@@ -153,6 +153,8 @@ def run_on(subject: Subject, spec: RunSpec, store: Store,
                 environment: Environment = {**subject.describe(fio),
                                             "storbench_version": __version__}
                 _say_confinement(environment, spec.allow_exec, rep)
+                for note in planned.plan.notes:
+                    rep.note(note)
                 workload = planned.plan.workload + spec.shaping()
                 if spec.series:
                     _say_another_workload(store, spec.series, workload, rep)

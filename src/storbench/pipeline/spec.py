@@ -244,8 +244,12 @@ def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
         test = PlannedTest(spec.job_file.name, names, prepared, expected_seconds(prepared))
         # its jobs as parsed (includes read; comments, blank lines and spacing not)
         digest = hashlib.sha256(jf.render().encode()).hexdigest()[:6]
+        left = jf.dropped()
         return Plan(f"job:{spec.job_file.name}", [test],
-                    workload_name=f"job:{spec.job_file.name}#{digest}")
+                    workload_name=f"job:{spec.job_file.name}#{digest}",
+                    notes=(f"{spec.job_file.name}: left out of the job file as fio runs it:"
+                           f" {left}; storbench reports latency, its tail, and reads and"
+                           " writes apart always",) if left else ())
     suite = get_suite(spec.suite)
     tests = []
     jobfiles = suite.jobfiles(size=spec.size, runtime=spec.runtime, rate_iops=spec.rate_iops,

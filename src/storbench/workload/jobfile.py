@@ -84,6 +84,15 @@ class JobFile:
             else:
                 yield section.name, {**defaults, **values}
 
+    def dropped(self) -> str | None:
+        """What ``prepared`` leaves out of this job file and why, in one line (None:
+        nothing): option and section names only (a value may be anything, and an included
+        file is never quoted)."""
+        left = [f"{k.lower()} in [{s.name}] ({DROPPED[k.lower()]})" if s.origin is None
+                else f"{k.lower()} in a section of {s.origin} ({DROPPED[k.lower()]})"
+                for s in self.sections for k, _ in s.options if k.lower() in DROPPED]
+        return ", ".join(dict.fromkeys(left)) or None
+
     def prepared(
         self, directory: Path, *, size: str | None = None, runtime: float | None = None,
         ramp: float | None = None, allow_exec: bool = False,

@@ -45,6 +45,8 @@ class Plan:
     # file (fio moves a job there as it ends) (the kernel's confinement of fio)
     cgroup_dirs: tuple[Path, ...] = ()
     cgroup_files: tuple[Path, ...] = ()
+    # what the run says as it starts (options of the user's job file left out)
+    notes: tuple[str, ...] = ()
 
     @property
     def workload(self) -> str:
