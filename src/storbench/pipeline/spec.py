@@ -248,8 +248,8 @@ def _plan_tests(spec: RunSpec, scratch: Path) -> Plan:
         return Plan(f"job:{spec.job_file.name}", [test],
                     workload_name=f"job:{spec.job_file.name}#{digest}",
                     notes=(f"{spec.job_file.name}: left out of the job file as fio runs it:"
-                           f" {left}; storbench reports latency, its tail, and reads and"
-                           " writes apart always",) if left else ())
+                           f" {left}; storbench always reports latency, its tail, and reads"
+                           " and writes apart",) if left else ())
     suite = get_suite(spec.suite)
     tests = []
     jobfiles = suite.jobfiles(size=spec.size, runtime=spec.runtime, rate_iops=spec.rate_iops,
