@@ -432,6 +432,7 @@ def test_bpftrace_keeps_a_path_with_a_line_break_one_file(tmp_path):
                    f'cd "$0"; f="$(printf "{name}")"; for i in 1 2 3; do echo hi >> "$f"; done',
                    str(d), db=db)
     assert proc.returncode == 0, proc.stderr
+    assert "bpftrace attached: tracing from now on\n" in proc.stderr  # (the command then)
     [w] = json.loads(run_cli("workloads", "--json", db=db).stdout)
     assert list(w["files"].values()) == [p.name for p in d.iterdir()]
     assert "\n" in next(iter(w["files"].values()))
@@ -509,6 +510,12 @@ def test_bpftrace_follows_a_running_process_and_what_it_had_open(tmpfs, tmp_path
         assert proc.returncode == 0, proc.stderr
         assert f"PID {ended.pid} ended before the recording began: not followed" \
             in proc.stderr
+        # said once attached (seconds, more on a busy machine): a workload started before
+        # that is not followed
+        said = proc.stderr.splitlines()
+        ready = said.index("bpftrace attached: tracing from now on (a process the followed"
+                           " ones start from now on is followed; one started before is not)")
+        assert ready > next(i for i, ln in enumerate(said) if ln.startswith("Recording"))
         assert app.poll() is None  # followed, then left running
     finally:
         app.kill()
@@ -958,11 +965,21 @@ def _record_pgbench(harness, where: Path, db: Path) -> None:
              *[a for p in [main, *map(int, children)] for a in ("--pid", str(p))]],
             env={**os.environ, "STORBENCH_DB": str(db)}, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
-        time.sleep(2)  # the tracer attached
+        # pgbench's backend is followed only if it starts once the tracer is attached
+        # (bpftrace took over 2 s on a busy machine: the recording held 1 write, 1 sync)
+        said: list[str] = []
+        while not any(ln.startswith("bpftrace attached") for ln in said):
+            assert recording.poll() is None, recording.communicate()
+            if any("(strace)" in ln for ln in said):  # it says nothing more: ptraced
+                while not _attached("strace", main, where):
+                    assert recording.poll() is None, recording.communicate()
+                    time.sleep(0.05)
+                break
+            said.append(recording.stderr.readline())
         harness.run([*pg, str(harness.PG_BIN / "pgbench"), *conn, "-c", "1", "-T", "20",
                      "-R", "30", "postgres"])
         _, err = recording.communicate(timeout=120)
-        assert recording.returncode == 0, err
+        assert recording.returncode == 0, "".join(said) + err
     finally:
         subprocess.run([*pg, str(harness.PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast",
                         "stop"], capture_output=True)

@@ -140,7 +140,8 @@ def record(store: Store, name: str, command: tuple[str, ...], directory: Path | 
     counter = (lambda: io_calls(pids)) if measure_cost and pids else None
     if tracer == "bpftrace":
         got = bpfcapture.capture_bpf(directory, from_bpf, command, pids, duration,
-                                     max_bytes, _progress, counter)
+                                     max_bytes, _progress, counter,
+                                     on_ready=lambda: _attached(bool(pids)))
     else:
         got = capture(directory, CALLS, from_strace, command, pids, duration, max_bytes,
                       _progress, counter)
@@ -333,6 +334,14 @@ def _not_stored_yet(store: Store, name: str, replace: bool) -> None:
     if not replace and any(w.name == name for w in workloads.listed(store)):
         raise ConfigError(f"a workload named {name!r} is stored already: pass --replace, or"
                           " another name")
+
+
+def _attached(following: bool) -> None:
+    """bpftrace takes seconds to attach (more on a busy machine): said when it has, so that
+    a workload is started after it (a process started before is not followed)."""
+    err.print("bpftrace attached: tracing from now on" + (
+        " (a process the followed ones start from now on is followed; one started before"
+        " is not)" if following else ""), markup=False)
 
 
 def _progress(elapsed: float, size: int) -> None:

@@ -187,12 +187,14 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                 command: Sequence[str] = (), pids: Sequence[int] = (),
                 duration_s: float | None = None, max_bytes: int = 256 << 20,
                 on_progress: Callable[[float, int], None] | None = None,
-                count: Callable[[], int | None] | None = None) -> Capture[T]:
+                count: Callable[[], int | None] | None = None,
+                on_ready: Callable[[], None] | None = None) -> Capture[T]:
     """Run ``command`` (or follow ``pids`` for ``duration_s``, else until they and every
     process they started end)
     traced by bpftrace; what ``parse`` (workload/bpfevents.from_bpf) makes of the events of
     the files under ``directory``. ``count`` (the application's calls so far) is read at
-    every poll while traced: its rate is the traced rate."""
+    every poll while traced: its rate is the traced rate. ``on_ready`` is called once
+    bpftrace has attached (a process the followed ones start from then on is followed)."""
     found = bpftrace_path()
     if found is None:
         raise ConfigError("--tracer bpftrace needs bpftrace (Debian/Ubuntu: apt install"
@@ -229,6 +231,8 @@ def capture_bpf(directory: Path, parse: Callable[[Iterable[str], str], T],
                     tracer = _bpftrace(found, tmp / "p.bt", sink, sink_err)
                     try:
                         started = _wait_ready(tracer, out, errs, token, guard)
+                        if on_ready is not None:
+                            on_ready()
                         if proc is not None:
                             _release(proc, gate)
                         followed = None if proc is not None else \
