@@ -88,9 +88,10 @@ class JobFile:
         """What ``prepared`` leaves out of this job file and why, in one line (None:
         nothing): option and section names only (a value may be anything, and an included
         file is never quoted)."""
-        left = [f"{k.lower()} in [{s.name}] ({DROPPED[k.lower()]})" if s.origin is None
-                else f"{k.lower()} in a section of {s.origin} ({DROPPED[k.lower()]})"
-                for s in self.sections for k, _ in s.options if k.lower() in DROPPED]
+        left = [f"{k} in {f'[{s.name}]' if s.origin is None else f'a section of {s.origin}'}"
+                f" ({DROPPED[k]})"
+                for s in self.sections for k in (key.lower() for key, _ in s.options)
+                if k in DROPPED]
         return ", ".join(dict.fromkeys(left)) or None
 
     def prepared(
